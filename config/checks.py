@@ -1,0 +1,187 @@
+"""Rules that span several fields. They run on whatever parsed, so one pass reports
+every problem: a host with a bad address is left out of the uniqueness checks, not
+allowed to hide them."""
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Optional
+
+from config.model import Host, HostTuning, NetworkSettings, SshSettings
+from config.problems import Problem
+
+# Label prefixes the kubelet may set on its own node (NodeRestriction admission).
+_KUBELET_ALLOWED_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
+
+
+@dataclass
+class PartialConfig:
+    """The sections of a stack config that parsed; None where a section did not."""
+
+    layout: Optional[str] = None
+    network: Optional[NetworkSettings] = None
+    ssh: Optional[SshSettings] = None
+    tuning: Optional[HostTuning] = None
+    hosts: list[tuple[int, Host]] = field(default_factory=list)
+    all_hosts_parsed: bool = True
+    has_ssh_private_key: bool = False
+    has_bastion_private_key: bool = False
+
+
+def cross_checks(cfg: PartialConfig) -> list[Problem]:
+    problems: list[Problem] = []
+    problems += _layout_available(cfg)
+    problems += _networks_disjoint(cfg)
+    problems += _hosts_unique(cfg)
+    problems += _hosts_on_lan(cfg)
+    problems += _roles(cfg)
+    problems += _host_fields(cfg)
+    problems += _ssh_keys(cfg)
+    problems += _tuning(cfg)
+    return problems
+
+
+def _layout_available(cfg: PartialConfig) -> list[Problem]:
+    if cfg.layout in ("hybrid", "cloud"):
+        return [
+            Problem(
+                "layout",
+                f"the '{cfg.layout}' layout is not available in this version of gpu-cluster; "
+                "use 'bare-metal'",
+            )
+        ]
+    return []
+
+
+def _networks_disjoint(cfg: PartialConfig) -> list[Problem]:
+    if cfg.network is None:
+        return []
+    named = {
+        "network.lanCidr": cfg.network.lan_cidr,
+        "network.podCidr": cfg.network.pod_cidr,
+        "network.serviceCidr": cfg.network.service_cidr,
+    }
+    problems = []
+    keys = list(named)
+    for i, first in enumerate(keys):
+        for second in keys[i + 1 :]:
+            a, b = ipaddress.ip_network(named[first]), ipaddress.ip_network(named[second])
+            if a.overlaps(b):
+                problems.append(
+                    Problem(second, f"{b} overlaps gpu-cluster:{first} {a}; the networks must be disjoint")
+                )
+    return problems
+
+
+def _hosts_unique(cfg: PartialConfig) -> list[Problem]:
+    problems = []
+    for attribute, key in (("name", "name"), ("address", "address")):
+        first_seen: dict[str, int] = {}
+        for index, host in cfg.hosts:
+            value = getattr(host, attribute)
+            if value in first_seen:
+                problems.append(
+                    Problem(
+                        f"hosts[{index}].{key}",
+                        f"'{value}' is already used by gpu-cluster:hosts[{first_seen[value]}]; "
+                        f"host {key}s must be unique",
+                    )
+                )
+            else:
+                first_seen[value] = index
+    return problems
+
+
+def _hosts_on_lan(cfg: PartialConfig) -> list[Problem]:
+    if cfg.network is None or cfg.layout != "bare-metal":
+        return []
+    lan = ipaddress.ip_network(cfg.network.lan_cidr)
+    return [
+        Problem(
+            f"hosts[{index}].address",
+            f"{host.address} is outside gpu-cluster:network.lanCidr {lan}",
+        )
+        for index, host in cfg.hosts
+        if ipaddress.ip_address(host.address) not in lan
+    ]
+
+
+def _roles(cfg: PartialConfig) -> list[Problem]:
+    if cfg.layout != "bare-metal" or not cfg.all_hosts_parsed:
+        return []
+    controllers = [index for index, host in cfg.hosts if host.runs_control_plane]
+    workers = [index for index, host in cfg.hosts if host.runs_workloads]
+    problems = []
+    if not controllers:
+        problems.append(
+            Problem("hosts", "a bare-metal cluster needs exactly one host with role 'controller' "
+                    "or 'controller+worker'; there is none")
+        )
+    for index in controllers[1:]:
+        problems.append(
+            Problem(f"hosts[{index}].role",
+                    f"a second control-plane host; gpu-cluster:hosts[{controllers[0]}] is already "
+                    "the controller and only one is supported")
+        )
+    if not workers:
+        problems.append(
+            Problem("hosts", "no host runs workloads: add a host with role 'worker' "
+                    "(or make the controller 'controller+worker')")
+        )
+    return problems
+
+
+def _host_fields(cfg: PartialConfig) -> list[Problem]:
+    problems = []
+    for index, host in cfg.hosts:
+        if host.gpu_model and host.gpus == 0:
+            problems.append(
+                Problem(f"hosts[{index}].gpuModel", "is set but gpus is 0; set gpus to the host's GPU count")
+            )
+        for key in host.labels:
+            if _kubelet_may_not_set(key):
+                problems.append(
+                    Problem(f"hosts[{index}].labels.{key}",
+                            "the kubelet may not set labels under kubernetes.io/ or k8s.io/ except "
+                            "kubelet.kubernetes.io/ and node.kubernetes.io/ (NodeRestriction)")
+                )
+        if host.role == "controller" and (host.gpus or host.taints or host.labels):
+            field_name = "gpus" if host.gpus else ("taints" if host.taints else "labels")
+            problems.append(
+                Problem(f"hosts[{index}].{field_name}",
+                        "a 'controller' host runs no kubelet, so it has no node to carry GPUs, "
+                        "labels or taints; use role 'controller+worker'")
+            )
+    return problems
+
+
+def _kubelet_may_not_set(key: str) -> bool:
+    prefix, _, _ = key.rpartition("/")
+    if not prefix:
+        return False
+    restricted = prefix.endswith("kubernetes.io") or prefix.endswith("k8s.io")
+    return restricted and not key.startswith(_KUBELET_ALLOWED_PREFIXES)
+
+
+def _ssh_keys(cfg: PartialConfig) -> list[Problem]:
+    problems = []
+    if cfg.hosts and not cfg.has_ssh_private_key:
+        problems.append(
+            Problem("sshPrivateKey",
+                    "is required to reach the hosts; set it with "
+                    "`pulumi config set --secret gpu-cluster:sshPrivateKey < ~/.ssh/id_ed25519`")
+        )
+    if cfg.has_bastion_private_key and cfg.ssh is not None and cfg.ssh.bastion is None:
+        problems.append(Problem("bastionPrivateKey", "is set but gpu-cluster:ssh.bastion is not"))
+    return problems
+
+
+def _tuning(cfg: PartialConfig) -> list[Problem]:
+    if cfg.tuning is None:
+        return []
+    if cfg.tuning.cpu_manager_policy == "static" and not cfg.tuning.reserved_cpus:
+        return [
+            Problem("tuning.reservedCpus",
+                    "is required when tuning.cpuManagerPolicy is 'static' (CPUs kept for the "
+                    "system and kubelet, e.g. '0-1')")
+        ]
+    return []

@@ -1,0 +1,190 @@
+"""Typed model of the whole stack config (`gpu-cluster:*` keys). Every default lives here.
+
+Field names are snake_case in Python and camelCase in the stack file, e.g.
+`gpu-cluster:network` -> `lanCidr`. Cross-field rules live in `config/checks.py` so they
+can run even when some sections fail to parse, and report every problem at once.
+"""
+
+import re
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic.alias_generators import to_camel
+
+from config import versions
+from config.types import (
+    Duration,
+    DnsLabel,
+    HostOrIp,
+    InterfaceName,
+    IPv4,
+    IPv4Cidr,
+    LabelKey,
+    LabelValue,
+    Port,
+)
+
+Layout = Literal["bare-metal", "hybrid", "cloud"]
+Role = Literal["controller", "worker", "controller+worker"]
+
+# Roles whose host runs the Kubernetes control plane / a kubelet.
+CONTROL_PLANE_ROLES = ("controller", "controller+worker")
+WORKER_ROLES = ("worker", "controller+worker")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class KubernetesSettings(Section):
+    distribution: Literal["k0s"] = "k0s"
+    version: str = versions.K0S
+    api_port: Port = 6443
+    # Extra names/addresses the API server certificate must cover (a DNS name, a VIP).
+    api_sans: list[HostOrIp] = []
+    # Join tokens are single-purpose and short-lived: one per worker, valid this long.
+    worker_token_expiry: Duration = "2h"
+    node_ready_timeout_seconds: int = Field(default=600, ge=30, le=7200)
+
+    @field_validator("version")
+    @classmethod
+    def _k0s_version(cls, value: str) -> str:
+        if not re.match(r"^v\d+\.\d+\.\d+\+k0s\.\d+$", value):
+            raise ValueError(f"'{value}' is not a k0s release version like {versions.K0S}")
+        return value
+
+
+class NetworkSettings(Section):
+    # The on-prem LAN the hosts talk to each other on.
+    lan_cidr: IPv4Cidr
+    pod_cidr: IPv4Cidr = "10.244.0.0/16"
+    service_cidr: IPv4Cidr = "10.96.0.0/12"
+    cni: Literal["calico", "kuberouter"] = "calico"
+    # 0 lets the CNI detect it; set it below the smallest link MTU (tunnels, jumbo frames).
+    mtu: int = Field(default=0, ge=0, le=9000)
+
+    @field_validator("mtu")
+    @classmethod
+    def _mtu_range(cls, value: int) -> int:
+        if value and value < 1280:
+            raise ValueError("must be 0 (detect) or at least 1280")
+        return value
+
+
+class Bastion(Section):
+    host: HostOrIp
+    port: Port = 22
+    # Defaults to gpu-cluster:ssh.user.
+    user: Optional[str] = None
+
+
+class SshSettings(Section):
+    user: str = "ubuntu"
+    port: Port = 22
+    bastion: Optional[Bastion] = None
+    # Retries while a host is unreachable (booting, flapping link) before a step fails.
+    dial_error_limit: int = Field(default=10, ge=1, le=1000)
+    per_dial_timeout_seconds: int = Field(default=15, ge=1, le=600)
+
+
+class Taint(Section):
+    key: LabelKey
+    value: LabelValue = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class Host(Section):
+    name: DnsLabel
+    # Address on the cluster LAN: the node IP and where the CNI is pinned.
+    address: IPv4
+    # Where SSH reaches the host, when not at `address`.
+    ssh_address: Optional[HostOrIp] = None
+    ssh_user: Optional[str] = None
+    # The NIC that carries `address`; checked by preflight (multi-NIC hosts).
+    interface: Optional[InterfaceName] = None
+    role: Role = "worker"
+    gpus: int = Field(default=0, ge=0, le=64)
+    # Written to the node as nvidia.com/gpu.product, the label GPU Feature Discovery uses.
+    gpu_model: Optional[LabelValue] = None
+    labels: dict[LabelKey, LabelValue] = {}
+    taints: list[Taint] = []
+
+    @property
+    def runs_control_plane(self) -> bool:
+        return self.role in CONTROL_PLANE_ROLES
+
+    @property
+    def runs_workloads(self) -> bool:
+        return self.role in WORKER_ROLES
+
+
+class HostTuning(Section):
+    # IOMMU off lets GPUs talk peer-to-peer (multi-GPU training).
+    disable_iommu: bool = True
+    # Spectre/Meltdown mitigations cost GPU hosts real throughput; opt-in only.
+    disable_cpu_mitigations: bool = False
+    extra_kernel_args: list[str] = []
+    # Kubeflow's many watchers exhaust the defaults ("too many open files").
+    inotify_max_user_instances: int = Field(default=2280, ge=128)
+    inotify_max_user_watches: int = Field(default=1255360, ge=8192)
+    cpu_manager_policy: Literal["none", "static"] = "none"
+    # CPUs kept for the system when cpuManagerPolicy is static, e.g. "0-1".
+    reserved_cpus: Optional[str] = None
+    # The real upstream resolvers, not systemd-resolved's 127.0.0.53 stub (DNS loops in pods).
+    kubelet_resolv_conf: str = "/run/systemd/resolve/resolv.conf"
+    min_free_disk_gb: int = Field(default=50, ge=1)
+    install_nfs_client: bool = True
+
+    @field_validator("extra_kernel_args")
+    @classmethod
+    def _kernel_args(cls, value: list[str]) -> list[str]:
+        bad = [arg for arg in value if not re.match(r"^[A-Za-z0-9_.,:=/+-]+$", arg)]
+        if bad:
+            raise ValueError(f"kernel arguments must be single words without quotes: {bad}")
+        return value
+
+    @field_validator("reserved_cpus")
+    @classmethod
+    def _cpuset(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.match(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", value):
+            raise ValueError(f"'{value}' is not a CPU list like 0-1 or 0,2")
+        return value
+
+
+class NvidiaSettings(Section):
+    install_driver: bool = True
+    driver_branch: str = Field(default=versions.NVIDIA_DRIVER_BRANCH, pattern=r"^\d{3}$")
+    container_toolkit_version: str = Field(
+        default=versions.NVIDIA_CONTAINER_TOOLKIT, pattern=r"^\d+\.\d+\.\d+(-\d+)?$"
+    )
+    # Make nvidia the node's default container runtime instead of selecting it per pod
+    # with the `nvidia` RuntimeClass.
+    default_runtime: bool = False
+
+
+class StackConfig(Section):
+    layout: Layout
+    cluster_name: DnsLabel
+    kubernetes: KubernetesSettings = KubernetesSettings()
+    network: NetworkSettings
+    ssh: SshSettings = SshSettings()
+    ssh_private_key: Optional[SecretStr] = None
+    bastion_private_key: Optional[SecretStr] = None
+    hosts: list[Host] = []
+    tuning: HostTuning = HostTuning()
+    nvidia: NvidiaSettings = NvidiaSettings()
+
+    @property
+    def controller(self) -> Host:
+        return next(host for host in self.hosts if host.runs_control_plane)
+
+    @property
+    def workers(self) -> list[Host]:
+        """Hosts that only run workloads (a controller+worker host is the controller)."""
+        return [host for host in self.hosts if not host.runs_control_plane]
+
+
+# Keys whose value must be set with `pulumi config set --secret`.
+SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey")
