@@ -1,0 +1,13 @@
+"""gpu-cluster: a GPU Kubernetes cluster from the stack's config."""
+
+import pulumi
+
+from components.cluster import Cluster, ClusterArgs
+from config import load_from_pulumi
+
+settings = load_from_pulumi()
+cluster = Cluster(settings.cluster_name, ClusterArgs(settings))
+
+pulumi.export("apiEndpoint", cluster.api_endpoint)
+pulumi.export("kubeconfig", cluster.kubeconfig)
+pulumi.export("nodes", cluster.nodes)

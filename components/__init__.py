@@ -1,0 +1,1 @@
+"""Pulumi component resources, one per file with its Args beside it."""

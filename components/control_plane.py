@@ -1,0 +1,109 @@
+"""The Kubernetes control plane on one host: installs the controller, reads the admin
+kubeconfig and issues a short-lived join token per worker, all without a manual step."""
+
+from dataclasses import dataclass
+
+import pulumi
+import yaml
+from pulumi_command import remote
+
+from components.distributions.k0s import K0s
+from components.host_bootstrap import HostBootstrap
+from components.remote_step import run_step
+from config.model import Host, StackConfig
+
+
+@dataclass
+class ControlPlaneArgs:
+    host: Host
+    settings: StackConfig
+    distribution: K0s
+    bootstrap: HostBootstrap
+
+
+class ControlPlane(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ControlPlaneArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:cluster:ControlPlane", name, None, opts)
+        self._args = args
+        self.host = args.host
+        self.connection = args.bootstrap.connection
+        self.ssh_user = args.bootstrap.ssh_user
+        self.api_endpoint = (
+            f"https://{args.host.address}:{args.settings.kubernetes.api_port}"
+        )
+
+        self.installed = self._create_install_controller()
+        read = self._create_read_admin_kubeconfig()
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
+            read.stdout.apply(
+                lambda text: admin_kubeconfig(text, self.api_endpoint, args.settings.cluster_name)
+            )
+        )
+        self.register_outputs({"apiEndpoint": self.api_endpoint, "kubeconfig": self.kubeconfig})
+
+    def _step(self, resource_name: str, step: str, script, env: dict, about: Host = None,
+              **kwargs) -> remote.Command:
+        return run_step(
+            resource_name,
+            host=about or self.host,
+            step=step,
+            connection=self.connection,
+            ssh_user=self.ssh_user,
+            create=script,
+            env=env,
+            parent=self,
+            **kwargs,
+        )
+
+    def _create_install_controller(self) -> remote.Command:
+        distribution = self._args.distribution
+        return self._step(
+            f"{self.host.name}-install-controller",
+            "install-controller",
+            distribution.install_controller,
+            distribution.controller_env(self.host),
+            delete=distribution.reset_node,
+            depends_on=[self._args.bootstrap.ready],
+        )
+
+    def _create_read_admin_kubeconfig(self) -> remote.Command:
+        return self._step(
+            f"{self.host.name}-read-admin-kubeconfig",
+            "read-admin-kubeconfig",
+            self._args.distribution.read_admin_kubeconfig,
+            {},
+            secret_stdout=True,
+            depends_on=[self.installed],
+        )
+
+    def create_join_token(self, worker: Host) -> pulumi.Output[str]:
+        """A worker-role join token for one worker, issued on the controller."""
+        step = self._step(
+            f"{worker.name}-create-join-token",
+            "create-join-token",
+            self._args.distribution.create_join_token,
+            {"TOKEN_EXPIRY": self._args.settings.kubernetes.worker_token_expiry},
+            about=worker,
+            secret_stdout=True,
+            depends_on=[self.installed],
+        )
+        return pulumi.Output.secret(step.stdout.apply(lambda text: text.strip()))
+
+
+def admin_kubeconfig(text: str, api_endpoint: str, cluster_name: str) -> str:
+    """The distribution's admin kubeconfig, pointed at the API endpoint users reach and
+    named after the cluster so it merges cleanly with other kubeconfigs."""
+    document = yaml.safe_load(text)
+    cluster = dict(document["clusters"][0]["cluster"], server=api_endpoint)
+    user = document["users"][0]["user"]
+    admin = f"{cluster_name}-admin"
+    merged = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name, "cluster": cluster}],
+        "users": [{"name": admin, "user": user}],
+        "contexts": [{"name": admin, "context": {"cluster": cluster_name, "user": admin}}],
+        "current-context": admin,
+        "preferences": {},
+    }
+    return yaml.safe_dump(merged, sort_keys=False)

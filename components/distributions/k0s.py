@@ -1,0 +1,122 @@
+"""The k0s boundary: which scripts install, join and reset a node, the cluster config,
+and k0s's own containerd paths. A second distribution implements the same attributes."""
+
+import yaml
+
+from components.remote_step import Script
+from config.model import Host, StackConfig
+
+# k0s runs its own containerd and reloads drop-ins from this folder by itself.
+CONTAINERD_DROPIN_DIR = "/etc/k0s/containerd.d"
+CONTAINERD_SOCKET = "/run/k0s/containerd.sock"
+WORKER_PROFILE = "gpu-cluster"
+
+
+class K0s:
+    name = "k0s"
+    containerd_dropin_dir = CONTAINERD_DROPIN_DIR
+    containerd_socket = CONTAINERD_SOCKET
+    install_controller = Script("k0s/install-controller.sh")
+    join_worker = Script("k0s/join-worker.sh")
+    reset_node = Script("k0s/reset-node.sh")
+    create_join_token = Script("k0s/create-join-token.sh")
+    read_admin_kubeconfig = Script("k0s/read-admin-kubeconfig.sh")
+    admit_node = Script("k0s/admit-node.sh")
+    remove_node = Script("k0s/remove-node.sh")
+
+    def __init__(self, settings: StackConfig):
+        self.settings = settings
+
+    def cluster_config(self, controller: Host) -> str:
+        """/etc/k0s/k0s.yaml for the controller."""
+        settings = self.settings
+        network = settings.network
+        spec: dict = {
+            "api": {
+                "address": controller.address,
+                "port": settings.kubernetes.api_port,
+                "sans": [controller.address, *settings.kubernetes.api_sans],
+            },
+            "network": {
+                "provider": network.cni,
+                "podCIDR": network.pod_cidr,
+                "serviceCIDR": network.service_cidr,
+            },
+            "workerProfiles": [{"name": WORKER_PROFILE, "values": self._kubelet_settings()}],
+            "telemetry": {"enabled": False},
+        }
+        if network.cni == "calico":
+            # The node IP is pinned per host (kubelet --node-ip); Calico uses the same
+            # address, so multi-NIC and VPN hosts never pick the wrong interface.
+            spec["network"]["calico"] = {
+                "mode": "vxlan",
+                "mtu": network.mtu,
+                "ipAutodetectionMethod": "kubernetes-internal-ip",
+            }
+        elif network.mtu:
+            spec["network"]["kuberouter"] = {"autoMTU": False, "mtu": network.mtu}
+        document = {
+            "apiVersion": "k0s.k0sproject.io/v1beta1",
+            "kind": "ClusterConfig",
+            "metadata": {"name": settings.cluster_name},
+            "spec": spec,
+        }
+        return yaml.safe_dump(document, sort_keys=False)
+
+    def _kubelet_settings(self) -> dict:
+        tuning = self.settings.tuning
+        values: dict = {"resolvConf": tuning.kubelet_resolv_conf}
+        if tuning.cpu_manager_policy == "static":
+            values["cpuManagerPolicy"] = "static"
+            values["reservedSystemCPUs"] = tuning.reserved_cpus
+        return values
+
+    def nvidia_runtime_dropin(self) -> str:
+        """containerd 2 (config v3) drop-in adding the `nvidia` runtime."""
+        lines = ["# Written by gpu-cluster: the NVIDIA container runtime for k0s's containerd.",
+                 "version = 3", ""]
+        if self.settings.nvidia.default_runtime:
+            lines += ['[plugins."io.containerd.cri.v1.runtime".containerd]',
+                      '  default_runtime_name = "nvidia"', ""]
+        lines += [
+            '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]',
+            '  runtime_type = "io.containerd.runc.v2"',
+            "",
+            '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]',
+            '  BinaryName = "/usr/bin/nvidia-container-runtime"',
+            "",
+        ]
+        return "\n".join(lines)
+
+    def node_env(self, host: Host) -> dict[str, str]:
+        """Inputs shared by install-controller (controller+worker) and join-worker."""
+        return {
+            "K0S_VERSION": self.settings.kubernetes.version,
+            "NODE_IP": host.address,
+            "KUBELET_EXTRA_ARGS": "",
+            "NODE_LABELS": ",".join(f"{k}={v}" for k, v in node_labels(host).items()),
+            "NODE_TAINTS": ",".join(
+                f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+                for t in host.taints
+            ),
+            "K0S_PROFILE": WORKER_PROFILE,
+        }
+
+    def controller_env(self, host: Host) -> dict[str, str]:
+        return {
+            **self.node_env(host),
+            "K0S_CONFIG": self.cluster_config(host),
+            "K0S_ENABLE_WORKER": "true" if host.runs_workloads else "false",
+            "API_PORT": str(self.settings.kubernetes.api_port),
+        }
+
+
+def node_labels(host: Host) -> dict[str, str]:
+    """Labels from config plus the GPU labels the GPU add-ons select nodes by."""
+    labels = {}
+    if host.gpus:
+        labels["nvidia.com/gpu.present"] = "true"
+        if host.gpu_model:
+            labels["nvidia.com/gpu.product"] = host.gpu_model
+    labels.update(host.labels)
+    return labels

@@ -1,0 +1,93 @@
+"""Everything a host needs before it joins the cluster: preflight checks, host settings,
+and on GPU hosts the NVIDIA driver, container toolkit and containerd runtime."""
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_command import remote
+
+from components.distributions.k0s import K0s
+from components.remote_step import Script, connection_to, run_step
+from config.model import Host, StackConfig
+
+PREFLIGHT = Script("preflight.sh")
+PREPARE_HOST = Script("prepare-host.sh")
+INSTALL_NVIDIA = Script("install-nvidia.sh")
+
+
+@dataclass
+class HostBootstrapArgs:
+    host: Host
+    settings: StackConfig
+    distribution: K0s
+    # Where workers must be able to reach the control plane from (checked by preflight).
+    control_plane_address: str
+
+
+class HostBootstrap(pulumi.ComponentResource):
+    """`<host>-preflight` -> `<host>-prepare-host` [-> `<host>-install-nvidia`]."""
+
+    def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:hosts:HostBootstrap", name, None, opts)
+        self._args = args
+        self.connection = connection_to(args.host, args.settings)
+        self.ssh_user = args.host.ssh_user or args.settings.ssh.user
+
+        preflight = self._create_preflight()
+        prepared = self._create_prepare_host(preflight)
+        self.ready: pulumi.Resource = prepared
+        if args.host.gpus and args.settings.nvidia.install_driver:
+            self.ready = self._create_install_nvidia(prepared)
+        self.register_outputs({})
+
+    def step(self, step: str, script: Script, env: dict, depends_on: list) -> remote.Command:
+        return run_step(
+            f"{self._args.host.name}-{step}",
+            host=self._args.host,
+            step=step,
+            connection=self.connection,
+            ssh_user=self.ssh_user,
+            create=script,
+            env=env,
+            depends_on=depends_on,
+            parent=self,
+        )
+
+    def _create_preflight(self) -> remote.Command:
+        host, settings = self._args.host, self._args.settings
+        return self.step("preflight", PREFLIGHT, {
+            "HOST_NAME": host.name,
+            "HOST_ADDRESS": host.address,
+            "HOST_INTERFACE": host.interface or "",
+            "HOST_ROLE": host.role,
+            "GPU_COUNT": str(host.gpus),
+            "CONTROL_PLANE_ADDRESS": self._args.control_plane_address,
+            "CONTROL_PLANE_PORT": str(settings.ssh.port),
+            "MIN_FREE_DISK_GB": str(settings.tuning.min_free_disk_gb),
+            "NVIDIA_DRIVER_BRANCH": settings.nvidia.driver_branch,
+        }, depends_on=[])
+
+    def _create_prepare_host(self, preflight: remote.Command) -> remote.Command:
+        tuning = self._args.settings.tuning
+        return self.step("prepare-host", PREPARE_HOST, {
+            "DISABLE_IOMMU": _flag(tuning.disable_iommu),
+            "DISABLE_CPU_MITIGATIONS": _flag(tuning.disable_cpu_mitigations),
+            "EXTRA_KERNEL_ARGS": " ".join(tuning.extra_kernel_args),
+            "INOTIFY_MAX_USER_INSTANCES": str(tuning.inotify_max_user_instances),
+            "INOTIFY_MAX_USER_WATCHES": str(tuning.inotify_max_user_watches),
+            "INSTALL_NFS_CLIENT": _flag(tuning.install_nfs_client),
+        }, depends_on=[preflight])
+
+    def _create_install_nvidia(self, prepared: remote.Command) -> remote.Command:
+        nvidia = self._args.settings.nvidia
+        distribution = self._args.distribution
+        return self.step("install-nvidia", INSTALL_NVIDIA, {
+            "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
+            "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
+            "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",
+            "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin(),
+        }, depends_on=[prepared])
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"

@@ -1,0 +1,159 @@
+"""One bootstrap step on one host: a script file run over SSH as a remote.Command.
+
+The script, its libraries and its inputs travel on stdin as an "envelope", never on the
+command line or through SSH environment variables (those need AcceptEnv and would show
+secrets in `ps`). The command itself is constant: `sudo -n bash -s -- create|delete`.
+
+A changed script or input changes stdin, which Pulumi applies as an *update* that re-runs
+the step on that host only. The provider's `triggers` are deliberately not used: a
+trigger change *replaces* the command, which would run its delete script (reset k0s).
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pulumi
+from pulumi_command import remote
+
+from config.model import Host, StackConfig
+
+SCRIPTS_DIR = Path(__file__).parent / "scripts"
+
+
+@dataclass(frozen=True)
+class Script:
+    """A script under components/scripts/ plus the libraries it sources."""
+
+    path: str  # relative to components/scripts/, e.g. "k0s/join-worker.sh"
+
+    @property
+    def libraries(self) -> list[str]:
+        libraries = ["lib.sh"]
+        folder = Path(self.path).parent
+        if str(folder) != "." and (SCRIPTS_DIR / folder / "lib.sh").exists():
+            libraries.append(str(folder / "lib.sh"))
+        return libraries
+
+    def text(self) -> str:
+        parts = [_read(library) for library in self.libraries] + [_read(self.path)]
+        return "\n".join(parts)
+
+
+def _read(relative: str) -> str:
+    return (SCRIPTS_DIR / relative).read_text()
+
+
+def connection_to(host: Host, settings: StackConfig) -> remote.ConnectionArgs:
+    """SSH connection to a host, through the bastion when one is configured."""
+    ssh = settings.ssh
+    private_key = pulumi.Output.secret(settings.ssh_private_key.get_secret_value())
+    proxy = None
+    if ssh.bastion is not None:
+        bastion_key = settings.bastion_private_key or settings.ssh_private_key
+        proxy = remote.ProxyConnectionArgs(
+            host=ssh.bastion.host,
+            port=ssh.bastion.port,
+            user=ssh.bastion.user or ssh.user,
+            private_key=pulumi.Output.secret(bastion_key.get_secret_value()),
+            dial_error_limit=ssh.dial_error_limit,
+            per_dial_timeout=ssh.per_dial_timeout_seconds,
+        )
+    return remote.ConnectionArgs(
+        host=host.ssh_address or host.address,
+        port=ssh.port,
+        user=host.ssh_user or ssh.user,
+        private_key=private_key,
+        proxy=proxy,
+        dial_error_limit=ssh.dial_error_limit,
+        per_dial_timeout=ssh.per_dial_timeout_seconds,
+    )
+
+
+def envelope(
+    host: str,
+    step: str,
+    create: Script,
+    env: Mapping[str, pulumi.Input[str]],
+    delete: Optional[Script] = None,
+) -> pulumi.Output[str]:
+    """The stdin of a step: its inputs as exports, then the scripts wrapped in functions
+    so bash has read all of stdin before any command runs (an apt-get reading stdin
+    cannot swallow the rest of the script)."""
+
+    def render(values: list) -> str:
+        names = ["GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP", *env.keys()]
+        lines = [
+            f"# gpu-cluster step '{step}' on host '{host}' ({create.path}"
+            + (f", delete: {delete.path})" if delete else ")"),
+        ]
+        lines += [
+            f"export {name}={_single_quoted(str(value))}"
+            for name, value in zip(names, [host, step, *values])
+        ]
+        lines += ["gpu_cluster_create() {", create.text(), "}"]
+        if delete:
+            lines += ["gpu_cluster_delete() {", delete.text(), "}"]
+        lines += [
+            'case "${1:-create}" in',
+            "  create) gpu_cluster_create </dev/null ;;",
+            "  delete) gpu_cluster_delete </dev/null ;;" if delete else "",
+            '  *) echo "gpu-cluster: unknown action: $1" >&2; exit 2 ;;',
+            "esac",
+        ]
+        return "\n".join(line for line in lines if line) + "\n"
+
+    return pulumi.Output.all(*env.values()).apply(render)
+
+
+def _single_quoted(value: str) -> str:
+    # Always quoted, so a value (or its redaction in the preview) is never word-split or globbed.
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def _command(host: str, step: str, action: str, user_hint: str) -> str:
+    # Checked first so a missing sudo rule is reported as such, naming host and step.
+    return (
+        f"sudo -n true 2>/dev/null || {{ echo 'gpu-cluster: {host}: {step}: "
+        f"{user_hint} needs passwordless sudo' >&2; exit 1; }}; "
+        f"sudo -n bash -s -- {action}"
+    )
+
+
+def run_step(
+    resource_name: str,
+    *,
+    host: Host,
+    step: str,
+    connection: remote.ConnectionArgs,
+    ssh_user: str,
+    create: Script,
+    env: Optional[Mapping[str, pulumi.Input[str]]] = None,
+    delete: Optional[Script] = None,
+    secret_stdout: bool = False,
+    depends_on: Sequence[pulumi.Resource] = (),
+    parent: pulumi.Resource,
+) -> remote.Command:
+    """Runs `create` on the host (and `delete` when the resource is destroyed).
+
+    `host` names the machine the step is *about*; `connection` says where it runs (a
+    worker's node removal runs on the controller)."""
+    stdin = envelope(host.name, step, create, env or {}, delete)
+    create_command = _command(host.name, step, "create", ssh_user)
+    return remote.Command(
+        resource_name,
+        connection=connection,
+        create=create_command,
+        update=create_command,
+        delete=_command(host.name, step, "delete", ssh_user) if delete else None,
+        stdin=stdin,
+        add_previous_output_in_env=False,
+        # Steps whose stdout is a credential log only their progress (stderr).
+        logging=remote.Logging.STDERR if secret_stdout else remote.Logging.STDOUT_AND_STDERR,
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=list(depends_on),
+            additional_secret_outputs=["stdout"] if secret_stdout else None,
+        ),
+    )

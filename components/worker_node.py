@@ -1,0 +1,96 @@
+"""A host joining the cluster as a worker: join, wait until Ready, keep labels and taints
+in sync; on removal, drain and delete the node before resetting the host."""
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.control_plane import ControlPlane
+from components.distributions.k0s import K0s, node_labels
+from components.host_bootstrap import HostBootstrap
+from components.remote_step import run_step
+from config.model import Host, StackConfig
+
+
+@dataclass
+class WorkerNodeArgs:
+    host: Host
+    settings: StackConfig
+    distribution: K0s
+    bootstrap: HostBootstrap
+    control_plane: ControlPlane
+    kubernetes: k8s.Provider
+
+
+class WorkerNode(pulumi.ComponentResource):
+    def __init__(self, name: str, args: WorkerNodeArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:cluster:WorkerNode", name, None, opts)
+        host, distribution, control_plane = args.host, args.distribution, args.control_plane
+
+        if host.runs_control_plane:
+            # A controller+worker host registers its node when the controller starts.
+            joined = control_plane.installed
+        else:
+            joined = run_step(
+                f"{host.name}-join-worker",
+                host=host,
+                step="join-worker",
+                connection=args.bootstrap.connection,
+                ssh_user=args.bootstrap.ssh_user,
+                create=distribution.join_worker,
+                delete=distribution.reset_node,
+                env={
+                    **distribution.node_env(host),
+                    "K0S_JOIN_TOKEN": control_plane.create_join_token(host),
+                },
+                depends_on=[args.bootstrap.ready],
+                parent=self,
+            )
+        # Runs on the controller: waits for Ready; on delete drains and removes the node
+        # (deleted before the join step, whose delete then resets k0s on the host).
+        admitted = run_step(
+            f"{host.name}-admit-node",
+            host=host,
+            step="admit-node",
+            connection=control_plane.connection,
+            ssh_user=control_plane.ssh_user,
+            create=distribution.admit_node,
+            # The controller's own node goes away with the controller's reset.
+            delete=None if host.runs_control_plane else distribution.remove_node,
+            env={
+                "NODE_NAME": host.name,
+                "NODE_READY_TIMEOUT": str(args.settings.kubernetes.node_ready_timeout_seconds),
+            },
+            depends_on=[joined],
+            parent=self,
+        )
+        self.node = node_metadata_patch(
+            f"{host.name}-node-metadata", host, args.kubernetes, [admitted], parent=self
+        )
+        self.register_outputs({})
+
+
+def node_metadata_patch(
+    name: str, host: Host, provider: k8s.Provider, depends_on: list, parent: pulumi.Resource
+) -> k8s.core.v1.NodePatch:
+    """Labels and taints from config, kept in sync after registration (the kubelet only
+    applies its --node-labels when the node is first created)."""
+    return k8s.core.v1.NodePatch(
+        name,
+        metadata=k8s.meta.v1.ObjectMetaPatchArgs(
+            name=host.name,
+            labels=node_labels(host),
+            # Take over the fields the kubelet set at registration.
+            annotations={"pulumi.com/patchForce": "true"},
+        ),
+        # Node taints are an atomic list: only claim it when the config sets taints, so
+        # taints others manage (cordon, not-ready) are left alone otherwise.
+        spec=k8s.core.v1.NodeSpecPatchArgs(
+            taints=[
+                k8s.core.v1.TaintPatchArgs(key=t.key, value=t.value or None, effect=t.effect)
+                for t in host.taints
+            ],
+        ) if host.taints else None,
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on),
+    )
