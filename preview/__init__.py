@@ -1,0 +1,1 @@
+"""The offline preview: the program run under the Pulumi SDK's mocks."""

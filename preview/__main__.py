@@ -1,0 +1,47 @@
+"""Offline preview: `python -m preview [STACK]`.
+
+Runs the program for a stack under the Pulumi SDK's mocks (no CLI, no cloud, no
+cluster), prints the plan and writes the rendered artifacts to build/<stack>/."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from config import ConfigError
+from preview.engine import run_program
+from preview.report import tree, write_artifacts
+from preview.stack_file import read_stack
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_STACK = "lab"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m preview", description=__doc__.split("\n")[0])
+    parser.add_argument("stack", nargs="?", default=DEFAULT_STACK,
+                        help=f"stack to preview, reads Pulumi.<stack>.yaml (default: {DEFAULT_STACK})")
+    parser.add_argument("--build-dir", type=Path, default=PROJECT_DIR / "build",
+                        help="where build/<stack>/ is written (default: ./build)")
+    parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    args = parser.parse_args(argv)
+
+    try:
+        stack_file = read_stack(PROJECT_DIR, args.stack)
+        plan = run_program(PROJECT_DIR, stack_file)
+    except FileNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except ConfigError as error:
+        print(f"Stack '{args.stack}': {error}", file=sys.stderr)
+        return 1
+
+    report = tree(plan)
+    out_dir = args.build_dir / args.stack
+    written = write_artifacts(plan, out_dir)
+    print(report if not args.quiet else report.split("\n\n", 2)[-1], end="")
+    print(f"\nWrote {len(written)} files to {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

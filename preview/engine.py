@@ -1,0 +1,238 @@
+"""Runs the Pulumi program under the SDK's mocks, the way the CLI would run it for a
+stack, and records every resource (type, name, parent, dependencies, inputs) and the
+stack outputs. Used by the offline preview command and by the tests."""
+
+import contextlib
+import json
+import os
+import re
+import runpy
+import sys
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pulumi
+from pulumi.runtime import mocks, rpc, settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from preview import credentials
+from preview.stack_file import StackConfigFile
+
+REDACTED = "[secret]"
+
+# Outputs that only a real host produces, by step (the end of the command's name).
+_STEP_OUTPUTS: dict[str, Callable[[], str]] = {
+    "read-admin-kubeconfig": credentials.admin_kubeconfig,
+    "create-join-token": credentials.join_token,
+}
+
+
+@dataclass
+class ResourceRecord:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    dependencies: list[str]
+    inputs: dict[str, Any]
+
+
+@dataclass
+class Plan:
+    project: str
+    stack: str
+    resources: list[ResourceRecord] = field(default_factory=list)
+    outputs: dict[str, tuple[Any, bool]] = field(default_factory=dict)
+    # Plain text of every secret value seen, to be redacted wherever it appears.
+    secrets: set[str] = field(default_factory=set)
+    placeholders: list[str] = field(default_factory=list)
+
+    @cached_property
+    def by_urn(self) -> dict[str, ResourceRecord]:
+        return {resource.urn: resource for resource in self.resources}
+
+    def named(self, name: str) -> ResourceRecord:
+        return next(r for r in self.resources if r.name == name)
+
+    def of_type(self, type_: str) -> list[ResourceRecord]:
+        return [r for r in self.resources if r.type == type_]
+
+    def custom_dependencies(self, resource: ResourceRecord) -> set[str]:
+        """Dependencies as custom resources (a component stands for its descendants)."""
+        found: set[str] = set()
+        for urn in resource.dependencies:
+            target = self.by_urn.get(urn)
+            if target is None:
+                continue
+            if target.custom:
+                found.add(urn)
+            else:
+                found |= {d.urn for d in self.descendants(target) if d.custom}
+        return found
+
+    def descendants(self, resource: ResourceRecord) -> list[ResourceRecord]:
+        children = [r for r in self.resources if r.parent == resource.urn]
+        return children + [d for child in children for d in self.descendants(child)]
+
+    def depth_of(self, resource: ResourceRecord) -> int:
+        return self._depths[resource.urn]
+
+    @cached_property
+    def _depths(self) -> dict[str, int]:
+        depths: dict[str, int] = {}
+
+        def depth(urn: str) -> int:
+            if urn not in depths:
+                deps = self.custom_dependencies(self.by_urn[urn])
+                depths[urn] = 1 + max((depth(d) for d in deps), default=0)
+            return depths[urn]
+
+        for resource in self.resources:
+            if resource.custom:
+                depth(resource.urn)
+        return depths
+
+    @property
+    def depth(self) -> int:
+        """Length of the longest dependency chain: the number of sequential waves."""
+        return max(self._depths.values(), default=0)
+
+    def redact(self, value: Any) -> Any:
+        """`value` with every secret replaced by [secret]; secret-wrapped values whose
+        secret parts are unknown are hidden whole."""
+        if rpc.is_rpc_secret(value):
+            inner = rpc.unwrap_rpc_secret(value)
+            if isinstance(inner, str) and not any(s in inner for s in self._long_secrets):
+                return REDACTED
+            return self.redact(inner)
+        if isinstance(value, str):
+            for secret in self._long_secrets:
+                if secret in value:
+                    value = value.replace(secret, REDACTED)
+            return value
+        if isinstance(value, dict):
+            return {key: self.redact(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.redact(item) for item in value]
+        return value
+
+    @property
+    def _long_secrets(self) -> list[str]:
+        # Longest first, so a secret that contains another is replaced whole.
+        return sorted((s for s in self.secrets if len(s) >= 6), key=len, reverse=True)
+
+
+class PreviewMocks(mocks.Mocks):
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    def new_resource(self, args: mocks.MockResourceArgs):
+        outputs = dict(args.inputs)
+        if args.typ == "command:remote:Command":
+            produce = next(
+                (make for step, make in _STEP_OUTPUTS.items() if args.name.endswith(f"-{step}")),
+                None,
+            )
+            outputs["stdout"] = produce() if produce else ""
+            outputs["stderr"] = ""
+            if produce:
+                self.plan.secrets |= _secret_strings(outputs["stdout"])
+        return f"{args.name}-id", outputs
+
+    def call(self, args: mocks.MockCallArgs):
+        return {}, []
+
+
+class RecordingMonitor(mocks.MockMonitor):
+    def __init__(self, plan: Plan):
+        super().__init__(PreviewMocks(plan))
+        self.plan = plan
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = rpc.deserialize_properties(request.object)
+            self.plan.resources.append(
+                ResourceRecord(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    custom=request.custom,
+                    dependencies=list(request.dependencies),
+                    inputs=inputs,
+                )
+            )
+        return response
+
+
+# YAML keys whose values are credentials inside a secret document (kubeconfigs).
+_CREDENTIAL_KEYS = ("client-key-data", "client-certificate-data", "token", "password")
+_BASE64_LINE = re.compile(r"^[A-Za-z0-9+/=]{16,}$")
+
+
+def _secret_strings(text: str) -> set[str]:
+    """A secret, plus the parts of a multi-line secret that may be re-serialised on their
+    own: base64 lines of a PEM key, credential values of a kubeconfig."""
+    found = {text, text.strip()}
+    for line in text.splitlines():
+        line = line.strip()
+        key, _, value = line.partition(": ")
+        if key.strip("- ") in _CREDENTIAL_KEYS and value:
+            found.add(value.strip("'\""))
+        elif _BASE64_LINE.match(line):
+            found.add(line)
+    return {s for s in found if s}
+
+
+@contextlib.contextmanager
+def _cli_environment(stack_file: StackConfigFile):
+    """PULUMI_CONFIG and PULUMI_CONFIG_SECRET_KEYS, as the CLI passes them."""
+    saved = {k: os.environ.get(k) for k in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS")}
+    os.environ["PULUMI_CONFIG"] = json.dumps(stack_file.config)
+    os.environ["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(stack_file.secret_keys)
+    pulumi.runtime.config.set_all_config({}, [])
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_program(project_dir: Path, stack_file: StackConfigFile,
+                program: Optional[Callable[[], None]] = None) -> Plan:
+    """Runs `__main__.py` of `project_dir` (or `program`) for the stack and returns the plan.
+    Errors the program raises (ConfigError among them) propagate."""
+    plan = Plan(project=stack_file.project, stack=stack_file.stack,
+                placeholders=list(stack_file.placeholders))
+    for key in stack_file.secret_keys:
+        plan.secrets |= _secret_strings(stack_file.config[key])
+    main = project_dir / "__main__.py"
+    if program is None:
+        def program() -> None:
+            runpy.run_path(str(main), run_name="__main__")
+
+    if str(project_dir) not in sys.path:
+        sys.path.insert(0, str(project_dir))
+    with _cli_environment(stack_file):
+        settings.set_root_resource(None)
+        monitor = RecordingMonitor(plan)
+        pulumi.runtime.set_mocks(
+            monitor.mocks, project=stack_file.project, stack=stack_file.stack,
+            preview=True, monitor=monitor,
+        )
+        _sync_await(run_pulumi_func(program))
+        root = settings.get_root_resource()
+        for name, value in (root.outputs if root else {}).items():
+            output = pulumi.Output.from_input(value)
+            plan.outputs[name] = (_sync_await(output.future()), _sync_await(output.is_secret()))
+            if plan.outputs[name][1]:
+                plan.secrets |= _secret_strings(str(plan.outputs[name][0]))
+    return plan

@@ -1,0 +1,142 @@
+"""What the offline preview shows: the resource tree with counts, and the artifacts a
+reviewer reads (host scripts with their inputs, manifests, kubeconfig template)."""
+
+import json
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from preview.engine import Plan, ResourceRecord
+
+_KUBERNETES_TYPE = re.compile(r"^kubernetes:(?P<group>[^/]+)/(?P<version>[^:]+):(?P<kind>\w+)$")
+
+
+def tree(plan: Plan) -> str:
+    lines = [f"Plan for stack '{plan.stack}' of project '{plan.project}':", ""]
+    roots = [r for r in plan.resources if r.parent not in plan.by_urn]
+
+    def walk(resource: ResourceRecord, prefix: str, last: bool) -> None:
+        branch = "└─ " if last else "├─ "
+        lines.append(f"{prefix}{branch}{resource.type}  {resource.name}")
+        children = sorted((r for r in plan.resources if r.parent == resource.urn),
+                          key=lambda r: r.name)
+        for index, child in enumerate(children):
+            walk(child, prefix + ("   " if last else "│  "), index == len(children) - 1)
+
+    for index, root in enumerate(roots):
+        walk(root, "", index == len(roots) - 1)
+    counts = Counter(r.type for r in plan.resources)
+    lines += ["", f"Resources: {len(plan.resources)} to create"]
+    lines += [f"  {count:5d}  {type_}" for type_, count in sorted(counts.items())]
+    lines += ["", f"Dependency depth: {plan.depth} (longest chain of steps that must run in order)"]
+    lines += ["", "Outputs:"]
+    for name, (value, secret) in plan.outputs.items():
+        shown = "[secret]" if secret else json.dumps(plan.redact(value))
+        lines.append(f"  {name}: {shown}")
+    if plan.placeholders:
+        lines += ["", "Secrets are not decrypted offline; these use placeholders in this preview only:"]
+        lines += [f"  {key}" for key in plan.placeholders]
+    return "\n".join(lines) + "\n"
+
+
+def write_artifacts(plan: Plan, build_dir: Path) -> list[Path]:
+    """Writes build/<stack>/ afresh; returns the files written."""
+    if build_dir.exists():
+        shutil.rmtree(build_dir)
+    build_dir.mkdir(parents=True)
+    written = []
+
+    def write(relative: str, text: str, mode: int = 0o644) -> None:
+        path = build_dir / relative
+        if path.exists():
+            raise ValueError(f"two artifacts would be written to {relative}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(mode)
+        written.append(path)
+
+    write("plan.txt", tree(plan))
+    write("plan.json", json.dumps(_plan_document(plan), indent=2, default=str) + "\n")
+    write("outputs.json", json.dumps(
+        {name: "[secret]" if secret else plan.redact(value)
+         for name, (value, secret) in plan.outputs.items()}, indent=2) + "\n")
+    for path, text in _host_scripts(plan):
+        write(path, text, 0o755)
+    for path, text in _manifests(plan):
+        write(path, text)
+    if "kubeconfig" in plan.outputs:
+        write("kubeconfig/admin.template.yaml", _kubeconfig_template(plan))
+    return written
+
+
+def _plan_document(plan: Plan) -> dict:
+    return {
+        "stack": plan.stack,
+        "depth": plan.depth,
+        "resources": [
+            {
+                "type": r.type,
+                "name": r.name,
+                "parent": plan.by_urn[r.parent].name if r.parent in plan.by_urn else None,
+                "dependsOn": sorted(plan.by_urn[d].name for d in plan.custom_dependencies(r)),
+                "inputs": plan.redact(r.inputs),
+            }
+            for r in plan.resources
+        ],
+    }
+
+
+def _host_scripts(plan: Plan):
+    """Each remote step's stdin (scripts and inputs), per host the step is about,
+    numbered in the order the steps run."""
+    for resource in plan.of_type("command:remote:Command"):
+        stdin = plan.redact(resource.inputs.get("stdin", ""))
+        host = re.search(r"^export GPU_CLUSTER_HOST='?([^'\n]+)'?$", stdin, re.M)
+        step = re.search(r"^export GPU_CLUSTER_STEP='?([^'\n]+)'?$", stdin, re.M)
+        if not (host and step):
+            continue
+        connection = plan.redact(resource.inputs.get("connection", {}))
+        header = (
+            f"#!/usr/bin/env bash\n# Rendered by the offline preview of stack '{plan.stack}'.\n"
+            f"# Runs on {connection.get('host')} as: {resource.inputs.get('create')}\n"
+        )
+        if resource.inputs.get("delete"):
+            header += "# On delete the same input runs with the action 'delete'.\n"
+        depth = plan.depth_of(resource)
+        yield f"hosts/{host.group(1)}/{depth:02d}-{step.group(1)}.sh", header + stdin
+
+
+def _manifests(plan: Plan):
+    for index, resource in enumerate(plan.resources):
+        match = _KUBERNETES_TYPE.match(resource.type)
+        if not match:
+            continue
+        document = _manifest(resource, match)
+        name = document.get("metadata", {}).get("name", resource.name)
+        yield (f"manifests/{index:03d}-{document['kind'].lower()}-{name}.yaml",
+               yaml.safe_dump(plan.redact(document), sort_keys=False))
+
+
+def _manifest(resource: ResourceRecord, match: re.Match) -> dict[str, Any]:
+    group, version, kind = match["group"], match["version"], match["kind"]
+    kind = kind.removesuffix("Patch")
+    document = {
+        "apiVersion": version if group == "core" else f"{group}/{version}",
+        "kind": kind,
+    }
+    document.update({k: v for k, v in resource.inputs.items() if k not in ("apiVersion", "kind")})
+    return document
+
+
+def _kubeconfig_template(plan: Plan) -> str:
+    """The admin kubeconfig with its credentials left out: what users' kubeconfigs will
+    look like, safe to read in a pull request."""
+    value, _ = plan.outputs["kubeconfig"]
+    document = yaml.safe_load(value)
+    for user in document.get("users", []):
+        user["user"] = {key: "[secret]" for key in user.get("user", {})}
+    return yaml.safe_dump(document, sort_keys=False)
