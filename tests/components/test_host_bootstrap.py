@@ -1,0 +1,89 @@
+"""HostBootstrap: one remote step per concern, chained, GPU steps only on GPU hosts."""
+
+import pulumi
+import pytest
+
+from components.distributions import distribution_for
+from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
+from tests.components.conftest import settings_for
+from tests.conftest import bare_metal_config
+
+
+def bootstrap(settings, host_name: str) -> HostBootstrap:
+    host = next(h for h in settings.hosts if h.name == host_name)
+    return HostBootstrap(host.name, HostBootstrapArgs(
+        host, settings, distribution_for(settings), settings.controller.address))
+
+
+def _dependency_names(plan, name):
+    resource = plan.named(name)
+    return sorted(plan.by_urn[d].name for d in plan.custom_dependencies(resource))
+
+
+CASES = [
+    # (host, config change, expected steps in order)
+    ("gpu000", lambda v: None, ["gpu000-preflight", "gpu000-prepare-host", "gpu000-install-nvidia"]),
+    ("controller", lambda v: None, ["controller-preflight", "controller-prepare-host"]),
+    ("gpu000", lambda v: v.update(nvidia={"installDriver": False}),
+     ["gpu000-preflight", "gpu000-prepare-host"]),
+]
+
+
+@pytest.mark.parametrize("host_name, change, expected", CASES)
+@pulumi.runtime.test
+def test_steps_are_chained_in_order(plan, host_name, change, expected):
+    values = bare_metal_config()
+    change(values)
+    component = bootstrap(settings_for(values), host_name)
+
+    def check(_):
+        names = [r.name for r in plan.of_type("command:remote:Command")]
+        assert names == expected
+        for previous, step in zip(expected, expected[1:]):
+            assert _dependency_names(plan, step) == [previous]
+        assert _dependency_names(plan, expected[0]) == []
+
+    return component.ready.urn.apply(check)
+
+
+@pulumi.runtime.test
+def test_step_inputs_travel_on_stdin_not_the_command_line(plan):
+    values = bare_metal_config()
+    values["tuning"] = {"disableCpuMitigations": True, "extraKernelArgs": ["pcie_aspm=off"]}
+    component = bootstrap(settings_for(values), "gpu000")
+
+    def check(_):
+        prepare = plan.named("gpu000-prepare-host").inputs
+        assert prepare["create"].endswith("sudo -n bash -s -- create")
+        assert prepare["update"] == prepare["create"]
+        assert "delete" not in prepare  # host settings are not undone
+        assert "environment" not in prepare  # would need AcceptEnv on sshd
+        stdin = prepare["stdin"]
+        assert "export DISABLE_CPU_MITIGATIONS='true'\n" in stdin
+        assert "export EXTRA_KERNEL_ARGS='pcie_aspm=off'\n" in stdin
+        assert "export INOTIFY_MAX_USER_INSTANCES='2280'\n" in stdin
+        assert "gpu_cluster_create </dev/null" in stdin
+        assert "triggers" not in prepare  # a trigger change would replace (and reset) the step
+        nvidia = plan.named("gpu000-install-nvidia").inputs["stdin"]
+        assert "export CONTAINERD_DROPIN_PATH='/etc/k0s/containerd.d/nvidia.toml'" in nvidia
+        assert 'io.containerd.cri.v1.runtime".containerd.runtimes.nvidia' in nvidia
+
+    return component.ready.urn.apply(check)
+
+
+@pulumi.runtime.test
+def test_connection_uses_the_bastion_and_keeps_the_key_secret(plan):
+    values = bare_metal_config()
+    values["ssh"] = {"user": "ops", "bastion": {"host": "203.0.113.10", "user": "jump"}}
+    component = bootstrap(settings_for(values), "gpu001")
+
+    def check(_):
+        connection = plan.named("gpu001-preflight").inputs["connection"]
+        # The whole connection is a secret because it holds the private key.
+        from pulumi.runtime import rpc
+        assert rpc.is_rpc_secret(connection) or rpc.is_rpc_secret(connection.get("privateKey"))
+        plain = plan.redact(connection)
+        assert plain["host"] == "192.168.2.3" and plain["user"] == "ops"
+        assert plain["proxy"]["host"] == "203.0.113.10" and plain["proxy"]["user"] == "jump"
+
+    return component.ready.urn.apply(check)

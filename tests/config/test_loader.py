@@ -1,0 +1,197 @@
+"""Config layer: valid stacks load; every invalid case names its key and what is wrong."""
+
+import copy
+import subprocess
+import sys
+
+import pytest
+
+from config import ConfigError, load
+from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config
+from preview.stack_file import read_stack
+
+
+def load_values(values: dict, secret=("sshPrivateKey", "bastionPrivateKey")):
+    cli = as_cli_config(values, secret=secret)
+    return load(cli.config, cli.secret_keys, stack="test")
+
+
+def problems_of(values: dict, **kwargs) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_values(values, **kwargs)
+    return [str(problem) for problem in caught.value.problems]
+
+
+def test_valid_bare_metal_config_loads_with_defaults():
+    settings = load_values(bare_metal_config())
+    assert settings.layout == "bare-metal"
+    assert settings.controller.name == "controller"
+    assert [w.name for w in settings.workers] == ["gpu000", "gpu001", "gpu002"]
+    assert settings.network.pod_cidr == "10.244.0.0/16"
+    assert settings.kubernetes.version.startswith("v1.36")
+    assert settings.tuning.inotify_max_user_instances == 2280
+    assert settings.ssh_private_key.get_secret_value().startswith("-----BEGIN")
+    assert "PRIVATE KEY" not in repr(settings)
+
+
+def test_cluster_name_defaults_to_the_stack_name():
+    values = bare_metal_config()
+    del values["clusterName"]
+    assert load_values(values).cluster_name == "test"
+
+
+def test_every_example_stack_file_loads():
+    stacks = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+    assert "lab" in stacks
+    for stack in stacks:
+        stack_file = read_stack(PROJECT_DIR, stack)
+        settings = load(stack_file.config, stack_file.secret_keys, stack=stack)
+        assert settings.cluster_name
+
+
+def _set(path: str, value):
+    def mutate(values: dict) -> None:
+        target = values
+        keys = path.replace("]", "").replace("[", ".").split(".")
+        for key in keys[:-1]:
+            target = target[int(key)] if key.isdigit() else target.setdefault(key, {})
+        last = keys[-1]
+        if value is DELETE:
+            del target[int(last) if last.isdigit() else last]
+        elif last.isdigit():
+            target[int(last)] = value
+        else:
+            target[last] = value
+    return mutate
+
+
+DELETE = object()
+
+INVALID_CASES = [
+    # (id, mutation, expected problem: key path, message fragment)
+    ("bad layout", _set("layout", "edge"), "gpu-cluster:layout", "'bare-metal', 'hybrid' or 'cloud'"),
+    ("hybrid not yet", _set("layout", "hybrid"), "gpu-cluster:layout", "not available"),
+    ("missing network", _set("network", DELETE), "gpu-cluster:network", "is required"),
+    ("bad lan cidr", _set("network.lanCidr", "192.168.2.1/24"), "gpu-cluster:network.lanCidr",
+     "not an IPv4 network"),
+    ("pod overlaps lan", _set("network.podCidr", "192.168.0.0/16"), "gpu-cluster:network.podCidr",
+     "overlaps gpu-cluster:network.lanCidr"),
+    ("service overlaps pod", _set("network.serviceCidr", "10.244.128.0/20"),
+     "gpu-cluster:network.serviceCidr", "overlaps gpu-cluster:network.podCidr"),
+    ("bad address", _set("hosts[2].address", "192.168.2.300"), "gpu-cluster:hosts[2].address",
+     "not an IPv4 address"),
+    ("address off lan", _set("hosts[1].address", "10.9.9.9"), "gpu-cluster:hosts[1].address",
+     "outside gpu-cluster:network.lanCidr"),
+    ("duplicate name", _set("hosts[3].name", "gpu000"), "gpu-cluster:hosts[3].name",
+     "already used by gpu-cluster:hosts[1]"),
+    ("duplicate address", _set("hosts[2].address", "192.168.2.1"), "gpu-cluster:hosts[2].address",
+     "already used by gpu-cluster:hosts[0]"),
+    ("negative gpus", _set("hosts[1].gpus", -1), "gpu-cluster:hosts[1].gpus",
+     "greater than or equal to 0"),
+    ("uppercase name", _set("hosts[1].name", "GPU0"), "gpu-cluster:hosts[1].name", "DNS label"),
+    ("unknown role", _set("hosts[1].role", "master"), "gpu-cluster:hosts[1].role",
+     "'controller', 'worker' or 'controller+worker'"),
+    ("two controllers", _set("hosts[1].role", "controller"), "gpu-cluster:hosts[1].role",
+     "a second control-plane host"),
+    ("no controller", _set("hosts[0].role", "worker"), "gpu-cluster:hosts",
+     "exactly one host with role"),
+    ("no workers", _set("hosts", [{"name": "solo", "address": "192.168.2.1", "role": "controller"}]),
+     "gpu-cluster:hosts", "no host runs workloads"),
+    ("unknown host key", _set("hosts[1].gpu", 2), "gpu-cluster:hosts[1].gpu", "unknown key"),
+    ("unknown top key", _set("tunning", {}), "gpu-cluster:tunning", "did you mean 'tuning'"),
+    ("bad label", _set("hosts[1].labels", {"team": "ml research"}),
+     "gpu-cluster:hosts[1].labels.team", "label value"),
+    ("restricted label", _set("hosts[1].labels", {"node-role.kubernetes.io/gpu": ""}),
+     "gpu-cluster:hosts[1].labels.node-role.kubernetes.io/gpu", "NodeRestriction"),
+    ("bad taint effect", _set("hosts[1].taints", [{"key": "gpu", "effect": "Never"}]),
+     "gpu-cluster:hosts[1].taints[0].effect", "'NoSchedule'"),
+    ("gpu model without gpus", _set("hosts[1].gpus", 0), "gpu-cluster:hosts[1].gpuModel",
+     "gpus is 0"),
+    ("controller with gpus", _set("hosts[0].gpus", 2), "gpu-cluster:hosts[0].gpus",
+     "controller+worker"),
+    ("static cpu manager needs reserved cpus", _set("tuning", {"cpuManagerPolicy": "static"}),
+     "gpu-cluster:tuning.reservedCpus", "is required"),
+    ("bad k0s version", _set("kubernetes", {"version": "1.36"}), "gpu-cluster:kubernetes.version",
+     "not a k0s release"),
+    ("public key given", _set("sshPrivateKey", "ssh-ed25519 AAAAC3Nza test@example"),
+     "gpu-cluster:sshPrivateKey", "not a private key"),
+    ("missing key", _set("sshPrivateKey", DELETE), "gpu-cluster:sshPrivateKey",
+     "pulumi config set --secret"),
+    ("bad json", _set("network", "{lanCidr: }"), "gpu-cluster:network", "not valid structured config"),
+    ("bastion key without bastion", _set("bastionPrivateKey", "-----BEGIN OPENSSH PRIVATE KEY-----"),
+     "gpu-cluster:bastionPrivateKey", "ssh.bastion is not"),
+]
+
+
+@pytest.mark.parametrize("mutate, path, fragment",
+                         [case[1:] for case in INVALID_CASES], ids=[c[0] for c in INVALID_CASES])
+def test_invalid_config_names_the_key_and_the_problem(mutate, path, fragment):
+    values = bare_metal_config()
+    mutate(values)
+    problems = problems_of(values)
+    assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
+
+
+def test_plaintext_secret_is_refused_with_the_command_to_fix_it():
+    problems = problems_of(bare_metal_config(), secret=())
+    assert problems == [
+        "gpu-cluster:sshPrivateKey: must be a secret, but it is set in plain text; remove it "
+        "and set it with `pulumi config set --secret gpu-cluster:sshPrivateKey`"
+    ]
+
+
+def test_all_problems_are_reported_at_once():
+    values = bare_metal_config()
+    values["hosts"][2]["name"] = "gpu000"             # duplicate host
+    values["network"]["podCidr"] = "192.168.2.0/25"   # overlaps the LAN
+    values["hosts"][3]["address"] = "not-an-ip"       # field error beside cross errors
+    problems = problems_of(values, secret=())        # plaintext SSH key
+    paths = [p.split(": ")[0] for p in problems]
+    assert paths == [
+        "gpu-cluster:hosts[2].name",
+        "gpu-cluster:hosts[3].address",
+        "gpu-cluster:network.podCidr",
+        "gpu-cluster:sshPrivateKey",
+    ], problems
+
+
+def test_secret_values_never_appear_in_errors():
+    values = bare_metal_config()
+    values["sshPrivateKey"] = "not a key but a secret-looking value 12345"
+    problems = problems_of(values, secret=())
+    assert not any("12345" in p for p in problems)
+
+
+def test_hosts_are_sorted_naturally_in_the_error_list():
+    values = bare_metal_config(workers=12)
+    values["hosts"][10]["gpus"] = -1
+    values["hosts"][2]["gpus"] = -1
+    paths = [p.split(": ")[0] for p in problems_of(values)]
+    assert paths == ["gpu-cluster:hosts[2].gpus", "gpu-cluster:hosts[10].gpus"]
+
+
+def test_invalid_lab_variant_prints_one_error_list_without_traceback(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (project / name).write_text((PROJECT_DIR / name).read_text())
+    lab = (PROJECT_DIR / "Pulumi.lab.yaml").read_text()
+    broken = (lab.replace("name: madrid", "name: moscow")
+                 .replace("podCidr: 10.244.0.0/16", "podCidr: 192.168.0.0/16")
+              + "  gpu-cluster:sshPrivateKey: |\n    -----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (project / "Pulumi.broken.yaml").write_text(broken)
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import preview.__main__ as m; from pathlib import Path;"
+        "m.PROJECT_DIR = Path(sys.argv[2]); sys.exit(m.main(['broken', '--build-dir', sys.argv[3]]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(PROJECT_DIR), str(project), str(tmp_path / "build")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    assert "gpu-cluster:hosts[2].name: 'moscow' is already used by gpu-cluster:hosts[1]" in result.stderr
+    assert "gpu-cluster:network.podCidr: 192.168.0.0/16 overlaps" in result.stderr
+    assert "gpu-cluster:sshPrivateKey: must be a secret" in result.stderr
+    assert not (tmp_path / "build").exists()

@@ -1,0 +1,77 @@
+"""Shared fixtures: the project root, stack configs as the CLI passes them, and the
+offline preview engine (the same one `python -m preview` uses)."""
+
+import copy
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+if str(PROJECT_DIR) not in sys.path:
+    sys.path.insert(0, str(PROJECT_DIR))
+
+from preview.engine import Plan, run_program  # noqa: E402
+from preview.stack_file import StackConfigFile, read_stack  # noqa: E402
+
+# A throwaway key shape; never a real key.
+TEST_PRIVATE_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAtest-only-key-material\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+def bare_metal_config(workers: int = 3, gpus: int = 4) -> dict:
+    """A valid bare-metal stack config as plain data (key without namespace -> value)."""
+    hosts = [{"name": "controller", "address": "192.168.2.1", "interface": "eno2",
+              "role": "controller"}]
+    hosts += [
+        {"name": f"gpu{i:03d}", "address": f"192.168.{2 + (i + 2) // 256}.{(i + 2) % 256}",
+         "interface": "eno2", "gpus": gpus, "gpuModel": "NVIDIA-A100-SXM4-80GB"}
+        for i in range(workers)
+    ]
+    lan = "192.168.0.0/16" if workers > 250 else "192.168.2.0/24"
+    return {
+        "layout": "bare-metal",
+        "clusterName": "test",
+        "network": {"lanCidr": lan},
+        "ssh": {"user": "ops"},
+        "hosts": hosts,
+        "sshPrivateKey": TEST_PRIVATE_KEY,
+    }
+
+
+def as_cli_config(values: dict, secret: tuple = ("sshPrivateKey", "bastionPrivateKey"),
+                  stack: str = "test") -> StackConfigFile:
+    """What the CLI hands the program: strings, objects as JSON, secret keys listed."""
+    config = {
+        f"gpu-cluster:{key}": value if isinstance(value, str) else json.dumps(value)
+        for key, value in values.items()
+    }
+    secret_keys = [f"gpu-cluster:{key}" for key in secret if key in values]
+    return StackConfigFile(project="gpu-cluster", stack=stack, config=config,
+                           secret_keys=secret_keys)
+
+
+def preview(values: dict, stack: str = "test") -> Plan:
+    return run_program(PROJECT_DIR, as_cli_config(values, stack=stack))
+
+
+@pytest.fixture
+def base_config() -> dict:
+    return copy.deepcopy(bare_metal_config())
+
+
+@pytest.fixture(scope="session")
+def lab_plan() -> Plan:
+    return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "lab"))
+
+
+def require_tool(name: str) -> str:
+    """Path of a checker; a missing one skips with a reason (CI installs them all)."""
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if not found:
+        pytest.skip(f"{name} is not installed (pip install -r requirements-dev.txt)")
+    return found

@@ -1,0 +1,160 @@
+"""Whole stacks through the offline preview: structure, order, parallelism, secrets."""
+
+import re
+import shutil
+
+import pytest
+from pulumi.runtime import rpc
+
+import components.remote_step as remote_step
+from preview.report import write_artifacts
+from tests.conftest import bare_metal_config, preview
+
+WORKERS = ["moscow", "madrid", "campos"]
+
+
+def deps(plan, name: str) -> set[str]:
+    return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))}
+
+
+def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
+    types = {r.type for r in lab_plan.resources}
+    assert not any(t.startswith("aws:") for t in types)
+    commands = {r.name for r in lab_plan.of_type("command:remote:Command")}
+    expected = {"controller-preflight", "controller-prepare-host", "controller-install-controller",
+                "controller-read-admin-kubeconfig"}
+    for worker in WORKERS:
+        expected |= {f"{worker}-{step}" for step in (
+            "preflight", "prepare-host", "install-nvidia", "create-join-token", "join-worker",
+            "admit-node")}
+    assert commands == expected
+    assert {r.name for r in lab_plan.of_type("kubernetes:core/v1:NodePatch")} == {
+        f"{w}-node-metadata" for w in WORKERS}
+    assert len(lab_plan.of_type("pulumi:providers:kubernetes")) == 1
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+def test_worker_steps_run_in_order(lab_plan, worker):
+    assert deps(lab_plan, f"{worker}-preflight") == set()
+    assert deps(lab_plan, f"{worker}-prepare-host") == {f"{worker}-preflight"}
+    assert deps(lab_plan, f"{worker}-install-nvidia") == {f"{worker}-prepare-host"}
+    assert deps(lab_plan, f"{worker}-create-join-token") == {"controller-install-controller"}
+    assert deps(lab_plan, f"{worker}-join-worker") == {
+        f"{worker}-install-nvidia", f"{worker}-create-join-token"}
+    assert deps(lab_plan, f"{worker}-admit-node") == {f"{worker}-join-worker"}
+    assert f"{worker}-admit-node" in deps(lab_plan, f"{worker}-node-metadata")
+
+
+def test_controller_steps_run_in_order(lab_plan):
+    assert deps(lab_plan, "controller-prepare-host") == {"controller-preflight"}
+    assert deps(lab_plan, "controller-install-controller") == {"controller-prepare-host"}
+    assert deps(lab_plan, "controller-read-admin-kubeconfig") == {"controller-install-controller"}
+
+
+def test_no_host_waits_for_another_hosts_bootstrap(lab_plan):
+    for resource in lab_plan.of_type("command:remote:Command"):
+        host = resource.name.split("-")[0]
+        step = resource.name[len(host) + 1:]
+        if step in ("preflight", "prepare-host", "install-nvidia"):
+            assert all(d.startswith(f"{host}-") for d in deps(lab_plan, resource.name))
+
+
+def test_depth_does_not_grow_with_the_number_of_workers():
+    depths = {n: preview(bare_metal_config(workers=n)).depth for n in (1, 10, 40)}
+    assert set(depths.values()) == {7}, depths
+
+
+def test_removing_a_worker_drains_removes_and_resets_it(lab_plan):
+    admit = lab_plan.named("moscow-admit-node")
+    join = lab_plan.named("moscow-join-worker")
+    # admit-node depends on join-worker, so Pulumi deletes it first: drain + delete node on
+    # the controller, then reset k0s on the worker.
+    assert "moscow-join-worker" in deps(lab_plan, "moscow-admit-node")
+    assert admit.inputs["delete"].endswith("sudo -n bash -s -- delete")
+    assert "gpu_cluster_delete()" in admit.inputs["stdin"]
+    assert "remove-node.sh" in admit.inputs["stdin"].splitlines()[0]
+    assert lab_plan.redact(admit.inputs["connection"])["host"] == "192.168.2.1"
+    assert "reset-node.sh" in lab_plan.redact(join.inputs["stdin"]).splitlines()[0]
+    assert lab_plan.redact(join.inputs["connection"])["host"] == "192.168.2.2"
+
+
+def test_kubeconfig_is_a_secret_output_and_other_outputs_are_plain(lab_plan):
+    kubeconfig, secret = lab_plan.outputs["kubeconfig"]
+    assert secret
+    assert "server: https://192.168.2.1:6443" in kubeconfig
+    assert "current-context: lab-admin" in kubeconfig
+    assert lab_plan.outputs["apiEndpoint"] == ("https://192.168.2.1:6443", False)
+    nodes, nodes_secret = lab_plan.outputs["nodes"]
+    assert not nodes_secret
+    assert [(n["name"], n["role"], n["gpus"]) for n in nodes] == [
+        ("controller", "controller", 0), ("moscow", "worker", 4), ("madrid", "worker", 4),
+        ("campos", "worker", 4)]
+
+
+def test_credentials_from_the_controller_are_secret_and_not_logged(lab_plan):
+    for name in ("controller-read-admin-kubeconfig", "moscow-create-join-token"):
+        inputs = lab_plan.named(name).inputs
+        assert inputs["logging"] == "stderr"
+    join = lab_plan.named("moscow-join-worker").inputs
+    assert rpc.is_rpc_secret(join["stdin"])  # carries the join token
+    assert "K0S_JOIN_TOKEN='[secret]'" in lab_plan.redact(join["stdin"])
+    provider = lab_plan.of_type("pulumi:providers:kubernetes")[0]
+    assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
+
+
+def test_node_labels_and_taints_come_from_config():
+    values = bare_metal_config(workers=1)
+    values["hosts"][1]["labels"] = {"team": "vision"}
+    values["hosts"][1]["taints"] = [{"key": "nvidia.com/gpu", "value": "present",
+                                    "effect": "NoSchedule"}]
+    plan = preview(values)
+    patch = plan.named("gpu000-node-metadata").inputs
+    assert patch["metadata"]["labels"] == {
+        "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+        "team": "vision"}
+    assert patch["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    stdin = plan.redact(plan.named("gpu000-join-worker").inputs["stdin"])
+    assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'\n" in stdin
+
+
+def test_controller_plus_worker_registers_its_own_node_without_joining():
+    values = bare_metal_config(workers=0)
+    values["hosts"][0]["role"] = "controller+worker"
+    plan = preview(values)
+    names = {r.name for r in plan.of_type("command:remote:Command")}
+    assert "controller-join-worker" not in names
+    assert deps(plan, "controller-admit-node") == {"controller-install-controller"}
+    assert "delete" not in plan.named("controller-admit-node").inputs
+    assert "export K0S_ENABLE_WORKER='true'" in plan.named("controller-install-controller").inputs["stdin"]
+
+
+def test_a_changed_script_changes_only_its_own_steps(tmp_path, monkeypatch):
+    before = _stdin_by_step(preview(bare_metal_config()))
+    scripts = tmp_path / "scripts"
+    shutil.copytree(remote_step.SCRIPTS_DIR, scripts)
+    with open(scripts / "install-nvidia.sh", "a") as script:
+        script.write("# a change\n")
+    monkeypatch.setattr(remote_step, "SCRIPTS_DIR", scripts)
+    after = _stdin_by_step(preview(bare_metal_config()))
+    changed = sorted(name for name in before if before[name] != after[name])
+    assert changed == ["gpu000-install-nvidia", "gpu001-install-nvidia", "gpu002-install-nvidia"]
+
+
+def _stdin_by_step(plan) -> dict[str, str]:
+    # Join tokens are fresh per run; compare the scripts and their other inputs.
+    return {r.name: re.sub(r"K0S_JOIN_TOKEN='[^']*'", "", plan.redact(r.inputs["stdin"]))
+            for r in plan.of_type("command:remote:Command")}
+
+
+def test_preview_artifacts_hold_no_secret(lab_plan, tmp_path):
+    written = write_artifacts(lab_plan, tmp_path / "lab")
+    assert lab_plan.secrets
+    names = {p.relative_to(tmp_path / "lab").as_posix() for p in written}
+    assert {"plan.txt", "plan.json", "outputs.json", "kubeconfig/admin.template.yaml",
+            "hosts/moscow/01-preflight.sh", "hosts/moscow/05-join-worker.sh",
+            "hosts/controller/03-install-controller.sh"} <= names
+    for path in written:
+        text = path.read_text()
+        for secret in lab_plan.secrets:
+            assert secret not in text, f"a secret is in {path}"
