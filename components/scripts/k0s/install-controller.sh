@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs k0s as the cluster controller (optionally also a worker), keeps its
+# service arguments and config in sync with the inputs and waits until the
+# Kubernetes API answers /readyz.
+set -euo pipefail
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=install-controller}"
+
+API_READY_TIMEOUT=600
+
+check_inputs() {
+  require_env K0S_VERSION K0S_CONFIG K0S_ENABLE_WORKER NODE_IP API_PORT
+  : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
+  require_bool K0S_ENABLE_WORKER
+  require_uint API_PORT
+}
+
+# controller_args: sets ARGS to the `k0s install controller` arguments.
+controller_args() {
+  ARGS=(-c "$K0S_CONFIG_FILE")
+  if is_true "$K0S_ENABLE_WORKER"; then
+    # --no-taints: this node also runs workloads, so no control-plane taint.
+    ARGS+=(--enable-worker --no-taints)
+    ARGS+=("--kubelet-extra-args=--node-ip=$NODE_IP${KUBELET_EXTRA_ARGS:+ $KUBELET_EXTRA_ARGS}")
+    if [[ -n "$NODE_LABELS" ]]; then
+      ARGS+=("--labels=$NODE_LABELS")
+    fi
+    if [[ -n "$NODE_TAINTS" ]]; then
+      ARGS+=("--taints=$NODE_TAINTS")
+    fi
+    if [[ -n "$K0S_PROFILE" ]]; then
+      ARGS+=("--profile=$K0S_PROFILE")
+    fi
+  fi
+}
+
+main() {
+  local restart=0
+  check_inputs
+  k0s_install_binary "$K0S_VERSION"
+  if ((K0S_BINARY_CHANGED)); then
+    restart=1
+  fi
+  write_text "$K0S_CONFIG_FILE" 0600 "$K0S_CONFIG"
+  if ((FILE_CHANGED)); then
+    restart=1
+  fi
+  controller_args
+  k0s_ensure_service controller "$restart" "${ARGS[@]}"
+  wait_until "$API_READY_TIMEOUT" "the Kubernetes API (port $API_PORT) to be ready" \
+    k0s kubectl get --raw=/readyz
+}
+
+main "$@"

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# k0s helpers for the k0s step scripts: checksum-verified binary install, service
+# names, and (re)installing the k0s service only when its arguments changed.
+# shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
+
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+GPU_CLUSTER_K0S_LIB_LOADED=1
+K0S_BIN=/usr/local/bin/k0s
+K0S_CONFIG_FILE=/etc/k0s/k0s.yaml
+K0S_TOKEN_FILE=/etc/k0s/worker-token
+# k0s's default data dir; we never pass --data-dir. Its kubelet root (pod volume
+# mounts, NFS included) lives below it.
+K0S_DATA_DIR=/var/lib/k0s
+# Written by a worker once it has joined; from then on the join token is unused.
+K0S_KUBELET_KUBECONFIG="$K0S_DATA_DIR/kubelet.conf"
+K0S_RELEASES_URL=https://github.com/k0sproject/k0s/releases/download
+K0S_BINARY_CHANGED=0
+K0S_ARCH=""
+
+# k0s_detect_arch: sets K0S_ARCH to the k0s release architecture of this host.
+k0s_detect_arch() {
+  local machine
+  machine="$(uname -m)"
+  case "$machine" in
+    x86_64 | amd64) K0S_ARCH=amd64 ;;
+    aarch64 | arm64) K0S_ARCH=arm64 ;;
+    *) die "unsupported CPU architecture for k0s: $machine" ;;
+  esac
+}
+
+# k0s_current_version: prints the version of the k0s on PATH, or nothing.
+k0s_current_version() {
+  if command -v k0s >/dev/null 2>&1; then
+    k0s version 2>/dev/null || true
+  fi
+}
+
+# k0s_install_binary VERSION: installs k0s VERSION (e.g. v1.34.1+k0s.0) to
+# /usr/local/bin/k0s from the GitHub release after checking it against the
+# release's sha256sums.txt. Sets K0S_BINARY_CHANGED=1 when it replaced the binary.
+k0s_install_binary() {
+  local version=$1 current asset base expected actual
+  K0S_BINARY_CHANGED=0
+  if [[ ! "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+$ ]]; then
+    die "K0S_VERSION '$version' does not look like a k0s release (e.g. v1.34.1+k0s.0)"
+  fi
+  current="$(k0s_current_version)"
+  if [[ "$current" == "$version" ]]; then
+    log "k0s $version already installed"
+    return 0
+  fi
+  k0s_detect_arch
+  asset="k0s-${version}-${K0S_ARCH}"
+  base="$K0S_RELEASES_URL/${version//+/%2B}"
+  make_temp_dir
+  log "downloading k0s $version for $K0S_ARCH${current:+ (installed: $current)}"
+  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$base/${asset//+/%2B}"
+  curl -fsSL --retry 5 -o "$TEMP_DIR/sha256sums.txt" "$base/sha256sums.txt"
+  expected="$(awk -v name="$asset" \
+    '$2 == name || $2 == "*" name || $2 == "./" name { print $1; exit }' \
+    "$TEMP_DIR/sha256sums.txt")"
+  if [[ -z "$expected" ]]; then
+    die "sha256sums.txt of k0s $version has no checksum for $asset"
+  fi
+  actual="$(sha256sum "$TEMP_DIR/$asset")"
+  actual="${actual%% *}"
+  if [[ "$actual" != "$expected" ]]; then
+    die "checksum mismatch for $asset: expected $expected, got $actual"
+  fi
+  log "verified sha256 of $asset"
+  write_file "$K0S_BIN" 0755 <"$TEMP_DIR/$asset"
+  K0S_BINARY_CHANGED=$FILE_CHANGED
+  hash -r
+  current="$(k0s_current_version)"
+  if [[ "$current" != "$version" ]]; then
+    die "k0s on PATH reports '${current}' after installing $version to $K0S_BIN"
+  fi
+}
+
+# k0s_service_name ROLE: the systemd unit k0s installs for ROLE
+# (controller, controller+worker or worker).
+k0s_service_name() {
+  case "$1" in
+    controller | controller+worker) echo k0scontroller ;;
+    worker) echo k0sworker ;;
+    *) die "unknown k0s role: $1" ;;
+  esac
+}
+
+# k0s_service_installed SERVICE: success when `k0s install` created SERVICE.
+k0s_service_installed() {
+  [[ -f "$ROOT/etc/systemd/system/$1.service" ]]
+}
+
+# k0s_service_active SERVICE: success when systemd runs SERVICE.
+k0s_service_active() {
+  systemctl is-active --quiet "$1"
+}
+
+# k0s_args_file SERVICE: where the arguments of the last successful
+# `k0s install` for SERVICE are recorded (one per line). How flags appear in the
+# unit file differs between k0s versions; our own record compares reliably.
+k0s_args_file() {
+  printf '/etc/k0s/gpu-cluster-%s.args\n' "$1"
+}
+
+# k0s_service_args_changed SERVICE ROLE ARGS...: success when ROLE ARGS differ
+# from the recorded install arguments (or none are recorded).
+k0s_service_args_changed() {
+  local service=$1 file recorded wanted
+  shift
+  file="$ROOT$(k0s_args_file "$service")"
+  wanted="$(printf '%s\n' "$@")"
+  if [[ ! -f "$file" ]]; then
+    return 0
+  fi
+  recorded="$(<"$file")"
+  [[ "$recorded" != "$wanted" ]]
+}
+
+# k0s_ensure_service ROLE RESTART ARGS...: makes the k0s service for ROLE
+# (controller or worker) installed with exactly ARGS and running.
+#   - not installed: `k0s install ROLE ARGS...`
+#   - installed with other arguments: `k0s install ROLE --force ARGS...`, restart
+#   - RESTART=1 (binary, config or token changed): restart, retried by the
+#     next run if it fails
+#   - not running: `k0s start`
+k0s_ensure_service() {
+  local role=$1 restart=$2 service
+  shift 2
+  service="$(k0s_service_name "$role")"
+  if ! k0s_service_installed "$service"; then
+    log "installing the $service service"
+    k0s install "$role" "$@" >&2
+    log "changed: installed the $service service"
+  elif k0s_service_args_changed "$service" "$role" "$@"; then
+    log "the $service service arguments changed; reinstalling it"
+    k0s install "$role" --force "$@" >&2
+    systemctl daemon-reload
+    restart=1
+    log "changed: reinstalled the $service service"
+  else
+    log "the $service service is already installed with the same arguments"
+  fi
+  write_text "$(k0s_args_file "$service")" 0644 "$(printf '%s\n' "$role" "$@")"
+
+  if ! k0s_service_active "$service"; then
+    k0s start >&2
+    follow_up_done "restart-$service"
+    log "changed: started $service"
+  elif needs_follow_up "$restart" "restart-$service"; then
+    systemctl restart "$service"
+    follow_up_done "restart-$service"
+    log "changed: restarted $service"
+  else
+    log "$service is already running"
+  fi
+}

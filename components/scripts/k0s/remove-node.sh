@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs on the controller when a worker is removed: drains the node and deletes
+# its object. A no-op (with a log line) when the node or the controller is gone.
+set -euo pipefail
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=remove-node}"
+
+main() {
+  local node found
+  require_env NODE_NAME
+  node="${NODE_NAME,,}"
+  if ! command -v k0s >/dev/null 2>&1 || ! k0s_service_installed k0scontroller; then
+    log "no k0s controller on this host any more; nothing to drain or delete for $node"
+    return 0
+  fi
+  found="$(k0s kubectl get node "$node" --ignore-not-found -o name)"
+  if [[ -z "$found" ]]; then
+    log "node $node does not exist; nothing to drain or delete"
+    return 0
+  fi
+  k0s kubectl drain "$node" --ignore-daemonsets --delete-emptydir-data --timeout=300s >&2
+  log "changed: drained node $node"
+  k0s kubectl delete node "$node" >&2
+  log "changed: deleted node $node"
+}
+
+main "$@"

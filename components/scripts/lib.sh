@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Shared helpers for the gpu-cluster step scripts: logging, failures that name the
+# host and step, input checks and idempotent file writes below a root prefix.
+# shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
+#
+# Sourced by a step script when run standalone; pasted ahead of the step script
+# inside the envelope function otherwise, so it must not rely on its own path.
+#
+# Globals it defines:
+#   ROOT          prefix for every host path read or written ("" on a real host;
+#                 tests point GPU_CLUSTER_ROOT at a temporary directory).
+#   FILE_CHANGED  set by write_file/write_text/remove_file: 1 when the call
+#                 changed the file, 0 when it was already as wanted.
+#   TEMP_DIR      set by make_temp_dir; removed when the shell exits.
+# All log output goes to stderr, so stdout stays free for the scripts whose
+# output is data (join token, kubeconfig).
+
+set -Eeuo pipefail
+shopt -s inherit_errexit
+
+GPU_CLUSTER_LIB_LOADED=1
+ROOT="${GPU_CLUSTER_ROOT:-}"
+GPU_CLUSTER_HOST="${GPU_CLUSTER_HOST:-$(hostname 2>/dev/null || echo localhost)}"
+GPU_CLUSTER_STEP="${GPU_CLUSTER_STEP:-}" # each step script sets its own default
+FILE_CHANGED=0
+TEMP_DIR=""
+_GPU_CLUSTER_TEMP_DIRS=()
+_GPU_CLUSTER_APT_UPDATED=0
+
+REBOOT_REQUIRED_FILE=/var/run/reboot-required
+FOLLOW_UP_DIR=/var/lib/gpu-cluster/pending
+
+# log_prefix: "gpu-cluster: HOST: STEP:", the start of every message.
+log_prefix() {
+  printf 'gpu-cluster: %s: %s:' "${GPU_CLUSTER_HOST}" "${GPU_CLUSTER_STEP:-script}"
+}
+
+# log MESSAGE..., warn MESSAGE..., die MESSAGE... (exits 1): to stderr.
+log() {
+  printf '%s %s\n' "$(log_prefix)" "$*" >&2
+}
+
+warn() {
+  printf '%s warning: %s\n' "$(log_prefix)" "$*" >&2
+}
+
+die() {
+  printf '%s %s\n' "$(log_prefix)" "$*" >&2
+  exit 1
+}
+
+# Any command failing under `set -e` reports itself with host and step. The
+# command is shown unexpanded ($BASH_COMMAND), so secrets in variables stay hidden.
+_gc_on_error() {
+  printf '%s command failed with exit code %s at line %s: %s\n' \
+    "$(log_prefix)" "$1" "$2" "$3" >&2
+}
+trap '_gc_on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
+
+_gc_cleanup() {
+  local dir
+  for dir in "${_GPU_CLUSTER_TEMP_DIRS[@]}"; do
+    rm -rf -- "$dir"
+  done
+}
+trap _gc_cleanup EXIT
+
+# make_temp_dir: creates a private temporary directory, stores it in TEMP_DIR.
+make_temp_dir() {
+  TEMP_DIR="$(mktemp -d)"
+  _GPU_CLUSTER_TEMP_DIRS+=("$TEMP_DIR")
+}
+
+# require_env VAR...: dies naming every VAR that is unset or empty.
+require_env() {
+  local name missing=()
+  for name in "$@"; do
+    if [[ -z "${!name:-}" ]]; then
+      missing+=("$name")
+    fi
+  done
+  if ((${#missing[@]} > 0)); then
+    die "missing required environment variable(s): ${missing[*]}"
+  fi
+}
+
+# require_bool VAR...: dies naming every VAR that is not "true" or "false".
+require_bool() {
+  local name bad=()
+  for name in "$@"; do
+    case "${!name:-}" in
+      true | false) ;;
+      *) bad+=("$name='${!name:-}'") ;;
+    esac
+  done
+  if ((${#bad[@]} > 0)); then
+    die "expected \"true\" or \"false\": ${bad[*]}"
+  fi
+}
+
+# require_uint VAR...: dies naming every VAR that is not a non-negative integer.
+require_uint() {
+  local name bad=()
+  for name in "$@"; do
+    if [[ ! "${!name:-}" =~ ^[0-9]+$ ]]; then
+      bad+=("$name='${!name:-}'")
+    fi
+  done
+  if ((${#bad[@]} > 0)); then
+    die "expected a non-negative integer: ${bad[*]}"
+  fi
+}
+
+# is_true VALUE: success for "true", failure for "false", dies otherwise.
+is_true() {
+  case "$1" in
+    true) return 0 ;;
+    false) return 1 ;;
+    *) die "expected \"true\" or \"false\", got \"$1\"" ;;
+  esac
+}
+
+# write_file PATH MODE: writes stdin to host path PATH (below ROOT) with octal
+# MODE, only when content or mode differ. Creates parent directories, replaces
+# the file atomically (the temporary copy is 0600 from the start, so secrets are
+# never readable by others) and logs "changed PATH" or "unchanged PATH".
+# Feed it with a redirection or here-document, not a pipe: at the end of a
+# pipeline it runs in a subshell and FILE_CHANGED would not reach the caller.
+write_file() {
+  local path=$1 mode=$2 target dir tmp want_mode
+  target="$ROOT$path"
+  dir="${target%/*}"
+  if [[ -d "$target" ]]; then
+    die "cannot write $path: it is a directory"
+  fi
+  want_mode="$(printf '%o' "$((8#$mode))")"
+  FILE_CHANGED=0
+  mkdir -p -- "${dir:-/}"
+  tmp="$(mktemp "${dir:-}/.gpu-cluster.XXXXXX")"
+  if ! cat >"$tmp"; then
+    rm -f -- "$tmp"
+    die "could not write $path"
+  fi
+  if [[ -f "$target" ]] && cmp -s -- "$tmp" "$target"; then
+    rm -f -- "$tmp"
+    if [[ "$(stat -c %a -- "$target")" == "$want_mode" ]]; then
+      log "unchanged $path"
+    else
+      chmod "$mode" -- "$target"
+      FILE_CHANGED=1
+      log "changed mode of $path to $mode"
+    fi
+    return 0
+  fi
+  chmod "$mode" -- "$tmp"
+  mv -f -- "$tmp" "$target"
+  FILE_CHANGED=1
+  log "changed $path"
+}
+
+# write_text PATH MODE TEXT: write_file with TEXT as content, ending in exactly
+# one newline. TEXT never reaches a command line.
+write_text() {
+  local text=$3
+  while [[ "$text" == *$'\n' ]]; do
+    text=${text%$'\n'}
+  done
+  write_file "$1" "$2" <<<"$text"
+}
+
+# remove_file PATH: removes host path PATH (below ROOT) when present.
+remove_file() {
+  FILE_CHANGED=0
+  if [[ -e "$ROOT$1" || -L "$ROOT$1" ]]; then
+    rm -f -- "$ROOT$1"
+    FILE_CHANGED=1
+    log "changed: removed $1"
+  else
+    log "unchanged: $1 is absent"
+  fi
+}
+
+# mark_reboot_required REASON: sets Ubuntu's reboot-required marker. Never reboots.
+mark_reboot_required() {
+  write_text "$REBOOT_REQUIRED_FILE" 0644 "*** System restart required ***"
+  log "reboot required: $1"
+}
+
+# needs_follow_up CHANGED NAME: success when follow-up action NAME (update-grub,
+# a service restart, ...) must run: its input changed in this run (CHANGED=1) or
+# an earlier run changed it but did not finish NAME. Remembers NAME as pending
+# until follow_up_done NAME, so a failed action is retried by the next run.
+# Use it as an `if` condition and run the action in the body (set -e applies there).
+needs_follow_up() {
+  local marker="$ROOT$FOLLOW_UP_DIR/$2"
+  if [[ "$1" != 1 && ! -e "$marker" ]]; then
+    return 1
+  fi
+  if [[ "$1" != 1 ]]; then
+    log "retrying $2, which an earlier run did not finish"
+  fi
+  mkdir -p -- "${marker%/*}"
+  : >"$marker"
+}
+
+# follow_up_done NAME: NAME completed; see needs_follow_up.
+follow_up_done() {
+  rm -f -- "$ROOT$FOLLOW_UP_DIR/$1"
+}
+
+# wait_until TIMEOUT_SECONDS DESCRIPTION CMD...: runs CMD every 2 s until it
+# succeeds; dies with CMD's last output after TIMEOUT_SECONDS.
+wait_until() {
+  local timeout=$1 description=$2 deadline attempts=0 max_attempts output=""
+  shift 2
+  deadline=$((SECONDS + timeout))
+  max_attempts=$((timeout / 2 + 1))
+  while true; do
+    if output="$("$@" 2>&1)"; then
+      log "ready: $description"
+      return 0
+    fi
+    attempts=$((attempts + 1))
+    if ((attempts >= max_attempts || SECONDS >= deadline)); then
+      die "timed out after ${timeout}s waiting for $description; last output: ${output:-<none>}"
+    fi
+    if ((attempts == 1)); then
+      log "waiting up to ${timeout}s for $description"
+    fi
+    sleep 2
+  done
+}
+
+# apt_get ARGS...: non-interactive apt-get that waits for the dpkg lock (cloud
+# images often run unattended-upgrades right after boot) and keeps locally
+# changed config files instead of asking.
+apt_get() {
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"
+}
+
+# apt_update_once: apt-get update, at most once per run.
+apt_update_once() {
+  if ((_GPU_CLUSTER_APT_UPDATED == 0)); then
+    apt_get update
+    _GPU_CLUSTER_APT_UPDATED=1
+  fi
+}
+
+# package_installed PKG: success when dpkg reports PKG as installed.
+package_installed() {
+  local status
+  # shellcheck disable=SC2016 # ${Status} is a dpkg-query field, not a shell variable
+  status="$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" || return 1
+  [[ "$status" == "install ok installed" ]]
+}
+
+# package_version PKG: prints the installed version of PKG, or nothing.
+package_version() {
+  # shellcheck disable=SC2016 # ${Version} is a dpkg-query field, not a shell variable
+  dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true
+}

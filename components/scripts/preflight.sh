@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Read-only checks before anything on the host is changed (OS, identity, address,
+# GPUs, driver branch, disk, control-plane reachability). Reports every failed
+# check at once, one line each, so a single run shows everything to fix.
+set -euo pipefail
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=preflight}"
+
+FAILURES=()
+
+fail() {
+  FAILURES+=("$*")
+}
+
+ok() {
+  log "ok: $*"
+}
+
+check_inputs() {
+  require_env HOST_NAME HOST_ADDRESS HOST_ROLE GPU_COUNT CONTROL_PLANE_ADDRESS \
+    CONTROL_PLANE_PORT MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH
+  : "${HOST_INTERFACE:=}"
+  require_uint GPU_COUNT CONTROL_PLANE_PORT MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH
+  case "$HOST_ROLE" in
+    controller | worker | controller+worker) ;;
+    *) die "HOST_ROLE must be controller, worker or controller+worker, got '$HOST_ROLE'" ;;
+  esac
+}
+
+# os_release_field KEY: the unquoted value of KEY in /etc/os-release.
+os_release_field() {
+  local key value
+  while IFS='=' read -r key value; do
+    if [[ "$key" == "$1" ]]; then
+      value="${value#[\"\']}"
+      value="${value%[\"\']}"
+      printf '%s\n' "$value"
+      return 0
+    fi
+  done <"$ROOT/etc/os-release"
+}
+
+check_os() {
+  local id version pretty
+  if [[ ! -r "$ROOT/etc/os-release" ]]; then
+    fail "cannot read /etc/os-release; need Ubuntu 22.04 or 24.04"
+    return 0
+  fi
+  id="$(os_release_field ID)"
+  version="$(os_release_field VERSION_ID)"
+  pretty="$(os_release_field PRETTY_NAME)"
+  case "$id:$version" in
+    ubuntu:22.04 | ubuntu:24.04) ok "OS is ${pretty:-Ubuntu $version}" ;;
+    *) fail "OS is ${pretty:-$id $version}; need Ubuntu 22.04 or 24.04" ;;
+  esac
+}
+
+check_root() {
+  local uid
+  uid="$(id -u)"
+  if [[ "$uid" == 0 ]]; then
+    ok "running as root"
+  else
+    fail "not running as root (uid $uid); the steps need root (sudo -n)"
+  fi
+}
+
+check_hostname() {
+  local name
+  name="$(hostname)"
+  name="${name%%.*}"
+  if [[ "$name" == "$HOST_NAME" ]]; then
+    ok "hostname is $name"
+  else
+    fail "hostname is '$name' but the host is configured as '$HOST_NAME'; k0s registers" \
+      "nodes by hostname, so clones with one name collide (fix: hostnamectl set-hostname $HOST_NAME)"
+  fi
+}
+
+check_address() {
+  local output ifname address interfaces=()
+  if ! output="$(ip -o -4 addr show)"; then
+    fail "could not list IPv4 addresses (ip -o -4 addr show failed)"
+    return 0
+  fi
+  # Lines look like: "2: eth0    inet 192.0.2.10/24 brd 192.0.2.255 scope global eth0 ..."
+  while read -r _ ifname _ address _; do
+    if [[ "${address%/*}" == "$HOST_ADDRESS" ]]; then
+      interfaces+=("${ifname%%@*}")
+    fi
+  done <<<"$output"
+  if ((${#interfaces[@]} == 0)); then
+    fail "address $HOST_ADDRESS is not assigned on this host"
+  elif [[ -n "$HOST_INTERFACE" && " ${interfaces[*]} " != *" $HOST_INTERFACE "* ]]; then
+    fail "address $HOST_ADDRESS is on ${interfaces[*]}, not on interface $HOST_INTERFACE"
+  else
+    ok "address $HOST_ADDRESS is on ${interfaces[*]}"
+  fi
+}
+
+# count_nvidia_gpus: NVIDIA (vendor 0x10de) display-class (0x03xxxx) PCI devices.
+count_nvidia_gpus() {
+  local device vendor class count=0
+  for device in "$ROOT"/sys/bus/pci/devices/*; do
+    if [[ -r "$device/vendor" && -r "$device/class" ]]; then
+      vendor="$(<"$device/vendor")"
+      class="$(<"$device/class")"
+      if [[ "$vendor" == 0x10de && "$class" == 0x03* ]]; then
+        count=$((count + 1))
+      fi
+    fi
+  done
+  echo "$count"
+}
+
+check_gpus() {
+  local found
+  found="$(count_nvidia_gpus)"
+  if ((GPU_COUNT == 0)); then
+    ok "no GPUs expected ($found NVIDIA GPU(s) on the PCI bus)"
+  elif ((found >= GPU_COUNT)); then
+    ok "$found NVIDIA GPU(s) on the PCI bus (expected $GPU_COUNT)"
+  else
+    fail "found $found NVIDIA GPU(s) on the PCI bus, expected $GPU_COUNT"
+  fi
+}
+
+check_driver() {
+  local version
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    log "info: no NVIDIA driver installed yet (no nvidia-smi)"
+    return 0
+  fi
+  if ! version="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null)" ||
+    [[ -z "$version" ]]; then
+    warn "nvidia-smi is installed but cannot talk to the driver (reboot pending?)"
+    return 0
+  fi
+  version="${version%%$'\n'*}"
+  if [[ "${version%%.*}" == "$NVIDIA_DRIVER_BRANCH" ]]; then
+    ok "NVIDIA driver $version (branch $NVIDIA_DRIVER_BRANCH)"
+  elif ((GPU_COUNT > 0)); then
+    fail "NVIDIA driver $version is installed but branch $NVIDIA_DRIVER_BRANCH is configured;" \
+      "remove it or configure branch ${version%%.*}"
+  else
+    log "info: NVIDIA driver $version installed (no GPUs configured for this host)"
+  fi
+}
+
+check_iommu() {
+  local words=() word settings=() groups=0 group
+  if [[ -r "$ROOT/proc/cmdline" ]]; then
+    read -r -a words <"$ROOT/proc/cmdline"
+    for word in "${words[@]}"; do
+      case "$word" in
+        intel_iommu=* | amd_iommu=* | iommu=* | iommu.*=*) settings+=("$word") ;;
+      esac
+    done
+  fi
+  for group in "$ROOT"/sys/kernel/iommu_groups/*; do
+    if [[ -e "$group" ]]; then
+      groups=$((groups + 1))
+    fi
+  done
+  log "info: IOMMU kernel arguments: ${settings[*]:-none}; $groups IOMMU group(s) active"
+}
+
+check_disk() {
+  local output available need_kb
+  need_kb=$((MIN_FREE_DISK_GB * 1024 * 1024))
+  if ! output="$(df -Pk "$ROOT/var/lib")"; then
+    fail "could not determine free space on /var/lib (df failed)"
+    return 0
+  fi
+  available="$(awk 'NR == 2 { print $4 }' <<<"$output")"
+  if [[ ! "$available" =~ ^[0-9]+$ ]]; then
+    fail "could not parse free space on /var/lib from df"
+  elif ((available >= need_kb)); then
+    ok "$((available / 1024 / 1024)) GB free on /var/lib (need $MIN_FREE_DISK_GB GB)"
+  else
+    fail "only $((available / 1024 / 1024)) GB free on /var/lib, need $MIN_FREE_DISK_GB GB"
+  fi
+}
+
+check_control_plane() {
+  local target="$CONTROL_PLANE_ADDRESS:$CONTROL_PLANE_PORT"
+  if [[ "$HOST_ROLE" != worker ]]; then
+    return 0
+  fi
+  # The address and port are arguments of the inner bash, never part of its code.
+  # shellcheck disable=SC2016 # $1/$2 are expanded by the inner bash
+  if timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$CONTROL_PLANE_ADDRESS" "$CONTROL_PLANE_PORT" \
+    2>/dev/null; then
+    ok "control plane $target is reachable"
+  else
+    fail "cannot open a TCP connection to the control plane at $target within 5 s"
+  fi
+}
+
+check_commands() {
+  local command
+  for command in curl systemctl; do
+    if command -v "$command" >/dev/null 2>&1; then
+      ok "$command is available"
+    else
+      fail "required command $command is not installed"
+    fi
+  done
+}
+
+main() {
+  local failure
+  check_inputs
+  check_os
+  check_root
+  check_hostname
+  check_address
+  check_gpus
+  check_driver
+  check_iommu
+  check_disk
+  check_control_plane
+  check_commands
+  if ((${#FAILURES[@]} > 0)); then
+    for failure in "${FAILURES[@]}"; do
+      printf '%s FAILED: %s\n' "$(log_prefix)" "$failure" >&2
+    done
+    die "${#FAILURES[@]} preflight check(s) failed"
+  fi
+  log "all preflight checks passed"
+}
+
+main "$@"

@@ -1,0 +1,171 @@
+#!/usr/bin/env bats
+# The scripts as the program runs them: pasted with their libraries into shell
+# functions of one "envelope" that arrives on stdin of `bash -s -- create|delete`.
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+setup() {
+  setup_host
+  ENVELOPE="$BATS_TEST_TMPDIR/envelope.sh"
+  # Run from an empty directory: nothing may be sourced from disk.
+  mkdir -p "$BATS_TEST_TMPDIR/empty"
+  cd "$BATS_TEST_TMPDIR/empty" || exit 1
+  export STUB_RECORD_STDIN=1
+}
+
+# envelope_function NAME SCRIPT: SCRIPT and its libraries as the body of NAME().
+envelope_function() {
+  printf '%s() {\n' "$1"
+  cat "$SCRIPTS_DIR/lib.sh"
+  if [[ "$2" == k0s/* ]]; then
+    cat "$SCRIPTS_DIR/k0s/lib.sh"
+  fi
+  cat "$SCRIPTS_DIR/$2"
+  printf '}\n'
+}
+
+# build_envelope STEP CREATE_SCRIPT DELETE_SCRIPT|"" NAME=VALUE...
+build_envelope() {
+  local step=$1 create=$2 delete=$3 assignment
+  shift 3
+  {
+    printf 'export GPU_CLUSTER_HOST=%s\n' "$(sh_quote moscow)"
+    printf 'export GPU_CLUSTER_STEP=%s\n' "$(sh_quote "$step")"
+    for assignment in "$@"; do
+      printf 'export %s=%s\n' "${assignment%%=*}" "$(sh_quote "${assignment#*=}")"
+    done
+    envelope_function gpu_cluster_create "$create"
+    if [[ -n "$delete" ]]; then
+      envelope_function gpu_cluster_delete "$delete"
+    fi
+    # shellcheck disable=SC2016 # literal text of the envelope
+    printf '%s\n' 'case "${1:-create}" in create) gpu_cluster_create </dev/null ;; delete) gpu_cluster_delete </dev/null ;; esac'
+    # Test-only sentinel: it only runs if no command swallowed the rest of stdin.
+    printf '%s\n' 'echo "envelope: end of script reached" >&2'
+  } >"$ENVELOPE"
+}
+
+# run_envelope ACTION [RUN_FLAGS]: bash -s -- ACTION with the envelope arriving
+# through a pipe, as over ssh.
+run_envelope() {
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  run "${@:2}" bash -c 'cat "$2" | bash -s -- "$1"' _ "$1" "$ENVELOPE"
+}
+
+assert_stubs_read_no_stdin() {
+  if [[ "$output${stderr:-}" != *"envelope: end of script reached"* ]]; then
+    echo "the envelope did not run to its end" >&2
+    return 1
+  fi
+  if [[ -s "$STUB_STATE/stdin.log" ]]; then
+    printf 'a command read the envelope from stdin:\n%s\n' "$(<"$STUB_STATE/stdin.log")" >&2
+    return 1
+  fi
+}
+
+@test "envelope: prepare-host works inside a function with stdin at EOF" {
+  build_envelope prepare-host prepare-host.sh "" \
+    DISABLE_IOMMU=true DISABLE_CPU_MITIGATIONS=false EXTRA_KERNEL_ARGS="pci=realloc iommu=pt" \
+    INOTIFY_MAX_USER_INSTANCES=8192 INOTIFY_MAX_USER_WATCHES=1048576 INSTALL_NFS_CLIENT=true
+  run_envelope create
+  assert_success
+  assert_output_contains "gpu-cluster: moscow: prepare-host: changed /etc/sysctl.d/90-gpu-cluster.conf" \
+    "gpu-cluster: moscow: prepare-host: host prepared"
+  grep -q 'amd_iommu=off pci=realloc iommu=pt"$' "$GPU_CLUSTER_ROOT/etc/default/grub.d/90-gpu-cluster.cfg"
+  assert_called "^$APT "'install -y nfs-common$'
+  assert_stubs_read_no_stdin
+  [ ! -e "$BATS_TEST_TMPDIR/empty/lib.sh" ]
+
+  local before
+  before="$(snapshot_root)"
+  reset_calls
+  run_envelope create
+  assert_success
+  [ "$(snapshot_root)" = "$before" ]
+  assert_no_state_changes
+  refute_changes_logged
+}
+
+@test "envelope: join-worker create and reset-node delete, with awkward values" {
+  local token="to'ken \"with\" \$(reboot) \`quotes\`"
+  build_envelope join-worker k0s/join-worker.sh k0s/reset-node.sh \
+    K0S_VERSION=v1.34.1+k0s.0 K0S_JOIN_TOKEN="$token" NODE_IP=10.20.0.21 \
+    KUBELET_EXTRA_ARGS="--system-reserved=cpu=500m,memory=1Gi --v=2" \
+    NODE_LABELS="gpu-cluster.io/gpu=true" NODE_TAINTS="" K0S_PROFILE=""
+  export STUB_RECORD_ENV=1
+  run_envelope create
+  assert_success
+  assert_file /etc/k0s/worker-token "$token"
+  assert_mode /etc/k0s/worker-token 600
+  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--node-ip=10\.20\.0\.21 --system-reserved=cpu=500m,memory=1Gi --v=2 --labels=gpu-cluster\.io/gpu=true$'
+  [[ "$output" != *"$token"* ]]
+  ! grep -qF "$token" "$STUB_CALLS" "$STUB_STATE/env.log"
+  assert_stubs_read_no_stdin
+
+  run_envelope create
+  assert_success
+  assert_output_contains "gpu-cluster: moscow: join-worker: k0sworker is already running"
+  refute_changes_logged
+
+  reset_calls
+  run_envelope delete
+  assert_success
+  assert_output_contains "gpu-cluster: moscow: join-worker: changed: reset k0s (k0sworker)"
+  assert_call_order '^k0s stop$' '^k0s reset$'
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
+
+  reset_calls
+  run_envelope delete
+  assert_success
+  assert_output_contains "nothing to reset"
+  assert_no_state_changes
+  assert_stubs_read_no_stdin
+}
+
+@test "envelope: install-controller with a config containing quotes" {
+  local config="# it's \"the\" controller
+apiVersion: k0s.k0sproject.io/v1beta1
+kind: ClusterConfig"
+  build_envelope install-controller k0s/install-controller.sh k0s/reset-node.sh \
+    K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="$config" K0S_ENABLE_WORKER=true NODE_IP=192.0.2.10 \
+    KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443
+  run_envelope create
+  assert_success
+  assert_file /etc/k0s/k0s.yaml "$config"
+  assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192\.0\.2\.10$'
+  assert_stubs_read_no_stdin
+}
+
+@test "envelope: create-join-token keeps stdout to the token alone" {
+  mkdir -p "$GPU_CLUSTER_ROOT/usr/local/bin"
+  printf '#!/bin/sh\n# fake k0s v1.34.1+k0s.0\n' >"$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
+  build_envelope create-join-token k0s/create-join-token.sh "" TOKEN_EXPIRY=2h
+  export STUB_JOIN_TOKEN=H4sIAAAAAAAC_envelope
+  run_envelope create --separate-stderr
+  assert_success
+  [ "$output" = H4sIAAAAAAAC_envelope ]
+  [[ "$stderr" == *"gpu-cluster: moscow: create-join-token: created a worker join token"* ]]
+}
+
+@test "envelope: failures exit 1 and name host and step" {
+  build_envelope preflight preflight.sh "" \
+    HOST_NAME=moscow HOST_ADDRESS=203.0.113.9 HOST_INTERFACE="" HOST_ROLE=worker GPU_COUNT=8 \
+    CONTROL_PLANE_ADDRESS=192.0.2.1 CONTROL_PLANE_PORT=22 MIN_FREE_DISK_GB=100 \
+    NVIDIA_DRIVER_BRANCH=580
+  run_envelope create
+  [ "$status" -eq 1 ]
+  assert_output_contains \
+    "gpu-cluster: moscow: preflight: FAILED: address 203.0.113.9 is not assigned on this host" \
+    "gpu-cluster: moscow: preflight: FAILED: found 2 NVIDIA GPU(s) on the PCI bus, expected 8" \
+    "gpu-cluster: moscow: preflight: 2 preflight check(s) failed"
+
+  build_envelope prepare-host prepare-host.sh "" \
+    DISABLE_IOMMU=false DISABLE_CPU_MITIGATIONS=false EXTRA_KERNEL_ARGS="" \
+    INOTIFY_MAX_USER_INSTANCES=8192 INOTIFY_MAX_USER_WATCHES=1048576 INSTALL_NFS_CLIENT=false
+  export STUB_EXIT_SWAPOFF=1
+  run_envelope create
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: prepare-host: command failed with exit code 1 at line"
+  [[ "$output" =~ prepare-host:\ command\ failed\ with\ exit\ code\ 1\ at\ line\ [0-9]+:\ swapoff\ -a ]]
+}

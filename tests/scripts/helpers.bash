@@ -1,0 +1,221 @@
+# shellcheck shell=bash disable=SC2154 # status, output, lines, stderr: set by bats' run
+# Shared setup for the step script tests: a fake host root (GPU_CLUSTER_ROOT) and a
+# bin directory of stubs (see stubs/stub) first on PATH. Nothing here touches the
+# real host or the network.
+
+TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SCRIPTS_DIR="$(cd "$TESTS_DIR/../../components/scripts" && pwd)"
+STUB_COMMANDS=(apt-get curl df dpkg-query gpg hostname id ip k0s modprobe nvidia-smi sleep
+  swapoff sysctl systemctl timeout umount uname update-grub update-initramfs)
+# How the scripts call apt-get, as a regular expression.
+# shellcheck disable=SC2034 # used by the .bats files
+APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
+# Commands whose call means the host was changed; a second run must not call them.
+STATE_CHANGING='^(update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|k0s (install|start|stop|reset)|systemctl (start|restart|stop|daemon-reload))( |$)'
+
+# setup_host: fresh fake root and stubs for one test.
+setup_host() {
+  export GPU_CLUSTER_ROOT="$BATS_TEST_TMPDIR/root"
+  export STUB_STATE="$BATS_TEST_TMPDIR/state"
+  export STUB_CALLS="$STUB_STATE/calls.log"
+  export GPU_CLUSTER_HOST=moscow
+  unset GPU_CLUSTER_STEP K0S_JOIN_TOKEN
+  mkdir -p "$STUB_STATE" "$BATS_TEST_TMPDIR/bin"
+  : >"$STUB_CALLS"
+  local command
+  for command in "${STUB_COMMANDS[@]}"; do
+    ln -s "$TESTS_DIR/stubs/stub" "$BATS_TEST_TMPDIR/bin/$command"
+  done
+  export PATH="$BATS_TEST_TMPDIR/bin:$PATH"
+
+  local r=${GPU_CLUSTER_ROOT:?}
+  mkdir -p "$r/etc/default/grub.d" "$r/proc" "$r/sys/module" "$r/var/lib" "$r/var/run" \
+    "$r/etc/systemd/system"
+  cat >"$r/etc/os-release" <<'EOF'
+PRETTY_NAME="Ubuntu 24.04.3 LTS"
+NAME="Ubuntu"
+VERSION_ID="24.04"
+ID=ubuntu
+EOF
+  echo "BOOT_IMAGE=/vmlinuz-6.8.0-79-generic root=UUID=1b2c ro quiet splash" >"$r/proc/cmdline"
+  printf 'Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/swap.img %s\n' \
+    $'\tfile\t\t4194300\t\t0\t\t-2' >"$r/proc/swaps"
+  cat >"$r/etc/fstab" <<'EOF'
+UUID=1b2c / ext4 defaults 0 1
+/swap.img	none	swap	sw	0	0
+# /old.swap none swap sw 0 0
+192.0.2.50:/export/data /mnt/shared nfs4 defaults,_netdev 0 0
+EOF
+  chmod 0644 "$r/etc/fstab"
+  cat >"$r/proc/mounts" <<'EOF'
+/dev/sda2 / ext4 rw,relatime 0 0
+192.0.2.50:/export/data /mnt/shared nfs4 rw,relatime 0 0
+EOF
+  add_pci_device 0000:01:00.0 0x10de 0x030200 # GPU (3D controller)
+  add_pci_device 0000:01:00.1 0x10de 0x040300 # its audio function: not a GPU
+  add_pci_device 0000:02:00.0 0x10de 0x030000 # GPU (VGA controller)
+  add_pci_device 0000:00:1f.0 0x8086 0x060100 # ISA bridge
+}
+
+add_pci_device() {
+  local dir="${GPU_CLUSTER_ROOT:?}/sys/bus/pci/devices/$1"
+  mkdir -p "$dir"
+  echo "$2" >"$dir/vendor"
+  echo "$3" >"$dir/class"
+}
+
+# remove_stub NAME: make NAME absent from PATH (as on a host without it).
+remove_stub() {
+  rm -f "$BATS_TEST_TMPDIR/bin/$1"
+}
+
+# installed_package NAME VERSION: dpkg-query reports NAME as installed.
+installed_package() {
+  mkdir -p "${STUB_STATE:?}/dpkg"
+  echo "$2" >"$STUB_STATE/dpkg/$1"
+}
+
+# run_script PATH [ARGS]: runs a step script standalone, as the tests do.
+run_script() {
+  local script=$1
+  shift
+  if [[ "${GPU_CLUSTER_ROOT:-}" != "$BATS_TEST_TMPDIR"/* ]]; then
+    echo "run_script: call setup_host first; refusing to run against the real host" >&2
+    return 1
+  fi
+  run bash "$SCRIPTS_DIR/$script" "$@"
+}
+
+reset_calls() {
+  : >"$STUB_CALLS"
+}
+
+# snapshot_root: every path below the fake root with type, mode and content hash.
+snapshot_root() {
+  (
+    cd "${GPU_CLUSTER_ROOT:?}" || exit 1
+    find . -printf '%p %y %m\n' | LC_ALL=C sort
+    find . -type f -exec sha256sum {} + | LC_ALL=C sort -k 2
+  )
+}
+
+assert_success() {
+  if [[ "$status" -ne 0 ]]; then
+    printf 'expected success, got status %s; output:\n%s\n' "$status" "$output" >&2
+    return 1
+  fi
+}
+
+assert_failure() {
+  if [[ "$status" -eq 0 ]]; then
+    printf 'expected failure, got success; output:\n%s\n' "$output" >&2
+    return 1
+  fi
+}
+
+# assert_output_contains TEXT...: $output contains every TEXT (fixed strings).
+assert_output_contains() {
+  local text
+  for text in "$@"; do
+    if [[ "$output" != *"$text"* ]]; then
+      printf 'output does not contain: %s\noutput:\n%s\n' "$text" "$output" >&2
+      return 1
+    fi
+  done
+}
+
+refute_output_contains() {
+  local text
+  for text in "$@"; do
+    if [[ "$output" == *"$text"* ]]; then
+      printf 'output unexpectedly contains: %s\noutput:\n%s\n' "$text" "$output" >&2
+      return 1
+    fi
+  done
+}
+
+# assert_called REGEX: some logged stub call matches the extended REGEX.
+assert_called() {
+  if ! grep -Eq -- "$1" "$STUB_CALLS"; then
+    printf 'no call matches: %s\ncalls:\n%s\n' "$1" "$(<"$STUB_CALLS")" >&2
+    return 1
+  fi
+}
+
+refute_called() {
+  if grep -Eq -- "$1" "$STUB_CALLS"; then
+    printf 'unexpected call matching: %s\ncalls:\n%s\n' "$1" "$(grep -E -- "$1" "$STUB_CALLS")" >&2
+    return 1
+  fi
+}
+
+# assert_no_state_changes: no call in the log changed the host.
+assert_no_state_changes() {
+  refute_called "$STATE_CHANGING"
+}
+
+# assert_call_order REGEX1 REGEX2: the first call matching REGEX1 comes before the
+# first call matching REGEX2.
+assert_call_order() {
+  local first second
+  first="$(grep -En -- "$1" "$STUB_CALLS" | head -n 1 | cut -d: -f1)"
+  second="$(grep -En -- "$2" "$STUB_CALLS" | head -n 1 | cut -d: -f1)"
+  if [[ -z "$first" || -z "$second" || "$first" -ge "$second" ]]; then
+    printf 'expected %s before %s; calls:\n%s\n' "$1" "$2" "$(<"$STUB_CALLS")" >&2
+    return 1
+  fi
+}
+
+# assert_file PATH CONTENT: host file PATH (below the fake root) has CONTENT.
+assert_file() {
+  local actual
+  if [[ ! -f "$GPU_CLUSTER_ROOT$1" ]]; then
+    printf 'missing file %s\n' "$1" >&2
+    return 1
+  fi
+  actual="$(<"$GPU_CLUSTER_ROOT$1")"
+  if [[ "$actual" != "$2" ]]; then
+    printf 'unexpected content of %s:\n%s\n--- expected:\n%s\n' "$1" "$actual" "$2" >&2
+    return 1
+  fi
+}
+
+# assert_mode PATH MODE: host file PATH has octal MODE (e.g. 600).
+assert_mode() {
+  local actual
+  actual="$(stat -c %a "$GPU_CLUSTER_ROOT$1")"
+  if [[ "$actual" != "$2" ]]; then
+    printf 'mode of %s is %s, expected %s\n' "$1" "$actual" "$2" >&2
+    return 1
+  fi
+}
+
+# assert_idempotent SCRIPT: a further run changes no file and makes no
+# state-changing call, and says so.
+assert_idempotent() {
+  local before after
+  before="$(snapshot_root)"
+  reset_calls
+  run_script "$1"
+  assert_success
+  after="$(snapshot_root)"
+  if [[ "$before" != "$after" ]]; then
+    printf 'second run changed the host:\n%s\n' "$(diff <(echo "$before") <(echo "$after"))" >&2
+    return 1
+  fi
+  assert_no_state_changes
+  refute_changes_logged
+}
+
+# refute_changes_logged: the output has no "changed ..." log line.
+refute_changes_logged() {
+  if grep -Eq ': changed[ :]' <<<"$output"; then
+    printf 'unexpected change logged:\n%s\n' "$(grep -E ': changed[ :]' <<<"$output")" >&2
+    return 1
+  fi
+}
+
+# sh_quote VALUE: single-quoted shell word, like Python's shlex.quote.
+sh_quote() {
+  printf "'%s'" "${1//\'/\'\"\'\"\'}"
+}

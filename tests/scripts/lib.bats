@@ -1,0 +1,92 @@
+#!/usr/bin/env bats
+# components/scripts/lib.sh on its own.
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+setup() {
+  setup_host
+  export GPU_CLUSTER_STEP=lib-test
+}
+
+# lib CODE: runs CODE in a bash that sourced lib.sh.
+lib() {
+  run bash -c 'source "$1"; eval "$2"' _ "$SCRIPTS_DIR/lib.sh" "$1"
+}
+
+@test "lib: write_file writes only when content or mode differ" {
+  lib 'write_file /etc/x/y.conf 0640 < <(printf "a\n"); echo "FILE_CHANGED=$FILE_CHANGED"'
+  assert_success
+  assert_output_contains "gpu-cluster: moscow: lib-test: changed /etc/x/y.conf" "FILE_CHANGED=1"
+  assert_mode /etc/x/y.conf 640
+  lib 'write_file /etc/x/y.conf 0640 <<<"a"; echo "FILE_CHANGED=$FILE_CHANGED"'
+  assert_output_contains "unchanged /etc/x/y.conf" "FILE_CHANGED=0"
+  lib 'write_file /etc/x/y.conf 0600 <<<"a"; echo "FILE_CHANGED=$FILE_CHANGED"'
+  assert_output_contains "changed mode of /etc/x/y.conf to 0600" "FILE_CHANGED=1"
+  assert_mode /etc/x/y.conf 600
+  [ "$(find "$GPU_CLUSTER_ROOT/etc/x" -name '.gpu-cluster.*' | wc -l)" -eq 0 ]
+}
+
+@test "lib: write_text ends the content with exactly one newline" {
+  lib 'write_text /etc/t 0644 "$(printf "one\ntwo")"; write_text /etc/u 0644 "$(printf "one\ntwo\n\n")"$'"'"'\n\n'"'"''
+  assert_success
+  [ "$(od -c "$GPU_CLUSTER_ROOT/etc/t")" = "$(od -c "$GPU_CLUSTER_ROOT/etc/u")" ]
+  [ "$(tail -c 4 "$GPU_CLUSTER_ROOT/etc/t")" = "two" ]
+}
+
+@test "lib: remove_file removes once and then reports absence" {
+  mkdir -p "$GPU_CLUSTER_ROOT/etc"
+  touch "$GPU_CLUSTER_ROOT/etc/gone"
+  lib 'remove_file /etc/gone; echo "FILE_CHANGED=$FILE_CHANGED"; remove_file /etc/gone; echo "FILE_CHANGED=$FILE_CHANGED"'
+  assert_success
+  assert_output_contains "changed: removed /etc/gone" "FILE_CHANGED=1" "unchanged: /etc/gone is absent" "FILE_CHANGED=0"
+}
+
+@test "lib: input checks name every offending variable" {
+  lib 'A=1; require_env A B C'
+  [ "$status" -eq 1 ]
+  [ "$output" = "gpu-cluster: moscow: lib-test: missing required environment variable(s): B C" ]
+  lib 'A=true B=no C=False; require_bool A B C'
+  [ "$status" -eq 1 ]
+  assert_output_contains "expected \"true\" or \"false\": B='no' C='False'"
+  lib 'N=12 M=1.5; require_uint N M'
+  assert_output_contains "expected a non-negative integer: M='1.5'"
+  lib 'is_true maybe'
+  [ "$status" -eq 1 ]
+  assert_output_contains 'expected "true" or "false", got "maybe"'
+}
+
+@test "lib: failing commands and die name host and step" {
+  lib 'false'
+  [ "$status" -eq 1 ]
+  [[ "$output" =~ ^gpu-cluster:\ moscow:\ lib-test:\ command\ failed\ with\ exit\ code\ 1\ at\ line\ [0-9]+:\ false$ ]]
+  lib 'die "broken thing"'
+  [ "$status" -eq 1 ]
+  [ "$output" = "gpu-cluster: moscow: lib-test: broken thing" ]
+}
+
+@test "lib: wait_until polls every 2 s and gives up after the timeout" {
+  lib 'wait_until 6 "the impossible" false'
+  [ "$status" -eq 1 ]
+  assert_output_contains "waiting up to 6s for the impossible" \
+    "timed out after 6s waiting for the impossible; last output: <none>"
+  [ "$(grep -c '^sleep 2$' "$STUB_CALLS")" -eq 3 ]
+  reset_calls
+  lib 'wait_until 6 "a file" test -e "$ROOT/ready"'
+  assert_failure
+  touch "$GPU_CLUSTER_ROOT/ready"
+  lib 'wait_until 6 "a file" test -e "$ROOT/ready"'
+  assert_success
+  assert_output_contains "ready: a file"
+}
+
+@test "lib: a follow-up action stays pending until it is done" {
+  lib 'if needs_follow_up 0 thing; then echo RUN; fi'
+  refute_output_contains RUN
+  lib 'if needs_follow_up 1 thing; then false; fi'
+  assert_failure
+  lib 'if needs_follow_up 0 thing; then echo RUN; follow_up_done thing; fi'
+  assert_output_contains "retrying thing, which an earlier run did not finish" RUN
+  lib 'if needs_follow_up 0 thing; then echo RUN; fi'
+  refute_output_contains RUN
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bats
+# preflight.sh: read-only checks, all failures reported at once.
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+setup() {
+  setup_host
+  export HOST_NAME=moscow HOST_ADDRESS=192.0.2.10 HOST_INTERFACE=eth0 HOST_ROLE=worker \
+    GPU_COUNT=2 CONTROL_PLANE_ADDRESS=192.0.2.1 CONTROL_PLANE_PORT=22 MIN_FREE_DISK_GB=100 \
+    NVIDIA_DRIVER_BRANCH=580
+}
+
+@test "preflight: passes on a matching worker and changes nothing" {
+  local before
+  before="$(snapshot_root)"
+  run_script preflight.sh
+  assert_success
+  assert_output_contains \
+    "gpu-cluster: moscow: preflight: ok: OS is Ubuntu 24.04.3 LTS" \
+    "ok: running as root" \
+    "ok: hostname is moscow" \
+    "ok: address 192.0.2.10 is on eth0" \
+    "ok: 2 NVIDIA GPU(s) on the PCI bus (expected 2)" \
+    "ok: 500 GB free on /var/lib (need 100 GB)" \
+    "ok: control plane 192.0.2.1:22 is reachable" \
+    "gpu-cluster: moscow: preflight: all preflight checks passed"
+  refute_output_contains "FAILED"
+  assert_called '^timeout 5 bash -c .* _ 192\.0\.2\.1 22$'
+  assert_called "^df -Pk $GPU_CLUSTER_ROOT/var/lib\$"
+  assert_no_state_changes
+  [[ "$(snapshot_root)" == "$before" ]]
+}
+
+@test "preflight: reports every failure at once, one line each, naming host and step" {
+  sed -i 's/24\.04/20.04/g' "$GPU_CLUSTER_ROOT/etc/os-release"
+  export STUB_HOSTNAME=kazan.example.internal STUB_UID=1000 STUB_DF_AVAIL_KB=1048576 \
+    STUB_EXIT_TIMEOUT=124 HOST_ADDRESS=198.51.100.7 GPU_COUNT=4
+  run_script preflight.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains \
+    "gpu-cluster: moscow: preflight: FAILED: OS is Ubuntu 20.04.3 LTS; need Ubuntu 22.04 or 24.04" \
+    "gpu-cluster: moscow: preflight: FAILED: not running as root (uid 1000)" \
+    "gpu-cluster: moscow: preflight: FAILED: hostname is 'kazan' but the host is configured as 'moscow'" \
+    "gpu-cluster: moscow: preflight: FAILED: address 198.51.100.7 is not assigned on this host" \
+    "gpu-cluster: moscow: preflight: FAILED: found 2 NVIDIA GPU(s) on the PCI bus, expected 4" \
+    "gpu-cluster: moscow: preflight: FAILED: only 1 GB free on /var/lib, need 100 GB" \
+    "gpu-cluster: moscow: preflight: FAILED: cannot open a TCP connection to the control plane at 192.0.2.1:22 within 5 s"
+  [ "$(grep -c ': FAILED: ' <<<"$output")" -eq 7 ]
+  [[ "${lines[-1]}" == "gpu-cluster: moscow: preflight: 7 preflight check(s) failed" ]]
+}
+
+@test "preflight: the address must be on HOST_INTERFACE when one is given" {
+  export HOST_INTERFACE=eth1
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "FAILED: address 192.0.2.10 is on eth0, not on interface eth1"
+  export HOST_INTERFACE=""
+  run_script preflight.sh
+  assert_success
+}
+
+@test "preflight: an installed driver of another branch fails a GPU host" {
+  echo 550.163.01 >"$STUB_STATE/nvidia-driver-version"
+  mkdir -p "$GPU_CLUSTER_ROOT/sys/module/nvidia"
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "FAILED: NVIDIA driver 550.163.01 is installed but branch 580 is configured"
+  echo 580.95.05 >"$STUB_STATE/nvidia-driver-version"
+  run_script preflight.sh
+  assert_success
+  assert_output_contains "ok: NVIDIA driver 580.95.05 (branch 580)"
+}
+
+@test "preflight: no nvidia-smi is fine; a broken one only warns" {
+  run_script preflight.sh
+  assert_success
+  assert_output_contains "warning: nvidia-smi is installed but cannot talk to the driver"
+  remove_stub nvidia-smi
+  run_script preflight.sh
+  assert_success
+  assert_output_contains "info: no NVIDIA driver installed yet (no nvidia-smi)"
+}
+
+@test "preflight: reports the IOMMU state for information only" {
+  echo "BOOT_IMAGE=/vmlinuz ro intel_iommu=off amd_iommu=off quiet" >"$GPU_CLUSTER_ROOT/proc/cmdline"
+  mkdir -p "$GPU_CLUSTER_ROOT/sys/kernel/iommu_groups/0"
+  run_script preflight.sh
+  assert_success
+  assert_output_contains "info: IOMMU kernel arguments: intel_iommu=off amd_iommu=off; 1 IOMMU group(s) active"
+}
+
+@test "preflight: a controller needs no GPUs and does not probe itself" {
+  export HOST_ROLE=controller GPU_COUNT=0
+  rm -rf "$GPU_CLUSTER_ROOT/sys/bus/pci/devices"
+  run_script preflight.sh
+  assert_success
+  assert_output_contains "ok: no GPUs expected (0 NVIDIA GPU(s) on the PCI bus)"
+  refute_called '^timeout'
+}
+
+@test "preflight: all missing environment variables are named at once" {
+  unset HOST_NAME GPU_COUNT NVIDIA_DRIVER_BRANCH
+  run_script preflight.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains \
+    "gpu-cluster: moscow: preflight: missing required environment variable(s): HOST_NAME GPU_COUNT NVIDIA_DRIVER_BRANCH"
+}
+
+@test "preflight: invalid inputs are rejected" {
+  export GPU_COUNT=two MIN_FREE_DISK_GB=-5
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "expected a non-negative integer: GPU_COUNT='two' MIN_FREE_DISK_GB='-5'"
+  export GPU_COUNT=2 MIN_FREE_DISK_GB=100 HOST_ROLE=boss
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "HOST_ROLE must be controller, worker or controller+worker, got 'boss'"
+}

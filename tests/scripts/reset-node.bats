@@ -1,0 +1,93 @@
+#!/usr/bin/env bats
+# k0s/reset-node.sh: the delete step; safe to re-run, never touches shared data.
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+POD_VOLUMES=/var/lib/k0s/kubelet/pods/5f0c/volumes
+
+setup() {
+  setup_host
+}
+
+# installed_worker: a running, joined k0s worker with pod volumes mounted.
+installed_worker() {
+  local r=${GPU_CLUSTER_ROOT:?}
+  mkdir -p "$r/usr/local/bin" "$r/etc/k0s" "$r/var/lib/k0s/kubelet"
+  printf '#!/bin/sh\n# fake k0s v1.34.1+k0s.0\n' >"$r/usr/local/bin/k0s"
+  echo "[Service]" >"$r/etc/systemd/system/k0sworker.service"
+  echo token >"$r/etc/k0s/worker-token"
+  printf 'worker\n--token-file\n/etc/k0s/worker-token\n' >"$r/etc/k0s/gpu-cluster-k0sworker.args"
+  touch "$r/var/lib/k0s/kubelet.conf" "${STUB_STATE:?}/active-k0sworker"
+  cat >>"$r/proc/mounts" <<EOF
+192.0.2.50:/export/data $POD_VOLUMES/kubernetes.io~nfs/shared\\040data nfs4 rw,relatime 0 0
+tmpfs $POD_VOLUMES/kubernetes.io~projected/kube-api-access tmpfs rw 0 0
+EOF
+}
+
+@test "reset-node: is a no-op when k0s is not installed" {
+  remove_stub k0s
+  local before
+  before="$(snapshot_root)"
+  run_script k0s/reset-node.sh
+  assert_success
+  assert_output_contains "gpu-cluster: moscow: reset-node: k0s is not installed; nothing to reset"
+  [ "$(<"$STUB_CALLS")" = "" ]
+  [ "$(snapshot_root)" = "$before" ]
+}
+
+@test "reset-node: stops k0s, detaches pod mounts, resets and cleans up" {
+  installed_worker
+  run_script k0s/reset-node.sh
+  assert_success
+  assert_called '^k0s stop$'
+  assert_called "^umount $POD_VOLUMES/kubernetes\\.io~projected/kube-api-access\$"
+  assert_called "^umount $POD_VOLUMES/kubernetes\\.io~nfs/shared data\$"
+  refute_called '^umount /mnt/shared'
+  assert_call_order '^k0s stop$' '^umount '
+  assert_call_order '^umount ' '^k0s reset$'
+  # Shared data and its fstab entry are untouched.
+  grep -q '^192.0.2.50:/export/data /mnt/shared nfs4' "$GPU_CLUSTER_ROOT/proc/mounts"
+  grep -q '^192.0.2.50:/export/data /mnt/shared nfs4' "$GPU_CLUSTER_ROOT/etc/fstab"
+  [ ! -e "$GPU_CLUSTER_ROOT/var/lib/k0s" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/gpu-cluster-k0sworker.args" ]
+  assert_file /var/run/reboot-required '*** System restart required ***'
+}
+
+@test "reset-node: re-running the delete is safe" {
+  installed_worker
+  run_script k0s/reset-node.sh
+  assert_success
+  assert_idempotent k0s/reset-node.sh
+  assert_output_contains "no k0s service and no /var/lib/k0s; nothing to reset"
+}
+
+@test "reset-node: refuses to reset while something stays mounted below the data dir" {
+  installed_worker
+  export STUB_EXIT_UMOUNT=32
+  run_script k0s/reset-node.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: reset-node: refusing to run k0s reset while these are still mounted below /var/lib/k0s"
+  assert_called "^umount -l $POD_VOLUMES/kubernetes\\.io~nfs/shared data\$"
+  refute_called '^k0s reset'
+  [ -e "$GPU_CLUSTER_ROOT/var/lib/k0s/kubelet.conf" ]
+}
+
+@test "reset-node: a stopped k0s is still reset" {
+  installed_worker
+  rm "$STUB_STATE/active-k0sworker"
+  run_script k0s/reset-node.sh
+  assert_success
+  assert_output_contains "k0s was not running"
+  assert_called '^k0s reset$'
+}
+
+@test "reset-node: a failing k0s stop while k0s runs aborts before reset" {
+  installed_worker
+  export STUB_EXIT_K0S=1
+  run_script k0s/reset-node.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "k0s stop failed while k0sworker is running"
+  refute_called '^k0s reset'
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bats
+# Static checks of the step scripts: shellcheck findings and the script conventions
+# the envelope relies on.
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+REPO_ROOT="$(cd "$TESTS_DIR/../.." && pwd)"
+
+# find_shellcheck: $SHELLCHECK, shellcheck on PATH, or the one installed next to
+# bats (both come from requirements-dev.txt into the same virtualenv).
+find_shellcheck() {
+  local dir
+  if [[ -n "${SHELLCHECK:-}" ]]; then
+    echo "$SHELLCHECK"
+    return 0
+  fi
+  if command -v shellcheck; then
+    return 0
+  fi
+  dir=$BATS_ROOT
+  while [[ -n "$dir" && "$dir" != / ]]; do
+    if [[ -x "$dir/bin/shellcheck" ]]; then
+      echo "$dir/bin/shellcheck"
+      return 0
+    fi
+    dir="$(dirname "$dir")"
+  done
+  echo "shellcheck not found: install requirements-dev.txt or set SHELLCHECK" >&2
+  return 1
+}
+
+step_scripts() {
+  find "$SCRIPTS_DIR" -name '*.sh' ! -name lib.sh | LC_ALL=C sort
+}
+
+@test "shellcheck: every script under components/scripts is clean" {
+  local shellcheck files=()
+  shellcheck="$(find_shellcheck)"
+  mapfile -t files < <(cd "$REPO_ROOT" && find components/scripts -name '*.sh' | LC_ALL=C sort)
+  [ "${#files[@]}" -ge 12 ]
+  cd "$REPO_ROOT"
+  run "$shellcheck" -x "${files[@]}"
+  if [ "$status" -ne 0 ]; then
+    echo "$output" >&2
+    return 1
+  fi
+}
+
+@test "shellcheck: the test stubs and helpers are clean" {
+  local shellcheck
+  shellcheck="$(find_shellcheck)"
+  cd "$REPO_ROOT"
+  run "$shellcheck" -x tests/scripts/stubs/stub tests/scripts/helpers.bash
+  if [ "$status" -ne 0 ]; then
+    echo "$output" >&2
+    return 1
+  fi
+}
+
+@test "conventions: step scripts follow the envelope rules" {
+  local script problems=()
+  while IFS= read -r script; do
+    if [[ "$(sed -n 1p "$script")" != '#!/usr/bin/env bash' ]]; then
+      problems+=("$script: first line is not #!/usr/bin/env bash")
+    fi
+    # 1-3 comment lines saying what it does and why, then set -euo pipefail.
+    if ! sed -n '2,$p' "$script" | awk '/^# / { n++; next } { exit !(n >= 1 && n <= 3 && $0 == "set -euo pipefail") }'; then
+      problems+=("$script: not 1-3 comment lines and then set -euo pipefail after the shebang")
+    fi
+    if ! grep -qxF '[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/'"$([[ "$script" == */k0s/* ]] && echo ../)"'lib.sh"' "$script"; then
+      problems+=("$script: lib.sh is not loaded through the include guard")
+    fi
+    if grep -nE '^local ' "$script"; then
+      problems+=("$script: top-level local")
+    fi
+    # ($0 inside awk programs is fine.)
+    if grep -nE '"\$0"|\$\{0|dirname \$0|basename \$0' "$script"; then
+      problems+=("$script: uses \$0")
+    fi
+    if [[ "$(grep -v '^$' "$script" | tail -n 1)" != 'main "$@"' ]]; then
+      problems+=("$script: does not end with main \"\$@\"")
+    fi
+  done < <(step_scripts)
+  if ((${#problems[@]} > 0)); then
+    printf '%s\n' "${problems[@]}" >&2
+    return 1
+  fi
+}
