@@ -9,6 +9,7 @@ the step on that host only. The provider's `triggers` are deliberately not used:
 trigger change *replaces* the command, which would run its delete script (reset k0s).
 """
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,13 @@ class Script:
 
 
 def _read(relative: str) -> str:
-    return (SCRIPTS_DIR / relative).read_text()
+    return _read_file(SCRIPTS_DIR / relative)
+
+
+@functools.lru_cache(maxsize=None)
+def _read_file(path: Path) -> str:
+    # Each script is read once per run, not once per host.
+    return path.read_text()
 
 
 def connection_to(host: Host, settings: StackConfig) -> remote.ConnectionArgs:

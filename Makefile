@@ -1,0 +1,24 @@
+# Set-up and checks. Every target creates ./venv (the virtualenv Pulumi.yaml names) on
+# first use with the pinned requirements, so a fresh clone needs only python3 and make.
+VENV  ?= venv
+PY    := $(VENV)/bin/python
+STACK ?= lab
+
+.PHONY: preview test bench clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+preview: $(VENV)/.installed  ## offline preview of STACK (default: lab) into build/STACK/
+	$(PY) -m preview $(STACK)
+
+test: $(VENV)/.installed  ## the whole suite: config, components, stacks, scripts
+	$(PY) -m pytest
+
+bench: $(VENV)/.installed  ## offline preview at 10/100/500 workers beside the SDK floor
+	$(PY) benchmarks/preview_scale.py
+
+clean:
+	rm -rf build .pytest_cache
