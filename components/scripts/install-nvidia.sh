@@ -57,12 +57,31 @@ install_driver() {
   done
   if ((${#missing[@]} > 0)); then
     apt_update_once
-    apt_get install -y "${packages[@]}"
+    apt_get install -y --allow-change-held-packages "${packages[@]}"
     log "changed: installed ${packages[*]}"
   else
     log "${packages[*]} already installed"
   fi
+  hold_packages "${packages[@]}"
   load_driver
+}
+
+# hold_packages PKG...: keeps unattended upgrades from replacing the driver's user-space
+# libraries under a loaded kernel module ("Driver/library version mismatch" in NVML).
+hold_packages() {
+  local held package missing=()
+  held=" $(apt-mark showhold | tr '\n' ' ') "
+  for package in "$@"; do
+    if [[ "$held" != *" $package "* ]]; then
+      missing+=("$package")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    log "already held: $*"
+    return 0
+  fi
+  apt-mark hold "${missing[@]}" >/dev/null
+  log "changed: held ${missing[*]} at their installed versions"
 }
 
 # load_driver: loads the freshly installed kernel module when possible, otherwise
@@ -124,14 +143,15 @@ install_toolkit() {
   fi
   if [[ "$current" == "$want" ]]; then
     log "NVIDIA Container Toolkit $want is already installed"
-    return 0
+  else
+    for package in "${TOOLKIT_PACKAGES[@]}"; do
+      pinned+=("$package=$want")
+    done
+    apt_update_once
+    apt_get install -y --allow-downgrades --allow-change-held-packages "${pinned[@]}"
+    log "changed: installed NVIDIA Container Toolkit $want${current:+ (was $current)}"
   fi
-  for package in "${TOOLKIT_PACKAGES[@]}"; do
-    pinned+=("$package=$want")
-  done
-  apt_update_once
-  apt_get install -y --allow-downgrades "${pinned[@]}"
-  log "changed: installed NVIDIA Container Toolkit $want${current:+ (was $current)}"
+  hold_packages "${TOOLKIT_PACKAGES[@]}"
 }
 
 configure_runtime() {

@@ -24,7 +24,8 @@ setup() {
   run_script install-nvidia.sh
   assert_success
 
-  assert_called "^$APT "'install -y nvidia-headless-580-server nvidia-utils-580-server$'
+  assert_called "^$APT "'install -y --allow-change-held-packages nvidia-headless-580-server nvidia-utils-580-server$'
+  assert_called '^apt-mark hold nvidia-headless-580-server nvidia-utils-580-server$'
   assert_called '^modprobe nvidia$'
   [ ! -e "$GPU_CLUSTER_ROOT/var/run/reboot-required" ]
 
@@ -36,7 +37,8 @@ setup() {
   assert_file /etc/apt/sources.list.d/nvidia-container-toolkit.list \
     'deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /'
   [ "$(grep -c ' update$' "$STUB_CALLS")" -eq 1 ]
-  assert_called "^$APT "'install -y --allow-downgrades nvidia-container-toolkit=1\.19\.1-1 nvidia-container-toolkit-base=1\.19\.1-1 libnvidia-container-tools=1\.19\.1-1 libnvidia-container1=1\.19\.1-1$'
+  assert_called "^$APT "'install -y --allow-downgrades --allow-change-held-packages nvidia-container-toolkit=1\.19\.1-1 nvidia-container-toolkit-base=1\.19\.1-1 libnvidia-container-tools=1\.19\.1-1 libnvidia-container1=1\.19\.1-1$'
+  assert_called '^apt-mark hold nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1$'
 
   assert_file /etc/k0s/containerd.d/nvidia.toml "$DROPIN_CONTENT"
   assert_mode /etc/k0s/containerd.d/nvidia.toml 644
@@ -87,7 +89,7 @@ options nouveau modeset=0'
   export NVIDIA_CONTAINER_TOOLKIT_VERSION=1.18.0-1
   run_script install-nvidia.sh
   assert_success
-  assert_called 'install -y --allow-downgrades nvidia-container-toolkit=1\.18\.0-1 nvidia-container-toolkit-base=1\.18\.0-1 libnvidia-container-tools=1\.18\.0-1 libnvidia-container1=1\.18\.0-1$'
+  assert_called 'install -y --allow-downgrades --allow-change-held-packages nvidia-container-toolkit=1\.18\.0-1 nvidia-container-toolkit-base=1\.18\.0-1 libnvidia-container-tools=1\.18\.0-1 libnvidia-container1=1\.18\.0-1$'
   assert_output_contains "changed: installed NVIDIA Container Toolkit 1.18.0-1 (was 1.19.1-1)"
   refute_called '^(curl|gpg)|nvidia-headless'
 }

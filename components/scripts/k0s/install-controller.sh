@@ -24,16 +24,7 @@ controller_args() {
   if is_true "$K0S_ENABLE_WORKER"; then
     # --no-taints: this node also runs workloads, so no control-plane taint.
     ARGS+=(--enable-worker --no-taints)
-    ARGS+=("--kubelet-extra-args=--node-ip=$NODE_IP${KUBELET_EXTRA_ARGS:+ $KUBELET_EXTRA_ARGS}")
-    if [[ -n "$NODE_LABELS" ]]; then
-      ARGS+=("--labels=$NODE_LABELS")
-    fi
-    if [[ -n "$NODE_TAINTS" ]]; then
-      ARGS+=("--taints=$NODE_TAINTS")
-    fi
-    if [[ -n "$K0S_PROFILE" ]]; then
-      ARGS+=("--profile=$K0S_PROFILE")
-    fi
+    k0s_add_kubelet_args
   fi
 }
 

@@ -27,16 +27,7 @@ check_inputs() {
 # worker_args: sets ARGS to the `k0s install worker` arguments.
 worker_args() {
   ARGS=(--token-file "$K0S_TOKEN_FILE")
-  ARGS+=("--kubelet-extra-args=--node-ip=$NODE_IP${KUBELET_EXTRA_ARGS:+ $KUBELET_EXTRA_ARGS}")
-  if [[ -n "$NODE_LABELS" ]]; then
-    ARGS+=("--labels=$NODE_LABELS")
-  fi
-  if [[ -n "$NODE_TAINTS" ]]; then
-    ARGS+=("--taints=$NODE_TAINTS")
-  fi
-  if [[ -n "$K0S_PROFILE" ]]; then
-    ARGS+=("--profile=$K0S_PROFILE")
-  fi
+  k0s_add_kubelet_args
 }
 
 main() {

@@ -79,6 +79,21 @@ k0s_install_binary() {
   fi
 }
 
+# k0s_add_kubelet_args: appends the flags of a node that runs workloads to ARGS: the
+# node IP pinned to the configured address, labels, taints and the worker profile.
+k0s_add_kubelet_args() {
+  ARGS+=("--kubelet-extra-args=--node-ip=$NODE_IP${KUBELET_EXTRA_ARGS:+ $KUBELET_EXTRA_ARGS}")
+  if [[ -n "${NODE_LABELS:-}" ]]; then
+    ARGS+=("--labels=$NODE_LABELS")
+  fi
+  if [[ -n "${NODE_TAINTS:-}" ]]; then
+    ARGS+=("--taints=$NODE_TAINTS")
+  fi
+  if [[ -n "${K0S_PROFILE:-}" ]]; then
+    ARGS+=("--profile=$K0S_PROFILE")
+  fi
+}
+
 # k0s_service_name ROLE: the systemd unit k0s installs for ROLE
 # (controller, controller+worker or worker).
 k0s_service_name() {
