@@ -22,6 +22,7 @@ from config.types import (
     LabelKey,
     LabelValue,
     Port,
+    SshPublicKey,
 )
 
 Layout = Literal["bare-metal", "hybrid", "cloud"]
@@ -78,6 +79,8 @@ class Bastion(Section):
     port: Port = 22
     # Defaults to gpu-cluster:ssh.user.
     user: Optional[str] = None
+    # Pins the bastion's SSH host key; without it any key is accepted.
+    host_key: Optional[SshPublicKey] = None
 
 
 class SshSettings(Section):
@@ -102,6 +105,8 @@ class Host(Section):
     # Where SSH reaches the host, when not at `address`.
     ssh_address: Optional[HostOrIp] = None
     ssh_user: Optional[str] = None
+    # Pins the host's SSH host key; without it any key is accepted.
+    ssh_host_key: Optional[SshPublicKey] = None
     # The NIC that carries `address`; checked by preflight (multi-NIC hosts).
     interface: Optional[InterfaceName] = None
     role: Role = "worker"

@@ -75,6 +75,15 @@ def _interface(value: str) -> str:
     return value
 
 
+def _ssh_public_key(value: str) -> str:
+    parts = value.split()
+    if len(parts) < 2 or not re.match(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521))$", parts[0]) \
+            or not re.match(r"^[A-Za-z0-9+/]+=*$", parts[1]):
+        raise ValueError("is not an SSH public host key like 'ssh-ed25519 AAAAC3Nz...' "
+                         "(see /etc/ssh/ssh_host_ed25519_key.pub on the host)")
+    return f"{parts[0]} {parts[1]}"
+
+
 def _duration(value: str) -> str:
     if not value or not _DURATION.match(value):
         raise ValueError(f"'{value}' is not a duration like 2h, 30m or 1h30m")
@@ -89,4 +98,5 @@ LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 InterfaceName = Annotated[str, AfterValidator(_interface)]
 Duration = Annotated[str, AfterValidator(_duration)]
+SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
 Port = Annotated[int, Field(ge=1, le=65535)]

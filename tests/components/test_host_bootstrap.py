@@ -75,6 +75,7 @@ def test_step_inputs_travel_on_stdin_not_the_command_line(plan):
 def test_connection_uses_the_bastion_and_keeps_the_key_secret(plan):
     values = bare_metal_config()
     values["ssh"] = {"user": "ops", "bastion": {"host": "203.0.113.10", "user": "jump"}}
+    values["hosts"][2]["sshHostKey"] = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestOnlyKey host"
     component = bootstrap(settings_for(values), "gpu001")
 
     def check(_):
@@ -85,5 +86,6 @@ def test_connection_uses_the_bastion_and_keeps_the_key_secret(plan):
         plain = plan.redact(connection)
         assert plain["host"] == "192.168.2.3" and plain["user"] == "ops"
         assert plain["proxy"]["host"] == "203.0.113.10" and plain["proxy"]["user"] == "jump"
+        assert plain["hostKey"] == "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestOnlyKey"
 
     return component.ready.urn.apply(check)

@@ -117,6 +117,8 @@ INVALID_CASES = [
      "gpu-cluster:sshPrivateKey", "not a private key"),
     ("missing key", _set("sshPrivateKey", DELETE), "gpu-cluster:sshPrivateKey",
      "pulumi config set --secret"),
+    ("bad host key", _set("hosts[1].sshHostKey", "AAAAC3NzaC1lZDI1NTE5"),
+     "gpu-cluster:hosts[1].sshHostKey", "SSH public host key"),
     ("bad json", _set("network", "{lanCidr: }"), "gpu-cluster:network", "not valid structured config"),
     ("bastion key without bastion", _set("bastionPrivateKey", "-----BEGIN OPENSSH PRIVATE KEY-----"),
      "gpu-cluster:bastionPrivateKey", "ssh.bastion is not"),
