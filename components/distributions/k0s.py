@@ -10,6 +10,9 @@ from config.model import Host, StackConfig
 CONTAINERD_DROPIN_DIR = "/etc/k0s/containerd.d"
 CONTAINERD_SOCKET = "/run/k0s/containerd.sock"
 WORKER_PROFILE = "gpu-cluster"
+# The kubelet's usual root instead of k0s's /var/lib/k0s/kubelet, so upstream device
+# plugins and CSI drivers, which hard-code /var/lib/kubelet, work unmodified.
+KUBELET_ROOT_DIR = "/var/lib/kubelet"
 
 
 class K0s:
@@ -100,6 +103,7 @@ class K0s:
                 for t in host.taints
             ),
             "K0S_PROFILE": WORKER_PROFILE,
+            "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
         }
 
     def controller_env(self, host: Host) -> dict[str, str]:

@@ -17,7 +17,8 @@ RELEASE_URL='https://github\.com/k0sproject/k0s/releases/download/v1\.34\.1%2Bk0
 setup() {
   setup_host
   export K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="$K0S_YAML" K0S_ENABLE_WORKER=false \
-    NODE_IP=192.0.2.10 KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443
+    NODE_IP=192.0.2.10 KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 \
+    KUBELET_ROOT_DIR=/var/lib/kubelet
 }
 
 @test "install-controller: installs k0s, writes the config and starts the controller" {
@@ -52,7 +53,7 @@ setup() {
     NODE_TAINTS="nvidia.com/gpu=present:NoSchedule" K0S_PROFILE=gpu-cluster
   run_script k0s/install-controller.sh
   assert_success
-  assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192.0.2.10 --max-pods=250 --labels=gpu-cluster.io/gpu=true,topology.kubernetes.io/zone=rack-1 --taints=nvidia.com/gpu=present:NoSchedule --profile=gpu-cluster$'
+  assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192.0.2.10 --max-pods=250 --labels=gpu-cluster.io/gpu=true,topology.kubernetes.io/zone=rack-1 --taints=nvidia.com/gpu=present:NoSchedule --profile=gpu-cluster --kubelet-root-dir=/var/lib/kubelet$'
   assert_idempotent k0s/install-controller.sh
 }
 
@@ -61,6 +62,33 @@ setup() {
   run_script k0s/install-controller.sh
   assert_success
   assert_called '^k0s install controller -c /etc/k0s/k0s.yaml$'
+  refute_called 'kubelet-root-dir'
+  # No kubelet on a pure controller: a new kubelet root dir changes nothing.
+  export KUBELET_ROOT_DIR=/var/lib/kubelet-gpu
+  assert_idempotent k0s/install-controller.sh
+}
+
+@test "install-controller: a changed kubelet root dir reinstalls a controller+worker" {
+  export K0S_ENABLE_WORKER=true KUBELET_ROOT_DIR=""
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192\.0\.2\.10$'
+  reset_calls
+  export KUBELET_ROOT_DIR=/var/lib/kubelet
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called '^k0s install controller --force -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192\.0\.2\.10 --kubelet-root-dir=/var/lib/kubelet$'
+  assert_called '^systemctl daemon-reload$'
+  assert_called '^systemctl restart k0scontroller$'
+  assert_idempotent k0s/install-controller.sh
+}
+
+@test "install-controller: an unsafe kubelet root dir is refused before anything runs" {
+  export KUBELET_ROOT_DIR=/var/lib/../lib
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: KUBELET_ROOT_DIR must be an absolute path" "got '/var/lib/../lib'"
+  [ "$(<"$STUB_CALLS")" = "" ]
 }
 
 @test "install-controller: changed flags reinstall the service with --force and restart it" {
@@ -70,7 +98,7 @@ setup() {
   export K0S_ENABLE_WORKER=true
   run_script k0s/install-controller.sh
   assert_success
-  assert_called '^k0s install controller --force -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192.0.2.10$'
+  assert_called '^k0s install controller --force -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192.0.2.10 --kubelet-root-dir=/var/lib/kubelet$'
   assert_called '^systemctl daemon-reload$'
   assert_called '^systemctl restart k0scontroller$'
   refute_called '^k0s install controller -c'

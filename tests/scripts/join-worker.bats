@@ -10,7 +10,7 @@ setup() {
   setup_host
   export K0S_VERSION=v1.34.1+k0s.0 K0S_JOIN_TOKEN="$TOKEN" NODE_IP=192.0.2.21 \
     KUBELET_EXTRA_ARGS="--max-pods=250" NODE_LABELS="gpu-cluster.io/gpu=true" \
-    NODE_TAINTS="nvidia.com/gpu=present:NoSchedule" K0S_PROFILE=gpu
+    NODE_TAINTS="nvidia.com/gpu=present:NoSchedule" K0S_PROFILE=gpu KUBELET_ROOT_DIR=/var/lib/kubelet
 }
 
 @test "join-worker: installs k0s, writes the token 0600 and starts the worker" {
@@ -18,14 +18,14 @@ setup() {
   assert_success
   assert_file /etc/k0s/worker-token "$TOKEN"
   assert_mode /etc/k0s/worker-token 600
-  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--node-ip=192\.0\.2\.21 --max-pods=250 --labels=gpu-cluster\.io/gpu=true --taints=nvidia\.com/gpu=present:NoSchedule --profile=gpu$'
+  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--node-ip=192\.0\.2\.21 --max-pods=250 --labels=gpu-cluster\.io/gpu=true --taints=nvidia\.com/gpu=present:NoSchedule --profile=gpu --kubelet-root-dir=/var/lib/kubelet$'
   assert_called '^k0s start$'
   assert_called '^systemctl is-active --quiet k0sworker$'
   assert_output_contains "ready: the k0sworker service to be active"
 }
 
 @test "join-worker: optional inputs may be empty" {
-  export KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" K0S_PROFILE=""
+  export KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" K0S_PROFILE="" KUBELET_ROOT_DIR=""
   run_script k0s/join-worker.sh
   assert_success
   assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--node-ip=192\.0\.2\.21$'
@@ -93,6 +93,31 @@ setup() {
   assert_called '^systemctl daemon-reload$'
   assert_called '^systemctl restart k0sworker$'
   assert_idempotent k0s/join-worker.sh
+}
+
+@test "join-worker: a changed kubelet root dir reinstalls the service and restarts it" {
+  export KUBELET_ROOT_DIR=""
+  run_script k0s/join-worker.sh
+  assert_success
+  refute_called 'kubelet-root-dir'
+  reset_calls
+  export KUBELET_ROOT_DIR=/var/lib/kubelet
+  unset K0S_JOIN_TOKEN
+  run_script k0s/join-worker.sh
+  assert_success
+  assert_called '^k0s install worker --force --token-file /etc/k0s/worker-token .* --profile=gpu --kubelet-root-dir=/var/lib/kubelet$'
+  assert_called '^systemctl restart k0sworker$'
+  assert_output_contains "changed: reinstalled the k0sworker service"
+  grep -qx -- '--kubelet-root-dir=/var/lib/kubelet' "$GPU_CLUSTER_ROOT/etc/k0s/gpu-cluster-k0sworker.args"
+  assert_idempotent k0s/join-worker.sh
+}
+
+@test "join-worker: an unsafe kubelet root dir is refused before anything runs" {
+  export KUBELET_ROOT_DIR=/var
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: join-worker: KUBELET_ROOT_DIR must be an absolute path at least two levels deep" "got '/var'"
+  [ "$(<"$STUB_CALLS")" = "" ]
 }
 
 @test "join-worker: all missing environment variables are named at once" {

@@ -14,8 +14,10 @@ API_READY_TIMEOUT=600
 check_inputs() {
   require_env K0S_VERSION K0S_CONFIG K0S_ENABLE_WORKER NODE_IP API_PORT
   : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
+  : "${KUBELET_ROOT_DIR:=}"
   require_bool K0S_ENABLE_WORKER
   require_uint API_PORT
+  k0s_check_kubelet_root_dir
 }
 
 # controller_args: sets ARGS to the `k0s install controller` arguments.

@@ -18,10 +18,12 @@ worker_joined() {
 check_inputs() {
   local required=(K0S_VERSION NODE_IP)
   : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
+  : "${KUBELET_ROOT_DIR:=}"
   if ! worker_joined; then
     required+=(K0S_JOIN_TOKEN)
   fi
   require_env "${required[@]}"
+  k0s_check_kubelet_root_dir
 }
 
 # worker_args: sets ARGS to the `k0s install worker` arguments.

@@ -10,8 +10,8 @@ GPU_CLUSTER_K0S_LIB_LOADED=1
 K0S_BIN=/usr/local/bin/k0s
 K0S_CONFIG_FILE=/etc/k0s/k0s.yaml
 K0S_TOKEN_FILE=/etc/k0s/worker-token
-# k0s's default data dir; we never pass --data-dir. Its kubelet root (pod volume
-# mounts, NFS included) lives below it.
+# k0s's default data dir; we never pass --data-dir. The kubelet root (pod volume
+# mounts, NFS included) lives below it unless KUBELET_ROOT_DIR moves it.
 K0S_DATA_DIR=/var/lib/k0s
 # Written by a worker once it has joined; from then on the join token is unused.
 K0S_KUBELET_KUBECONFIG="$K0S_DATA_DIR/kubelet.conf"
@@ -79,8 +79,23 @@ k0s_install_binary() {
   fi
 }
 
+# k0s_check_kubelet_root_dir: dies unless KUBELET_ROOT_DIR (optional, "" keeps
+# k0s's default below its data dir) is a plain absolute path at least two levels
+# deep. `k0s reset` deletes that directory, so nothing like /, /var or ../ passes.
+k0s_check_kubelet_root_dir() {
+  local dir=${KUBELET_ROOT_DIR:-}
+  if [[ -z "$dir" ]]; then
+    return 0
+  fi
+  if [[ ! "$dir" =~ ^(/[A-Za-z0-9_.-]+){2,}$ || "$dir/" == */./* || "$dir/" == */../* ]]; then
+    die "KUBELET_ROOT_DIR must be an absolute path at least two levels deep," \
+      "without '.', '..', blanks or a trailing slash (e.g. /var/lib/kubelet), got '$dir'"
+  fi
+}
+
 # k0s_add_kubelet_args: appends the flags of a node that runs workloads to ARGS: the
-# node IP pinned to the configured address, labels, taints and the worker profile.
+# node IP pinned to the configured address, labels, taints, the worker profile and
+# the kubelet root dir (where device plugins and CSI drivers expect it).
 k0s_add_kubelet_args() {
   ARGS+=("--kubelet-extra-args=--node-ip=$NODE_IP${KUBELET_EXTRA_ARGS:+ $KUBELET_EXTRA_ARGS}")
   if [[ -n "${NODE_LABELS:-}" ]]; then
@@ -91,6 +106,9 @@ k0s_add_kubelet_args() {
   fi
   if [[ -n "${K0S_PROFILE:-}" ]]; then
     ARGS+=("--profile=$K0S_PROFILE")
+  fi
+  if [[ -n "${KUBELET_ROOT_DIR:-}" ]]; then
+    ARGS+=("--kubelet-root-dir=$KUBELET_ROOT_DIR")
   fi
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Delete step of install-controller and join-worker: stops k0s and runs `k0s reset`.
-# Safe to re-run (a no-op once k0s is gone). Never touches NFS or other shared
-# data: such mounts below the k0s data dir are detached before k0s deletes it.
+# Safe to re-run (a no-op once k0s is gone). Never touches NFS or other shared data:
+# mounts below the k0s data dir and kubelet root are detached before k0s deletes them.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -10,34 +10,55 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=reset-node}"
 
 SERVICES=(k0scontroller k0sworker)
+# Directories `k0s reset` deletes, and the same for messages; set by check_inputs.
+RESET_DIRS=()
+RESET_DIRS_TEXT=""
 MOUNTS=()
 
-# find_mounts_below_data_dir: sets MOUNTS to the mount points strictly below the
-# k0s data dir, deepest first. /proc/mounts escapes blanks as \040; %b decodes.
-find_mounts_below_data_dir() {
-  local _device mount_point _rest found=()
-  MOUNTS=()
-  if [[ ! -r "$ROOT/proc/mounts" ]]; then
-    die "cannot read /proc/mounts to check what is mounted below $K0S_DATA_DIR"
-  fi
-  while read -r _device mount_point _rest; do
-    printf -v mount_point '%b' "$mount_point"
-    if [[ "$mount_point" == "$K0S_DATA_DIR"/* ]]; then
-      found+=("$mount_point")
-    fi
-  done <"$ROOT/proc/mounts"
-  if ((${#found[@]} > 0)); then
-    mapfile -t MOUNTS < <(printf '%s\n' "${found[@]}" | sort -r)
+# check_inputs: KUBELET_ROOT_DIR (optional) is the kubelet root the services were
+# installed with; `k0s reset` gets it too, or it would look below its data dir.
+check_inputs() {
+  : "${KUBELET_ROOT_DIR:=}"
+  k0s_check_kubelet_root_dir
+  RESET_DIRS=("$K0S_DATA_DIR")
+  RESET_DIRS_TEXT=$K0S_DATA_DIR
+  if [[ -n "$KUBELET_ROOT_DIR" ]]; then
+    RESET_DIRS+=("$KUBELET_ROOT_DIR")
+    RESET_DIRS_TEXT+=" or $KUBELET_ROOT_DIR"
   fi
 }
 
-# detach_mounts: `k0s reset` deletes its data dir after unmounting what is below
-# it. Pod volumes (NFS shares, local volumes) are mounted there; if one stayed
-# mounted, deleting the directory would delete shared data. Detach them first
-# (lazily when busy) and refuse to reset while any remains.
+# find_mounts_to_detach: sets MOUNTS to the mount points strictly below any of
+# RESET_DIRS, deepest first. /proc/mounts escapes blanks as \040; %b decodes.
+find_mounts_to_detach() {
+  local _device mount_point _rest dir found=()
+  MOUNTS=()
+  if [[ ! -r "$ROOT/proc/mounts" ]]; then
+    die "cannot read /proc/mounts to check what is mounted below $RESET_DIRS_TEXT"
+  fi
+  while read -r _device mount_point _rest; do
+    printf -v mount_point '%b' "$mount_point"
+    for dir in "${RESET_DIRS[@]}"; do
+      if [[ "$mount_point" == "$dir"/* ]]; then
+        found+=("$mount_point")
+        break
+      fi
+    done
+  done <"$ROOT/proc/mounts"
+  if ((${#found[@]} > 0)); then
+    # Byte order, so a mount point always sorts after everything below it. A point
+    # mounted twice (stacked) stays listed twice: each umount detaches one layer.
+    mapfile -t MOUNTS < <(printf '%s\n' "${found[@]}" | LC_ALL=C sort -r)
+  fi
+}
+
+# detach_mounts: `k0s reset` deletes its data dir and the kubelet root after
+# unmounting what is below them. Pod volumes (NFS shares, local volumes) are
+# mounted there; if one stayed mounted, deleting the directory would delete shared
+# data. Detach them first (lazily when busy) and refuse to reset while any remains.
 detach_mounts() {
   local mount_point
-  find_mounts_below_data_dir
+  find_mounts_to_detach
   for mount_point in "${MOUNTS[@]}"; do
     if umount "$mount_point" 2>/dev/null || umount -l "$mount_point"; then
       log "changed: unmounted $mount_point"
@@ -45,9 +66,9 @@ detach_mounts() {
       warn "could not unmount $mount_point"
     fi
   done
-  find_mounts_below_data_dir
+  find_mounts_to_detach
   if ((${#MOUNTS[@]} > 0)); then
-    die "refusing to run k0s reset while these are still mounted below $K0S_DATA_DIR" \
+    die "refusing to run k0s reset while these are still mounted below $RESET_DIRS_TEXT" \
       "(k0s would delete their contents): ${MOUNTS[*]}"
   fi
 }
@@ -76,7 +97,8 @@ remove_leftovers() {
 }
 
 main() {
-  local service installed=()
+  local service installed=() reset_args=()
+  check_inputs
   if ! command -v k0s >/dev/null 2>&1; then
     log "k0s is not installed; nothing to reset"
     return 0
@@ -95,7 +117,10 @@ main() {
     stop_k0s
   fi
   detach_mounts
-  k0s reset >&2
+  if [[ -n "$KUBELET_ROOT_DIR" ]]; then
+    reset_args+=("--kubelet-root-dir=$KUBELET_ROOT_DIR")
+  fi
+  k0s reset "${reset_args[@]}" >&2
   log "changed: reset k0s (${installed[*]:-no service installed})"
   remove_leftovers
   mark_reboot_required "k0s reset leaves network interfaces and iptables rules until a reboot"
