@@ -6,9 +6,10 @@ STACK ?= lab
 
 .PHONY: preview test bench clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tools.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements-tools.txt
 	touch $@
 
 preview: $(VENV)/.installed  ## offline preview of STACK (default: lab) into build/STACK/

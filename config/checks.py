@@ -6,7 +6,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Optional
 
-from config.model import Host, HostTuning, NetworkSettings, SshSettings
+from config.model import Host, HostTuning, NetworkSettings, SshSettings, StorageSettings
 from config.problems import Problem
 
 # Label prefixes the kubelet may set on its own node (NodeRestriction admission).
@@ -23,6 +23,7 @@ class PartialConfig:
     tuning: Optional[HostTuning] = None
     hosts: list[tuple[int, Host]] = field(default_factory=list)
     all_hosts_parsed: bool = True
+    storage: Optional[StorageSettings] = None
     has_ssh_private_key: bool = False
     has_bastion_private_key: bool = False
 
@@ -37,6 +38,7 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += _host_fields(cfg)
     problems += _ssh_keys(cfg)
     problems += _tuning(cfg)
+    problems += _storage(cfg)
     return problems
 
 
@@ -185,3 +187,34 @@ def _tuning(cfg: PartialConfig) -> list[Problem]:
                     "system and kubelet, e.g. '0-1')")
         ]
     return []
+
+
+def _storage(cfg: PartialConfig) -> list[Problem]:
+    storage = cfg.storage
+    if storage is None:
+        return []
+    backends = storage.backends
+    if not backends:
+        return [Problem("storage", "configure a backend: nfs (shared, ReadWriteMany) or "
+                        "localPath (node-local); it becomes the default StorageClass")]
+    problems = []
+    defaults = [name for name, backend in backends.items() if backend.default]
+    if len(backends) == 1:
+        name, backend = next(iter(backends.items()))
+        if backend.default is False:
+            problems.append(Problem(f"storage.{name}.default",
+                                    "the only backend must be the default StorageClass"))
+    elif len(defaults) != 1:
+        listed = " and ".join(defaults) if defaults else "none"
+        problems.append(Problem("storage", "exactly one backend must set default: true "
+                                f"(the default StorageClass); now: {listed}"))
+    nfs = storage.nfs
+    if nfs is not None:
+        if (nfs.server is None) == (nfs.host is None):
+            problems.append(Problem("storage.nfs", "set either server (an existing NFS server) "
+                                    "or host (a cluster host to serve NFS), not both or neither"))
+        names = [host.name for _, host in cfg.hosts]
+        if nfs.host is not None and cfg.all_hosts_parsed and nfs.host not in names:
+            problems.append(Problem("storage.nfs.host", f"'{nfs.host}' is not one of the "
+                                    f"configured hosts ({', '.join(names)})"))
+    return problems

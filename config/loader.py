@@ -95,13 +95,23 @@ def _from_validation_error(error: ValidationError) -> list[Problem]:
         if item["type"] == "missing":
             message = "is required"
         elif item["type"] == "extra_forbidden":
-            message = "unknown key"
+            message = _unknown_nested_key(path)
         elif not any(path.startswith(key) for key in SECRET_KEYS):
             value = item.get("input")
             if isinstance(value, (str, int, float, bool)) and str(value) not in message:
                 message += f" (got {value!r})"
         problems.append(Problem(path, message))
     return problems
+
+
+def _unknown_nested_key(path: str) -> str:
+    section, _, name = path.rpartition(".")
+    if section == "storage":
+        if name == "efs":
+            return ("EFS comes with the hybrid and cloud layouts, not available in this version; "
+                    "use nfs or localPath")
+        return f"unknown storage backend '{name}'; use nfs or localPath"
+    return "unknown key"
 
 
 def _path(loc: tuple) -> str:
@@ -143,6 +153,7 @@ def _salvage(values: dict[str, Any]) -> PartialConfig:
         network=section("network"),
         ssh=section("ssh"),
         tuning=section("tuning"),
+        storage=section("storage"),
         hosts=hosts,
         all_hosts_parsed=len(hosts) == len(raw_hosts),
         has_ssh_private_key=bool(values.get("sshPrivateKey")),
@@ -156,6 +167,7 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         network=settings.network,
         ssh=settings.ssh,
         tuning=settings.tuning,
+        storage=settings.storage,
         hosts=list(enumerate(settings.hosts)),
         has_ssh_private_key=settings.ssh_private_key is not None,
         has_bastion_private_key=settings.bastion_private_key is not None,

@@ -13,6 +13,7 @@ from pydantic.alias_generators import to_camel
 
 from config import versions
 from config.types import (
+    AbsolutePath,
     Duration,
     DnsLabel,
     HostOrIp,
@@ -169,6 +170,71 @@ class NvidiaSettings(Section):
     default_runtime: bool = False
 
 
+class GpuSettings(Section):
+    # Pods sharing each GPU by time-slicing; 1 gives every pod whole GPUs.
+    time_slicing_replicas: int = Field(default=1, ge=1, le=64)
+    # How the device plugin exposes MIG partitions (A100/H100 with MIG enabled).
+    mig_strategy: Literal["none", "single", "mixed"] = "none"
+
+
+class NfsBackend(Section):
+    # An existing NFS server...
+    server: Optional[HostOrIp] = None
+    # ...or a host of this cluster that the program turns into the NFS server.
+    host: Optional[DnsLabel] = None
+    path: AbsolutePath = "/srv/gpu-cluster"
+    # soft/timeo/retrans: a dead server fails I/O after ~timeo*retrans instead of
+    # hanging every process that touches the mount.
+    mount_options: list[str] = ["nfsvers=4.1", "soft", "timeo=150", "retrans=3"]
+    default: Optional[bool] = None
+
+
+class LocalPathBackend(Section):
+    # Node-local folder for volumes (seed 000 pointed it at a mergerfs mount).
+    path: AbsolutePath = "/opt/local-path-provisioner"
+    default: Optional[bool] = None
+
+
+# StorageClass name of each backend.
+STORAGE_CLASS_NAMES = {"nfs": "nfs", "localPath": "local-path"}
+
+
+class StorageSettings(Section):
+    """One StorageClass per configured backend; exactly one is the default."""
+
+    nfs: Optional[NfsBackend] = None
+    local_path: Optional[LocalPathBackend] = None
+
+    @property
+    def backends(self) -> dict[str, "NfsBackend | LocalPathBackend"]:
+        found = {"nfs": self.nfs, "localPath": self.local_path}
+        return {name: backend for name, backend in found.items() if backend is not None}
+
+    @property
+    def default_backend(self) -> str:
+        backends = self.backends
+        if len(backends) == 1:
+            return next(iter(backends))
+        return next(name for name, backend in backends.items() if backend.default)
+
+    @property
+    def default_class(self) -> str:
+        return STORAGE_CLASS_NAMES[self.default_backend]
+
+
+class NcclSettings(Section):
+    # Use InfiniBand/RoCE between nodes; off sends NCCL traffic over TCP sockets.
+    infiniband: bool = False
+    # NIC NCCL uses for sockets; defaults to the GPU hosts' configured interface.
+    socket_interface: Optional[InterfaceName] = None
+    debug: Literal["WARN", "INFO", "TRACE"] = "INFO"
+
+
+class MpiSettings(Section):
+    operator: bool = True
+    nccl: NcclSettings = NcclSettings()
+
+
 class StackConfig(Section):
     layout: Layout
     cluster_name: DnsLabel
@@ -180,6 +246,9 @@ class StackConfig(Section):
     hosts: list[Host] = []
     tuning: HostTuning = HostTuning()
     nvidia: NvidiaSettings = NvidiaSettings()
+    gpu: GpuSettings = GpuSettings()
+    storage: StorageSettings
+    mpi: MpiSettings = MpiSettings()
 
     @property
     def controller(self) -> Host:

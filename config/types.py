@@ -84,6 +84,12 @@ def _ssh_public_key(value: str) -> str:
     return f"{parts[0]} {parts[1]}"
 
 
+def _absolute_path(value: str) -> str:
+    if not re.match(r"^/[A-Za-z0-9._/-]*$", value) or "/../" in f"{value}/":
+        raise ValueError(f"'{value}' is not an absolute path")
+    return value.rstrip("/") or "/"
+
+
 def _duration(value: str) -> str:
     if not value or not _DURATION.match(value):
         raise ValueError(f"'{value}' is not a duration like 2h, 30m or 1h30m")
@@ -98,5 +104,6 @@ LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 InterfaceName = Annotated[str, AfterValidator(_interface)]
 Duration = Annotated[str, AfterValidator(_duration)]
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
 Port = Annotated[int, Field(ge=1, le=65535)]

@@ -12,3 +12,27 @@ NVIDIA_CONTAINER_TOOLKIT = "1.19.1-1"
 
 # Operating systems the bootstrap scripts support (checked by preflight.sh).
 SUPPORTED_UBUNTU_RELEASES = ("22.04", "24.04")
+
+# Cluster add-ons.
+NVIDIA_DEVICE_PLUGIN = "v0.20.0"
+NVIDIA_DEVICE_PLUGIN_IMAGE = f"nvcr.io/nvidia/k8s-device-plugin:{NVIDIA_DEVICE_PLUGIN}"
+MPI_OPERATOR = "v0.8.0"
+MPI_OPERATOR_MANIFEST = (
+    f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR}"
+    "/deploy/v2beta1/mpi-operator.yaml"
+)
+# Content of that file as reviewed; the tests check the pinned fixture against it.
+MPI_OPERATOR_MANIFEST_SHA256 = "b38def13a94abe60b2a4b3485239d77f64892b8fbd202e9e435a6031b7500a8f"
+NFS_SUBDIR_PROVISIONER = "v4.0.2"
+NFS_SUBDIR_PROVISIONER_IMAGE = (
+    f"registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:{NFS_SUBDIR_PROVISIONER}"
+)
+LOCAL_PATH_PROVISIONER = "v0.0.37"
+LOCAL_PATH_PROVISIONER_IMAGE = f"rancher/local-path-provisioner:{LOCAL_PATH_PROVISIONER}"
+# Helper image local-path-provisioner runs to create and delete volume folders.
+LOCAL_PATH_HELPER_IMAGE = "busybox:1.37.0"
+
+# Images of the acceptance workloads (files users apply after `pulumi up`).
+CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04"
+CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+HOROVOD_IMAGE = "horovod/horovod:0.28.1"

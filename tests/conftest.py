@@ -39,6 +39,7 @@ def bare_metal_config(workers: int = 3, gpus: int = 4) -> dict:
         "network": {"lanCidr": lan},
         "ssh": {"user": "ops"},
         "hosts": hosts,
+        "storage": {"nfs": {"host": "controller", "path": "/srv/nfs"}},
         "sshPrivateKey": TEST_PRIVATE_KEY,
     }
 
