@@ -13,6 +13,9 @@ from config.model import Host, StackConfig
 PREFLIGHT = Script("preflight.sh")
 PREPARE_HOST = Script("prepare-host.sh")
 INSTALL_NVIDIA = Script("install-nvidia.sh")
+SERVE_NFS = Script("serve-nfs.sh")
+# root can own files on the export, so databases (MySQL) can chown their data directory.
+NFS_EXPORT_OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
 
 
 @dataclass
@@ -38,6 +41,9 @@ class HostBootstrap(pulumi.ComponentResource):
         self.ready: pulumi.Resource = prepared
         if args.host.gpus and args.settings.nvidia.install_driver:
             self.ready = self._create_install_nvidia(prepared)
+        nfs = args.settings.storage.nfs
+        self.nfs_server = (self._create_serve_nfs(prepared)
+                           if nfs is not None and nfs.host == args.host.name else None)
         self.register_outputs({})
 
     def step(self, step: str, script: Script, env: dict, depends_on: list) -> remote.Command:
@@ -86,6 +92,16 @@ class HostBootstrap(pulumi.ComponentResource):
             "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
             "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",
             "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin(),
+        }, depends_on=[prepared])
+
+
+    def _create_serve_nfs(self, prepared: remote.Command) -> remote.Command:
+        settings = self._args.settings
+        # Nodes mount the export at their LAN address (the kubelet mounts, not pods).
+        return self.step("serve-nfs", SERVE_NFS, {
+            "NFS_EXPORT_PATH": settings.storage.nfs.path,
+            "NFS_CLIENT_CIDRS": settings.network.lan_cidr,
+            "NFS_EXPORT_OPTIONS": NFS_EXPORT_OPTIONS,
         }, depends_on=[prepared])
 
 

@@ -70,6 +70,9 @@ def write_artifacts(plan: Plan, build_dir: Path) -> list[Path]:
         write(path, text)
     if "kubeconfig" in plan.outputs:
         write("kubeconfig/admin.template.yaml", _kubeconfig_template(plan))
+    upstream = _upstream_manifests(plan)
+    if upstream:
+        write("manifests/upstream.txt", upstream)
     return written
 
 
@@ -110,15 +113,35 @@ def _host_scripts(plan: Plan):
         yield f"hosts/{host.group(1)}/{depth:02d}-{step.group(1)}.sh", header + stdin
 
 
+# Components the provider expands itself (from a URL or chart) at `pulumi up`.
+_PROVIDER_EXPANDED = ("yaml", "helm.sh")
+
+
 def _manifests(plan: Plan):
     for index, resource in enumerate(plan.resources):
         match = _KUBERNETES_TYPE.match(resource.type)
-        if not match:
+        if not match or match["group"] in _PROVIDER_EXPANDED:
             continue
         document = _manifest(resource, match)
         name = document.get("metadata", {}).get("name", resource.name)
         yield (f"manifests/{index:03d}-{document['kind'].lower()}-{name}.yaml",
-               yaml.safe_dump(plan.redact(document), sort_keys=False))
+               yaml.safe_dump(plan.redact(document), sort_keys=True))
+
+
+def _upstream_manifests(plan: Plan) -> str:
+    """Pinned upstream manifests the Kubernetes provider fetches and applies itself."""
+    lines = []
+    for resource in plan.resources:
+        match = _KUBERNETES_TYPE.match(resource.type)
+        if match and match["group"] == "yaml":
+            for file in [resource.inputs.get("file"), *resource.inputs.get("files", [])]:
+                if file:
+                    lines.append(f"{resource.name}: {file}")
+    if not lines:
+        return ""
+    header = ("# Applied server-side by the Kubernetes provider at `pulumi up` from these pinned\n"
+              "# upstream files (CRDs and namespaces first); not expanded offline.\n")
+    return header + "\n".join(lines) + "\n"
 
 
 def _manifest(resource: ResourceRecord, match: re.Match) -> dict[str, Any]:

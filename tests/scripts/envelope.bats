@@ -92,13 +92,13 @@ assert_stubs_read_no_stdin() {
   build_envelope join-worker k0s/join-worker.sh k0s/reset-node.sh \
     K0S_VERSION=v1.34.1+k0s.0 K0S_JOIN_TOKEN="$token" NODE_IP=10.20.0.21 \
     KUBELET_EXTRA_ARGS="--system-reserved=cpu=500m,memory=1Gi --v=2" \
-    NODE_LABELS="gpu-cluster.io/gpu=true" NODE_TAINTS="" K0S_PROFILE=""
+    NODE_LABELS="gpu-cluster.io/gpu=true" NODE_TAINTS="" K0S_PROFILE="" KUBELET_ROOT_DIR=/var/lib/kubelet
   export STUB_RECORD_ENV=1
   run_envelope create
   assert_success
   assert_file /etc/k0s/worker-token "$token"
   assert_mode /etc/k0s/worker-token 600
-  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--node-ip=10\.20\.0\.21 --system-reserved=cpu=500m,memory=1Gi --v=2 --labels=gpu-cluster\.io/gpu=true$'
+  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--node-ip=10\.20\.0\.21 --system-reserved=cpu=500m,memory=1Gi --v=2 --labels=gpu-cluster\.io/gpu=true --kubelet-root-dir=/var/lib/kubelet$'
   [[ "$output" != *"$token"* ]]
   ! grep -qF "$token" "$STUB_CALLS" "$STUB_STATE/env.log"
   assert_stubs_read_no_stdin
@@ -112,7 +112,7 @@ assert_stubs_read_no_stdin() {
   run_envelope delete
   assert_success
   assert_output_contains "gpu-cluster: moscow: join-worker: changed: reset k0s (k0sworker)"
-  assert_call_order '^k0s stop$' '^k0s reset$'
+  assert_call_order '^k0s stop$' '^k0s reset --kubelet-root-dir=/var/lib/kubelet$'
   [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
 
   reset_calls
@@ -129,12 +129,33 @@ apiVersion: k0s.k0sproject.io/v1beta1
 kind: ClusterConfig"
   build_envelope install-controller k0s/install-controller.sh k0s/reset-node.sh \
     K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="$config" K0S_ENABLE_WORKER=true NODE_IP=192.0.2.10 \
-    KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443
+    KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 KUBELET_ROOT_DIR=/var/lib/kubelet
   run_envelope create
   assert_success
   assert_file /etc/k0s/k0s.yaml "$config"
-  assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192\.0\.2\.10$'
+  assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192\.0\.2\.10 --kubelet-root-dir=/var/lib/kubelet$'
   assert_stubs_read_no_stdin
+}
+
+@test "envelope: serve-nfs works inside a function with stdin at EOF" {
+  build_envelope serve-nfs serve-nfs.sh "" NFS_EXPORT_PATH=/srv/nfs/gpu-cluster \
+    NFS_CLIENT_CIDRS="192.168.10.0/24 10.244.0.0/16" NFS_EXPORT_OPTIONS=rw,sync,no_subtree_check,no_root_squash
+  run_envelope create
+  assert_success
+  assert_output_contains "gpu-cluster: moscow: serve-nfs: changed /etc/exports.d/gpu-cluster.exports"
+  [ -d "$GPU_CLUSTER_ROOT/srv/nfs/gpu-cluster" ]
+  assert_called '^exportfs -ra$'
+  assert_called '^systemctl enable --now nfs-server$'
+  assert_stubs_read_no_stdin
+
+  local before
+  before="$(snapshot_root)"
+  reset_calls
+  run_envelope create
+  assert_success
+  [ "$(snapshot_root)" = "$before" ]
+  assert_no_state_changes
+  refute_changes_logged
 }
 
 @test "envelope: create-join-token keeps stdout to the token alone" {

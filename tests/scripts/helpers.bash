@@ -5,13 +5,13 @@
 
 TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SCRIPTS_DIR="$(cd "$TESTS_DIR/../../components/scripts" && pwd)"
-STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query gpg hostname id ip k0s modprobe nvidia-smi sleep
-  swapoff sysctl systemctl timeout umount uname update-grub update-initramfs)
+STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip k0s modprobe
+  nvidia-smi sleep swapoff sysctl systemctl timeout umount uname update-grub update-initramfs)
 # How the scripts call apt-get, as a regular expression.
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
 # Commands whose call means the host was changed; a second run must not call them.
-STATE_CHANGING='^(apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|k0s (install|start|stop|reset)|systemctl (start|restart|stop|daemon-reload))( |$)'
+STATE_CHANGING='^(apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|systemctl (start|restart|stop|daemon-reload|enable))( |$)'
 
 # setup_host: fresh fake root and stubs for one test.
 setup_host() {

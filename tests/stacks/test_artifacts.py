@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from preview.report import write_artifacts
-from tests.conftest import require_tool
+from tests.conftest import bare_metal_config, preview, require_tool
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +15,10 @@ def lab_build(lab_plan, tmp_path_factory):
     return build
 
 
-def test_every_rendered_step_is_valid_bash_and_shellcheck_clean(lab_build):
+def test_every_rendered_step_is_valid_bash_and_shellcheck_clean(lab_build, lab_plan):
     shellcheck = require_tool("shellcheck")
     scripts = sorted(lab_build.glob("hosts/*/*.sh"))
-    assert len(scripts) == 22
+    assert len(scripts) == len(lab_plan.of_type("command:remote:Command"))
     for script in scripts:
         syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert syntax.returncode == 0, (script, syntax.stderr)
@@ -30,15 +30,43 @@ def test_every_rendered_step_is_valid_bash_and_shellcheck_clean(lab_build):
     assert result.returncode == 0, result.stdout
 
 
-def test_manifests_pass_kubernetes_validate_strict(lab_build, lab_plan):
-    validate = require_tool("kubernetes-validate")
-    manifests = sorted(lab_build.glob("manifests/*.yaml"))
-    assert len(manifests) == 3
-    version = ".".join(lab_plan_version(lab_plan).split(".")[:2]) + ".0"
+VARIANTS = {
+    "local-path default": {"storage": {"localPath": {"path": "/dfs"}}},
+    "two backends": {"storage": {"nfs": {"server": "192.0.2.20", "default": True},
+                                 "localPath": {}}},
+    "time-slicing and taints": {"gpu": {"timeSlicingReplicas": 4}},
+    "mig and static cpu manager": {"gpu": {"migStrategy": "single"},
+                                   "tuning": {"cpuManagerPolicy": "static", "reservedCpus": "0"}},
+}
+
+
+def validate_manifests(plan, build, validate) -> list:
+    manifests = sorted(build.glob("manifests/*.yaml"))
+    rendered = [r for r in plan.resources if r.type.startswith("kubernetes:") and r.custom
+                and not r.type.startswith(("kubernetes:yaml", "kubernetes:helm"))]
+    assert len(manifests) == len(rendered)
+    version = ".".join(lab_plan_version(plan).split(".")[:2]) + ".0"
     result = subprocess.run([validate, "--strict", "-k", version, *map(str, manifests)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "INFO" in result.stdout
+    return manifests
+
+
+def test_lab_manifests_pass_kubernetes_validate_strict(lab_build, lab_plan):
+    validate = require_tool("kubernetes-validate")
+    kinds = {path.name.split("-")[1] for path in validate_manifests(lab_plan, lab_build, validate)}
+    assert {"node", "runtimeclass", "daemonset", "storageclass", "deployment"} <= kinds
+
+
+@pytest.mark.parametrize("changes", VARIANTS.values(), ids=VARIANTS.keys())
+def test_variant_manifests_pass_kubernetes_validate_strict(tmp_path, changes):
+    validate = require_tool("kubernetes-validate")
+    values = bare_metal_config(workers=2)
+    values.update(changes)
+    values["hosts"][1]["taints"] = [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    plan = preview(values)
+    write_artifacts(plan, tmp_path / "variant")
+    validate_manifests(plan, tmp_path / "variant", validate)
 
 
 def lab_plan_version(plan) -> str:

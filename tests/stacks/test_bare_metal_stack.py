@@ -22,7 +22,7 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     assert not any(t.startswith("aws:") for t in types)
     commands = {r.name for r in lab_plan.of_type("command:remote:Command")}
     expected = {"controller-preflight", "controller-prepare-host", "controller-install-controller",
-                "controller-read-admin-kubeconfig"}
+                "controller-read-admin-kubeconfig", "controller-serve-nfs"}
     for worker in WORKERS:
         expected |= {f"{worker}-{step}" for step in (
             "preflight", "prepare-host", "install-nvidia", "create-join-token", "join-worker",
@@ -31,6 +31,7 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     assert {r.name for r in lab_plan.of_type("kubernetes:core/v1:NodePatch")} == {
         f"{w}-node-metadata" for w in WORKERS}
     assert len(lab_plan.of_type("pulumi:providers:kubernetes")) == 1
+    assert len(lab_plan.of_type("kubernetes:apps/v1:DaemonSet")) == 1
 
 
 @pytest.mark.parametrize("worker", WORKERS)
@@ -61,7 +62,7 @@ def test_no_host_waits_for_another_hosts_bootstrap(lab_plan):
 
 def test_depth_does_not_grow_with_the_number_of_workers():
     depths = {n: preview(bare_metal_config(workers=n)).depth for n in (1, 10, 40)}
-    assert set(depths.values()) == {7}, depths
+    assert len(set(depths.values())) == 1, depths
 
 
 def test_removing_a_worker_drains_removes_and_resets_it(lab_plan):

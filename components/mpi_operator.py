@@ -1,0 +1,31 @@
+"""The Kubeflow MPI operator (MPIJob kubeflow.org/v2beta1) from its pinned upstream
+release manifest. The provider applies it server-side (the CRD is too large for a
+client-side last-applied annotation) and installs its CRD and namespace first, then
+waits for the CRD to be established before anything that uses it."""
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from config import versions
+
+
+@dataclass
+class MpiOperatorArgs:
+    provider: k8s.Provider
+    depends_on: list
+
+
+class MpiOperator(pulumi.ComponentResource):
+    def __init__(self, name: str, args: MpiOperatorArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:addons:MpiOperator", name, None, opts)
+        # A stable name: a version bump updates in place; a replacement would delete the
+        # CRD and with it every MPIJob.
+        self.manifest = k8s.yaml.v2.ConfigFile(
+            f"{name}-manifest",
+            file=versions.MPI_OPERATOR_MANIFEST,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                        depends_on=args.depends_on),
+        )
+        self.register_outputs({"manifest": versions.MPI_OPERATOR_MANIFEST})

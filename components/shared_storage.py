@@ -1,0 +1,260 @@
+"""Shared storage for the cluster's workloads: one StorageClass per configured backend,
+exactly one the default. Data outlives claims and the stack: reclaim policy Retain, and
+the program never deletes a volume's folder."""
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import kube
+from config import versions
+from config.model import STORAGE_CLASS_NAMES, LocalPathBackend, NfsBackend, StackConfig
+
+NFS_NAMESPACE = "nfs-provisioner"
+NFS_PROVISIONER = "k8s-sigs.io/nfs-subdir-external-provisioner"
+LOCAL_PATH_NAMESPACE = "local-path-storage"
+LOCAL_PATH_PROVISIONER = "rancher.io/local-path"
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+
+
+@dataclass
+class SharedStorageArgs:
+    settings: StackConfig
+    provider: k8s.Provider
+    # The NFS server step when a cluster host serves NFS, and the nodes.
+    depends_on: list
+
+
+class SharedStorage(pulumi.ComponentResource):
+    def __init__(self, name: str, args: SharedStorageArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:addons:SharedStorage", name, None, opts)
+        self.default_class = args.settings.storage.default_class
+        self.resources = kube.apply_all(
+            storage_manifests(args.settings),
+            kube.k8s_provider_opts(args.provider, self, args.depends_on))
+        self.register_outputs({"defaultStorageClass": self.default_class})
+
+
+def nfs_server_address(settings: StackConfig) -> str:
+    nfs = settings.storage.nfs
+    if nfs.server:
+        return nfs.server
+    return next(h.address for h in settings.hosts if h.name == nfs.host)
+
+
+def storage_manifests(settings: StackConfig) -> list[dict]:
+    storage = settings.storage
+    manifests: list[dict] = []
+    for backend_name, backend in storage.backends.items():
+        is_default = backend_name == storage.default_backend
+        if isinstance(backend, NfsBackend):
+            manifests += _nfs(nfs_server_address(settings), backend, is_default)
+        elif isinstance(backend, LocalPathBackend):
+            manifests += _local_path(backend, is_default)
+    return manifests
+
+
+def _storage_class(name: str, provisioner: str, is_default: bool, **fields) -> dict:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name,
+                     "annotations": {DEFAULT_CLASS_ANNOTATION: "true" if is_default else "false"}},
+        "provisioner": provisioner,
+        # A deleted claim leaves its volume and data behind for an admin to reuse or remove.
+        "reclaimPolicy": "Retain",
+        **fields,
+    }
+
+
+def _service_account_rbac(namespace: str, account: str, cluster_rules: list[dict],
+                          namespace_rules: list[dict]) -> list[dict]:
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": account, "namespace": namespace}},
+        {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": account},
+         "rules": cluster_rules},
+        {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": account},
+         "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": account},
+         "subjects": subject},
+        {"apiVersion": f"{rbac}/v1", "kind": "Role",
+         "metadata": {"name": account, "namespace": namespace}, "rules": namespace_rules},
+        {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding",
+         "metadata": {"name": account, "namespace": namespace},
+         "roleRef": {"apiGroup": rbac, "kind": "Role", "name": account}, "subjects": subject},
+    ]
+
+
+def _rule(group: str, resources: list[str], verbs: list[str]) -> dict:
+    return {"apiGroups": [group], "resources": resources, "verbs": verbs}
+
+
+def _nfs(server: str, nfs: NfsBackend, is_default: bool) -> list[dict]:
+    account = "nfs-subdir-external-provisioner"
+    labels = {"app.kubernetes.io/name": account}
+    rbac = _service_account_rbac(
+        NFS_NAMESPACE, account,
+        cluster_rules=[
+            _rule("", ["persistentvolumes"], ["get", "list", "watch", "create", "delete"]),
+            _rule("", ["persistentvolumeclaims"], ["get", "list", "watch", "update"]),
+            _rule("storage.k8s.io", ["storageclasses"], ["get", "list", "watch"]),
+            _rule("", ["events"], ["create", "update", "patch"]),
+        ],
+        namespace_rules=[_rule("", ["endpoints"],
+                               ["get", "list", "watch", "create", "update", "patch"])],
+    )
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": account, "namespace": NFS_NAMESPACE, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "serviceAccountName": account,
+                "containers": [{
+                    "name": "provisioner",
+                    "image": versions.NFS_SUBDIR_PROVISIONER_IMAGE,
+                    "env": [
+                        {"name": "PROVISIONER_NAME", "value": NFS_PROVISIONER},
+                        {"name": "NFS_SERVER", "value": server},
+                        {"name": "NFS_PATH", "value": nfs.path},
+                    ],
+                    "securityContext": {"allowPrivilegeEscalation": False},
+                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                  "limits": {"memory": "128Mi"}},
+                    "volumeMounts": [{"name": "nfs-root", "mountPath": "/persistentvolumes"}],
+                }],
+                "volumes": [{"name": "nfs-root",
+                             "persistentVolumeClaim": {"claimName": f"{account}-root"}}],
+            }},
+        },
+    }
+    # The provisioner's own mount of the export goes through a static volume so it gets
+    # the same soft mount options (an inline `nfs:` volume would mount hard and hang).
+    root_labels = {"gpu-cluster/volume": f"{account}-root"}
+    root_volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{account}-root", "labels": root_labels},
+        "spec": {
+            "capacity": {"storage": "10Mi"},
+            "volumeMode": "Filesystem",
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "mountOptions": list(nfs.mount_options),
+            "nfs": {"server": server, "path": nfs.path},
+        },
+    }
+    root_claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": f"{account}-root", "namespace": NFS_NAMESPACE},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "volumeMode": "Filesystem",
+            "storageClassName": "",
+            "selector": {"matchLabels": root_labels},
+            "resources": {"requests": {"storage": "10Mi"}},
+        },
+    }
+    storage_class = _storage_class(
+        STORAGE_CLASS_NAMES["nfs"], NFS_PROVISIONER, is_default,
+        parameters={
+            # Folders named after the claim: a claim re-created with the same name finds
+            # its data again, and a removed one is archived, never deleted.
+            "pathPattern": "${.PVC.namespace}-${.PVC.name}",
+            "archiveOnDelete": "true",
+        },
+        mountOptions=list(nfs.mount_options),
+        volumeBindingMode="Immediate",
+    )
+    return rbac + [root_volume, root_claim, deployment, storage_class]
+
+
+def _local_path(local: LocalPathBackend, is_default: bool) -> list[dict]:
+    account = "local-path-provisioner"
+    labels = {"app.kubernetes.io/name": account}
+    rbac = _service_account_rbac(
+        LOCAL_PATH_NAMESPACE, account,
+        cluster_rules=[
+            _rule("", ["nodes", "persistentvolumeclaims", "configmaps", "pods", "pods/log"],
+                  ["get", "list", "watch"]),
+            _rule("", ["persistentvolumes"],
+                  ["get", "list", "watch", "create", "patch", "update", "delete"]),
+            _rule("", ["events"], ["create", "patch"]),
+            _rule("storage.k8s.io", ["storageclasses"], ["get", "list", "watch"]),
+        ],
+        namespace_rules=[_rule("", ["pods"],
+                               ["get", "list", "watch", "create", "patch", "update", "delete"])],
+    )
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "local-path-config", "namespace": LOCAL_PATH_NAMESPACE},
+        "data": {
+            "config.json": json.dumps({"nodePathMap": [
+                {"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [local.path]}]}, indent=2),
+            "setup": '#!/bin/sh\nset -eu\nmkdir -m 0777 -p "$VOL_DIR"\n',
+            # Only runs for a Delete reclaim policy; data is moved aside, never removed.
+            "teardown": '#!/bin/sh\nset -eu\nmv "$VOL_DIR" "$VOL_DIR.deleted-$(date +%s)"\n',
+            "helperPod.yaml": _helper_pod(),
+        },
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": account, "namespace": LOCAL_PATH_NAMESPACE, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "serviceAccountName": account,
+                "containers": [{
+                    "name": "provisioner",
+                    "image": versions.LOCAL_PATH_PROVISIONER_IMAGE,
+                    "command": ["local-path-provisioner", "start", "--config",
+                                "/etc/config/config.json"],
+                    "env": [
+                        {"name": "POD_NAMESPACE",
+                         "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                        {"name": "CONFIG_MOUNT_PATH", "value": "/etc/config/"},
+                    ],
+                    "securityContext": {"allowPrivilegeEscalation": False},
+                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                  "limits": {"memory": "128Mi"}},
+                    "volumeMounts": [{"name": "config", "mountPath": "/etc/config/"}],
+                }],
+                "volumes": [{"name": "config", "configMap": {"name": "local-path-config"}}],
+            }},
+        },
+    }
+    storage_class = _storage_class(
+        STORAGE_CLASS_NAMES["localPath"], LOCAL_PATH_PROVISIONER, is_default,
+        volumeBindingMode="WaitForFirstConsumer",
+    )
+    return rbac + [config, deployment, storage_class]
+
+
+def _helper_pod() -> str:
+    import yaml
+
+    return yaml.safe_dump({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "helper-pod"},
+        "spec": {
+            "priorityClassName": "system-node-critical",
+            "tolerations": [{"key": "node.kubernetes.io/disk-pressure", "operator": "Exists",
+                             "effect": "NoSchedule"}],
+            "containers": [{"name": "helper-pod", "image": versions.LOCAL_PATH_HELPER_IMAGE,
+                            "imagePullPolicy": "IfNotPresent"}],
+        },
+    }, sort_keys=False)

@@ -1,0 +1,179 @@
+"""Add-ons under the mocks: GPUs only on GPU nodes, one default StorageClass, data
+retained, the MPI operator pinned and ordered after the nodes."""
+
+import copy
+
+import pytest
+
+from tests.conftest import bare_metal_config, preview
+
+STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+
+
+def deps(plan, name: str) -> set[str]:
+    return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))}
+
+
+def device_plugin(plan) -> dict:
+    [daemon_set] = [r for r in plan.of_type(DAEMON_SET)
+                    if r.inputs["metadata"]["name"] == "nvidia-device-plugin"]
+    return daemon_set.inputs["spec"]["template"]["spec"]
+
+
+def test_device_plugin_runs_only_where_the_bootstrap_labels_gpu_nodes():
+    values = bare_metal_config(workers=2)
+    values["hosts"][0]["role"] = "controller+worker"  # a node without GPUs
+    plan = preview(values)
+    pod = device_plugin(plan)
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert pod["runtimeClassName"] == "nvidia"
+    labels = {r.inputs["metadata"]["name"]: r.inputs["metadata"].get("labels", {})
+              for r in plan.of_type("kubernetes:core/v1:NodePatch")}
+    assert set(labels) == {"controller", "gpu000", "gpu001"}
+    selected = {name for name, node in labels.items()
+                if all(node.get(k) == v for k, v in pod["nodeSelector"].items())}
+    assert selected == {"gpu000", "gpu001"}
+    [runtime_class] = plan.of_type("kubernetes:node.k8s.io/v1:RuntimeClass")
+    assert runtime_class.inputs["handler"] == "nvidia"
+    assert runtime_class.inputs["scheduling"]["nodeSelector"] == pod["nodeSelector"]
+
+
+def test_device_plugin_tolerates_the_gpu_hosts_taints():
+    values = bare_metal_config(workers=2)
+    values["hosts"][1]["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    values["hosts"][2]["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                                    {"key": "team", "value": "vision", "effect": "NoExecute"}]
+    pod = device_plugin(preview(values))
+    assert {(t["key"], t["effect"]) for t in pod["tolerations"]} == {
+        ("nvidia.com/gpu", "NoSchedule"), ("dedicated", "NoSchedule"), ("team", "NoExecute")}
+    assert all(t["operator"] == "Exists" for t in pod["tolerations"])
+
+
+@pytest.mark.parametrize("gpu, tuning, expected_config, security", [
+    ({}, {}, {"version": "v1", "flags": {"migStrategy": "none"}},
+     {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}),
+    ({"timeSlicingReplicas": 4}, {},
+     {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": {
+         "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}},
+     {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}),
+    ({"migStrategy": "mixed"}, {}, {"version": "v1", "flags": {"migStrategy": "mixed"}},
+     {"capabilities": {"add": ["SYS_ADMIN"]}}),
+    ({}, {"cpuManagerPolicy": "static", "reservedCpus": "0-1"},
+     {"version": "v1", "flags": {"migStrategy": "none"}}, {"privileged": True}),
+])
+def test_device_plugin_config_and_privileges_follow_the_settings(gpu, tuning, expected_config,
+                                                                 security):
+    import yaml
+
+    values = bare_metal_config(workers=1)
+    values["gpu"], values["tuning"] = gpu, tuning
+    plan = preview(values)
+    [config_map] = [r for r in plan.of_type("kubernetes:core/v1:ConfigMap")
+                    if r.inputs["metadata"]["name"] == "nvidia-device-plugin-config"]
+    assert yaml.safe_load(config_map.inputs["data"]["config.yaml"]) == expected_config
+    [container] = device_plugin(plan)["containers"]
+    assert container["securityContext"] == security
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["CONFIG_FILE"] == "/config/config.yaml"
+    assert ("PASS_DEVICE_SPECS" in env) == ("cpuManagerPolicy" in tuning)
+
+
+def default_classes(plan) -> list[str]:
+    return [r.inputs["metadata"]["name"] for r in plan.of_type(STORAGE_CLASS)
+            if r.inputs["metadata"]["annotations"][
+                "storageclass.kubernetes.io/is-default-class"] == "true"]
+
+
+STORAGE_CASES = [
+    ("nfs served by a host", {"nfs": {"host": "controller"}}, ["nfs"], ["nfs"]),
+    ("existing nfs server", {"nfs": {"server": "192.0.2.20", "path": "/export/ml"}}, ["nfs"],
+     ["nfs"]),
+    ("local path", {"localPath": {"path": "/dfs"}}, ["local-path"], ["local-path"]),
+    ("both, nfs default", {"nfs": {"host": "controller", "default": True}, "localPath": {}},
+     ["nfs", "local-path"], ["nfs"]),
+    ("both, local-path default", {"nfs": {"server": "192.0.2.20"},
+                                  "localPath": {"default": True}},
+     ["nfs", "local-path"], ["local-path"]),
+]
+
+
+@pytest.mark.parametrize("storage, classes, default",
+                         [c[1:] for c in STORAGE_CASES], ids=[c[0] for c in STORAGE_CASES])
+def test_exactly_one_default_storage_class_and_data_is_retained(storage, classes, default):
+    values = bare_metal_config(workers=1)
+    values["storage"] = storage
+    plan = preview(values)
+    found = plan.of_type(STORAGE_CLASS)
+    assert sorted(r.inputs["metadata"]["name"] for r in found) == sorted(classes)
+    assert default_classes(plan) == default
+    assert plan.outputs["defaultStorageClass"] == (default[0], False)
+    for storage_class in found:
+        assert storage_class.inputs["reclaimPolicy"] == "Retain"
+    nfs = [r for r in found if r.inputs["metadata"]["name"] == "nfs"]
+    if nfs:
+        assert nfs[0].inputs["parameters"]["archiveOnDelete"] == "true"
+        options = nfs[0].inputs["mountOptions"]
+        assert "soft" in options and any(o.startswith("timeo=") for o in options)
+        assert any(o.startswith("retrans=") for o in options)
+
+
+def test_a_cluster_host_serves_nfs_before_the_provisioner_and_never_deletes_data():
+    plan = preview(bare_metal_config(workers=1))
+    serve = plan.named("controller-serve-nfs")
+    assert deps(plan, "controller-serve-nfs") == {"controller-prepare-host"}
+    assert "delete" not in serve.inputs
+    stdin = serve.inputs["stdin"]
+    assert "export NFS_EXPORT_PATH='/srv/nfs'" in stdin
+    assert "export NFS_CLIENT_CIDRS='192.168.2.0/24'" in stdin
+    assert "no_root_squash" in stdin  # databases on NFS must own their files
+    deployment = next(r for r in plan.of_type("kubernetes:apps/v1:Deployment")
+                      if r.inputs["metadata"]["name"] == "nfs-subdir-external-provisioner")
+    assert "controller-serve-nfs" in deps(plan, deployment.name)
+    env = {e["name"]: e["value"] for e in
+           deployment.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NFS_SERVER"] == "192.168.2.1" and env["NFS_PATH"] == "/srv/nfs"
+
+
+def test_existing_nfs_server_needs_no_host_step():
+    values = bare_metal_config(workers=1)
+    values["storage"] = {"nfs": {"server": "192.0.2.20", "path": "/export/ml"}}
+    plan = preview(values)
+    assert not [r for r in plan.of_type("command:remote:Command") if "serve-nfs" in r.name]
+
+
+def test_mpi_operator_is_pinned_applied_server_side_after_the_nodes():
+    plan = preview(bare_metal_config(workers=2))
+    [operator] = plan.of_type("kubernetes:yaml/v2:ConfigFile")
+    assert operator.inputs["file"].endswith("/kubeflow/mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml")
+    # A stable name: bumping the version must update in place, never replace (which
+    # would delete the CRD and every MPIJob).
+    assert operator.name == "test-mpi-operator-manifest"
+    [provider] = plan.of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["enableServerSideApply"] == "true"
+    assert {"gpu000-node-metadata", "gpu001-node-metadata"} <= deps(plan, operator.name)
+
+
+def test_mpi_operator_can_be_left_out():
+    values = bare_metal_config(workers=1)
+    values["mpi"] = {"operator": False}
+    assert not preview(values).of_type("kubernetes:yaml/v2:ConfigFile")
+
+
+def test_addons_wait_for_every_node():
+    plan = preview(bare_metal_config(workers=3))
+    nodes = {f"gpu00{i}-node-metadata" for i in range(3)}
+    for resource in plan.resources:
+        if resource.type.startswith("kubernetes:") and "NodePatch" not in resource.type:
+            assert nodes <= _transitive(plan, resource), resource.name
+
+
+def _transitive(plan, resource) -> set[str]:
+    seen: set[str] = set()
+    todo = list(plan.custom_dependencies(resource))
+    while todo:
+        urn = todo.pop()
+        if urn not in seen:
+            seen.add(urn)
+            todo += plan.custom_dependencies(plan.by_urn[urn])
+    return {plan.by_urn[u].name for u in seen}
