@@ -10,10 +10,19 @@ import pulumi_kubernetes as k8s
 
 from components import kube
 from config import versions
-from config.model import STORAGE_CLASS_NAMES, LocalPathBackend, NfsBackend, StackConfig
+from config.model import (
+    STORAGE_CLASS_NAMES,
+    EfsBackend,
+    LocalPathBackend,
+    NfsBackend,
+    StackConfig,
+)
 
 NFS_NAMESPACE = "nfs-provisioner"
 NFS_PROVISIONER = "k8s-sigs.io/nfs-subdir-external-provisioner"
+# EFS is served over NFS too: its own instance of the same provisioner.
+EFS_NAMESPACE = "efs-provisioner"
+EFS_PROVISIONER = "gpu-cluster/efs-subdir-provisioner"
 LOCAL_PATH_NAMESPACE = "local-path-storage"
 LOCAL_PATH_PROVISIONER = "rancher.io/local-path"
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
@@ -50,7 +59,15 @@ def storage_manifests(settings: StackConfig) -> list[dict]:
     for backend_name, backend in storage.backends.items():
         is_default = backend_name == storage.default_backend
         if isinstance(backend, NfsBackend):
-            manifests += _nfs(nfs_server_address(settings), backend, is_default)
+            manifests += _nfs_subdir(
+                STORAGE_CLASS_NAMES["nfs"], NFS_NAMESPACE, NFS_PROVISIONER,
+                "nfs-subdir-external-provisioner", nfs_server_address(settings), backend,
+                is_default)
+        elif isinstance(backend, EfsBackend):
+            # By mount-target address: on-prem nodes need no AWS DNS to reach it.
+            manifests += _nfs_subdir(
+                STORAGE_CLASS_NAMES["efs"], EFS_NAMESPACE, EFS_PROVISIONER,
+                "efs-subdir-provisioner", backend.mount_target_address, backend, is_default)
         elif isinstance(backend, LocalPathBackend):
             manifests += _local_path(backend, is_default)
     return manifests
@@ -94,11 +111,11 @@ def _rule(group: str, resources: list[str], verbs: list[str]) -> dict:
     return {"apiGroups": [group], "resources": resources, "verbs": verbs}
 
 
-def _nfs(server: str, nfs: NfsBackend, is_default: bool) -> list[dict]:
-    account = "nfs-subdir-external-provisioner"
+def _nfs_subdir(class_name: str, namespace: str, provisioner: str, account: str, server: str,
+                nfs: "NfsBackend | EfsBackend", is_default: bool) -> list[dict]:
     labels = {"app.kubernetes.io/name": account}
     rbac = _service_account_rbac(
-        NFS_NAMESPACE, account,
+        namespace, account,
         cluster_rules=[
             _rule("", ["persistentvolumes"], ["get", "list", "watch", "create", "delete"]),
             _rule("", ["persistentvolumeclaims"], ["get", "list", "watch", "update"]),
@@ -111,7 +128,7 @@ def _nfs(server: str, nfs: NfsBackend, is_default: bool) -> list[dict]:
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": account, "namespace": NFS_NAMESPACE, "labels": labels},
+        "metadata": {"name": account, "namespace": namespace, "labels": labels},
         "spec": {
             "replicas": 1,
             "strategy": {"type": "Recreate"},
@@ -122,7 +139,7 @@ def _nfs(server: str, nfs: NfsBackend, is_default: bool) -> list[dict]:
                     "name": "provisioner",
                     "image": versions.NFS_SUBDIR_PROVISIONER_IMAGE,
                     "env": [
-                        {"name": "PROVISIONER_NAME", "value": NFS_PROVISIONER},
+                        {"name": "PROVISIONER_NAME", "value": provisioner},
                         {"name": "NFS_SERVER", "value": server},
                         {"name": "NFS_PATH", "value": nfs.path},
                     ],
@@ -156,7 +173,7 @@ def _nfs(server: str, nfs: NfsBackend, is_default: bool) -> list[dict]:
     root_claim = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": f"{account}-root", "namespace": NFS_NAMESPACE},
+        "metadata": {"name": f"{account}-root", "namespace": namespace},
         "spec": {
             "accessModes": ["ReadWriteOnce"],
             "volumeMode": "Filesystem",
@@ -166,7 +183,7 @@ def _nfs(server: str, nfs: NfsBackend, is_default: bool) -> list[dict]:
         },
     }
     storage_class = _storage_class(
-        STORAGE_CLASS_NAMES["nfs"], NFS_PROVISIONER, is_default,
+        class_name, provisioner, is_default,
         parameters={
             # Folders named after the claim: a claim re-created with the same name finds
             # its data again, and a removed one is archived, never deleted.

@@ -195,7 +195,7 @@ def _storage(cfg: PartialConfig) -> list[Problem]:
         return []
     backends = storage.backends
     if not backends:
-        return [Problem("storage", "configure a backend: nfs (shared, ReadWriteMany) or "
+        return [Problem("storage", "configure a backend: nfs or efs (shared, ReadWriteMany) or "
                         "localPath (node-local); it becomes the default StorageClass")]
     problems = []
     defaults = [name for name, backend in backends.items() if backend.default]

@@ -107,10 +107,7 @@ def _from_validation_error(error: ValidationError) -> list[Problem]:
 def _unknown_nested_key(path: str) -> str:
     section, _, name = path.rpartition(".")
     if section == "storage":
-        if name == "efs":
-            return ("EFS comes with the hybrid and cloud layouts, not available in this version; "
-                    "use nfs or localPath")
-        return f"unknown storage backend '{name}'; use nfs or localPath"
+        return f"unknown storage backend '{name}'; use nfs, efs or localPath"
     return "unknown key"
 
 

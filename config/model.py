@@ -189,6 +189,17 @@ class NfsBackend(Section):
     default: Optional[bool] = None
 
 
+class EfsBackend(Section):
+    # An EFS mount target's address, reached over the VPC, a VPN or Direct Connect;
+    # by address so on-prem nodes need no AWS DNS.
+    mount_target_address: IPv4
+    path: AbsolutePath = "/"
+    # EFS's recommended NFS options, but soft (see storage.nfs.mountOptions).
+    mount_options: list[str] = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "soft",
+                                "timeo=150", "retrans=3", "noresvport"]
+    default: Optional[bool] = None
+
+
 class LocalPathBackend(Section):
     # Node-local folder for volumes (seed 000 pointed it at a mergerfs mount).
     path: AbsolutePath = "/opt/local-path-provisioner"
@@ -196,18 +207,19 @@ class LocalPathBackend(Section):
 
 
 # StorageClass name of each backend.
-STORAGE_CLASS_NAMES = {"nfs": "nfs", "localPath": "local-path"}
+STORAGE_CLASS_NAMES = {"nfs": "nfs", "efs": "efs", "localPath": "local-path"}
 
 
 class StorageSettings(Section):
     """One StorageClass per configured backend; exactly one is the default."""
 
     nfs: Optional[NfsBackend] = None
+    efs: Optional[EfsBackend] = None
     local_path: Optional[LocalPathBackend] = None
 
     @property
-    def backends(self) -> dict[str, "NfsBackend | LocalPathBackend"]:
-        found = {"nfs": self.nfs, "localPath": self.local_path}
+    def backends(self) -> dict[str, "NfsBackend | EfsBackend | LocalPathBackend"]:
+        found = {"nfs": self.nfs, "efs": self.efs, "localPath": self.local_path}
         return {name: backend for name, backend in found.items() if backend is not None}
 
     @property

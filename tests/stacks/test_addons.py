@@ -90,6 +90,10 @@ STORAGE_CASES = [
     ("existing nfs server", {"nfs": {"server": "192.0.2.20", "path": "/export/ml"}}, ["nfs"],
      ["nfs"]),
     ("local path", {"localPath": {"path": "/dfs"}}, ["local-path"], ["local-path"]),
+    ("efs by mount target", {"efs": {"mountTargetAddress": "10.0.1.10"}}, ["efs"], ["efs"]),
+    ("nfs and efs, efs default", {"nfs": {"server": "192.0.2.20"},
+                                  "efs": {"mountTargetAddress": "10.0.1.10", "default": True}},
+     ["nfs", "efs"], ["efs"]),
     ("both, nfs default", {"nfs": {"host": "controller", "default": True}, "localPath": {}},
      ["nfs", "local-path"], ["nfs"]),
     ("both, local-path default", {"nfs": {"server": "192.0.2.20"},
@@ -110,12 +114,15 @@ def test_exactly_one_default_storage_class_and_data_is_retained(storage, classes
     assert plan.outputs["defaultStorageClass"] == (default[0], False)
     for storage_class in found:
         assert storage_class.inputs["reclaimPolicy"] == "Retain"
-    nfs = [r for r in found if r.inputs["metadata"]["name"] == "nfs"]
-    if nfs:
-        assert nfs[0].inputs["parameters"]["archiveOnDelete"] == "true"
-        options = nfs[0].inputs["mountOptions"]
+    provisioners = set()
+    for shared in (r for r in found if r.inputs["metadata"]["name"] in ("nfs", "efs")):
+        assert shared.inputs["parameters"]["archiveOnDelete"] == "true"
+        options = shared.inputs["mountOptions"]
         assert "soft" in options and any(o.startswith("timeo=") for o in options)
         assert any(o.startswith("retrans=") for o in options)
+        provisioners.add(shared.inputs["provisioner"])
+    # Each shared backend has its own provisioner instance.
+    assert len(provisioners) == len([c for c in classes if c in ("nfs", "efs")])
 
 
 def test_a_cluster_host_serves_nfs_before_the_provisioner_and_never_deletes_data():

@@ -32,8 +32,9 @@ def test_every_rendered_step_is_valid_bash_and_shellcheck_clean(lab_build, lab_p
 
 VARIANTS = {
     "local-path default": {"storage": {"localPath": {"path": "/dfs"}}},
-    "two backends": {"storage": {"nfs": {"server": "192.0.2.20", "default": True},
-                                 "localPath": {}}},
+    "three backends": {"storage": {"nfs": {"server": "192.0.2.20", "default": True},
+                                   "efs": {"mountTargetAddress": "10.0.1.10"},
+                                   "localPath": {}}},
     "time-slicing and taints": {"gpu": {"timeSlicingReplicas": 4}},
     "mig and static cpu manager": {"gpu": {"migStrategy": "single"},
                                    "tuning": {"cpuManagerPolicy": "static", "reservedCpus": "0"}},
