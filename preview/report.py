@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from config.model import STORAGE_CLASS_NAMES
 from preview.engine import Plan, ResourceRecord
 
 _KUBERNETES_TYPE = re.compile(r"^kubernetes:(?P<group>[^/]+)/(?P<version>[^:]+):(?P<kind>\w+)$")
@@ -33,6 +34,7 @@ def tree(plan: Plan) -> str:
     lines += ["", f"Resources: {len(plan.resources)} to create"]
     lines += [f"  {count:5d}  {type_}" for type_, count in sorted(counts.items())]
     lines += ["", f"Dependency depth: {plan.depth} (longest chain of steps that must run in order)"]
+    lines += _storage_summary(plan)
     lines += ["", "Outputs:"]
     for name, (value, secret) in plan.outputs.items():
         shown = "[secret]" if secret else json.dumps(plan.redact(value))
@@ -41,6 +43,27 @@ def tree(plan: Plan) -> str:
         lines += ["", "Secrets are not decrypted offline; these use placeholders in this preview only:"]
         lines += [f"  {key}" for key in plan.placeholders]
     return "\n".join(lines) + "\n"
+
+
+def _storage_summary(plan: Plan) -> list[str]:
+    """Which storage backend is the default, and why."""
+    classes = plan.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    if not classes:
+        return []
+    backend_of = {name: backend for backend, name in STORAGE_CLASS_NAMES.items()}
+    lines = ["", "Storage:"]
+    for resource in classes:
+        name = resource.inputs["metadata"]["name"]
+        default = resource.inputs["metadata"]["annotations"].get(
+            "storageclass.kubernetes.io/is-default-class") == "true"
+        why = ""
+        if default:
+            why = (" (default: the only backend configured)" if len(classes) == 1 else
+                   f" (default: gpu-cluster:storage.{backend_of.get(name, name)}.default is true)")
+        options = ",".join(resource.inputs.get("mountOptions", [])) or "-"
+        lines.append(f"  StorageClass {name}: {resource.inputs['provisioner']}, reclaim "
+                     f"{resource.inputs['reclaimPolicy']}, mount options {options}{why}")
+    return lines
 
 
 def write_artifacts(plan: Plan, build_dir: Path) -> list[Path]:

@@ -184,3 +184,21 @@ def _transitive(plan, resource) -> set[str]:
             seen.add(urn)
             todo += plan.custom_dependencies(plan.by_urn[urn])
     return {plan.by_urn[u].name for u in seen}
+
+
+@pytest.mark.parametrize("storage, reason", [
+    ({"nfs": {"host": "controller"}}, "StorageClass nfs: k8s-sigs.io/nfs-subdir-external-"
+     "provisioner, reclaim Retain, mount options nfsvers=4.1,soft,timeo=150,retrans=3 "
+     "(default: the only backend configured)"),
+    ({"nfs": {"host": "controller"}, "localPath": {"default": True}},
+     "StorageClass local-path: rancher.io/local-path, reclaim Retain, mount options - "
+     "(default: gpu-cluster:storage.localPath.default is true)"),
+])
+def test_preview_says_which_storage_backend_is_the_default_and_why(storage, reason):
+    from preview.report import tree
+
+    values = bare_metal_config(workers=1)
+    values["storage"] = storage
+    lines = tree(preview(values)).splitlines()
+    assert f"  {reason}" in lines
+    assert sum("(default:" in line for line in lines) == 1
