@@ -271,7 +271,7 @@ def _helper_pod() -> str:
             "priorityClassName": "system-node-critical",
             "tolerations": [{"key": "node.kubernetes.io/disk-pressure", "operator": "Exists",
                              "effect": "NoSchedule"}],
-            "containers": [{"name": "helper-pod", "image": versions.LOCAL_PATH_HELPER_IMAGE,
+            "containers": [{"name": "helper-pod", "image": versions.BUSYBOX_IMAGE,
                             "imagePullPolicy": "IfNotPresent"}],
         },
     }, sort_keys=False)

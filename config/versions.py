@@ -29,8 +29,8 @@ NFS_SUBDIR_PROVISIONER_IMAGE = (
 )
 LOCAL_PATH_PROVISIONER = "v0.0.37"
 LOCAL_PATH_PROVISIONER_IMAGE = f"rancher/local-path-provisioner:{LOCAL_PATH_PROVISIONER}"
-# Helper image local-path-provisioner runs to create and delete volume folders.
-LOCAL_PATH_HELPER_IMAGE = "busybox:1.37.0"
+# A small shell: local-path-provisioner's helper pods and the storage acceptance check.
+BUSYBOX_IMAGE = "busybox:1.37.0"
 
 # Images of the acceptance workloads (files users apply after `pulumi up`).
 CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04"

@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from config import ConfigError
+import acceptance
+from config import ConfigError, load
 from preview.engine import run_program
 from preview.report import tree, write_artifacts
 from preview.stack_file import read_stack
@@ -37,7 +38,10 @@ def main(argv: list[str] | None = None) -> int:
 
     report = tree(plan)
     out_dir = args.build_dir / args.stack
-    written = write_artifacts(plan, out_dir)
+    settings = load(stack_file.config, stack_file.secret_keys, stack=args.stack)
+    checks = {f"acceptance/{name}": acceptance.dump(objects)
+              for name, objects in acceptance.render(settings).items()}
+    written = write_artifacts(plan, out_dir, checks)
     print(report if not args.quiet else report.split("\n\n", 2)[-1], end="")
     print(f"\nWrote {len(written)} files to {out_dir}")
     return 0

@@ -6,7 +6,7 @@ import re
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -66,8 +66,10 @@ def _storage_summary(plan: Plan) -> list[str]:
     return lines
 
 
-def write_artifacts(plan: Plan, build_dir: Path) -> list[Path]:
-    """Writes build/<stack>/ afresh; returns the files written."""
+def write_artifacts(plan: Plan, build_dir: Path,
+                    extra_files: Optional[dict[str, str]] = None) -> list[Path]:
+    """Writes build/<stack>/ afresh, plus `extra_files` (relative path -> text); returns
+    the files written."""
     if build_dir.exists():
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True)
@@ -96,6 +98,8 @@ def write_artifacts(plan: Plan, build_dir: Path) -> list[Path]:
     upstream = _upstream_manifests(plan)
     if upstream:
         write("manifests/upstream.txt", upstream)
+    for relative, text in (extra_files or {}).items():
+        write(relative, plan.redact(text))
     return written
 
 

@@ -95,3 +95,23 @@ def test_k0s_config_is_a_cluster_config_with_pinned_networking(lab_plan):
     # The same text is what install-controller writes to /etc/k0s/k0s.yaml.
     stdin = lab_plan.named("controller-install-controller").inputs["stdin"]
     assert "kind: ClusterConfig" in stdin
+
+
+def test_preview_command_writes_the_build_folder(tmp_path, capsys):
+    from preview.__main__ import main
+
+    assert main(["lab", "--build-dir", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "Resources:" in printed and "gpu-cluster:sshPrivateKey" in printed
+    build = tmp_path / "lab"
+    assert sorted(p.name for p in (build / "acceptance").iterdir()) == [
+        "gpu-smoke.yaml", "mpijob-benchmark.yaml", "rwx-check.yaml"]
+    assert (build / "manifests" / "upstream.txt").read_text().count("mpi-operator.yaml") == 1
+    assert f"Wrote {sum(1 for p in build.rglob('*') if p.is_file())} files" in printed
+
+
+def test_preview_of_an_unknown_stack_fails_cleanly(tmp_path, capsys):
+    from preview.__main__ import main
+
+    assert main(["nope", "--build-dir", str(tmp_path)]) == 2
+    assert "no stack file Pulumi.nope.yaml" in capsys.readouterr().err

@@ -1,0 +1,37 @@
+r"""Acceptance workloads: Kubernetes files that prove a freshly built cluster works.
+
+`render(settings)` turns the stack config into files (name -> list of objects) and
+`dump(objects)` gives one file's YAML; the offline preview writes them to
+`build/<stack>/acceptance/`. After `pulumi up`, apply each file and read its logs (every file
+carries the `gpu-acceptance` Namespace, so each one applies on its own):
+
+    # Every GPU host: nvidia-smi sees the requested GPUs, then the CUDA vectorAdd sample runs.
+    kubectl apply -f build/<stack>/acceptance/gpu-smoke.yaml
+    kubectl -n gpu-acceptance wait --for=condition=complete job \
+        -l app.kubernetes.io/component=gpu-smoke --timeout=30m
+    kubectl -n gpu-acceptance logs job/gpu-smoke-<host> -c nvidia-smi
+    kubectl -n gpu-acceptance logs job/gpu-smoke-<host>
+
+    # The default StorageClass: two pods on different nodes share one volume.
+    kubectl apply -f build/<stack>/acceptance/rwx-check.yaml
+    kubectl -n gpu-acceptance wait --for=condition=complete job/rwx-check --timeout=30m
+    kubectl -n gpu-acceptance logs -l batch.kubernetes.io/job-name=rwx-check --prefix
+
+    # Every GPU worker together: Horovod's synthetic PyTorch benchmark over NCCL (MPI operator).
+    kubectl apply -f build/<stack>/acceptance/mpijob-benchmark.yaml
+    kubectl -n gpu-acceptance wait --for=condition=Succeeded mpijob/horovod-benchmark --timeout=60m
+    kubectl -n gpu-acceptance logs job/horovod-benchmark-launcher
+
+A failed check leaves a failed Job (`kubectl -n gpu-acceptance get jobs,pods`). Finished Jobs are
+removed after an hour; to run a check again sooner, delete its Jobs first, e.g.
+`kubectl -n gpu-acceptance delete job -l app.kubernetes.io/component=gpu-smoke`.
+`kubectl delete namespace gpu-acceptance` removes every check and the test volume.
+
+Files without anything to check are not rendered: no `gpu-smoke.yaml` and no
+`mpijob-benchmark.yaml` when no host that runs workloads has GPUs, and no
+`mpijob-benchmark.yaml` when `mpi.operator` is off (the MPIJob kind would not exist).
+"""
+
+from acceptance.workloads import NAMESPACE, dump, render
+
+__all__ = ["NAMESPACE", "dump", "render"]

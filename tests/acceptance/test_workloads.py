@@ -1,0 +1,437 @@
+"""Acceptance workloads: what each file checks follows from the stack config, and the scripts
+inside them pass and fail when they should."""
+
+import functools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from acceptance import NAMESPACE, dump, render
+from config import load, versions
+from tests.acceptance.cases import (
+    CASES,
+    MPI_CASES,
+    objects_of_kind,
+    settings_of,
+    untolerated,
+)
+from tests.conftest import as_cli_config, bare_metal_config
+
+HOSTNAME = "kubernetes.io/hostname"
+SMOKE_CASES = [name for name, case in CASES.items() if "gpu-smoke.yaml" in case.files]
+DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+@functools.lru_cache(maxsize=None)
+def rendered(name: str) -> dict[str, list[dict]]:
+    return render(settings_of(CASES[name]))
+
+
+def only(objects: list[dict], kind: str) -> dict:
+    found = objects_of_kind(objects, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def all_taints(case) -> list[dict]:
+    return [taint for taints in case.taints.values() for taint in taints]
+
+
+def gpu_taints(case) -> list[dict]:
+    return [taint for host in case.gpu_hosts for taint in case.taints.get(host, [])]
+
+
+def env_of(container: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
+def exported(args: list[str]) -> set[str]:
+    return {args[i + 1] for i, arg in enumerate(args) if arg == "-x"}
+
+
+def contains_run(args: list[str], run: list[str]) -> bool:
+    return any(args[i:i + len(run)] == run for i in range(len(args)))
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_rendered_files_match_what_the_stack_has(name):
+    assert set(rendered(name)) == set(CASES[name].files)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_every_file_applies_on_its_own_in_the_acceptance_namespace(name):
+    for file, objects in rendered(name).items():
+        first, *rest = objects
+        assert (first["kind"], first["metadata"]["name"]) == ("Namespace", NAMESPACE), file
+        assert rest, f"{file} holds nothing but the Namespace"
+        for obj in rest:
+            assert obj["kind"] != "Namespace", file
+            assert obj["metadata"]["namespace"] == NAMESPACE, (file, obj["metadata"]["name"])
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_files_dump_to_plain_yaml_that_reads_back_the_same(name):
+    for file, objects in rendered(name).items():
+        text = dump(objects)
+        assert list(yaml.safe_load_all(text)) == objects, file
+        # Shared dicts would come out as YAML anchors and aliases.
+        assert "&id" not in yaml.safe_dump_all(objects), file
+        assert "&id" not in text and "*id" not in text, file
+
+
+def test_scripts_are_readable_literal_blocks_in_the_files():
+    text = dump(rendered("lab")["rwx-check.yaml"])
+    lines = [line.strip() for line in text.splitlines()]
+    assert "set -eu" in lines
+    assert 'echo "PASS"' in lines
+
+
+# --- gpu-smoke.yaml --------------------------------------------------------------------------
+
+
+def smoke_jobs_by_node(name: str) -> dict[str, dict]:
+    jobs = objects_of_kind(rendered(name)["gpu-smoke.yaml"], "Job")
+    by_node = {job["spec"]["template"]["spec"]["nodeSelector"][HOSTNAME]: job for job in jobs}
+    assert len(by_node) == len(jobs), "two smoke Jobs on one node"
+    return by_node
+
+
+@pytest.mark.parametrize("name", SMOKE_CASES)
+def test_one_smoke_job_per_gpu_host_asks_for_all_its_gpus(name):
+    case = CASES[name]
+    by_node = smoke_jobs_by_node(name)
+    assert set(by_node) == set(case.gpu_hosts)
+    for node, job in by_node.items():
+        pod = job["spec"]["template"]["spec"]
+        (init,), (main,) = pod["initContainers"], pod["containers"]
+        assert init["resources"]["limits"]["nvidia.com/gpu"] == case.gpu_hosts[node]
+        assert main["resources"]["limits"]["nvidia.com/gpu"] == case.gpu_hosts[node]
+        assert pod["runtimeClassName"] == "nvidia"
+        assert init["image"] == versions.CUDA_BASE_IMAGE
+        assert "nvidia-smi\n" in init["command"][-1]
+        assert main["image"] == versions.CUDA_SAMPLE_IMAGE
+        expected = str(case.gpu_hosts[node]) if case.gpu_count_checked else ""
+        assert env_of(init)["EXPECTED_GPUS"] == expected
+
+
+@pytest.mark.parametrize("name", SMOKE_CASES)
+def test_smoke_jobs_run_once_within_bounds_without_privileges(name):
+    for node, job in smoke_jobs_by_node(name).items():
+        spec = job["spec"]
+        pod = spec["template"]["spec"]
+        assert spec["backoffLimit"] == 0
+        assert spec["ttlSecondsAfterFinished"] > 0
+        assert 0 < spec["activeDeadlineSeconds"] <= 3600
+        assert pod["restartPolicy"] == "Never"
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert "runAsNonRoot" not in pod["securityContext"]
+        for container in pod["initContainers"] + pod["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, (node, container["name"])
+            assert context["capabilities"]["drop"] == ["ALL"], (node, container["name"])
+            assert "runAsNonRoot" not in context
+
+
+@pytest.mark.parametrize("name", SMOKE_CASES)
+def test_smoke_jobs_tolerate_exactly_their_own_hosts_taints(name):
+    case = CASES[name]
+    for node, job in smoke_jobs_by_node(name).items():
+        tolerations = job["spec"]["template"]["spec"].get("tolerations", [])
+        taints = case.taints.get(node, [])
+        assert untolerated(tolerations, taints) == [], node
+        assert len(tolerations) == len(taints), node
+
+
+def test_the_tainted_case_really_has_tainted_gpu_hosts():
+    by_node = smoke_jobs_by_node("tainted-gpus")
+    assert all(job["spec"]["template"]["spec"]["tolerations"] for job in by_node.values())
+    # Another host's taint is not tolerated: the Job stays on its node.
+    tolerations = by_node["gpu000"]["spec"]["template"]["spec"]["tolerations"]
+    assert untolerated(tolerations, CASES["tainted-gpus"].taints["cpu000"])
+
+
+def test_long_host_names_give_distinct_valid_job_names():
+    values = bare_metal_config(workers=2, gpus=1)
+    long_names = ["rack7-" + "g" * 52 + "-0001", "rack7-" + "g" * 52 + "-0002"]
+    for host, long_name in zip(values["hosts"][1:], long_names):
+        assert len(long_name) == 63
+        host["name"] = long_name
+    cli = as_cli_config(values)
+    files = render(load(cli.config, cli.secret_keys, stack="test"))
+    jobs = objects_of_kind(files["gpu-smoke.yaml"], "Job")
+    names = [job["metadata"]["name"] for job in jobs]
+    assert len(set(names)) == 2
+    assert all(DNS_LABEL.match(job_name) for job_name in names), names
+    nodes = [job["spec"]["template"]["spec"]["nodeSelector"][HOSTNAME] for job in jobs]
+    assert nodes == long_names
+
+
+# --- rwx-check.yaml --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_rwx_check_uses_the_default_storage_class(name):
+    case = CASES[name]
+    objects = rendered(name)["rwx-check.yaml"]
+    claim, job = only(objects, "PersistentVolumeClaim"), only(objects, "Job")
+    access = "ReadWriteOnce" if case.rwx_mode == "node-local" else "ReadWriteMany"
+    assert claim["spec"]["storageClassName"] == case.storage_class
+    assert claim["spec"]["accessModes"] == [access]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    pod = job["spec"]["template"]["spec"]
+    (volume,) = pod["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert job["metadata"]["annotations"]["gpu-cluster/rwx-check-mode"] == case.rwx_mode
+    assert claim["metadata"]["annotations"]["gpu-cluster/rwx-check-mode"] == case.rwx_mode
+    # Two pods at once, each must succeed.
+    assert (job["spec"]["completionMode"], job["spec"]["completions"],
+            job["spec"]["parallelism"], job["spec"]["backoffLimit"]) == ("Indexed", 2, 2, 0)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_rwx_check_places_its_two_pods_as_the_mode_requires(name):
+    case = CASES[name]
+    job = only(rendered(name)["rwx-check.yaml"], "Job")
+    template = job["spec"]["template"]
+    pod = template["spec"]
+    cross = case.rwx_mode == "cross-node"
+    required, forbidden = ("podAntiAffinity", "podAffinity") if cross else (
+        "podAffinity", "podAntiAffinity")
+    assert forbidden not in pod["affinity"]
+    (term,) = pod["affinity"][required]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == HOSTNAME
+    # The selector picks the check's own pods.
+    selector = term["labelSelector"]["matchLabels"]
+    assert selector and selector.items() <= template["metadata"]["labels"].items()
+    (container,) = pod["containers"]
+    assert env_of(container)["REQUIRE_OTHER_NODE"] == ("true" if cross else "false")
+    # It may land on any node that runs workloads.
+    assert untolerated(pod.get("tolerations", []), all_taints(case)) == []
+
+
+def test_node_local_default_says_why_it_does_not_check_sharing():
+    job = only(rendered("local-path")["rwx-check.yaml"], "Job")
+    note = job["metadata"]["annotations"]["gpu-cluster/check"]
+    assert "ReadWriteMany is impossible" in note and "ReadWriteOnce" in note
+
+
+def test_rwx_pods_run_unprivileged_with_a_read_only_root():
+    pod = only(rendered("lab")["rwx-check.yaml"], "Job")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+# --- mpijob-benchmark.yaml -------------------------------------------------------------------
+
+
+def mpijob_parts(name: str):
+    mpijob = only(rendered(name)["mpijob-benchmark.yaml"], "MPIJob")
+    replicas = mpijob["spec"]["mpiReplicaSpecs"]
+    launcher, worker = replicas["Launcher"], replicas["Worker"]
+    (launcher_container,) = launcher["template"]["spec"]["containers"]
+    (worker_container,) = worker["template"]["spec"]["containers"]
+    return mpijob, launcher, worker, launcher_container, worker_container
+
+
+@pytest.mark.parametrize("name", MPI_CASES)
+def test_mpijob_runs_one_worker_per_gpu_host_with_the_smallest_gpu_count(name):
+    case = CASES[name]
+    mpijob, launcher, worker, launcher_container, worker_container = mpijob_parts(name)
+    workers, slots = len(case.gpu_hosts), min(case.gpu_hosts.values())
+    assert mpijob["apiVersion"] == "kubeflow.org/v2beta1"
+    assert mpijob["spec"]["slotsPerWorker"] == slots
+    assert worker["replicas"] == workers
+    assert launcher["replicas"] == 1
+    assert worker_container["resources"]["limits"]["nvidia.com/gpu"] == slots
+    args = launcher_container["args"]
+    assert launcher_container["command"] == ["mpirun"]
+    assert args[args.index("-np") + 1] == str(workers * slots)
+    worker_pod = worker["template"]["spec"]
+    assert worker_pod["runtimeClassName"] == "nvidia"
+    node_terms = worker_pod["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (term,) = node_terms
+    (expression,) = term["matchExpressions"]
+    assert (expression["key"], expression["operator"]) == (HOSTNAME, "In")
+    assert sorted(expression["values"]) == sorted(case.gpu_hosts)
+    (spread,) = worker_pod["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]
+    assert spread["topologyKey"] == HOSTNAME
+    assert spread["labelSelector"]["matchLabels"].items() <= (
+        worker["template"]["metadata"]["labels"].items())
+    assert untolerated(worker_pod.get("tolerations", []), gpu_taints(case)) == []
+
+
+@pytest.mark.parametrize("name", MPI_CASES)
+def test_mpijob_launcher_needs_no_gpu_and_may_run_on_any_node(name):
+    case = CASES[name]
+    _, launcher, _, launcher_container, _ = mpijob_parts(name)
+    pod = launcher["template"]["spec"]
+    resources = launcher_container["resources"]
+    assert "nvidia.com/gpu" not in {**resources.get("limits", {}), **resources.get("requests", {})}
+    assert "runtimeClassName" not in pod
+    assert untolerated(pod.get("tolerations", []), all_taints(case)) == []
+
+
+@pytest.mark.parametrize("name", MPI_CASES)
+def test_mpirun_runs_horovods_benchmark_with_the_usual_flags(name):
+    mpijob, _, _, launcher_container, worker_container = mpijob_parts(name)
+    args = launcher_container["args"]
+    for run in (["-bind-to", "none"], ["-map-by", "slot"], ["-mca", "pml", "ob1"],
+                ["-mca", "btl", "^openib"], ["--allow-run-as-root"]):
+        assert contains_run(args, run), run
+    assert {"LD_LIBRARY_PATH", "PATH"} <= exported(args)
+    assert "/horovod/examples/pytorch/pytorch_synthetic_benchmark.py" in args[-1]
+    assert launcher_container["image"] == worker_container["image"] == versions.HOROVOD_IMAGE
+    run_policy = mpijob["spec"]["runPolicy"]
+    assert run_policy["cleanPodPolicy"] == "Running"
+    assert run_policy["activeDeadlineSeconds"] > 0 and run_policy["ttlSecondsAfterFinished"] > 0
+
+
+@pytest.mark.parametrize("name", MPI_CASES)
+def test_nccl_settings_reach_every_rank(name):
+    expected = CASES[name].nccl
+    _, _, _, launcher_container, worker_container = mpijob_parts(name)
+
+    def nccl(container):
+        return {k: v for k, v in env_of(container).items() if k.startswith("NCCL_")}
+
+    assert nccl(worker_container) == expected
+    # mpirun -x NAME passes the launcher's value to the ranks (ssh sessions on the workers).
+    assert nccl(launcher_container) == expected
+    assert {n for n in exported(launcher_container["args"]) if n.startswith("NCCL_")} == (
+        set(expected))
+
+
+@pytest.mark.parametrize("name", MPI_CASES)
+def test_workers_sshd_port_is_the_one_mpirun_connects_to(name):
+    _, _, worker, launcher_container, worker_container = mpijob_parts(name)
+    args = launcher_container["args"]
+    rsh_args = args[args.index("plm_rsh_args") + 1]
+    port = int(re.search(r"-p (\d+)", rsh_args).group(1))
+    assert port != 22  # the host's own sshd has it: workers use the host network
+    assert worker["template"]["spec"]["hostNetwork"] is True
+    assert f"-p {port} " in worker_container["command"][-1]
+    assert [p["containerPort"] for p in worker_container["ports"]] == [port]
+    assert worker_container["readinessProbe"]["tcpSocket"]["port"] == port
+
+
+# --- the scripts inside the workloads --------------------------------------------------------
+
+
+def rwx_script() -> str:
+    (container,) = only(rendered("lab")["rwx-check.yaml"], "Job")["spec"]["template"]["spec"][
+        "containers"]
+    assert container["command"][:2] == ["sh", "-c"]
+    return container["command"][2]
+
+
+def run_rwx_pods(tmp_path: Path, nodes: list[str], require_other: str, wait: int = 20):
+    base = {**os.environ, "DATA_DIR": str(tmp_path), "JOB_UID": "job-uid-1",
+            "PEER_WAIT_SECONDS": str(wait), "REQUIRE_OTHER_NODE": require_other}
+    pods = [subprocess.Popen(["sh", "-c", rwx_script()], text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE,
+                             env={**base, "JOB_COMPLETION_INDEX": str(index), "NODE_NAME": node})
+            for index, node in enumerate(nodes)]
+    return [(pod.wait(timeout=60), *pod.communicate()) for pod in pods]
+
+
+def test_rwx_script_passes_when_pods_on_two_nodes_share_the_volume(tmp_path):
+    results = run_rwx_pods(tmp_path, ["node-a", "node-b"], require_other="true")
+    assert [rc for rc, _, _ in results] == [0, 0], results
+    assert "written on node node-b" in results[0][1]
+    assert "written on node node-a" in results[1][1]
+    assert all("PASS" in out for _, out, _ in results)
+
+
+@pytest.mark.parametrize("require_other, expected_rc", [("true", 1), ("false", 0)])
+def test_rwx_script_on_one_node_fails_only_when_two_nodes_are_required(
+        tmp_path, require_other, expected_rc):
+    results = run_rwx_pods(tmp_path, ["node-a", "node-a"], require_other=require_other)
+    assert [rc for rc, _, _ in results] == [expected_rc] * 2, results
+    if expected_rc:
+        assert all("both pods ran on node node-a" in err for _, _, err in results)
+
+
+def test_rwx_script_fails_when_the_other_pod_never_writes(tmp_path):
+    # A file left by an earlier run (another Job UID) must not count.
+    (tmp_path / "job-uid-0").mkdir()
+    (tmp_path / "job-uid-0" / "from-1").write_text("node-b\n")
+    ((rc, out, err),) = run_rwx_pods(tmp_path, ["node-a"], require_other="true", wait=1)
+    assert rc == 1
+    assert "did not appear in 1s" in err
+    assert "PASS" not in out
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+if [ "$1" = "--list-gpus" ]; then
+  i=0
+  while [ "$i" -lt "$FAKE_GPUS" ]; do
+    echo "GPU $i: NVIDIA GeForce RTX 3090 (UUID: GPU-$i)"
+    i=$((i + 1))
+  done
+else
+  echo "+-- fake nvidia-smi table --+"
+fi
+exit "$FAKE_RC"
+"""
+
+
+@pytest.mark.parametrize("gpus, expected, smi_rc, passes", [
+    (4, "4", 0, True),
+    (3, "4", 0, False),  # a GPU went missing
+    (2, "", 0, True),  # shared GPUs: the count is not checked
+    (4, "4", 9, False),  # nvidia-smi cannot talk to the driver
+])
+def test_smoke_init_script_checks_nvidia_smi_and_the_gpu_count(tmp_path, gpus, expected,
+                                                               smi_rc, passes):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(FAKE_NVIDIA_SMI)
+    fake.chmod(0o755)
+    job = smoke_jobs_by_node("lab")["moscow"]
+    (init,) = job["spec"]["template"]["spec"]["initContainers"]
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "FAKE_GPUS": str(gpus),
+           "FAKE_RC": str(smi_rc), "EXPECTED_GPUS": expected}
+    result = subprocess.run(init["command"], env=env, capture_output=True, text=True)
+    assert (result.returncode == 0) == passes, result.stdout + result.stderr
+    if not passes and smi_rc == 0:
+        assert f"lists {gpus} GPU(s) but the pod was given {expected}" in result.stderr
+
+
+@pytest.mark.parametrize("devices, local_ranks, passes", [
+    (4, 4, True), (8, 4, True), (0, 4, False), (3, 4, False)])
+def test_each_rank_refuses_to_benchmark_without_its_gpus(tmp_path, devices, local_ranks,
+                                                         passes):
+    # Stand-ins: a torch module that reports `devices`, and a `python` that runs real Python
+    # for -c and records the benchmark's command line otherwise.
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "import os\n\nclass cuda:\n    @staticmethod\n    def device_count():\n"
+        "        return int(os.environ['FAKE_CUDA_DEVICES'])\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = bin_dir / "python"
+    python.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi\n'
+                      'echo "benchmark: $*"\n')
+    python.chmod(0o755)
+    _, _, _, launcher_container, _ = mpijob_parts("lab")
+    rank_command = launcher_container["args"][-3:]
+    assert rank_command[:2] == ["bash", "-c"]
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(tmp_path),
+           "FAKE_CUDA_DEVICES": str(devices), "OMPI_COMM_WORLD_LOCAL_SIZE": str(local_ranks)}
+    result = subprocess.run(rank_command, env=env, capture_output=True, text=True)
+    assert (result.returncode == 0) == passes, result.stdout + result.stderr
+    ran = "benchmark: /horovod/examples/pytorch/pytorch_synthetic_benchmark.py --model resnet50"
+    assert (ran in result.stdout) == passes
+    if not passes:
+        assert f"sees {devices} CUDA device(s) for {local_ranks} local rank(s)" in result.stderr
