@@ -13,6 +13,7 @@ from config import versions
 from config.model import StackConfig
 
 NAMESPACE = "kube-system"
+FEATURE_DISCOVERY_NAMESPACE = "gpu-feature-discovery"
 RUNTIME_CLASS = "nvidia"
 # Set on every GPU host by the bootstrap; what the plugin and RuntimeClass select on.
 GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
@@ -29,10 +30,26 @@ class GpuSupportArgs:
 class GpuSupport(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuSupportArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:addons:GpuSupport", name, None, opts)
-        manifests = gpu_manifests(args.settings)
-        self.resources = kube.apply_all(
-            manifests, kube.k8s_provider_opts(args.provider, self, args.depends_on))
+        opts = kube.k8s_provider_opts(args.provider, self, args.depends_on)
+        self.resources = kube.apply_all(gpu_manifests(args.settings), opts)
+        if args.settings.gpu.feature_discovery:
+            self.resources.append(self._create_feature_discovery(name, args.settings, opts))
         self.register_outputs({})
+
+    def _create_feature_discovery(self, name: str, settings: StackConfig,
+                                  opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
+        namespace = kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                                "metadata": {"name": FEATURE_DISCOVERY_NAMESPACE}}, opts)
+        return k8s.helm.v4.Chart(
+            f"{name}-feature-discovery",
+            chart=versions.NVIDIA_DEVICE_PLUGIN_CHART,
+            version=versions.NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(
+                repo=versions.NVIDIA_DEVICE_PLUGIN_CHART_REPO),
+            namespace=FEATURE_DISCOVERY_NAMESPACE,
+            values=feature_discovery_values(settings),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
+        )
 
 
 def gpu_tolerations(settings: StackConfig) -> list[dict]:
@@ -47,6 +64,19 @@ def gpu_tolerations(settings: StackConfig) -> list[dict]:
                 seen.add((taint.key, taint.effect))
                 tolerations.append({"key": taint.key, "operator": "Exists", "effect": taint.effect})
     return tolerations
+
+
+def feature_discovery_values(settings: StackConfig) -> dict:
+    """Chart values: GFD and node-feature-discovery only, scheduled like our plugin."""
+    return {
+        "devicePlugin": {"enabled": False},
+        "gfd": {"enabled": True},
+        "migStrategy": settings.gpu.mig_strategy,
+        "runtimeClassName": RUNTIME_CLASS,
+        "nodeSelector": GPU_NODE_SELECTOR,
+        "tolerations": gpu_tolerations(settings),
+        "nfd": {"worker": {"tolerations": gpu_tolerations(settings)}},
+    }
 
 
 def device_plugin_config(settings: StackConfig) -> str:

@@ -175,6 +175,9 @@ class GpuSettings(Section):
     time_slicing_replicas: int = Field(default=1, ge=1, le=64)
     # How the device plugin exposes MIG partitions (A100/H100 with MIG enabled).
     mig_strategy: Literal["none", "single", "mixed"] = "none"
+    # GPU Feature Discovery labels nodes with GPU model, memory, CUDA and driver versions
+    # (needs node-feature-discovery, installed with it).
+    feature_discovery: bool = False
 
 
 class NfsBackend(Section):

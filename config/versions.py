@@ -16,6 +16,11 @@ SUPPORTED_UBUNTU_RELEASES = ("22.04", "24.04")
 # Cluster add-ons.
 NVIDIA_DEVICE_PLUGIN = "v0.20.0"
 NVIDIA_DEVICE_PLUGIN_IMAGE = f"nvcr.io/nvidia/k8s-device-plugin:{NVIDIA_DEVICE_PLUGIN}"
+# The same release's Helm chart, used only for the optional GPU Feature Discovery (with
+# its node-feature-discovery dependency); the device plugin itself is rendered here.
+NVIDIA_DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
+NVIDIA_DEVICE_PLUGIN_CHART_VERSION = NVIDIA_DEVICE_PLUGIN.lstrip("v")
+NVIDIA_DEVICE_PLUGIN_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
 MPI_OPERATOR = "v0.8.0"
 MPI_OPERATOR_MANIFEST = (
     f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR}"

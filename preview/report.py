@@ -164,10 +164,16 @@ def _upstream_manifests(plan: Plan) -> str:
             for file in [resource.inputs.get("file"), *resource.inputs.get("files", [])]:
                 if file:
                     lines.append(f"{resource.name}: {file}")
+        elif match and match["group"] == "helm.sh":
+            inputs = resource.inputs
+            repo = inputs.get("repositoryOpts", {}).get("repo", "")
+            lines.append(f"{resource.name}: chart {inputs.get('chart')} {inputs.get('version')} "
+                         f"from {repo} into namespace {inputs.get('namespace')}, values "
+                         f"{json.dumps(inputs.get('values', {}), sort_keys=True)}")
     if not lines:
         return ""
     header = ("# Applied server-side by the Kubernetes provider at `pulumi up` from these pinned\n"
-              "# upstream files (CRDs and namespaces first); not expanded offline.\n")
+              "# upstream files and charts (CRDs and namespaces first); not expanded offline.\n")
     return header + "\n".join(lines) + "\n"
 
 

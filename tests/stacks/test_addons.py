@@ -202,3 +202,15 @@ def test_preview_says_which_storage_backend_is_the_default_and_why(storage, reas
     lines = tree(preview(values)).splitlines()
     assert f"  {reason}" in lines
     assert sum("(default:" in line for line in lines) == 1
+
+
+def test_feature_discovery_is_an_opt_in_pinned_chart():
+    assert not preview(bare_metal_config(workers=1)).of_type("kubernetes:helm.sh/v4:Chart")
+    values = bare_metal_config(workers=1)
+    values["gpu"] = {"featureDiscovery": True}
+    plan = preview(values)
+    [chart] = plan.of_type("kubernetes:helm.sh/v4:Chart")
+    assert (chart.inputs["chart"], chart.inputs["version"]) == ("nvidia-device-plugin", "0.20.0")
+    assert chart.inputs["repositoryOpts"]["repo"] == "https://nvidia.github.io/k8s-device-plugin"
+    assert chart.inputs["values"]["devicePlugin"] == {"enabled": False}
+    assert "namespace-gpu-feature-discovery" in deps(plan, chart.name)

@@ -193,3 +193,25 @@ def test_local_path_provisioner_matches_the_upstream_release_manifest():
     assert our_class["volumeBindingMode"] == their_class["volumeBindingMode"]
     for kind in ("ClusterRole", "Role"):
         assert by_kind(ours, kind)[0]["rules"] == by_kind(objects, kind)[0]["rules"], kind
+
+
+def test_feature_discovery_chart_values_render_gfd_and_nfd_only(tmp_path):
+    from components.gpu_support import feature_discovery_values
+
+    settings = settings_with(gpu={"featureDiscovery": True})
+    values = feature_discovery_values(settings)
+    assert values["gfd"] == {"enabled": True}
+    objects = render_chart(tmp_path, values)
+    daemon_sets = {d["metadata"]["name"]: d for d in by_kind(objects, "DaemonSet")}
+    # Our own device plugin keeps running; the chart adds only GFD and NFD.
+    assert not any(name.endswith("nvidia-device-plugin") for name in daemon_sets)
+    [gfd] = [d for name, d in daemon_sets.items() if name.endswith("gpu-feature-discovery")]
+    pod = gfd["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert pod["runtimeClassName"] == "nvidia"
+    assert pod["tolerations"] == values["tolerations"]
+    assert gfd["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        versions.NVIDIA_DEVICE_PLUGIN_IMAGE
+    assert any("node-feature-discovery-worker" in name for name in daemon_sets)
+    chart = fixture("k8s-device-plugin-v0.20.0/deployments/helm/nvidia-device-plugin/Chart.yaml")
+    assert yaml.safe_load(chart.read_text())["version"] == versions.NVIDIA_DEVICE_PLUGIN_CHART_VERSION
