@@ -107,13 +107,43 @@ def _service_account_rbac(namespace: str, account: str, cluster_rules: list[dict
     ]
 
 
+def _provisioner_deployment(account: str, namespace: str, image: str, env: list[dict],
+                            mount: tuple[str, dict], command: list[str] = None) -> dict:
+    """A single-replica provisioner running as `account` with one volume mounted."""
+    labels = {"app.kubernetes.io/name": account}
+    mount_path, volume = mount
+    container = {
+        "name": "provisioner",
+        "image": image,
+        "env": env,
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "volumeMounts": [{"name": "data", "mountPath": mount_path}],
+    }
+    if command:
+        container["command"] = command
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": account, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "serviceAccountName": account,
+                "containers": [container],
+                "volumes": [{"name": "data", **volume}],
+            }},
+        },
+    }
+
+
 def _rule(group: str, resources: list[str], verbs: list[str]) -> dict:
     return {"apiGroups": [group], "resources": resources, "verbs": verbs}
 
 
 def _nfs_subdir(class_name: str, namespace: str, provisioner: str, account: str, server: str,
                 nfs: "NfsBackend | EfsBackend", is_default: bool) -> list[dict]:
-    labels = {"app.kubernetes.io/name": account}
     rbac = _service_account_rbac(
         namespace, account,
         cluster_rules=[
@@ -125,34 +155,17 @@ def _nfs_subdir(class_name: str, namespace: str, provisioner: str, account: str,
         namespace_rules=[_rule("", ["endpoints"],
                                ["get", "list", "watch", "create", "update", "patch"])],
     )
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": account, "namespace": namespace, "labels": labels},
-        "spec": {
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {
-                "serviceAccountName": account,
-                "containers": [{
-                    "name": "provisioner",
-                    "image": versions.NFS_SUBDIR_PROVISIONER_IMAGE,
-                    "env": [
-                        {"name": "PROVISIONER_NAME", "value": provisioner},
-                        {"name": "NFS_SERVER", "value": server},
-                        {"name": "NFS_PATH", "value": nfs.path},
-                    ],
-                    "securityContext": {"allowPrivilegeEscalation": False},
-                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-                                  "limits": {"memory": "128Mi"}},
-                    "volumeMounts": [{"name": "nfs-root", "mountPath": "/persistentvolumes"}],
-                }],
-                "volumes": [{"name": "nfs-root",
-                             "persistentVolumeClaim": {"claimName": f"{account}-root"}}],
-            }},
-        },
-    }
+    deployment = _provisioner_deployment(
+        account, namespace, versions.NFS_SUBDIR_PROVISIONER_IMAGE,
+        env=[
+            {"name": "PROVISIONER_NAME", "value": provisioner},
+            {"name": "NFS_SERVER", "value": server},
+            {"name": "NFS_PATH", "value": nfs.path},
+        ],
+        mount=("/persistentvolumes", {"persistentVolumeClaim": {"claimName": f"{account}-root"}}),
+    )
+    # One provisioner pod at a time on the export.
+    deployment["spec"]["strategy"] = {"type": "Recreate"}
     # The provisioner's own mount of the export goes through a static volume so it gets
     # the same soft mount options (an inline `nfs:` volume would mount hard and hang).
     root_labels = {"gpu-cluster/volume": f"{account}-root"}
@@ -198,7 +211,6 @@ def _nfs_subdir(class_name: str, namespace: str, provisioner: str, account: str,
 
 def _local_path(local: LocalPathBackend, is_default: bool) -> list[dict]:
     account = "local-path-provisioner"
-    labels = {"app.kubernetes.io/name": account}
     rbac = _service_account_rbac(
         LOCAL_PATH_NAMESPACE, account,
         cluster_rules=[
@@ -225,34 +237,15 @@ def _local_path(local: LocalPathBackend, is_default: bool) -> list[dict]:
             "helperPod.yaml": _helper_pod(),
         },
     }
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": account, "namespace": LOCAL_PATH_NAMESPACE, "labels": labels},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {
-                "serviceAccountName": account,
-                "containers": [{
-                    "name": "provisioner",
-                    "image": versions.LOCAL_PATH_PROVISIONER_IMAGE,
-                    "command": ["local-path-provisioner", "start", "--config",
-                                "/etc/config/config.json"],
-                    "env": [
-                        {"name": "POD_NAMESPACE",
-                         "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                        {"name": "CONFIG_MOUNT_PATH", "value": "/etc/config/"},
-                    ],
-                    "securityContext": {"allowPrivilegeEscalation": False},
-                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-                                  "limits": {"memory": "128Mi"}},
-                    "volumeMounts": [{"name": "config", "mountPath": "/etc/config/"}],
-                }],
-                "volumes": [{"name": "config", "configMap": {"name": "local-path-config"}}],
-            }},
-        },
-    }
+    deployment = _provisioner_deployment(
+        account, LOCAL_PATH_NAMESPACE, versions.LOCAL_PATH_PROVISIONER_IMAGE,
+        env=[
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "CONFIG_MOUNT_PATH", "value": "/etc/config/"},
+        ],
+        mount=("/etc/config/", {"configMap": {"name": "local-path-config"}}),
+        command=["local-path-provisioner", "start", "--config", "/etc/config/config.json"],
+    )
     storage_class = _storage_class(
         STORAGE_CLASS_NAMES["localPath"], LOCAL_PATH_PROVISIONER, is_default,
         volumeBindingMode="WaitForFirstConsumer",
