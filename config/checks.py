@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Optional
 
+from config.cloud import AwsSettings, VpnSettings, subnet_cidrs
 from config.model import Host, HostTuning, NetworkSettings, SshSettings, StorageSettings
 from config.problems import Problem
 
@@ -24,6 +25,10 @@ class PartialConfig:
     hosts: list[tuple[int, Host]] = field(default_factory=list)
     all_hosts_parsed: bool = True
     storage: Optional[StorageSettings] = None
+    aws: Optional[AwsSettings] = None
+    vpn: Optional[VpnSettings] = None
+    has_aws: bool = False
+    has_vpn: bool = False
     has_ssh_private_key: bool = False
     has_bastion_private_key: bool = False
 
@@ -39,16 +44,17 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += _ssh_keys(cfg)
     problems += _tuning(cfg)
     problems += _storage(cfg)
+    problems += _hybrid(cfg)
     return problems
 
 
 def _layout_available(cfg: PartialConfig) -> list[Problem]:
-    if cfg.layout in ("hybrid", "cloud"):
+    if cfg.layout == "cloud":
         return [
             Problem(
                 "layout",
                 f"the '{cfg.layout}' layout is not available in this version of gpu-cluster; "
-                "use 'bare-metal'",
+                "use 'bare-metal' or 'hybrid'",
             )
         ]
     return []
@@ -62,6 +68,10 @@ def _networks_disjoint(cfg: PartialConfig) -> list[Problem]:
         "network.podCidr": cfg.network.pod_cidr,
         "network.serviceCidr": cfg.network.service_cidr,
     }
+    if cfg.layout == "hybrid" and cfg.aws is not None:
+        named["aws.vpc.cidr"] = cfg.aws.vpc.cidr
+    if cfg.layout == "hybrid" and cfg.vpn is not None:
+        named["vpn.tunnelCidr"] = cfg.vpn.tunnel_cidr
     problems = []
     keys = list(named)
     for i, first in enumerate(keys):
@@ -94,7 +104,7 @@ def _hosts_unique(cfg: PartialConfig) -> list[Problem]:
 
 
 def _hosts_on_lan(cfg: PartialConfig) -> list[Problem]:
-    if cfg.network is None or cfg.layout != "bare-metal":
+    if cfg.network is None or cfg.layout not in ("bare-metal", "hybrid"):
         return []
     lan = ipaddress.ip_network(cfg.network.lan_cidr)
     return [
@@ -108,7 +118,16 @@ def _hosts_on_lan(cfg: PartialConfig) -> list[Problem]:
 
 
 def _roles(cfg: PartialConfig) -> list[Problem]:
-    if cfg.layout != "bare-metal" or not cfg.all_hosts_parsed:
+    if not cfg.all_hosts_parsed:
+        return []
+    if cfg.layout == "hybrid":
+        problems = [Problem(f"hosts[{index}].role", "the hybrid layout's control plane runs on "
+                            "EC2 (gpu-cluster:aws.controlPlane); on-prem hosts are workers")
+                    for index, host in cfg.hosts if host.runs_control_plane]
+        if not cfg.hosts:
+            problems.append(Problem("hosts", "the hybrid layout needs on-prem worker hosts"))
+        return problems
+    if cfg.layout != "bare-metal":
         return []
     controllers = [index for index, host in cfg.hosts if host.runs_control_plane]
     workers = [index for index, host in cfg.hosts if host.runs_workloads]
@@ -217,4 +236,92 @@ def _storage(cfg: PartialConfig) -> list[Problem]:
         if nfs.host is not None and cfg.all_hosts_parsed and nfs.host not in names:
             problems.append(Problem("storage.nfs.host", f"'{nfs.host}' is not one of the "
                                     f"configured hosts ({', '.join(names)})"))
+    return problems
+
+
+def _hybrid(cfg: PartialConfig) -> list[Problem]:
+    problems = []
+    if cfg.layout == "bare-metal":
+        for key, present in (("aws", cfg.has_aws), ("vpn", cfg.has_vpn)):
+            if present:
+                problems.append(Problem(key, "only used by the hybrid and cloud layouts"))
+        efs = cfg.storage.efs if cfg.storage else None
+        if efs is not None and efs.mount_target_address is None:
+            problems.append(Problem("storage.efs.mountTargetAddress",
+                                    "is required on bare-metal (the AWS layouts create the file "
+                                    "system; here it must exist)"))
+        return problems
+    if cfg.layout != "hybrid":
+        return problems
+    for key, present, what in (("aws", cfg.has_aws, "the region, VPC and control-plane instance"),
+                               ("vpn", cfg.has_vpn, "the OpenVPN bridge to the on-prem LAN")):
+        if not present:
+            problems.append(Problem(key, f"is required by the hybrid layout: {what}"))
+    aws = cfg.aws
+    if aws is not None:
+        problems += _aws(aws)
+        efs = cfg.storage.efs if cfg.storage else None
+        if efs is not None and efs.mount_target_address is None and aws.vpc.id is not None:
+            problems.append(Problem("storage.efs.mountTargetAddress",
+                                    "is required with an adopted VPC: the address of the file "
+                                    "system's mount target in the first subnet"))
+        if efs is not None and efs.mount_target_address is not None and aws.vpc.id is None:
+            first = ipaddress.ip_network(subnet_cidrs(aws.vpc)[0])
+            if ipaddress.ip_address(efs.mount_target_address) not in first:
+                problems.append(Problem("storage.efs.mountTargetAddress",
+                                        f"{efs.mount_target_address} is outside the first "
+                                        f"subnet {first}"))
+    vpn = cfg.vpn
+    if vpn is not None and cfg.all_hosts_parsed:
+        names = [host.name for _, host in cfg.hosts]
+        if vpn.onprem_gateway not in names:
+            problems.append(Problem("vpn.onpremGateway",
+                                    f"'{vpn.onprem_gateway}' is not one of the configured hosts "
+                                    f"({', '.join(names) or 'none'}); the gateway runs the "
+                                    "OpenVPN client on-prem"))
+        if aws is not None and aws.control_plane.name in names:
+            problems.append(Problem("aws.controlPlane.name",
+                                    f"'{aws.control_plane.name}' is also an on-prem host's name"))
+    if vpn is not None and cfg.network is not None and cfg.network.mtu:
+        # VXLAN adds 50 bytes; pod packets crossing the tunnel must fit in it.
+        if cfg.network.mtu > vpn.mtu - 50:
+            problems.append(Problem("network.mtu", f"{cfg.network.mtu} does not fit through the "
+                                    f"tunnel (vpn.mtu {vpn.mtu} minus 50 bytes of VXLAN)"))
+    return problems
+
+
+def _aws(aws: AwsSettings) -> list[Problem]:
+    problems = []
+    if "0.0.0.0/0" in aws.admin_cidrs and not aws.allow_ssh_from_anywhere:
+        problems.append(Problem("aws.adminCidrs", "0.0.0.0/0 would open SSH and the Kubernetes "
+                                "API to the internet; list your networks, or set "
+                                "aws.allowSshFromAnywhere: true to mean it"))
+    if not aws.admin_cidrs:
+        problems.append(Problem("aws.adminCidrs", "list at least one network administrators "
+                                "(and `pulumi up`) connect from"))
+    vpc = aws.vpc
+    network = ipaddress.ip_network(vpc.cidr)
+    if vpc.id is not None:
+        if len(vpc.subnet_ids) < 2:
+            problems.append(Problem("aws.vpc.subnetIds", "an adopted VPC needs at least two "
+                                    "subnets (in different availability zones)"))
+        if not vpc.route_table_ids:
+            problems.append(Problem("aws.vpc.routeTableIds", "an adopted VPC needs the route "
+                                    "tables of its subnets (the on-prem LAN is routed there)"))
+        if aws.control_plane.private_ip is None:
+            problems.append(Problem("aws.controlPlane.privateIp", "is required with an adopted "
+                                    "VPC (an address in the first subnet)"))
+    elif vpc.subnet_ids or vpc.route_table_ids:
+        problems.append(Problem("aws.vpc.subnetIds", "adopting subnets needs aws.vpc.id too"))
+    if vpc.subnet_cidrs and len(vpc.subnet_cidrs) != vpc.availability_zones:
+        problems.append(Problem("aws.vpc.subnetCidrs", f"lists {len(vpc.subnet_cidrs)} subnets "
+                                f"for {vpc.availability_zones} availability zones"))
+    for index, cidr in enumerate(vpc.subnet_cidrs):
+        if not ipaddress.ip_network(cidr).subnet_of(network):
+            problems.append(Problem(f"aws.vpc.subnetCidrs[{index}]",
+                                    f"{cidr} is outside gpu-cluster:aws.vpc.cidr {network}"))
+    private_ip = aws.control_plane.private_ip
+    if private_ip is not None and ipaddress.ip_address(private_ip) not in network:
+        problems.append(Problem("aws.controlPlane.privateIp",
+                                f"{private_ip} is outside gpu-cluster:aws.vpc.cidr {network}"))
     return problems

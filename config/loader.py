@@ -4,9 +4,11 @@ and returns a typed StackConfig, or raises ConfigError listing every problem."""
 import difflib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Optional
 
 import pulumi
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 from pydantic import TypeAdapter, ValidationError
 
 from config.checks import PartialConfig, cross_checks
@@ -51,11 +53,10 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
             problems.append(Problem(key, str(error)))
     values.setdefault("clusterName", stack)
     for key in SECRET_KEYS:
-        if key in values and _PRIVATE_KEY_MARKER not in str(values[key]):
-            problems.append(
-                Problem(key, "is not a private key (expected a PEM or OpenSSH private key; "
-                        "was a public key given?)")
-            )
+        if key in values:
+            problem = _private_key_problem(str(values[key]))
+            if problem:
+                problems.append(Problem(key, problem))
 
     try:
         settings = StackConfig.model_validate(values)
@@ -67,6 +68,23 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
     if problems:
         raise ConfigError(problems)
     return settings
+
+
+def _private_key_problem(text: str) -> Optional[str]:
+    if _PRIVATE_KEY_MARKER not in text:
+        return ("is not a private key (expected a PEM or OpenSSH private key; was a public "
+                "key given?)")
+    data = text.encode()
+    try:
+        if b"OPENSSH PRIVATE KEY" in data:
+            serialization.load_ssh_private_key(data, password=None)
+        else:
+            serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as error:
+        # The message never quotes the key.
+        reason = "it is encrypted" if "password" in str(error).lower() else "it does not parse"
+        return f"cannot be used as an SSH key: {reason} (an unencrypted OpenSSH or PEM key is needed)"
+    return None
 
 
 def _decode(text: Any) -> Any:
@@ -151,6 +169,10 @@ def _salvage(values: dict[str, Any]) -> PartialConfig:
         ssh=section("ssh"),
         tuning=section("tuning"),
         storage=section("storage"),
+        aws=section("aws"),
+        vpn=section("vpn"),
+        has_aws="aws" in values,
+        has_vpn="vpn" in values,
         hosts=hosts,
         all_hosts_parsed=len(hosts) == len(raw_hosts),
         has_ssh_private_key=bool(values.get("sshPrivateKey")),
@@ -165,6 +187,10 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         ssh=settings.ssh,
         tuning=settings.tuning,
         storage=settings.storage,
+        aws=settings.aws,
+        vpn=settings.vpn,
+        has_aws=settings.aws is not None,
+        has_vpn=settings.vpn is not None,
         hosts=list(enumerate(settings.hosts)),
         has_ssh_private_key=settings.ssh_private_key is not None,
         has_bastion_private_key=settings.bastion_private_key is not None,

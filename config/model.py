@@ -8,10 +8,11 @@ can run even when some sections fail to parse, and report every problem at once.
 import re
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, SecretStr, field_validator
 
 from config import versions
+from config.cloud import AwsSettings, VpnSettings
+from config.model_base import Section
 from config.types import (
     AbsolutePath,
     Duration,
@@ -32,12 +33,6 @@ Role = Literal["controller", "worker", "controller+worker"]
 # Roles whose host runs the Kubernetes control plane / a kubelet.
 CONTROL_PLANE_ROLES = ("controller", "controller+worker")
 WORKER_ROLES = ("worker", "controller+worker")
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
 
 
 class KubernetesSettings(Section):
@@ -193,9 +188,10 @@ class NfsBackend(Section):
 
 
 class EfsBackend(Section):
-    # An EFS mount target's address, reached over the VPC, a VPN or Direct Connect;
-    # by address so on-prem nodes need no AWS DNS.
-    mount_target_address: IPv4
+    # An existing file system's mount target address, reached over a VPN or Direct
+    # Connect; by address so on-prem nodes need no AWS DNS. On the AWS layouts, leave it
+    # out and the program creates the file system in the VPC.
+    mount_target_address: Optional[IPv4] = None
     path: AbsolutePath = "/"
     # EFS's recommended NFS options, but soft (see storage.nfs.mountOptions).
     mount_options: list[str] = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "soft",
@@ -264,6 +260,16 @@ class StackConfig(Section):
     gpu: GpuSettings = GpuSettings()
     storage: StorageSettings
     mpi: MpiSettings = MpiSettings()
+    aws: Optional[AwsSettings] = None
+    vpn: Optional[VpnSettings] = None
+
+    @property
+    def cni_mtu(self) -> int:
+        """The configured CNI MTU; on hybrid, by default, one that fits through the VPN
+        tunnel with VXLAN's 50 bytes (0 lets the CNI detect it)."""
+        if self.network.mtu or self.vpn is None:
+            return self.network.mtu
+        return self.vpn.mtu - 50
 
     @property
     def controller(self) -> Host:

@@ -13,14 +13,12 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 if str(PROJECT_DIR) not in sys.path:
     sys.path.insert(0, str(PROJECT_DIR))
 
+from preview import credentials  # noqa: E402
 from preview.engine import Plan, run_program  # noqa: E402
 from preview.stack_file import StackConfigFile, read_stack  # noqa: E402
 
-# A throwaway key shape; never a real key.
-TEST_PRIVATE_KEY = (
-    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAtest-only-key-material\n"
-    "-----END OPENSSH PRIVATE KEY-----\n"
-)
+# A throwaway key made for this test run.
+TEST_PRIVATE_KEY = credentials.ssh_private_key()
 
 
 def bare_metal_config(workers: int = 3, gpus: int = 4) -> dict:
@@ -42,6 +40,17 @@ def bare_metal_config(workers: int = 3, gpus: int = 4) -> dict:
         "storage": {"nfs": {"host": "controller", "path": "/srv/nfs"}},
         "sshPrivateKey": TEST_PRIVATE_KEY,
     }
+
+
+def hybrid_config(workers: int = 2) -> dict:
+    """A valid hybrid stack: on-prem GPU workers (the first one is the VPN gateway)."""
+    values = bare_metal_config(workers=workers)
+    values["layout"] = "hybrid"
+    values["hosts"] = values["hosts"][1:]
+    values["aws"] = {"region": "us-east-1", "adminCidrs": ["198.51.100.0/24"]}
+    values["vpn"] = {"onpremGateway": "gpu000", "clientSourceCidrs": ["198.51.100.7/32"]}
+    values["storage"] = {"efs": {}}
+    return values
 
 
 def as_cli_config(values: dict, secret: tuple = ("sshPrivateKey", "bastionPrivateKey"),

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from config import ConfigError, load
-from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config
+from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config, hybrid_config
 from preview.stack_file import read_stack
 
 
@@ -70,7 +70,11 @@ DELETE = object()
 INVALID_CASES = [
     # (id, mutation, expected problem: key path, message fragment)
     ("bad layout", _set("layout", "edge"), "gpu-cluster:layout", "'bare-metal', 'hybrid' or 'cloud'"),
-    ("hybrid not yet", _set("layout", "hybrid"), "gpu-cluster:layout", "not available"),
+    ("cloud not yet", _set("layout", "cloud"), "gpu-cluster:layout", "not available"),
+    ("aws on bare metal", _set("aws", {"region": "us-east-1", "adminCidrs": ["198.51.100.0/24"]}),
+     "gpu-cluster:aws", "only used by the hybrid and cloud layouts"),
+    ("efs on bare metal needs an address", _set("storage", {"efs": {}}),
+     "gpu-cluster:storage.efs.mountTargetAddress", "is required on bare-metal"),
     ("missing network", _set("network", DELETE), "gpu-cluster:network", "is required"),
     ("bad lan cidr", _set("network.lanCidr", "192.168.2.1/24"), "gpu-cluster:network.lanCidr",
      "not an IPv4 network"),
@@ -153,6 +157,57 @@ def test_invalid_config_names_the_key_and_the_problem(mutate, path, fragment):
     mutate(values)
     problems = problems_of(values)
     assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
+
+
+HYBRID_CASES = [
+    ("vpc overlaps lan", _set("aws.vpc", {"cidr": "192.168.0.0/16"}),
+     "gpu-cluster:aws.vpc.cidr", "overlaps gpu-cluster:network.lanCidr"),
+    ("vpc overlaps pods", _set("aws.vpc", {"cidr": "10.244.0.0/16"}),
+     "gpu-cluster:aws.vpc.cidr", "overlaps gpu-cluster:network.podCidr"),
+    ("no vpn section", _set("vpn", DELETE), "gpu-cluster:vpn", "is required by the hybrid layout"),
+    ("no aws section", _set("aws", DELETE), "gpu-cluster:aws", "is required by the hybrid layout"),
+    ("gateway is not a host", _set("vpn.onpremGateway", "router"), "gpu-cluster:vpn.onpremGateway",
+     "not one of the configured hosts"),
+    ("no gateway", _set("vpn", {"clientSourceCidrs": ["198.51.100.7/32"]}),
+     "gpu-cluster:vpn.onpremGateway", "is required"),
+    ("ssh open to the world", _set("aws.adminCidrs", ["0.0.0.0/0"]), "gpu-cluster:aws.adminCidrs",
+     "allowSshFromAnywhere"),
+    ("on-prem controller", _set("hosts[0].role", "controller"), "gpu-cluster:hosts[0].role",
+     "runs on EC2"),
+    ("adopted vpc without subnets", _set("aws.vpc", {"id": "vpc-0123456789abcdef0"}),
+     "gpu-cluster:aws.vpc.subnetIds", "at least two"),
+    ("control plane outside the vpc", _set("aws.controlPlane", {"privateIp": "10.99.0.10"}),
+     "gpu-cluster:aws.controlPlane.privateIp", "outside gpu-cluster:aws.vpc.cidr"),
+    ("cni mtu too large for the tunnel", _set("network.mtu", 1400), "gpu-cluster:network.mtu",
+     "does not fit through the tunnel"),
+    ("tunnel overlaps vpc", _set("vpn.tunnelCidr", "10.20.5.0/24"), "gpu-cluster:vpn.tunnelCidr",
+     "overlaps gpu-cluster:aws.vpc.cidr"),
+]
+
+
+@pytest.mark.parametrize("mutate, path, fragment",
+                         [case[1:] for case in HYBRID_CASES], ids=[c[0] for c in HYBRID_CASES])
+def test_invalid_hybrid_config_names_the_key_and_the_problem(mutate, path, fragment):
+    values = hybrid_config()
+    mutate(values)
+    problems = problems_of(values)
+    assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
+
+
+def test_ssh_from_anywhere_needs_the_explicit_override():
+    values = hybrid_config()
+    values["aws"]["adminCidrs"] = ["0.0.0.0/0"]
+    values["aws"]["allowSshFromAnywhere"] = True
+    assert load_values(values).aws.admin_cidrs == ["0.0.0.0/0"]
+
+
+def test_encrypted_or_broken_keys_are_refused_without_quoting_them():
+    values = bare_metal_config()
+    values["sshPrivateKey"] = ("-----BEGIN OPENSSH PRIVATE KEY-----\nnot-base64-secret-part\n"
+                               "-----END OPENSSH PRIVATE KEY-----\n")
+    problems = problems_of(values)
+    assert any("cannot be used as an SSH key" in p for p in problems)
+    assert not any("secret-part" in p for p in problems)
 
 
 def test_plaintext_secret_is_refused_with_the_command_to_fix_it():

@@ -1,0 +1,93 @@
+"""Config of the AWS side (hybrid and cloud layouts): VPC, control-plane instance, and the
+OpenVPN bridge between the VPC and the on-prem LAN."""
+
+import ipaddress
+import itertools
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from config.model_base import Section
+from config.types import DnsLabel, IPv4, IPv4Cidr, Port
+
+
+class VpcSettings(Section):
+    # The VPC's network: created with this CIDR, or the CIDR of the adopted VPC.
+    cidr: IPv4Cidr = "10.20.0.0/16"
+    availability_zones: int = Field(default=2, ge=2, le=6)
+    # Adopt an existing VPC and subnets (at least two, in different zones) by id.
+    id: Optional[str] = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
+    subnet_ids: list[str] = []
+    # Route tables of the adopted subnets; the on-prem LAN is routed through the VPN there.
+    route_table_ids: list[str] = []
+    # Subnet CIDRs when the program creates them; default: /24s at the VPC's start.
+    subnet_cidrs: list[IPv4Cidr] = []
+
+
+class ControlPlaneInstance(Section):
+    # Host name of the instance (set at boot) and of its Kubernetes node.
+    name: DnsLabel = "control-plane"
+    instance_type: str = Field(default="m6i.large", pattern=r"^[a-z0-9-]+\.[a-z0-9]+$")
+    # Default: the newest Ubuntu 24.04 LTS image published by Canonical.
+    ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$")
+    root_volume_gb: int = Field(default=100, ge=20, le=16384)
+    # Fixed private address (node IP and API address); default: the first subnet's .10.
+    private_ip: Optional[IPv4] = None
+    # A public address for SSH and the API from the admin networks.
+    elastic_ip: bool = True
+
+
+class AwsSettings(Section):
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    vpc: VpcSettings = VpcSettings()
+    # Networks administrators (and `pulumi up`) reach SSH and the Kubernetes API from.
+    admin_cidrs: list[IPv4Cidr]
+    # Opening SSH to 0.0.0.0/0 must be asked for explicitly.
+    allow_ssh_from_anywhere: bool = False
+    control_plane: ControlPlaneInstance = ControlPlaneInstance()
+    tags: dict[str, str] = {}
+
+
+class VpnSettings(Section):
+    # server-on-ec2: OpenVPN server in the VPC, client on an on-prem host.
+    mode: Literal["server-on-ec2"] = "server-on-ec2"
+    # The on-prem host that runs the OpenVPN client and routes the LAN to the VPC.
+    onprem_gateway: DnsLabel
+    tunnel_cidr: IPv4Cidr = "10.8.0.0/24"
+    port: Port = 1194
+    protocol: Literal["udp", "tcp"] = "udp"
+    # Public addresses the on-prem gateway connects from (the VPN port is open to them
+    # only; 0.0.0.0/0 must be written out).
+    client_source_cidrs: list[IPv4Cidr]
+    # Tunnel MTU; TCP MSS is clamped below it and the CNI MTU must be lower still.
+    mtu: int = Field(default=1400, ge=1280, le=1500)
+    # The LAN router already routes the VPC and tunnel CIDRs to the on-prem gateway;
+    # otherwise every on-prem host gets persistent routes.
+    lan_router_has_route: bool = False
+
+
+def subnet_cidrs(vpc: VpcSettings) -> list[str]:
+    """The subnets the program creates: as configured, or the first /24s of the VPC."""
+    if vpc.subnet_cidrs:
+        return list(vpc.subnet_cidrs)
+    network = ipaddress.ip_network(vpc.cidr)
+    return [str(s) for s in itertools.islice(network.subnets(new_prefix=24), vpc.availability_zones)]
+
+
+def _host_in(cidr: str, offset: int) -> str:
+    return str(ipaddress.ip_network(cidr)[offset])
+
+
+def control_plane_address(aws: AwsSettings) -> str:
+    """The instance's fixed private address: configured, or .10 of the first subnet."""
+    return aws.control_plane.private_ip or _host_in(subnet_cidrs(aws.vpc)[0], 10)
+
+
+def efs_mount_target_addresses(aws: AwsSettings) -> list[str]:
+    """Fixed mount-target addresses (.20 of each created subnet): known before `pulumi up`,
+    so on-prem nodes mount by address with no AWS DNS."""
+    return [_host_in(cidr, 20) for cidr in subnet_cidrs(aws.vpc)]
+
+
+def tunnel_server_address(vpn: VpnSettings) -> str:
+    return _host_in(vpn.tunnel_cidr, 1)
