@@ -1,0 +1,53 @@
+"""What AWS would answer, for the offline preview: look-ups (availability zones, the
+Ubuntu image) and the outputs AWS assigns to new resources (ids, the Elastic IP).
+Addresses come from the documentation range 203.0.113.0/24 so nothing real is named."""
+
+import hashlib
+from typing import Any, Optional
+
+# Resource type -> the id prefix AWS uses.
+_ID_PREFIXES = {
+    "aws:ec2/vpc:Vpc": "vpc",
+    "aws:ec2/subnet:Subnet": "subnet",
+    "aws:ec2/internetGateway:InternetGateway": "igw",
+    "aws:ec2/routeTable:RouteTable": "rtb",
+    "aws:ec2/securityGroup:SecurityGroup": "sg",
+    "aws:ec2/instance:Instance": "i",
+    "aws:ec2/eip:Eip": "eipalloc",
+    "aws:ec2/keyPair:KeyPair": "key",
+    "aws:efs/fileSystem:FileSystem": "fs",
+    "aws:efs/mountTarget:MountTarget": "fsmt",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "sgr",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "sgr",
+}
+
+
+def _hex(name: str, length: int = 17) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:length]
+
+
+def resource(type_: str, name: str, inputs: dict) -> Optional[tuple[str, dict[str, Any]]]:
+    """(id, outputs) for an AWS resource, or None for other providers' resources."""
+    if not type_.startswith("aws:"):
+        return None
+    resource_id = f"{_ID_PREFIXES.get(type_, 'res')}-{_hex(name)}"
+    outputs = {**inputs, "id": resource_id, "arn": f"arn:aws:preview::{resource_id}"}
+    if type_ == "aws:ec2/instance:Instance":
+        outputs["primaryNetworkInterfaceId"] = f"eni-{_hex(name + '-eni')}"
+    elif type_ == "aws:ec2/eip:Eip":
+        outputs["publicIp"] = f"203.0.113.{10 + int(_hex(name, 2), 16) % 200}"
+    elif type_ == "aws:ec2/keyPair:KeyPair":
+        outputs.setdefault("keyName", name)
+    elif type_ == "aws:efs/fileSystem:FileSystem":
+        outputs["dnsName"] = f"{resource_id}.efs.preview.amazonaws.com"
+    return resource_id, outputs
+
+
+def invoke(token: str, args: dict) -> Optional[dict]:
+    if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+        names = [f"preview-zone-{letter}" for letter in "abcdef"]
+        return {"id": "preview", "names": names, "zoneIds": [f"pz-{n}" for n in range(6)]}
+    if token == "aws:ec2/getAmi:getAmi":
+        return {"id": "ami-0000000000preview", "name": "ubuntu-noble-24.04 (offline preview)",
+                "architecture": "x86_64"}
+    return None
