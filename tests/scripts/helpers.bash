@@ -6,12 +6,12 @@
 TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SCRIPTS_DIR="$(cd "$TESTS_DIR/../../components/scripts" && pwd)"
 STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip k0s modprobe
-  nvidia-smi sleep swapoff sysctl systemctl timeout umount uname update-grub update-initramfs)
+  nvidia-smi ping sleep swapoff sysctl systemctl timeout umount uname update-grub update-initramfs)
 # How the scripts call apt-get, as a regular expression.
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
 # Commands whose call means the host was changed; a second run must not call them.
-STATE_CHANGING='^(apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|systemctl (start|restart|stop|daemon-reload|enable))( |$)'
+STATE_CHANGING='^(apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|systemctl (start|restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
 
 # setup_host: fresh fake root and stubs for one test.
 setup_host() {
@@ -67,6 +67,29 @@ add_pci_device() {
 # remove_stub NAME: make NAME absent from PATH (as on a host without it).
 remove_stub() {
   rm -f "$BATS_TEST_TMPDIR/bin/$1"
+}
+
+# hide_command NAME: make NAME absent from PATH although the machine has it: PATH becomes
+# the stubs plus a folder of links to every other command on the old PATH.
+hide_command() {
+  local dir file dirs=() links="$BATS_TEST_TMPDIR/path" old_path=$PATH
+  remove_stub "$1"
+  mkdir -p "$links"
+  IFS=: read -r -a dirs <<<"$old_path"
+  for dir in "${dirs[@]}"; do
+    [[ -d "$dir" && "$dir" != "$BATS_TEST_TMPDIR/bin" ]] || continue
+    for file in "$dir"/*; do
+      if [[ -x "$file" && ! -d "$file" && "${file##*/}" != "$1" && ! -e "$links/${file##*/}" ]]; then
+        ln -s "$file" "$links/${file##*/}"
+      fi
+    done
+  done
+  export PATH="$BATS_TEST_TMPDIR/bin:$links"
+}
+
+# add_route CIDR GATEWAY: the stubbed kernel routes CIDR via GATEWAY (see stubs/stub).
+add_route() {
+  printf '%s via %s dev eth0\n' "$1" "$2" >>"${STUB_STATE:?}/routes"
 }
 
 # installed_package NAME VERSION: dpkg-query reports NAME as installed.

@@ -117,3 +117,12 @@ setup() {
   assert_failure
   assert_output_contains "HOST_ROLE must be controller, worker or controller+worker, got 'boss'"
 }
+
+@test "preflight: without a control-plane address (reached later through the VPN) it skips that check" {
+  export CONTROL_PLANE_ADDRESS=""
+  export STUB_EXIT_TIMEOUT=1
+  run_script preflight.sh
+  assert_success
+  assert_output_contains "control plane reachability is checked once the VPN tunnel is up"
+  refute_called '^timeout '
+}

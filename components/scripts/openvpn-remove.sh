@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Delete step of install-openvpn-server and install-openvpn-client: stops and disables the
+# unit and removes what the create step wrote. IP forwarding stays on (Kubernetes needs it).
+set -euo pipefail
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=remove-openvpn}"
+
+# Inputs (environment), required:
+#   OPENVPN_UNIT  openvpn-server@gpu-cluster or openvpn-client@gpu-cluster
+SYSCTL_FILE=/etc/sysctl.d/90-gpu-cluster-vpn.conf
+ROLE=""
+NAME=""
+
+check_inputs() {
+  require_env OPENVPN_UNIT
+  if [[ ! "$OPENVPN_UNIT" =~ ^openvpn-(server|client)@([a-z0-9][a-z0-9-]{0,62})$ ]]; then
+    die "OPENVPN_UNIT must be openvpn-server@NAME or openvpn-client@NAME, got '$OPENVPN_UNIT'"
+  fi
+  ROLE=${BASH_REMATCH[1]}
+  NAME=${BASH_REMATCH[2]}
+}
+
+stop_unit() {
+  if systemctl is-active --quiet "$OPENVPN_UNIT"; then
+    systemctl stop "$OPENVPN_UNIT"
+    log "changed: stopped $OPENVPN_UNIT"
+  else
+    log "$OPENVPN_UNIT is not running"
+  fi
+  if systemctl is-enabled --quiet "$OPENVPN_UNIT"; then
+    systemctl disable "$OPENVPN_UNIT"
+    log "changed: disabled $OPENVPN_UNIT"
+  fi
+}
+
+# remove_folder PATH: removes host folder PATH (below ROOT) and everything in it.
+remove_folder() {
+  if [[ -d "$ROOT$1" ]]; then
+    rm -rf -- "${ROOT:?}$1"
+    log "changed: removed $1"
+  else
+    log "unchanged: $1 is absent"
+  fi
+}
+
+remove_dropin() {
+  local dropin="/etc/systemd/system/$OPENVPN_UNIT.service.d/gpu-cluster.conf"
+  remove_file "$dropin"
+  if ((FILE_CHANGED)); then
+    rmdir -- "$ROOT${dropin%/*}" 2>/dev/null || true
+    systemctl daemon-reload
+    log "changed: reloaded systemd units (daemon-reload)"
+  fi
+}
+
+main() {
+  check_inputs
+  stop_unit
+  remove_file "/etc/openvpn/$ROLE/$NAME.conf"
+  remove_folder "/etc/openvpn/$ROLE/$NAME"
+  remove_dropin
+  # Forwarding is left on: prepare-host enables it too, and pods need it.
+  remove_file "$SYSCTL_FILE"
+  follow_up_done "restart-$OPENVPN_UNIT"
+  follow_up_done sysctl-vpn
+  follow_up_done daemon-reload-vpn
+  log "removed the OpenVPN $ROLE $NAME"
+}
+
+main "$@"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Delete step of route-to-vpc: stops and removes the route unit and the routes it set.
+set -euo pipefail
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=remove-route-to-vpc}"
+
+# Inputs (environment), the same as route-to-vpc.sh: VPC_CIDR and GATEWAY_ADDRESS
+# (required), TUNNEL_CIDR (optional).
+UNIT=gpu-cluster-route-vpc
+UNIT_FILE="/etc/systemd/system/$UNIT.service"
+
+main() {
+  local cidr
+  require_env VPC_CIDR GATEWAY_ADDRESS
+  : "${TUNNEL_CIDR:=}"
+  if systemctl is-active --quiet "$UNIT"; then
+    systemctl stop "$UNIT"
+    log "changed: stopped $UNIT"
+  fi
+  if systemctl is-enabled --quiet "$UNIT"; then
+    systemctl disable "$UNIT"
+    log "changed: disabled $UNIT"
+  fi
+  remove_file "$UNIT_FILE"
+  if ((FILE_CHANGED)); then
+    systemctl daemon-reload
+    log "changed: reloaded systemd units (daemon-reload)"
+  fi
+  follow_up_done "restart-$UNIT"
+  for cidr in "$VPC_CIDR" ${TUNNEL_CIDR:+"$TUNNEL_CIDR"}; do
+    if [[ " $(ip -4 route show exact "$cidr") " == *" via $GATEWAY_ADDRESS "* ]]; then
+      ip route del "$cidr" via "$GATEWAY_ADDRESS"
+      log "changed: removed the route to $cidr via $GATEWAY_ADDRESS"
+    else
+      log "unchanged: no route to $cidr via $GATEWAY_ADDRESS"
+    fi
+  done
+}
+
+main "$@"

@@ -1,0 +1,175 @@
+"""The site-to-site OpenVPN bridge of the hybrid layout: an OpenVPN server on the EC2
+control-plane instance, an OpenVPN client on one on-prem host (the gateway) that routes
+the LAN to the VPC and back, and a persistent route to the VPC on every other on-prem host
+(unless the LAN router already has it).
+
+What the AWS side does for it: route the LAN (and the tunnel network) to the instance in
+the VPC's route tables, turn the instance's source/destination check off, and open the
+VPN port to the gateway's public addresses.
+"""
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_command import remote
+
+from components import openvpn_config
+from components.host_bootstrap import HostBootstrap
+from components.remote_step import Script, run_step
+from components.vpn_pki import VpnPki, VpnPkiArgs
+from config.model import Host, StackConfig
+
+INSTALL_SERVER = Script("openvpn-server.sh")
+INSTALL_CLIENT = Script("openvpn-client.sh")
+REMOVE_OPENVPN = Script("openvpn-remove.sh")
+ROUTE_TO_VPC = Script("route-to-vpc.sh")
+REMOVE_ROUTE_TO_VPC = Script("route-to-vpc-remove.sh")
+
+
+@dataclass
+class VpnBridgeArgs:
+    settings: StackConfig
+    server_host: Host  # the EC2 instance as a Host (name, address = private IP)
+    server_connection: remote.ConnectionArgs
+    server_ssh_user: str
+    server_public_address: pulumi.Input[str]  # the Elastic IP: the clients' `remote`
+    server_ready: pulumi.Resource  # its bootstrap is done
+    # On-prem host name -> its HostBootstrap (connection, ssh_user, ready).
+    onprem: dict[str, HostBootstrap]
+
+
+class VpnBridge(pulumi.ComponentResource):
+    """`<server>-install-openvpn-server` -> `<gateway>-install-openvpn-client`, and
+    `<host>-route-to-vpc` on the other on-prem hosts."""
+
+    # What a worker's join must wait for: the gateway's tunnel is up, routes are in place.
+    tunnel_up: list[pulumi.Resource]
+    admin_profile: pulumi.Output[str]  # secret: an inline .ovpn profile for administrators
+    server_tunnel_address: str  # the server inside the tunnel (first host of tunnelCidr)
+
+    def __init__(self, name: str, args: VpnBridgeArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:network:VpnBridge", name, None, opts)
+        settings = args.settings
+        if settings.vpn is None or settings.aws is None:
+            raise ValueError("VpnBridge needs the gpu-cluster:vpn and gpu-cluster:aws settings")
+        self._args = args
+        self._vpn = settings.vpn
+        self._hosts = {host.name: host for host in settings.hosts}
+        missing = sorted(set(args.onprem) - set(self._hosts))
+        if missing or self._vpn.onprem_gateway not in args.onprem:
+            raise ValueError(f"VpnBridge: on-prem hosts {missing or []} are not configured, or "
+                             f"the gateway '{self._vpn.onprem_gateway}' has no bootstrap")
+        self._gateway = self._hosts[self._vpn.onprem_gateway]
+
+        self.pki = VpnPki(f"{name}-pki", VpnPkiArgs(settings.cluster_name),
+                          opts=pulumi.ResourceOptions(parent=self))
+        self._tunnel = openvpn_config.Tunnel(
+            cidr=self._vpn.tunnel_cidr,
+            port=self._vpn.port,
+            protocol=self._vpn.protocol,
+            mtu=self._vpn.mtu,
+            server_name=self.pki.server.common_name,
+        )
+        self.server_tunnel_address = openvpn_config.server_tunnel_address(self._vpn.tunnel_cidr)
+        public_address = pulumi.Output.from_input(args.server_public_address)
+
+        server = self._create_server()
+        client = self._create_gateway_client(server, public_address)
+        self.routes: dict[str, remote.Command] = (
+            {} if self._vpn.lan_router_has_route else self._create_routes())
+        self.tunnel_up = [client, *self.routes.values()]
+        self._client = client
+
+        pki, tunnel = self.pki, self._tunnel
+        self.admin_profile = pulumi.Output.secret(pulumi.Output.all(
+            public_address, pki.ca_cert_pem, pki.admin.cert_pem, pki.admin.private_key_pem,
+            pki.tls_crypt_key,
+        ).apply(lambda values: openvpn_config.admin_profile(tunnel, *values)))
+        self.register_outputs({
+            "serverTunnelAddress": self.server_tunnel_address,
+            "adminProfile": self.admin_profile,
+        })
+
+    def tunnel_up_for(self, host_name: str) -> list[pulumi.Resource]:
+        """What one on-prem host's join must wait for: the tunnel, and its own route."""
+        route = self.routes.get(host_name)
+        return [self._client] + ([route] if route is not None else [])
+
+    def _create_server(self) -> remote.Command:
+        args, settings = self._args, self._args.settings
+        pki = self.pki
+        return run_step(
+            f"{args.server_host.name}-install-openvpn-server",
+            host=args.server_host,
+            step="install-openvpn-server",
+            connection=args.server_connection,
+            ssh_user=args.server_ssh_user,
+            create=INSTALL_SERVER,
+            delete=REMOVE_OPENVPN,
+            env={
+                "OPENVPN_CONFIG": openvpn_config.server_config(
+                    self._tunnel, settings.aws.vpc.cidr, settings.network.lan_cidr),
+                "OPENVPN_CA": pki.ca_cert_pem,
+                "OPENVPN_CERT": pki.server.cert_pem,
+                "OPENVPN_KEY": pki.server.private_key_pem,
+                "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
+                "OPENVPN_CCD_NAME": pki.gateway.common_name,
+                "OPENVPN_CCD": openvpn_config.gateway_ccd(settings.network.lan_cidr),
+                "OPENVPN_UNIT": openvpn_config.SERVER_UNIT,
+            },
+            depends_on=[args.server_ready],
+            parent=self,
+        )
+
+    def _create_gateway_client(self, server: remote.Command,
+                               public_address: pulumi.Output[str]) -> remote.Command:
+        args, settings = self._args, self._args.settings
+        bootstrap, pki, tunnel = args.onprem[self._gateway.name], self.pki, self._tunnel
+        return run_step(
+            f"{self._gateway.name}-install-openvpn-client",
+            host=self._gateway,
+            step="install-openvpn-client",
+            connection=bootstrap.connection,
+            ssh_user=bootstrap.ssh_user,
+            create=INSTALL_CLIENT,
+            delete=REMOVE_OPENVPN,
+            env={
+                "OPENVPN_CONFIG": public_address.apply(
+                    lambda address: openvpn_config.client_config(tunnel, address)),
+                "OPENVPN_CA": pki.ca_cert_pem,
+                "OPENVPN_CERT": pki.gateway.cert_pem,
+                "OPENVPN_KEY": pki.gateway.private_key_pem,
+                "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
+                "VPC_CIDR": settings.aws.vpc.cidr,
+                "TUNNEL_CHECK_ADDRESS": self.server_tunnel_address,
+                "OPENVPN_UNIT": openvpn_config.CLIENT_UNIT,
+            },
+            depends_on=[server, bootstrap.ready],
+            parent=self,
+        )
+
+    def _create_routes(self) -> dict[str, remote.Command]:
+        settings = self._args.settings
+        routes = {}
+        for name, bootstrap in self._args.onprem.items():
+            if name == self._gateway.name:
+                continue
+            host = self._hosts[name]
+            routes[name] = run_step(
+                f"{name}-route-to-vpc",
+                host=host,
+                step="route-to-vpc",
+                connection=bootstrap.connection,
+                ssh_user=bootstrap.ssh_user,
+                create=ROUTE_TO_VPC,
+                delete=REMOVE_ROUTE_TO_VPC,
+                env={
+                    "VPC_CIDR": settings.aws.vpc.cidr,
+                    "GATEWAY_ADDRESS": self._gateway.address,
+                    # Replies to the VPN server and to administrators' VPN clients.
+                    "TUNNEL_CIDR": self._vpn.tunnel_cidr,
+                },
+                depends_on=[bootstrap.ready],
+                parent=self,
+            )
+        return routes

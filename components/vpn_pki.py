@@ -1,0 +1,103 @@
+"""The VPN's own small PKI, kept in the stack's state: a CA, the server's certificate,
+client certificates for the on-prem gateway and an administrator, and the tls-crypt key
+that hides the server from anyone without it. Private keys are secret outputs."""
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_random as random
+import pulumi_tls as tls
+
+from components import openvpn_config
+
+KEY_ALGORITHM = "ECDSA"
+KEY_CURVE = "P256"
+CA_VALIDITY_HOURS = 10 * 365 * 24
+CERT_VALIDITY_HOURS = 3 * 365 * 24
+# A `pulumi up` within the last 30 days of a certificate's life issues a new one (the
+# steps then install it and restart OpenVPN); the CA is renewed by replacing it.
+CERT_EARLY_RENEWAL_HOURS = 30 * 24
+TLS_CRYPT_KEY_BYTES = 256
+
+SERVER_USES = ["server_auth", "digital_signature", "key_agreement"]
+CLIENT_USES = ["client_auth", "digital_signature", "key_agreement"]
+
+
+@dataclass
+class VpnPkiArgs:
+    # Names the certificates: <cluster>-vpn-server, <cluster>-onprem-gateway, <cluster>-admin.
+    cluster_name: str
+
+
+@dataclass
+class IssuedCertificate:
+    common_name: str
+    cert_pem: pulumi.Output[str]
+    private_key_pem: pulumi.Output[str]  # secret
+
+
+class VpnPki(pulumi.ComponentResource):
+    ca_cert_pem: pulumi.Output[str]
+    server: IssuedCertificate
+    gateway: IssuedCertificate
+    admin: IssuedCertificate
+    tls_crypt_key: pulumi.Output[str]  # secret, an OpenVPN static key file
+
+    def __init__(self, name: str, args: VpnPkiArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:network:VpnPki", name, None, opts)
+        self._name = name
+        self._opts = pulumi.ResourceOptions(parent=self)
+        cluster = args.cluster_name
+
+        ca_key = self._private_key("ca")
+        self._ca_key_pem = ca_key.private_key_pem
+        ca = tls.SelfSignedCert(
+            f"{name}-ca-cert",
+            private_key_pem=ca_key.private_key_pem,
+            subject=tls.SelfSignedCertSubjectArgs(common_name=f"{cluster}-vpn-ca",
+                                                  organization="gpu-cluster"),
+            is_ca_certificate=True,
+            allowed_uses=["cert_signing", "crl_signing"],
+            validity_period_hours=CA_VALIDITY_HOURS,
+            opts=self._opts,
+        )
+        self.ca_cert_pem = ca.cert_pem
+        self.server = self._issue("server", f"{cluster}-vpn-server", SERVER_USES)
+        self.gateway = self._issue("gateway", f"{cluster}-onprem-gateway", CLIENT_USES)
+        self.admin = self._issue("admin", f"{cluster}-admin", CLIENT_USES)
+
+        tls_crypt = random.RandomBytes(f"{name}-tls-crypt-key", length=TLS_CRYPT_KEY_BYTES,
+                                       opts=self._opts)
+        self.tls_crypt_key = pulumi.Output.secret(tls_crypt.hex.apply(openvpn_config.static_key))
+        self.register_outputs({
+            "caCertPem": self.ca_cert_pem,
+            "serverCommonName": self.server.common_name,
+            "gatewayCommonName": self.gateway.common_name,
+            "adminCommonName": self.admin.common_name,
+        })
+
+    def _private_key(self, role: str) -> tls.PrivateKey:
+        return tls.PrivateKey(f"{self._name}-{role}-key", algorithm=KEY_ALGORITHM,
+                              ecdsa_curve=KEY_CURVE, opts=self._opts)
+
+    def _issue(self, role: str, common_name: str, uses: list[str]) -> IssuedCertificate:
+        key = self._private_key(role)
+        request = tls.CertRequest(
+            f"{self._name}-{role}-csr",
+            private_key_pem=key.private_key_pem,
+            subject=tls.CertRequestSubjectArgs(common_name=common_name,
+                                               organization="gpu-cluster"),
+            opts=self._opts,
+        )
+        cert = tls.LocallySignedCert(
+            f"{self._name}-{role}-cert",
+            cert_request_pem=request.cert_request_pem,
+            ca_private_key_pem=self._ca_key_pem,
+            ca_cert_pem=self.ca_cert_pem,
+            allowed_uses=uses,
+            validity_period_hours=CERT_VALIDITY_HOURS,
+            early_renewal_hours=CERT_EARLY_RENEWAL_HOURS,
+            opts=self._opts,
+        )
+        return IssuedCertificate(common_name, cert.cert_pem,
+                                 pulumi.Output.secret(key.private_key_pem))
