@@ -2,7 +2,7 @@
 # first use with the pinned requirements, so a fresh clone needs only python3 and make.
 VENV  ?= venv
 PY    := $(VENV)/bin/python
-STACK ?= lab
+STACK ?= prod
 
 .PHONY: preview test bench clean
 
@@ -12,7 +12,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tools.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements-tools.txt
 	touch $@
 
-preview: $(VENV)/.installed  ## offline preview of STACK (default: lab) into build/STACK/
+preview: $(VENV)/.installed  ## offline preview of STACK (default: prod) into build/STACK/
 	$(PY) -m preview $(STACK)
 
 test: $(VENV)/.installed  ## the whole suite: config, components, stacks, scripts

@@ -1,18 +1,28 @@
 """The whole cluster for one stack: picks the components the configured layout needs."""
 
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.aws_control_plane_host import (
+    EC2_SSH_PORT,
+    ControlPlaneHost,
+    ControlPlaneHostArgs,
+)
+from components.aws_network import AwsNetwork, AwsNetworkArgs
 from components.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for
+from components.efs_file_system import EfsFileSystem, EfsFileSystemArgs
 from components.gpu_support import GpuSupport, GpuSupportArgs
 from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
 from components.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.shared_storage import SharedStorage, SharedStorageArgs
+from components.vpn_bridge import VpnBridge, VpnBridgeArgs
 from components.worker_node import WorkerNode, WorkerNodeArgs
-from config.model import StackConfig
+from config.model import Host, StackConfig
 
 
 @dataclass
@@ -22,7 +32,7 @@ class ClusterArgs:
 
 class Cluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
-    api_endpoint: str
+    api_endpoint: pulumi.Input[str]
     provider: k8s.Provider
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions = None):
@@ -30,17 +40,116 @@ class Cluster(pulumi.ComponentResource):
         self._name = name
         self._settings = args.settings
         self._distribution = distribution_for(args.settings)
+        self.gateways: dict[str, pulumi.Input[str]] = {}
+        self.vpn_admin_profile: Optional[pulumi.Output[str]] = None
         if args.settings.layout == "bare-metal":
             self._create_bare_metal()
-        else:  # refused by config validation; kept explicit for the next layouts
+        elif args.settings.layout == "hybrid":
+            self._create_hybrid()
+        else:  # refused by config validation; kept explicit for the next layout
             raise ValueError(f"layout {args.settings.layout} is not supported")
         self._create_addons()
+        self.nodes = [
+            {"name": h.name, "address": h.address, "role": h.role, "gpus": h.gpus,
+             "gpuModel": h.gpu_model}
+            for h in self._all_hosts
+        ]
         self.register_outputs({
             "apiEndpoint": self.api_endpoint,
             "kubeconfig": self.kubeconfig,
             "nodes": self.nodes,
             "defaultStorageClass": self.storage.default_class,
         })
+
+    def _bootstrap(self, host: Host, control_plane_address: str, **ssh) -> HostBootstrap:
+        # Hosts bootstrap in parallel: no host's steps wait for another host's.
+        return HostBootstrap(
+            host.name,
+            HostBootstrapArgs(host, self._settings, self._distribution, control_plane_address,
+                              **ssh),
+            opts=pulumi.ResourceOptions(parent=self))
+
+    def _create_bare_metal(self) -> None:
+        settings = self._settings
+        controller = settings.controller
+        bootstraps = {h.name: self._bootstrap(h, controller.address) for h in settings.hosts}
+        self._all_hosts = list(settings.hosts)
+        self.nfs_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
+        self._create_kubernetes(controller, bootstraps, join_after={})
+
+    def _create_hybrid(self) -> None:
+        """Control plane (and VPN server) on EC2, GPU workers on-prem across OpenVPN."""
+        settings = self._settings
+        aws_provider = aws.Provider(f"{self._name}-aws", region=settings.aws.region,
+                                    opts=pulumi.ResourceOptions(parent=self))
+        on_aws = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
+        network = AwsNetwork(f"{self._name}-network",
+                             AwsNetworkArgs(settings.aws, settings.cluster_name), opts=on_aws)
+        instance = ControlPlaneHost(f"{self._name}-control-plane-host",
+                                    ControlPlaneHostArgs(settings, network), opts=on_aws)
+        controller = Host(name=settings.aws.control_plane.name, address=instance.private_ip,
+                          role="controller", ssh_user=instance.ssh_user)
+        bootstraps = {controller.name: self._bootstrap(
+            controller, instance.private_ip, ssh_address=instance.public_ip,
+            ssh_port=EC2_SSH_PORT)}
+        # On-prem hosts reach the control plane only once the tunnel is up.
+        bootstraps.update({h.name: self._bootstrap(h, "") for h in settings.hosts})
+        vpn = VpnBridge(f"{self._name}-vpn", VpnBridgeArgs(
+            settings=settings,
+            server_host=controller,
+            server_connection=bootstraps[controller.name].connection,
+            server_ssh_user=controller.ssh_user,
+            server_public_address=instance.public_ip,
+            server_ready=bootstraps[controller.name].ready,
+            onprem={h.name: bootstraps[h.name] for h in settings.hosts},
+        ), opts=pulumi.ResourceOptions(parent=self))
+        self.vpn_admin_profile = vpn.admin_profile
+        self.gateways = {"aws": instance.public_ip,
+                         "onPrem": next(h.address for h in settings.hosts
+                                        if h.name == settings.vpn.onprem_gateway)}
+        self._all_hosts = [controller, *settings.hosts]
+        self.nfs_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
+        if settings.storage.efs is not None:
+            efs = EfsFileSystem(f"{self._name}-efs", EfsFileSystemArgs(settings, network),
+                                opts=on_aws)
+            self._settings = settings.model_copy(update={"storage": settings.storage.model_copy(
+                update={"efs": settings.storage.efs.model_copy(
+                    update={"mount_target_address": efs.address})})})
+            self.nfs_servers += efs.mount_targets
+        public = instance.public_ip if settings.aws.control_plane.elastic_ip else None
+        self._create_kubernetes(
+            controller, bootstraps, public_address=public,
+            join_after={h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts})
+
+    def _create_kubernetes(self, controller: Host, bootstraps: dict[str, HostBootstrap],
+                           join_after: dict[str, list], public_address=None) -> None:
+        """The control plane, the API provider and the nodes; `join_after` names what each
+        host's join waits for beyond its own bootstrap (its route through the VPN)."""
+        settings = self._settings
+        control_plane = ControlPlane(
+            f"{self._name}-control-plane",
+            ControlPlaneArgs(controller, settings, self._distribution,
+                             bootstraps[controller.name], public_address),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.api_endpoint = control_plane.api_endpoint
+        self.kubeconfig = control_plane.kubeconfig
+        self.provider = k8s.Provider(
+            f"{self._name}-kubernetes",
+            kubeconfig=self.kubeconfig,
+            # Large objects (the MPIJob CRD) exceed client-side apply's annotation limit.
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.nodes_ready = []
+        for host in [controller, *settings.workers]:
+            if host.runs_workloads:
+                self.nodes_ready.append(WorkerNode(
+                    f"{host.name}-node",
+                    WorkerNodeArgs(host, settings, self._distribution, bootstraps[host.name],
+                                   control_plane, self.provider, join_after.get(host.name, [])),
+                    opts=pulumi.ResourceOptions(parent=self),
+                ))
 
     def _create_addons(self) -> None:
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs."""
@@ -54,46 +163,3 @@ class Cluster(pulumi.ComponentResource):
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
                         MpiOperatorArgs(self.provider, self.nodes_ready), opts=opts)
-
-    def _create_bare_metal(self) -> None:
-        settings = self._settings
-        controller = settings.controller
-        # Hosts bootstrap in parallel: no host's steps wait for another host's.
-        bootstraps = {
-            host.name: HostBootstrap(
-                host.name,
-                HostBootstrapArgs(host, settings, self._distribution, controller.address),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            for host in settings.hosts
-        }
-        control_plane = ControlPlane(
-            f"{self._name}-control-plane",
-            ControlPlaneArgs(controller, settings, self._distribution, bootstraps[controller.name]),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.api_endpoint = control_plane.api_endpoint
-        self.kubeconfig = control_plane.kubeconfig
-        self.provider = k8s.Provider(
-            f"{self._name}-kubernetes",
-            kubeconfig=self.kubeconfig,
-            # Large objects (the MPIJob CRD) exceed client-side apply's annotation limit.
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.nodes_ready = []
-        for host in settings.hosts:
-            if host.runs_workloads:
-                node = WorkerNode(
-                    f"{host.name}-node",
-                    WorkerNodeArgs(host, settings, self._distribution, bootstraps[host.name],
-                                   control_plane, self.provider),
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-                self.nodes_ready.append(node)
-        self.nfs_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
-        self.nodes = [
-            {"name": h.name, "address": h.address, "role": h.role, "gpus": h.gpus,
-             "gpuModel": h.gpu_model}
-            for h in settings.hosts
-        ]

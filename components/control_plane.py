@@ -2,6 +2,7 @@
 kubeconfig and issues a short-lived join token per worker, all without a manual step."""
 
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 import yaml
@@ -19,6 +20,9 @@ class ControlPlaneArgs:
     settings: StackConfig
     distribution: K0s
     bootstrap: HostBootstrap
+    # The address users and `pulumi up` reach the API at (an Elastic IP), when it is not
+    # the host's own; it is added to the API certificate.
+    public_address: Optional[pulumi.Input[str]] = None
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -28,15 +32,16 @@ class ControlPlane(pulumi.ComponentResource):
         self.host = args.host
         self.connection = args.bootstrap.connection
         self.ssh_user = args.bootstrap.ssh_user
-        self.api_endpoint = (
-            f"https://{args.host.address}:{args.settings.kubernetes.api_port}"
-        )
+        port = args.settings.kubernetes.api_port
+        self.api_endpoint: pulumi.Input[str] = f"https://{args.host.address}:{port}"
+        if args.public_address is not None:
+            self.api_endpoint = pulumi.Output.concat("https://", args.public_address, f":{port}")
 
         self.installed = self._create_install_controller()
         read = self._create_read_admin_kubeconfig()
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
-            read.stdout.apply(
-                lambda text: admin_kubeconfig(text, self.api_endpoint, args.settings.cluster_name)
+            pulumi.Output.all(read.stdout, self.api_endpoint).apply(
+                lambda values: admin_kubeconfig(values[0], values[1], args.settings.cluster_name)
             )
         )
         self.register_outputs({"apiEndpoint": self.api_endpoint, "kubeconfig": self.kubeconfig})
@@ -61,7 +66,8 @@ class ControlPlane(pulumi.ComponentResource):
             f"{self.host.name}-install-controller",
             "install-controller",
             distribution.install_controller,
-            distribution.controller_env(self.host),
+            distribution.controller_env(
+                self.host, [self._args.public_address] if self._args.public_address else []),
             delete=distribution.reset_node,
             depends_on=[self._args.bootstrap.ready],
         )

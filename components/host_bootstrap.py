@@ -2,6 +2,7 @@
 and on GPU hosts the NVIDIA driver, container toolkit and containerd runtime."""
 
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 from pulumi_command import remote
@@ -23,8 +24,12 @@ class HostBootstrapArgs:
     host: Host
     settings: StackConfig
     distribution: K0s
-    # Where workers must be able to reach the control plane from (checked by preflight).
+    # Where workers must be able to reach the control plane from (checked by preflight);
+    # empty when it is only reachable later (through the VPN).
     control_plane_address: str
+    # Reach the host here instead of at its configured address (an Elastic IP).
+    ssh_address: Optional[pulumi.Input[str]] = None
+    ssh_port: Optional[int] = None
 
 
 class HostBootstrap(pulumi.ComponentResource):
@@ -33,7 +38,7 @@ class HostBootstrap(pulumi.ComponentResource):
     def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:hosts:HostBootstrap", name, None, opts)
         self._args = args
-        self.connection = connection_to(args.host, args.settings)
+        self.connection = connection_to(args.host, args.settings, args.ssh_address, args.ssh_port)
         self.ssh_user = args.host.ssh_user or args.settings.ssh.user
 
         preflight = self._create_preflight()

@@ -52,12 +52,15 @@ def _read_file(path: Path) -> str:
     return path.read_text()
 
 
-def connection_to(host: Host, settings: StackConfig) -> remote.ConnectionArgs:
-    """SSH connection to a host, through the bastion when one is configured."""
+def connection_to(host: Host, settings: StackConfig,
+                  address: Optional[pulumi.Input[str]] = None,
+                  port: Optional[int] = None) -> remote.ConnectionArgs:
+    """SSH connection to a host, through the bastion when one is configured. `address`
+    and `port` override the host's (an EC2 instance reached directly at its public IP)."""
     ssh = settings.ssh
     private_key = pulumi.Output.secret(settings.ssh_private_key.get_secret_value())
     proxy = None
-    if ssh.bastion is not None:
+    if ssh.bastion is not None and address is None:
         bastion_key = settings.bastion_private_key or settings.ssh_private_key
         proxy = remote.ProxyConnectionArgs(
             host=ssh.bastion.host,
@@ -69,8 +72,8 @@ def connection_to(host: Host, settings: StackConfig) -> remote.ConnectionArgs:
             per_dial_timeout=ssh.per_dial_timeout_seconds,
         )
     return remote.ConnectionArgs(
-        host=host.ssh_address or host.address,
-        port=ssh.port,
+        host=address or host.ssh_address or host.address,
+        port=port or ssh.port,
         user=host.ssh_user or ssh.user,
         host_key=host.ssh_host_key,
         private_key=private_key,

@@ -1,7 +1,7 @@
 """A host joining the cluster as a worker: join, wait until Ready, keep labels and taints
 in sync; on removal, drain and delete the node before resetting the host."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -21,6 +21,8 @@ class WorkerNodeArgs:
     bootstrap: HostBootstrap
     control_plane: ControlPlane
     kubernetes: k8s.Provider
+    # What must be up before the node can reach the control plane (the VPN tunnel).
+    join_after: list = field(default_factory=list)
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -44,7 +46,7 @@ class WorkerNode(pulumi.ComponentResource):
                     **distribution.node_env(host),
                     "K0S_JOIN_TOKEN": control_plane.create_join_token(host),
                 },
-                depends_on=[args.bootstrap.ready],
+                depends_on=[args.bootstrap.ready, *args.join_after],
                 parent=self,
             )
         # Runs on the controller: waits for Ready; on delete drains and removes the node

@@ -14,7 +14,7 @@ from preview.report import tree, write_artifacts
 from preview.stack_file import read_stack
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-DEFAULT_STACK = "lab"
+DEFAULT_STACK = "prod"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from preview import credentials
+from preview import aws_mocks, credentials
 from preview.stack_file import StackConfigFile
 
 REDACTED = "[secret]"
@@ -27,6 +27,16 @@ REDACTED = "[secret]"
 _STEP_OUTPUTS: dict[str, Callable[[], str]] = {
     "read-admin-kubeconfig": credentials.admin_kubeconfig,
     "create-join-token": credentials.join_token,
+}
+
+# Keys, certificates and random bytes, generated for real from the resource's inputs, so
+# rendered files (OpenVPN configs, profiles) are files their tools accept.
+_GENERATED_OUTPUTS: dict[str, Callable[[dict], credentials.Generated]] = {
+    "tls:index/privateKey:PrivateKey": credentials.tls_private_key,
+    "tls:index/selfSignedCert:SelfSignedCert": credentials.tls_self_signed_cert,
+    "tls:index/certRequest:CertRequest": credentials.tls_cert_request,
+    "tls:index/locallySignedCert:LocallySignedCert": credentials.tls_locally_signed_cert,
+    "random:index/randomBytes:RandomBytes": credentials.random_bytes,
 }
 
 
@@ -39,6 +49,8 @@ class ResourceRecord:
     custom: bool
     dependencies: list[str]
     inputs: dict[str, Any]
+    protect: bool = False
+    retain_on_delete: bool = False
 
 
 @dataclass
@@ -131,6 +143,9 @@ class PreviewMocks(mocks.Mocks):
         self.plan = plan
 
     def new_resource(self, args: mocks.MockResourceArgs):
+        on_aws = aws_mocks.resource(args.typ, args.name, args.inputs)
+        if on_aws is not None:
+            return on_aws
         outputs = dict(args.inputs)
         if args.typ == "command:remote:Command":
             produce = next(
@@ -141,10 +156,19 @@ class PreviewMocks(mocks.Mocks):
             outputs["stderr"] = ""
             if produce:
                 self.plan.secrets |= _secret_strings(outputs["stdout"])
+        generate = _GENERATED_OUTPUTS.get(args.typ)
+        if generate is not None:
+            generated = generate(_unwrap_secrets(args.inputs))
+            outputs.update(generated.outputs)
+            for name in generated.secret:
+                self.plan.secrets |= _secret_strings(outputs[name])
+                # As the engine does for the provider's additional_secret_outputs.
+                outputs[name] = rpc.wrap_rpc_secret(outputs[name])
+            self.plan.secrets |= set(generated.derived)
         return f"{args.name}-id", outputs
 
     def call(self, args: mocks.MockCallArgs):
-        return {}, []
+        return aws_mocks.invoke(args.token, args.args) or {}, []
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -165,6 +189,8 @@ class RecordingMonitor(mocks.MockMonitor):
                     custom=request.custom,
                     dependencies=list(request.dependencies),
                     inputs=inputs,
+                    protect=request.protect,
+                    retain_on_delete=request.retainOnDelete,
                 )
             )
         return response
@@ -172,20 +198,33 @@ class RecordingMonitor(mocks.MockMonitor):
 
 # YAML keys whose values are credentials inside a secret document (kubeconfigs).
 _CREDENTIAL_KEYS = ("client-key-data", "client-certificate-data", "token", "password")
-_BASE64_LINE = re.compile(r"^[A-Za-z0-9+/=]{16,}$")
+
+
+def _unwrap_secrets(value: Any) -> Any:
+    """`value` with secret inputs as their plain values (a generator needs the CA key)."""
+    value = rpc.unwrap_rpc_secret(value)
+    if isinstance(value, dict):
+        return {key: _unwrap_secrets(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unwrap_secrets(item) for item in value]
+    return value
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Za-z0-9 ]+)-----(.*?)-----END \1-----", re.S)
 
 
 def _secret_strings(text: str) -> set[str]:
     """A secret, plus the parts of a multi-line secret that may be re-serialised on their
-    own: base64 lines of a PEM key, credential values of a kubeconfig."""
+    own: the lines of its private-key and static-key blocks (certificates are public and
+    stay readable) and the credential values of a kubeconfig."""
     found = {text, text.strip()}
+    for kind, body in _PEM_BLOCK.findall(text):
+        if "CERTIFICATE" not in kind:
+            found |= {line.strip() for line in body.splitlines() if len(line.strip()) >= 16}
     for line in text.splitlines():
-        line = line.strip()
-        key, _, value = line.partition(": ")
+        key, _, value = line.strip().partition(": ")
         if key.strip("- ") in _CREDENTIAL_KEYS and value:
             found.add(value.strip("'\""))
-        elif _BASE64_LINE.match(line):
-            found.add(line)
     return {s for s in found if s}
 
 

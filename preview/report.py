@@ -91,6 +91,8 @@ def write_artifacts(plan: Plan, build_dir: Path,
          for name, (value, secret) in plan.outputs.items()}, indent=2) + "\n")
     for path, text in _host_scripts(plan):
         write(path, text, 0o755)
+    for path, text in _vpn_configs(plan):
+        write(path, text)
     for path, text in _manifests(plan):
         write(path, text)
     if "kubeconfig" in plan.outputs:
@@ -142,6 +144,22 @@ def _host_scripts(plan: Plan):
 
 # Components the provider expands itself (from a URL or chart) at `pulumi up`.
 _PROVIDER_EXPANDED = ("yaml", "helm.sh")
+
+
+_EXPORT = re.compile(r"^export (\w+)='((?:[^']|'\\'')*)'$", re.M)
+
+
+def step_inputs(stdin: str) -> dict[str, str]:
+    """The inputs a step's envelope exports (values are always single-quoted)."""
+    return {name: value.replace("'\\''", "'") for name, value in _EXPORT.findall(stdin)}
+
+
+def _vpn_configs(plan: Plan):
+    """The OpenVPN configs the VPN steps install, as files to read on their own."""
+    for resource in plan.of_type("command:remote:Command"):
+        inputs = step_inputs(plan.redact(resource.inputs.get("stdin", "")))
+        if "OPENVPN_CONFIG" in inputs:
+            yield f"vpn/{resource.name}.conf", inputs["OPENVPN_CONFIG"]
 
 
 def _manifests(plan: Plan):

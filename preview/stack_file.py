@@ -12,19 +12,16 @@ from typing import Any
 import yaml
 
 from config.problems import NAMESPACE
+from preview import credentials
 
 # Secrets every stack needs; a stack file without them still previews, with placeholders.
 REQUIRED_SECRETS = ("sshPrivateKey",)
 
-# Placeholders for secrets the offline preview cannot decrypt. Private keys keep the PEM
-# frame so the config validation that checks their shape still runs.
+# Placeholders for secrets the offline preview cannot decrypt: private keys are real
+# throwaway keys (the program derives the EC2 key pair from the SSH key); others are text.
 _PLACEHOLDERS = {
-    "sshPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----\n"
-                     "OFFLINE-PREVIEW-PLACEHOLDER-sshPrivateKey\n"
-                     "-----END OPENSSH PRIVATE KEY-----\n",
-    "bastionPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----\n"
-                         "OFFLINE-PREVIEW-PLACEHOLDER-bastionPrivateKey\n"
-                         "-----END OPENSSH PRIVATE KEY-----\n",
+    "sshPrivateKey": credentials.ssh_private_key,
+    "bastionPrivateKey": credentials.ssh_private_key,
 }
 
 
@@ -72,7 +69,8 @@ def _reveal(key: str, value: Any, placeholders: list[str]) -> tuple[Any, bool]:
     if isinstance(value, dict) and set(value) == {"secure"}:
         placeholders.append(key)
         name = key.split(":", 1)[1] if key.startswith(f"{NAMESPACE}:") else key
-        return _PLACEHOLDERS.get(name, f"offline-preview-placeholder-for-{key}"), True
+        make = _PLACEHOLDERS.get(name)
+        return (make() if make else f"offline-preview-placeholder-for-{key}"), True
     if isinstance(value, dict):
         pairs = {k: _reveal(f"{key}.{k}", v, placeholders) for k, v in value.items()}
         return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())

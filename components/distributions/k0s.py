@@ -1,6 +1,9 @@
 """The k0s boundary: which scripts install, join and reset a node, the cluster config,
 and k0s's own containerd paths. A second distribution implements the same attributes."""
 
+from collections.abc import Sequence
+
+import pulumi
 import yaml
 
 from components.remote_step import Script
@@ -30,15 +33,15 @@ class K0s:
     def __init__(self, settings: StackConfig):
         self.settings = settings
 
-    def cluster_config(self, controller: Host) -> str:
-        """/etc/k0s/k0s.yaml for the controller."""
+    def cluster_config(self, controller: Host, extra_sans: Sequence[str] = ()) -> str:
+        """/etc/k0s/k0s.yaml for the controller; `extra_sans` for its public address."""
         settings = self.settings
         network = settings.network
         spec: dict = {
             "api": {
                 "address": controller.address,
                 "port": settings.kubernetes.api_port,
-                "sans": [controller.address, *settings.kubernetes.api_sans],
+                "sans": [controller.address, *extra_sans, *settings.kubernetes.api_sans],
             },
             "network": {
                 "provider": network.cni,
@@ -53,11 +56,11 @@ class K0s:
             # address, so multi-NIC and VPN hosts never pick the wrong interface.
             spec["network"]["calico"] = {
                 "mode": "vxlan",
-                "mtu": network.mtu,
+                "mtu": settings.cni_mtu,
                 "ipAutodetectionMethod": "kubernetes-internal-ip",
             }
-        elif network.mtu:
-            spec["network"]["kuberouter"] = {"autoMTU": False, "mtu": network.mtu}
+        elif settings.cni_mtu:
+            spec["network"]["kuberouter"] = {"autoMTU": False, "mtu": settings.cni_mtu}
         document = {
             "apiVersion": "k0s.k0sproject.io/v1beta1",
             "kind": "ClusterConfig",
@@ -106,10 +109,12 @@ class K0s:
             "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
         }
 
-    def controller_env(self, host: Host) -> dict[str, str]:
+    def controller_env(self, host: Host,
+                       extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:
         return {
             **self.node_env(host),
-            "K0S_CONFIG": self.cluster_config(host),
+            "K0S_CONFIG": pulumi.Output.from_input(extra_sans).apply(
+                lambda sans: self.cluster_config(host, sans)),
             "K0S_ENABLE_WORKER": "true" if host.runs_workloads else "false",
             "API_PORT": str(self.settings.kubernetes.api_port),
         }

@@ -18,9 +18,9 @@ ok() {
 }
 
 check_inputs() {
-  require_env HOST_NAME HOST_ADDRESS HOST_ROLE GPU_COUNT CONTROL_PLANE_ADDRESS \
-    CONTROL_PLANE_PORT MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH
-  : "${HOST_INTERFACE:=}"
+  require_env HOST_NAME HOST_ADDRESS HOST_ROLE GPU_COUNT CONTROL_PLANE_PORT MIN_FREE_DISK_GB \
+    NVIDIA_DRIVER_BRANCH
+  : "${HOST_INTERFACE:=}" "${CONTROL_PLANE_ADDRESS:=}"
   require_uint GPU_COUNT CONTROL_PLANE_PORT MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH
   case "$HOST_ROLE" in
     controller | worker | controller+worker) ;;
@@ -186,6 +186,12 @@ check_disk() {
 check_control_plane() {
   local target="$CONTROL_PLANE_ADDRESS:$CONTROL_PLANE_PORT"
   if [[ "$HOST_ROLE" != worker ]]; then
+    return 0
+  fi
+  if [[ -z "$CONTROL_PLANE_ADDRESS" ]]; then
+    # Hybrid: the control plane is reached through the VPN, which is not up yet; the
+    # join step waits for the tunnel instead.
+    log "info: control plane reachability is checked once the VPN tunnel is up"
     return 0
   fi
   # The address and port are arguments of the inner bash, never part of its code.

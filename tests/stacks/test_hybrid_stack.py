@@ -1,0 +1,167 @@
+"""The hybrid layout through the offline preview: VPC routes through the VPN gateway,
+security groups exactly as needed, joins after the tunnel, EFS encrypted and protected,
+IMDSv2, and no secret in user data."""
+
+import pytest
+from pulumi.runtime import rpc
+
+from preview.engine import run_program
+from preview.stack_file import read_stack
+from tests.conftest import PROJECT_DIR, hybrid_config, preview
+
+INSTANCE = "aws:ec2/instance:Instance"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "prod"))
+
+
+def deps(plan, name: str) -> set[str]:
+    return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))}
+
+
+def transitive(plan, name: str) -> set[str]:
+    seen, todo = set(), list(plan.custom_dependencies(plan.named(name)))
+    while todo:
+        urn = todo.pop()
+        if urn not in seen:
+            seen.add(urn)
+            todo += plan.custom_dependencies(plan.by_urn[urn])
+    return {plan.by_urn[u].name for u in seen}
+
+
+def security_group_rules(plan, group_name: str) -> set[tuple]:
+    """(description, protocol, port, source) of the inbound rules of one group."""
+    return {(r.inputs["description"], r.inputs["ipProtocol"], int(r.inputs["fromPort"]),
+             r.inputs["cidrIpv4"])
+            for r in plan.of_type(INGRESS) if group_name in deps(plan, r.name)}
+
+
+def test_the_vpc_routes_the_on_prem_lan_through_the_gateway_instance(prod):
+    [instance] = prod.of_type(INSTANCE)
+    assert instance.inputs["sourceDestCheck"] is False
+    routes = prod.of_type("aws:ec2/route:Route")
+    assert sorted(r.inputs["destinationCidrBlock"] for r in routes) == [
+        "10.8.0.0/24", "192.168.10.0/24"]  # the tunnel too: the gateway sends from it
+    tables = {r.inputs["routeTableId"] for r in routes}
+    assert len(tables) == len(prod.of_type("aws:ec2/routeTable:RouteTable")) == 1
+    assert all(r.inputs["networkInterfaceId"].startswith("eni-") for r in routes)
+    assert len(prod.of_type("aws:ec2/subnet:Subnet")) == 2
+
+
+def test_security_group_opens_exactly_what_the_cluster_needs(prod):
+    rules = security_group_rules(prod, "prod-control-plane-host-sg")
+    vpc, lan, tunnel = "10.20.0.0/16", "192.168.10.0/24", "10.8.0.0/24"
+    admins, office = "198.51.100.0/24", "198.51.100.7/32"
+    expected = {("ssh", "tcp", 22, admins), ("kubernetes-api", "tcp", 6443, admins),
+                ("openvpn", "udp", 1194, office)}
+    for name, port in (("kubernetes-api", 6443), ("k0s-join-api", 9443), ("konnectivity", 8132)):
+        expected |= {(name, "tcp", port, cidr) for cidr in (vpc, lan, tunnel)}
+    assert rules == expected
+    assert not any(cidr == "0.0.0.0/0" for *_, cidr in rules)
+
+
+def test_every_worker_joins_only_after_the_tunnel_is_up(prod):
+    client = "vpn-gw-install-openvpn-client"
+    assert "control-plane-install-openvpn-server" in transitive(prod, client)
+    for worker in ("vpn-gw", "gpu01", "gpu02"):
+        assert client in transitive(prod, f"{worker}-join-worker"), worker
+    for worker in ("gpu01", "gpu02"):
+        assert f"{worker}-route-to-vpc" in deps(prod, f"{worker}-join-worker")
+        # A worker waits for its own route, not for the other hosts'.
+        other = "gpu02" if worker == "gpu01" else "gpu01"
+        assert f"{other}-route-to-vpc" not in transitive(prod, f"{worker}-join-worker")
+
+
+def test_efs_is_encrypted_protected_and_mounted_once_per_subnet(prod):
+    [file_system] = prod.of_type("aws:efs/fileSystem:FileSystem")
+    assert file_system.inputs["encrypted"] is True
+    assert file_system.protect and file_system.retain_on_delete
+    targets = prod.of_type("aws:efs/mountTarget:MountTarget")
+    subnets = prod.of_type("aws:ec2/subnet:Subnet")
+    assert len(targets) == len(subnets) == 2
+    assert sorted(t.inputs["ipAddress"] for t in targets) == ["10.20.0.20", "10.20.1.20"]
+    assert security_group_rules(prod, "prod-efs-nfs") == {
+        ("nfs", "tcp", 2049, "10.20.0.0/16"), ("nfs", "tcp", 2049, "192.168.10.0/24"),
+        ("nfs", "tcp", 2049, "10.8.0.0/24")}
+    # On-prem nodes mount it by address through the tunnel.
+    deployment = next(r for r in prod.of_type("kubernetes:apps/v1:Deployment")
+                      if r.inputs["metadata"]["name"] == "efs-subdir-provisioner")
+    env = {e["name"]: e["value"] for e in
+           deployment.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NFS_SERVER"] == "10.20.0.20"
+
+
+def test_instance_requires_imdsv2_encrypts_its_disk_and_has_no_secret_in_user_data(prod):
+    [instance] = prod.of_type(INSTANCE)
+    assert instance.inputs["metadataOptions"]["httpTokens"] == "required"
+    assert instance.inputs["rootBlockDevice"]["encrypted"] is True
+    user_data = instance.inputs["userData"]
+    assert user_data == "#cloud-config\nhostname: control-plane\npreserve_hostname: false\n"
+    assert not any(secret in user_data for secret in prod.secrets)
+    assert instance.inputs["privateIp"] == "10.20.0.10"
+
+
+def test_control_plane_is_bootstrapped_over_ssh_at_its_public_address(prod):
+    [eip] = prod.of_type("aws:ec2/eip:Eip")
+    steps = ("preflight", "prepare-host", "install-controller", "install-openvpn-server")
+    for step in steps:
+        connection = prod.redact(prod.named(f"control-plane-{step}").inputs["connection"])
+        assert connection["user"] == "ubuntu" and int(connection["port"]) == 22
+        assert connection["host"].startswith("203.0.113.")
+        assert "proxy" not in connection
+    stdin = prod.named("control-plane-install-controller").inputs["stdin"]
+    assert "address: 10.20.0.10" in stdin
+    assert "ipAutodetectionMethod: kubernetes-internal-ip" in stdin
+    assert "mtu: 1350" in stdin  # the tunnel's 1400 minus VXLAN
+
+
+def test_outputs_name_the_gateways_and_keep_the_vpn_profile_secret(prod):
+    gateways, secret = prod.outputs["gateways"]
+    assert not secret and gateways["onPrem"] == "192.168.10.2"
+    assert gateways["aws"].startswith("203.0.113.")
+    profile, secret = prod.outputs["vpnAdminProfile"]
+    assert secret and "<cert>" in profile and "remote " in profile
+    kubeconfig, secret = prod.outputs["kubeconfig"]
+    assert secret and f"server: https://{gateways['aws']}:6443" in kubeconfig
+
+
+def test_on_prem_preflight_does_not_probe_the_control_plane_before_the_tunnel(prod):
+    stdin = prod.named("gpu01-preflight").inputs["stdin"]
+    assert "export CONTROL_PLANE_ADDRESS=''" in stdin
+
+
+def test_an_adopted_vpc_is_used_as_is():
+    values = hybrid_config()
+    values["aws"]["vpc"] = {"id": "vpc-0123456789abcdef0",
+                            "subnetIds": ["subnet-0a", "subnet-0b"],
+                            "routeTableIds": ["rtb-0a"], "cidr": "10.20.0.0/16"}
+    values["aws"]["controlPlane"] = {"privateIp": "10.20.0.10"}
+    values["storage"] = {"efs": {"mountTargetAddress": "10.20.0.20"}}
+    plan = preview(values)
+    assert not plan.of_type("aws:ec2/vpc:Vpc") and not plan.of_type("aws:ec2/subnet:Subnet")
+    routes = plan.of_type("aws:ec2/route:Route")
+    assert len(routes) == 2 and {r.inputs["routeTableId"] for r in routes} == {"rtb-0a"}
+    targets = plan.of_type("aws:efs/mountTarget:MountTarget")
+    assert [t.inputs.get("ipAddress") for t in targets] == ["10.20.0.20", None]
+
+
+def test_no_cloud_resource_holds_a_secret_in_plain_text(prod):
+    for resource in prod.resources:
+        if resource.type.startswith("aws:"):
+            for key, value in resource.inputs.items():
+                if isinstance(value, str) and not rpc.is_rpc_secret(value):
+                    assert not any(s in value for s in prod.secrets), (resource.name, key)
+
+
+def test_preview_writes_the_vpn_configs(tmp_path, prod):
+    from preview.report import write_artifacts
+
+    write_artifacts(prod, tmp_path / "prod")
+    server = (tmp_path / "prod" / "vpn" / "control-plane-install-openvpn-server.conf").read_text()
+    client = (tmp_path / "prod" / "vpn" / "vpn-gw-install-openvpn-client.conf").read_text()
+    assert "server 10.8.0.0 255.255.255.0" in server and "route 192.168.10.0 255.255.255.0" in server
+    assert "tun-mtu 1400" in server and "tun-mtu 1400" in client
+    assert "remote 203.0.113." in client
