@@ -108,7 +108,9 @@ class ControlPlaneHost(pulumi.ComponentResource):
         """The on-prem LAN, and the tunnel the gateway and admins send from, are reached
         through the instance (the VPN server)."""
         settings = self._args.settings
-        destinations = {"lan": settings.network.lan_cidr, "tunnel": settings.vpn.tunnel_cidr}
+        destinations = {"lan": settings.network.lan_cidr}
+        if settings.vpn.mode == "server-on-ec2":
+            destinations["tunnel"] = settings.vpn.tunnel_cidr
         return [
             aws.ec2.Route(f"{self._name}-route-{what}-{index}", route_table_id=table,
                           destination_cidr_block=cidr,
@@ -122,14 +124,17 @@ class ControlPlaneHost(pulumi.ComponentResource):
 def ingress_rules(settings: StackConfig) -> list[tuple[str, str, int, list[str]]]:
     """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open."""
     aws_settings, vpn = settings.aws, settings.vpn
-    # The VPN gateway host (a node too) reaches the VPC from its tunnel address.
-    cluster_networks = [aws_settings.vpc.cidr, settings.network.lan_cidr, vpn.tunnel_cidr]
+    cluster_networks = [aws_settings.vpc.cidr, settings.network.lan_cidr]
+    if vpn.mode == "server-on-ec2":
+        # The VPN gateway host (a node too) reaches the VPC from its tunnel address.
+        cluster_networks.append(vpn.tunnel_cidr)
     admins = list(aws_settings.admin_cidrs)
     rules = [("ssh", "tcp", EC2_SSH_PORT, admins)]
     for name, port in K0S_CONTROLLER_PORTS.items():
         sources = cluster_networks + (admins if name == "kubernetes-api" else [])
         rules.append((name, "tcp", port, sources))
-    rules.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
+    if vpn.mode == "server-on-ec2":
+        rules.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
     return rules
 
 

@@ -104,9 +104,10 @@ class Cluster(pulumi.ComponentResource):
             onprem={h.name: bootstraps[h.name] for h in settings.hosts},
         ), opts=pulumi.ResourceOptions(parent=self))
         self.vpn_admin_profile = vpn.admin_profile
-        self.gateways = {"aws": instance.public_ip,
-                         "onPrem": next(h.address for h in settings.hosts
-                                        if h.name == settings.vpn.onprem_gateway)}
+        onprem_gateway = next((h.address for h in settings.hosts
+                               if h.name == settings.vpn.onprem_gateway),
+                              settings.vpn.existing_server_address)
+        self.gateways = {"aws": instance.public_ip, "onPrem": onprem_gateway}
         self._all_hosts = [controller, *settings.hosts]
         self.nfs_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
         if settings.storage.efs is not None:

@@ -63,5 +63,7 @@ class EfsFileSystem(pulumi.ComponentResource):
 
 
 def nfs_client_cidrs(settings: StackConfig) -> list[str]:
-    # The on-prem gateway mounts from its tunnel address.
-    return [settings.aws.vpc.cidr, settings.network.lan_cidr, settings.vpn.tunnel_cidr]
+    cidrs = [settings.aws.vpc.cidr, settings.network.lan_cidr]
+    if settings.vpn.mode == "server-on-ec2":
+        cidrs.append(settings.vpn.tunnel_cidr)  # the on-prem gateway mounts from it
+    return cidrs

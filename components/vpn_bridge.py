@@ -9,6 +9,7 @@ VPN port to the gateway's public addresses.
 """
 
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 from pulumi_command import remote
@@ -44,8 +45,9 @@ class VpnBridge(pulumi.ComponentResource):
 
     # What a worker's join must wait for: the gateway's tunnel is up, routes are in place.
     tunnel_up: list[pulumi.Resource]
-    admin_profile: pulumi.Output[str]  # secret: an inline .ovpn profile for administrators
-    server_tunnel_address: str  # the server inside the tunnel (first host of tunnelCidr)
+    # server-on-ec2 only (None otherwise):
+    admin_profile: Optional[pulumi.Output[str]]  # secret: an inline .ovpn for administrators
+    server_tunnel_address: Optional[str]  # the server inside the tunnel
 
     def __init__(self, name: str, args: VpnBridgeArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:network:VpnBridge", name, None, opts)
@@ -55,13 +57,30 @@ class VpnBridge(pulumi.ComponentResource):
         self._args = args
         self._vpn = settings.vpn
         self._hosts = {host.name: host for host in settings.hosts}
+        self.pki = None
+        self.admin_profile = None
+        self.server_tunnel_address = None
+        if self._vpn.mode == "server-on-ec2":
+            self._client, gateway = self._create_server_on_ec2(name)
+        else:
+            self._client, gateway = self._create_client_of_existing_server(), None
+        self.routes: dict[str, remote.Command] = (
+            {} if self._vpn.lan_router_has_route else self._create_routes(gateway))
+        self.tunnel_up = [self._client, *self.routes.values()]
+        self.register_outputs({
+            "serverTunnelAddress": self.server_tunnel_address,
+            "adminProfile": self.admin_profile,
+        })
+
+    def _create_server_on_ec2(self, name: str) -> tuple[remote.Command, Host]:
+        """PKI, the server on the instance, the client on the on-prem gateway."""
+        args = self._args
         missing = sorted(set(args.onprem) - set(self._hosts))
         if missing or self._vpn.onprem_gateway not in args.onprem:
             raise ValueError(f"VpnBridge: on-prem hosts {missing or []} are not configured, or "
                              f"the gateway '{self._vpn.onprem_gateway}' has no bootstrap")
         self._gateway = self._hosts[self._vpn.onprem_gateway]
-
-        self.pki = VpnPki(f"{name}-pki", VpnPkiArgs(settings.cluster_name),
+        self.pki = VpnPki(f"{name}-pki", VpnPkiArgs(args.settings.cluster_name),
                           opts=pulumi.ResourceOptions(parent=self))
         self._tunnel = openvpn_config.Tunnel(
             cidr=self._vpn.tunnel_cidr,
@@ -72,23 +91,38 @@ class VpnBridge(pulumi.ComponentResource):
         )
         self.server_tunnel_address = openvpn_config.server_tunnel_address(self._vpn.tunnel_cidr)
         public_address = pulumi.Output.from_input(args.server_public_address)
-
         server = self._create_server()
         client = self._create_gateway_client(server, public_address)
-        self.routes: dict[str, remote.Command] = (
-            {} if self._vpn.lan_router_has_route else self._create_routes())
-        self.tunnel_up = [client, *self.routes.values()]
-        self._client = client
-
         pki, tunnel = self.pki, self._tunnel
         self.admin_profile = pulumi.Output.secret(pulumi.Output.all(
             public_address, pki.ca_cert_pem, pki.admin.cert_pem, pki.admin.private_key_pem,
             pki.tls_crypt_key,
         ).apply(lambda values: openvpn_config.admin_profile(tunnel, *values)))
-        self.register_outputs({
-            "serverTunnelAddress": self.server_tunnel_address,
-            "adminProfile": self.admin_profile,
-        })
+        return client, self._gateway
+
+    def _create_client_of_existing_server(self) -> remote.Command:
+        """The instance dials the existing on-prem server with the profile it issued; that
+        server routes the VPC to this client (configured there, e.g. Access Server's
+        site-to-site routing for the profile's user)."""
+        args, settings = self._args, self._args.settings
+        return run_step(
+            f"{args.server_host.name}-install-openvpn-client",
+            host=args.server_host,
+            step="install-openvpn-client",
+            connection=args.server_connection,
+            ssh_user=args.server_ssh_user,
+            create=INSTALL_CLIENT,
+            delete=REMOVE_OPENVPN,
+            env={
+                "OPENVPN_CONFIG": pulumi.Output.secret(
+                    settings.vpn_client_profile.get_secret_value()),
+                "REMOTE_CIDR": settings.network.lan_cidr,
+                "TUNNEL_CHECK_ADDRESS": self._vpn.existing_server_address,
+                "OPENVPN_UNIT": openvpn_config.CLIENT_UNIT,
+            },
+            depends_on=[args.server_ready],
+            parent=self,
+        )
 
     def tunnel_up_for(self, host_name: str) -> list[pulumi.Resource]:
         """What one on-prem host's join must wait for: the tunnel, and its own route."""
@@ -140,7 +174,7 @@ class VpnBridge(pulumi.ComponentResource):
                 "OPENVPN_CERT": pki.gateway.cert_pem,
                 "OPENVPN_KEY": pki.gateway.private_key_pem,
                 "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
-                "VPC_CIDR": settings.aws.vpc.cidr,
+                "REMOTE_CIDR": settings.aws.vpc.cidr,
                 "TUNNEL_CHECK_ADDRESS": self.server_tunnel_address,
                 "OPENVPN_UNIT": openvpn_config.CLIENT_UNIT,
             },
@@ -148,11 +182,14 @@ class VpnBridge(pulumi.ComponentResource):
             parent=self,
         )
 
-    def _create_routes(self) -> dict[str, remote.Command]:
+    def _create_routes(self, gateway: "Host | None") -> dict[str, remote.Command]:
+        """Every on-prem host but the gateway routes the VPC via the gateway (our client,
+        or the existing server)."""
         settings = self._args.settings
+        gateway_address = gateway.address if gateway else self._vpn.existing_server_address
         routes = {}
         for name, bootstrap in self._args.onprem.items():
-            if name == self._gateway.name:
+            if gateway is not None and name == gateway.name:
                 continue
             host = self._hosts[name]
             routes[name] = run_step(
@@ -165,9 +202,10 @@ class VpnBridge(pulumi.ComponentResource):
                 delete=REMOVE_ROUTE_TO_VPC,
                 env={
                     "VPC_CIDR": settings.aws.vpc.cidr,
-                    "GATEWAY_ADDRESS": self._gateway.address,
-                    # Replies to the VPN server and to administrators' VPN clients.
-                    "TUNNEL_CIDR": self._vpn.tunnel_cidr,
+                    "GATEWAY_ADDRESS": gateway_address,
+                    # Replies to the VPN server and to administrators' VPN clients (our
+                    # tunnel only; an existing server routes its own clients).
+                    "TUNNEL_CIDR": self._vpn.tunnel_cidr if gateway else "",
                 },
                 depends_on=[bootstrap.ready],
                 parent=self,

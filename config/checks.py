@@ -3,6 +3,7 @@ every problem: a host with a bad address is left out of the uniqueness checks, n
 allowed to hide them."""
 
 import ipaddress
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -31,6 +32,7 @@ class PartialConfig:
     has_vpn: bool = False
     has_ssh_private_key: bool = False
     has_bastion_private_key: bool = False
+    vpn_client_profile: str = ""
 
 
 def cross_checks(cfg: PartialConfig) -> list[Problem]:
@@ -272,9 +274,11 @@ def _hybrid(cfg: PartialConfig) -> list[Problem]:
                                         f"{efs.mount_target_address} is outside the first "
                                         f"subnet {first}"))
     vpn = cfg.vpn
+    if vpn is not None:
+        problems += _vpn_mode(cfg, vpn)
     if vpn is not None and cfg.all_hosts_parsed:
         names = [host.name for _, host in cfg.hosts]
-        if vpn.onprem_gateway not in names:
+        if vpn.mode == "server-on-ec2" and vpn.onprem_gateway not in names + [None]:
             problems.append(Problem("vpn.onpremGateway",
                                     f"'{vpn.onprem_gateway}' is not one of the configured hosts "
                                     f"({', '.join(names) or 'none'}); the gateway runs the "
@@ -324,4 +328,42 @@ def _aws(aws: AwsSettings) -> list[Problem]:
     if private_ip is not None and ipaddress.ip_address(private_ip) not in network:
         problems.append(Problem("aws.controlPlane.privateIp",
                                 f"{private_ip} is outside gpu-cluster:aws.vpc.cidr {network}"))
+    return problems
+
+
+def _vpn_mode(cfg: PartialConfig, vpn: VpnSettings) -> list[Problem]:
+    problems = []
+    if vpn.mode == "server-on-ec2":
+        if vpn.onprem_gateway is None:
+            problems.append(Problem("vpn.onpremGateway", "is required: the on-prem host that "
+                                    "runs the OpenVPN client and routes the LAN to the VPC"))
+        if not vpn.client_source_cidrs:
+            problems.append(Problem("vpn.clientSourceCidrs", "is required: the public addresses "
+                                    "the on-prem gateway connects from (the VPN port is open to "
+                                    "them only)"))
+        if cfg.vpn_client_profile:
+            problems.append(Problem("vpnClientProfile", "is only used with vpn.mode "
+                                    "client-to-existing"))
+        return problems
+    if vpn.existing_server_address is None:
+        problems.append(Problem("vpn.existingServerAddress", "is required with "
+                                "client-to-existing: the existing OpenVPN server's LAN address"))
+    elif cfg.network is not None and ipaddress.ip_address(vpn.existing_server_address) \
+            not in ipaddress.ip_network(cfg.network.lan_cidr):
+        problems.append(Problem("vpn.existingServerAddress",
+                                f"{vpn.existing_server_address} is outside "
+                                f"gpu-cluster:network.lanCidr {cfg.network.lan_cidr}"))
+    if not cfg.vpn_client_profile:
+        problems.append(Problem("vpnClientProfile", "is required with client-to-existing: the "
+                                "EC2 side's profile from the existing server; set it with "
+                                "`pulumi config set --secret gpu-cluster:vpnClientProfile "
+                                "< profile.ovpn`"))
+    elif not re.search(r"^\s*client\s*$", cfg.vpn_client_profile, re.M) or \
+            not re.search(r"^\s*remote\s+\S+", cfg.vpn_client_profile, re.M):
+        problems.append(Problem("vpnClientProfile", "is not an OpenVPN client profile (it "
+                                "needs the `client` and `remote` directives)"))
+    for key, value in (("vpn.onpremGateway", vpn.onprem_gateway),
+                       ("vpn.clientSourceCidrs", vpn.client_source_cidrs)):
+        if value:
+            problems.append(Problem(key, "is only used with vpn.mode server-on-ec2"))
     return problems

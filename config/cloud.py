@@ -50,15 +50,19 @@ class AwsSettings(Section):
 
 class VpnSettings(Section):
     # server-on-ec2: OpenVPN server in the VPC, client on an on-prem host.
-    mode: Literal["server-on-ec2"] = "server-on-ec2"
-    # The on-prem host that runs the OpenVPN client and routes the LAN to the VPC.
-    onprem_gateway: DnsLabel
+    # client-to-existing: the EC2 instance is a client of an on-prem OpenVPN server (an
+    # Access Server, say), with the profile from the secret gpu-cluster:vpnClientProfile.
+    mode: Literal["server-on-ec2", "client-to-existing"] = "server-on-ec2"
+    # server-on-ec2: the on-prem host that runs the OpenVPN client and routes the LAN.
+    onprem_gateway: Optional[DnsLabel] = None
+    # client-to-existing: the existing server's LAN address; the LAN routes the VPC via it.
+    existing_server_address: Optional[IPv4] = None
     tunnel_cidr: IPv4Cidr = "10.8.0.0/24"
     port: Port = 1194
     protocol: Literal["udp", "tcp"] = "udp"
-    # Public addresses the on-prem gateway connects from (the VPN port is open to them
-    # only; 0.0.0.0/0 must be written out).
-    client_source_cidrs: list[IPv4Cidr]
+    # server-on-ec2: public addresses the on-prem gateway connects from (the VPN port is
+    # open to them only; 0.0.0.0/0 must be written out).
+    client_source_cidrs: list[IPv4Cidr] = []
     # Tunnel MTU; TCP MSS is clamped below it and the CNI MTU must be lower still.
     mtu: int = Field(default=1400, ge=1280, le=1500)
     # The LAN router already routes the VPC and tunnel CIDRs to the on-prem gateway;

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from pydantic import TypeAdapter, ValidationError
 
 from config.checks import PartialConfig, cross_checks
-from config.model import SECRET_KEYS, Host, StackConfig
+from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig
 from config.problems import NAMESPACE, ConfigError, Problem
 
 _PRIVATE_KEY_MARKER = "PRIVATE KEY-----"
@@ -52,7 +52,7 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
         except ValueError as error:
             problems.append(Problem(key, str(error)))
     values.setdefault("clusterName", stack)
-    for key in SECRET_KEYS:
+    for key in PRIVATE_KEY_KEYS:
         if key in values:
             problem = _private_key_problem(str(values[key]))
             if problem:
@@ -177,6 +177,7 @@ def _salvage(values: dict[str, Any]) -> PartialConfig:
         all_hosts_parsed=len(hosts) == len(raw_hosts),
         has_ssh_private_key=bool(values.get("sshPrivateKey")),
         has_bastion_private_key=bool(values.get("bastionPrivateKey")),
+        vpn_client_profile=str(values.get("vpnClientProfile") or ""),
     )
 
 
@@ -194,4 +195,6 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         hosts=list(enumerate(settings.hosts)),
         has_ssh_private_key=settings.ssh_private_key is not None,
         has_bastion_private_key=settings.bastion_private_key is not None,
+        vpn_client_profile=(settings.vpn_client_profile.get_secret_value()
+                            if settings.vpn_client_profile else ""),
     )

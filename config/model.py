@@ -254,6 +254,8 @@ class StackConfig(Section):
     ssh: SshSettings = SshSettings()
     ssh_private_key: Optional[SecretStr] = None
     bastion_private_key: Optional[SecretStr] = None
+    # The EC2 side's OpenVPN profile when vpn.mode is client-to-existing.
+    vpn_client_profile: Optional[SecretStr] = None
     hosts: list[Host] = []
     tuning: HostTuning = HostTuning()
     nvidia: NvidiaSettings = NvidiaSettings()
@@ -282,4 +284,6 @@ class StackConfig(Section):
 
 
 # Keys whose value must be set with `pulumi config set --secret`.
-SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey")
+SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile")
+# Secret keys that hold SSH private keys.
+PRIVATE_KEY_KEYS = ("sshPrivateKey", "bastionPrivateKey")

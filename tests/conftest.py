@@ -13,6 +13,7 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 if str(PROJECT_DIR) not in sys.path:
     sys.path.insert(0, str(PROJECT_DIR))
 
+from config.model import SECRET_KEYS  # noqa: E402
 from preview import credentials  # noqa: E402
 from preview.engine import Plan, run_program  # noqa: E402
 from preview.stack_file import StackConfigFile, read_stack  # noqa: E402
@@ -53,7 +54,7 @@ def hybrid_config(workers: int = 2) -> dict:
     return values
 
 
-def as_cli_config(values: dict, secret: tuple = ("sshPrivateKey", "bastionPrivateKey"),
+def as_cli_config(values: dict, secret: tuple = SECRET_KEYS,
                   stack: str = "test") -> StackConfigFile:
     """What the CLI hands the program: strings, objects as JSON, secret keys listed."""
     config = {

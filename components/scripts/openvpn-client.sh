@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# OpenVPN client of the on-prem gateway, which routes the LAN to the VPC: the package, its
-# config and keys under /etc/openvpn/client, IP forwarding, openvpn-client@gpu-cluster,
-# and a bounded wait until the server answers through the tunnel.
+# OpenVPN client end of the bridge (the on-prem gateway, or the EC2 instance of an existing
+# server): package, config and keys under /etc/openvpn/client, IP forwarding, the
+# openvpn-client@gpu-cluster unit, and a bounded wait until the far side answers.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-openvpn-client}"
 
-# Inputs (environment), all required:
-#   OPENVPN_CONFIG        the client config (gpu-cluster.conf); names its files relative
-#                         to its folder: gpu-cluster/ca.crt, client.crt, client.key,
+# Inputs (environment):
+#   OPENVPN_CONFIG        the client config (gpu-cluster.conf), secret when it is a profile
+#                         with its keys inline; otherwise it names its files relative to
+#                         its folder: gpu-cluster/ca.crt, client.crt, client.key,
 #                         tls-crypt.key
-#   OPENVPN_CA            CA certificate (PEM)
-#   OPENVPN_CERT          the gateway's certificate (PEM)
-#   OPENVPN_KEY           the gateway's private key (PEM), secret
-#   OPENVPN_TLS_CRYPT     the tls-crypt key (OpenVPN static key), secret
-#   VPC_CIDR              the VPC's network; the server pushes a route to it
-#   TUNNEL_CHECK_ADDRESS  the server's tunnel address, pinged until it answers
+#   OPENVPN_CA            CA certificate (PEM)                  \  all four, or none for
+#   OPENVPN_CERT          this client's certificate (PEM)        | a profile with its
+#   OPENVPN_KEY           this client's private key (PEM), secret | keys inline
+#   OPENVPN_TLS_CRYPT     the tls-crypt key, secret             /
+#   REMOTE_CIDR           the network on the far side; the server pushes a route to it
+#   TUNNEL_CHECK_ADDRESS  an address on the far side, pinged until it answers
 # Secrets are written 0600 and never logged or put on a command line.
 CONFIG_DIR=/etc/openvpn/client
 CONFIG_NAME=gpu-cluster
@@ -46,10 +47,19 @@ valid_ipv4_cidr() {
     ((${1#*/} <= 32))
 }
 
+# separate_key_files: the keys come as their own inputs (a config the program made), not
+# inline in OPENVPN_CONFIG (a profile exported from an existing server).
+separate_key_files() {
+  [[ -n "${OPENVPN_CA:-}${OPENVPN_CERT:-}${OPENVPN_KEY:-}${OPENVPN_TLS_CRYPT:-}" ]]
+}
+
 check_inputs() {
   local name text missing=() problems=()
-  for name in OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT VPC_CIDR \
-    TUNNEL_CHECK_ADDRESS; do
+  local required=(OPENVPN_CONFIG REMOTE_CIDR TUNNEL_CHECK_ADDRESS)
+  if separate_key_files; then
+    required+=(OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT)
+  fi
+  for name in "${required[@]}"; do
     if [[ -z "${!name:-}" ]]; then
       missing+=("$name")
     fi
@@ -57,8 +67,8 @@ check_inputs() {
   if ((${#missing[@]} > 0)); then
     problems+=("missing required environment variable(s): ${missing[*]}")
   fi
-  if [[ -n "${VPC_CIDR:-}" ]] && ! valid_ipv4_cidr "$VPC_CIDR"; then
-    problems+=("VPC_CIDR must be an IPv4 CIDR such as 10.20.0.0/16, got '$VPC_CIDR'")
+  if [[ -n "${REMOTE_CIDR:-}" ]] && ! valid_ipv4_cidr "$REMOTE_CIDR"; then
+    problems+=("REMOTE_CIDR must be an IPv4 CIDR such as 10.20.0.0/16, got '$REMOTE_CIDR'")
   fi
   if [[ -n "${TUNNEL_CHECK_ADDRESS:-}" ]] && ! valid_ipv4 "$TUNNEL_CHECK_ADDRESS"; then
     problems+=("TUNNEL_CHECK_ADDRESS must be an IPv4 address such as 10.8.0.1, got '$TUNNEL_CHECK_ADDRESS'")
@@ -105,8 +115,13 @@ install_packages() {
 # write_files: sets FILES_CHANGED=1 when any file the client reads changed.
 write_files() {
   local changed=0
-  write_text "$CONFIG_DIR/$CONFIG_NAME.conf" 0644 "$OPENVPN_CONFIG"
+  # 0600: an exported profile carries its private key inline.
+  write_text "$CONFIG_DIR/$CONFIG_NAME.conf" 0600 "$OPENVPN_CONFIG"
   changed=$((changed | FILE_CHANGED))
+  if ! separate_key_files; then
+    FILES_CHANGED=$changed
+    return 0
+  fi
   write_text "$FILES_DIR/ca.crt" 0644 "$OPENVPN_CA"
   changed=$((changed | FILE_CHANGED))
   write_text "$FILES_DIR/client.crt" 0644 "$OPENVPN_CERT"
@@ -179,21 +194,21 @@ tunnel_answers() {
   systemctl is-active --quiet "$UNIT" && ping -c 1 -W 2 "$TUNNEL_CHECK_ADDRESS"
 }
 
-vpc_route_present() {
-  [[ -n "$(ip -4 route show exact "$VPC_CIDR")" ]]
+remote_route_present() {
+  [[ -n "$(ip -4 route show exact "$REMOTE_CIDR")" ]]
 }
 
 wait_for_tunnel() {
   wait_until "$TUNNEL_UP_TIMEOUT" \
-    "the VPN server's tunnel address $TUNNEL_CHECK_ADDRESS to answer (see journalctl -u $UNIT)" \
+    "$TUNNEL_CHECK_ADDRESS to answer through the tunnel (see journalctl -u $UNIT)" \
     tunnel_answers
-  wait_until "$ROUTE_TIMEOUT" "the route to the VPC $VPC_CIDR the VPN server pushes" \
-    vpc_route_present
+  wait_until "$ROUTE_TIMEOUT" "the route to $REMOTE_CIDR the VPN server pushes" \
+    remote_route_present
 }
 
 main() {
   # Keep the secrets out of the environment of every command started from here on.
-  export -n OPENVPN_KEY OPENVPN_TLS_CRYPT
+  export -n OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CONFIG
   check_inputs
   install_packages
   write_files
@@ -205,7 +220,7 @@ main() {
   write_dropin
   ensure_service
   wait_for_tunnel
-  log "the tunnel to the VPC $VPC_CIDR is up"
+  log "the tunnel to $REMOTE_CIDR is up"
 }
 
 main "$@"

@@ -7,11 +7,12 @@ import sys
 import pytest
 
 from config import ConfigError, load
+from config.model import SECRET_KEYS
 from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config, hybrid_config
 from preview.stack_file import read_stack
 
 
-def load_values(values: dict, secret=("sshPrivateKey", "bastionPrivateKey")):
+def load_values(values: dict, secret=SECRET_KEYS):
     cli = as_cli_config(values, secret=secret)
     return load(cli.config, cli.secret_keys, stack="test")
 
@@ -182,6 +183,18 @@ HYBRID_CASES = [
      "does not fit through the tunnel"),
     ("tunnel overlaps vpc", _set("vpn.tunnelCidr", "10.20.5.0/24"), "gpu-cluster:vpn.tunnelCidr",
      "overlaps gpu-cluster:aws.vpc.cidr"),
+    ("no client source cidrs", _set("vpn.clientSourceCidrs", []),
+     "gpu-cluster:vpn.clientSourceCidrs", "is required"),
+    ("existing server without profile",
+     _set("vpn", {"mode": "client-to-existing", "existingServerAddress": "192.168.2.1"}),
+     "gpu-cluster:vpnClientProfile", "pulumi config set --secret gpu-cluster:vpnClientProfile"),
+    ("existing server outside the lan",
+     _set("vpn", {"mode": "client-to-existing", "existingServerAddress": "10.99.0.1"}),
+     "gpu-cluster:vpn.existingServerAddress", "outside gpu-cluster:network.lanCidr"),
+    ("existing server needs its address", _set("vpn", {"mode": "client-to-existing"}),
+     "gpu-cluster:vpn.existingServerAddress", "is required with client-to-existing"),
+    ("profile that is no client profile", _set("vpnClientProfile", "server\nport 1194\n"),
+     "gpu-cluster:vpnClientProfile", "is only used with vpn.mode client-to-existing"),
 ]
 
 
@@ -192,6 +205,16 @@ def test_invalid_hybrid_config_names_the_key_and_the_problem(mutate, path, fragm
     mutate(values)
     problems = problems_of(values)
     assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
+
+
+def test_a_profile_must_be_an_openvpn_client_profile():
+    values = hybrid_config()
+    values["vpn"] = {"mode": "client-to-existing", "existingServerAddress": "192.168.2.1"}
+    values["vpnClientProfile"] = "server\nport 1194\n"
+    problems = problems_of(values)
+    assert any(p.startswith("gpu-cluster:vpnClientProfile: is not an OpenVPN client profile")
+               for p in problems), problems
+    assert not any("port 1194" in p for p in problems)  # never quoted: it is a secret
 
 
 def test_ssh_from_anywhere_needs_the_explicit_override():

@@ -19,7 +19,7 @@ ca gpu-cluster/ca.crt"
 
 setup() {
   setup_host
-  export OPENVPN_CONFIG=$CONFIG VPC_CIDR=10.20.0.0/16 TUNNEL_CHECK_ADDRESS=10.8.0.1
+  export OPENVPN_CONFIG=$CONFIG REMOTE_CIDR=10.20.0.0/16 TUNNEL_CHECK_ADDRESS=10.8.0.1
   export OPENVPN_CA=$'-----BEGIN CERTIFICATE-----\nMIIBcaTestOnly\n-----END CERTIFICATE-----'
   export OPENVPN_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBgatewayTestOnly\n-----END CERTIFICATE-----'
   export OPENVPN_KEY=$'-----BEGIN EC PRIVATE KEY-----\n'"$KEY_SECRET"$'\n-----END EC PRIVATE KEY-----'
@@ -33,7 +33,7 @@ setup() {
   assert_success
   assert_called "^$APT "'install -y openvpn$'
   assert_file "$DIR/gpu-cluster.conf" "$CONFIG"
-  assert_mode "$DIR/gpu-cluster.conf" 644
+  assert_mode "$DIR/gpu-cluster.conf" 600
   assert_file "$FILES/ca.crt" "$OPENVPN_CA"
   assert_file "$FILES/client.crt" "$OPENVPN_CERT"
   assert_file "$FILES/client.key" "$OPENVPN_KEY"
@@ -53,8 +53,8 @@ setup() {
   assert_output_contains \
     "gpu-cluster: moscow: install-openvpn-client: changed $FILES/client.key" \
     "gpu-cluster: moscow: install-openvpn-client: changed: started $UNIT" \
-    "gpu-cluster: moscow: install-openvpn-client: ready: the VPN server's tunnel address 10.8.0.1 to answer" \
-    "gpu-cluster: moscow: install-openvpn-client: the tunnel to the VPC 10.20.0.0/16 is up"
+    "gpu-cluster: moscow: install-openvpn-client: ready: 10.8.0.1 to answer through the tunnel" \
+    "gpu-cluster: moscow: install-openvpn-client: the tunnel to 10.20.0.0/16 is up"
 }
 
 @test "openvpn-client: a second run changes nothing, still checks the tunnel, and says so" {
@@ -63,7 +63,7 @@ setup() {
   assert_idempotent openvpn-client.sh
   assert_called '^ping -c 1 -W 2 10\.8\.0\.1$'
   assert_output_contains "openvpn is already installed" "unchanged $FILES/client.key" \
-    "unchanged $DROPIN" "$UNIT is already running" "the tunnel to the VPC 10.20.0.0/16 is up"
+    "unchanged $DROPIN" "$UNIT is already running" "the tunnel to 10.20.0.0/16 is up"
 }
 
 @test "openvpn-client: secrets never reach the log, a command line or a command's environment" {
@@ -101,7 +101,7 @@ setup() {
   run_script openvpn-client.sh
   [ "$status" -eq 1 ]
   assert_output_contains \
-    "gpu-cluster: moscow: install-openvpn-client: timed out after 180s waiting for the VPN server's tunnel address 10.8.0.1 to answer (see journalctl -u $UNIT)"
+    "gpu-cluster: moscow: install-openvpn-client: timed out after 180s waiting for 10.8.0.1 to answer through the tunnel (see journalctl -u $UNIT)"
   [ "$(grep -c '^ping ' "$STUB_CALLS")" -eq 91 ]
   refute_output_contains "$KEY_SECRET"
 }
@@ -110,8 +110,8 @@ setup() {
   : >"$STUB_STATE/routes"
   run_script openvpn-client.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "ready: the VPN server's tunnel address 10.8.0.1 to answer" \
-    "timed out after 30s waiting for the route to the VPC 10.20.0.0/16 the VPN server pushes"
+  assert_output_contains "ready: 10.8.0.1 to answer through the tunnel" \
+    "timed out after 30s waiting for the route to 10.20.0.0/16 the VPN server pushes"
 }
 
 @test "openvpn-client: an interrupted restart is retried by the next run" {
@@ -141,29 +141,51 @@ setup() {
 }
 
 @test "openvpn-client: all missing environment variables are named at once" {
-  unset OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT VPC_CIDR \
+  unset OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT REMOTE_CIDR \
     TUNNEL_CHECK_ADDRESS
   run_script openvpn-client.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-openvpn-client: missing required environment variable(s): OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT VPC_CIDR TUNNEL_CHECK_ADDRESS"
+  assert_output_contains "gpu-cluster: moscow: install-openvpn-client: missing required environment variable(s): OPENVPN_CONFIG REMOTE_CIDR TUNNEL_CHECK_ADDRESS"
   [ "$(<"$STUB_CALLS")" = "" ]
 }
 
 @test "openvpn-client: malformed inputs are all named at once, without showing secrets" {
   local before
   before="$(snapshot_root)"
-  export VPC_CIDR=10.20.0.0 TUNNEL_CHECK_ADDRESS=10.8.0.256 OPENVPN_CERT=garbage \
+  export REMOTE_CIDR=10.20.0.0 TUNNEL_CHECK_ADDRESS=10.8.0.256 OPENVPN_CERT=garbage \
     OPENVPN_KEY="$KEY_SECRET" OPENVPN_TLS_CRYPT="-----BEGIN PRIVATE KEY----- $TLS_SECRET"
   unset OPENVPN_CONFIG
   run_script openvpn-client.sh
   [ "$status" -eq 1 ]
   [ "$(grep -c 'install-openvpn-client: ' <<<"$output")" -eq 1 ]
   assert_output_contains "missing required environment variable(s): OPENVPN_CONFIG;" \
-    "VPC_CIDR must be an IPv4 CIDR such as 10.20.0.0/16, got '10.20.0.0'" \
+    "REMOTE_CIDR must be an IPv4 CIDR such as 10.20.0.0/16, got '10.20.0.0'" \
     "TUNNEL_CHECK_ADDRESS must be an IPv4 address such as 10.8.0.1, got '10.8.0.256'" \
     "OPENVPN_CERT is not a PEM certificate" "OPENVPN_KEY is not a PEM private key" \
     "OPENVPN_TLS_CRYPT is not an OpenVPN static key"
   refute_output_contains "$KEY_SECRET" "$TLS_SECRET" "OPENVPN_CA"
   [ "$(<"$STUB_CALLS")" = "" ]
   [ "$(snapshot_root)" = "$before" ]
+}
+
+@test "openvpn-client: a profile with its keys inline (an existing server's) needs no key inputs" {
+  local profile
+  profile=$'client\nremote 198.51.100.7 1194 udp\n<key>\n'"$KEY_SECRET"$'\n</key>'
+  unset OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT
+  export OPENVPN_CONFIG=$profile REMOTE_CIDR=192.168.2.0/24 TUNNEL_CHECK_ADDRESS=192.168.2.1
+  add_route 192.168.2.0/24 10.8.0.1
+  run_script openvpn-client.sh
+  assert_success
+  assert_file "$DIR/gpu-cluster.conf" "$profile"
+  assert_mode "$DIR/gpu-cluster.conf" 600
+  [ ! -e "$GPU_CLUSTER_ROOT$FILES/client.key" ]
+  refute_output_contains "$KEY_SECRET"
+  assert_output_contains "the tunnel to 192.168.2.0/24 is up"
+}
+
+@test "openvpn-client: some key inputs without the others are named" {
+  unset OPENVPN_CERT OPENVPN_TLS_CRYPT
+  run_script openvpn-client.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "missing required environment variable(s): OPENVPN_CERT OPENVPN_TLS_CRYPT"
 }

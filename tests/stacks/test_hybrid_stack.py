@@ -165,3 +165,44 @@ def test_preview_writes_the_vpn_configs(tmp_path, prod):
     assert "server 10.8.0.0 255.255.255.0" in server and "route 192.168.10.0 255.255.255.0" in server
     assert "tun-mtu 1400" in server and "tun-mtu 1400" in client
     assert "remote 203.0.113." in client
+
+
+EXISTING_PROFILE = ("client\ndev tun\nproto udp\nremote 198.51.100.7 1194\n"
+                    "<key>\nexisting-server-issued-key-material\n</key>\n")
+
+
+@pytest.fixture(scope="module")
+def existing_server():
+    values = hybrid_config(workers=2)
+    values["vpn"] = {"mode": "client-to-existing", "existingServerAddress": "192.168.2.1"}
+    values["vpnClientProfile"] = EXISTING_PROFILE
+    return preview(values)
+
+
+def test_with_an_existing_server_the_instance_is_its_client(existing_server):
+    plan = existing_server
+    names = {r.name for r in plan.of_type("command:remote:Command")}
+    assert "control-plane-install-openvpn-client" in names
+    assert not any("openvpn-server" in n for n in names)
+    assert not plan.of_type("tls:index/privateKey:PrivateKey")
+    client = plan.named("control-plane-install-openvpn-client").inputs
+    assert rpc.is_rpc_secret(client["stdin"])
+    stdin = plan.redact(client["stdin"])
+    assert "existing-server-issued-key-material" not in stdin
+    assert "export REMOTE_CIDR='192.168.2.0/24'" in stdin
+    assert "export TUNNEL_CHECK_ADDRESS='192.168.2.1'" in stdin
+    assert "vpnAdminProfile" not in plan.outputs
+    assert plan.outputs["gateways"][0]["onPrem"] == "192.168.2.1"
+
+
+def test_with_an_existing_server_every_host_routes_the_vpc_through_it(existing_server):
+    plan = existing_server
+    for worker in ("gpu000", "gpu001"):
+        route = plan.redact(plan.named(f"{worker}-route-to-vpc").inputs["stdin"])
+        assert "export GATEWAY_ADDRESS='192.168.2.1'" in route
+        assert "export TUNNEL_CIDR=''" in route
+        assert "control-plane-install-openvpn-client" in transitive(plan, f"{worker}-join-worker")
+    rules = security_group_rules(plan, "test-control-plane-host-sg")
+    assert not any(name == "openvpn" for name, *_ in rules)  # it dials out
+    routes = plan.of_type("aws:ec2/route:Route")
+    assert [r.inputs["destinationCidrBlock"] for r in routes] == ["192.168.2.0/24"]

@@ -94,10 +94,10 @@ def test_server_step_env_contract(bridge_plan):
 def test_client_step_env_contract(bridge_plan):
     env = exports(stdin_of(bridge_plan, CLIENT_STEP))
     assert list(env) == ["GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP", "OPENVPN_CONFIG", "OPENVPN_CA",
-                         "OPENVPN_CERT", "OPENVPN_KEY", "OPENVPN_TLS_CRYPT", "VPC_CIDR",
+                         "OPENVPN_CERT", "OPENVPN_KEY", "OPENVPN_TLS_CRYPT", "REMOTE_CIDR",
                          "TUNNEL_CHECK_ADDRESS", "OPENVPN_UNIT"]
     assert f"\nremote {SERVER_PUBLIC_ADDRESS} 1194 udp\n" in env["OPENVPN_CONFIG"]
-    assert env["VPC_CIDR"] == "10.20.0.0/16"
+    assert env["REMOTE_CIDR"] == "10.20.0.0/16"
     assert env["TUNNEL_CHECK_ADDRESS"] == "10.8.0.1"
     assert env["OPENVPN_UNIT"] == "openvpn-client@gpu-cluster"
     gateway = x509.load_pem_x509_certificate(env["OPENVPN_CERT"].encode())
