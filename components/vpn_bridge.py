@@ -20,9 +20,9 @@ from components.remote_step import Script, run_step
 from components.vpn_pki import VpnPki, VpnPkiArgs
 from config.model import Host, StackConfig
 
-INSTALL_SERVER = Script("openvpn-server.sh")
-INSTALL_CLIENT = Script("openvpn-client.sh")
-REMOVE_OPENVPN = Script("openvpn-remove.sh")
+INSTALL_SERVER = Script("openvpn/server.sh")
+INSTALL_CLIENT = Script("openvpn/client.sh")
+REMOVE_OPENVPN = Script("openvpn/remove.sh")
 ROUTE_TO_VPC = Script("route-to-vpc.sh")
 REMOVE_ROUTE_TO_VPC = Script("route-to-vpc-remove.sh")
 

@@ -12,6 +12,8 @@
 #   FILE_CHANGED  set by write_file/write_text/remove_file: 1 when the call
 #                 changed the file, 0 when it was already as wanted.
 #   TEMP_DIR      set by make_temp_dir; removed when the shell exits.
+#   INPUT_PROBLEMS  problems found in the inputs, to be named all at once;
+#                 see check_missing_env.
 # All log output goes to stderr, so stdout stays free for the scripts whose
 # output is data (join token, kubeconfig).
 
@@ -24,6 +26,7 @@ GPU_CLUSTER_HOST="${GPU_CLUSTER_HOST:-$(hostname 2>/dev/null || echo localhost)}
 GPU_CLUSTER_STEP="${GPU_CLUSTER_STEP:-}" # each step script sets its own default
 FILE_CHANGED=0
 TEMP_DIR=""
+INPUT_PROBLEMS=()
 _GPU_CLUSTER_TEMP_DIRS=()
 _GPU_CLUSTER_APT_UPDATED=0
 
@@ -71,8 +74,11 @@ make_temp_dir() {
   _GPU_CLUSTER_TEMP_DIRS+=("$TEMP_DIR")
 }
 
-# require_env VAR...: dies naming every VAR that is unset or empty.
-require_env() {
+# check_missing_env VAR...: adds to INPUT_PROBLEMS one problem naming every VAR
+# that is unset or empty. A script that checks its inputs names all their problems
+# in one failure: check_missing_env, then INPUT_PROBLEMS+=("...") for every other
+# problem found, then die_on_input_problems.
+check_missing_env() {
   local name missing=()
   for name in "$@"; do
     if [[ -z "${!name:-}" ]]; then
@@ -80,8 +86,26 @@ require_env() {
     fi
   done
   if ((${#missing[@]} > 0)); then
-    die "missing required environment variable(s): ${missing[*]}"
+    INPUT_PROBLEMS+=("missing required environment variable(s): ${missing[*]}")
   fi
+}
+
+# die_on_input_problems: dies naming every problem in INPUT_PROBLEMS, separated by
+# "; ". Does nothing when there are none.
+die_on_input_problems() {
+  local text
+  if ((${#INPUT_PROBLEMS[@]} > 0)); then
+    printf -v text '; %s' "${INPUT_PROBLEMS[@]}"
+    die "${text#; }"
+  fi
+}
+
+# require_env VAR...: dies naming every VAR that is unset or empty.
+require_env() {
+  # Its own list, whatever the caller has collected.
+  local INPUT_PROBLEMS=()
+  check_missing_env "$@"
+  die_on_input_problems
 }
 
 # require_bool VAR...: dies naming every VAR that is not "true" or "false".
@@ -118,6 +142,23 @@ is_true() {
     false) return 1 ;;
     *) die "expected \"true\" or \"false\", got \"$1\"" ;;
   esac
+}
+
+# valid_ipv4 ADDRESS: success for a dotted quad a.b.c.d with octets 0-255, written
+# without leading zeros (which some parsers read as octal).
+valid_ipv4() {
+  local part='(0|[1-9][0-9]{0,2})' octet
+  [[ "$1" =~ ^$part\.$part\.$part\.$part$ ]] || return 1
+  for octet in "${BASH_REMATCH[@]:1:4}"; do
+    ((octet <= 255)) || return 1
+  done
+}
+
+# valid_ipv4_cidr CIDR: success for ADDRESS/N with a valid_ipv4 ADDRESS and a prefix
+# length N of 0-32, also without leading zeros.
+valid_ipv4_cidr() {
+  [[ "$1" == */* ]] && valid_ipv4 "${1%/*}" && [[ "${1#*/}" =~ ^(0|[1-9][0-9]?)$ ]] &&
+    ((${1#*/} <= 32))
 }
 
 # write_file PATH MODE: writes stdin to host path PATH (below ROOT) with octal

@@ -18,44 +18,20 @@ ROUTE_CIDRS=()
 OLD_ROUTES=()
 UNIT_CHANGED=0
 
-# valid_ipv4 ADDRESS and valid_ipv4_cidr CIDR: dotted quads without leading zeros.
-valid_ipv4() {
-  local part='(0|[1-9][0-9]{0,2})' octet
-  [[ "$1" =~ ^$part\.$part\.$part\.$part$ ]] || return 1
-  for octet in "${BASH_REMATCH[@]:1:4}"; do
-    ((octet <= 255)) || return 1
-  done
-}
-
-valid_ipv4_cidr() {
-  [[ "$1" == */* ]] && valid_ipv4 "${1%/*}" && [[ "${1#*/}" =~ ^(0|[1-9][0-9]?)$ ]] &&
-    ((${1#*/} <= 32))
-}
-
 # check_inputs: dies naming every missing or invalid input at once. Sets ROUTE_CIDRS.
 check_inputs() {
-  local name text missing=() problems=()
+  local name
   : "${TUNNEL_CIDR:=}"
-  for name in VPC_CIDR GATEWAY_ADDRESS; do
-    if [[ -z "${!name:-}" ]]; then
-      missing+=("$name")
-    fi
-  done
-  if ((${#missing[@]} > 0)); then
-    problems+=("missing required environment variable(s): ${missing[*]}")
-  fi
+  check_missing_env VPC_CIDR GATEWAY_ADDRESS
   for name in VPC_CIDR TUNNEL_CIDR; do
     if [[ -n "${!name:-}" ]] && ! valid_ipv4_cidr "${!name}"; then
-      problems+=("$name must be an IPv4 CIDR such as 10.20.0.0/16, got '${!name}'")
+      INPUT_PROBLEMS+=("$name must be an IPv4 CIDR such as 10.20.0.0/16, got '${!name}'")
     fi
   done
   if [[ -n "${GATEWAY_ADDRESS:-}" ]] && ! valid_ipv4 "$GATEWAY_ADDRESS"; then
-    problems+=("GATEWAY_ADDRESS must be an IPv4 address such as 192.168.2.4, got '$GATEWAY_ADDRESS'")
+    INPUT_PROBLEMS+=("GATEWAY_ADDRESS must be an IPv4 address such as 192.168.2.4, got '$GATEWAY_ADDRESS'")
   fi
-  if ((${#problems[@]} > 0)); then
-    printf -v text '; %s' "${problems[@]}"
-    die "${text#; }"
-  fi
+  die_on_input_problems
   ROUTE_CIDRS=("$VPC_CIDR")
   if [[ -n "$TUNNEL_CIDR" && "$TUNNEL_CIDR" != "$VPC_CIDR" ]]; then
     ROUTE_CIDRS+=("$TUNNEL_CIDR")

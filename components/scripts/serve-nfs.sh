@@ -19,64 +19,38 @@ NFS_PACKAGE=nfs-kernel-server
 NFS_SERVICE=nfs-server
 CLIENT_CIDRS=()
 
-# valid_ipv4_cidr CIDR: success for a.b.c.d/n with octets 0-255 and n 0-32, written
-# without leading zeros (which some parsers read as octal).
-valid_ipv4_cidr() {
-  local part='(0|[1-9][0-9]{0,2})' octet octets
-  if [[ ! "$1" =~ ^$part\.$part\.$part\.$part/(0|[1-9][0-9]?)$ ]]; then
-    return 1
-  fi
-  octets=("${BASH_REMATCH[@]:1:4}")
-  for octet in "${octets[@]}"; do
-    if ((octet > 255)); then
-      return 1
-    fi
-  done
-  ((BASH_REMATCH[5] <= 32))
-}
-
 # check_inputs: dies naming every missing or invalid input at once. Sets CLIENT_CIDRS.
 check_inputs() {
-  local name cidr text cidrs=() missing=() problems=()
+  local cidr text cidrs=()
   # The path is written double-quoted into the exports file: no quotes, backslashes
   # or control characters. Exporting / (root not squashed) would hand out the host.
   local path_re='^(/[A-Za-z0-9_.+@:~ -]+)+$' path=${NFS_EXPORT_PATH:-}
-  for name in NFS_EXPORT_PATH NFS_CLIENT_CIDRS NFS_EXPORT_OPTIONS; do
-    if [[ -z "${!name:-}" ]]; then
-      missing+=("$name")
-    fi
-  done
-  if ((${#missing[@]} > 0)); then
-    problems+=("missing required environment variable(s): ${missing[*]}")
-  fi
+  check_missing_env NFS_EXPORT_PATH NFS_CLIENT_CIDRS NFS_EXPORT_OPTIONS
 
   if [[ -n "$path" ]] && [[ ! "$path" =~ $path_re || "$path/" == */./* || "$path/" == */../* ]]; then
     text="NFS_EXPORT_PATH must be an absolute folder path below / without '.', '..', '//',"
     text+=" a trailing slash or characters other than letters, digits, blanks and _.+@:~-"
-    problems+=("$text, got '$path'")
+    INPUT_PROBLEMS+=("$text, got '$path'")
   fi
 
   read -r -a cidrs <<<"${NFS_CLIENT_CIDRS:-}"
   if [[ -n "${NFS_CLIENT_CIDRS:-}" ]] && ((${#cidrs[@]} == 0)); then
-    problems+=("NFS_CLIENT_CIDRS lists no CIDR")
+    INPUT_PROBLEMS+=("NFS_CLIENT_CIDRS lists no CIDR")
   fi
   CLIENT_CIDRS=()
   for cidr in "${cidrs[@]}"; do
     if ! valid_ipv4_cidr "$cidr"; then
-      problems+=("NFS_CLIENT_CIDRS has '$cidr', which is not an IPv4 CIDR such as 192.0.2.0/24")
+      INPUT_PROBLEMS+=("NFS_CLIENT_CIDRS has '$cidr', which is not an IPv4 CIDR such as 192.0.2.0/24")
     elif [[ " ${CLIENT_CIDRS[*]} " != *" $cidr "* ]]; then
       CLIENT_CIDRS+=("$cidr")
     fi
   done
 
   if [[ -n "${NFS_EXPORT_OPTIONS:-}" && ! "$NFS_EXPORT_OPTIONS" =~ ^[A-Za-z0-9_,=.-]+$ ]]; then
-    problems+=("NFS_EXPORT_OPTIONS may only contain letters, digits and _,=.-, got '$NFS_EXPORT_OPTIONS'")
+    INPUT_PROBLEMS+=("NFS_EXPORT_OPTIONS may only contain letters, digits and _,=.-, got '$NFS_EXPORT_OPTIONS'")
   fi
 
-  if ((${#problems[@]} > 0)); then
-    printf -v text '; %s' "${problems[@]}"
-    die "${text#; }"
-  fi
+  die_on_input_problems
 }
 
 install_server() {

@@ -14,12 +14,13 @@ setup() {
   export STUB_RECORD_STDIN=1
 }
 
-# envelope_function NAME SCRIPT: SCRIPT and its libraries as the body of NAME().
+# envelope_function NAME SCRIPT: SCRIPT and its libraries (lib.sh, and the lib.sh of
+# its folder when it has one) as the body of NAME().
 envelope_function() {
   printf '%s() {\n' "$1"
   cat "$SCRIPTS_DIR/lib.sh"
-  if [[ "$2" == k0s/* ]]; then
-    cat "$SCRIPTS_DIR/k0s/lib.sh"
+  if [[ "$2" == */* && -f "$SCRIPTS_DIR/${2%/*}/lib.sh" ]]; then
+    cat "$SCRIPTS_DIR/${2%/*}/lib.sh"
   fi
   cat "$SCRIPTS_DIR/$2"
   printf '}\n'
@@ -134,6 +135,34 @@ kind: ClusterConfig"
   assert_success
   assert_file /etc/k0s/k0s.yaml "$config"
   assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192\.0\.2\.10 --kubelet-root-dir=/var/lib/kubelet$'
+  assert_stubs_read_no_stdin
+}
+
+@test "envelope: openvpn server create and remove delete, with the openvpn library" {
+  local key=$'-----BEGIN EC PRIVATE KEY-----\nc2VydmVyLWtleQ\n-----END EC PRIVATE KEY-----'
+  build_envelope install-openvpn-server openvpn/server.sh openvpn/remove.sh \
+    OPENVPN_CONFIG=$'dev tun\nca gpu-cluster/ca.crt' \
+    OPENVPN_CA=$'-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----' \
+    OPENVPN_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBserver\n-----END CERTIFICATE-----' \
+    OPENVPN_KEY="$key" \
+    OPENVPN_TLS_CRYPT=$'-----BEGIN OpenVPN Static key V1-----\n00\n-----END OpenVPN Static key V1-----' \
+    OPENVPN_CCD_NAME=lab-onprem-gateway OPENVPN_CCD="iroute 192.168.2.0 255.255.255.0" \
+    OPENVPN_UNIT=openvpn-server@gpu-cluster
+  run_envelope create
+  assert_success
+  assert_file /etc/openvpn/server/gpu-cluster/server.key "$key"
+  assert_mode /etc/openvpn/server/gpu-cluster/server.key 600
+  assert_called '^systemctl start openvpn-server@gpu-cluster$'
+  assert_output_contains \
+    "gpu-cluster: moscow: install-openvpn-server: OpenVPN server openvpn-server@gpu-cluster is running"
+  assert_stubs_read_no_stdin
+
+  reset_calls
+  run_envelope delete
+  assert_success
+  assert_called '^systemctl stop openvpn-server@gpu-cluster$'
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/openvpn/server/gpu-cluster" ]
+  assert_output_contains "gpu-cluster: moscow: install-openvpn-server: removed the OpenVPN server gpu-cluster"
   assert_stubs_read_no_stdin
 }
 

@@ -56,6 +56,40 @@ lib() {
   assert_output_contains 'expected "true" or "false", got "maybe"'
 }
 
+@test "lib: input problems are collected and named in one failure" {
+  lib 'A=1; check_missing_env A B C; INPUT_PROBLEMS+=("A is odd"); die_on_input_problems'
+  [ "$status" -eq 1 ]
+  [ "$output" = "gpu-cluster: moscow: lib-test: missing required environment variable(s): B C; A is odd" ]
+  lib 'A=1; check_missing_env A; die_on_input_problems; echo "went on"'
+  assert_success
+  [ "$output" = "went on" ]
+  # require_env names only its own variables.
+  lib 'INPUT_PROBLEMS+=("collected"); A=1; require_env A; echo "${INPUT_PROBLEMS[*]}"'
+  assert_success
+  [ "$output" = "collected" ]
+}
+
+@test "lib: valid_ipv4 and valid_ipv4_cidr take dotted quads without leading zeros" {
+  local value
+  for value in 0.0.0.0 10.8.0.1 192.168.2.255 255.255.255.255; do
+    lib "valid_ipv4 $value"
+    assert_success
+  done
+  for value in "" 10.8.0 10.8.0.1.2 10.8.0.256 10.08.0.1 " 10.8.0.1" 10.8.0.1/32 a.b.c.d; do
+    lib "valid_ipv4 '$value'"
+    assert_failure
+  done
+  for value in 0.0.0.0/0 10.20.0.0/16 192.168.2.0/24 10.8.0.1/32; do
+    lib "valid_ipv4_cidr $value"
+    assert_success
+  done
+  for value in "" 10.20.0.0 10.20.0.0/ 10.20.0.0/33 10.20.0.0/016 10.20.0.256/16 10.20.0/16 \
+    10.20.0.0/16/1 /16; do
+    lib "valid_ipv4_cidr '$value'"
+    assert_failure
+  done
+}
+
 @test "lib: failing commands and die name host and step" {
   lib 'false'
   [ "$status" -eq 1 ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# openvpn-client.sh: package, config, keys, forwarding, restart drop-in, service, and the
+# openvpn/client.sh: package, config, keys, forwarding, restart drop-in, service, and the
 # wait until the server answers through the tunnel.
 
 bats_require_minimum_version 1.5.0
@@ -29,7 +29,7 @@ setup() {
 }
 
 @test "openvpn-client: first run installs openvpn, writes config and keys, starts the client and waits for the tunnel" {
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
   assert_called "^$APT "'install -y openvpn$'
   assert_file "$DIR/gpu-cluster.conf" "$CONFIG"
@@ -58,9 +58,9 @@ setup() {
 }
 
 @test "openvpn-client: a second run changes nothing, still checks the tunnel, and says so" {
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
-  assert_idempotent openvpn-client.sh
+  assert_idempotent openvpn/client.sh
   assert_called '^ping -c 1 -W 2 10\.8\.0\.1$'
   assert_output_contains "openvpn is already installed" "unchanged $FILES/client.key" \
     "unchanged $DROPIN" "$UNIT is already running" "the tunnel to 10.20.0.0/16 is up"
@@ -68,9 +68,9 @@ setup() {
 
 @test "openvpn-client: secrets never reach the log, a command line or a command's environment" {
   export STUB_RECORD_ENV=1
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
   refute_output_contains "$KEY_SECRET" "$TLS_SECRET"
   run ! grep -qF -e "$KEY_SECRET" -e "$TLS_SECRET" "$STUB_CALLS" "$STUB_STATE/env.log"
@@ -78,13 +78,13 @@ setup() {
 }
 
 @test "openvpn-client: a changed server address rewrites only the config and restarts the client" {
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
   local before after
   before="$(snapshot_root | grep -v '/gpu-cluster\.conf')"
   reset_calls
   export OPENVPN_CONFIG="${CONFIG/203.0.113.1/203.0.113.77}"
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
   after="$(snapshot_root | grep -v '/gpu-cluster\.conf')"
   [ "$before" = "$after" ]
@@ -93,12 +93,12 @@ setup() {
   assert_call_order "^systemctl restart --no-block $UNIT$" '^ping '
   refute_called '^(apt-get|sysctl)'
   refute_called '^systemctl (enable|start|daemon-reload)'
-  assert_idempotent openvpn-client.sh
+  assert_idempotent openvpn/client.sh
 }
 
 @test "openvpn-client: a tunnel that never answers fails in bounded time, naming the check" {
   export STUB_EXIT_PING=1
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   [ "$status" -eq 1 ]
   assert_output_contains \
     "gpu-cluster: moscow: install-openvpn-client: timed out after 180s waiting for 10.8.0.1 to answer through the tunnel (see journalctl -u $UNIT)"
@@ -108,30 +108,30 @@ setup() {
 
 @test "openvpn-client: a tunnel without the pushed route to the VPC fails, naming the route" {
   : >"$STUB_STATE/routes"
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   [ "$status" -eq 1 ]
   assert_output_contains "ready: 10.8.0.1 to answer through the tunnel" \
     "timed out after 30s waiting for the route to 10.20.0.0/16 the VPN server pushes"
 }
 
 @test "openvpn-client: an interrupted restart is retried by the next run" {
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
   export OPENVPN_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBrenewed\n-----END CERTIFICATE-----'
-  STUB_FAIL_CALL='^systemctl restart' run_script openvpn-client.sh
+  STUB_FAIL_CALL='^systemctl restart' run_script openvpn/client.sh
   assert_failure
   reset_calls
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
   assert_output_contains "retrying restart-$UNIT, which an earlier run did not finish"
   assert_called "^systemctl restart --no-block $UNIT$"
-  assert_idempotent openvpn-client.sh
+  assert_idempotent openvpn/client.sh
 }
 
 @test "openvpn-client: a host without ping gets iputils-ping for the tunnel check" {
   installed_package openvpn 2.6.12-0ubuntu0.24.04.1
   hide_command ping
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   # The stubbed apt-get installs no binary, so the tunnel check itself fails here.
   assert_failure
   assert_output_contains "ping: command not found"
@@ -143,7 +143,7 @@ setup() {
 @test "openvpn-client: all missing environment variables are named at once" {
   unset OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT REMOTE_CIDR \
     TUNNEL_CHECK_ADDRESS
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: install-openvpn-client: missing required environment variable(s): OPENVPN_CONFIG REMOTE_CIDR TUNNEL_CHECK_ADDRESS"
   [ "$(<"$STUB_CALLS")" = "" ]
@@ -155,7 +155,7 @@ setup() {
   export REMOTE_CIDR=10.20.0.0 TUNNEL_CHECK_ADDRESS=10.8.0.256 OPENVPN_CERT=garbage \
     OPENVPN_KEY="$KEY_SECRET" OPENVPN_TLS_CRYPT="-----BEGIN PRIVATE KEY----- $TLS_SECRET"
   unset OPENVPN_CONFIG
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   [ "$status" -eq 1 ]
   [ "$(grep -c 'install-openvpn-client: ' <<<"$output")" -eq 1 ]
   assert_output_contains "missing required environment variable(s): OPENVPN_CONFIG;" \
@@ -174,7 +174,7 @@ setup() {
   unset OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT
   export OPENVPN_CONFIG=$profile REMOTE_CIDR=192.168.2.0/24 TUNNEL_CHECK_ADDRESS=192.168.2.1
   add_route 192.168.2.0/24 10.8.0.1
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
   assert_file "$DIR/gpu-cluster.conf" "$profile"
   assert_mode "$DIR/gpu-cluster.conf" 600
@@ -185,7 +185,7 @@ setup() {
 
 @test "openvpn-client: some key inputs without the others are named" {
   unset OPENVPN_CERT OPENVPN_TLS_CRYPT
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   [ "$status" -eq 1 ]
   assert_output_contains "missing required environment variable(s): OPENVPN_CERT OPENVPN_TLS_CRYPT"
 }

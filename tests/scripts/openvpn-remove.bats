@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# openvpn-remove.sh: the delete step of both OpenVPN ends.
+# openvpn/remove.sh: the delete step of both OpenVPN ends.
 
 bats_require_minimum_version 1.5.0
 load helpers
@@ -25,12 +25,12 @@ other_setup() {
 }
 
 @test "openvpn-remove: the server's unit is stopped and disabled and only its files removed" {
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   other_setup server
   reset_calls
   export OPENVPN_UNIT=openvpn-server@gpu-cluster
-  run_script openvpn-remove.sh
+  run_script openvpn/remove.sh
   assert_success
   assert_called '^systemctl stop openvpn-server@gpu-cluster$'
   assert_called '^systemctl disable openvpn-server@gpu-cluster$'
@@ -47,7 +47,7 @@ other_setup() {
     "changed: removed /etc/openvpn/server/gpu-cluster" "removed the OpenVPN server gpu-cluster"
 
   reset_calls
-  run_script openvpn-remove.sh
+  run_script openvpn/remove.sh
   assert_success
   assert_no_state_changes
   refute_changes_logged
@@ -55,12 +55,12 @@ other_setup() {
 }
 
 @test "openvpn-remove: the client's drop-in goes too, with a daemon-reload" {
-  run_script openvpn-client.sh
+  run_script openvpn/client.sh
   assert_success
   other_setup client
   reset_calls
   export OPENVPN_UNIT=openvpn-client@gpu-cluster
-  run_script openvpn-remove.sh
+  run_script openvpn/remove.sh
   assert_success
   [ ! -e "$GPU_CLUSTER_ROOT/etc/systemd/system/openvpn-client@gpu-cluster.service.d" ]
   [ ! -e "$GPU_CLUSTER_ROOT/etc/openvpn/client/gpu-cluster" ]
@@ -75,7 +75,7 @@ other_setup() {
   local unit
   for unit in "" sshd openvpn-server@ "openvpn-server@../../x" "openvpn-client@a b" openvpn@gpu-cluster; do
     export OPENVPN_UNIT=$unit
-    run_script openvpn-remove.sh
+    run_script openvpn/remove.sh
     [ "$status" -eq 1 ]
     if [[ -z "$unit" ]]; then
       assert_output_contains "missing required environment variable(s): OPENVPN_UNIT"

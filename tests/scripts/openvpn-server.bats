@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# openvpn-server.sh: package, config, keys, client-config-dir, forwarding, service.
+# openvpn/server.sh: package, config, keys, client-config-dir, forwarding, service.
 
 bats_require_minimum_version 1.5.0
 load helpers
@@ -27,7 +27,7 @@ setup() {
 }
 
 @test "openvpn-server: first run installs openvpn, writes config, keys and ccd entry, and starts the server" {
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   assert_called "^$APT "'update$'
   assert_called "^$APT "'install -y openvpn$'
@@ -67,18 +67,18 @@ net.ipv4.ip_forward = 1"
 }
 
 @test "openvpn-server: a second run changes nothing and says so" {
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
-  assert_idempotent openvpn-server.sh
+  assert_idempotent openvpn/server.sh
   assert_output_contains "openvpn is already installed" "unchanged $FILES/server.key" \
     "unchanged $SYSCTL" "$UNIT is already running"
 }
 
 @test "openvpn-server: secrets never reach the log, a command line or a command's environment" {
   export STUB_RECORD_ENV=1
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   refute_output_contains "$KEY_SECRET" "$TLS_SECRET"
   run ! grep -qF -e "$KEY_SECRET" -e "$TLS_SECRET" "$STUB_CALLS" "$STUB_STATE/env.log"
@@ -87,13 +87,13 @@ net.ipv4.ip_forward = 1"
 }
 
 @test "openvpn-server: a changed key rewrites only the key and restarts the server" {
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   local before after
   before="$(snapshot_root | grep -v /server.key)"
   reset_calls
   export OPENVPN_KEY=$'-----BEGIN EC PRIVATE KEY-----\nrotated-key-material\n-----END EC PRIVATE KEY-----'
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   after="$(snapshot_root | grep -v /server.key)"
   [ "$before" = "$after" ]
@@ -105,81 +105,81 @@ net.ipv4.ip_forward = 1"
   refute_called '^apt-get'
   refute_called '^sysctl'
   refute_called '^systemctl (enable|start)'
-  assert_idempotent openvpn-server.sh
+  assert_idempotent openvpn/server.sh
 }
 
 @test "openvpn-server: a changed client-config-dir entry restarts; a renamed one replaces ours only" {
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   echo "iroute 198.51.100.0 255.255.255.0" >"$GPU_CLUSTER_ROOT$FILES/ccd/someone-else"
   reset_calls
   export OPENVPN_CCD_NAME=prod-onprem-gateway
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   assert_file "$FILES/ccd/prod-onprem-gateway" "$CCD"
   [ ! -e "$GPU_CLUSTER_ROOT$FILES/ccd/lab-onprem-gateway" ]
   assert_file "$FILES/ccd/someone-else" "iroute 198.51.100.0 255.255.255.0"
   assert_output_contains "changed: removed $FILES/ccd/lab-onprem-gateway"
   assert_called "^systemctl restart $UNIT$"
-  assert_idempotent openvpn-server.sh
+  assert_idempotent openvpn/server.sh
 }
 
 @test "openvpn-server: an interrupted restart is retried by the next run" {
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   export OPENVPN_CONFIG="$CONFIG
 verb 4"
-  STUB_FAIL_CALL='^systemctl restart' run_script openvpn-server.sh
+  STUB_FAIL_CALL='^systemctl restart' run_script openvpn/server.sh
   assert_failure
   assert_output_contains "install-openvpn-server: command failed with exit code 1"
   reset_calls
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   assert_output_contains "unchanged $DIR/gpu-cluster.conf" \
     "retrying restart-$UNIT, which an earlier run did not finish"
   assert_called "^systemctl restart $UNIT$"
-  assert_idempotent openvpn-server.sh
+  assert_idempotent openvpn/server.sh
 }
 
 @test "openvpn-server: a run that fails after writing new files still restarts the server next time" {
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   rm "$GPU_CLUSTER_ROOT$SYSCTL"
   export OPENVPN_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBrenewed\n-----END CERTIFICATE-----'
-  STUB_FAIL_CALL='^sysctl' run_script openvpn-server.sh
+  STUB_FAIL_CALL='^sysctl' run_script openvpn/server.sh
   assert_failure
   refute_called '^systemctl restart'
   reset_calls
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   assert_output_contains "unchanged $FILES/server.crt" \
     "retrying restart-$UNIT, which an earlier run did not finish"
   assert_called "^systemctl restart $UNIT$"
-  assert_idempotent openvpn-server.sh
+  assert_idempotent openvpn/server.sh
 }
 
 @test "openvpn-server: a stopped server is started, a disabled one enabled, neither restarted" {
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   rm "$STUB_STATE/active-$UNIT"
   reset_calls
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   assert_called "^systemctl start $UNIT$"
   refute_called '^systemctl (restart|enable)'
   rm "$STUB_STATE/enabled-$UNIT"
   reset_calls
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   assert_success
   assert_called "^systemctl enable $UNIT$"
   refute_called '^systemctl (restart|start)'
-  assert_idempotent openvpn-server.sh
+  assert_idempotent openvpn/server.sh
 }
 
 @test "openvpn-server: all missing environment variables are named at once" {
   unset OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CCD_NAME \
     OPENVPN_CCD
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: install-openvpn-server: missing required environment variable(s): OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CCD_NAME OPENVPN_CCD"
   [ "$(<"$STUB_CALLS")" = "" ]
@@ -192,7 +192,7 @@ verb 4"
   unset OPENVPN_CCD
   export OPENVPN_CCD_NAME=../../../etc/passwd OPENVPN_CA="not a certificate" \
     OPENVPN_KEY="ssh-ed25519 $KEY_SECRET" OPENVPN_TLS_CRYPT="$TLS_SECRET"
-  run_script openvpn-server.sh
+  run_script openvpn/server.sh
   [ "$status" -eq 1 ]
   [ "$(grep -c 'install-openvpn-server: ' <<<"$output")" -eq 1 ]
   assert_output_contains \

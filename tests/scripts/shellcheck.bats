@@ -59,8 +59,12 @@ step_scripts() {
 }
 
 @test "conventions: step scripts follow the envelope rules" {
-  local script problems=()
+  local script folder guard problems=()
   while IFS= read -r script; do
+    # A script in a folder (k0s/, openvpn/) loads ../lib.sh and then its folder's lib.sh,
+    # each through its own include guard.
+    folder=${script#"$SCRIPTS_DIR"/}
+    folder=${folder%"${folder##*/}"}
     if [[ "$(sed -n 1p "$script")" != '#!/usr/bin/env bash' ]]; then
       problems+=("$script: first line is not #!/usr/bin/env bash")
     fi
@@ -68,8 +72,17 @@ step_scripts() {
     if ! sed -n '2,$p' "$script" | awk '/^# / { n++; next } { exit !(n >= 1 && n <= 3 && $0 == "set -euo pipefail") }'; then
       problems+=("$script: not 1-3 comment lines and then set -euo pipefail after the shebang")
     fi
-    if ! grep -qxF '[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/'"$([[ "$script" == */k0s/* ]] && echo ../)"'lib.sh"' "$script"; then
+    if ! grep -qxF '[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/'"${folder:+../}"'lib.sh"' "$script"; then
       problems+=("$script: lib.sh is not loaded through the include guard")
+    fi
+    if [[ -n "$folder" && -f "$SCRIPTS_DIR/${folder}lib.sh" ]]; then
+      guard="GPU_CLUSTER_$(tr 'a-z-' 'A-Z_' <<<"${folder%/}")_LIB_LOADED"
+      if ! grep -qxF '[[ -n "${'"$guard"':-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"' "$script"; then
+        problems+=("$script: ${folder}lib.sh is not loaded through the include guard $guard")
+      fi
+      if ! grep -qx "$guard=1" "$SCRIPTS_DIR/${folder}lib.sh"; then
+        problems+=("${folder}lib.sh: does not set its include guard $guard=1")
+      fi
     fi
     if grep -nE '^local ' "$script"; then
       problems+=("$script: top-level local")

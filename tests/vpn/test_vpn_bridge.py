@@ -86,7 +86,7 @@ def test_server_step_env_contract(bridge_plan):
     server = x509.load_pem_x509_certificate(env["OPENVPN_CERT"].encode())
     server.verify_directly_issued_by(x509.load_pem_x509_certificate(env["OPENVPN_CA"].encode()))
     assert "PRIVATE KEY-----" in env["OPENVPN_KEY"]
-    assert "(openvpn-server.sh, delete: openvpn-remove.sh)" in stdin
+    assert "(openvpn/server.sh, delete: openvpn/remove.sh)" in stdin
     assert record.inputs["create"].endswith("sudo -n bash -s -- create")
     assert record.inputs["delete"].endswith("sudo -n bash -s -- delete")
 

@@ -2,35 +2,34 @@
 # Delete step of install-openvpn-server and install-openvpn-client: stops and disables the
 # unit and removes what the create step wrote. IP forwarding stays on (Kubernetes needs it).
 set -euo pipefail
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[[ -n "${GPU_CLUSTER_OPENVPN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=remove-openvpn}"
 
 # Inputs (environment), required:
 #   OPENVPN_UNIT  openvpn-server@gpu-cluster or openvpn-client@gpu-cluster
-SYSCTL_FILE=/etc/sysctl.d/90-gpu-cluster-vpn.conf
-ROLE=""
-NAME=""
 
+# check_inputs: selects the end OPENVPN_UNIT names (see openvpn_select).
 check_inputs() {
   require_env OPENVPN_UNIT
   if [[ ! "$OPENVPN_UNIT" =~ ^openvpn-(server|client)@([a-z0-9][a-z0-9-]{0,62})$ ]]; then
     die "OPENVPN_UNIT must be openvpn-server@NAME or openvpn-client@NAME, got '$OPENVPN_UNIT'"
   fi
-  ROLE=${BASH_REMATCH[1]}
-  NAME=${BASH_REMATCH[2]}
+  openvpn_select "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
 }
 
 stop_unit() {
-  if systemctl is-active --quiet "$OPENVPN_UNIT"; then
-    systemctl stop "$OPENVPN_UNIT"
-    log "changed: stopped $OPENVPN_UNIT"
+  if systemctl is-active --quiet "$VPN_UNIT"; then
+    systemctl stop "$VPN_UNIT"
+    log "changed: stopped $VPN_UNIT"
   else
-    log "$OPENVPN_UNIT is not running"
+    log "$VPN_UNIT is not running"
   fi
-  if systemctl is-enabled --quiet "$OPENVPN_UNIT"; then
-    systemctl disable "$OPENVPN_UNIT"
-    log "changed: disabled $OPENVPN_UNIT"
+  if systemctl is-enabled --quiet "$VPN_UNIT"; then
+    systemctl disable "$VPN_UNIT"
+    log "changed: disabled $VPN_UNIT"
   fi
 }
 
@@ -45,10 +44,9 @@ remove_folder() {
 }
 
 remove_dropin() {
-  local dropin="/etc/systemd/system/$OPENVPN_UNIT.service.d/gpu-cluster.conf"
-  remove_file "$dropin"
+  remove_file "$VPN_DROPIN_FILE"
   if ((FILE_CHANGED)); then
-    rmdir -- "$ROOT${dropin%/*}" 2>/dev/null || true
+    rmdir -- "$ROOT${VPN_DROPIN_FILE%/*}" 2>/dev/null || true
     systemctl daemon-reload
     log "changed: reloaded systemd units (daemon-reload)"
   fi
@@ -57,15 +55,15 @@ remove_dropin() {
 main() {
   check_inputs
   stop_unit
-  remove_file "/etc/openvpn/$ROLE/$NAME.conf"
-  remove_folder "/etc/openvpn/$ROLE/$NAME"
+  remove_file "$VPN_CONFIG_FILE"
+  remove_folder "$VPN_FILES_DIR"
   remove_dropin
   # Forwarding is left on: prepare-host enables it too, and pods need it.
-  remove_file "$SYSCTL_FILE"
-  follow_up_done "restart-$OPENVPN_UNIT"
+  remove_file "$VPN_SYSCTL_FILE"
+  follow_up_done "restart-$VPN_UNIT"
   follow_up_done sysctl-vpn
   follow_up_done daemon-reload-vpn
-  log "removed the OpenVPN $ROLE $NAME"
+  log "removed the OpenVPN $VPN_ROLE $VPN_NAME"
 }
 
 main "$@"
