@@ -97,8 +97,7 @@ class Cluster(pulumi.ComponentResource):
         vpn = VpnBridge(f"{self._name}-vpn", VpnBridgeArgs(
             settings=settings,
             server_host=controller,
-            server_connection=bootstraps[controller.name].connection,
-            server_ssh_user=controller.ssh_user,
+            server_ssh=bootstraps[controller.name].ssh,
             server_public_address=instance.public_ip,
             server_ready=bootstraps[controller.name].ready,
             onprem={h.name: bootstraps[h.name] for h in settings.hosts},

@@ -30,8 +30,7 @@ class ControlPlane(pulumi.ComponentResource):
         super().__init__("gpu-cluster:cluster:ControlPlane", name, None, opts)
         self._args = args
         self.host = args.host
-        self.connection = args.bootstrap.connection
-        self.ssh_user = args.bootstrap.ssh_user
+        self.ssh = args.bootstrap.ssh
         port = args.settings.kubernetes.api_port
         self.api_endpoint: pulumi.Input[str] = f"https://{args.host.address}:{port}"
         if args.public_address is not None:
@@ -46,14 +45,13 @@ class ControlPlane(pulumi.ComponentResource):
         )
         self.register_outputs({"apiEndpoint": self.api_endpoint, "kubeconfig": self.kubeconfig})
 
-    def _step(self, resource_name: str, step: str, script, env: dict, about: Host = None,
+    def _step(self, step: str, script, env: dict, about: Host = None,
               **kwargs) -> remote.Command:
+        """A step on the controller, named after the host it is about."""
         return run_step(
-            resource_name,
-            host=about or self.host,
-            step=step,
-            connection=self.connection,
-            ssh_user=self.ssh_user,
+            about or self.host,
+            step,
+            on=self.ssh,
             create=script,
             env=env,
             parent=self,
@@ -63,7 +61,6 @@ class ControlPlane(pulumi.ComponentResource):
     def _create_install_controller(self) -> remote.Command:
         distribution = self._args.distribution
         return self._step(
-            f"{self.host.name}-install-controller",
             "install-controller",
             distribution.install_controller,
             distribution.controller_env(
@@ -74,7 +71,6 @@ class ControlPlane(pulumi.ComponentResource):
 
     def _create_read_admin_kubeconfig(self) -> remote.Command:
         return self._step(
-            f"{self.host.name}-read-admin-kubeconfig",
             "read-admin-kubeconfig",
             self._args.distribution.read_admin_kubeconfig,
             {},
@@ -85,7 +81,6 @@ class ControlPlane(pulumi.ComponentResource):
     def create_join_token(self, worker: Host) -> pulumi.Output[str]:
         """A worker-role join token for one worker, issued on the controller."""
         step = self._step(
-            f"{worker.name}-create-join-token",
             "create-join-token",
             self._args.distribution.create_join_token,
             {"TOKEN_EXPIRY": self._args.settings.kubernetes.worker_token_expiry},

@@ -8,7 +8,7 @@ import pulumi
 from pulumi_command import remote
 
 from components.distributions.k0s import K0s
-from components.remote_step import Script, connection_to, run_step
+from components.remote_step import Script, Ssh, connection_to, run_step
 from config.model import Host, StackConfig
 
 PREFLIGHT = Script("preflight.sh")
@@ -38,8 +38,8 @@ class HostBootstrap(pulumi.ComponentResource):
     def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:hosts:HostBootstrap", name, None, opts)
         self._args = args
-        self.connection = connection_to(args.host, args.settings, args.ssh_address, args.ssh_port)
-        self.ssh_user = args.host.ssh_user or args.settings.ssh.user
+        self.ssh = Ssh(connection_to(args.host, args.settings, args.ssh_address, args.ssh_port),
+                       args.host.ssh_user or args.settings.ssh.user)
 
         preflight = self._create_preflight()
         prepared = self._create_prepare_host(preflight)
@@ -53,11 +53,9 @@ class HostBootstrap(pulumi.ComponentResource):
 
     def step(self, step: str, script: Script, env: dict, depends_on: list) -> remote.Command:
         return run_step(
-            f"{self._args.host.name}-{step}",
-            host=self._args.host,
-            step=step,
-            connection=self.connection,
-            ssh_user=self.ssh_user,
+            self._args.host,
+            step,
+            on=self.ssh,
             create=script,
             env=env,
             depends_on=depends_on,

@@ -133,13 +133,19 @@ def _command(host: str, step: str, action: str, user_hint: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Ssh:
+    """Where a step runs: an SSH connection and the user it logs in as."""
+
+    connection: remote.ConnectionArgs
+    user: str
+
+
 def run_step(
-    resource_name: str,
-    *,
     host: Host,
     step: str,
-    connection: remote.ConnectionArgs,
-    ssh_user: str,
+    *,
+    on: Ssh,
     create: Script,
     env: Optional[Mapping[str, pulumi.Input[str]]] = None,
     delete: Optional[Script] = None,
@@ -147,18 +153,18 @@ def run_step(
     depends_on: Sequence[pulumi.Resource] = (),
     parent: pulumi.Resource,
 ) -> remote.Command:
-    """Runs `create` on the host (and `delete` when the resource is destroyed).
+    """`<host>-<step>`: runs `create` (and `delete` when the resource is destroyed).
 
-    `host` names the machine the step is *about*; `connection` says where it runs (a
-    worker's node removal runs on the controller)."""
+    `host` names the machine the step is *about*; `on` says where it runs (a worker's
+    join token and node removal run on the controller)."""
     stdin = envelope(host.name, step, create, env or {}, delete)
-    create_command = _command(host.name, step, "create", ssh_user)
+    create_command = _command(host.name, step, "create", on.user)
     return remote.Command(
-        resource_name,
-        connection=connection,
+        f"{host.name}-{step}",
+        connection=on.connection,
         create=create_command,
         update=create_command,
-        delete=_command(host.name, step, "delete", ssh_user) if delete else None,
+        delete=_command(host.name, step, "delete", on.user) if delete else None,
         stdin=stdin,
         add_previous_output_in_env=False,
         # Steps whose stdout is a credential log only their progress (stderr).

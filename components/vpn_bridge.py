@@ -16,7 +16,7 @@ from pulumi_command import remote
 
 from components import openvpn_config
 from components.host_bootstrap import HostBootstrap
-from components.remote_step import Script, run_step
+from components.remote_step import Script, Ssh, run_step
 from components.vpn_pki import VpnPki, VpnPkiArgs
 from config.model import Host, StackConfig
 
@@ -31,8 +31,7 @@ REMOVE_ROUTE_TO_VPC = Script("route-to-vpc-remove.sh")
 class VpnBridgeArgs:
     settings: StackConfig
     server_host: Host  # the EC2 instance as a Host (name, address = private IP)
-    server_connection: remote.ConnectionArgs
-    server_ssh_user: str
+    server_ssh: Ssh
     server_public_address: pulumi.Input[str]  # the Elastic IP: the clients' `remote`
     server_ready: pulumi.Resource  # its bootstrap is done
     # On-prem host name -> its HostBootstrap (connection, ssh_user, ready).
@@ -106,11 +105,9 @@ class VpnBridge(pulumi.ComponentResource):
         site-to-site routing for the profile's user)."""
         args, settings = self._args, self._args.settings
         return run_step(
-            f"{args.server_host.name}-install-openvpn-client",
-            host=args.server_host,
-            step="install-openvpn-client",
-            connection=args.server_connection,
-            ssh_user=args.server_ssh_user,
+            args.server_host,
+            "install-openvpn-client",
+            on=args.server_ssh,
             create=INSTALL_CLIENT,
             delete=REMOVE_OPENVPN,
             env={
@@ -133,11 +130,9 @@ class VpnBridge(pulumi.ComponentResource):
         args, settings = self._args, self._args.settings
         pki = self.pki
         return run_step(
-            f"{args.server_host.name}-install-openvpn-server",
-            host=args.server_host,
-            step="install-openvpn-server",
-            connection=args.server_connection,
-            ssh_user=args.server_ssh_user,
+            args.server_host,
+            "install-openvpn-server",
+            on=args.server_ssh,
             create=INSTALL_SERVER,
             delete=REMOVE_OPENVPN,
             env={
@@ -160,11 +155,9 @@ class VpnBridge(pulumi.ComponentResource):
         args, settings = self._args, self._args.settings
         bootstrap, pki, tunnel = args.onprem[self._gateway.name], self.pki, self._tunnel
         return run_step(
-            f"{self._gateway.name}-install-openvpn-client",
-            host=self._gateway,
-            step="install-openvpn-client",
-            connection=bootstrap.connection,
-            ssh_user=bootstrap.ssh_user,
+            self._gateway,
+            "install-openvpn-client",
+            on=bootstrap.ssh,
             create=INSTALL_CLIENT,
             delete=REMOVE_OPENVPN,
             env={
@@ -193,11 +186,9 @@ class VpnBridge(pulumi.ComponentResource):
                 continue
             host = self._hosts[name]
             routes[name] = run_step(
-                f"{name}-route-to-vpc",
-                host=host,
-                step="route-to-vpc",
-                connection=bootstrap.connection,
-                ssh_user=bootstrap.ssh_user,
+                host,
+                "route-to-vpc",
+                on=bootstrap.ssh,
                 create=ROUTE_TO_VPC,
                 delete=REMOVE_ROUTE_TO_VPC,
                 env={

@@ -35,11 +35,9 @@ class WorkerNode(pulumi.ComponentResource):
             joined = control_plane.installed
         else:
             joined = run_step(
-                f"{host.name}-join-worker",
-                host=host,
-                step="join-worker",
-                connection=args.bootstrap.connection,
-                ssh_user=args.bootstrap.ssh_user,
+                host,
+                "join-worker",
+                on=args.bootstrap.ssh,
                 create=distribution.join_worker,
                 delete=distribution.reset_node,
                 env={
@@ -52,11 +50,9 @@ class WorkerNode(pulumi.ComponentResource):
         # Runs on the controller: waits for Ready; on delete drains and removes the node
         # (deleted before the join step, whose delete then resets k0s on the host).
         admitted = run_step(
-            f"{host.name}-admit-node",
-            host=host,
-            step="admit-node",
-            connection=control_plane.connection,
-            ssh_user=control_plane.ssh_user,
+            host,
+            "admit-node",
+            on=control_plane.ssh,
             create=distribution.admit_node,
             # The controller's own node goes away with the controller's reset.
             delete=None if host.runs_control_plane else distribution.remove_node,

@@ -1,6 +1,5 @@
 """Config layer: valid stacks load; every invalid case names its key and what is wrong."""
 
-import copy
 import subprocess
 import sys
 

@@ -1,7 +1,6 @@
 """Add-ons under the mocks: GPUs only on GPU nodes, one default StorageClass, data
 retained, the MPI operator pinned and ordered after the nodes."""
 
-import copy
 
 import pytest
 

@@ -12,6 +12,7 @@ from pulumi_command import remote
 
 from components.distributions import distribution_for
 from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
+from components.remote_step import Ssh
 from components.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.model import Host, StackConfig
 from preview.engine import Plan, run_program
@@ -64,10 +65,9 @@ def build_plan(values: Optional[dict] = None, exports: bool = True) -> Plan:
         bridge = VpnBridge("lab-vpn", VpnBridgeArgs(
             settings=settings,
             server_host=SERVER,
-            server_connection=remote.ConnectionArgs(
+            server_ssh=Ssh(remote.ConnectionArgs(
                 host=SERVER_PUBLIC_ADDRESS, user="ubuntu",
-                private_key=pulumi.Output.secret(TEST_PRIVATE_KEY)),
-            server_ssh_user="ubuntu",
+                private_key=pulumi.Output.secret(TEST_PRIVATE_KEY)), "ubuntu"),
             server_public_address=pulumi.Output.from_input(SERVER_PUBLIC_ADDRESS),
             server_ready=server.ready,
             onprem=onprem,
