@@ -74,7 +74,7 @@ class Cluster(pulumi.ComponentResource):
         controller = settings.controller
         bootstraps = {h.name: self._bootstrap(h, controller.address) for h in settings.hosts}
         self._all_hosts = list(settings.hosts)
-        self.nfs_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
+        self.storage_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
         self._create_kubernetes(controller, bootstraps, join_after={})
 
     def _create_hybrid(self) -> None:
@@ -108,14 +108,12 @@ class Cluster(pulumi.ComponentResource):
                               settings.vpn.existing_server_address)
         self.gateways = {"aws": instance.public_ip, "onPrem": onprem_gateway}
         self._all_hosts = [controller, *settings.hosts]
-        self.nfs_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
+        self.storage_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
         if settings.storage.efs is not None:
             efs = EfsFileSystem(f"{self._name}-efs", EfsFileSystemArgs(settings, network),
                                 opts=on_aws)
-            self._settings = settings.model_copy(update={"storage": settings.storage.model_copy(
-                update={"efs": settings.storage.efs.model_copy(
-                    update={"mount_target_address": efs.address})})})
-            self.nfs_servers += efs.mount_targets
+            self._settings = with_efs_address(settings, efs.address)
+            self.storage_servers += efs.mount_targets
         public = instance.public_ip if settings.aws.control_plane.elastic_ip else None
         self._create_kubernetes(
             controller, bootstraps, public_address=public,
@@ -158,8 +156,15 @@ class Cluster(pulumi.ComponentResource):
                    GpuSupportArgs(settings, self.provider, self.nodes_ready), opts=opts)
         self.storage = SharedStorage(
             f"{self._name}-storage",
-            SharedStorageArgs(settings, self.provider, self.nodes_ready + self.nfs_servers),
+            SharedStorageArgs(settings, self.provider, self.nodes_ready + self.storage_servers),
             opts=opts)
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
                         MpiOperatorArgs(self.provider, self.nodes_ready), opts=opts)
+
+
+def with_efs_address(settings: StackConfig, address: str) -> StackConfig:
+    """The settings with the created file system's mount-target address filled in."""
+    efs = settings.storage.efs.model_copy(update={"mount_target_address": address})
+    storage = settings.storage.model_copy(update={"efs": efs})
+    return settings.model_copy(update={"storage": storage})
