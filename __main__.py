@@ -12,6 +12,8 @@ pulumi.export("apiEndpoint", cluster.api_endpoint)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("nodes", cluster.nodes)
 pulumi.export("defaultStorageClass", cluster.storage.default_class)
+if cluster.pools:
+    pulumi.export("pools", cluster.pools)
 if cluster.gateways:
     pulumi.export("gateways", cluster.gateways)
 if cluster.vpn_admin_profile is not None:

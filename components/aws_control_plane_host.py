@@ -90,8 +90,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
             private_ip=self.private_ip,
             vpc_security_group_ids=[self.security_group.id],
             key_name=key.key_name,
-            # It forwards between the VPN and the VPC.
-            source_dest_check=False,
+            # On hybrid it forwards between the VPN and the VPC.
+            source_dest_check=self._args.settings.vpn is None,
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
                 http_tokens="required", http_endpoint="enabled", http_put_response_hop_limit=1),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
@@ -108,6 +108,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
         """The on-prem LAN, and the tunnel the gateway and admins send from, are reached
         through the instance (the VPN server)."""
         settings = self._args.settings
+        if settings.vpn is None:
+            return []
         destinations = {"lan": settings.network.lan_cidr}
         if settings.vpn.mode == "server-on-ec2":
             destinations["tunnel"] = settings.vpn.tunnel_cidr
@@ -124,18 +126,26 @@ class ControlPlaneHost(pulumi.ComponentResource):
 def ingress_rules(settings: StackConfig) -> list[tuple[str, str, int, list[str]]]:
     """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open."""
     aws_settings, vpn = settings.aws, settings.vpn
-    cluster_networks = [aws_settings.vpc.cidr, settings.network.lan_cidr]
-    if vpn.mode == "server-on-ec2":
-        # The VPN gateway host (a node too) reaches the VPC from its tunnel address.
-        cluster_networks.append(vpn.tunnel_cidr)
+    cluster_networks = cluster_cidrs(settings)
     admins = list(aws_settings.admin_cidrs)
     rules = [("ssh", "tcp", EC2_SSH_PORT, admins)]
     for name, port in K0S_CONTROLLER_PORTS.items():
         sources = cluster_networks + (admins if name == "kubernetes-api" else [])
         rules.append((name, "tcp", port, sources))
-    if vpn.mode == "server-on-ec2":
+    if vpn is not None and vpn.mode == "server-on-ec2":
         rules.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
     return rules
+
+
+def cluster_cidrs(settings: StackConfig) -> list[str]:
+    """The networks cluster nodes talk to the AWS side from: the VPC, on hybrid the LAN,
+    and the tunnel our VPN gateway (a node too) sends from."""
+    cidrs = [settings.aws.vpc.cidr]
+    if settings.network.lan_cidr:
+        cidrs.append(settings.network.lan_cidr)
+    if settings.vpn is not None and settings.vpn.mode == "server-on-ec2":
+        cidrs.append(settings.vpn.tunnel_cidr)
+    return cidrs
 
 
 def cloud_config(hostname: str) -> str:

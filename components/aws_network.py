@@ -13,6 +13,8 @@ from config.cloud import AwsSettings, subnet_cidrs
 class AwsNetworkArgs:
     settings: AwsSettings
     cluster_name: str
+    # A security group for EC2 nodes (cloud pools).
+    node_security_group: bool = False
 
 
 class AwsNetwork(pulumi.ComponentResource):
@@ -28,6 +30,8 @@ class AwsNetwork(pulumi.ComponentResource):
             self._adopt()
         else:
             self._create()
+        self.node_security_group = (self._create_node_security_group()
+                                    if args.node_security_group else None)
         self.register_outputs({"vpcId": self.vpc_id})
 
     def _adopt(self) -> None:
@@ -63,6 +67,22 @@ class AwsNetwork(pulumi.ComponentResource):
             self.subnet_ids.append(subnet.id)
         self.vpc_id = vpc.id
         self.route_table_ids = [routes.id]
+
+    def _create_node_security_group(self) -> aws.ec2.SecurityGroup:
+        """For EC2 nodes: all traffic among themselves (pod network, kubelets), nothing in
+        from elsewhere (they dial out to the control plane), everything out."""
+        opts = pulumi.ResourceOptions(parent=self)
+        group = aws.ec2.SecurityGroup(
+            f"{self._name}-nodes", vpc_id=self.vpc_id,
+            description=f"{self._args.cluster_name} nodes",
+            tags=self._tags(f"{self._args.cluster_name}-nodes"), opts=opts)
+        aws.vpc.SecurityGroupIngressRule(
+            f"{self._name}-nodes-from-nodes", security_group_id=group.id, ip_protocol="-1",
+            referenced_security_group_id=group.id, description="nodes", opts=opts)
+        aws.vpc.SecurityGroupEgressRule(
+            f"{self._name}-nodes-egress", security_group_id=group.id, ip_protocol="-1",
+            cidr_ipv4="0.0.0.0/0", description="all outbound", opts=opts)
+        return group
 
     def _tags(self, name: str) -> dict:
         return {**self._args.settings.tags, "Name": name,

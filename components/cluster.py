@@ -17,6 +17,7 @@ from components.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for
 from components.efs_file_system import EfsFileSystem, EfsFileSystemArgs
 from components.gpu_support import GpuSupport, GpuSupportArgs
+from components.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs
 from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
 from components.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.shared_storage import SharedStorage, SharedStorageArgs
@@ -42,12 +43,13 @@ class Cluster(pulumi.ComponentResource):
         self._distribution = distribution_for(args.settings)
         self.gateways: dict[str, pulumi.Input[str]] = {}
         self.vpn_admin_profile: Optional[pulumi.Output[str]] = None
+        self.pools: list[dict] = []
         if args.settings.layout == "bare-metal":
             self._create_bare_metal()
         elif args.settings.layout == "hybrid":
             self._create_hybrid()
-        else:  # refused by config validation; kept explicit for the next layout
-            raise ValueError(f"layout {args.settings.layout} is not supported")
+        else:
+            self._create_cloud()
         self._create_addons()
         self.nodes = [
             {"name": h.name, "address": h.address, "role": h.role, "gpus": h.gpus,
@@ -77,28 +79,66 @@ class Cluster(pulumi.ComponentResource):
         self.storage_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
         self._create_kubernetes(controller, bootstraps, join_after={})
 
-    def _create_hybrid(self) -> None:
-        """Control plane (and VPN server) on EC2, GPU workers on-prem across OpenVPN."""
+    def _create_aws_control_plane_host(self, node_security_group: bool = False):
+        """The AWS side both cloud layouts share: provider, VPC, the control-plane
+        instance, and its bootstrap over SSH at its public address."""
         settings = self._settings
         aws_provider = aws.Provider(f"{self._name}-aws", region=settings.aws.region,
                                     opts=pulumi.ResourceOptions(parent=self))
-        on_aws = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
+        self._on_aws = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
         network = AwsNetwork(f"{self._name}-network",
-                             AwsNetworkArgs(settings.aws, settings.cluster_name), opts=on_aws)
+                             AwsNetworkArgs(settings.aws, settings.cluster_name,
+                                            node_security_group), opts=self._on_aws)
         instance = ControlPlaneHost(f"{self._name}-control-plane-host",
-                                    ControlPlaneHostArgs(settings, network), opts=on_aws)
+                                    ControlPlaneHostArgs(settings, network), opts=self._on_aws)
         controller = Host(name=settings.aws.control_plane.name, address=instance.private_ip,
                           role="controller", ssh_user=instance.ssh_user)
-        bootstraps = {controller.name: self._bootstrap(
-            controller, instance.private_ip, ssh_address=instance.public_ip,
-            ssh_port=EC2_SSH_PORT)}
+        bootstrap = self._bootstrap(controller, instance.private_ip,
+                                    ssh_address=instance.public_ip, ssh_port=EC2_SSH_PORT)
+        self.gateways = {"aws": instance.public_ip}
+        public = instance.public_ip if settings.aws.control_plane.elastic_ip else None
+        return network, controller, bootstrap, public
+
+    def _create_efs(self, network: AwsNetwork) -> None:
+        """The file system the `efs` backend mounts, when configured."""
+        if self._settings.storage.efs is None:
+            return
+        efs = EfsFileSystem(f"{self._name}-efs", EfsFileSystemArgs(self._settings, network),
+                            opts=self._on_aws)
+        self._settings = with_efs_address(self._settings, efs.address)
+        self.storage_servers += efs.mount_targets
+
+    def _create_cloud(self) -> None:
+        """Control plane on EC2, GPU workers in EC2 pools that join at boot."""
+        network, controller, bootstrap, public = self._create_aws_control_plane_host(
+            node_security_group=True)
+        self._all_hosts = [controller]
+        self.storage_servers = []
+        self._create_efs(network)
+        control_plane = self._create_kubernetes(
+            controller, {controller.name: bootstrap}, join_after={}, public_address=public)
+        settings = self._settings
+        self.nodes_ready += [
+            GpuWorkerPool(f"{self._name}-{pool.name}", GpuWorkerPoolArgs(
+                settings, pool, network, control_plane, self._distribution,
+                network.node_security_group), opts=self._on_aws).group
+            for pool in settings.pools
+        ]
+        self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
+                       "gpus": p.gpus, "gpuModel": p.gpu_model} for p in settings.pools]
+
+    def _create_hybrid(self) -> None:
+        """Control plane (and VPN server) on EC2, GPU workers on-prem across OpenVPN."""
+        settings = self._settings
+        network, controller, bootstrap, public = self._create_aws_control_plane_host()
+        bootstraps = {controller.name: bootstrap}
         # On-prem hosts reach the control plane only once the tunnel is up.
         bootstraps.update({h.name: self._bootstrap(h, "") for h in settings.hosts})
         vpn = VpnBridge(f"{self._name}-vpn", VpnBridgeArgs(
             settings=settings,
             server_host=controller,
             server_ssh=bootstraps[controller.name].ssh,
-            server_public_address=instance.public_ip,
+            server_public_address=self.gateways["aws"],
             server_ready=bootstraps[controller.name].ready,
             onprem={h.name: bootstraps[h.name] for h in settings.hosts},
         ), opts=pulumi.ResourceOptions(parent=self))
@@ -106,21 +146,16 @@ class Cluster(pulumi.ComponentResource):
         onprem_gateway = next((h.address for h in settings.hosts
                                if h.name == settings.vpn.onprem_gateway),
                               settings.vpn.existing_server_address)
-        self.gateways = {"aws": instance.public_ip, "onPrem": onprem_gateway}
+        self.gateways["onPrem"] = onprem_gateway
         self._all_hosts = [controller, *settings.hosts]
         self.storage_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
-        if settings.storage.efs is not None:
-            efs = EfsFileSystem(f"{self._name}-efs", EfsFileSystemArgs(settings, network),
-                                opts=on_aws)
-            self._settings = with_efs_address(settings, efs.address)
-            self.storage_servers += efs.mount_targets
-        public = instance.public_ip if settings.aws.control_plane.elastic_ip else None
+        self._create_efs(network)
         self._create_kubernetes(
             controller, bootstraps, public_address=public,
             join_after={h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts})
 
     def _create_kubernetes(self, controller: Host, bootstraps: dict[str, HostBootstrap],
-                           join_after: dict[str, list], public_address=None) -> None:
+                           join_after: dict[str, list], public_address=None) -> ControlPlane:
         """The control plane, the API provider and the nodes; `join_after` names what each
         host's join waits for beyond its own bootstrap (its route through the VPN)."""
         settings = self._settings
@@ -148,6 +183,7 @@ class Cluster(pulumi.ComponentResource):
                                    control_plane, self.provider, join_after.get(host.name, [])),
                     opts=pulumi.ResourceOptions(parent=self),
                 ))
+        return control_plane
 
     def _create_addons(self) -> None:
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs."""

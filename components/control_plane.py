@@ -45,11 +45,11 @@ class ControlPlane(pulumi.ComponentResource):
         )
         self.register_outputs({"apiEndpoint": self.api_endpoint, "kubeconfig": self.kubeconfig})
 
-    def _step(self, step: str, script, env: dict, about: Host = None,
+    def _step(self, step: str, script, env: dict, about: str = None,
               **kwargs) -> remote.Command:
-        """A step on the controller, named after the host it is about."""
+        """A step on the controller, named after the node (or pool) it is about."""
         return run_step(
-            about or self.host,
+            about or self.host.name,
             step,
             on=self.ssh,
             create=script,
@@ -78,13 +78,13 @@ class ControlPlane(pulumi.ComponentResource):
             depends_on=[self.installed],
         )
 
-    def create_join_token(self, worker: Host) -> pulumi.Output[str]:
-        """A worker-role join token for one worker, issued on the controller."""
+    def create_join_token(self, node: str, expiry: str) -> pulumi.Output[str]:
+        """A worker-role join token for one worker (or pool), issued on the controller."""
         step = self._step(
             "create-join-token",
             self._args.distribution.create_join_token,
-            {"TOKEN_EXPIRY": self._args.settings.kubernetes.worker_token_expiry},
-            about=worker,
+            {"TOKEN_EXPIRY": expiry},
+            about=node,
             secret_stdout=True,
             depends_on=[self.installed],
         )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.aws_control_plane_host import cluster_cidrs
 from components.aws_network import AwsNetwork
 from config.cloud import efs_mount_target_addresses
 from config.model import StackConfig
@@ -35,7 +36,7 @@ class EfsFileSystem(pulumi.ComponentResource):
         group = aws.ec2.SecurityGroup(f"{name}-nfs", vpc_id=args.network.vpc_id,
                                       description=f"{settings.cluster_name} EFS (NFS)",
                                       tags=tags, opts=opts)
-        for index, cidr in enumerate(nfs_client_cidrs(settings)):
+        for index, cidr in enumerate(cluster_cidrs(settings)):
             aws.vpc.SecurityGroupIngressRule(
                 f"{name}-nfs-{index}", security_group_id=group.id, ip_protocol="tcp",
                 from_port=NFS_PORT, to_port=NFS_PORT, cidr_ipv4=cidr, description="nfs",
@@ -61,9 +62,3 @@ class EfsFileSystem(pulumi.ComponentResource):
             addresses[0] = configured
         return addresses
 
-
-def nfs_client_cidrs(settings: StackConfig) -> list[str]:
-    cidrs = [settings.aws.vpc.cidr, settings.network.lan_cidr]
-    if settings.vpn.mode == "server-on-ec2":
-        cidrs.append(settings.vpn.tunnel_cidr)  # the on-prem gateway mounts from it
-    return cidrs

@@ -53,7 +53,7 @@ class HostBootstrap(pulumi.ComponentResource):
 
     def step(self, step: str, script: Script, env: dict, depends_on: list) -> remote.Command:
         return run_step(
-            self._args.host,
+            self._args.host.name,
             step,
             on=self.ssh,
             create=script,
@@ -77,25 +77,13 @@ class HostBootstrap(pulumi.ComponentResource):
         }, depends_on=[])
 
     def _create_prepare_host(self, preflight: remote.Command) -> remote.Command:
-        tuning = self._args.settings.tuning
-        return self.step("prepare-host", PREPARE_HOST, {
-            "DISABLE_IOMMU": _flag(tuning.disable_iommu),
-            "DISABLE_CPU_MITIGATIONS": _flag(tuning.disable_cpu_mitigations),
-            "EXTRA_KERNEL_ARGS": " ".join(tuning.extra_kernel_args),
-            "INOTIFY_MAX_USER_INSTANCES": str(tuning.inotify_max_user_instances),
-            "INOTIFY_MAX_USER_WATCHES": str(tuning.inotify_max_user_watches),
-            "INSTALL_NFS_CLIENT": _flag(tuning.install_nfs_client),
-        }, depends_on=[preflight])
+        return self.step("prepare-host", PREPARE_HOST, prepare_host_env(self._args.settings),
+                         depends_on=[preflight])
 
     def _create_install_nvidia(self, prepared: remote.Command) -> remote.Command:
-        nvidia = self._args.settings.nvidia
-        distribution = self._args.distribution
-        return self.step("install-nvidia", INSTALL_NVIDIA, {
-            "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
-            "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
-            "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",
-            "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin(),
-        }, depends_on=[prepared])
+        return self.step("install-nvidia", INSTALL_NVIDIA,
+                         install_nvidia_env(self._args.settings, self._args.distribution),
+                         depends_on=[prepared])
 
 
     def _create_serve_nfs(self, prepared: remote.Command) -> remote.Command:
@@ -106,6 +94,30 @@ class HostBootstrap(pulumi.ComponentResource):
             "NFS_CLIENT_CIDRS": settings.network.lan_cidr,
             "NFS_EXPORT_OPTIONS": NFS_EXPORT_OPTIONS,
         }, depends_on=[prepared])
+
+
+def prepare_host_env(settings: StackConfig) -> dict[str, str]:
+    tuning = settings.tuning
+    return {
+        "DISABLE_IOMMU": _flag(tuning.disable_iommu),
+        "DISABLE_CPU_MITIGATIONS": _flag(tuning.disable_cpu_mitigations),
+        "EXTRA_KERNEL_ARGS": " ".join(tuning.extra_kernel_args),
+        "INOTIFY_MAX_USER_INSTANCES": str(tuning.inotify_max_user_instances),
+        "INOTIFY_MAX_USER_WATCHES": str(tuning.inotify_max_user_watches),
+        "INSTALL_NFS_CLIENT": _flag(tuning.install_nfs_client),
+    }
+
+
+def install_nvidia_env(settings: StackConfig, distribution: K0s,
+                       install_driver: bool = True) -> dict[str, str]:
+    nvidia = settings.nvidia
+    return {
+        "INSTALL_DRIVER": _flag(install_driver),
+        "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
+        "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
+        "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",
+        "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin(),
+    }
 
 
 def _flag(value: bool) -> str:

@@ -142,7 +142,7 @@ class Ssh:
 
 
 def run_step(
-    host: Host,
+    about: str,
     step: str,
     *,
     on: Ssh,
@@ -153,18 +153,18 @@ def run_step(
     depends_on: Sequence[pulumi.Resource] = (),
     parent: pulumi.Resource,
 ) -> remote.Command:
-    """`<host>-<step>`: runs `create` (and `delete` when the resource is destroyed).
+    """`<about>-<step>`: runs `create` (and `delete` when the resource is destroyed).
 
-    `host` names the machine the step is *about*; `on` says where it runs (a worker's
-    join token and node removal run on the controller)."""
-    stdin = envelope(host.name, step, create, env or {}, delete)
-    create_command = _command(host.name, step, "create", on.user)
+    `about` names the machine (or pool) the step is about; `on` says where it runs (a
+    worker's join token and node removal run on the controller)."""
+    stdin = envelope(about, step, create, env or {}, delete)
+    create_command = _command(about, step, "create", on.user)
     return remote.Command(
-        f"{host.name}-{step}",
+        f"{about}-{step}",
         connection=on.connection,
         create=create_command,
         update=create_command,
-        delete=_command(host.name, step, "delete", on.user) if delete else None,
+        delete=_command(about, step, "delete", on.user) if delete else None,
         stdin=stdin,
         add_previous_output_in_env=False,
         # Steps whose stdout is a credential log only their progress (stderr).

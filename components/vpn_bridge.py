@@ -105,7 +105,7 @@ class VpnBridge(pulumi.ComponentResource):
         site-to-site routing for the profile's user)."""
         args, settings = self._args, self._args.settings
         return run_step(
-            args.server_host,
+            args.server_host.name,
             "install-openvpn-client",
             on=args.server_ssh,
             create=INSTALL_CLIENT,
@@ -130,7 +130,7 @@ class VpnBridge(pulumi.ComponentResource):
         args, settings = self._args, self._args.settings
         pki = self.pki
         return run_step(
-            args.server_host,
+            args.server_host.name,
             "install-openvpn-server",
             on=args.server_ssh,
             create=INSTALL_SERVER,
@@ -155,7 +155,7 @@ class VpnBridge(pulumi.ComponentResource):
         args, settings = self._args, self._args.settings
         bootstrap, pki, tunnel = args.onprem[self._gateway.name], self.pki, self._tunnel
         return run_step(
-            self._gateway,
+            self._gateway.name,
             "install-openvpn-client",
             on=bootstrap.ssh,
             create=INSTALL_CLIENT,
@@ -186,7 +186,7 @@ class VpnBridge(pulumi.ComponentResource):
                 continue
             host = self._hosts[name]
             routes[name] = run_step(
-                host,
+                host.name,
                 "route-to-vpc",
                 on=bootstrap.ssh,
                 create=ROUTE_TO_VPC,

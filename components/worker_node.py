@@ -35,14 +35,15 @@ class WorkerNode(pulumi.ComponentResource):
             joined = control_plane.installed
         else:
             joined = run_step(
-                host,
+                host.name,
                 "join-worker",
                 on=args.bootstrap.ssh,
                 create=distribution.join_worker,
                 delete=distribution.reset_node,
                 env={
-                    **distribution.node_env(host),
-                    "K0S_JOIN_TOKEN": control_plane.create_join_token(host),
+                    **distribution.node_env(host, host.address),
+                    "K0S_JOIN_TOKEN": control_plane.create_join_token(
+                        host.name, args.settings.kubernetes.worker_token_expiry),
                 },
                 depends_on=[args.bootstrap.ready, *args.join_after],
                 parent=self,
@@ -50,7 +51,7 @@ class WorkerNode(pulumi.ComponentResource):
         # Runs on the controller: waits for Ready; on delete drains and removes the node
         # (deleted before the join step, whose delete then resets k0s on the host).
         admitted = run_step(
-            host,
+            host.name,
             "admit-node",
             on=control_plane.ssh,
             create=distribution.admit_node,

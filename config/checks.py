@@ -7,7 +7,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from config.cloud import AwsSettings, VpnSettings, subnet_cidrs
+from config.cloud import (
+    NVIDIA_GPU_FAMILIES,
+    AwsSettings,
+    VpnSettings,
+    instance_family,
+    subnet_cidrs,
+)
 from config.model import Host, HostTuning, NetworkSettings, SshSettings, StorageSettings
 from config.problems import Problem
 
@@ -28,6 +34,7 @@ class PartialConfig:
     storage: Optional[StorageSettings] = None
     aws: Optional[AwsSettings] = None
     vpn: Optional[VpnSettings] = None
+    pools: list = field(default_factory=list)
     has_aws: bool = False
     has_vpn: bool = False
     has_ssh_private_key: bool = False
@@ -37,7 +44,6 @@ class PartialConfig:
 
 def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems: list[Problem] = []
-    problems += _layout_available(cfg)
     problems += _networks_disjoint(cfg)
     problems += _hosts_unique(cfg)
     problems += _hosts_on_lan(cfg)
@@ -47,19 +53,8 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += _tuning(cfg)
     problems += _storage(cfg)
     problems += _hybrid(cfg)
+    problems += _cloud(cfg)
     return problems
-
-
-def _layout_available(cfg: PartialConfig) -> list[Problem]:
-    if cfg.layout == "cloud":
-        return [
-            Problem(
-                "layout",
-                f"the '{cfg.layout}' layout is not available in this version of gpu-cluster; "
-                "use 'bare-metal' or 'hybrid'",
-            )
-        ]
-    return []
 
 
 def _networks_disjoint(cfg: PartialConfig) -> list[Problem]:
@@ -70,7 +65,8 @@ def _networks_disjoint(cfg: PartialConfig) -> list[Problem]:
         "network.podCidr": cfg.network.pod_cidr,
         "network.serviceCidr": cfg.network.service_cidr,
     }
-    if cfg.layout == "hybrid" and cfg.aws is not None:
+    named = {key: cidr for key, cidr in named.items() if cidr}
+    if cfg.layout in ("hybrid", "cloud") and cfg.aws is not None:
         named["aws.vpc.cidr"] = cfg.aws.vpc.cidr
     if cfg.layout == "hybrid" and cfg.vpn is not None:
         named["vpn.tunnelCidr"] = cfg.vpn.tunnel_cidr
@@ -108,6 +104,9 @@ def _hosts_unique(cfg: PartialConfig) -> list[Problem]:
 def _hosts_on_lan(cfg: PartialConfig) -> list[Problem]:
     if cfg.network is None or cfg.layout not in ("bare-metal", "hybrid"):
         return []
+    if cfg.network.lan_cidr is None:
+        return [Problem("network.lanCidr", f"is required by the {cfg.layout} layout: the "
+                        "on-prem LAN the hosts are on")]
     lan = ipaddress.ip_network(cfg.network.lan_cidr)
     return [
         Problem(
@@ -243,6 +242,8 @@ def _storage(cfg: PartialConfig) -> list[Problem]:
 
 def _hybrid(cfg: PartialConfig) -> list[Problem]:
     problems = []
+    if cfg.layout != "cloud" and cfg.pools:
+        problems.append(Problem("pools", "EC2 worker pools are only used by the cloud layout"))
     if cfg.layout == "bare-metal":
         for key, present in (("aws", cfg.has_aws), ("vpn", cfg.has_vpn)):
             if present:
@@ -262,17 +263,7 @@ def _hybrid(cfg: PartialConfig) -> list[Problem]:
     aws = cfg.aws
     if aws is not None:
         problems += _aws(aws)
-        efs = cfg.storage.efs if cfg.storage else None
-        if efs is not None and efs.mount_target_address is None and aws.vpc.id is not None:
-            problems.append(Problem("storage.efs.mountTargetAddress",
-                                    "is required with an adopted VPC: the address of the file "
-                                    "system's mount target in the first subnet"))
-        if efs is not None and efs.mount_target_address is not None and aws.vpc.id is None:
-            first = ipaddress.ip_network(subnet_cidrs(aws.vpc)[0])
-            if ipaddress.ip_address(efs.mount_target_address) not in first:
-                problems.append(Problem("storage.efs.mountTargetAddress",
-                                        f"{efs.mount_target_address} is outside the first "
-                                        f"subnet {first}"))
+        problems += _efs_on_aws(cfg, aws)
     vpn = cfg.vpn
     if vpn is not None:
         problems += _vpn_mode(cfg, vpn)
@@ -366,4 +357,62 @@ def _vpn_mode(cfg: PartialConfig, vpn: VpnSettings) -> list[Problem]:
                        ("vpn.clientSourceCidrs", vpn.client_source_cidrs)):
         if value:
             problems.append(Problem(key, "is only used with vpn.mode server-on-ec2"))
+    return problems
+
+
+def _cloud(cfg: PartialConfig) -> list[Problem]:
+    if cfg.layout != "cloud":
+        return []
+    problems = []
+    if cfg.hosts or not cfg.all_hosts_parsed:
+        problems.append(Problem("hosts", "a cloud stack has no on-prem hosts: remove them, or "
+                                "use the hybrid layout to join them over a VPN"))
+    if not cfg.has_aws:
+        problems.append(Problem("aws", "is required by the cloud layout: the region, VPC and "
+                                "control-plane instance"))
+    if cfg.has_vpn:
+        problems.append(Problem("vpn", "a cloud stack has no on-prem network to bridge"))
+    if cfg.network is not None and cfg.network.lan_cidr:
+        problems.append(Problem("network.lanCidr", "a cloud stack has no on-prem LAN"))
+    if cfg.storage is not None and cfg.storage.nfs is not None and cfg.storage.nfs.host:
+        problems.append(Problem("storage.nfs.host", "a cloud stack has no hosts to serve NFS; "
+                                "use efs, or nfs with an existing server"))
+    if cfg.aws is not None:
+        problems += _aws(cfg.aws)
+        problems += _efs_on_aws(cfg, cfg.aws)
+    if not cfg.pools:
+        problems.append(Problem("pools", "add at least one worker pool (name, instanceType, "
+                                "count, gpus)"))
+    seen: dict[str, int] = {}
+    for index, pool in cfg.pools:
+        if pool.name in seen:
+            problems.append(Problem(f"pools[{index}].name", f"'{pool.name}' is already used by "
+                                    f"gpu-cluster:pools[{seen[pool.name]}]"))
+        seen.setdefault(pool.name, index)
+        family = instance_family(pool.instance_type)
+        if pool.gpus and family not in NVIDIA_GPU_FAMILIES:
+            known = ", ".join(sorted(NVIDIA_GPU_FAMILIES))
+            problems.append(Problem(f"pools[{index}].instanceType",
+                                    f"'{pool.instance_type}' has no NVIDIA GPU but the pool "
+                                    f"claims {pool.gpus}; GPU families: {known}"))
+        if pool.gpu_model and not pool.gpus:
+            problems.append(Problem(f"pools[{index}].gpuModel", "is set but gpus is 0"))
+    return problems
+
+
+def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
+    """On the AWS layouts the program creates the file system; its first mount target's
+    address is computed, or given (required with an adopted VPC)."""
+    problems = []
+    efs = cfg.storage.efs if cfg.storage else None
+    if efs is not None and efs.mount_target_address is None and aws.vpc.id is not None:
+        problems.append(Problem("storage.efs.mountTargetAddress",
+                                "is required with an adopted VPC: the address of the file "
+                                "system's mount target in the first subnet"))
+    if efs is not None and efs.mount_target_address is not None and aws.vpc.id is None:
+        first = ipaddress.ip_network(subnet_cidrs(aws.vpc)[0])
+        if ipaddress.ip_address(efs.mount_target_address) not in first:
+            problems.append(Problem("storage.efs.mountTargetAddress",
+                                    f"{efs.mount_target_address} is outside the first "
+                                    f"subnet {first}"))
     return problems

@@ -70,6 +70,18 @@ class VpnSettings(Section):
     lan_router_has_route: bool = False
 
 
+# EC2 instance families with NVIDIA GPUs (family -> GPU), for checking pools that claim GPUs.
+NVIDIA_GPU_FAMILIES = {
+    "p3": "V100", "p3dn": "V100", "p4d": "A100", "p4de": "A100", "p5": "H100", "p5e": "H200",
+    "p5en": "H200", "p6-b200": "B200", "g4dn": "T4", "g5": "A10G", "g5g": "T4G", "g6": "L4",
+    "g6e": "L40S", "gr6": "L4",
+}
+
+
+def instance_family(instance_type: str) -> str:
+    return instance_type.split(".", 1)[0]
+
+
 def subnet_cidrs(vpc: VpcSettings) -> list[str]:
     """The subnets the program creates: as configured, or the first /24s of the VPC."""
     if vpc.subnet_cidrs:

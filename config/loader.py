@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from pydantic import TypeAdapter, ValidationError
 
 from config.checks import PartialConfig, cross_checks
-from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig
+from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, WorkerPool
 from config.problems import NAMESPACE, ConfigError, Problem
 
 _PRIVATE_KEY_MARKER = "PRIVATE KEY-----"
@@ -162,6 +162,13 @@ def _salvage(values: dict[str, Any]) -> PartialConfig:
             hosts.append((index, Host.model_validate(raw_host)))
         except ValidationError:
             pass
+    pools = []
+    raw_pools = values.get("pools", [])
+    for index, raw_pool in enumerate(raw_pools if isinstance(raw_pools, list) else []):
+        try:
+            pools.append((index, WorkerPool.model_validate(raw_pool)))
+        except ValidationError:
+            pass
     layout = values.get("layout")
     return PartialConfig(
         layout=layout if isinstance(layout, str) else None,
@@ -171,6 +178,7 @@ def _salvage(values: dict[str, Any]) -> PartialConfig:
         storage=section("storage"),
         aws=section("aws"),
         vpn=section("vpn"),
+        pools=pools,
         has_aws="aws" in values,
         has_vpn="vpn" in values,
         hosts=hosts,
@@ -190,6 +198,7 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         storage=settings.storage,
         aws=settings.aws,
         vpn=settings.vpn,
+        pools=list(enumerate(settings.pools)),
         has_aws=settings.aws is not None,
         has_vpn=settings.vpn is not None,
         hosts=list(enumerate(settings.hosts)),

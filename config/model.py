@@ -43,6 +43,9 @@ class KubernetesSettings(Section):
     api_sans: list[HostOrIp] = []
     # Join tokens are single-purpose and short-lived: one per worker, valid this long.
     worker_token_expiry: Duration = "2h"
+    # Cloud pools join at boot whenever they scale, so their token lives longer; it is
+    # readable only by the pool's instance role. Rotate with `pulumi up --replace`.
+    pool_token_expiry: Duration = "8760h"
     node_ready_timeout_seconds: int = Field(default=600, ge=30, le=7200)
 
     @field_validator("version")
@@ -54,8 +57,8 @@ class KubernetesSettings(Section):
 
 
 class NetworkSettings(Section):
-    # The on-prem LAN the hosts talk to each other on.
-    lan_cidr: IPv4Cidr
+    # The on-prem LAN the hosts talk to each other on (bare-metal and hybrid).
+    lan_cidr: Optional[IPv4Cidr] = None
     pod_cidr: IPv4Cidr = "10.244.0.0/16"
     service_cidr: IPv4Cidr = "10.96.0.0/12"
     cni: Literal["calico", "kuberouter"] = "calico"
@@ -246,11 +249,33 @@ class MpiSettings(Section):
     nccl: NcclSettings = NcclSettings()
 
 
+class WorkerPool(Section):
+    """EC2 instances of one type that join the cluster at boot (cloud layout)."""
+
+    name: DnsLabel
+    instance_type: str = Field(pattern=r"^[a-z0-9-]+\.[a-z0-9]+$")
+    count: int = Field(ge=0, le=1000)
+    # NVIDIA GPUs per instance; 0 for CPU-only pools.
+    gpus: int = Field(default=0, ge=0, le=16)
+    gpu_model: Optional[LabelValue] = None
+    # Default: the newest AWS Deep Learning Base GPU AMI (Ubuntu 22.04), which ships the
+    # NVIDIA driver, the container toolkit and the AWS CLI.
+    ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$")
+    # Install the pinned NVIDIA driver at boot (for an `ami` without one).
+    install_driver: bool = False
+    root_volume_gb: int = Field(default=200, ge=50, le=16384)
+    labels: dict[LabelKey, LabelValue] = {}
+    taints: list[Taint] = []
+    # All instances in one cluster placement group (one zone, low-latency network) for
+    # multi-node training.
+    placement_group: bool = False
+
+
 class StackConfig(Section):
     layout: Layout
     cluster_name: DnsLabel
     kubernetes: KubernetesSettings = KubernetesSettings()
-    network: NetworkSettings
+    network: NetworkSettings = NetworkSettings()
     ssh: SshSettings = SshSettings()
     ssh_private_key: Optional[SecretStr] = None
     bastion_private_key: Optional[SecretStr] = None
@@ -264,6 +289,7 @@ class StackConfig(Section):
     mpi: MpiSettings = MpiSettings()
     aws: Optional[AwsSettings] = None
     vpn: Optional[VpnSettings] = None
+    pools: list[WorkerPool] = []
 
     @property
     def cni_mtu(self) -> int:

@@ -54,6 +54,18 @@ def hybrid_config(workers: int = 2) -> dict:
     return values
 
 
+def cloud_config() -> dict:
+    """A valid cloud stack: a GPU pool and EFS, no on-prem hosts."""
+    return {
+        "layout": "cloud",
+        "clusterName": "test",
+        "aws": {"region": "us-west-2", "adminCidrs": ["198.51.100.0/24"]},
+        "pools": [{"name": "gpu", "instanceType": "g5.12xlarge", "count": 2, "gpus": 4}],
+        "storage": {"efs": {}},
+        "sshPrivateKey": TEST_PRIVATE_KEY,
+    }
+
+
 def as_cli_config(values: dict, secret: tuple = SECRET_KEYS,
                   stack: str = "test") -> StackConfigFile:
     """What the CLI hands the program: strings, objects as JSON, secret keys listed."""

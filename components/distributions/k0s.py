@@ -7,7 +7,7 @@ import pulumi
 import yaml
 
 from components.remote_step import Script
-from config.model import Host, StackConfig
+from config.model import Host, StackConfig, WorkerPool
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.
 CONTAINERD_DROPIN_DIR = "/etc/k0s/containerd.d"
@@ -94,16 +94,17 @@ class K0s:
         ]
         return "\n".join(lines)
 
-    def node_env(self, host: Host) -> dict[str, str]:
-        """Inputs shared by install-controller (controller+worker) and join-worker."""
+    def node_env(self, node: "Host | WorkerPool", node_ip: str) -> dict[str, str]:
+        """Inputs shared by install-controller (controller+worker) and join-worker; an
+        empty `node_ip` lets the kubelet pick the instance's address (cloud pools)."""
         return {
             "K0S_VERSION": self.settings.kubernetes.version,
-            "NODE_IP": host.address,
+            "NODE_IP": node_ip,
             "KUBELET_EXTRA_ARGS": "",
-            "NODE_LABELS": ",".join(f"{k}={v}" for k, v in node_labels(host).items()),
+            "NODE_LABELS": ",".join(f"{k}={v}" for k, v in node_labels(node).items()),
             "NODE_TAINTS": ",".join(
                 f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-                for t in host.taints
+                for t in node.taints
             ),
             "K0S_PROFILE": WORKER_PROFILE,
             "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
@@ -112,7 +113,7 @@ class K0s:
     def controller_env(self, host: Host,
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:
         return {
-            **self.node_env(host),
+            **self.node_env(host, host.address),
             "K0S_CONFIG": pulumi.Output.from_input(extra_sans).apply(
                 lambda sans: self.cluster_config(host, sans)),
             "K0S_ENABLE_WORKER": "true" if host.runs_workloads else "false",
@@ -120,12 +121,12 @@ class K0s:
         }
 
 
-def node_labels(host: Host) -> dict[str, str]:
+def node_labels(node: "Host | WorkerPool") -> dict[str, str]:
     """Labels from config plus the GPU labels the GPU add-ons select nodes by."""
     labels = {}
-    if host.gpus:
+    if node.gpus:
         labels["nvidia.com/gpu.present"] = "true"
-        if host.gpu_model:
-            labels["nvidia.com/gpu.product"] = host.gpu_model
-    labels.update(host.labels)
+        if node.gpu_model:
+            labels["nvidia.com/gpu.product"] = node.gpu_model
+    labels.update(node.labels)
     return labels

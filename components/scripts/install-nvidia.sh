@@ -161,7 +161,12 @@ configure_runtime() {
 
 main() {
   check_inputs
-  install_driver
+  # Cloud GPU images ship the driver; only the toolkit pin and the runtime are ours then.
+  if is_true "${INSTALL_DRIVER:-true}"; then
+    install_driver
+  else
+    log "the NVIDIA driver comes with the image (INSTALL_DRIVER=false)"
+  fi
   configure_toolkit_repo
   install_toolkit
   configure_runtime

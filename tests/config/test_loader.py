@@ -7,7 +7,13 @@ import pytest
 
 from config import ConfigError, load
 from config.model import SECRET_KEYS
-from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config, hybrid_config
+from tests.conftest import (
+    PROJECT_DIR,
+    as_cli_config,
+    bare_metal_config,
+    cloud_config,
+    hybrid_config,
+)
 from preview.stack_file import read_stack
 
 
@@ -70,12 +76,16 @@ DELETE = object()
 INVALID_CASES = [
     # (id, mutation, expected problem: key path, message fragment)
     ("bad layout", _set("layout", "edge"), "gpu-cluster:layout", "'bare-metal', 'hybrid' or 'cloud'"),
-    ("cloud not yet", _set("layout", "cloud"), "gpu-cluster:layout", "not available"),
+    ("cloud with on-prem hosts", _set("layout", "cloud"), "gpu-cluster:hosts",
+     "a cloud stack has no on-prem hosts"),
+    ("pools on bare metal", _set("pools", [{"name": "a", "instanceType": "g5.xlarge", "count": 1}]),
+     "gpu-cluster:pools", "only used by the cloud layout"),
     ("aws on bare metal", _set("aws", {"region": "us-east-1", "adminCidrs": ["198.51.100.0/24"]}),
      "gpu-cluster:aws", "only used by the hybrid and cloud layouts"),
     ("efs on bare metal needs an address", _set("storage", {"efs": {}}),
      "gpu-cluster:storage.efs.mountTargetAddress", "is required on bare-metal"),
-    ("missing network", _set("network", DELETE), "gpu-cluster:network", "is required"),
+    ("missing network", _set("network", DELETE), "gpu-cluster:network.lanCidr",
+     "is required by the bare-metal layout"),
     ("bad lan cidr", _set("network.lanCidr", "192.168.2.1/24"), "gpu-cluster:network.lanCidr",
      "not an IPv4 network"),
     ("pod overlaps lan", _set("network.podCidr", "192.168.0.0/16"), "gpu-cluster:network.podCidr",
@@ -214,6 +224,42 @@ def test_a_profile_must_be_an_openvpn_client_profile():
     assert any(p.startswith("gpu-cluster:vpnClientProfile: is not an OpenVPN client profile")
                for p in problems), problems
     assert not any("port 1194" in p for p in problems)  # never quoted: it is a secret
+
+
+CLOUD_CASES = [
+    ("gpus on a cpu instance", _set("pools[0].instanceType", "m6i.4xlarge"),
+     "gpu-cluster:pools[0].instanceType", "'m6i.4xlarge' has no NVIDIA GPU but the pool claims 4"),
+    ("no pools", _set("pools", []), "gpu-cluster:pools", "add at least one worker pool"),
+    ("duplicate pool", _set("pools[1]", {"name": "gpu", "instanceType": "g5.xlarge", "count": 1}),
+     "gpu-cluster:pools[1].name", "already used by gpu-cluster:pools[0]"),
+    ("vpn on cloud", _set("vpn", {"onpremGateway": "x", "clientSourceCidrs": ["198.51.100.7/32"]}),
+     "gpu-cluster:vpn", "no on-prem network"),
+    ("lan on cloud", _set("network", {"lanCidr": "192.168.2.0/24"}), "gpu-cluster:network.lanCidr",
+     "no on-prem LAN"),
+    ("nfs host on cloud", _set("storage", {"nfs": {"host": "x"}}), "gpu-cluster:storage.nfs.host",
+     "no hosts to serve NFS"),
+    ("negative count", _set("pools[0].count", -1), "gpu-cluster:pools[0].count",
+     "greater than or equal to 0"),
+    ("no aws", _set("aws", DELETE), "gpu-cluster:aws", "is required by the cloud layout"),
+    ("pods overlap the vpc", _set("network", {"podCidr": "10.20.0.0/16"}),
+     "gpu-cluster:aws.vpc.cidr", "overlaps gpu-cluster:network.podCidr"),
+]
+
+
+@pytest.mark.parametrize("mutate, path, fragment",
+                         [case[1:] for case in CLOUD_CASES], ids=[c[0] for c in CLOUD_CASES])
+def test_invalid_cloud_config_names_the_key_and_the_problem(mutate, path, fragment):
+    values = cloud_config()
+    values["pools"].append({"name": "cpu", "instanceType": "m6i.large", "count": 1})
+    mutate(values)
+    problems = problems_of(values)
+    assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
+
+
+def test_a_valid_cloud_config_loads():
+    settings = load_values(cloud_config())
+    assert settings.layout == "cloud" and settings.pools[0].gpus == 4
+    assert settings.network.lan_cidr is None and not settings.hosts
 
 
 def test_ssh_from_anywhere_needs_the_explicit_override():

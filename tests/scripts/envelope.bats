@@ -101,7 +101,8 @@ assert_stubs_read_no_stdin() {
   assert_mode /etc/k0s/worker-token 600
   assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--node-ip=10\.20\.0\.21 --system-reserved=cpu=500m,memory=1Gi --v=2 --labels=gpu-cluster\.io/gpu=true --kubelet-root-dir=/var/lib/kubelet$'
   [[ "$output" != *"$token"* ]]
-  ! grep -qF "$token" "$STUB_CALLS" "$STUB_STATE/env.log"
+  refute_file_contains "$STUB_CALLS" "$token"
+  refute_file_contains "$STUB_STATE/env.log" "$token"
   assert_stubs_read_no_stdin
 
   run_envelope create

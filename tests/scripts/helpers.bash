@@ -5,7 +5,7 @@
 
 TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SCRIPTS_DIR="$(cd "$TESTS_DIR/../../components/scripts" && pwd)"
-STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip k0s modprobe
+STUB_COMMANDS=(apt-get apt-mark aws curl df dpkg-query exportfs gpg hostname id ip k0s modprobe
   nvidia-smi ping sleep swapoff sysctl systemctl timeout umount uname update-grub update-initramfs)
 # How the scripts call apt-get, as a regular expression.
 # shellcheck disable=SC2034 # used by the .bats files
@@ -90,6 +90,14 @@ hide_command() {
 # add_route CIDR GATEWAY: the stubbed kernel routes CIDR via GATEWAY (see stubs/stub).
 add_route() {
   printf '%s via %s dev eth0\n' "$1" "$2" >>"${STUB_STATE:?}/routes"
+}
+
+# ssm_parameter REGION NAME VALUE: the stubbed `aws ssm get-parameter` returns VALUE for
+# parameter NAME in REGION (see stubs/stub).
+ssm_parameter() {
+  local dir="${STUB_STATE:?}/ssm/$1"
+  mkdir -p "$dir"
+  printf '%s\n' "$3" >"$dir/${2//\//%2F}"
 }
 
 # installed_package NAME VERSION: dpkg-query reports NAME as installed.
@@ -241,4 +249,13 @@ refute_changes_logged() {
 # sh_quote VALUE: single-quoted shell word, like Python's shlex.quote.
 sh_quote() {
   printf "'%s'" "${1//\'/\'\"\'\"\'}"
+}
+
+# refute_file_contains FILE TEXT: FILE does not contain TEXT (a fixed string). Unlike a
+# bare `! grep`, which bats only checks on a test's last line, it fails the test.
+refute_file_contains() {
+  if grep -qF -- "$2" "$1"; then
+    printf '%s unexpectedly contains: %s\n' "$1" "$2" >&2
+    return 1
+  fi
 }

@@ -120,3 +120,12 @@ options nouveau modeset=0'
   assert_failure
   assert_output_contains "CONTAINERD_DROPIN_PATH must be an absolute path"
 }
+
+@test "install-nvidia: with INSTALL_DRIVER=false the image's driver is left alone" {
+  export INSTALL_DRIVER=false
+  run_script install-nvidia.sh
+  assert_success
+  refute_called 'nvidia-headless|modprobe nvidia'
+  assert_output_contains "the NVIDIA driver comes with the image (INSTALL_DRIVER=false)"
+  assert_file /etc/k0s/containerd.d/nvidia.toml "$DROPIN_CONTENT"
+}

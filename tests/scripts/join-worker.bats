@@ -37,9 +37,9 @@ setup() {
   assert_success
   [[ "$output$stderr" != *"$TOKEN"* ]]
   [[ "$stderr" == *"changed /etc/k0s/worker-token"* ]]
-  ! grep -qF "$TOKEN" "$STUB_CALLS"
+  refute_file_contains "$STUB_CALLS" "$TOKEN"
   [ -s "$STUB_STATE/env.log" ]
-  ! grep -qF "$TOKEN" "$STUB_STATE/env.log"
+  refute_file_contains "$STUB_STATE/env.log" "$TOKEN"
 }
 
 @test "join-worker: a failing join does not reveal the token either" {
@@ -48,7 +48,7 @@ setup() {
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: join-worker: command failed with exit code 1 at line"
   [[ "$output" != *"$TOKEN"* ]]
-  ! grep -qF "$TOKEN" "$STUB_CALLS"
+  refute_file_contains "$STUB_CALLS" "$TOKEN"
 }
 
 @test "join-worker: a second run changes nothing and says so" {
@@ -125,5 +125,214 @@ setup() {
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): K0S_VERSION NODE_IP K0S_JOIN_TOKEN"
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+SSM_TOKEN='H4sIAAAAAAAC_ssm-secret-join-token-9876543210'
+PARAMETER=/gpu-cluster/dev/join-token/a100
+
+# token_in_ssm: as on a cloud instance: no K0S_JOIN_TOKEN, the token in an SSM
+# SecureString the stubbed aws returns, and no node IP.
+token_in_ssm() {
+  unset K0S_JOIN_TOKEN
+  export K0S_JOIN_TOKEN_SSM_PARAMETER=$PARAMETER AWS_REGION=eu-central-1 NODE_IP=""
+  ssm_parameter eu-central-1 "$PARAMETER" "$SSM_TOKEN"
+}
+
+AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/join-token/a100 --with-decryption --query Parameter\.Value --output text$'
+
+@test "join-worker: reads the token from SSM when only the parameter is given" {
+  token_in_ssm
+  run_script k0s/join-worker.sh
+  assert_success
+  assert_file /etc/k0s/worker-token "$SSM_TOKEN"
+  assert_mode /etc/k0s/worker-token 600
+  assert_called "$AWS_CALL"
+  [ "$(grep -c '^aws ' "$STUB_CALLS")" -eq 1 ]
+  refute_called '^sleep'
+  # Read before anything on the host changes.
+  assert_call_order '^aws ' '^curl '
+  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--max-pods=250 --labels=gpu-cluster\.io/gpu=true --taints=nvidia\.com/gpu=present:NoSchedule --profile=gpu --kubelet-root-dir=/var/lib/kubelet$'
+  assert_output_contains "reading the join token from SSM parameter $PARAMETER in eu-central-1" \
+    "read the join token from SSM parameter $PARAMETER" "ready: the k0sworker service to be active"
+}
+
+@test "join-worker: the token from SSM never shows up in output, command lines or environments" {
+  token_in_ssm
+  # As in an envelope that exports every input, an empty one included.
+  export K0S_JOIN_TOKEN="" STUB_RECORD_ENV=1
+  run --separate-stderr bash "$SCRIPTS_DIR/k0s/join-worker.sh"
+  assert_success
+  refute_output_contains "$SSM_TOKEN"
+  if [[ "$stderr" == *"$SSM_TOKEN"* ]]; then
+    echo "stderr contains the token" >&2
+    return 1
+  fi
+  [[ "$stderr" == *"changed /etc/k0s/worker-token"* ]]
+  refute_file_contains "$STUB_CALLS" "$SSM_TOKEN"
+  [ -s "$STUB_STATE/env.log" ]
+  refute_file_contains "$STUB_STATE/env.log" "$SSM_TOKEN"
+  [ "$(<"$GPU_CLUSTER_ROOT/etc/k0s/worker-token")" = "$SSM_TOKEN" ]
+}
+
+@test "join-worker: a failing join does not reveal the token from SSM either" {
+  token_in_ssm
+  export STUB_FAIL_CALL='^k0s install'
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: join-worker: command failed with exit code 1 at line"
+  refute_output_contains "$SSM_TOKEN"
+  refute_file_contains "$STUB_CALLS" "$SSM_TOKEN"
+}
+
+@test "join-worker: a joined worker does not read SSM again" {
+  token_in_ssm
+  run_script k0s/join-worker.sh
+  assert_success
+  rm -r "$STUB_STATE/ssm" # the parameter may be gone, or unreadable by now
+  assert_idempotent k0s/join-worker.sh
+  refute_called '^aws '
+  assert_output_contains "the worker has already joined; the join token is not needed"
+}
+
+@test "join-worker: K0S_JOIN_TOKEN wins over the SSM parameter" {
+  export K0S_JOIN_TOKEN_SSM_PARAMETER=$PARAMETER AWS_REGION=eu-central-1
+  run_script k0s/join-worker.sh
+  assert_success
+  assert_file /etc/k0s/worker-token "$TOKEN"
+  refute_called '^aws '
+}
+
+@test "join-worker: SSM reads are retried while the instance role is not usable yet" {
+  token_in_ssm
+  export STUB_FAIL_AWS_TIMES=2
+  run_script k0s/join-worker.sh
+  assert_success
+  [ "$(grep -c "$AWS_CALL" "$STUB_CALLS")" -eq 3 ]
+  [ "$(grep -cx 'sleep 6' "$STUB_CALLS")" -eq 2 ]
+  assert_output_contains "warning: reading SSM parameter $PARAMETER failed (attempt 1 of 10), retrying in 6s: Unable to locate credentials." \
+    "(attempt 2 of 10)" "read the join token from SSM parameter $PARAMETER"
+  assert_file /etc/k0s/worker-token "$SSM_TOKEN"
+}
+
+@test "join-worker: SSM still unreadable after every retry fails naming the parameter" {
+  token_in_ssm
+  export STUB_FAIL_AWS_TIMES=100
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: join-worker: could not read the join token from SSM parameter $PARAMETER in eu-central-1 after 10 attempts; last error: Unable to locate credentials."
+  [ "$(grep -c '^aws ' "$STUB_CALLS")" -eq 10 ]
+  [ "$(grep -c '^sleep ' "$STUB_CALLS")" -eq 9 ]
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
+  assert_no_state_changes
+  refute_called '^k0s '
+}
+
+@test "join-worker: a missing SSM parameter fails with AWS's answer" {
+  token_in_ssm
+  export K0S_JOIN_TOKEN_SSM_PARAMETER=/gpu-cluster/dev/join-token/h100
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "could not read the join token from SSM parameter /gpu-cluster/dev/join-token/h100 in eu-central-1 after 10 attempts; last error: An error occurred (ParameterNotFound) when calling the GetParameter operation:"
+  assert_no_state_changes
+}
+
+@test "join-worker: an empty SSM value is not a token" {
+  token_in_ssm
+  ssm_parameter eu-central-1 "$PARAMETER" ""
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "after 10 attempts; last error: the parameter value is empty"
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
+}
+
+@test "join-worker: without the aws command the SSM parameter cannot be read" {
+  token_in_ssm
+  hide_command aws
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: join-worker: the aws command (AWS CLI) is not installed; it is needed to read the join token from SSM parameter $PARAMETER"
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "join-worker: the aws command is not needed once the worker has joined" {
+  token_in_ssm
+  run_script k0s/join-worker.sh
+  assert_success
+  hide_command aws
+  assert_idempotent k0s/join-worker.sh
+}
+
+@test "join-worker: an empty NODE_IP passes no --node-ip" {
+  export NODE_IP=""
+  run_script k0s/join-worker.sh
+  assert_success
+  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--max-pods=250 --labels='
+  refute_called 'node-ip'
+}
+
+@test "join-worker: no node IP and no extra kubelet args pass no --kubelet-extra-args" {
+  export NODE_IP="" KUBELET_EXTRA_ARGS=""
+  run_script k0s/join-worker.sh
+  assert_success
+  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --labels=gpu-cluster\.io/gpu=true --taints=nvidia\.com/gpu=present:NoSchedule --profile=gpu --kubelet-root-dir=/var/lib/kubelet$'
+  refute_called 'kubelet-extra-args'
+  assert_idempotent k0s/join-worker.sh
+}
+
+@test "join-worker: dropping the node IP reinstalls the service without it" {
+  run_script k0s/join-worker.sh
+  assert_success
+  reset_calls
+  export NODE_IP=""
+  run_script k0s/join-worker.sh
+  assert_success
+  assert_called '^k0s install worker --force --token-file /etc/k0s/worker-token --kubelet-extra-args=--max-pods=250 --labels='
+  assert_called '^systemctl restart k0sworker$'
+}
+
+@test "join-worker: missing inputs of the SSM way are named at once" {
+  unset K0S_VERSION K0S_JOIN_TOKEN NODE_IP AWS_REGION
+  export K0S_JOIN_TOKEN_SSM_PARAMETER=$PARAMETER
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): K0S_VERSION NODE_IP AWS_REGION"
+  refute_output_contains "K0S_JOIN_TOKEN "
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "join-worker: without a token or a parameter both ways are named" {
+  unset K0S_JOIN_TOKEN K0S_JOIN_TOKEN_SSM_PARAMETER AWS_REGION
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "missing required environment variable(s): K0S_JOIN_TOKEN; instead of K0S_JOIN_TOKEN, K0S_JOIN_TOKEN_SSM_PARAMETER with AWS_REGION may name an SSM SecureString holding the token"
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "join-worker: a malformed parameter name and region are named at once" {
+  token_in_ssm
+  export K0S_JOIN_TOKEN_SSM_PARAMETER="gpu cluster/token" AWS_REGION=Frankfurt
+  hide_command aws
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "K0S_JOIN_TOKEN_SSM_PARAMETER is not an SSM parameter name (e.g. /gpu-cluster/dev/join-token/a100): 'gpu cluster/token'; AWS_REGION is not an AWS region (e.g. eu-central-1): 'Frankfurt'; the aws command (AWS CLI) is not installed"
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "join-worker: a joined worker needs neither a token nor a parameter" {
+  token_in_ssm
+  run_script k0s/join-worker.sh
+  assert_success
+  unset K0S_JOIN_TOKEN_SSM_PARAMETER AWS_REGION
+  assert_idempotent k0s/join-worker.sh
+  refute_called '^aws '
+}
+
+@test "join-worker: an unset NODE_IP is still a missing input" {
+  token_in_ssm
+  unset NODE_IP
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "missing required environment variable(s): NODE_IP"
   [ "$(<"$STUB_CALLS")" = "" ]
 }

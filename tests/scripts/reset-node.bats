@@ -64,7 +64,7 @@ EOF
   # Shared data and its fstab entry are untouched.
   grep -q '^192.0.2.50:/export/data /mnt/shared nfs4' "$GPU_CLUSTER_ROOT/proc/mounts"
   grep -q '^192.0.2.50:/export/data /mnt/shared nfs4' "$GPU_CLUSTER_ROOT/etc/fstab"
-  ! grep -q ' /var/lib/kubelet/' "$GPU_CLUSTER_ROOT/proc/mounts"
+  refute_file_contains "$GPU_CLUSTER_ROOT/proc/mounts" ' /var/lib/kubelet/'
   grep -q '^/dev/sdb1 /var/lib/kubelet-backup ext4' "$GPU_CLUSTER_ROOT/proc/mounts"
   assert_file /var/lib/kubelet-backup/data keep
   [ ! -e "$GPU_CLUSTER_ROOT/var/lib/k0s" ]

@@ -5,7 +5,9 @@ import subprocess
 import pytest
 
 from preview.report import write_artifacts
-from tests.conftest import bare_metal_config, preview, require_tool
+from preview.engine import run_program
+from preview.stack_file import read_stack
+from tests.conftest import PROJECT_DIR, bare_metal_config, preview, require_tool
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,9 @@ def test_variant_manifests_pass_kubernetes_validate_strict(tmp_path, changes):
 
 
 def lab_plan_version(plan) -> str:
-    stdin = plan.named("controller-install-controller").inputs["stdin"]
+    [installer] = [r for r in plan.of_type("command:remote:Command")
+                   if r.name.endswith("-install-controller")]
+    stdin = installer.inputs["stdin"]
     line = next(line for line in stdin.splitlines() if line.startswith("export K0S_VERSION="))
     return line.split("=", 1)[1].strip("'").lstrip("v").split("+")[0]
 
@@ -115,3 +119,21 @@ def test_preview_of_an_unknown_stack_fails_cleanly(tmp_path, capsys):
 
     assert main(["nope", "--build-dir", str(tmp_path)]) == 2
     assert "no stack file Pulumi.nope.yaml" in capsys.readouterr().err
+
+
+EXAMPLE_STACKS = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+
+
+@pytest.mark.parametrize("stack", EXAMPLE_STACKS)
+def test_every_example_stack_previews_and_its_manifests_validate(stack, tmp_path):
+    validate = require_tool("kubernetes-validate")
+    plan = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, stack))
+    written = write_artifacts(plan, tmp_path / stack)
+    validate_manifests(plan, tmp_path / stack, validate)
+    for path in written:
+        assert not any(secret in path.read_text() for secret in plan.secrets), path
+
+
+def test_the_three_layouts_have_an_example_stack():
+    layouts = {read_stack(PROJECT_DIR, s).config["gpu-cluster:layout"] for s in EXAMPLE_STACKS}
+    assert layouts == {"bare-metal", "hybrid", "cloud"}

@@ -144,7 +144,7 @@ def test_an_adopted_vpc_is_used_as_is():
     assert not plan.of_type("aws:ec2/vpc:Vpc") and not plan.of_type("aws:ec2/subnet:Subnet")
     routes = plan.of_type("aws:ec2/route:Route")
     assert len(routes) == 2 and {r.inputs["routeTableId"] for r in routes} == {"rtb-0a"}
-    targets = plan.of_type("aws:efs/mountTarget:MountTarget")
+    targets = sorted(plan.of_type("aws:efs/mountTarget:MountTarget"), key=lambda t: t.name)
     assert [t.inputs.get("ipAddress") for t in targets] == ["10.20.0.20", None]
 
 

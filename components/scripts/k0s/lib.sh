@@ -94,10 +94,18 @@ k0s_check_kubelet_root_dir() {
 }
 
 # k0s_add_kubelet_args: appends the flags of a node that runs workloads to ARGS: the
-# node IP pinned to the configured address, labels, taints, the worker profile and
-# the kubelet root dir (where device plugins and CSI drivers expect it).
+# node IP pinned to NODE_IP (when empty the kubelet picks the host's primary address,
+# as on a single-NIC cloud instance), labels, taints, the worker profile and the
+# kubelet root dir (where device plugins and CSI drivers expect it). Without a node
+# IP and KUBELET_EXTRA_ARGS there is no --kubelet-extra-args at all.
 k0s_add_kubelet_args() {
-  ARGS+=("--kubelet-extra-args=--node-ip=$NODE_IP${KUBELET_EXTRA_ARGS:+ $KUBELET_EXTRA_ARGS}")
+  local kubelet_args="${NODE_IP:+--node-ip=$NODE_IP}"
+  if [[ -n "${KUBELET_EXTRA_ARGS:-}" ]]; then
+    kubelet_args+="${kubelet_args:+ }$KUBELET_EXTRA_ARGS"
+  fi
+  if [[ -n "$kubelet_args" ]]; then
+    ARGS+=("--kubelet-extra-args=$kubelet_args")
+  fi
   if [[ -n "${NODE_LABELS:-}" ]]; then
     ARGS+=("--labels=$NODE_LABELS")
   fi

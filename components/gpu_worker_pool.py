@@ -1,0 +1,162 @@
+"""EC2 GPU workers (cloud layout) that join the cluster at boot, with no SSH from the
+program: the launch template's user data runs the same bootstrap scripts as bare metal
+(host settings, NVIDIA runtime, k0s join), and the join token is read at boot from an
+SSM SecureString that only the pool's instance role may read."""
+
+import base64
+import gzip
+import json
+from dataclasses import dataclass
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws_network import AwsNetwork
+from components.control_plane import ControlPlane
+from components.distributions.k0s import K0s
+from components.host_bootstrap import (
+    INSTALL_NVIDIA,
+    PREPARE_HOST,
+    install_nvidia_env,
+    prepare_host_env,
+)
+from components.remote_step import envelope
+from config.model import StackConfig, WorkerPool
+
+# AWS's GPU image with the NVIDIA driver, container toolkit and AWS CLI.
+GPU_IMAGE_OWNER = "amazon"
+GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+
+
+@dataclass
+class GpuWorkerPoolArgs:
+    settings: StackConfig
+    pool: WorkerPool
+    network: AwsNetwork
+    control_plane: ControlPlane
+    distribution: K0s
+    # Inbound rules between nodes reference it; the control plane's group allows the rest.
+    node_security_group: aws.ec2.SecurityGroup
+
+
+class GpuWorkerPool(pulumi.ComponentResource):
+    def __init__(self, name: str, args: GpuWorkerPoolArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:aws:GpuWorkerPool", name, None, opts)
+        self._name, self._args = name, args
+        self._opts = pulumi.ResourceOptions(parent=self)
+        pool = args.pool
+        self.token_parameter = self._store_join_token()
+        profile = self._create_instance_profile()
+        template = self._create_launch_template(profile)
+        placement = (aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster",
+                                            tags=self._tags(), opts=self._opts)
+                     if pool.placement_group else None)
+        # A cluster placement group lives in one zone: the first subnet's.
+        subnets = args.network.subnet_ids[:1] if placement else args.network.subnet_ids
+        self.group = aws.autoscaling.Group(
+            f"{name}-asg",
+            min_size=pool.count, max_size=pool.count, desired_capacity=pool.count,
+            vpc_zone_identifiers=subnets,
+            placement_group=placement.id if placement else None,
+            launch_template=aws.autoscaling.GroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)),
+            tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
+                  for k, v in self._tags().items()],
+            # The token must be readable before the first instance boots.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.token_parameter]),
+        )
+        self.register_outputs({"tokenParameter": self.token_parameter.name})
+
+    def _tags(self) -> dict:
+        settings = self._args.settings
+        return {**settings.aws.tags, "Name": f"{settings.cluster_name}-{self._args.pool.name}",
+                "gpu-cluster/cluster": settings.cluster_name,
+                "gpu-cluster/pool": self._args.pool.name}
+
+    def _store_join_token(self) -> aws.ssm.Parameter:
+        settings, pool = self._args.settings, self._args.pool
+        token = self._args.control_plane.create_join_token(
+            pool.name, settings.kubernetes.pool_token_expiry)
+        return aws.ssm.Parameter(
+            f"{self._name}-join-token",
+            name=token_parameter_name(settings, pool),
+            type="SecureString", value=token, tags=self._tags(), opts=self._opts)
+
+    def _create_instance_profile(self) -> aws.iam.InstanceProfile:
+        role = aws.iam.Role(
+            f"{self._name}-node",
+            assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                "Action": "sts:AssumeRole"}]}),
+            tags=self._tags(), opts=self._opts)
+        aws.iam.RolePolicy(
+            f"{self._name}-read-join-token", role=role.id,
+            policy=self.token_parameter.arn.apply(node_policy),
+            opts=self._opts)
+        return aws.iam.InstanceProfile(f"{self._name}-node", role=role.name, opts=self._opts)
+
+    def _create_launch_template(self, profile: aws.iam.InstanceProfile) -> aws.ec2.LaunchTemplate:
+        settings, pool = self._args.settings, self._args.pool
+        image = pool.ami or aws.ec2.get_ami_output(
+            most_recent=True, owners=[GPU_IMAGE_OWNER],
+            filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[GPU_IMAGE_NAME])],
+            opts=pulumi.InvokeOutputOptions(parent=self)).id
+        return aws.ec2.LaunchTemplate(
+            f"{self._name}-template",
+            image_id=image,
+            instance_type=pool.instance_type,
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+            vpc_security_group_ids=[self._args.node_security_group.id],
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_tokens="required", http_endpoint="enabled", http_put_response_hop_limit=1),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/sda1",
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=pool.root_volume_gb, volume_type="gp3", encrypted="true",
+                    delete_on_termination="true"))],
+            user_data=boot_user_data(settings, pool, self._args.distribution),
+            tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
+                resource_type=kind, tags=self._tags()) for kind in ("instance", "volume")],
+            tags=self._tags(),
+            update_default_version=True,
+            opts=self._opts,
+        )
+
+
+def token_parameter_name(settings: StackConfig, pool: WorkerPool) -> str:
+    return f"/gpu-cluster/{settings.cluster_name}/{pool.name}/join-token"
+
+
+def node_policy(parameter_arn: str) -> str:
+    """What a pool's nodes may do in AWS: read their own join token, nothing else (the
+    AWS-managed SSM key decrypts it for callers allowed to read the parameter)."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Action": ["ssm:GetParameter"], "Resource": parameter_arn}]})
+
+
+def boot_user_data(settings: StackConfig, pool: WorkerPool,
+                   distribution: K0s) -> pulumi.Output[str]:
+    """cloud-init runs each part in order, as root, once: host settings, the NVIDIA
+    runtime (GPU pools), the k0s join. Gzipped, as user data is limited to 16 KiB."""
+    parts = [envelope(pool.name, "prepare-host", PREPARE_HOST, prepare_host_env(settings))]
+    if pool.gpus:
+        parts.append(envelope(pool.name, "install-nvidia", INSTALL_NVIDIA,
+                              install_nvidia_env(settings, distribution, pool.install_driver)))
+    parts.append(envelope(pool.name, "join-worker", distribution.join_worker, {
+        **distribution.node_env(pool, ""),
+        "K0S_JOIN_TOKEN": "",
+        "K0S_JOIN_TOKEN_SSM_PARAMETER": token_parameter_name(settings, pool),
+        "AWS_REGION": settings.aws.region,
+    }))
+    return pulumi.Output.all(*parts).apply(multipart_gzip_base64)
+
+
+def multipart_gzip_base64(scripts: list[str]) -> str:
+    message = MIMEMultipart()
+    for index, script in enumerate(scripts):
+        part = MIMEText(script, "x-shellscript")
+        part.add_header("Content-Disposition", "attachment", filename=f"{index:02d}.sh")
+        message.attach(part)
+    return base64.b64encode(gzip.compress(message.as_bytes(), mtime=0)).decode()
