@@ -53,13 +53,13 @@ class GpuSupport(pulumi.ComponentResource):
 
 
 def gpu_tolerations(settings: StackConfig) -> list[dict]:
-    """Tolerate the taints of every GPU host (and the conventional nvidia.com/gpu one)."""
+    """Tolerate the taints of every GPU host and pool (and the usual nvidia.com/gpu one)."""
     seen = {("nvidia.com/gpu", "NoSchedule")}
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    for host in settings.hosts:
-        if not host.gpus:
+    for node in [*settings.hosts, *settings.pools]:
+        if not node.gpus:
             continue
-        for taint in host.taints:
+        for taint in node.taints:
             if (taint.key, taint.effect) not in seen:
                 seen.add((taint.key, taint.effect))
                 tolerations.append({"key": taint.key, "operator": "Exists", "effect": taint.effect})

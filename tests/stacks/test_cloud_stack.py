@@ -124,3 +124,15 @@ def test_nodes_accept_traffic_only_from_each_other(dev):
              if r.name.startswith("dev-network-nodes")]
     assert len(rules) == 1 and "referencedSecurityGroupId" in rules[0].inputs
     assert "cidrIpv4" not in rules[0].inputs
+
+
+def test_the_device_plugin_tolerates_the_gpu_pools_taints():
+    from tests.conftest import cloud_config, preview
+
+    values = cloud_config()
+    values["pools"][0]["taints"] = [{"key": "team", "value": "vision", "effect": "NoExecute"}]
+    plan = preview(values)
+    [daemon_set] = [r for r in plan.of_type("kubernetes:apps/v1:DaemonSet")
+                    if r.inputs["metadata"]["name"] == "nvidia-device-plugin"]
+    tolerations = daemon_set.inputs["spec"]["template"]["spec"]["tolerations"]
+    assert {"key": "team", "operator": "Exists", "effect": "NoExecute"} in tolerations
