@@ -8,7 +8,7 @@ import pulumi
 import pulumi_aws as aws
 from cryptography.hazmat.primitives import serialization
 
-from components.aws_network import AwsNetwork
+from components.aws_network import AwsNetwork, newest_image
 from config.cloud import control_plane_address
 from config.model import StackConfig
 
@@ -78,10 +78,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
                               public_key=openssh_public_key(
                                   settings.ssh_private_key.get_secret_value()),
                               tags=self._tags(), opts=self._opts)
-        ami = spec.ami or aws.ec2.get_ami_output(
-            most_recent=True, owners=[UBUNTU_OWNER],
-            filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[UBUNTU_IMAGE_NAME])],
-            opts=pulumi.InvokeOutputOptions(parent=self)).id
+        ami = spec.ami or newest_image(UBUNTU_OWNER, UBUNTU_IMAGE_NAME, parent=self)
         return aws.ec2.Instance(
             f"{self._name}-instance",
             ami=ami,

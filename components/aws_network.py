@@ -87,3 +87,11 @@ class AwsNetwork(pulumi.ComponentResource):
     def _tags(self, name: str) -> dict:
         return {**self._args.settings.tags, "Name": name,
                 "gpu-cluster/cluster": self._args.cluster_name}
+
+
+def newest_image(owner: str, name: str, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The id of the newest image of `owner` whose name matches `name` (a glob)."""
+    return aws.ec2.get_ami_output(
+        most_recent=True, owners=[owner],
+        filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[name])],
+        opts=pulumi.InvokeOutputOptions(parent=parent)).id

@@ -13,7 +13,7 @@ from email.mime.text import MIMEText
 import pulumi
 import pulumi_aws as aws
 
-from components.aws_network import AwsNetwork
+from components.aws_network import AwsNetwork, newest_image
 from components.control_plane import ControlPlane
 from components.distributions.k0s import K0s
 from components.host_bootstrap import (
@@ -99,10 +99,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
 
     def _create_launch_template(self, profile: aws.iam.InstanceProfile) -> aws.ec2.LaunchTemplate:
         settings, pool = self._args.settings, self._args.pool
-        image = pool.ami or aws.ec2.get_ami_output(
-            most_recent=True, owners=[GPU_IMAGE_OWNER],
-            filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[GPU_IMAGE_NAME])],
-            opts=pulumi.InvokeOutputOptions(parent=self)).id
+        image = pool.ami or newest_image(GPU_IMAGE_OWNER, GPU_IMAGE_NAME, parent=self)
         return aws.ec2.LaunchTemplate(
             f"{self._name}-template",
             image_id=image,

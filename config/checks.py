@@ -3,43 +3,13 @@ every problem: a host with a bad address is left out of the uniqueness checks, n
 allowed to hide them."""
 
 import ipaddress
-import re
-from dataclasses import dataclass, field
-from typing import Optional
 
-from config.cloud import (
-    NVIDIA_GPU_FAMILIES,
-    AwsSettings,
-    VpnSettings,
-    instance_family,
-    subnet_cidrs,
-)
-from config.model import Host, HostTuning, NetworkSettings, SshSettings, StorageSettings
+from config.aws_checks import cloud_checks, hybrid_checks
+from config.partial import PartialConfig
 from config.problems import Problem
 
 # Label prefixes the kubelet may set on its own node (NodeRestriction admission).
 _KUBELET_ALLOWED_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
-
-
-@dataclass
-class PartialConfig:
-    """The sections of a stack config that parsed; None where a section did not."""
-
-    layout: Optional[str] = None
-    network: Optional[NetworkSettings] = None
-    ssh: Optional[SshSettings] = None
-    tuning: Optional[HostTuning] = None
-    hosts: list[tuple[int, Host]] = field(default_factory=list)
-    all_hosts_parsed: bool = True
-    storage: Optional[StorageSettings] = None
-    aws: Optional[AwsSettings] = None
-    vpn: Optional[VpnSettings] = None
-    pools: list = field(default_factory=list)
-    has_aws: bool = False
-    has_vpn: bool = False
-    has_ssh_private_key: bool = False
-    has_bastion_private_key: bool = False
-    vpn_client_profile: str = ""
 
 
 def cross_checks(cfg: PartialConfig) -> list[Problem]:
@@ -52,8 +22,8 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += _ssh_keys(cfg)
     problems += _tuning(cfg)
     problems += _storage(cfg)
-    problems += _hybrid(cfg)
-    problems += _cloud(cfg)
+    problems += hybrid_checks(cfg)
+    problems += cloud_checks(cfg)
     return problems
 
 
@@ -237,182 +207,4 @@ def _storage(cfg: PartialConfig) -> list[Problem]:
         if nfs.host is not None and cfg.all_hosts_parsed and nfs.host not in names:
             problems.append(Problem("storage.nfs.host", f"'{nfs.host}' is not one of the "
                                     f"configured hosts ({', '.join(names)})"))
-    return problems
-
-
-def _hybrid(cfg: PartialConfig) -> list[Problem]:
-    problems = []
-    if cfg.layout != "cloud" and cfg.pools:
-        problems.append(Problem("pools", "EC2 worker pools are only used by the cloud layout"))
-    if cfg.layout == "bare-metal":
-        for key, present in (("aws", cfg.has_aws), ("vpn", cfg.has_vpn)):
-            if present:
-                problems.append(Problem(key, "only used by the hybrid and cloud layouts"))
-        efs = cfg.storage.efs if cfg.storage else None
-        if efs is not None and efs.mount_target_address is None:
-            problems.append(Problem("storage.efs.mountTargetAddress",
-                                    "is required on bare-metal (the AWS layouts create the file "
-                                    "system; here it must exist)"))
-        return problems
-    if cfg.layout != "hybrid":
-        return problems
-    for key, present, what in (("aws", cfg.has_aws, "the region, VPC and control-plane instance"),
-                               ("vpn", cfg.has_vpn, "the OpenVPN bridge to the on-prem LAN")):
-        if not present:
-            problems.append(Problem(key, f"is required by the hybrid layout: {what}"))
-    aws = cfg.aws
-    if aws is not None:
-        problems += _aws(aws)
-        problems += _efs_on_aws(cfg, aws)
-    vpn = cfg.vpn
-    if vpn is not None:
-        problems += _vpn_mode(cfg, vpn)
-    if vpn is not None and cfg.all_hosts_parsed:
-        names = [host.name for _, host in cfg.hosts]
-        if vpn.mode == "server-on-ec2" and vpn.onprem_gateway not in names + [None]:
-            problems.append(Problem("vpn.onpremGateway",
-                                    f"'{vpn.onprem_gateway}' is not one of the configured hosts "
-                                    f"({', '.join(names) or 'none'}); the gateway runs the "
-                                    "OpenVPN client on-prem"))
-        if aws is not None and aws.control_plane.name in names:
-            problems.append(Problem("aws.controlPlane.name",
-                                    f"'{aws.control_plane.name}' is also an on-prem host's name"))
-    if vpn is not None and cfg.network is not None and cfg.network.mtu:
-        # VXLAN adds 50 bytes; pod packets crossing the tunnel must fit in it.
-        if cfg.network.mtu > vpn.mtu - 50:
-            problems.append(Problem("network.mtu", f"{cfg.network.mtu} does not fit through the "
-                                    f"tunnel (vpn.mtu {vpn.mtu} minus 50 bytes of VXLAN)"))
-    return problems
-
-
-def _aws(aws: AwsSettings) -> list[Problem]:
-    problems = []
-    if "0.0.0.0/0" in aws.admin_cidrs and not aws.allow_ssh_from_anywhere:
-        problems.append(Problem("aws.adminCidrs", "0.0.0.0/0 would open SSH and the Kubernetes "
-                                "API to the internet; list your networks, or set "
-                                "aws.allowSshFromAnywhere: true to mean it"))
-    if not aws.admin_cidrs:
-        problems.append(Problem("aws.adminCidrs", "list at least one network administrators "
-                                "(and `pulumi up`) connect from"))
-    vpc = aws.vpc
-    network = ipaddress.ip_network(vpc.cidr)
-    if vpc.id is not None:
-        if len(vpc.subnet_ids) < 2:
-            problems.append(Problem("aws.vpc.subnetIds", "an adopted VPC needs at least two "
-                                    "subnets (in different availability zones)"))
-        if not vpc.route_table_ids:
-            problems.append(Problem("aws.vpc.routeTableIds", "an adopted VPC needs the route "
-                                    "tables of its subnets (the on-prem LAN is routed there)"))
-        if aws.control_plane.private_ip is None:
-            problems.append(Problem("aws.controlPlane.privateIp", "is required with an adopted "
-                                    "VPC (an address in the first subnet)"))
-    elif vpc.subnet_ids or vpc.route_table_ids:
-        problems.append(Problem("aws.vpc.subnetIds", "adopting subnets needs aws.vpc.id too"))
-    if vpc.subnet_cidrs and len(vpc.subnet_cidrs) != vpc.availability_zones:
-        problems.append(Problem("aws.vpc.subnetCidrs", f"lists {len(vpc.subnet_cidrs)} subnets "
-                                f"for {vpc.availability_zones} availability zones"))
-    for index, cidr in enumerate(vpc.subnet_cidrs):
-        if not ipaddress.ip_network(cidr).subnet_of(network):
-            problems.append(Problem(f"aws.vpc.subnetCidrs[{index}]",
-                                    f"{cidr} is outside gpu-cluster:aws.vpc.cidr {network}"))
-    private_ip = aws.control_plane.private_ip
-    if private_ip is not None and ipaddress.ip_address(private_ip) not in network:
-        problems.append(Problem("aws.controlPlane.privateIp",
-                                f"{private_ip} is outside gpu-cluster:aws.vpc.cidr {network}"))
-    return problems
-
-
-def _vpn_mode(cfg: PartialConfig, vpn: VpnSettings) -> list[Problem]:
-    problems = []
-    if vpn.mode == "server-on-ec2":
-        if vpn.onprem_gateway is None:
-            problems.append(Problem("vpn.onpremGateway", "is required: the on-prem host that "
-                                    "runs the OpenVPN client and routes the LAN to the VPC"))
-        if not vpn.client_source_cidrs:
-            problems.append(Problem("vpn.clientSourceCidrs", "is required: the public addresses "
-                                    "the on-prem gateway connects from (the VPN port is open to "
-                                    "them only)"))
-        if cfg.vpn_client_profile:
-            problems.append(Problem("vpnClientProfile", "is only used with vpn.mode "
-                                    "client-to-existing"))
-        return problems
-    if vpn.existing_server_address is None:
-        problems.append(Problem("vpn.existingServerAddress", "is required with "
-                                "client-to-existing: the existing OpenVPN server's LAN address"))
-    elif cfg.network is not None and ipaddress.ip_address(vpn.existing_server_address) \
-            not in ipaddress.ip_network(cfg.network.lan_cidr):
-        problems.append(Problem("vpn.existingServerAddress",
-                                f"{vpn.existing_server_address} is outside "
-                                f"gpu-cluster:network.lanCidr {cfg.network.lan_cidr}"))
-    if not cfg.vpn_client_profile:
-        problems.append(Problem("vpnClientProfile", "is required with client-to-existing: the "
-                                "EC2 side's profile from the existing server; set it with "
-                                "`pulumi config set --secret gpu-cluster:vpnClientProfile "
-                                "< profile.ovpn`"))
-    elif not re.search(r"^\s*client\s*$", cfg.vpn_client_profile, re.M) or \
-            not re.search(r"^\s*remote\s+\S+", cfg.vpn_client_profile, re.M):
-        problems.append(Problem("vpnClientProfile", "is not an OpenVPN client profile (it "
-                                "needs the `client` and `remote` directives)"))
-    for key, value in (("vpn.onpremGateway", vpn.onprem_gateway),
-                       ("vpn.clientSourceCidrs", vpn.client_source_cidrs)):
-        if value:
-            problems.append(Problem(key, "is only used with vpn.mode server-on-ec2"))
-    return problems
-
-
-def _cloud(cfg: PartialConfig) -> list[Problem]:
-    if cfg.layout != "cloud":
-        return []
-    problems = []
-    if cfg.hosts or not cfg.all_hosts_parsed:
-        problems.append(Problem("hosts", "a cloud stack has no on-prem hosts: remove them, or "
-                                "use the hybrid layout to join them over a VPN"))
-    if not cfg.has_aws:
-        problems.append(Problem("aws", "is required by the cloud layout: the region, VPC and "
-                                "control-plane instance"))
-    if cfg.has_vpn:
-        problems.append(Problem("vpn", "a cloud stack has no on-prem network to bridge"))
-    if cfg.network is not None and cfg.network.lan_cidr:
-        problems.append(Problem("network.lanCidr", "a cloud stack has no on-prem LAN"))
-    if cfg.storage is not None and cfg.storage.nfs is not None and cfg.storage.nfs.host:
-        problems.append(Problem("storage.nfs.host", "a cloud stack has no hosts to serve NFS; "
-                                "use efs, or nfs with an existing server"))
-    if cfg.aws is not None:
-        problems += _aws(cfg.aws)
-        problems += _efs_on_aws(cfg, cfg.aws)
-    if not cfg.pools:
-        problems.append(Problem("pools", "add at least one worker pool (name, instanceType, "
-                                "count, gpus)"))
-    seen: dict[str, int] = {}
-    for index, pool in cfg.pools:
-        if pool.name in seen:
-            problems.append(Problem(f"pools[{index}].name", f"'{pool.name}' is already used by "
-                                    f"gpu-cluster:pools[{seen[pool.name]}]"))
-        seen.setdefault(pool.name, index)
-        family = instance_family(pool.instance_type)
-        if pool.gpus and family not in NVIDIA_GPU_FAMILIES:
-            known = ", ".join(sorted(NVIDIA_GPU_FAMILIES))
-            problems.append(Problem(f"pools[{index}].instanceType",
-                                    f"'{pool.instance_type}' has no NVIDIA GPU but the pool "
-                                    f"claims {pool.gpus}; GPU families: {known}"))
-        if pool.gpu_model and not pool.gpus:
-            problems.append(Problem(f"pools[{index}].gpuModel", "is set but gpus is 0"))
-    return problems
-
-
-def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
-    """On the AWS layouts the program creates the file system; its first mount target's
-    address is computed, or given (required with an adopted VPC)."""
-    problems = []
-    efs = cfg.storage.efs if cfg.storage else None
-    if efs is not None and efs.mount_target_address is None and aws.vpc.id is not None:
-        problems.append(Problem("storage.efs.mountTargetAddress",
-                                "is required with an adopted VPC: the address of the file "
-                                "system's mount target in the first subnet"))
-    if efs is not None and efs.mount_target_address is not None and aws.vpc.id is None:
-        first = ipaddress.ip_network(subnet_cidrs(aws.vpc)[0])
-        if ipaddress.ip_address(efs.mount_target_address) not in first:
-            problems.append(Problem("storage.efs.mountTargetAddress",
-                                    f"{efs.mount_target_address} is outside the first "
-                                    f"subnet {first}"))
     return problems

@@ -11,7 +11,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from pydantic import TypeAdapter, ValidationError
 
-from config.checks import PartialConfig, cross_checks
+from config.checks import cross_checks
+from config.partial import PartialConfig
 from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, WorkerPool
 from config.problems import NAMESPACE, ConfigError, Problem
 

@@ -160,15 +160,6 @@ INVALID_CASES = [
 ]
 
 
-@pytest.mark.parametrize("mutate, path, fragment",
-                         [case[1:] for case in INVALID_CASES], ids=[c[0] for c in INVALID_CASES])
-def test_invalid_config_names_the_key_and_the_problem(mutate, path, fragment):
-    values = bare_metal_config()
-    mutate(values)
-    problems = problems_of(values)
-    assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
-
-
 HYBRID_CASES = [
     ("vpc overlaps lan", _set("aws.vpc", {"cidr": "192.168.0.0/16"}),
      "gpu-cluster:aws.vpc.cidr", "overlaps gpu-cluster:network.lanCidr"),
@@ -207,15 +198,6 @@ HYBRID_CASES = [
 ]
 
 
-@pytest.mark.parametrize("mutate, path, fragment",
-                         [case[1:] for case in HYBRID_CASES], ids=[c[0] for c in HYBRID_CASES])
-def test_invalid_hybrid_config_names_the_key_and_the_problem(mutate, path, fragment):
-    values = hybrid_config()
-    mutate(values)
-    problems = problems_of(values)
-    assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
-
-
 def test_a_profile_must_be_an_openvpn_client_profile():
     values = hybrid_config()
     values["vpn"] = {"mode": "client-to-existing", "existingServerAddress": "192.168.2.1"}
@@ -246,11 +228,22 @@ CLOUD_CASES = [
 ]
 
 
-@pytest.mark.parametrize("mutate, path, fragment",
-                         [case[1:] for case in CLOUD_CASES], ids=[c[0] for c in CLOUD_CASES])
-def test_invalid_cloud_config_names_the_key_and_the_problem(mutate, path, fragment):
+def cloud_config_with_cpu_pool() -> dict:
     values = cloud_config()
     values["pools"].append({"name": "cpu", "instanceType": "m6i.large", "count": 1})
+    return values
+
+
+# Every layout's invalid cases, each applied to a valid stack of that layout.
+ALL_CASES = [(bare_metal_config, *case) for case in INVALID_CASES] + \
+    [(hybrid_config, *case) for case in HYBRID_CASES] + \
+    [(cloud_config_with_cpu_pool, *case) for case in CLOUD_CASES]
+
+
+@pytest.mark.parametrize("valid, mutate, path, fragment", [(c[0], *c[2:]) for c in ALL_CASES],
+                         ids=[f"{c[0].__name__.split('_')[0]}: {c[1]}" for c in ALL_CASES])
+def test_invalid_config_names_the_key_and_the_problem(valid, mutate, path, fragment):
+    values = valid()
     mutate(values)
     problems = problems_of(values)
     assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems

@@ -1,0 +1,28 @@
+"""The sections of a stack config that parsed, for the cross-field checks."""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from config.cloud import AwsSettings, VpnSettings
+from config.model import Host, HostTuning, NetworkSettings, SshSettings, StorageSettings
+
+
+@dataclass
+class PartialConfig:
+    """The sections of a stack config that parsed; None where a section did not."""
+
+    layout: Optional[str] = None
+    network: Optional[NetworkSettings] = None
+    ssh: Optional[SshSettings] = None
+    tuning: Optional[HostTuning] = None
+    hosts: list[tuple[int, Host]] = field(default_factory=list)
+    all_hosts_parsed: bool = True
+    storage: Optional[StorageSettings] = None
+    aws: Optional[AwsSettings] = None
+    vpn: Optional[VpnSettings] = None
+    pools: list = field(default_factory=list)
+    has_aws: bool = False
+    has_vpn: bool = False
+    has_ssh_private_key: bool = False
+    has_bastion_private_key: bool = False
+    vpn_client_profile: str = ""
