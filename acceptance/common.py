@@ -3,10 +3,11 @@ and a YAML dumper that prints embedded scripts as readable blocks."""
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import yaml
 
-from config.model import Host, StackConfig, Taint
+from config.model import POOL_LABEL, Host, StackConfig, Taint
 
 
 NAMESPACE = "gpu-acceptance"
@@ -61,6 +62,35 @@ def workload_hosts(settings: StackConfig) -> list[Host]:
 def gpu_hosts(settings: StackConfig) -> list[Host]:
     """Hosts whose node offers GPUs to pods."""
     return [host for host in workload_hosts(settings) if host.gpus > 0]
+
+
+@dataclass(frozen=True)
+class GpuTarget:
+    """Where a GPU check runs: a host (its node) or a cloud pool (any node of it)."""
+
+    name: str
+    gpus: int
+    taints: tuple[Taint, ...]
+    node_selector: dict
+    description: str
+
+
+def gpu_targets(settings: StackConfig) -> list[GpuTarget]:
+    hosts = [GpuTarget(h.name, h.gpus, tuple(h.taints), {HOSTNAME_LABEL: h.name},
+                       f"node {h.name}") for h in gpu_hosts(settings)]
+    pools = [GpuTarget(p.name, p.gpus, tuple(p.taints), {POOL_LABEL: p.name},
+                       f"a node of pool {p.name}")
+             for p in settings.pools if p.gpus and p.count]
+    return hosts + pools
+
+
+def workload_node_count(settings: StackConfig) -> int:
+    return len(workload_hosts(settings)) + sum(pool.count for pool in settings.pools)
+
+
+def workload_taints(settings: StackConfig) -> list[Taint]:
+    return ([t for host in workload_hosts(settings) for t in host.taints]
+            + [t for pool in settings.pools if pool.count for t in pool.taints])
 
 
 def gpu_shared(settings: StackConfig) -> bool:

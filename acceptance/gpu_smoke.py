@@ -1,11 +1,11 @@
-"""gpu-smoke.yaml: one Job per GPU host that runs workloads, pinned to that node, asking
-for all of its GPUs: `nvidia-smi` (and a GPU count check), then the CUDA vectorAdd sample."""
+"""gpu-smoke.yaml: one Job per GPU host that runs workloads (and per GPU pool of the cloud
+layout), pinned to that node (a node of the pool), asking for all of its GPUs: `nvidia-smi` (and a GPU count check), then the CUDA vectorAdd sample."""
 
 from acceptance.common import (
     ANNOTATION_CHECK,
     GPU_RESOURCE,
-    HOSTNAME_LABEL,
     NAMESPACE,
+    GpuTarget,
     RUNTIME_CLASS,
     bounded_name,
     component_labels,
@@ -15,7 +15,7 @@ from acceptance.common import (
     tolerations,
 )
 from config import versions
-from config.model import Host, StackConfig
+from config.model import StackConfig
 
 
 SMOKE_FILE = "gpu-smoke.yaml"
@@ -38,9 +38,10 @@ fi
 """
 
 
-def smoke_job(settings: StackConfig, host: Host) -> dict:
-    """Job pinned to `host` that asks for all its GPUs: host.gpus of nvidia.com/gpu, also
-    when time-slicing offers more (the node then lends out each GPU several times)."""
+def smoke_job(settings: StackConfig, host: GpuTarget) -> dict:
+    """Job pinned to `host` (a host's node or a pool's) that asks for all its GPUs:
+    host.gpus of nvidia.com/gpu, also when time-slicing offers more (the node then lends
+    out each GPU several times)."""
     gpus = {GPU_RESOURCE: host.gpus}
     labels = component_labels("gpu-smoke")
     return {
@@ -51,12 +52,12 @@ def smoke_job(settings: StackConfig, host: Host) -> dict:
             "namespace": NAMESPACE,
             "labels": labels,
             "annotations": {ANNOTATION_CHECK: (
-                f"node {host.name}: nvidia-smi lists {host.gpus} GPU(s) and the CUDA vectorAdd "
+                f"{host.description}: nvidia-smi lists {host.gpus} GPU(s) and the CUDA vectorAdd "
                 "sample passes")},
         },
         "spec": job_spec(labels, {
             "runtimeClassName": RUNTIME_CLASS,
-            "nodeSelector": {HOSTNAME_LABEL: host.name},
+            "nodeSelector": dict(host.node_selector),
             **({"tolerations": tolerations(host.taints)} if host.taints else {}),
             "initContainers": [{
                 "name": "nvidia-smi",

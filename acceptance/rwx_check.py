@@ -12,7 +12,8 @@ from acceptance.common import (
     job_spec,
     restricted_container,
     tolerations,
-    workload_hosts,
+    workload_node_count,
+    workload_taints,
 )
 from config import versions
 from config.model import StackConfig
@@ -65,7 +66,7 @@ def rwx_mode(settings: StackConfig) -> str:
     on; node-local: the default class is local-path (ReadWriteOnce), pods on one node."""
     if settings.storage.default_backend == "localPath":
         return "node-local"
-    return "cross-node" if len(workload_hosts(settings)) >= 2 else "single-node"
+    return "cross-node" if workload_node_count(settings) >= 2 else "single-node"
 
 
 _RWX_NOTES = {
@@ -131,7 +132,7 @@ def rwx_check(settings: StackConfig) -> list[dict]:
         }],
         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "rwx-check"}}],
     }
-    taints = [taint for host in workload_hosts(settings) for taint in host.taints]
+    taints = workload_taints(settings)
     if taints:
         pod_spec["tolerations"] = tolerations(taints)
     spec = job_spec(labels, pod_spec)

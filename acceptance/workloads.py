@@ -3,7 +3,7 @@ they are applied). Everything is a plain dict, ready for `yaml.safe_dump_all`.""
 
 import json
 
-from acceptance.common import NAMESPACE, dump, gpu_hosts, namespace
+from acceptance.common import NAMESPACE, dump, gpu_hosts, gpu_targets, namespace
 from acceptance.gpu_smoke import SMOKE_FILE, smoke_job
 from acceptance.mpi_benchmark import MPI_FILE, mpi_benchmark
 from acceptance.rwx_check import RWX_FILE, rwx_check
@@ -15,11 +15,12 @@ __all__ = ["NAMESPACE", "dump", "render"]
 def render(settings: StackConfig) -> dict[str, list[dict]]:
     """File name -> Kubernetes objects; every file starts with the Namespace."""
     files: dict[str, list[dict]] = {}
-    gpu = gpu_hosts(settings)
-    if gpu:
-        files[SMOKE_FILE] = [namespace(), *(smoke_job(settings, host) for host in gpu)]
+    targets = gpu_targets(settings)
+    if targets:
+        files[SMOKE_FILE] = [namespace(), *(smoke_job(settings, t) for t in targets)]
     files[RWX_FILE] = [namespace(), *rwx_check(settings)]
-    if gpu and settings.mpi.operator:
+    # The MPI benchmark spans GPU hosts on the LAN (not yet cloud pools).
+    if gpu_hosts(settings) and settings.mpi.operator:
         files[MPI_FILE] = [namespace(), mpi_benchmark(settings)]
     # Independent copies: no object shares a dict with another, so YAML gets no anchors.
     return {name: [json.loads(json.dumps(obj)) for obj in objects]

@@ -1,16 +1,23 @@
 """The EC2 instance that runs the control plane (and the VPN server) on the AWS layouts:
 a fixed private address, IMDSv2 only, an encrypted root volume, an Elastic IP, and
-security group rules that open only what the cluster and its admins need."""
+security group rules that open only what the cluster and its admins need. On the cloud
+layout it installs the controller itself at boot (`boot`); on hybrid, steps over SSH do."""
 
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
 from cryptography.hazmat.primitives import serialization
 
+from components.aws_boot import boot_user_data, instance_profile_reading, secret_parameter
 from components.aws_network import AwsNetwork, newest_image
+from components.cluster_pki import ClusterPki
+from components.distributions.k0s import K0s
+from components.host_bootstrap import PREPARE_HOST, prepare_host_env
+from components.remote_step import SSM_READER, envelope
 from config.cloud import control_plane_address
-from config.model import StackConfig
+from config.model import Host, StackConfig
 
 # Canonical's account; the image is the newest Ubuntu 24.04 LTS server build.
 UBUNTU_OWNER = "099720109477"
@@ -22,29 +29,48 @@ K0S_CONTROLLER_PORTS = {"kubernetes-api": 6443, "k0s-join-api": 9443, "konnectiv
 
 
 @dataclass
+class ControllerBoot:
+    """What the instance needs to install the controller itself from its user data."""
+
+    distribution: K0s
+    pki: ClusterPki
+
+
+@dataclass
 class ControlPlaneHostArgs:
     settings: StackConfig
     network: AwsNetwork
+    boot: Optional[ControllerBoot] = None
 
 
 class ControlPlaneHost(pulumi.ComponentResource):
-    """The instance only; what runs on it is bootstrapped over SSH like any host."""
-
     def __init__(self, name: str, args: ControlPlaneHostArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:aws:ControlPlaneHost", name, None, opts)
         self._name, self._args = name, args
         self._opts = pulumi.ResourceOptions(parent=self)
         aws_settings = args.settings.aws
         self.private_ip = control_plane_address(aws_settings)
-        self.ssh_user = UBUNTU_SSH_USER
+        self.host = Host(name=aws_settings.control_plane.name, address=self.private_ip,
+                         role="controller", ssh_user=UBUNTU_SSH_USER)
         self.security_group = self._create_security_group()
-        self.instance = self._create_instance()
-        if aws_settings.control_plane.elastic_ip:
-            eip = aws.ec2.Eip(f"{name}-eip", domain="vpc", instance=self.instance.id,
-                              tags=self._tags(), opts=self._opts)
-            self.public_ip: pulumi.Output[str] = eip.public_ip
+        elastic_ip = aws_settings.control_plane.elastic_ip
+        if args.boot is None:
+            self.instance = self._create_instance(cloud_config(self.host.name))
+            eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", instance=self.instance.id,
+                               tags=self._tags(), opts=self._opts) if elastic_ip else None)
         else:
-            self.public_ip = pulumi.Output.from_input(self.private_ip)
+            # The address goes into the API certificate the instance makes at boot, so it
+            # is allocated before the instance and associated after.
+            eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", tags=self._tags(),
+                               opts=self._opts) if elastic_ip else None)
+            public = eip.public_ip if eip else None
+            self.instance = self._create_instance(self._boot_user_data(public),
+                                                  self._create_boot_profile())
+            if eip:
+                aws.ec2.EipAssociation(f"{name}-eip", allocation_id=eip.allocation_id,
+                                       instance_id=self.instance.id, opts=self._opts)
+        self.public_ip: pulumi.Output[str] = (
+            eip.public_ip if eip else pulumi.Output.from_input(self.private_ip))
         self.routes = self._route_lan_through_instance()
         self.register_outputs({"privateIp": self.private_ip, "publicIp": self.public_ip})
 
@@ -71,7 +97,33 @@ class ControlPlaneHost(pulumi.ComponentResource):
             cidr_ipv4="0.0.0.0/0", description="all outbound", opts=self._opts)
         return group
 
-    def _create_instance(self) -> aws.ec2.Instance:
+    def _create_boot_profile(self) -> aws.iam.InstanceProfile:
+        """The CA key the controller needs at boot, readable by its role only."""
+        self.ca_key_parameter = secret_parameter(
+            f"{self._name}-ca-key", ca_key_parameter_name(self._args.settings),
+            self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts)
+        return instance_profile_reading(f"{self._name}-role", self.ca_key_parameter,
+                                        self._tags(), self._opts)
+
+    def _boot_user_data(self, public_ip: Optional[pulumi.Output[str]]) -> pulumi.Output[str]:
+        """Host settings, then k0s as controller with the program's CA: the same scripts
+        the hybrid layout runs over SSH; the CA key is read from SSM, not user data."""
+        settings, boot, host = self._args.settings, self._args.boot, self.host
+        sans = [public_ip] if public_ip is not None else []
+        return boot_user_data([
+            envelope(host.name, "prepare-host", PREPARE_HOST, prepare_host_env(settings)),
+            envelope(host.name, "install-controller", boot.distribution.install_controller, {
+                **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
+                                                   pulumi.Output.all(*sans)),
+                "K0S_CA_KEY": "",
+                "K0S_CA_KEY_SSM_PARAMETER": ca_key_parameter_name(settings),
+                "AWS_REGION": settings.aws.region,
+                "SSM_READER": SSM_READER.text(),
+            }),
+        ], cloud_config(host.name))
+
+    def _create_instance(self, user_data: pulumi.Input[str],
+                         profile: Optional[aws.iam.InstanceProfile] = None) -> aws.ec2.Instance:
         settings = self._args.settings
         spec = settings.aws.control_plane
         key = aws.ec2.KeyPair(f"{self._name}-key",
@@ -87,6 +139,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             private_ip=self.private_ip,
             vpc_security_group_ids=[self.security_group.id],
             key_name=key.key_name,
+            iam_instance_profile=profile.name if profile else None,
             # On hybrid it forwards between the VPN and the VPC.
             source_dest_check=self._args.settings.vpn is None,
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
@@ -94,11 +147,14 @@ class ControlPlaneHost(pulumi.ComponentResource):
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
                 volume_size=spec.root_volume_gb, volume_type="gp3", encrypted=True,
                 delete_on_termination=True),
-            # Only the host name: k0s names the node after it. No secret ever goes here.
-            user_data=cloud_config(spec.name),
+            # The host name (k0s names the node after it) and on cloud the boot steps; no
+            # secret ever goes here.
+            user_data_base64=user_data if self._args.boot else None,
+            user_data=None if self._args.boot else user_data,
             tags=self._tags(),
-            # A new image must not replace (and wipe) the running control plane.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["ami"]),
+            # A new image must not replace (and wipe) the running control plane; cloud-init
+            # runs user data once, so a changed boot script applies to a new instance only.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["ami", "userDataBase64"]),
         )
 
     def _route_lan_through_instance(self) -> list[aws.ec2.Route]:
@@ -143,6 +199,10 @@ def cluster_cidrs(settings: StackConfig) -> list[str]:
     if settings.vpn is not None and settings.vpn.mode == "server-on-ec2":
         cidrs.append(settings.vpn.tunnel_cidr)
     return cidrs
+
+
+def ca_key_parameter_name(settings: StackConfig) -> str:
+    return f"/gpu-cluster/{settings.cluster_name}/control-plane/ca-key"
 
 
 def cloud_config(hostname: str) -> str:

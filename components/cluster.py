@@ -9,10 +9,12 @@ import pulumi_kubernetes as k8s
 
 from components.aws_control_plane_host import (
     EC2_SSH_PORT,
+    ControllerBoot,
     ControlPlaneHost,
     ControlPlaneHostArgs,
 )
 from components.aws_network import AwsNetwork, AwsNetworkArgs
+from components.cluster_pki import ClusterPki, ClusterPkiArgs
 from components.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for
 from components.efs_file_system import EfsFileSystem, EfsFileSystemArgs
@@ -44,6 +46,8 @@ class Cluster(pulumi.ComponentResource):
         self.gateways: dict[str, pulumi.Input[str]] = {}
         self.vpn_admin_profile: Optional[pulumi.Output[str]] = None
         self.pools: list[dict] = []
+        self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(args.settings.cluster_name),
+                              opts=pulumi.ResourceOptions(parent=self))
         if args.settings.layout == "bare-metal":
             self._create_bare_metal()
         elif args.settings.layout == "hybrid":
@@ -79,25 +83,29 @@ class Cluster(pulumi.ComponentResource):
         self.storage_servers = [b.nfs_server for b in bootstraps.values() if b.nfs_server]
         self._create_kubernetes(controller, bootstraps, join_after={})
 
-    def _create_aws_control_plane_host(self, node_security_group: bool = False):
-        """The AWS side both cloud layouts share: provider, VPC, the control-plane
-        instance, and its bootstrap over SSH at its public address."""
+    def _create_aws_control_plane_host(self, boots_itself: bool = False):
+        """The AWS side both cloud layouts share: provider, VPC and the control-plane
+        instance, which either installs the controller itself at boot (cloud) or is
+        bootstrapped over SSH at its public address like any host (hybrid)."""
         settings = self._settings
         aws_provider = aws.Provider(f"{self._name}-aws", region=settings.aws.region,
                                     opts=pulumi.ResourceOptions(parent=self))
         self._on_aws = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
         network = AwsNetwork(f"{self._name}-network",
                              AwsNetworkArgs(settings.aws, settings.cluster_name,
-                                            node_security_group), opts=self._on_aws)
+                                            node_security_group=boots_itself),
+                             opts=self._on_aws)
+        boot = ControllerBoot(self._distribution, self.pki) if boots_itself else None
         instance = ControlPlaneHost(f"{self._name}-control-plane-host",
-                                    ControlPlaneHostArgs(settings, network), opts=self._on_aws)
-        controller = Host(name=settings.aws.control_plane.name, address=instance.private_ip,
-                          role="controller", ssh_user=instance.ssh_user)
-        bootstrap = self._bootstrap(controller, instance.private_ip,
-                                    ssh_address=instance.public_ip, ssh_port=EC2_SSH_PORT)
+                                    ControlPlaneHostArgs(settings, network, boot),
+                                    opts=self._on_aws)
+        controller = instance.host
+        bootstrap = None if boots_itself else self._bootstrap(
+            controller, instance.private_ip, ssh_address=instance.public_ip,
+            ssh_port=EC2_SSH_PORT)
         self.gateways = {"aws": instance.public_ip}
         public = instance.public_ip if settings.aws.control_plane.elastic_ip else None
-        return network, controller, bootstrap, public
+        return network, instance, bootstrap, public
 
     def _create_efs(self, network: AwsNetwork) -> None:
         """The file system the `efs` backend mounts, when configured."""
@@ -109,19 +117,20 @@ class Cluster(pulumi.ComponentResource):
         self.storage_servers += efs.mount_targets
 
     def _create_cloud(self) -> None:
-        """Control plane on EC2, GPU workers in EC2 pools that join at boot."""
-        network, controller, bootstrap, public = self._create_aws_control_plane_host(
-            node_security_group=True)
-        self._all_hosts = [controller]
+        """Control plane on EC2, GPU workers in EC2 pools; both install themselves at boot,
+        so the program runs no command on any machine."""
+        network, instance, _, public = self._create_aws_control_plane_host(boots_itself=True)
+        self._all_hosts = [instance.host]
         self.storage_servers = []
         self._create_efs(network)
-        control_plane = self._create_kubernetes(
-            controller, {controller.name: bootstrap}, join_after={}, public_address=public)
+        control_plane = self._create_kubernetes(instance.host, {}, join_after={},
+                                                public_address=public, booted=instance.instance)
         settings = self._settings
         self.nodes_ready += [
             GpuWorkerPool(f"{self._name}-{pool.name}", GpuWorkerPoolArgs(
-                settings, pool, network, control_plane, self._distribution,
-                network.node_security_group), opts=self._on_aws).group
+                settings, pool, network,
+                control_plane.create_bootstrap_token(pool.name, self.provider),
+                self._distribution, network.node_security_group), opts=self._on_aws).group
             for pool in settings.pools
         ]
         self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
@@ -130,7 +139,8 @@ class Cluster(pulumi.ComponentResource):
     def _create_hybrid(self) -> None:
         """Control plane (and VPN server) on EC2, GPU workers on-prem across OpenVPN."""
         settings = self._settings
-        network, controller, bootstrap, public = self._create_aws_control_plane_host()
+        network, instance, bootstrap, public = self._create_aws_control_plane_host()
+        controller = instance.host
         bootstraps = {controller.name: bootstrap}
         # On-prem hosts reach the control plane only once the tunnel is up.
         bootstraps.update({h.name: self._bootstrap(h, "") for h in settings.hosts})
@@ -155,16 +165,18 @@ class Cluster(pulumi.ComponentResource):
             join_after={h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts})
 
     def _create_kubernetes(self, controller: Host, bootstraps: dict[str, HostBootstrap],
-                           join_after: dict[str, list], public_address=None) -> ControlPlane:
+                           join_after: dict[str, list], public_address=None,
+                           booted: pulumi.Resource = None) -> ControlPlane:
         """The control plane, the API provider and the nodes; `join_after` names what each
         host's join waits for beyond its own bootstrap (its route through the VPN)."""
         settings = self._settings
         control_plane = ControlPlane(
             f"{self._name}-control-plane",
-            ControlPlaneArgs(controller, settings, self._distribution,
-                             bootstraps[controller.name], public_address),
+            ControlPlaneArgs(controller, settings, self._distribution, self.pki,
+                             bootstraps.get(controller.name), public_address, booted),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.control_plane = control_plane
         self.api_endpoint = control_plane.api_endpoint
         self.kubeconfig = control_plane.kubeconfig
         self.provider = k8s.Provider(
@@ -172,7 +184,8 @@ class Cluster(pulumi.ComponentResource):
             kubeconfig=self.kubeconfig,
             # Large objects (the MPIJob CRD) exceed client-side apply's annotation limit.
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
+            # The kubeconfig is known before the API exists: nothing may use it earlier.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.installed]),
         )
         self.nodes_ready = []
         for host in [controller, *settings.workers]:

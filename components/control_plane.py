@@ -1,17 +1,26 @@
-"""The Kubernetes control plane on one host: installs the controller, reads the admin
-kubeconfig and issues a short-lived join token per worker, all without a manual step."""
+"""The Kubernetes control plane on one host, with the cluster CA the program owns: the
+controller is installed over SSH (bare metal, hybrid) or installs itself from its user
+data at boot (cloud); the admin kubeconfig is built here from the CA, never read back."""
 
 from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
-import yaml
-from pulumi_command import remote
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+from pulumi_command import local, remote
 
+from components.cluster_pki import ClusterPki
+from components.distributions import k0s
 from components.distributions.k0s import K0s
 from components.host_bootstrap import HostBootstrap
-from components.remote_step import run_step
+from components.kubeconfig import client_kubeconfig
+from components.remote_step import Script, envelope, run_step
 from config.model import Host, StackConfig
+
+WAIT_FOR_API = Script("local/wait-for-api.sh")
+# k0s's bootstrap tokens: a 6-character id and a 16-character secret of [a-z0-9].
+BOOTSTRAP_TOKEN_BYTES = 11
 
 
 @dataclass
@@ -19,10 +28,14 @@ class ControlPlaneArgs:
     host: Host
     settings: StackConfig
     distribution: K0s
-    bootstrap: HostBootstrap
+    pki: ClusterPki
+    # How the controller gets installed: by these steps over SSH, or (None) by the host
+    # itself from its user data at boot, once `booted` (the instance) exists.
+    bootstrap: Optional[HostBootstrap]
     # The address users and `pulumi up` reach the API at (an Elastic IP), when it is not
     # the host's own; it is added to the API certificate.
     public_address: Optional[pulumi.Input[str]] = None
+    booted: Optional[pulumi.Resource] = None
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -30,19 +43,24 @@ class ControlPlane(pulumi.ComponentResource):
         super().__init__("gpu-cluster:cluster:ControlPlane", name, None, opts)
         self._args = args
         self.host = args.host
-        self.ssh = args.bootstrap.ssh
         port = args.settings.kubernetes.api_port
-        self.api_endpoint: pulumi.Input[str] = f"https://{args.host.address}:{port}"
+        # Where nodes reach the API (the join tokens' address).
+        self.node_endpoint = f"https://{args.host.address}:{port}"
+        self.api_endpoint: pulumi.Input[str] = self.node_endpoint
         if args.public_address is not None:
             self.api_endpoint = pulumi.Output.concat("https://", args.public_address, f":{port}")
-
-        self.installed = self._create_install_controller()
-        read = self._create_read_admin_kubeconfig()
-        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(
-            pulumi.Output.all(read.stdout, self.api_endpoint).apply(
-                lambda values: admin_kubeconfig(values[0], values[1], args.settings.cluster_name)
-            )
-        )
+        pki = args.pki
+        admin = f"{args.settings.cluster_name}-admin"
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
+            self.api_endpoint, pki.ca_cert_pem, pki.admin.cert_pem, pki.admin.private_key_pem,
+        ).apply(lambda v: client_kubeconfig(args.settings.cluster_name, v[0], v[1], admin,
+                                            v[2], v[3])))
+        if args.bootstrap is not None:
+            self.ssh = args.bootstrap.ssh
+            self.installed: pulumi.Resource = self._create_install_controller()
+        else:
+            self.ssh = None
+            self.installed = self._create_wait_for_api()
         self.register_outputs({"apiEndpoint": self.api_endpoint, "kubeconfig": self.kubeconfig})
 
     def _step(self, step: str, script, env: dict, about: str = None,
@@ -59,27 +77,39 @@ class ControlPlane(pulumi.ComponentResource):
         )
 
     def _create_install_controller(self) -> remote.Command:
-        distribution = self._args.distribution
+        args = self._args
+        distribution = args.distribution
+        sans = [args.public_address] if args.public_address else []
         return self._step(
             "install-controller",
             distribution.install_controller,
-            distribution.controller_env(
-                self.host, [self._args.public_address] if self._args.public_address else []),
+            {**distribution.controller_env(self.host, args.pki.ca_cert_pem, sans),
+             "K0S_CA_KEY": args.pki.ca_private_key_pem},
             delete=distribution.reset_node,
-            depends_on=[self._args.bootstrap.ready],
+            depends_on=[args.bootstrap.ready],
         )
 
-    def _create_read_admin_kubeconfig(self) -> remote.Command:
-        return self._step(
-            "read-admin-kubeconfig",
-            self._args.distribution.read_admin_kubeconfig,
-            {},
-            secret_stdout=True,
-            depends_on=[self.installed],
+    def _create_wait_for_api(self) -> local.Command:
+        """Runs where `pulumi up` runs: waits until the API the instance installs at boot
+        answers, with the admin certificate (k0s allows no anonymous requests)."""
+        args = self._args
+        stdin = envelope(self.host.name, "wait-for-api", WAIT_FOR_API, {
+            "API_SERVER": self.api_endpoint,
+            "API_CA_CERT": args.pki.ca_cert_pem,
+            "API_CLIENT_CERT": args.pki.admin.cert_pem,
+            "API_CLIENT_KEY": args.pki.admin.private_key_pem,
+            "API_READY_TIMEOUT": str(args.settings.kubernetes.api_ready_timeout_seconds),
+        })
+        return local.Command(
+            f"{self.host.name}-wait-for-api",
+            create="bash -s -- create",
+            stdin=stdin,
+            logging=local.Logging.STDERR,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.booted]),
         )
 
     def create_join_token(self, node: str, expiry: str) -> pulumi.Output[str]:
-        """A worker-role join token for one worker (or pool), issued on the controller."""
+        """A worker-role join token for one worker, issued on the controller over SSH."""
         step = self._step(
             "create-join-token",
             self._args.distribution.create_join_token,
@@ -90,21 +120,22 @@ class ControlPlane(pulumi.ComponentResource):
         )
         return pulumi.Output.secret(step.stdout.apply(lambda text: text.strip()))
 
-
-def admin_kubeconfig(text: str, api_endpoint: str, cluster_name: str) -> str:
-    """The distribution's admin kubeconfig, pointed at the API endpoint users reach and
-    named after the cluster so it merges cleanly with other kubeconfigs."""
-    document = yaml.safe_load(text)
-    cluster = dict(document["clusters"][0]["cluster"], server=api_endpoint)
-    user = document["users"][0]["user"]
-    admin = f"{cluster_name}-admin"
-    merged = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": cluster_name, "cluster": cluster}],
-        "users": [{"name": admin, "user": user}],
-        "contexts": [{"name": admin, "context": {"cluster": cluster_name, "user": admin}}],
-        "current-context": admin,
-        "preferences": {},
-    }
-    return yaml.safe_dump(merged, sort_keys=False)
+    def create_bootstrap_token(self, about: str, provider: k8s.Provider) -> pulumi.Output[str]:
+        """A worker join token made here (no SSH): a bootstrap token the program registers
+        through the API. It does not expire, as a pool may scale at any time; only the
+        pool's instances can read it. Rotate with `pulumi up --replace` on its
+        `<about>-bootstrap-token` RandomBytes."""
+        token = random.RandomBytes(f"{about}-bootstrap-token", length=BOOTSTRAP_TOKEN_BYTES,
+                                   opts=pulumi.ResourceOptions(parent=self))
+        manifest = token.hex.apply(lambda value: k0s.bootstrap_token_secret(
+            value[:6], value[6:22], f"gpu-cluster: joins {about}"))
+        secret = k8s.core.v1.Secret(
+            f"{about}-bootstrap-token",
+            metadata=manifest.apply(lambda m: m["metadata"]),
+            type=k0s.BOOTSTRAP_TOKEN_TYPE,
+            string_data=pulumi.Output.secret(manifest.apply(lambda m: m["stringData"])),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider),
+        )
+        return pulumi.Output.secret(pulumi.Output.all(
+            self.node_endpoint, self._args.pki.ca_cert_pem, token.hex, secret.id,
+        ).apply(lambda v: k0s.join_token(v[0], v[1], f"{v[2][:6]}.{v[2][6:22]}")))

@@ -3,18 +3,13 @@ program: the launch template's user data runs the same bootstrap scripts as bare
 (host settings, NVIDIA runtime, k0s join), and the join token is read at boot from an
 SSM SecureString that only the pool's instance role may read."""
 
-import base64
-import gzip
-import json
 from dataclasses import dataclass
-from email.mime.multipart import MIMEMultipart
-from email.mime.text import MIMEText
 
 import pulumi
 import pulumi_aws as aws
 
+from components.aws_boot import boot_user_data, instance_profile_reading, secret_parameter
 from components.aws_network import AwsNetwork, newest_image
-from components.control_plane import ControlPlane
 from components.distributions.k0s import K0s
 from components.host_bootstrap import (
     INSTALL_NVIDIA,
@@ -22,10 +17,10 @@ from components.host_bootstrap import (
     install_nvidia_env,
     prepare_host_env,
 )
-from components.remote_step import envelope
+from components.remote_step import SSM_READER, envelope
 from config.model import StackConfig, WorkerPool
 
-# AWS's GPU image with the NVIDIA driver, container toolkit and AWS CLI.
+# AWS's GPU image with the NVIDIA driver and container toolkit.
 GPU_IMAGE_OWNER = "amazon"
 GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
 
@@ -35,7 +30,8 @@ class GpuWorkerPoolArgs:
     settings: StackConfig
     pool: WorkerPool
     network: AwsNetwork
-    control_plane: ControlPlane
+    # The pool's worker join token (secret); stored where only the pool's role reads it.
+    join_token: pulumi.Output[str]
     distribution: K0s
     # Inbound rules between nodes reference it; the control plane's group allows the rest.
     node_security_group: aws.ec2.SecurityGroup
@@ -77,25 +73,12 @@ class GpuWorkerPool(pulumi.ComponentResource):
 
     def _store_join_token(self) -> aws.ssm.Parameter:
         settings, pool = self._args.settings, self._args.pool
-        token = self._args.control_plane.create_join_token(
-            pool.name, settings.kubernetes.pool_token_expiry)
-        return aws.ssm.Parameter(
-            f"{self._name}-join-token",
-            name=token_parameter_name(settings, pool),
-            type="SecureString", value=token, tags=self._tags(), opts=self._opts)
+        return secret_parameter(f"{self._name}-join-token", token_parameter_name(settings, pool),
+                                self._args.join_token, self._tags(), self._opts)
 
     def _create_instance_profile(self) -> aws.iam.InstanceProfile:
-        role = aws.iam.Role(
-            f"{self._name}-node",
-            assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [{
-                "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
-                "Action": "sts:AssumeRole"}]}),
-            tags=self._tags(), opts=self._opts)
-        aws.iam.RolePolicy(
-            f"{self._name}-read-join-token", role=role.id,
-            policy=self.token_parameter.arn.apply(node_policy),
-            opts=self._opts)
-        return aws.iam.InstanceProfile(f"{self._name}-node", role=role.name, opts=self._opts)
+        return instance_profile_reading(f"{self._name}-node", self.token_parameter,
+                                        self._tags(), self._opts)
 
     def _create_launch_template(self, profile: aws.iam.InstanceProfile) -> aws.ec2.LaunchTemplate:
         settings, pool = self._args.settings, self._args.pool
@@ -113,7 +96,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
                 ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                     volume_size=pool.root_volume_gb, volume_type="gp3", encrypted="true",
                     delete_on_termination="true"))],
-            user_data=boot_user_data(settings, pool, self._args.distribution),
+            user_data=pool_user_data(settings, pool, self._args.distribution),
             tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
                 resource_type=kind, tags=self._tags()) for kind in ("instance", "volume")],
             tags=self._tags(),
@@ -126,17 +109,9 @@ def token_parameter_name(settings: StackConfig, pool: WorkerPool) -> str:
     return f"/gpu-cluster/{settings.cluster_name}/{pool.name}/join-token"
 
 
-def node_policy(parameter_arn: str) -> str:
-    """What a pool's nodes may do in AWS: read their own join token, nothing else (the
-    AWS-managed SSM key decrypts it for callers allowed to read the parameter)."""
-    return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Action": ["ssm:GetParameter"], "Resource": parameter_arn}]})
-
-
-def boot_user_data(settings: StackConfig, pool: WorkerPool,
+def pool_user_data(settings: StackConfig, pool: WorkerPool,
                    distribution: K0s) -> pulumi.Output[str]:
-    """cloud-init runs each part in order, as root, once: host settings, the NVIDIA
-    runtime (GPU pools), the k0s join. Gzipped, as user data is limited to 16 KiB."""
+    """Host settings, the NVIDIA runtime (GPU pools), the k0s join."""
     parts = [envelope(pool.name, "prepare-host", PREPARE_HOST, prepare_host_env(settings))]
     if pool.gpus:
         parts.append(envelope(pool.name, "install-nvidia", INSTALL_NVIDIA,
@@ -146,14 +121,6 @@ def boot_user_data(settings: StackConfig, pool: WorkerPool,
         "K0S_JOIN_TOKEN": "",
         "K0S_JOIN_TOKEN_SSM_PARAMETER": token_parameter_name(settings, pool),
         "AWS_REGION": settings.aws.region,
+        "SSM_READER": SSM_READER.text(),
     }))
-    return pulumi.Output.all(*parts).apply(multipart_gzip_base64)
-
-
-def multipart_gzip_base64(scripts: list[str]) -> str:
-    message = MIMEMultipart()
-    for index, script in enumerate(scripts):
-        part = MIMEText(script, "x-shellscript")
-        part.add_header("Content-Disposition", "attachment", filename=f"{index:02d}.sh")
-        message.attach(part)
-    return base64.b64encode(gzip.compress(message.as_bytes(), mtime=0)).decode()
+    return boot_user_data(parts)

@@ -42,6 +42,21 @@ class Script:
         return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class DataFile:
+    """A file under components/scripts/ that steps get as an input, not as a script."""
+
+    path: str
+
+    def text(self) -> str:
+        return _read(self.path)
+
+
+# Reads an SSM parameter with the instance's role on images without the AWS CLI; steps
+# that read one get it as SSM_READER.
+SSM_READER = DataFile("ssm-get-parameter.py")
+
+
 def _read(relative: str) -> str:
     return _read_file(SCRIPTS_DIR / relative)
 

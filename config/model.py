@@ -43,10 +43,9 @@ class KubernetesSettings(Section):
     api_sans: list[HostOrIp] = []
     # Join tokens are single-purpose and short-lived: one per worker, valid this long.
     worker_token_expiry: Duration = "2h"
-    # Cloud pools join at boot whenever they scale, so their token lives longer; it is
-    # readable only by the pool's instance role. Rotate with `pulumi up --replace`.
-    pool_token_expiry: Duration = "8760h"
     node_ready_timeout_seconds: int = Field(default=600, ge=30, le=7200)
+    # Cloud: how long `pulumi up` waits for the API the controller installs at boot.
+    api_ready_timeout_seconds: int = Field(default=900, ge=60, le=7200)
 
     @field_validator("version")
     @classmethod
@@ -247,6 +246,10 @@ class NcclSettings(Section):
 class MpiSettings(Section):
     operator: bool = True
     nccl: NcclSettings = NcclSettings()
+
+
+# Every node of a cloud pool carries it (value: the pool's name).
+POOL_LABEL = "gpu-cluster/pool"
 
 
 class WorkerPool(Section):

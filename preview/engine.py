@@ -25,7 +25,6 @@ REDACTED = "[secret]"
 
 # Outputs that only a real host produces, by step (the end of the command's name).
 _STEP_OUTPUTS: dict[str, Callable[[], str]] = {
-    "read-admin-kubeconfig": credentials.admin_kubeconfig,
     "create-join-token": credentials.join_token,
 }
 
@@ -158,7 +157,7 @@ class PreviewMocks(mocks.Mocks):
                 self.plan.secrets |= _secret_strings(outputs["stdout"])
         generate = _GENERATED_OUTPUTS.get(args.typ)
         if generate is not None:
-            generated = generate(_unwrap_secrets(args.inputs))
+            generated = generate(unwrap_secrets(args.inputs))
             outputs.update(generated.outputs)
             for name in generated.secret:
                 self.plan.secrets |= _secret_strings(outputs[name])
@@ -200,13 +199,13 @@ class RecordingMonitor(mocks.MockMonitor):
 _CREDENTIAL_KEYS = ("client-key-data", "client-certificate-data", "token", "password")
 
 
-def _unwrap_secrets(value: Any) -> Any:
+def unwrap_secrets(value: Any) -> Any:
     """`value` with secret inputs as their plain values (a generator needs the CA key)."""
     value = rpc.unwrap_rpc_secret(value)
     if isinstance(value, dict):
-        return {key: _unwrap_secrets(item) for key, item in value.items()}
+        return {key: unwrap_secrets(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_unwrap_secrets(item) for item in value]
+        return [unwrap_secrets(item) for item in value]
     return value
 
 

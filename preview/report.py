@@ -1,6 +1,9 @@
 """What the offline preview shows: the resource tree with counts, and the artifacts a
 reviewer reads (host scripts with their inputs, manifests, kubeconfig template)."""
 
+import base64
+import email
+import gzip
 import json
 import re
 import shutil
@@ -123,23 +126,52 @@ def _plan_document(plan: Plan) -> dict:
 
 
 def _host_scripts(plan: Plan):
-    """Each remote step's stdin (scripts and inputs), per host the step is about,
-    numbered in the order the steps run."""
-    for resource in plan.of_type("command:remote:Command"):
+    """Each step's stdin (scripts and inputs), per host the step is about, numbered in the
+    order the steps run: over SSH, on the machine running `pulumi up`, or at boot from an
+    instance's or launch template's user data."""
+    commands = plan.of_type("command:remote:Command") + plan.of_type("command:local:Command")
+    for resource in commands:
         stdin = plan.redact(resource.inputs.get("stdin", ""))
-        host = re.search(r"^export GPU_CLUSTER_HOST='?([^'\n]+)'?$", stdin, re.M)
-        step = re.search(r"^export GPU_CLUSTER_STEP='?([^'\n]+)'?$", stdin, re.M)
+        host, step = _envelope_names(stdin)
         if not (host and step):
             continue
-        connection = plan.redact(resource.inputs.get("connection", {}))
+        where = (plan.redact(resource.inputs.get("connection", {})).get("host")
+                 if resource.type.startswith("command:remote") else "the machine running pulumi")
         header = (
             f"#!/usr/bin/env bash\n# Rendered by the offline preview of stack '{plan.stack}'.\n"
-            f"# Runs on {connection.get('host')} as: {resource.inputs.get('create')}\n"
+            f"# Runs on {where} as: {resource.inputs.get('create')}\n"
         )
         if resource.inputs.get("delete"):
             header += "# On delete the same input runs with the action 'delete'.\n"
         depth = plan.depth_of(resource)
-        yield f"hosts/{host.group(1)}/{depth:02d}-{step.group(1)}.sh", header + stdin
+        yield f"hosts/{host}/{depth:02d}-{step}.sh", header + stdin
+    for resource, user_data in _user_data(plan):
+        scripts = [part.get_payload(decode=True).decode()
+                   for part in email.message_from_bytes(gzip.decompress(
+                       base64.b64decode(user_data))).get_payload()
+                   if part.get_content_type() == "text/x-shellscript"]
+        for index, stdin in enumerate(scripts):
+            host, step = _envelope_names(plan.redact(stdin))
+            header = (f"#!/usr/bin/env bash\n# Rendered by the offline preview of stack "
+                      f"'{plan.stack}'.\n# Runs at first boot from the user data of "
+                      f"{resource.name} (cloud-init, as root).\n")
+            yield f"hosts/{host}/boot-{index:02d}-{step}.sh", header + plan.redact(stdin)
+
+
+def _user_data(plan: Plan):
+    """(resource, gzipped multipart user data) of instances and launch templates."""
+    for resource in plan.of_type("aws:ec2/instance:Instance"):
+        if resource.inputs.get("userDataBase64"):
+            yield resource, resource.inputs["userDataBase64"]
+    for resource in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
+        if resource.inputs.get("userData"):
+            yield resource, resource.inputs["userData"]
+
+
+def _envelope_names(stdin: str) -> tuple[Optional[str], Optional[str]]:
+    host = re.search(r"^export GPU_CLUSTER_HOST='?([^'\n]+)'?$", stdin, re.M)
+    step = re.search(r"^export GPU_CLUSTER_STEP='?([^'\n]+)'?$", stdin, re.M)
+    return (host.group(1) if host else None), (step.group(1) if step else None)
 
 
 # Components the provider expands itself (from a URL or chart) at `pulumi up`.

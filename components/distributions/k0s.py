@@ -1,13 +1,15 @@
 """The k0s boundary: which scripts install, join and reset a node, the cluster config,
 and k0s's own containerd paths. A second distribution implements the same attributes."""
 
+import base64
+import gzip
 from collections.abc import Sequence
 
 import pulumi
 import yaml
 
 from components.remote_step import Script
-from config.model import Host, StackConfig, WorkerPool
+from config.model import POOL_LABEL, Host, StackConfig, WorkerPool
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.
 CONTAINERD_DROPIN_DIR = "/etc/k0s/containerd.d"
@@ -26,7 +28,6 @@ class K0s:
     join_worker = Script("k0s/join-worker.sh")
     reset_node = Script("k0s/reset-node.sh")
     create_join_token = Script("k0s/create-join-token.sh")
-    read_admin_kubeconfig = Script("k0s/read-admin-kubeconfig.sh")
     admit_node = Script("k0s/admit-node.sh")
     remove_node = Script("k0s/remove-node.sh")
 
@@ -110,20 +111,63 @@ class K0s:
             "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
         }
 
-    def controller_env(self, host: Host,
+    def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:
+        """install-controller's inputs but the CA key, which comes as K0S_CA_KEY (over
+        SSH) or K0S_CA_KEY_SSM_PARAMETER (read at boot by the instance)."""
         return {
             **self.node_env(host, host.address),
             "K0S_CONFIG": pulumi.Output.from_input(extra_sans).apply(
                 lambda sans: self.cluster_config(host, sans)),
             "K0S_ENABLE_WORKER": "true" if host.runs_workloads else "false",
             "API_PORT": str(self.settings.kubernetes.api_port),
+            "K0S_CA_CERT": ca_cert_pem,
         }
 
 
+# The user name k0s gives worker join tokens; its bootstrap RBAC expects it.
+WORKER_TOKEN_USER = "kubelet-bootstrap"
+
+
+def join_token(api_endpoint: str, ca_cert_pem: str, bootstrap_token: str) -> str:
+    """A k0s worker join token, as `k0s token create --role=worker` prints it: a
+    kubeconfig holding the API address, the CA and a bootstrap token, gzipped, base64."""
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "k0s", "cluster": {
+            "server": api_endpoint,
+            "certificate-authority-data": base64.b64encode(ca_cert_pem.encode()).decode()}}],
+        "contexts": [{"name": "k0s", "context": {"cluster": "k0s",
+                                                 "user": WORKER_TOKEN_USER}}],
+        "current-context": "k0s",
+        "users": [{"name": WORKER_TOKEN_USER, "user": {"token": bootstrap_token}}],
+    }
+    data = yaml.safe_dump(kubeconfig, sort_keys=False).encode()
+    return base64.b64encode(gzip.compress(data, mtime=0)).decode()
+
+
+BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
+
+
+def bootstrap_token_secret(token_id: str, token_secret: str, description: str) -> dict:
+    """The kube-system Secret that makes bootstrap token `<token_id>.<token_secret>` valid
+    for worker joins, as `k0s token create --role=worker` registers it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"},
+        "type": BOOTSTRAP_TOKEN_TYPE,
+        "stringData": {
+            "token-id": token_id,
+            "token-secret": token_secret,
+            "description": description,
+            "usage-bootstrap-authentication": "true",
+        },
+    }
 def node_labels(node: "Host | WorkerPool") -> dict[str, str]:
     """Labels from config plus the GPU labels the GPU add-ons select nodes by."""
-    labels = {}
+    labels = {POOL_LABEL: node.name} if isinstance(node, WorkerPool) else {}
     if node.gpus:
         labels["nvidia.com/gpu.present"] = "true"
         if node.gpu_model:

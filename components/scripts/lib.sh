@@ -14,8 +14,9 @@
 #   TEMP_DIR      set by make_temp_dir; removed when the shell exits.
 #   INPUT_PROBLEMS  problems found in the inputs, to be named all at once;
 #                 see check_missing_env.
+#   SSM_READ_ATTEMPTS, SSM_READ_RETRY_DELAY  see read_ssm_parameter.
 # All log output goes to stderr, so stdout stays free for the scripts whose
-# output is data (join token, kubeconfig).
+# output is data (a join token).
 
 set -Eeuo pipefail
 shopt -s inherit_errexit
@@ -270,6 +271,75 @@ wait_until() {
     fi
     sleep 2
   done
+}
+
+# SSM Parameter Store names (plain, or as an ARN) and AWS region names.
+SSM_PARAMETER_NAME='^(arn:aws[a-z-]*:ssm:[a-z0-9-]+:[0-9]{12}:parameter)?/?[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$'
+AWS_REGION_NAME='^[a-z]{2}(-[a-z]+)+-[0-9]+$'
+# The instance role can take a while to be usable after boot: up to
+# SSM_READ_ATTEMPTS reads, SSM_READ_RETRY_DELAY seconds apart.
+SSM_READ_ATTEMPTS=10
+SSM_READ_RETRY_DELAY=6
+
+# check_ssm_inputs VAR WHAT EXAMPLE: adds to INPUT_PROBLEMS what would keep
+# read_ssm_parameter from reading WHAT from the SSM parameter named by VAR (a variable
+# name; EXAMPLE is a valid parameter name for the message): a malformed name, AWS_REGION
+# missing or not a region, SSM_READER (the text of ssm-get-parameter.py) missing, or
+# no python3 to run it.
+check_ssm_inputs() {
+  local var=$1 what=$2 example=$3 name=${!1:-} missing=()
+  if [[ ! "$name" =~ $SSM_PARAMETER_NAME ]]; then
+    INPUT_PROBLEMS+=("$var is not an SSM parameter name (e.g. $example): '$name'")
+  fi
+  if [[ -z "${AWS_REGION:-}" ]]; then
+    missing+=(AWS_REGION)
+  elif [[ ! "$AWS_REGION" =~ $AWS_REGION_NAME ]]; then
+    INPUT_PROBLEMS+=("AWS_REGION is not an AWS region (e.g. eu-central-1): '$AWS_REGION'")
+  fi
+  if [[ -z "${SSM_READER:-}" ]]; then
+    missing+=(SSM_READER)
+  fi
+  if ((${#missing[@]} > 0)); then
+    INPUT_PROBLEMS+=("missing required environment variable(s): ${missing[*]} (needed to read $what from SSM parameter $name)")
+  fi
+  if ! command -v python3 >/dev/null 2>&1; then
+    INPUT_PROBLEMS+=("the python3 command is not installed; it is needed to read $what from SSM parameter $name")
+  fi
+}
+
+# read_ssm_parameter VAR NAME WHAT: sets VAR (not exported) to the value of the SSM
+# parameter NAME (SecureStrings decrypted) in AWS_REGION, read by SSM_READER with the
+# instance's own credentials. Retries while the reader fails or the value is empty
+# (credentials or permissions not usable yet); dies after the last attempt. Only the
+# reader's error output is ever shown; the value goes from its stdout into VAR alone.
+read_ssm_parameter() {
+  # Prefixed locals, so VAR cannot name one of them.
+  local _ssm_var=$1 _ssm_name=$2 _ssm_what=$3 _ssm_attempt _ssm_value="" _ssm_error=""
+  local TEMP_DIR # its own, leaving the caller's TEMP_DIR alone
+  make_temp_dir
+  log "reading $_ssm_what from SSM parameter $_ssm_name in $AWS_REGION"
+  for ((_ssm_attempt = 1; ; _ssm_attempt++)); do
+    if _ssm_value="$(python3 - "$AWS_REGION" "$_ssm_name" <<<"$SSM_READER" 2>"$TEMP_DIR/error")"; then
+      if [[ -n "$_ssm_value" ]]; then
+        break
+      fi
+      _ssm_error="the parameter value is empty"
+    else
+      _ssm_error="$(tr -s '\n' ' ' <"$TEMP_DIR/error")"
+      _ssm_error="${_ssm_error% }"
+    fi
+    if ((_ssm_attempt >= SSM_READ_ATTEMPTS)); then
+      die "could not read $_ssm_what from SSM parameter $_ssm_name in $AWS_REGION" \
+        "after $_ssm_attempt attempts; last error: ${_ssm_error:-<none>}"
+    fi
+    warn "reading SSM parameter $_ssm_name failed (attempt $_ssm_attempt of $SSM_READ_ATTEMPTS)," \
+      "retrying in ${SSM_READ_RETRY_DELAY}s: ${_ssm_error:-<no error output>}"
+    sleep "$SSM_READ_RETRY_DELAY"
+  done
+  # VAR may come exported (an envelope exports every input, empty ones too).
+  export -n "${_ssm_var:?}"
+  printf -v "$_ssm_var" '%s' "$_ssm_value"
+  log "read $_ssm_what from SSM parameter $_ssm_name"
 }
 
 # apt_get ARGS...: non-interactive apt-get that waits for the dpkg lock (cloud

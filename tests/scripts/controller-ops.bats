@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Controller-side k0s steps: join token, admin kubeconfig, admitting and removing nodes.
+# Controller-side k0s steps: join token, admitting and removing nodes.
 
 bats_require_minimum_version 1.5.0
 load helpers
@@ -32,16 +32,6 @@ setup() {
   assert_failure
   assert_output_contains "missing required environment variable(s): TOKEN_EXPIRY"
   refute_called '^k0s token'
-}
-
-@test "read-admin-kubeconfig: prints only the kubeconfig on stdout" {
-  run --separate-stderr bash "$SCRIPTS_DIR/k0s/read-admin-kubeconfig.sh"
-  assert_success
-  [ "${lines[0]}" = "apiVersion: v1" ]
-  [[ "$output" == *"server: https://192.0.2.10:6443" ]]
-  [[ "$output" != *gpu-cluster:* ]]
-  [[ "$stderr" == *"read-admin-kubeconfig: read the admin kubeconfig"* ]]
-  assert_called '^k0s kubeconfig admin$'
 }
 
 @test "admit-node: waits for the node to register and become Ready" {

@@ -129,13 +129,57 @@ assert_stubs_read_no_stdin() {
   local config="# it's \"the\" controller
 apiVersion: k0s.k0sproject.io/v1beta1
 kind: ClusterConfig"
+  local ca_key=$'-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIA-envelope-ca-key\n-----END EC PRIVATE KEY-----'
   build_envelope install-controller k0s/install-controller.sh k0s/reset-node.sh \
     K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="$config" K0S_ENABLE_WORKER=true NODE_IP=192.0.2.10 \
-    KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 KUBELET_ROOT_DIR=/var/lib/kubelet
+    KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 KUBELET_ROOT_DIR=/var/lib/kubelet \
+    K0S_CA_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----' K0S_CA_KEY="$ca_key" \
+    K0S_CA_KEY_SSM_PARAMETER="" AWS_REGION="" SSM_READER=""
+  export STUB_RECORD_ENV=1
   run_envelope create
   assert_success
   assert_file /etc/k0s/k0s.yaml "$config"
+  assert_file /var/lib/k0s/pki/ca.key "$ca_key"
   assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192\.0\.2\.10 --kubelet-root-dir=/var/lib/kubelet$'
+  refute_output_contains envelope-ca-key
+  refute_file_contains "$STUB_STATE/env.log" envelope-ca-key
+  assert_stubs_read_no_stdin
+}
+
+@test "envelope: the CA key read from SSM inside an envelope" {
+  local ca_key=$'-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIA-ssm-envelope-ca-key\n-----END EC PRIVATE KEY-----'
+  ssm_parameter eu-central-1 /gpu-cluster/dev/cluster-ca-key "$ca_key"
+  build_envelope install-controller k0s/install-controller.sh k0s/reset-node.sh \
+    K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="kind: ClusterConfig" K0S_ENABLE_WORKER=false \
+    NODE_IP=192.0.2.10 KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 \
+    KUBELET_ROOT_DIR="" K0S_CA_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----' \
+    K0S_CA_KEY="" K0S_CA_KEY_SSM_PARAMETER=/gpu-cluster/dev/cluster-ca-key AWS_REGION=eu-central-1 \
+    SSM_READER="$(<"$SCRIPTS_DIR/ssm-get-parameter.py")"
+  export STUB_RECORD_ENV=1
+  run_envelope create
+  assert_success
+  assert_called '^python3 - eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
+  assert_file /var/lib/k0s/pki/ca.key "$ca_key"
+  refute_output_contains ssm-envelope-ca-key
+  refute_file_contains "$STUB_STATE/env.log" ssm-envelope-ca-key
+  assert_stubs_read_no_stdin
+}
+
+@test "envelope: wait-for-api runs as the operator, leaving nothing behind" {
+  local key=$'-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIA-envelope-admin-key\n-----END EC PRIVATE KEY-----'
+  local pem=$'-----BEGIN CERTIFICATE-----\nMIIBcert\n-----END CERTIFICATE-----'
+  build_envelope wait-for-api local/wait-for-api.sh "" API_SERVER=https://192.0.2.10:6443 \
+    API_CA_CERT="$pem" API_CLIENT_CERT="$pem" API_CLIENT_KEY="$key" API_READY_TIMEOUT=60
+  export TMPDIR="$BATS_TEST_TMPDIR/tmp" STUB_RECORD_ENV=1 STUB_READYZ_FAIL_TIMES=1
+  mkdir -p "$TMPDIR"
+  run_envelope create
+  assert_success
+  assert_output_contains "gpu-cluster: moscow: wait-for-api: ready: the Kubernetes API at https://192.0.2.10:6443 to be ready"
+  [ "$(grep -c '/readyz$' "$STUB_CALLS")" -eq 2 ]
+  [ -z "$(ls -A "$TMPDIR")" ]
+  refute_output_contains envelope-admin-key
+  refute_file_contains "$STUB_CALLS" envelope-admin-key
+  refute_file_contains "$STUB_STATE/env.log" envelope-admin-key
   assert_stubs_read_no_stdin
 }
 

@@ -5,8 +5,9 @@
 
 TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SCRIPTS_DIR="$(cd "$TESTS_DIR/../../components/scripts" && pwd)"
-STUB_COMMANDS=(apt-get apt-mark aws curl df dpkg-query exportfs gpg hostname id ip k0s modprobe
-  nvidia-smi ping sleep swapoff sysctl systemctl timeout umount uname update-grub update-initramfs)
+STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip k0s modprobe
+  nvidia-smi ping python3 sleep swapoff sysctl systemctl timeout umount uname update-grub
+  update-initramfs)
 # How the scripts call apt-get, as a regular expression.
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
@@ -19,7 +20,9 @@ setup_host() {
   export STUB_STATE="$BATS_TEST_TMPDIR/state"
   export STUB_CALLS="$STUB_STATE/calls.log"
   export GPU_CLUSTER_HOST=moscow
-  unset GPU_CLUSTER_STEP K0S_JOIN_TOKEN
+  # Inputs the machine running the tests may have set.
+  unset GPU_CLUSTER_STEP K0S_JOIN_TOKEN K0S_JOIN_TOKEN_SSM_PARAMETER K0S_CA_KEY \
+    K0S_CA_KEY_SSM_PARAMETER AWS_REGION SSM_READER
   mkdir -p "$STUB_STATE" "$BATS_TEST_TMPDIR/bin"
   : >"$STUB_CALLS"
   local command
@@ -92,12 +95,19 @@ add_route() {
   printf '%s via %s dev eth0\n' "$1" "$2" >>"${STUB_STATE:?}/routes"
 }
 
-# ssm_parameter REGION NAME VALUE: the stubbed `aws ssm get-parameter` returns VALUE for
-# parameter NAME in REGION (see stubs/stub).
+# ssm_parameter REGION NAME VALUE: the stubbed SSM reader (`python3 - REGION NAME`) returns
+# VALUE for parameter NAME in REGION (see stubs/stub).
 ssm_parameter() {
   local dir="${STUB_STATE:?}/ssm/$1"
   mkdir -p "$dir"
   printf '%s\n' "$3" >"$dir/${2//\//%2F}"
+}
+
+# export_ssm_reader: SSM_READER as the program passes it, the text of ssm-get-parameter.py
+# (the stubbed python3 checks that it got that program).
+export_ssm_reader() {
+  SSM_READER="$(<"$SCRIPTS_DIR/ssm-get-parameter.py")"
+  export SSM_READER
 }
 
 # installed_package NAME VERSION: dpkg-query reports NAME as installed.

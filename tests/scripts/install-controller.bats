@@ -14,11 +14,63 @@ spec:
     port: 6443'
 RELEASE_URL='https://github\.com/k0sproject/k0s/releases/download/v1\.34\.1%2Bk0s\.0'
 
+CA_CERT='-----BEGIN CERTIFICATE-----
+MIIBhTCCASugAwIBAgIUgpu-cluster-ca
+-----END CERTIFICATE-----'
+CA_KEY_SECRET='MHcCAQEEIA-secret-ca-key-0123456789'
+CA_KEY="-----BEGIN EC PRIVATE KEY-----
+$CA_KEY_SECRET
+-----END EC PRIVATE KEY-----"
+CA_PARAMETER=/gpu-cluster/dev/cluster-ca-key
+
 setup() {
   setup_host
   export K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="$K0S_YAML" K0S_ENABLE_WORKER=false \
     NODE_IP=192.0.2.10 KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 \
-    KUBELET_ROOT_DIR=/var/lib/kubelet
+    KUBELET_ROOT_DIR=/var/lib/kubelet K0S_CA_CERT="$CA_CERT" K0S_CA_KEY="$CA_KEY"
+}
+
+# ca_key_in_ssm: as on a cloud controller: the CA key in an SSM SecureString the stubbed
+# reader returns, not in the inputs.
+ca_key_in_ssm() {
+  unset K0S_CA_KEY
+  export K0S_CA_KEY_SSM_PARAMETER=$CA_PARAMETER AWS_REGION=eu-central-1
+  export_ssm_reader
+  ssm_parameter eu-central-1 "$CA_PARAMETER" "$CA_KEY"
+}
+
+# existing_ca CERT KEY: the controller already has a CA in k0s's pki folder.
+existing_ca() {
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s/pki"
+  printf '%s\n' "$1" >"$GPU_CLUSTER_ROOT/var/lib/k0s/pki/ca.crt"
+  printf '%s\n' "$2" >"$GPU_CLUSTER_ROOT/var/lib/k0s/pki/ca.key"
+  chmod 0644 "$GPU_CLUSTER_ROOT/var/lib/k0s/pki/ca.crt"
+  chmod 0600 "$GPU_CLUSTER_ROOT/var/lib/k0s/pki/ca.key"
+}
+
+# assert_logged_before TEXT1 TEXT2: the first output line with TEXT1 comes before the
+# first with TEXT2 (fixed strings).
+assert_logged_before() {
+  local first second
+  first="$(grep -nF -- "$1" <<<"$output" | head -n 1 | cut -d: -f1)"
+  second="$(grep -nF -- "$2" <<<"$output" | head -n 1 | cut -d: -f1)"
+  if [[ -z "$first" || -z "$second" || "$first" -ge "$second" ]]; then
+    printf 'expected "%s" before "%s"; output:\n%s\n' "$1" "$2" "$output" >&2
+    return 1
+  fi
+}
+
+# refute_key_leaked: the CA key is in no output, command line or stub environment.
+refute_key_leaked() {
+  refute_output_contains "$CA_KEY_SECRET"
+  if [[ "${stderr:-}" == *"$CA_KEY_SECRET"* ]]; then
+    echo "stderr contains the CA key" >&2
+    return 1
+  fi
+  refute_file_contains "$STUB_CALLS" "$CA_KEY_SECRET"
+  if [[ -f "$STUB_STATE/env.log" ]]; then
+    refute_file_contains "$STUB_STATE/env.log" "$CA_KEY_SECRET"
+  fi
 }
 
 @test "install-controller: installs k0s, writes the config and starts the controller" {
@@ -177,5 +229,187 @@ setup() {
   run_script k0s/install-controller.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: install-controller: missing required environment variable(s): K0S_VERSION K0S_CONFIG API_PORT"
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "install-controller: writes the cluster CA before k0s is installed and started" {
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_file /var/lib/k0s/pki/ca.crt "$CA_CERT"
+  assert_mode /var/lib/k0s/pki/ca.crt 644
+  assert_file /var/lib/k0s/pki/ca.key "$CA_KEY"
+  assert_mode /var/lib/k0s/pki/ca.key 600
+  # The stubbed k0s, like k0s, generates a CA at its start unless one is in place.
+  assert_logged_before "changed /var/lib/k0s/pki/ca.crt" "installing the k0scontroller service"
+  assert_logged_before "changed /var/lib/k0s/pki/ca.key" "changed /var/lib/k0s/pki/ca.crt"
+  assert_logged_before "changed /var/lib/k0s/pki/ca.crt" "changed /usr/local/bin/k0s"
+  refute_called '^python3 '
+  refute_key_leaked
+}
+
+@test "install-controller: the CA key never shows up in output, command lines or environments" {
+  export STUB_RECORD_ENV=1
+  run --separate-stderr bash "$SCRIPTS_DIR/k0s/install-controller.sh"
+  assert_success
+  [[ "$stderr" == *"changed /var/lib/k0s/pki/ca.key"* ]]
+  [ -s "$STUB_STATE/env.log" ]
+  refute_key_leaked
+  assert_file /var/lib/k0s/pki/ca.key "$CA_KEY"
+}
+
+@test "install-controller: a failing install does not reveal the CA key either" {
+  export STUB_FAIL_CALL='^k0s install'
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: command failed with exit code 1 at line"
+  refute_key_leaked
+}
+
+@test "install-controller: a second run leaves the CA alone" {
+  run_script k0s/install-controller.sh
+  assert_success
+  # Trailing newlines do not make another certificate.
+  export K0S_CA_CERT="$CA_CERT"$'\n'
+  assert_idempotent k0s/install-controller.sh
+  assert_output_contains "the cluster CA is already in place"
+}
+
+@test "install-controller: reads the CA key from SSM before anything changes" {
+  ca_key_in_ssm
+  export STUB_RECORD_ENV=1
+  run --separate-stderr bash "$SCRIPTS_DIR/k0s/install-controller.sh"
+  assert_success
+  assert_called '^python3 - eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
+  [ "$(grep -c '^python3 ' "$STUB_CALLS")" -eq 1 ]
+  assert_call_order '^python3 ' '^curl '
+  [[ "$stderr" == *"reading the cluster CA key from SSM parameter $CA_PARAMETER in eu-central-1"* ]]
+  [[ "$stderr" == *"read the cluster CA key from SSM parameter $CA_PARAMETER"* ]]
+  assert_file /var/lib/k0s/pki/ca.crt "$CA_CERT"
+  assert_file /var/lib/k0s/pki/ca.key "$CA_KEY"
+  assert_mode /var/lib/k0s/pki/ca.key 600
+  refute_key_leaked
+}
+
+@test "install-controller: SSM reads of the CA key are retried" {
+  ca_key_in_ssm
+  export STUB_FAIL_SSM_TIMES=3
+  run_script k0s/install-controller.sh
+  assert_success
+  [ "$(grep -c '^python3 ' "$STUB_CALLS")" -eq 4 ]
+  [ "$(grep -cx 'sleep 6' "$STUB_CALLS")" -eq 3 ]
+  assert_output_contains "warning: reading SSM parameter $CA_PARAMETER failed (attempt 3 of 10), retrying in 6s: URLError:"
+  assert_file /var/lib/k0s/pki/ca.key "$CA_KEY"
+}
+
+@test "install-controller: an unreadable CA key in SSM changes nothing" {
+  ca_key_in_ssm
+  export STUB_FAIL_SSM_TIMES=100 STUB_SSM_ERROR=denied
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: could not read the cluster CA key from SSM parameter $CA_PARAMETER in eu-central-1 after 10 attempts; last error: HTTP 400: {\"__type\":\"AccessDeniedException\""
+  [ ! -e "$GPU_CLUSTER_ROOT/var/lib/k0s" ]
+  assert_no_state_changes
+  refute_called '^k0s '
+}
+
+@test "install-controller: an SSM value that is no PEM key is refused unshown" {
+  ca_key_in_ssm
+  ssm_parameter eu-central-1 "$CA_PARAMETER" "not-a-key-$CA_KEY_SECRET"
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "the value of SSM parameter $CA_PARAMETER is not a PEM private key"
+  [ ! -e "$GPU_CLUSTER_ROOT/var/lib/k0s" ]
+  refute_key_leaked
+}
+
+@test "install-controller: a CA in place is not read from SSM again" {
+  ca_key_in_ssm
+  run_script k0s/install-controller.sh
+  assert_success
+  rm -r "$STUB_STATE/ssm" # the parameter may be gone, or unreadable by now
+  hide_command python3
+  unset AWS_REGION SSM_READER
+  assert_idempotent k0s/install-controller.sh
+  refute_called '^python3 '
+}
+
+@test "install-controller: a missing CA key is written again, and the controller restarted" {
+  ca_key_in_ssm
+  run_script k0s/install-controller.sh
+  assert_success
+  rm "$GPU_CLUSTER_ROOT/var/lib/k0s/pki/ca.key"
+  reset_calls
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called '^python3 - eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
+  assert_output_contains "changed /var/lib/k0s/pki/ca.key"
+  refute_output_contains "changed /var/lib/k0s/pki/ca.crt"
+  assert_file /var/lib/k0s/pki/ca.key "$CA_KEY"
+  assert_mode /var/lib/k0s/pki/ca.key 600
+  assert_called '^systemctl restart k0scontroller$'
+  assert_idempotent k0s/install-controller.sh
+}
+
+@test "install-controller: a matching CA already in place is kept as it is" {
+  existing_ca "$CA_CERT" "$CA_KEY"
+  ca_key_in_ssm
+  run_script k0s/install-controller.sh
+  assert_success
+  refute_called '^python3 '
+  refute_output_contains "changed /var/lib/k0s/pki"
+  assert_output_contains "the cluster CA is already in place"
+}
+
+@test "install-controller: a controller with another CA is refused before anything changes" {
+  local other=$'-----BEGIN CERTIFICATE-----\nMIIBk0s-generated-ca\n-----END CERTIFICATE-----'
+  existing_ca "$other" $'-----BEGIN EC PRIVATE KEY-----\nMHcold\n-----END EC PRIVATE KEY-----'
+  ca_key_in_ssm
+  local before
+  before="$(snapshot_root)"
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: the controller already has a different cluster CA (/var/lib/k0s/pki/ca.crt is not K0S_CA_CERT) and k0s cannot swap its CA in place; nothing was changed." \
+    "https://docs.k0sproject.io/stable/troubleshooting/certificate-authorities/"
+  [ "$(snapshot_root)" = "$before" ]
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "install-controller: the CA key is needed exactly once, as K0S_CA_KEY or from SSM" {
+  unset K0S_CA_KEY
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: missing the cluster CA key: K0S_CA_KEY, or K0S_CA_KEY_SSM_PARAMETER with AWS_REGION and SSM_READER naming an SSM SecureString holding it"
+  [ "$(<"$STUB_CALLS")" = "" ]
+
+  export K0S_CA_KEY="$CA_KEY" K0S_CA_KEY_SSM_PARAMETER=$CA_PARAMETER AWS_REGION=eu-central-1
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: give the cluster CA key either as K0S_CA_KEY or as K0S_CA_KEY_SSM_PARAMETER, not both"
+  refute_key_leaked
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "install-controller: CA input problems are named at once, without the key" {
+  unset K0S_VERSION
+  export K0S_CA_CERT="" K0S_CA_KEY="$CA_KEY_SECRET"
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "missing required environment variable(s): K0S_VERSION K0S_CA_CERT; K0S_CA_KEY is not a PEM private key"
+  refute_key_leaked
+
+  export K0S_VERSION=v1.34.1+k0s.0 K0S_CA_CERT="MIIB"
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "install-controller: K0S_CA_CERT is not a PEM certificate; K0S_CA_KEY is not a PEM private key"
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "install-controller: problems with the SSM way are named at once" {
+  ca_key_in_ssm
+  export K0S_CA_KEY_SSM_PARAMETER="ca key" AWS_REGION=""
+  hide_command python3
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "K0S_CA_KEY_SSM_PARAMETER is not an SSM parameter name (e.g. /gpu-cluster/dev/cluster-ca-key): 'ca key'; missing required environment variable(s): AWS_REGION (needed to read the cluster CA key from SSM parameter ca key); the python3 command is not installed; it is needed to read the cluster CA key from SSM parameter ca key"
   [ "$(<"$STUB_CALLS")" = "" ]
 }

@@ -132,14 +132,15 @@ SSM_TOKEN='H4sIAAAAAAAC_ssm-secret-join-token-9876543210'
 PARAMETER=/gpu-cluster/dev/join-token/a100
 
 # token_in_ssm: as on a cloud instance: no K0S_JOIN_TOKEN, the token in an SSM
-# SecureString the stubbed aws returns, and no node IP.
+# SecureString the stubbed reader returns, and no node IP.
 token_in_ssm() {
   unset K0S_JOIN_TOKEN
   export K0S_JOIN_TOKEN_SSM_PARAMETER=$PARAMETER AWS_REGION=eu-central-1 NODE_IP=""
+  export_ssm_reader
   ssm_parameter eu-central-1 "$PARAMETER" "$SSM_TOKEN"
 }
 
-AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/join-token/a100 --with-decryption --query Parameter\.Value --output text$'
+SSM_CALL='^python3 - eu-central-1 /gpu-cluster/dev/join-token/a100$'
 
 @test "join-worker: reads the token from SSM when only the parameter is given" {
   token_in_ssm
@@ -147,11 +148,11 @@ AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/j
   assert_success
   assert_file /etc/k0s/worker-token "$SSM_TOKEN"
   assert_mode /etc/k0s/worker-token 600
-  assert_called "$AWS_CALL"
-  [ "$(grep -c '^aws ' "$STUB_CALLS")" -eq 1 ]
+  assert_called "$SSM_CALL"
+  [ "$(grep -c '^python3 ' "$STUB_CALLS")" -eq 1 ]
   refute_called '^sleep'
   # Read before anything on the host changes.
-  assert_call_order '^aws ' '^curl '
+  assert_call_order '^python3 ' '^curl '
   assert_called '^k0s install worker --token-file /etc/k0s/worker-token --kubelet-extra-args=--max-pods=250 --labels=gpu-cluster\.io/gpu=true --taints=nvidia\.com/gpu=present:NoSchedule --profile=gpu --kubelet-root-dir=/var/lib/kubelet$'
   assert_output_contains "reading the join token from SSM parameter $PARAMETER in eu-central-1" \
     "read the join token from SSM parameter $PARAMETER" "ready: the k0sworker service to be active"
@@ -191,7 +192,7 @@ AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/j
   assert_success
   rm -r "$STUB_STATE/ssm" # the parameter may be gone, or unreadable by now
   assert_idempotent k0s/join-worker.sh
-  refute_called '^aws '
+  refute_called '^python3 '
   assert_output_contains "the worker has already joined; the join token is not needed"
 }
 
@@ -200,28 +201,28 @@ AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/j
   run_script k0s/join-worker.sh
   assert_success
   assert_file /etc/k0s/worker-token "$TOKEN"
-  refute_called '^aws '
+  refute_called '^python3 '
 }
 
 @test "join-worker: SSM reads are retried while the instance role is not usable yet" {
   token_in_ssm
-  export STUB_FAIL_AWS_TIMES=2
+  export STUB_FAIL_SSM_TIMES=2
   run_script k0s/join-worker.sh
   assert_success
-  [ "$(grep -c "$AWS_CALL" "$STUB_CALLS")" -eq 3 ]
+  [ "$(grep -c "$SSM_CALL" "$STUB_CALLS")" -eq 3 ]
   [ "$(grep -cx 'sleep 6' "$STUB_CALLS")" -eq 2 ]
-  assert_output_contains "warning: reading SSM parameter $PARAMETER failed (attempt 1 of 10), retrying in 6s: Unable to locate credentials." \
+  assert_output_contains "warning: reading SSM parameter $PARAMETER failed (attempt 1 of 10), retrying in 6s: URLError: <urlopen error [Errno 111] Connection refused>" \
     "(attempt 2 of 10)" "read the join token from SSM parameter $PARAMETER"
   assert_file /etc/k0s/worker-token "$SSM_TOKEN"
 }
 
 @test "join-worker: SSM still unreadable after every retry fails naming the parameter" {
   token_in_ssm
-  export STUB_FAIL_AWS_TIMES=100
+  export STUB_FAIL_SSM_TIMES=100 STUB_SSM_ERROR=denied
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: could not read the join token from SSM parameter $PARAMETER in eu-central-1 after 10 attempts; last error: Unable to locate credentials."
-  [ "$(grep -c '^aws ' "$STUB_CALLS")" -eq 10 ]
+  assert_output_contains "gpu-cluster: moscow: join-worker: could not read the join token from SSM parameter $PARAMETER in eu-central-1 after 10 attempts; last error: HTTP 400: {\"__type\":\"AccessDeniedException\",\"Message\":\"User: arn:aws:sts::123456789012:assumed-role/gpu-cluster-node/i-0abc is not authorized to perform: ssm:GetParameter"
+  [ "$(grep -c '^python3 ' "$STUB_CALLS")" -eq 10 ]
   [ "$(grep -c '^sleep ' "$STUB_CALLS")" -eq 9 ]
   [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
   assert_no_state_changes
@@ -233,7 +234,7 @@ AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/j
   export K0S_JOIN_TOKEN_SSM_PARAMETER=/gpu-cluster/dev/join-token/h100
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "could not read the join token from SSM parameter /gpu-cluster/dev/join-token/h100 in eu-central-1 after 10 attempts; last error: An error occurred (ParameterNotFound) when calling the GetParameter operation:"
+  assert_output_contains "could not read the join token from SSM parameter /gpu-cluster/dev/join-token/h100 in eu-central-1 after 10 attempts; last error: HTTP 400: {\"__type\":\"ParameterNotFound\""
   assert_no_state_changes
 }
 
@@ -246,20 +247,21 @@ AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/j
   [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
 }
 
-@test "join-worker: without the aws command the SSM parameter cannot be read" {
+@test "join-worker: without python3 the SSM parameter cannot be read" {
   token_in_ssm
-  hide_command aws
+  hide_command python3
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: the aws command (AWS CLI) is not installed; it is needed to read the join token from SSM parameter $PARAMETER"
+  assert_output_contains "gpu-cluster: moscow: join-worker: the python3 command is not installed; it is needed to read the join token from SSM parameter $PARAMETER"
   [ "$(<"$STUB_CALLS")" = "" ]
 }
 
-@test "join-worker: the aws command is not needed once the worker has joined" {
+@test "join-worker: python3 and the reader are not needed once the worker has joined" {
   token_in_ssm
   run_script k0s/join-worker.sh
   assert_success
-  hide_command aws
+  hide_command python3
+  unset SSM_READER
   assert_idempotent k0s/join-worker.sh
 }
 
@@ -292,11 +294,11 @@ AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/j
 }
 
 @test "join-worker: missing inputs of the SSM way are named at once" {
-  unset K0S_VERSION K0S_JOIN_TOKEN NODE_IP AWS_REGION
+  unset K0S_VERSION K0S_JOIN_TOKEN NODE_IP AWS_REGION SSM_READER
   export K0S_JOIN_TOKEN_SSM_PARAMETER=$PARAMETER
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): K0S_VERSION NODE_IP AWS_REGION"
+  assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): K0S_VERSION NODE_IP; missing required environment variable(s): AWS_REGION SSM_READER (needed to read the join token from SSM parameter $PARAMETER)"
   refute_output_contains "K0S_JOIN_TOKEN "
   [ "$(<"$STUB_CALLS")" = "" ]
 }
@@ -305,17 +307,17 @@ AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/j
   unset K0S_JOIN_TOKEN K0S_JOIN_TOKEN_SSM_PARAMETER AWS_REGION
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "missing required environment variable(s): K0S_JOIN_TOKEN; instead of K0S_JOIN_TOKEN, K0S_JOIN_TOKEN_SSM_PARAMETER with AWS_REGION may name an SSM SecureString holding the token"
+  assert_output_contains "missing required environment variable(s): K0S_JOIN_TOKEN; instead of K0S_JOIN_TOKEN, K0S_JOIN_TOKEN_SSM_PARAMETER with AWS_REGION and SSM_READER may name an SSM SecureString holding the token"
   [ "$(<"$STUB_CALLS")" = "" ]
 }
 
 @test "join-worker: a malformed parameter name and region are named at once" {
   token_in_ssm
-  export K0S_JOIN_TOKEN_SSM_PARAMETER="gpu cluster/token" AWS_REGION=Frankfurt
-  hide_command aws
+  export K0S_JOIN_TOKEN_SSM_PARAMETER="gpu cluster/token" AWS_REGION=Frankfurt SSM_READER=""
+  hide_command python3
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "K0S_JOIN_TOKEN_SSM_PARAMETER is not an SSM parameter name (e.g. /gpu-cluster/dev/join-token/a100): 'gpu cluster/token'; AWS_REGION is not an AWS region (e.g. eu-central-1): 'Frankfurt'; the aws command (AWS CLI) is not installed"
+  assert_output_contains "K0S_JOIN_TOKEN_SSM_PARAMETER is not an SSM parameter name (e.g. /gpu-cluster/dev/join-token/a100): 'gpu cluster/token'; AWS_REGION is not an AWS region (e.g. eu-central-1): 'Frankfurt'; missing required environment variable(s): SSM_READER (needed to read the join token from SSM parameter gpu cluster/token); the python3 command is not installed"
   [ "$(<"$STUB_CALLS")" = "" ]
 }
 
@@ -323,9 +325,9 @@ AWS_CALL='^aws ssm get-parameter --region eu-central-1 --name /gpu-cluster/dev/j
   token_in_ssm
   run_script k0s/join-worker.sh
   assert_success
-  unset K0S_JOIN_TOKEN_SSM_PARAMETER AWS_REGION
+  unset K0S_JOIN_TOKEN_SSM_PARAMETER AWS_REGION SSM_READER
   assert_idempotent k0s/join-worker.sh
-  refute_called '^aws '
+  refute_called '^python3 '
 }
 
 @test "join-worker: an unset NODE_IP is still a missing input" {

@@ -124,3 +124,18 @@ lib() {
   lib 'if needs_follow_up 0 thing; then echo RUN; fi'
   refute_output_contains RUN
 }
+
+@test "lib: read_ssm_parameter sets VAR unexported, leaving the caller's TEMP_DIR alone" {
+  export_ssm_reader
+  export AWS_REGION=eu-central-1 SECRET=""
+  ssm_parameter eu-central-1 /gpu-cluster/dev/x "value-0123"
+  lib 'make_temp_dir; before=$TEMP_DIR
+    read_ssm_parameter SECRET /gpu-cluster/dev/x "a secret"
+    [[ "$TEMP_DIR" == "$before" && -d "$TEMP_DIR" ]] && echo "temp dir kept"
+    [[ "$SECRET" == value-0123 ]] && echo "value read"
+    env | grep -q "^SECRET=" || echo "not exported"'
+  assert_success
+  assert_output_contains "lib-test: reading a secret from SSM parameter /gpu-cluster/dev/x in eu-central-1" \
+    "lib-test: read a secret from SSM parameter /gpu-cluster/dev/x" "temp dir kept" "value read" "not exported"
+  refute_output_contains value-0123
+}

@@ -1,13 +1,16 @@
 """Whole stacks through the offline preview: structure, order, parallelism, secrets."""
 
+import base64
 import re
 import shutil
 
 import pytest
+import yaml
+from cryptography import x509
 from pulumi.runtime import rpc
 
 import components.remote_step as remote_step
-from preview.report import write_artifacts
+from preview.report import step_inputs, write_artifacts
 from tests.conftest import bare_metal_config, preview
 
 WORKERS = ["moscow", "madrid", "campos"]
@@ -22,7 +25,7 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     assert not any(t.startswith("aws:") for t in types)
     commands = {r.name for r in lab_plan.of_type("command:remote:Command")}
     expected = {"controller-preflight", "controller-prepare-host", "controller-install-controller",
-                "controller-read-admin-kubeconfig", "controller-serve-nfs"}
+                "controller-serve-nfs"}
     for worker in WORKERS:
         expected |= {f"{worker}-{step}" for step in (
             "preflight", "prepare-host", "install-nvidia", "create-join-token", "join-worker",
@@ -48,8 +51,26 @@ def test_worker_steps_run_in_order(lab_plan, worker):
 
 def test_controller_steps_run_in_order(lab_plan):
     assert deps(lab_plan, "controller-prepare-host") == {"controller-preflight"}
-    assert deps(lab_plan, "controller-install-controller") == {"controller-prepare-host"}
-    assert deps(lab_plan, "controller-read-admin-kubeconfig") == {"controller-install-controller"}
+    assert deps(lab_plan, "controller-install-controller") == {
+        "controller-prepare-host", "lab-pki-ca-key", "lab-pki-ca-cert"}
+    # The admin kubeconfig is built from the program's CA; the API is used only once the
+    # controller is installed.
+    provider = lab_plan.of_type("pulumi:providers:kubernetes")[0]
+    assert "controller-install-controller" in {
+        lab_plan.by_urn[d].name for d in provider.dependencies}
+
+
+def test_the_controller_gets_the_programs_ca_and_the_kubeconfig_is_signed_by_it(lab_plan):
+    install = lab_plan.named("controller-install-controller").inputs
+    assert rpc.is_rpc_secret(install["stdin"])  # carries the CA key
+    inputs = step_inputs(lab_plan.redact(install["stdin"]))
+    assert inputs["K0S_CA_KEY"] == "[secret]"
+    document = yaml.safe_load(lab_plan.outputs["kubeconfig"][0])
+    ca_pem = base64.b64decode(document["clusters"][0]["cluster"]["certificate-authority-data"])
+    assert inputs["K0S_CA_CERT"] == ca_pem.decode()
+    client = x509.load_pem_x509_certificate(
+        base64.b64decode(document["users"][0]["user"]["client-certificate-data"]))
+    client.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem))
 
 
 def test_no_host_waits_for_another_hosts_bootstrap(lab_plan):
@@ -93,9 +114,7 @@ def test_kubeconfig_is_a_secret_output_and_other_outputs_are_plain(lab_plan):
 
 
 def test_credentials_from_the_controller_are_secret_and_not_logged(lab_plan):
-    for name in ("controller-read-admin-kubeconfig", "moscow-create-join-token"):
-        inputs = lab_plan.named(name).inputs
-        assert inputs["logging"] == "stderr"
+    assert lab_plan.named("moscow-create-join-token").inputs["logging"] == "stderr"
     join = lab_plan.named("moscow-join-worker").inputs
     assert rpc.is_rpc_secret(join["stdin"])  # carries the join token
     assert "K0S_JOIN_TOKEN='[secret]'" in lab_plan.redact(join["stdin"])
@@ -127,7 +146,8 @@ def test_controller_plus_worker_registers_its_own_node_without_joining():
     assert "controller-join-worker" not in names
     assert deps(plan, "controller-admit-node") == {"controller-install-controller"}
     assert "delete" not in plan.named("controller-admit-node").inputs
-    assert "export K0S_ENABLE_WORKER='true'" in plan.named("controller-install-controller").inputs["stdin"]
+    assert "export K0S_ENABLE_WORKER='true'" in plan.redact(
+        plan.named("controller-install-controller").inputs["stdin"])
 
 
 def test_a_changed_script_changes_only_its_own_steps(tmp_path, monkeypatch):
@@ -143,8 +163,9 @@ def test_a_changed_script_changes_only_its_own_steps(tmp_path, monkeypatch):
 
 
 def _stdin_by_step(plan) -> dict[str, str]:
-    # Join tokens are fresh per run; compare the scripts and their other inputs.
-    return {r.name: re.sub(r"K0S_JOIN_TOKEN='[^']*'", "", plan.redact(r.inputs["stdin"]))
+    # Join tokens and the CA are fresh per preview; compare the scripts and other inputs.
+    return {r.name: re.sub(r"(K0S_JOIN_TOKEN|K0S_CA_CERT)='[^']*'", "",
+                           plan.redact(r.inputs["stdin"]))
             for r in plan.of_type("command:remote:Command")}
 
 

@@ -5,11 +5,17 @@ import base64
 import email
 import gzip
 import json
+import re
 
 import pytest
+import yaml
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 from pulumi.runtime import rpc
 
 from preview import aws_mocks
+from preview.engine import unwrap_secrets as unwrap
+from preview.report import step_inputs
 from preview.engine import run_program
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR
@@ -29,19 +35,88 @@ def of_pool(plan, type_: str, pool: str):
 
 
 def boot_scripts(template) -> list[str]:
-    raw = gzip.decompress(base64.b64decode(template.inputs["userData"]))
+    return boot_scripts_of(template.inputs["userData"])
+
+
+def boot_scripts_of(user_data: str) -> list[str]:
+    raw = gzip.decompress(base64.b64decode(user_data))
     message = email.message_from_bytes(raw)
-    return [part.get_payload(decode=True).decode() for part in message.get_payload()]
+    return [part.get_payload(decode=True).decode() for part in message.get_payload()
+            if part.get_content_type() == "text/x-shellscript"]
 
 
-def test_the_program_reaches_no_worker_over_ssh(dev):
-    for command in dev.of_type("command:remote:Command"):
-        connection = dev.redact(command.inputs["connection"])
-        assert connection["host"].startswith("203.0.113."), command.name  # the controller
-    steps = {c.name for c in dev.of_type("command:remote:Command")}
-    assert {s for s in steps if not s.startswith("control-plane-")} == {
-        "a10g-create-join-token", "h100-create-join-token", "cpu-create-join-token"}
+def ca_cert(plan) -> str:
+    """The cluster CA, as the admin kubeconfig carries it."""
+    [cluster] = yaml.safe_load(plan.outputs["kubeconfig"][0])["clusters"]
+    return base64.b64decode(cluster["cluster"]["certificate-authority-data"]).decode()
+
+
+def test_the_program_runs_no_remote_command(dev):
+    assert not dev.of_type("command:remote:Command")
+    # Only a wait, where `pulumi up` runs, for the API the controller installs at boot.
+    [wait] = dev.of_type("command:local:Command")
+    assert wait.name == "control-plane-wait-for-api"
+    [provider] = dev.of_type("pulumi:providers:kubernetes")
+    assert "control-plane-wait-for-api" in {dev.by_urn[d].name for d in provider.dependencies}
     assert not dev.of_type("kubernetes:core/v1:NodePatch")
+
+
+def test_the_controller_installs_itself_at_boot_with_the_programs_ca(dev):
+    [instance] = dev.of_type("aws:ec2/instance:Instance")
+    scripts = boot_scripts_of(instance.inputs["userDataBase64"])
+    assert [step_inputs(s)["GPU_CLUSTER_STEP"] for s in scripts] == [
+        "prepare-host", "install-controller"]
+    install = step_inputs(scripts[1])
+    assert install["K0S_CA_KEY"] == ""
+    assert install["K0S_CA_KEY_SSM_PARAMETER"] == "/gpu-cluster/dev/control-plane/ca-key"
+    assert install["K0S_CA_CERT"] == ca_cert(dev)
+    [eip] = dev.of_type("aws:ec2/eip:Eip")
+    public_ip = aws_mocks.resource(eip.type, eip.name, eip.inputs)[1]["publicIp"]
+    assert public_ip in yaml.safe_load(install["K0S_CONFIG"])["spec"]["api"]["sans"]
+    text = "\n".join(scripts)
+    assert not any(secret in text for secret in dev.secrets)
+    assert instance.inputs["iamInstanceProfile"]
+
+
+def test_the_admin_kubeconfig_is_signed_by_the_cluster_ca(dev):
+    kubeconfig, secret = dev.outputs["kubeconfig"]
+    assert secret
+    document = yaml.safe_load(kubeconfig)
+    [cluster] = document["clusters"]
+    assert cluster["cluster"]["server"].startswith("https://203.0.113.")
+    ca = x509.load_pem_x509_certificate(
+        base64.b64decode(cluster["cluster"]["certificate-authority-data"]))
+    [user] = document["users"]
+    client = x509.load_pem_x509_certificate(
+        base64.b64decode(user["user"]["client-certificate-data"]))
+    client.verify_directly_issued_by(ca)
+    assert client.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value \
+        == "system:masters"
+
+
+def test_pool_join_tokens_hold_a_bootstrap_token_the_program_registers(dev):
+    secrets = {r.name: r for r in dev.of_type("kubernetes:core/v1:Secret")
+               if r.inputs["type"] == "bootstrap.kubernetes.io/token"}
+    assert set(secrets) == {f"{p}-bootstrap-token" for p in ("a10g", "h100", "cpu")}
+    for parameter in dev.of_type("aws:ssm/parameter:Parameter"):
+        pool = parameter.inputs["name"].split("/")[3]
+        if pool == "control-plane":
+            continue
+        token = yaml.safe_load(gzip.decompress(base64.b64decode(
+            unwrap(parameter.inputs["value"]))))
+        [cluster] = token["clusters"]
+        assert cluster["cluster"]["server"] == "https://10.30.0.10:6443"
+        assert base64.b64decode(cluster["cluster"]["certificate-authority-data"]).decode() \
+            == ca_cert(dev)
+        [user] = token["users"]
+        assert user["name"] == "kubelet-bootstrap"
+        token_id, token_secret = user["user"]["token"].split(".")
+        data = unwrap(secrets[f"{pool}-bootstrap-token"].inputs["stringData"])
+        assert (data["token-id"], data["token-secret"]) == (token_id, token_secret)
+        assert re.fullmatch(r"[a-z0-9]{6}", token_id) and re.fullmatch(r"[a-z0-9]{16}",
+                                                                       token_secret)
+        assert unwrap(secrets[f"{pool}-bootstrap-token"].inputs["metadata"])["name"] \
+            == f"bootstrap-token-{token_id}"
 
 
 @pytest.mark.parametrize("pool, instance_type, count, zones", [
@@ -84,7 +159,7 @@ def test_user_data_boots_the_node_without_any_secret(dev):
 
 def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
     join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-1]
-    assert "export NODE_LABELS='nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G'" \
+    assert "export NODE_LABELS='gpu-cluster/pool=a10g,nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G'" \
         in join
     assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'" in join
     assert "export NODE_IP=''" in join
@@ -92,17 +167,20 @@ def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
     assert "export INSTALL_DRIVER='false'" in nvidia  # the GPU image ships the driver
 
 
-def test_join_tokens_are_secure_strings_only_the_pool_role_reads(dev):
+def test_secrets_are_secure_strings_each_read_by_one_role_only(dev):
     parameters = {p.inputs["name"]: p for p in dev.of_type("aws:ssm/parameter:Parameter")}
-    assert set(parameters) == {f"/gpu-cluster/dev/{p}/join-token" for p in ("a10g", "h100", "cpu")}
+    assert set(parameters) == {f"/gpu-cluster/dev/{p}/join-token" for p in ("a10g", "h100", "cpu")
+                               } | {"/gpu-cluster/dev/control-plane/ca-key"}
     for parameter in parameters.values():
         assert parameter.inputs["type"] == "SecureString"
         assert rpc.is_rpc_secret(parameter.inputs["value"])
     policies = dev.of_type("aws:iam/rolePolicy:RolePolicy")
-    assert len(policies) == 3
+    assert len(policies) == 4
+    readers = {"a10g": "a10g/join-token", "h100": "h100/join-token", "cpu": "cpu/join-token",
+               "control": "control-plane/ca-key"}
     for policy in policies:
-        pool = policy.name.removeprefix("dev-").split("-")[0]
-        parameter = parameters[f"/gpu-cluster/dev/{pool}/join-token"]
+        who = policy.name.removeprefix("dev-").split("-")[0]
+        parameter = parameters[f"/gpu-cluster/dev/{readers[who]}"]
         arn = aws_mocks.resource(parameter.type, parameter.name, {})[1]["arn"]
         document = json.loads(policy.inputs["policy"])
         assert document["Statement"] == [
@@ -136,3 +214,19 @@ def test_the_device_plugin_tolerates_the_gpu_pools_taints():
                     if r.inputs["metadata"]["name"] == "nvidia-device-plugin"]
     tolerations = daemon_set.inputs["spec"]["template"]["spec"]["tolerations"]
     assert {"key": "team", "operator": "Exists", "effect": "NoExecute"} in tolerations
+
+
+def test_acceptance_checks_target_the_pools():
+    import acceptance
+    from config import load
+
+    stack = read_stack(PROJECT_DIR, "dev")
+    settings = load(stack.config, stack.secret_keys, "dev")
+    files = acceptance.render(settings)
+    smoke = [o for o in files["gpu-smoke.yaml"] if o["kind"] == "Job"]
+    # h100 has no instances; cpu has no GPUs.
+    assert [job["spec"]["template"]["spec"]["nodeSelector"] for job in smoke] == [
+        {"gpu-cluster/pool": "a10g"}]
+    [rwx] = [o for o in files["rwx-check.yaml"] if o["kind"] == "Job"]
+    assert rwx["metadata"]["annotations"]["gpu-cluster/rwx-check-mode"] == "cross-node"
+    assert "mpijob-benchmark.yaml" not in files

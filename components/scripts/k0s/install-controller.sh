@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs k0s as the cluster controller (optionally also a worker), keeps its
-# service arguments and config in sync with the inputs and waits until the
-# Kubernetes API answers /readyz.
+# Installs k0s as the cluster controller (optionally also a worker) with the cluster CA
+# the program generated, keeps its service arguments and config in sync with the inputs
+# and waits until the Kubernetes API answers /readyz.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -9,15 +9,94 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-controller}"
 
+# Inputs (environment):
+#   K0S_VERSION, K0S_CONFIG, K0S_ENABLE_WORKER, NODE_IP, API_PORT  required.
+#   K0S_CA_CERT        the cluster CA certificate (PEM), required.
+#   K0S_CA_KEY         its private key (PEM), or
+#   K0S_CA_KEY_SSM_PARAMETER, AWS_REGION and SSM_READER
+#                      name of an SSM SecureString holding it, read by SSM_READER (the
+#                      text of ssm-get-parameter.py) with the instance's own credentials
+#                      (a cloud controller: the key is not in its user data). Exactly
+#                      one of the two; either is used only while the key is not in place.
+#   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.
+
 API_READY_TIMEOUT=600
+# k0s uses a CA it finds here at its first start instead of generating one, so the
+# program can sign kubeconfigs without reading anything from the controller
+# (https://docs.k0sproject.io/stable/custom-ca/).
+K0S_CA_CERT_FILE="$K0S_DATA_DIR/pki/ca.crt"
+K0S_CA_KEY_FILE="$K0S_DATA_DIR/pki/ca.key"
+
+# ca_key_needed: success when the key input is used: the CA is not in place yet, or
+# its key is missing.
+ca_key_needed() {
+  [[ ! -f "$ROOT$K0S_CA_CERT_FILE" || ! -f "$ROOT$K0S_CA_KEY_FILE" ]]
+}
 
 check_inputs() {
-  require_env K0S_VERSION K0S_CONFIG K0S_ENABLE_WORKER NODE_IP API_PORT
+  check_missing_env K0S_VERSION K0S_CONFIG K0S_ENABLE_WORKER NODE_IP API_PORT K0S_CA_CERT
   : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
-  : "${KUBELET_ROOT_DIR:=}"
+  : "${KUBELET_ROOT_DIR:=}" "${K0S_CA_KEY:=}" "${K0S_CA_KEY_SSM_PARAMETER:=}"
+  if [[ -n "${K0S_CA_CERT:-}" && "$K0S_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
+    INPUT_PROBLEMS+=("K0S_CA_CERT is not a PEM certificate")
+  fi
+  if [[ -n "$K0S_CA_KEY" && -n "$K0S_CA_KEY_SSM_PARAMETER" ]]; then
+    INPUT_PROBLEMS+=("give the cluster CA key either as K0S_CA_KEY or as K0S_CA_KEY_SSM_PARAMETER, not both")
+  elif [[ -z "$K0S_CA_KEY" && -z "$K0S_CA_KEY_SSM_PARAMETER" ]]; then
+    INPUT_PROBLEMS+=("missing the cluster CA key: K0S_CA_KEY, or K0S_CA_KEY_SSM_PARAMETER with AWS_REGION and SSM_READER naming an SSM SecureString holding it")
+  elif [[ -n "$K0S_CA_KEY" ]]; then
+    # Never shown: the message names the variable only.
+    if [[ "$K0S_CA_KEY" != *"-----BEGIN "*"PRIVATE KEY-----"* ]]; then
+      INPUT_PROBLEMS+=("K0S_CA_KEY is not a PEM private key")
+    fi
+  elif ca_key_needed; then
+    check_ssm_inputs K0S_CA_KEY_SSM_PARAMETER "the cluster CA key" /gpu-cluster/dev/cluster-ca-key
+  fi
+  die_on_input_problems
   require_bool K0S_ENABLE_WORKER
   require_uint API_PORT
   k0s_check_kubelet_root_dir
+}
+
+# same_text A B: success when A and B differ at most in trailing newlines.
+same_text() {
+  local a=$1 b=$2
+  while [[ "$a" == *$'\n' ]]; do a=${a%$'\n'}; done
+  while [[ "$b" == *$'\n' ]]; do b=${b%$'\n'}; done
+  [[ "$a" == "$b" ]]
+}
+
+# ensure_cluster_ca: puts K0S_CA_CERT and its key in place before k0s first starts. Sets
+# CA_CHANGED=1 when it wrote either. Refuses a controller that already has another CA.
+ensure_cluster_ca() {
+  local cert_present=0
+  CA_CHANGED=0
+  if [[ -f "$ROOT$K0S_CA_CERT_FILE" ]]; then
+    cert_present=1
+    if ! same_text "$(<"$ROOT$K0S_CA_CERT_FILE")" "$K0S_CA_CERT"; then
+      die "the controller already has a different cluster CA ($K0S_CA_CERT_FILE is not" \
+        "K0S_CA_CERT) and k0s cannot swap its CA in place; nothing was changed. Give the" \
+        "existing CA as K0S_CA_CERT with its key, or replace it as described in" \
+        "https://docs.k0sproject.io/stable/troubleshooting/certificate-authorities/"
+    fi
+  fi
+  if ! ca_key_needed; then
+    log "the cluster CA is already in place"
+    return 0
+  fi
+  if [[ -z "$K0S_CA_KEY" ]]; then
+    read_ssm_parameter K0S_CA_KEY "$K0S_CA_KEY_SSM_PARAMETER" "the cluster CA key"
+    if [[ "$K0S_CA_KEY" != *"-----BEGIN "*"PRIVATE KEY-----"* ]]; then
+      die "the value of SSM parameter $K0S_CA_KEY_SSM_PARAMETER is not a PEM private key"
+    fi
+  fi
+  # The key first: once ca.crt is in place, so is its key.
+  write_text "$K0S_CA_KEY_FILE" 0600 "$K0S_CA_KEY"
+  CA_CHANGED=$FILE_CHANGED
+  if ((cert_present == 0)); then
+    write_text "$K0S_CA_CERT_FILE" 0644 "$K0S_CA_CERT"
+    CA_CHANGED=1
+  fi
 }
 
 # controller_args: sets ARGS to the `k0s install controller` arguments.
@@ -32,7 +111,15 @@ controller_args() {
 
 main() {
   local restart=0
+  # Keep the secret out of the environment of every command started from here on.
+  export -n K0S_CA_KEY
   check_inputs
+  # Before anything else changes: a different CA stops the run untouched.
+  ensure_cluster_ca
+  if ((CA_CHANGED)); then
+    # k0s reads its CA when it starts.
+    restart=1
+  fi
   k0s_install_binary "$K0S_VERSION"
   if ((K0S_BINARY_CHANGED)); then
     restart=1

@@ -1,0 +1,84 @@
+"""The cluster's certificate authority, owned by the program and kept as secret state:
+k0s signs every cluster certificate with it (the controller gets it before k0s first
+starts), and the program issues the admin client certificate with it, so the admin
+kubeconfig is built here instead of being read back from the controller."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_tls as tls
+
+# k0s's own CA is RSA 2048 too; every Kubernetes client accepts it.
+CA_KEY_BITS = 2048
+CA_VALIDITY_HOURS = 10 * 365 * 24
+CLIENT_CERT_VALIDITY_HOURS = 365 * 24
+# A `pulumi up` within the last 30 days of a client certificate's life issues a new one
+# (and with it a new kubeconfig output).
+CLIENT_CERT_EARLY_RENEWAL_HOURS = 30 * 24
+CLIENT_USES = ["client_auth", "digital_signature", "key_encipherment"]
+# Kubernetes maps a certificate's organizations to groups; this one is cluster-admin.
+ADMIN_GROUP = "system:masters"
+
+
+@dataclass
+class ClusterPkiArgs:
+    cluster_name: str
+
+
+@dataclass
+class ClientCertificate:
+    cert_pem: pulumi.Output[str]
+    private_key_pem: pulumi.Output[str]  # secret
+
+
+class ClusterPki(pulumi.ComponentResource):
+    ca_cert_pem: pulumi.Output[str]
+    ca_private_key_pem: pulumi.Output[str]  # secret
+    admin: ClientCertificate
+
+    def __init__(self, name: str, args: ClusterPkiArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:cluster:ClusterPki", name, None, opts)
+        self._name = name
+        self._opts = pulumi.ResourceOptions(parent=self)
+        ca_key = tls.PrivateKey(f"{name}-ca-key", algorithm="RSA", rsa_bits=CA_KEY_BITS,
+                                opts=self._opts)
+        self.ca_private_key_pem = pulumi.Output.secret(ca_key.private_key_pem)
+        ca = tls.SelfSignedCert(
+            f"{name}-ca-cert",
+            private_key_pem=ca_key.private_key_pem,
+            subject=tls.SelfSignedCertSubjectArgs(common_name=f"{args.cluster_name}-ca"),
+            is_ca_certificate=True,
+            allowed_uses=["cert_signing", "crl_signing", "digital_signature",
+                          "key_encipherment"],
+            validity_period_hours=CA_VALIDITY_HOURS,
+            opts=self._opts,
+        )
+        self.ca_cert_pem = ca.cert_pem
+        self.admin = self.client_certificate("admin", f"{args.cluster_name}-admin",
+                                             ADMIN_GROUP)
+        self.register_outputs({"caCertPem": self.ca_cert_pem})
+
+    def client_certificate(self, role: str, user: str, group: Optional[str] = None,
+                           validity_hours: int = CLIENT_CERT_VALIDITY_HOURS
+                           ) -> ClientCertificate:
+        """A client certificate for Kubernetes user `user` (in `group`), signed by the CA."""
+        key = tls.PrivateKey(f"{self._name}-{role}-key", algorithm="ECDSA",
+                             ecdsa_curve="P256", opts=self._opts)
+        request = tls.CertRequest(
+            f"{self._name}-{role}-csr",
+            private_key_pem=key.private_key_pem,
+            subject=tls.CertRequestSubjectArgs(common_name=user, organization=group),
+            opts=self._opts,
+        )
+        cert = tls.LocallySignedCert(
+            f"{self._name}-{role}-cert",
+            cert_request_pem=request.cert_request_pem,
+            ca_private_key_pem=self.ca_private_key_pem,
+            ca_cert_pem=self.ca_cert_pem,
+            allowed_uses=CLIENT_USES,
+            validity_period_hours=validity_hours,
+            early_renewal_hours=CLIENT_CERT_EARLY_RENEWAL_HOURS,
+            opts=self._opts,
+        )
+        return ClientCertificate(cert.cert_pem, pulumi.Output.secret(key.private_key_pem))
