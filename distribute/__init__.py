@@ -1,0 +1,18 @@
+"""Hands out the cluster's kubeconfigs: `python -m distribute`.
+
+Reads the stack outputs (`kubeconfig`, `userKubeconfigs`, `userKubeconfigParameters`) through
+the Pulumi CLI or from a JSON export, or one user's kubeconfig from its SSM parameter, and
+writes it to a file or merges it into an existing kubeconfig without touching the other
+clusters, users and contexts there. Files are written atomically with mode 0600."""
+
+
+class DistributeError(Exception):
+    """A failure reported as one line; `exit_code` 1 (refused or failed)."""
+
+    exit_code = 1
+
+
+class InputError(DistributeError):
+    """Wrong command line or unusable input (outputs, user name): exit code 2."""
+
+    exit_code = 2

@@ -1,0 +1,192 @@
+"""`python -m distribute`: write a user's (or the admin's) kubeconfig to a file, or merge it
+into an existing kubeconfig, from the stack outputs or from the user's SSM parameter.
+
+Exit codes: 0 done, 2 wrong command line or input (outputs, user name), 1 refused or
+failed. Messages never include a kubeconfig; only `--output -` prints one."""
+
+import argparse
+import os
+import sys
+
+from distribute import DistributeError, InputError, files, outputs, ssm
+from distribute.kubeconfigs import (Handout, check_credentials, dump, merge, parse_existing,
+                                    parse_handout)
+
+PROG = "python -m distribute"
+
+
+def _add_source(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_argument_group("stack outputs (one of)")
+    group = source.add_mutually_exclusive_group(required=True)
+    group.add_argument("--stack", metavar="NAME",
+                       help="read them with `pulumi stack output --json --show-secrets`")
+    group.add_argument("--outputs", metavar="FILE.json",
+                       help="a JSON export of `pulumi stack output --json --show-secrets` "
+                            "(- for standard input)")
+    source.add_argument("--cwd", metavar="DIR",
+                        help="with --stack: the Pulumi project folder (default: this project)")
+
+
+def _add_destination(parser: argparse.ArgumentParser) -> None:
+    destination = parser.add_argument_group("destination (one of)")
+    group = destination.add_mutually_exclusive_group(required=True)
+    group.add_argument("--output", metavar="PATH",
+                       help="write the kubeconfig to PATH (- for standard output)")
+    group.add_argument("--merge-into", metavar="PATH",
+                       help="merge it into the kubeconfig at PATH (created when missing), "
+                            "keeping every other cluster, user and context")
+    destination.add_argument("--force", action="store_true",
+                             help="replace a different --output file, or merged entries of "
+                                  "the same name that describe another cluster")
+    destination.add_argument("--set-current", action="store_true",
+                             help="with --merge-into: make the new context the current one")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    write = commands.add_parser(
+        "write", help="a kubeconfig from the stack outputs",
+        description="Write the admin's or a user's kubeconfig from the stack outputs.")
+    who = write.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", metavar="NAME", help="a user of output userKubeconfigs")
+    who.add_argument("--admin", action="store_true", help="the admin kubeconfig (output "
+                                                          "kubeconfig)")
+    _add_source(write)
+    _add_destination(write)
+    write.set_defaults(run=run_write)
+
+    fetch = commands.add_parser(
+        "fetch", help="your own kubeconfig from its SSM parameter (AWS layouts)",
+        description="Fetch your kubeconfig from the SSM SecureString the program stored it "
+                    "in, with your own AWS credentials.")
+    fetch.add_argument("--user", metavar="NAME", required=True,
+                       help="your user name (checked against the kubeconfig)")
+    fetch.add_argument("--parameter", metavar="NAME", required=True,
+                       help="the SSM parameter (stack output userKubeconfigParameters)")
+    fetch.add_argument("--region", metavar="REGION",
+                       help="the stack's AWS region (default: AWS_REGION or your profile's)")
+    fetch.add_argument("--profile", metavar="PROFILE", help="an AWS CLI profile to use")
+    _add_destination(fetch)
+    fetch.set_defaults(run=run_fetch)
+
+    users = commands.add_parser(
+        "users", help="list the users and their SSM parameters",
+        description="List the users of output userKubeconfigs (and their SSM parameters).")
+    _add_source(users)
+    users.set_defaults(run=run_users)
+    return parser
+
+
+def _outputs(args: argparse.Namespace) -> outputs.StackOutputs:
+    if args.stack is not None:
+        return outputs.from_stack(args.stack, args.cwd or _project_dir())
+    if args.cwd is not None:
+        raise InputError("--cwd goes with --stack")
+    return outputs.from_file(args.outputs)
+
+
+def _project_dir() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def deliver(handout: Handout, args: argparse.Namespace) -> int:
+    """Writes or merges the kubeconfig as the destination arguments say."""
+    if args.set_current and args.merge_into is None:
+        raise InputError("--set-current goes with --merge-into")
+    notes = check_credentials(handout)
+    described = (f"context '{handout.context_name}' (cluster '{handout.cluster_name}' at "
+                 f"{handout.server})")
+    if args.output == "-":
+        sys.stdout.write(handout.dump())
+        sys.stdout.flush()
+        for note in notes:
+            _say(note)
+        return 0
+    destination = args.output or args.merge_into
+    with files.locked(files.inspect(destination).path):
+        # Read under the lock: what kubectl may have written meanwhile is kept.
+        target = files.inspect(destination)
+        if args.output is not None:
+            text = handout.dump()
+            if target.text is not None and target.text != text and not args.force:
+                raise DistributeError(
+                    f"{target.path} exists and holds another kubeconfig: rerun with --force to "
+                    "replace it, or add the context to it with --merge-into")
+            summary = (f"{target.path} already holds {described}" if target.text == text
+                       else f"wrote {described} to {target.path}")
+        else:
+            document = parse_existing(target.text or "", str(target.path))
+            result = merge(document, handout, str(target.path), target.path.parent,
+                           force=args.force, set_current=args.set_current)
+            text = dump(result.document)
+            for clash in result.replaced:
+                notes.append(f"replaced (--force): {clash}")
+            action = "merged" if result.changed else "already up to date:"
+            summary = (f"{action} {described} into {target.path}: {', '.join(result.changes)}; "
+                       f"current context '{result.current_context}'")
+        if target.text != text or target.mode != files.FILE_MODE:
+            notes = files.write_private(target, text) + notes
+        if target.link is not None:
+            notes.append(f"{target.link} is a link to {target.path}, written there")
+    _say(summary + f" (mode {files.FILE_MODE:04o})")
+    for note in notes:
+        _say(note)
+    return 0
+
+
+def run_write(args: argparse.Namespace) -> int:
+    stack_outputs = _outputs(args)
+    if args.admin:
+        text = stack_outputs.admin_kubeconfig()
+        what = f"output '{outputs.ADMIN_OUTPUT}' of {stack_outputs.source}"
+    else:
+        text = stack_outputs.user_kubeconfig(args.user)
+        what = f"user '{args.user}' of output '{outputs.USERS_OUTPUT}' of {stack_outputs.source}"
+    return deliver(parse_handout(text, what), args)
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    text = ssm.fetch_parameter(args.parameter, args.region, args.profile)
+    handout = parse_handout(text, f"SSM parameter '{args.parameter}'")
+    expected = f"{handout.cluster_name}-{args.user}"
+    if handout.context_name != expected:
+        raise InputError(f"SSM parameter '{args.parameter}' holds context "
+                         f"'{handout.context_name}', not '{expected}' of user '{args.user}': "
+                         "check --parameter")
+    return deliver(handout, args)
+
+
+def run_users(args: argparse.Namespace) -> int:
+    stack_outputs = _outputs(args)
+    parameters = stack_outputs.parameters()
+    for user in sorted(stack_outputs.users()):
+        print(f"{user}\t{parameters[user]}" if user in parameters else user)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except DistributeError as error:
+        _say(f"error: {error}")
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as error:  # noqa: BLE001 - one line, never a traceback with secrets
+        if os.environ.get("DISTRIBUTE_DEBUG"):
+            raise
+        _say(f"error: unexpected {type(error).__name__}; DISTRIBUTE_DEBUG=1 shows where")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Stack outputs, from the Pulumi CLI or from a JSON export of
+`pulumi stack output --json --show-secrets`."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from distribute import DistributeError, InputError
+
+ADMIN_OUTPUT = "kubeconfig"
+USERS_OUTPUT = "userKubeconfigs"
+PARAMETERS_OUTPUT = "userKubeconfigParameters"
+# How `pulumi stack output` shows a secret without --show-secrets (and the offline preview's
+# outputs.json always).
+REDACTED = "[secret]"
+CLI_TIMEOUT_SECONDS = 300
+
+
+@dataclass
+class StackOutputs:
+    values: dict[str, Any]
+    # Names the source in messages: "stack 'prod'", "outputs file 'x.json'".
+    source: str
+
+    def require(self, name: str) -> Any:
+        if name not in self.values:
+            known = ", ".join(sorted(self.values)) or "none"
+            raise InputError(f"{self.source} has no output '{name}' (its outputs: {known})")
+        value = self.values[name]
+        if value == REDACTED:
+            raise InputError(
+                f"output '{name}' of {self.source} is redacted ('{REDACTED}'): export the "
+                "outputs with `pulumi stack output --json --show-secrets`")
+        return value
+
+    def users(self) -> dict[str, str]:
+        """User name -> kubeconfig YAML, from `userKubeconfigs`."""
+        value = self.require(USERS_OUTPUT)
+        # An object in the export; tolerated as a JSON string, as a stringified output reads.
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                value = None
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise InputError(f"output '{USERS_OUTPUT}' of {self.source} is not an object of "
+                             "user name -> kubeconfig")
+        redacted = sorted(name for name, text in value.items() if text == REDACTED)
+        if redacted:
+            raise InputError(
+                f"output '{USERS_OUTPUT}' of {self.source} is redacted for "
+                f"{', '.join(redacted)}: export with `pulumi stack output --json --show-secrets`")
+        return value
+
+    def user_kubeconfig(self, user: str) -> str:
+        users = self.users()
+        if user not in users:
+            known = ", ".join(sorted(users)) or "none"
+            raise InputError(f"no user '{user}' in output '{USERS_OUTPUT}' of {self.source}; "
+                             f"known users: {known}")
+        return users[user]
+
+    def admin_kubeconfig(self) -> str:
+        value = self.require(ADMIN_OUTPUT)
+        if not isinstance(value, str):
+            raise InputError(f"output '{ADMIN_OUTPUT}' of {self.source} is not a string")
+        return value
+
+    def parameters(self) -> dict[str, str]:
+        """User name -> SSM parameter name (AWS layouts); empty when the output is absent."""
+        value = self.values.get(PARAMETERS_OUTPUT) or {}
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                value = None
+        if not isinstance(value, dict):
+            raise InputError(f"output '{PARAMETERS_OUTPUT}' of {self.source} is not an object")
+        return {str(k): str(v) for k, v in value.items()}
+
+
+def from_file(path: str) -> StackOutputs:
+    """A JSON export; `-` reads standard input."""
+    if path == "-":
+        source, text = "the outputs on standard input", sys.stdin.read()
+    else:
+        source = f"outputs file '{path}'"
+        try:
+            text = Path(path).read_text()
+        except FileNotFoundError:
+            raise InputError(f"{source} does not exist") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(f"cannot read {source}: {_reason(error)}") from None
+    return _parse(text, source)
+
+
+def from_stack(stack: str, cwd: Optional[str]) -> StackOutputs:
+    """`pulumi stack output --json --show-secrets` of a stack, run in `cwd`."""
+    source = f"stack '{stack}'"
+    export = f"pulumi stack output --json --show-secrets --stack {stack} > outputs.json"
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise InputError(
+            "the Pulumi CLI (pulumi) is not on PATH: install it, or export the outputs where "
+            f"it is (`{export}`) and pass --outputs outputs.json (or - for standard input)")
+    if cwd is not None and not Path(cwd).is_dir():
+        raise InputError(f"--cwd '{cwd}' is not a directory")
+    command = [pulumi, "stack", "output", "--json", "--show-secrets", "--non-interactive",
+               "--stack", stack]
+    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    try:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=CLI_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise DistributeError(f"`pulumi stack output` for {source} did not finish in "
+                              f"{CLI_TIMEOUT_SECONDS} s") from None
+    except OSError as error:
+        raise DistributeError(f"cannot run {pulumi}: {_reason(error)}") from None
+    if done.returncode != 0:
+        # The CLI's own error line (no stack, not logged in, passphrase needed).
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        reason = next((line for line in lines if line.startswith("error:")),
+                      lines[-1] if lines else f"exit code {done.returncode}")
+        raise DistributeError(f"`pulumi stack output` failed for {source}: {reason[:300]}")
+    return _parse(done.stdout, source)
+
+
+def _parse(text: str, source: str) -> StackOutputs:
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as error:
+        # The position only: the text holds secrets.
+        raise InputError(f"{source} is not JSON (line {error.lineno}, column {error.colno}); "
+                         "expected the output of `pulumi stack output --json --show-secrets`"
+                         ) from None
+    if not isinstance(values, dict):
+        raise InputError(f"{source} is not a JSON object of stack outputs")
+    return StackOutputs(values, source)
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return type(error).__name__
