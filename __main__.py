@@ -12,6 +12,8 @@ pulumi.export("apiEndpoint", cluster.api_endpoint)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("nodes", cluster.nodes)
 pulumi.export("defaultStorageClass", cluster.storage.default_class)
+if cluster.kubeflow_url is not None:
+    pulumi.export("kubeflowUrl", cluster.kubeflow_url)
 if cluster.pools:
     pulumi.export("pools", cluster.pools)
 if cluster.gateways:

@@ -21,6 +21,7 @@ from components.efs_file_system import EfsFileSystem, EfsFileSystemArgs
 from components.gpu_support import GpuSupport, GpuSupportArgs
 from components.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs
 from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
+from components.kubeflow import Kubeflow, KubeflowArgs
 from components.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.shared_storage import SharedStorage, SharedStorageArgs
 from components.vpn_bridge import VpnBridge, VpnBridgeArgs
@@ -65,6 +66,7 @@ class Cluster(pulumi.ComponentResource):
             "kubeconfig": self.kubeconfig,
             "nodes": self.nodes,
             "defaultStorageClass": self.storage.default_class,
+            "kubeflowUrl": self.kubeflow_url,
         })
 
     def _bootstrap(self, host: Host, control_plane_address: str, **ssh) -> HostBootstrap:
@@ -199,7 +201,7 @@ class Cluster(pulumi.ComponentResource):
         return control_plane
 
     def _create_addons(self) -> None:
-        """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs."""
+        """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs, Kubeflow."""
         settings, opts = self._settings, pulumi.ResourceOptions(parent=self)
         GpuSupport(f"{self._name}-gpu",
                    GpuSupportArgs(settings, self.provider, self.nodes_ready), opts=opts)
@@ -210,6 +212,14 @@ class Cluster(pulumi.ComponentResource):
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
                         MpiOperatorArgs(self.provider, self.nodes_ready), opts=opts)
+        self.kubeflow_url: Optional[str] = None
+        if settings.kubeflow is not None:
+            # Its volumes are claimed on the default StorageClass: storage first.
+            kubeflow = Kubeflow(f"{self._name}-kubeflow", KubeflowArgs(
+                settings, self.provider, self.nodes_ready + self.storage.resources,
+                controller=self.control_plane.host, controller_ssh=self.control_plane.ssh),
+                opts=opts)
+            self.kubeflow_url = kubeflow.url
 
 
 def with_efs_address(settings: StackConfig, address: str) -> StackConfig:

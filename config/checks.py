@@ -5,6 +5,7 @@ allowed to hide them."""
 import ipaddress
 
 from config.aws_checks import cloud_checks, hybrid_checks
+from config.kubeflow_checks import kubeflow_checks
 from config.partial import PartialConfig
 from config.problems import Problem
 
@@ -24,6 +25,7 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += _storage(cfg)
     problems += hybrid_checks(cfg)
     problems += cloud_checks(cfg)
+    problems += kubeflow_checks(cfg)
     return problems
 
 

@@ -187,6 +187,9 @@ def _salvage(values: dict[str, Any]) -> PartialConfig:
         has_ssh_private_key=bool(values.get("sshPrivateKey")),
         has_bastion_private_key=bool(values.get("bastionPrivateKey")),
         vpn_client_profile=str(values.get("vpnClientProfile") or ""),
+        kubeflow=section("kubeflow"),
+        has_kubeflow="kubeflow" in values,
+        kubeflow_password=str(values.get("kubeflowPassword") or ""),
     )
 
 
@@ -207,4 +210,8 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         has_bastion_private_key=settings.bastion_private_key is not None,
         vpn_client_profile=(settings.vpn_client_profile.get_secret_value()
                             if settings.vpn_client_profile else ""),
+        kubeflow=settings.kubeflow,
+        has_kubeflow=settings.kubeflow is not None,
+        kubeflow_password=(settings.kubeflow_password.get_secret_value()
+                           if settings.kubeflow_password else ""),
     )

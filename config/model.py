@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from config import versions
 from config.cloud import AwsSettings, VpnSettings
+from config.kubeflow import KubeflowSettings
 from config.model_base import Section
 from config.types import (
     AbsolutePath,
@@ -293,6 +294,10 @@ class StackConfig(Section):
     aws: Optional[AwsSettings] = None
     vpn: Optional[VpnSettings] = None
     pools: list[WorkerPool] = []
+    # Kubeflow from the pinned kubeflow/manifests release; off unless configured.
+    kubeflow: Optional[KubeflowSettings] = None
+    # The Kubeflow (Dex) user's password, or its bcrypt hash.
+    kubeflow_password: Optional[SecretStr] = None
 
     @property
     def cni_mtu(self) -> int:
@@ -313,6 +318,6 @@ class StackConfig(Section):
 
 
 # Keys whose value must be set with `pulumi config set --secret`.
-SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile")
+SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile", "kubeflowPassword")
 # Secret keys that hold SSH private keys.
 PRIVATE_KEY_KEYS = ("sshPrivateKey", "bastionPrivateKey")

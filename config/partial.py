@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from config.cloud import AwsSettings, VpnSettings
+from config.kubeflow import KubeflowSettings
 from config.model import Host, HostTuning, NetworkSettings, SshSettings, StorageSettings
 
 
@@ -26,3 +27,6 @@ class PartialConfig:
     has_ssh_private_key: bool = False
     has_bastion_private_key: bool = False
     vpn_client_profile: str = ""
+    kubeflow: Optional[KubeflowSettings] = None
+    has_kubeflow: bool = False
+    kubeflow_password: str = ""

@@ -41,3 +41,11 @@ BUSYBOX_IMAGE = "busybox:1.37.0"
 CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04"
 CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
 HOROVOD_IMAGE = "horovod/horovod:0.28.1"
+
+# Kubeflow: the kubeflow/manifests release (git tag) the Kubeflow stages are built from.
+# v1.11 ships Trainer v2, whose CRDs do not clash with the MPI operator's MPIJob.
+KUBEFLOW_MANIFESTS = "v1.11.0"
+KUBEFLOW_MANIFESTS_REPOSITORY = "https://github.com/kubeflow/manifests"
+# cert-manager's own API check (the Helm chart's startupapicheck), at the cert-manager
+# release those manifests ship; the tests check the tag against them.
+CERT_MANAGER_API_CHECK_IMAGE = "quay.io/jetstack/cert-manager-startupapicheck:v1.16.1"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
+from pulumi.runtime import rpc
 
 from config.model import STORAGE_CLASS_NAMES
 from preview.engine import Plan, ResourceRecord
@@ -73,6 +74,8 @@ def write_artifacts(plan: Plan, build_dir: Path,
                     extra_files: Optional[dict[str, str]] = None) -> list[Path]:
     """Writes build/<stack>/ afresh, plus `extra_files` (relative path -> text); returns
     the files written."""
+    # Kustomize overlays the program wrote under the build folder it is about to clear.
+    overlays = _kustomize_overlays(plan)
     if build_dir.exists():
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True)
@@ -100,6 +103,8 @@ def write_artifacts(plan: Plan, build_dir: Path,
         write(path, text)
     if "kubeconfig" in plan.outputs:
         write("kubeconfig/admin.template.yaml", _kubeconfig_template(plan))
+    for path, text in overlays:
+        write(path, text)
     upstream = _upstream_manifests(plan)
     if upstream:
         write("manifests/upstream.txt", upstream)
@@ -118,7 +123,7 @@ def _plan_document(plan: Plan) -> dict:
                 "name": r.name,
                 "parent": plan.by_urn[r.parent].name if r.parent in plan.by_urn else None,
                 "dependsOn": sorted(plan.by_urn[d].name for d in plan.custom_dependencies(r)),
-                "inputs": plan.redact(r.inputs),
+                "inputs": plan.redact(_without_secret_data(r)),
             }
             for r in plan.resources
         ],
@@ -175,7 +180,21 @@ def _envelope_names(stdin: str) -> tuple[Optional[str], Optional[str]]:
 
 
 # Components the provider expands itself (from a URL or chart) at `pulumi up`.
-_PROVIDER_EXPANDED = ("yaml", "helm.sh")
+_PROVIDER_EXPANDED = ("yaml", "helm.sh", "kustomize")
+_PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def _kustomize_overlays(plan: Plan) -> list[tuple[str, str]]:
+    """(kubeflow/<folder>/<file>, text) of each kustomize Directory's local overlay."""
+    found = []
+    for resource in plan.of_type("kubernetes:kustomize/v2:Directory"):
+        folder = _PROJECT_DIR / resource.inputs.get("directory", "")
+        if not folder.is_dir():
+            continue
+        for file in sorted(folder.iterdir()):
+            if file.is_file() and not file.name.startswith("."):
+                found.append((f"kubeflow/{folder.name}/{file.name}", file.read_text()))
+    return found
 
 
 _EXPORT = re.compile(r"^export (\w+)='((?:[^']|'\\'')*)'$", re.M)
@@ -214,6 +233,9 @@ def _upstream_manifests(plan: Plan) -> str:
             for file in [resource.inputs.get("file"), *resource.inputs.get("files", [])]:
                 if file:
                     lines.append(f"{resource.name}: {file}")
+        elif match and match["group"] == "kustomize":
+            lines.append(f"{resource.name}: kustomize overlay {resource.inputs.get('directory')} "
+                         "(its upstream folders and patches: build/<stack>/kubeflow/)")
         elif match and match["group"] == "helm.sh":
             inputs = resource.inputs
             repo = inputs.get("repositoryOpts", {}).get("repo", "")
@@ -227,6 +249,19 @@ def _upstream_manifests(plan: Plan) -> str:
     return header + "\n".join(lines) + "\n"
 
 
+def _without_secret_data(resource: ResourceRecord) -> dict[str, Any]:
+    """Inputs with a Kubernetes Secret's values hidden: some are derived from secrets
+    (a password's hash) and not known to the plan as secrets themselves."""
+    if resource.type != "kubernetes:core/v1:Secret":
+        return resource.inputs
+    inputs = dict(resource.inputs)
+    for key in ("data", "stringData"):
+        if key in inputs:
+            values = rpc.unwrap_rpc_secret(inputs[key]) or {}
+            inputs[key] = {name: "[secret]" for name in values}
+    return inputs
+
+
 def _manifest(resource: ResourceRecord, match: re.Match) -> dict[str, Any]:
     group, version, kind = match["group"], match["version"], match["kind"]
     kind = kind.removesuffix("Patch")
@@ -234,7 +269,8 @@ def _manifest(resource: ResourceRecord, match: re.Match) -> dict[str, Any]:
         "apiVersion": version if group == "core" else f"{group}/{version}",
         "kind": kind,
     }
-    document.update({k: v for k, v in resource.inputs.items() if k not in ("apiVersion", "kind")})
+    document.update({k: v for k, v in _without_secret_data(resource).items()
+                     if k not in ("apiVersion", "kind")})
     return document
 
 

@@ -46,7 +46,10 @@ def read_stack(project_dir: Path, stack: str) -> StackConfigFile:
             _set(result, _full_key(key, project["name"]), spec["default"])
     for key, value in (document.get("config") or {}).items():
         _set(result, _full_key(key, project["name"]), value)
-    for name in REQUIRED_SECRETS:
+    required = list(REQUIRED_SECRETS)
+    if f"{NAMESPACE}:kubeflow" in result.config:
+        required.append("kubeflowPassword")
+    for name in required:
         key = f"{NAMESPACE}:{name}"
         if key not in result.config:
             _set(result, key, {"secure": "missing"})

@@ -1,0 +1,168 @@
+"""Kubeflow from the pinned kubeflow/manifests release, installed in stages so one
+`pulumi up` succeeds: each stage is a kustomize overlay (components/kubeflow_overlay.py)
+applied by the Kubernetes provider, and the next stage waits until every Deployment and
+Job of the previous one is ready. The Dex user's password hash and the OIDC and cookie
+secrets are Secrets the program creates; upstream's published values are never applied."""
+
+import base64
+import hashlib
+import hmac
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import bcrypt
+import pulumi
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components import kube
+from components import kubeflow_catalog as catalog
+from components import kubeflow_overlay as overlay
+from components.remote_step import Script, Ssh, run_step
+from config.model import Host, StackConfig
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+# The overlays live in the (git-ignored) build folder, at a path relative to the project
+# so the provider's input is the same on every machine.
+OVERLAYS_DIR = "build/{stack}/kubeflow"
+PORT_FORWARD = Script("../kubeflow/port-forward.sh")
+PORT_FORWARD_REMOVE = Script("../kubeflow/port-forward-remove.sh")
+BCRYPT_COST = 12
+_BCRYPT_ALPHABET = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+    b"./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+
+@dataclass
+class KubeflowArgs:
+    settings: StackConfig
+    provider: k8s.Provider
+    # The nodes and the default StorageClass Kubeflow's volumes are claimed on.
+    depends_on: list
+    # The controller and its SSH connection, where the portForward unit runs.
+    controller: Optional[Host] = None
+    controller_ssh: Optional[Ssh] = None
+
+
+class Kubeflow(pulumi.ComponentResource):
+    def __init__(self, name: str, args: KubeflowArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:addons:Kubeflow", name, None, opts)
+        self._name, self._args = name, args
+        settings = args.settings
+        kubeflow = settings.kubeflow
+        self.url = kubeflow_url(settings, args.controller)
+        password_hash = dex_password_hash(settings.kubeflow_password.get_secret_value(),
+                                          settings.cluster_name, kubeflow.user.email)
+        self.overlay_dirs = write_overlays(settings, overlay.password_digest(password_hash))
+        previous: list = list(args.depends_on)
+        self.stages: dict[str, k8s.kustomize.v2.Directory] = {}
+        for stage in catalog.stages_for(kubeflow):
+            if stage.name == catalog.AUTH.name:
+                previous += self._create_auth_secrets(password_hash)
+            self.stages[stage.name] = k8s.kustomize.v2.Directory(
+                f"{name}-{stage.name}",
+                directory=self.overlay_dirs[stage.name],
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                            depends_on=previous))
+            previous = [self.stages[stage.name]]
+        if kubeflow.access.mode == "portForward":
+            self._create_port_forward()
+        self.register_outputs({"url": self.url})
+
+    def _create_auth_secrets(self, password_hash: str) -> list[pulumi.Resource]:
+        """Dex's password hash and the OIDC client and cookie secrets, in the namespaces
+        the istio-crds stage created, before Dex and oauth2-proxy start."""
+        opts = kube.k8s_provider_opts(self._args.provider, self,
+                                      [self.stages[catalog.ISTIO_CRDS.name]])
+        mine = pulumi.ResourceOptions(parent=self)
+        client = random.RandomBytes(f"{self._name}-oidc-client-secret", length=24, opts=mine)
+        # oauth2-proxy wants 16, 24 or 32 bytes; 32 hex characters are 32 bytes.
+        cookie = random.RandomBytes(f"{self._name}-cookie-secret", length=16, opts=mine)
+        client_id = "kubeflow-oidc-authservice"
+
+        def secret(name: str, namespace: str, data: dict) -> pulumi.Resource:
+            return kube.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                               "metadata": {"name": name, "namespace": namespace},
+                               "stringData": data}, opts)
+
+        return [
+            secret(overlay.DEX_PASSWORDS_SECRET, "auth",
+                   {"DEX_USER_PASSWORD": pulumi.Output.secret(password_hash)}),
+            secret(overlay.DEX_CLIENT_SECRET, "auth",
+                   {"OIDC_CLIENT_ID": client_id, "OIDC_CLIENT_SECRET": client.hex}),
+            secret(overlay.OAUTH2_PROXY_SECRET, "oauth2-proxy",
+                   {"client-id": client_id, "client-secret": client.hex,
+                    "cookie-secret": cookie.hex}),
+        ]
+
+    def _create_port_forward(self) -> None:
+        """A systemd unit on the controller forwarding to the gateway (seed 000)."""
+        settings, access = self._args.settings, self._args.settings.kubeflow.access
+        run_step(self._args.controller.name, "kubeflow-port-forward",
+                 on=self._args.controller_ssh, create=PORT_FORWARD, delete=PORT_FORWARD_REMOVE,
+                 env={"LISTEN_ADDRESS": access.listen_address, "LISTEN_PORT": str(access.port),
+                      "GATEWAY_NAMESPACE": overlay.GATEWAY_NAMESPACE,
+                      "GATEWAY_SERVICE": overlay.GATEWAY_SERVICE},
+                 depends_on=[self.stages[catalog.ISTIO.name]], parent=self)
+
+
+def kubeflow_url(settings: StackConfig, controller: Optional[Host]) -> str:
+    access = settings.kubeflow.access
+    if access.mode == "portForward":
+        # On the loopback address: through `ssh -L <port>:127.0.0.1:<port> <controller>`.
+        host = access.listen_address
+        if host == "127.0.0.1":
+            host = "localhost"
+        elif host == "0.0.0.0":
+            host = controller.address
+        return f"http://{access.hostname or host}:{access.port}/"
+    if access.mode == "loadBalancer":
+        return f"http://{access.hostname}/"
+    node = next((h.address for h in settings.hosts if h.runs_workloads), None)
+    return f"http://{access.hostname or node}:{access.node_port}/"
+
+
+def dex_password_hash(password: str, cluster_name: str, email: str) -> str:
+    """A bcrypt hash for Dex; a configured hash is used as it is. A random salt would
+    change the hash, the Secret and Dex's pods at every run, so the salt is derived from
+    the password, the cluster and the user: stable across runs, different per cluster."""
+    if password.startswith("$2"):
+        return password
+    digest = hmac.new(password.encode(), f"{cluster_name}/{email}".encode(),
+                      hashlib.sha256).digest()[:16]
+    salt = base64.b64encode(digest).translate(_BCRYPT_ALPHABET)[:22]
+    return bcrypt.hashpw(password.encode(), f"$2b${BCRYPT_COST:02d}$".encode() + salt).decode()
+
+
+def write_overlays(settings: StackConfig, password_digest: str) -> dict[str, str]:
+    """Writes each stage's overlay under build/<stack>/kubeflow/NN-<stage>/ and returns
+    the folders (relative to the project) the provider reads at `pulumi up`."""
+    root = OVERLAYS_DIR.format(stack=pulumi.get_stack())
+    kubeflow = settings.kubeflow
+    access = kubeflow.access
+    if access.mode == "loadBalancer" and not access.source_ranges:
+        # Never a load balancer open to the world by default: the admins' networks.
+        access = access.model_copy(update={"source_ranges": list(settings.aws.admin_cidrs)})
+        kubeflow = kubeflow.model_copy(update={"access": access})
+    folders = {}
+    for number, stage in enumerate(catalog.stages_for(kubeflow), start=1):
+        relative = f"{root}/{number:02d}-{stage.name}"
+        folder = PROJECT_DIR / relative
+        folder.mkdir(parents=True, exist_ok=True)
+        files = overlay.render_stage(kubeflow, stage, folder, password_digest)
+        for stale in set(os.listdir(folder)) - set(files):
+            (folder / stale).unlink()
+        for file_name, text in files.items():
+            _write_atomically(folder / file_name, text)
+        folders[stage.name] = relative
+    return folders
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    # Another run (a preview in a second shell) never reads half a file.
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as temporary:
+        temporary.write(text)
+    os.replace(temporary.name, path)

@@ -1,0 +1,128 @@
+"""What of kubeflow/manifests (the release pinned in config/versions.py) the program
+installs, in which stage, and the images those folders run. Kept beside the overlay
+generator; tests/kubeflow checks every entry against the pinned release."""
+
+from dataclasses import dataclass
+
+from config.kubeflow import KubeflowSettings
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One kustomization applied as a whole; the next stage starts once every Deployment
+    and Job of this one is ready (the Kubernetes provider awaits them)."""
+
+    name: str
+    paths: tuple[str, ...]
+    # Upstream kustomize components (kind: Component) the stage includes.
+    components: tuple[str, ...] = ()
+
+
+# The order upstream's README installs in, split where a later object needs an earlier
+# controller or webhook to be serving: creating a ClusterIssuer before cert-manager's
+# webhook answers, or an Istio resource before istiod, fails the whole `pulumi up`.
+CERT_MANAGER = Stage("cert-manager", ("common/cert-manager/base",))
+CERT_MANAGER_ISSUER = Stage("cert-manager-issuer", ("common/cert-manager/kubeflow-issuer/base",))
+ISTIO_CRDS = Stage("istio-crds", ("common/istio/istio-crds/base",
+                                  "common/istio/istio-namespace/base",
+                                  "common/kubeflow-namespace/base"))
+ISTIO = Stage("istio", ("common/istio/istio-install/overlays/oauth2-proxy",))
+AUTH = Stage("auth", ("common/oauth2-proxy/overlays/m2m-dex-only",
+                      "common/dex/overlays/oauth2-proxy"))
+KUBEFLOW_BASE = Stage("kubeflow-base", ("common/kubeflow-roles/base",
+                                        "common/istio/kubeflow-istio-resources/base",
+                                        "common/networkpolicies/base"))
+APPS = "apps"
+# Trainer's ClusterTrainingRuntimes are validated by the trainer's own webhook, so they
+# are applied once the trainer controller serves it.
+TRAINER_RUNTIMES = Stage("trainer-runtimes", ("applications/trainer/upstream/overlays/runtimes",))
+TRAINER_RUNTIME_KIND = ("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime")
+
+# Upstream folders of each selectable component (as in upstream's example/kustomization).
+COMPONENT_PATHS: dict[str, tuple[str, ...]] = {
+    "profiles": ("applications/profiles/pss",),
+    "dashboard": ("applications/centraldashboard/overlays/oauth2-proxy",),
+    "notebooks": ("applications/admission-webhook/upstream/overlays/cert-manager",
+                  "applications/jupyter/jupyter-web-app/upstream/overlays/istio",
+                  "applications/jupyter/notebook-controller/upstream/overlays/kubeflow"),
+    "volumes": ("applications/volumes-web-app/upstream/overlays/istio",
+                "applications/pvcviewer-controller/upstream/base"),
+    "tensorboards": ("applications/tensorboard/tensorboard-controller/upstream/overlays/kubeflow",
+                     "applications/tensorboard/tensorboards-web-app/upstream/overlays/istio"),
+    "katib": ("applications/katib/upstream/installs/katib-with-kubeflow",),
+    "trainer": ("applications/trainer/overlays",),
+    "pipelines": ("applications/pipeline/upstream/env/cert-manager/platform-agnostic-multi-user",),
+}
+# Pod Security Standards "baseline" for user namespaces (a component of profiles).
+PSS_BASELINE = "common/security/PSS/dynamic/baseline"
+# These pull remote bases from GitHub themselves (Argo Workflows; JobSet and
+# LeaderWorkerSet), whatever `source` says.
+REMOTE_BASES = ("trainer", "pipelines")
+
+# Image names (without tag or digest) in containers of each folder, as the folder writes
+# them: the image mirror rewrites exactly these. Entries of REMOTE_BASES folders include
+# the images of their remote bases at the pinned release.
+IMAGES: dict[str, tuple[str, ...]] = {
+    "common/cert-manager/base": ("quay.io/jetstack/cert-manager-cainjector",
+                                 "quay.io/jetstack/cert-manager-controller",
+                                 "quay.io/jetstack/cert-manager-webhook",
+                                 "quay.io/jetstack/cert-manager-startupapicheck"),
+    "common/istio/istio-install/overlays/oauth2-proxy": ("gcr.io/istio-release/install-cni",
+                                                        "gcr.io/istio-release/pilot",
+                                                        "gcr.io/istio-release/proxyv2"),
+    "common/oauth2-proxy/overlays/m2m-dex-only": ("quay.io/oauth2-proxy/oauth2-proxy",),
+    "common/dex/overlays/oauth2-proxy": ("ghcr.io/dexidp/dex",),
+    "applications/profiles/pss": ("ghcr.io/kubeflow/kubeflow/kfam",
+                                  "ghcr.io/kubeflow/kubeflow/profile-controller"),
+    "applications/centraldashboard/overlays/oauth2-proxy": (
+        "ghcr.io/kubeflow/kubeflow/central-dashboard",),
+    "applications/admission-webhook/upstream/overlays/cert-manager": (
+        "ghcr.io/kubeflow/kubeflow/poddefaults-webhook",),
+    "applications/jupyter/jupyter-web-app/upstream/overlays/istio": (
+        "ghcr.io/kubeflow/kubeflow/jupyter-web-app",),
+    "applications/jupyter/notebook-controller/upstream/overlays/kubeflow": (
+        "ghcr.io/kubeflow/kubeflow/notebook-controller",),
+    "applications/volumes-web-app/upstream/overlays/istio": (
+        "ghcr.io/kubeflow/kubeflow/volumes-web-app",),
+    "applications/pvcviewer-controller/upstream/base": (
+        "ghcr.io/kubeflow/kubeflow/pvcviewer-controller", "quay.io/brancz/kube-rbac-proxy"),
+    "applications/tensorboard/tensorboard-controller/upstream/overlays/kubeflow": (
+        "ghcr.io/kubeflow/kubeflow/tensorboard-controller", "quay.io/brancz/kube-rbac-proxy"),
+    "applications/tensorboard/tensorboards-web-app/upstream/overlays/istio": (
+        "ghcr.io/kubeflow/kubeflow/tensorboards-web-app",),
+    "applications/katib/upstream/installs/katib-with-kubeflow": (
+        "ghcr.io/kubeflow/katib/katib-controller", "ghcr.io/kubeflow/katib/katib-db-manager",
+        "ghcr.io/kubeflow/katib/katib-ui", "mysql", "busybox"),
+    "applications/trainer/overlays": (
+        "ghcr.io/kubeflow/trainer/trainer-controller-manager", "registry.k8s.io/jobset/jobset",
+        "registry.k8s.io/lws/lws"),
+    "applications/trainer/upstream/overlays/runtimes": (
+        "ghcr.io/kubeflow/trainer/dataset-initializer", "ghcr.io/kubeflow/trainer/deepspeed-runtime",
+        "ghcr.io/kubeflow/trainer/mlx-runtime", "ghcr.io/kubeflow/trainer/model-initializer",
+        "ghcr.io/kubeflow/trainer/torchtune-trainer", "pytorch/pytorch"),
+    "applications/pipeline/upstream/env/cert-manager/platform-agnostic-multi-user": (
+        "ghcr.io/kubeflow/kfp-api-server", "ghcr.io/kubeflow/kfp-frontend",
+        "ghcr.io/kubeflow/kfp-cache-server", "ghcr.io/kubeflow/kfp-metadata-writer",
+        "ghcr.io/kubeflow/kfp-metadata-envoy", "ghcr.io/kubeflow/kfp-persistence-agent",
+        "ghcr.io/kubeflow/kfp-scheduled-workflow-controller",
+        "ghcr.io/kubeflow/kfp-viewer-crd-controller", "ghcr.io/kubeflow/kfp-visualization-server",
+        "gcr.io/tfx-oss-public/ml_metadata_store_server", "mysql", "chrislusf/seaweedfs",
+        "quay.io/argoproj/workflow-controller", "quay.io/argoproj/argoexec",
+        "ghcr.io/metacontroller/metacontroller"),
+}
+
+
+def stages_for(kubeflow: KubeflowSettings) -> list[Stage]:
+    """The stages the selected components need, in install order."""
+    selected = [c for c in COMPONENT_PATHS if c in kubeflow.components]
+    paths = tuple(path for component in selected for path in COMPONENT_PATHS[component])
+    stages = [CERT_MANAGER, CERT_MANAGER_ISSUER, ISTIO_CRDS, ISTIO, AUTH, KUBEFLOW_BASE]
+    if paths:
+        stages.append(Stage(APPS, paths, (PSS_BASELINE,) if "profiles" in selected else ()))
+    if "trainer" in selected:
+        stages.append(TRAINER_RUNTIMES)
+    return stages
+
+
+def images_of(stage: Stage) -> list[str]:
+    return sorted({image for path in stage.paths for image in IMAGES.get(path, ())})

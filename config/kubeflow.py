@@ -1,0 +1,163 @@
+"""The `gpu-cluster:kubeflow` section: which Kubeflow components to install from the pinned
+kubeflow/manifests release, where the manifests come from, the fixes for known failures,
+the Dex user and how the web UI is reached. Every default lives here; rules that span
+sections (storage, layout, the password secret) are in `config/kubeflow_checks.py`."""
+
+import re
+from typing import Annotated, Literal, Optional
+
+from pydantic import AfterValidator, Field, field_validator
+
+from config import versions
+from config.model_base import Section
+from config.types import AbsolutePath, DnsLabel, HostOrIp, IPv4, IPv4Cidr, Port
+
+# Components a stack may select, in install order; see components/kubeflow_catalog.py.
+KubeflowComponent = Literal["profiles", "dashboard", "notebooks", "volumes", "tensorboards",
+                            "katib", "trainer", "pipelines"]
+DEFAULT_COMPONENTS = ["profiles", "dashboard", "notebooks", "volumes", "tensorboards", "katib",
+                      "trainer", "pipelines"]
+# What each component needs beside it (the web apps list namespaces through profiles).
+COMPONENT_REQUIRES = {"dashboard": "profiles", "notebooks": "profiles", "volumes": "profiles",
+                      "tensorboards": "profiles", "pipelines": "profiles"}
+
+_EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
+# An image reference prefix: a registry host[:port] and optional path, no tag.
+_REGISTRY_PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?(/[a-z0-9._-]+)*$")
+_GIT_URL = re.compile(r"^(https://|ssh://|git@)[^\s?]+$")
+_QUANTITY = re.compile(r"^[1-9][0-9]*(Mi|Gi|Ti)$")
+
+
+def _email(value: str) -> str:
+    if not _EMAIL.match(value):
+        raise ValueError(f"'{value}' is not an email address like admin@example.com")
+    return value
+
+
+def _registry_prefix(value: str) -> str:
+    if not _REGISTRY_PREFIX.match(value):
+        raise ValueError(f"'{value}' is not a registry prefix like registry.example.internal:5000"
+                         "/kubeflow (host, optional port and path, no scheme or tag)")
+    return value
+
+
+Email = Annotated[str, AfterValidator(_email)]
+RegistryPrefix = Annotated[str, AfterValidator(_registry_prefix)]
+
+
+class ManifestsSource(Section):
+    """Where kustomize reads kubeflow/manifests from."""
+
+    # The upstream repository or a git mirror of it, read by kustomize at `pulumi up`.
+    repository: str = versions.KUBEFLOW_MANIFESTS_REPOSITORY
+    ref: str = versions.KUBEFLOW_MANIFESTS
+    # A local copy (checkout of `ref`) on the machine that runs `pulumi up`; replaces
+    # `repository` (restricted networks, and much faster than remote bases).
+    path: Optional[AbsolutePath] = None
+
+    @field_validator("repository")
+    @classmethod
+    def _git_url(cls, value: str) -> str:
+        if not _GIT_URL.match(value):
+            raise ValueError(f"'{value}' is not a git URL like {versions.KUBEFLOW_MANIFESTS_REPOSITORY}")
+        return value.rstrip("/")
+
+    @field_validator("ref")
+    @classmethod
+    def _ref(cls, value: str) -> str:
+        if not re.match(r"^[A-Za-z0-9._/-]+$", value):
+            raise ValueError(f"'{value}' is not a git tag, branch or commit")
+        return value
+
+
+class KubeflowUser(Section):
+    """The Dex static user; the password is the secret `gpu-cluster:kubeflowPassword`."""
+
+    email: Email
+    # Dex's username; defaults to the email's local part.
+    name: Optional[DnsLabel] = None
+    # The user's Kubeflow profile (namespace); defaults to kubeflow-<email as a DNS label>.
+    profile: Optional[DnsLabel] = None
+
+    @property
+    def username(self) -> str:
+        return self.name or re.sub(r"[^a-z0-9-]", "-", self.email.split("@")[0].lower()).strip("-")
+
+    @property
+    def profile_name(self) -> str:
+        if self.profile:
+            return self.profile
+        label = re.sub(r"[^a-z0-9]+", "-", self.email.lower()).strip("-")
+        return f"kubeflow-{label}"[:63].rstrip("-")
+
+
+class KatibMysql(Section):
+    # katib-mysql initialises its database on first start, which takes minutes on slow
+    # (network) storage; the upstream liveness probe kills it after ~60 s and the half
+    # initialised data dir then never recovers (seed 000). A startup probe holds the
+    # liveness probe off for this long.
+    startup_timeout_seconds: int = Field(default=900, ge=60, le=7200)
+    # The claim's StorageClass; none uses the cluster's default StorageClass.
+    storage_class: Optional[DnsLabel] = None
+    storage_size: str = "10Gi"
+    # MySQL on NFS: no Linux native AIO (NFS does not support it with O_DIRECT) and an
+    # init container that fails clearly when the volume is not writable by MySQL's user.
+    nfs_safe: bool = True
+
+    @field_validator("storage_size")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        if not _QUANTITY.match(value):
+            raise ValueError(f"'{value}' is not a size like 10Gi")
+        return value
+
+
+class KatibSettings(Section):
+    mysql: KatibMysql = KatibMysql()
+
+
+class ImageMirror(Section):
+    """Pull every image from a mirror: `ghcr.io/kubeflow/x:v1` becomes
+    `<registry>/ghcr.io/kubeflow/x:v1` (Docker Hub images as docker.io/library/...)."""
+
+    registry: RegistryPrefix
+    # Per upstream registry, a different prefix that replaces the registry host, e.g.
+    # {"docker.io": "registry.example.internal/dockerhub"} (a pull-through cache each).
+    registries: dict[str, RegistryPrefix] = {}
+    pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+
+
+AccessMode = Literal["nodePort", "loadBalancer", "portForward"]
+
+
+class KubeflowAccess(Section):
+    """How the Istio ingress gateway (the Kubeflow UI) is reached."""
+
+    # nodePort: every node on `nodePort`; loadBalancer: a Service of type LoadBalancer
+    # (AWS layouts); portForward: a systemd unit on the controller (SSH layouts, seed 000).
+    mode: AccessMode = "nodePort"
+    node_port: int = Field(default=31380, ge=30000, le=32767)
+    # portForward: the port and address the controller listens on.
+    port: Port = 8080
+    listen_address: IPv4 = "127.0.0.1"
+    # loadBalancer: who may connect (default: gpu-cluster:aws.adminCidrs).
+    source_ranges: list[IPv4Cidr] = []
+    # The name users type (a DNS name pointing at the gateway); required with loadBalancer.
+    hostname: Optional[HostOrIp] = None
+
+
+class KubeflowSettings(Section):
+    source: ManifestsSource = ManifestsSource()
+    components: list[KubeflowComponent] = DEFAULT_COMPONENTS
+    user: KubeflowUser
+    katib: KatibSettings = KatibSettings()
+    image_mirror: Optional[ImageMirror] = None
+    access: KubeflowAccess = KubeflowAccess()
+
+    @field_validator("components")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        doubled = sorted({c for c in value if value.count(c) > 1})
+        if doubled:
+            raise ValueError(f"lists {', '.join(doubled)} more than once")
+        return value

@@ -1,0 +1,161 @@
+"""The Kubeflow component under the SDK mocks (the offline preview engine): stages in
+dependency order, the program's secrets between them, refusals with clear errors, the
+password hash, the access modes and what the preview writes for review."""
+
+import bcrypt
+import pytest
+import yaml
+from pulumi.runtime import rpc
+
+from components import kubeflow_catalog as catalog
+from components.kubeflow import dex_password_hash
+from config import ConfigError
+from preview.report import write_artifacts
+from tests.conftest import PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config, preview
+
+PASSWORD = "a long test passphrase"
+DIRECTORY = "kubernetes:kustomize/v2:Directory"
+
+
+def with_kubeflow(values: dict, **kubeflow) -> dict:
+    values["kubeflow"] = {"user": {"email": "ada@example.com"}, **kubeflow}
+    values["kubeflowPassword"] = PASSWORD
+    return values
+
+
+def deps(plan, name: str) -> set[str]:
+    return {plan.by_urn[d].name for d in plan.named(name).dependencies}
+
+
+def test_stages_are_chained_in_install_order_after_nodes_and_storage():
+    plan = preview(with_kubeflow(bare_metal_config(workers=2)))
+    stages = [r.name.removeprefix("test-kubeflow-") for r in plan.of_type(DIRECTORY)]
+    assert stages == ["cert-manager", "cert-manager-issuer", "istio-crds", "istio", "auth",
+                      "kubeflow-base", "apps", "trainer-runtimes"]
+    first = {plan.by_urn[d].name for d in plan.custom_dependencies(
+        plan.named("test-kubeflow-cert-manager"))}
+    assert {"gpu000-node-metadata", "gpu001-node-metadata", "storageclass-nfs"} <= first
+    for before, after in zip(stages, stages[1:]):
+        expected = {f"test-kubeflow-{before}"}
+        if after == "auth":  # the program's secrets, in namespaces istio-crds created
+            expected |= {"auth-secret-dex-passwords", "auth-secret-dex-oidc-client",
+                         "oauth2-proxy-secret-oauth2-proxy-credentials"}
+            for secret in expected - {f"test-kubeflow-{before}"}:
+                assert deps(plan, secret) - {"test-kubeflow-oidc-client-secret",
+                                             "test-kubeflow-cookie-secret"} == {
+                    "test-kubeflow-istio-crds"}
+        assert deps(plan, f"test-kubeflow-{after}") == expected, after
+    for stage in plan.of_type(DIRECTORY):
+        assert stage.inputs["directory"].startswith("build/test/kubeflow/")
+
+
+@pytest.mark.parametrize("components, stages", [
+    (["profiles", "katib"], ["cert-manager", "cert-manager-issuer", "istio-crds", "istio", "auth",
+                             "kubeflow-base", "apps"]),
+    (["trainer"], ["cert-manager", "cert-manager-issuer", "istio-crds", "istio", "auth",
+                   "kubeflow-base", "apps", "trainer-runtimes"]),
+    ([], ["cert-manager", "cert-manager-issuer", "istio-crds", "istio", "auth", "kubeflow-base"]),
+])
+def test_selected_components_decide_the_stages(components, stages):
+    plan = preview(with_kubeflow(bare_metal_config(workers=1), components=components))
+    assert [r.name.removeprefix("test-kubeflow-") for r in plan.of_type(DIRECTORY)] == stages
+
+
+def test_kubeflow_is_off_unless_configured():
+    plan = preview(bare_metal_config(workers=1))
+    assert not plan.of_type(DIRECTORY)
+    assert "kubeflowUrl" not in plan.outputs
+
+
+@pytest.mark.parametrize("change, key, fragment", [
+    (lambda v: v.pop("kubeflowPassword"), "gpu-cluster:kubeflowPassword",
+     "pulumi config set --secret gpu-cluster:kubeflowPassword"),
+    (lambda v: v["storage"].update({"nfs": {"host": "controller", "default": False}}),
+     "gpu-cluster:kubeflow", "needs the stack's default StorageClass"),
+    (lambda v: v.update(kubeflowPassword="12341234"), "gpu-cluster:kubeflowPassword",
+     "published example password"),
+])
+def test_kubeflow_is_refused_with_a_clear_error(change, key, fragment):
+    values = with_kubeflow(bare_metal_config(workers=1))
+    change(values)
+    with pytest.raises(ConfigError) as caught:
+        preview(values)
+    messages = [str(p) for p in caught.value.problems]
+    assert any(m.startswith(f"{key}: ") and fragment in m for m in messages), messages
+    assert "12341234" not in str(caught.value)  # a secret is never quoted
+
+
+def test_password_is_hashed_stably_and_never_shown():
+    first = dex_password_hash(PASSWORD, "test", "ada@example.com")
+    assert first == dex_password_hash(PASSWORD, "test", "ada@example.com")
+    assert first != dex_password_hash(PASSWORD, "other", "ada@example.com")
+    assert bcrypt.checkpw(PASSWORD.encode(), first.encode())
+    assert first.startswith("$2b$12$")
+    ready = bcrypt.hashpw(b"another passphrase", bcrypt.gensalt(rounds=10)).decode()
+    assert dex_password_hash(ready, "test", "ada@example.com") == ready
+    plan = preview(with_kubeflow(bare_metal_config(workers=1)))
+    secret = plan.named("auth-secret-dex-passwords")
+    assert rpc.is_rpc_secret(secret.inputs["stringData"])
+    assert rpc.unwrap_rpc_secret(secret.inputs["stringData"])["DEX_USER_PASSWORD"] == first
+
+
+def test_preview_writes_the_overlays_and_hides_secret_values(tmp_path):
+    plan = preview(with_kubeflow(bare_metal_config(workers=1)))
+    written = write_artifacts(plan, tmp_path / "build")
+    overlays = sorted(p.relative_to(tmp_path / "build").as_posix() for p in written
+                      if "/kubeflow/" in p.as_posix())
+    assert "kubeflow/01-cert-manager/kustomization.yaml" in overlays
+    assert "kubeflow/01-cert-manager/api-check.yaml" in overlays
+    assert "kubeflow/07-apps/user-profile.yaml" in overlays
+    everything = "".join(p.read_text() for p in written)
+    assert PASSWORD not in everything
+    assert dex_password_hash(PASSWORD, "test", "ada@example.com") not in everything
+    apps = yaml.safe_load((tmp_path / "build/kubeflow/07-apps/kustomization.yaml").read_text())
+    assert "https://github.com/kubeflow/manifests//applications/katib/upstream/installs/" \
+           "katib-with-kubeflow?ref=v1.11.0" in apps["resources"]
+
+
+@pytest.mark.parametrize("layout, access, url", [
+    (bare_metal_config, {}, "http://192.168.2.2:31380/"),
+    (bare_metal_config, {"mode": "portForward"}, "http://localhost:8080/"),
+    (bare_metal_config, {"mode": "portForward", "listenAddress": "0.0.0.0", "port": 8443},
+     "http://192.168.2.1:8443/"),
+    (hybrid_config, {"mode": "loadBalancer", "hostname": "kubeflow.example.com"},
+     "http://kubeflow.example.com/"),
+    (hybrid_config, {"mode": "portForward"}, "http://localhost:8080/"),
+])
+def test_access_mode_decides_the_url(layout, access, url):
+    values = with_kubeflow(layout(workers=2), access=access)
+    plan = preview(values)
+    assert plan.outputs["kubeflowUrl"] == (url, False)
+    steps = [r for r in plan.of_type("command:remote:Command")
+             if r.name.endswith("-kubeflow-port-forward")]
+    assert bool(steps) == (access.get("mode") == "portForward")
+    if steps:
+        assert "test-kubeflow-istio" in deps(plan, steps[0].name)
+        assert "gpu-cluster-kubeflow-port-forward" in rpc.unwrap_rpc_secret(steps[0].inputs["stdin"])
+
+
+def test_port_forward_is_refused_on_cloud():
+    values = with_kubeflow(cloud_config(), access={"mode": "portForward"})
+    with pytest.raises(ConfigError) as caught:
+        preview(values)
+    assert any(str(p).startswith("gpu-cluster:kubeflow.access.mode: portForward runs on the "
+                                 "controller over SSH") for p in caught.value.problems)
+
+
+def test_catalog_pins_the_release_in_one_place():
+    from config import versions
+    assert versions.KUBEFLOW_MANIFESTS == "v1.11.0"
+    paths = {p for stage in [catalog.CERT_MANAGER, catalog.ISTIO, catalog.AUTH] for p in stage.paths}
+    assert all(not p.startswith(("http", "/")) for p in paths)
+
+
+def test_load_balancer_is_open_to_the_admin_networks_by_default():
+    values = with_kubeflow(hybrid_config(), access={"mode": "loadBalancer",
+                                                    "hostname": "kubeflow.example.com"})
+    preview(values)
+    istio = yaml.safe_load((PROJECT_DIR / "build/test/kubeflow/04-istio/kustomization.yaml").read_text())
+    [patch] = [yaml.safe_load(p["patch"]) for p in istio["patches"] if p["target"]["kind"] == "Service"]
+    assert patch["spec"]["type"] == "LoadBalancer"
+    assert patch["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]

