@@ -12,6 +12,12 @@ pulumi.export("apiEndpoint", cluster.api_endpoint)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("nodes", cluster.nodes)
 pulumi.export("defaultStorageClass", cluster.storage.default_class)
+if settings.access.users:
+    pulumi.export("userKubeconfigs", cluster.access.user_kubeconfigs)
+if cluster.access.user_vpn_profiles is not None:
+    pulumi.export("userVpnProfiles", cluster.access.user_vpn_profiles)
+if cluster.access.user_kubeconfig_parameters:
+    pulumi.export("userKubeconfigParameters", cluster.access.user_kubeconfig_parameters)
 if cluster.kubeflow_url is not None:
     pulumi.export("kubeflowUrl", cluster.kubeflow_url)
 if cluster.pools:

@@ -53,6 +53,14 @@ def boot_user_data(parts: Sequence[pulumi.Input[str]],
 
 
 def multipart_gzip_base64(scripts: list[str], cloud_config: str = "") -> str:
+    raw = multipart_gzip(scripts, cloud_config)
+    if len(raw) > USER_DATA_LIMIT_BYTES:
+        raise ValueError(f"user data is {len(raw)} bytes gzipped, over EC2's 16 KiB")
+    return base64.b64encode(raw).decode()
+
+
+def multipart_gzip(scripts: list[str], cloud_config: str = "") -> bytes:
+    """The user data before base64: what EC2's 16 KiB limit applies to."""
     message = MIMEMultipart()
     if cloud_config:
         message.attach(MIMEText(cloud_config, "cloud-config"))
@@ -60,7 +68,4 @@ def multipart_gzip_base64(scripts: list[str], cloud_config: str = "") -> str:
         part = MIMEText(script, "x-shellscript")
         part.add_header("Content-Disposition", "attachment", filename=f"{index:02d}.sh")
         message.attach(part)
-    raw = gzip.compress(message.as_bytes(), mtime=0)
-    if len(raw) > USER_DATA_LIMIT_BYTES:
-        raise ValueError(f"user data is {len(raw)} bytes gzipped, over EC2's 16 KiB")
-    return base64.b64encode(raw).decode()
+    return gzip.compress(message.as_bytes(), mtime=0)

@@ -13,13 +13,14 @@ from components.aws_control_plane_host import (
     ControlPlaneHost,
     ControlPlaneHostArgs,
 )
+from components.access import Access, AccessArgs
 from components.aws_network import AwsNetwork, AwsNetworkArgs
 from components.cluster_pki import ClusterPki, ClusterPkiArgs
 from components.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for
 from components.efs_file_system import EfsFileSystem, EfsFileSystemArgs
 from components.gpu_support import GpuSupport, GpuSupportArgs
-from components.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs
+from components.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs, oversized_user_data
 from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
 from components.kubeflow import Kubeflow, KubeflowArgs
 from components.mpi_operator import MpiOperator, MpiOperatorArgs
@@ -27,6 +28,7 @@ from components.shared_storage import SharedStorage, SharedStorageArgs
 from components.vpn_bridge import VpnBridge, VpnBridgeArgs
 from components.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import Host, StackConfig
+from config.problems import ConfigError
 
 
 @dataclass
@@ -40,13 +42,20 @@ class Cluster(pulumi.ComponentResource):
     provider: k8s.Provider
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions = None):
+        # What only the rendered boot scripts can tell, refused before anything exists.
+        problems = oversized_user_data(args.settings, distribution_for(args.settings))
+        if problems:
+            raise ConfigError(problems)
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name = name
         self._settings = args.settings
         self._distribution = distribution_for(args.settings)
         self.gateways: dict[str, pulumi.Input[str]] = {}
         self.vpn_admin_profile: Optional[pulumi.Output[str]] = None
+        self.vpn: Optional[VpnBridge] = None
         self.pools: list[dict] = []
+        # Options of resources on AWS (its provider), on the layouts that use AWS.
+        self._on_aws: Optional[pulumi.ResourceOptions] = None
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(args.settings.cluster_name),
                               opts=pulumi.ResourceOptions(parent=self))
         if args.settings.layout == "bare-metal":
@@ -155,6 +164,7 @@ class Cluster(pulumi.ComponentResource):
             onprem={h.name: bootstraps[h.name] for h in settings.hosts},
         ), opts=pulumi.ResourceOptions(parent=self))
         self.vpn_admin_profile = vpn.admin_profile
+        self.vpn = vpn
         onprem_gateway = next((h.address for h in settings.hosts
                                if h.name == settings.vpn.onprem_gateway),
                               settings.vpn.existing_server_address)
@@ -220,6 +230,17 @@ class Cluster(pulumi.ComponentResource):
                 controller=self.control_plane.host, controller_ssh=self.control_plane.ssh),
                 opts=opts)
             self.kubeflow_url = kubeflow.url
+        profiles_after = (kubeflow.profiles_installed
+                          if settings.kubeflow and "profiles" in settings.kubeflow.components
+                          else None)
+        # On hybrid, users reach the API at its private address (VPN or LAN); admins may
+        # use the public one from aws.adminCidrs.
+        users_endpoint = (self.control_plane.node_endpoint if settings.layout == "hybrid"
+                          else self.api_endpoint)
+        self.access = Access(f"{self._name}-access", AccessArgs(
+            settings, self.provider, self.pki, users_endpoint, self.nodes_ready,
+            aws_opts=self._on_aws, vpn_profile=self.vpn.user_profile if self.vpn else None,
+            kubeflow_profiles_after=profiles_after), opts=opts)
 
 
 def with_efs_address(settings: StackConfig, address: str) -> StackConfig:

@@ -9,6 +9,8 @@ from typing import Optional
 import pulumi
 import pulumi_tls as tls
 
+from components.certificates import IssuedCertificate, Issuer
+
 # k0s's own CA is RSA 2048 too; every Kubernetes client accepts it.
 CA_KEY_BITS = 2048
 CA_VALIDITY_HOURS = 10 * 365 * 24
@@ -26,16 +28,10 @@ class ClusterPkiArgs:
     cluster_name: str
 
 
-@dataclass
-class ClientCertificate:
-    cert_pem: pulumi.Output[str]
-    private_key_pem: pulumi.Output[str]  # secret
-
-
 class ClusterPki(pulumi.ComponentResource):
     ca_cert_pem: pulumi.Output[str]
     ca_private_key_pem: pulumi.Output[str]  # secret
-    admin: ClientCertificate
+    admin: IssuedCertificate
 
     def __init__(self, name: str, args: ClusterPkiArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:cluster:ClusterPki", name, None, opts)
@@ -55,30 +51,15 @@ class ClusterPki(pulumi.ComponentResource):
             opts=self._opts,
         )
         self.ca_cert_pem = ca.cert_pem
+        self._issuer = Issuer(name, self.ca_private_key_pem, self.ca_cert_pem, self._opts)
         self.admin = self.client_certificate("admin", f"{args.cluster_name}-admin",
                                              ADMIN_GROUP)
         self.register_outputs({"caCertPem": self.ca_cert_pem})
 
     def client_certificate(self, role: str, user: str, group: Optional[str] = None,
-                           validity_hours: int = CLIENT_CERT_VALIDITY_HOURS
-                           ) -> ClientCertificate:
+                           validity_hours: int = CLIENT_CERT_VALIDITY_HOURS,
+                           early_renewal_hours: int = CLIENT_CERT_EARLY_RENEWAL_HOURS
+                           ) -> IssuedCertificate:
         """A client certificate for Kubernetes user `user` (in `group`), signed by the CA."""
-        key = tls.PrivateKey(f"{self._name}-{role}-key", algorithm="ECDSA",
-                             ecdsa_curve="P256", opts=self._opts)
-        request = tls.CertRequest(
-            f"{self._name}-{role}-csr",
-            private_key_pem=key.private_key_pem,
-            subject=tls.CertRequestSubjectArgs(common_name=user, organization=group),
-            opts=self._opts,
-        )
-        cert = tls.LocallySignedCert(
-            f"{self._name}-{role}-cert",
-            cert_request_pem=request.cert_request_pem,
-            ca_private_key_pem=self.ca_private_key_pem,
-            ca_cert_pem=self.ca_cert_pem,
-            allowed_uses=CLIENT_USES,
-            validity_period_hours=validity_hours,
-            early_renewal_hours=CLIENT_CERT_EARLY_RENEWAL_HOURS,
-            opts=self._opts,
-        )
-        return ClientCertificate(cert.cert_pem, pulumi.Output.secret(key.private_key_pem))
+        return self._issuer.issue(role, user, group, CLIENT_USES, validity_hours,
+                                  early_renewal_hours)

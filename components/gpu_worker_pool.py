@@ -8,7 +8,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.aws_boot import boot_user_data, instance_profile_reading, secret_parameter
+from components.aws_boot import (
+    USER_DATA_LIMIT_BYTES,
+    instance_profile_reading,
+    multipart_gzip,
+    multipart_gzip_base64,
+    secret_parameter,
+)
 from components.aws_network import AwsNetwork, newest_image
 from components.distributions.k0s import K0s
 from components.host_bootstrap import (
@@ -17,8 +23,9 @@ from components.host_bootstrap import (
     install_nvidia_env,
     prepare_host_env,
 )
-from components.remote_step import SSM_READER, envelope
+from components.remote_step import SSM_READER, render_envelope
 from config.model import StackConfig, WorkerPool
+from config.problems import Problem
 
 # AWS's GPU image with the NVIDIA driver and container toolkit.
 GPU_IMAGE_OWNER = "amazon"
@@ -109,18 +116,37 @@ def token_parameter_name(settings: StackConfig, pool: WorkerPool) -> str:
     return f"/gpu-cluster/{settings.cluster_name}/{pool.name}/join-token"
 
 
-def pool_user_data(settings: StackConfig, pool: WorkerPool,
-                   distribution: K0s) -> pulumi.Output[str]:
+def pool_boot_scripts(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> list[str]:
     """Host settings, the NVIDIA runtime (GPU pools), the k0s join."""
-    parts = [envelope(pool.name, "prepare-host", PREPARE_HOST, prepare_host_env(settings))]
+    parts = [render_envelope(pool.name, "prepare-host", PREPARE_HOST,
+                             prepare_host_env(settings))]
     if pool.gpus:
-        parts.append(envelope(pool.name, "install-nvidia", INSTALL_NVIDIA,
-                              install_nvidia_env(settings, distribution, pool.install_driver)))
-    parts.append(envelope(pool.name, "join-worker", distribution.join_worker, {
+        parts.append(render_envelope(
+            pool.name, "install-nvidia", INSTALL_NVIDIA,
+            install_nvidia_env(settings, distribution, pool.install_driver)))
+    parts.append(render_envelope(pool.name, "join-worker", distribution.join_worker, {
         **distribution.node_env(pool, ""),
         "K0S_JOIN_TOKEN": "",
         "K0S_JOIN_TOKEN_SSM_PARAMETER": token_parameter_name(settings, pool),
         "AWS_REGION": settings.aws.region,
         "SSM_READER": SSM_READER.text(),
     }))
-    return boot_user_data(parts)
+    return parts
+
+
+def pool_user_data(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> str:
+    return multipart_gzip_base64(pool_boot_scripts(settings, pool, distribution))
+
+
+def oversized_user_data(settings: StackConfig, distribution: K0s) -> list[Problem]:
+    """Pools whose user data EC2 would refuse (long label and taint lists make it grow):
+    found before anything is created."""
+    problems = []
+    for index, pool in enumerate(settings.pools):
+        size = len(multipart_gzip(pool_boot_scripts(settings, pool, distribution)))
+        if size > USER_DATA_LIMIT_BYTES:
+            problems.append(Problem(
+                f"pools[{index}]",
+                f"its boot user data would be {size} bytes gzipped, over EC2's "
+                f"{USER_DATA_LIMIT_BYTES}: use fewer or shorter labels and taints"))
+    return problems

@@ -70,6 +70,9 @@ class Kubeflow(pulumi.ComponentResource):
             previous = [self.stages[stage.name]]
         if kubeflow.access.mode == "portForward":
             self._create_port_forward()
+        # The stage that installs the Profile CRD and controller (with the apps).
+        self.profiles_installed = [self.stages[catalog.APPS]] if catalog.APPS in self.stages \
+            else []
         self.register_outputs({"url": self.url})
 
     def _create_auth_secrets(self, password_hash: str) -> list[pulumi.Resource]:

@@ -172,10 +172,11 @@ def client_config(tunnel: Tunnel, server_address: str) -> str:
 
 
 def admin_profile(tunnel: Tunnel, server_address: str, ca_pem: str, cert_pem: str,
-                  key_pem: str, tls_crypt_key: str) -> str:
-    """A self-contained `.ovpn` profile for an administrator: the VPC and the LAN."""
+                  key_pem: str, tls_crypt_key: str, holder: str = "administrator") -> str:
+    """A self-contained `.ovpn` profile for an administrator (or a user): the VPC and
+    the LAN."""
     lines = [
-        "# gpu-cluster administrator VPN profile: routes to the VPC and the on-prem LAN.",
+        f"# gpu-cluster VPN profile of {holder}: routes to the VPC and the on-prem LAN.",
         "# Contains a private key: keep it like a password.",
         *_client_lines(tunnel, server_address),
         "verb 3",

@@ -108,30 +108,33 @@ def envelope(
     """The stdin of a step: its inputs as exports, then the scripts wrapped in functions
     so bash has read all of stdin before any command runs (an apt-get reading stdin
     cannot swallow the rest of the script)."""
+    names = list(env.keys())
+    return pulumi.Output.all(*env.values()).apply(
+        lambda values: render_envelope(host, step, create, dict(zip(names, values)), delete))
 
-    def render(values: list) -> str:
-        names = ["GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP", *env.keys()]
-        lines = [
-            f"# gpu-cluster step '{step}' on host '{host}' ({create.path}"
-            + (f", delete: {delete.path})" if delete else ")"),
-        ]
-        lines += [
-            f"export {name}={_single_quoted(str(value))}"
-            for name, value in zip(names, [host, step, *values])
-        ]
-        lines += ["gpu_cluster_create() {", create.text(), "}"]
-        if delete:
-            lines += ["gpu_cluster_delete() {", delete.text(), "}"]
-        lines += [
-            'case "${1:-create}" in',
-            "  create) gpu_cluster_create </dev/null ;;",
-            "  delete) gpu_cluster_delete </dev/null ;;" if delete else "",
-            '  *) echo "gpu-cluster: unknown action: $1" >&2; exit 2 ;;',
-            "esac",
-        ]
-        return "\n".join(line for line in lines if line) + "\n"
 
-    return pulumi.Output.all(*env.values()).apply(render)
+def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str],
+                    delete: Optional[Script] = None) -> str:
+    """The envelope's text, for inputs that are all known."""
+    lines = [
+        f"# gpu-cluster step '{step}' on host '{host}' ({create.path}"
+        + (f", delete: {delete.path})" if delete else ")"),
+    ]
+    lines += [
+        f"export {name}={_single_quoted(str(value))}"
+        for name, value in {"GPU_CLUSTER_HOST": host, "GPU_CLUSTER_STEP": step, **env}.items()
+    ]
+    lines += ["gpu_cluster_create() {", create.text(), "}"]
+    if delete:
+        lines += ["gpu_cluster_delete() {", delete.text(), "}"]
+    lines += [
+        'case "${1:-create}" in',
+        "  create) gpu_cluster_create </dev/null ;;",
+        "  delete) gpu_cluster_delete </dev/null ;;" if delete else "",
+        '  *) echo "gpu-cluster: unknown action: $1" >&2; exit 2 ;;',
+        "esac",
+    ]
+    return "\n".join(line for line in lines if line) + "\n"
 
 
 def _single_quoted(value: str) -> str:

@@ -92,12 +92,25 @@ class VpnBridge(pulumi.ComponentResource):
         public_address = pulumi.Output.from_input(args.server_public_address)
         server = self._create_server()
         client = self._create_gateway_client(server, public_address)
-        pki, tunnel = self.pki, self._tunnel
-        self.admin_profile = pulumi.Output.secret(pulumi.Output.all(
-            public_address, pki.ca_cert_pem, pki.admin.cert_pem, pki.admin.private_key_pem,
-            pki.tls_crypt_key,
-        ).apply(lambda values: openvpn_config.admin_profile(tunnel, *values)))
+        self._public_address = public_address
+        self.admin_profile = self._profile(self.pki.admin, "administrator")
         return client, self._gateway
+
+    def _profile(self, certificate, holder: str) -> pulumi.Output[str]:
+        pki, tunnel = self.pki, self._tunnel
+        return pulumi.Output.secret(pulumi.Output.all(
+            self._public_address, pki.ca_cert_pem, certificate.cert_pem,
+            certificate.private_key_pem, pki.tls_crypt_key,
+        ).apply(lambda values: openvpn_config.admin_profile(tunnel, *values, holder=holder)))
+
+    def user_profile(self, user: str) -> Optional[pulumi.Output[str]]:
+        """A VPN profile (own client certificate) for a cluster user to reach the API at
+        its private address; None where this bridge runs no server."""
+        if self.pki is None:
+            return None
+        # The CN stays within X.509's 64 characters for any user name (at most 32).
+        certificate = self.pki.issue(f"user-{user}", f"user-{user}")
+        return self._profile(certificate, f"user {user}")
 
     def _create_client_of_existing_server(self) -> remote.Command:
         """The instance dials the existing on-prem server with the profile it issued; that

@@ -9,9 +9,8 @@ import pulumi_random as random
 import pulumi_tls as tls
 
 from components import openvpn_config
+from components.certificates import IssuedCertificate, Issuer
 
-KEY_ALGORITHM = "ECDSA"
-KEY_CURVE = "P256"
 CA_VALIDITY_HOURS = 10 * 365 * 24
 CERT_VALIDITY_HOURS = 3 * 365 * 24
 # A `pulumi up` within the last 30 days of a certificate's life issues a new one (the
@@ -29,13 +28,6 @@ class VpnPkiArgs:
     cluster_name: str
 
 
-@dataclass
-class IssuedCertificate:
-    common_name: str
-    cert_pem: pulumi.Output[str]
-    private_key_pem: pulumi.Output[str]  # secret
-
-
 class VpnPki(pulumi.ComponentResource):
     ca_cert_pem: pulumi.Output[str]
     server: IssuedCertificate
@@ -49,8 +41,8 @@ class VpnPki(pulumi.ComponentResource):
         self._opts = pulumi.ResourceOptions(parent=self)
         cluster = args.cluster_name
 
-        ca_key = self._private_key("ca")
-        self._ca_key_pem = ca_key.private_key_pem
+        ca_key = tls.PrivateKey(f"{name}-ca-key", algorithm="ECDSA", ecdsa_curve="P256",
+                                opts=self._opts)
         ca = tls.SelfSignedCert(
             f"{name}-ca-cert",
             private_key_pem=ca_key.private_key_pem,
@@ -62,9 +54,10 @@ class VpnPki(pulumi.ComponentResource):
             opts=self._opts,
         )
         self.ca_cert_pem = ca.cert_pem
-        self.server = self._issue("server", f"{cluster}-vpn-server", SERVER_USES)
-        self.gateway = self._issue("gateway", f"{cluster}-onprem-gateway", CLIENT_USES)
-        self.admin = self._issue("admin", f"{cluster}-admin", CLIENT_USES)
+        self._issuer = Issuer(name, ca_key.private_key_pem, self.ca_cert_pem, self._opts)
+        self.server = self.issue("server", f"{cluster}-vpn-server", SERVER_USES)
+        self.gateway = self.issue("gateway", f"{cluster}-onprem-gateway", CLIENT_USES)
+        self.admin = self.issue("admin", f"{cluster}-admin", CLIENT_USES)
 
         tls_crypt = random.RandomBytes(f"{name}-tls-crypt-key", length=TLS_CRYPT_KEY_BYTES,
                                        opts=self._opts)
@@ -76,28 +69,7 @@ class VpnPki(pulumi.ComponentResource):
             "adminCommonName": self.admin.common_name,
         })
 
-    def _private_key(self, role: str) -> tls.PrivateKey:
-        return tls.PrivateKey(f"{self._name}-{role}-key", algorithm=KEY_ALGORITHM,
-                              ecdsa_curve=KEY_CURVE, opts=self._opts)
-
-    def _issue(self, role: str, common_name: str, uses: list[str]) -> IssuedCertificate:
-        key = self._private_key(role)
-        request = tls.CertRequest(
-            f"{self._name}-{role}-csr",
-            private_key_pem=key.private_key_pem,
-            subject=tls.CertRequestSubjectArgs(common_name=common_name,
-                                               organization="gpu-cluster"),
-            opts=self._opts,
-        )
-        cert = tls.LocallySignedCert(
-            f"{self._name}-{role}-cert",
-            cert_request_pem=request.cert_request_pem,
-            ca_private_key_pem=self._ca_key_pem,
-            ca_cert_pem=self.ca_cert_pem,
-            allowed_uses=uses,
-            validity_period_hours=CERT_VALIDITY_HOURS,
-            early_renewal_hours=CERT_EARLY_RENEWAL_HOURS,
-            opts=self._opts,
-        )
-        return IssuedCertificate(common_name, cert.cert_pem,
-                                 pulumi.Output.secret(key.private_key_pem))
+    def issue(self, role: str, common_name: str,
+              uses: list[str] = CLIENT_USES) -> IssuedCertificate:
+        return self._issuer.issue(role, common_name, "gpu-cluster", uses, CERT_VALIDITY_HOURS,
+                                  CERT_EARLY_RENEWAL_HOURS)

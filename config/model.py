@@ -11,6 +11,7 @@ from typing import Literal, Optional
 from pydantic import Field, SecretStr, field_validator
 
 from config import versions
+from config.access import AccessSettings
 from config.cloud import AwsSettings, VpnSettings
 from config.kubeflow import KubeflowSettings
 from config.model_base import Section
@@ -294,6 +295,8 @@ class StackConfig(Section):
     aws: Optional[AwsSettings] = None
     vpn: Optional[VpnSettings] = None
     pools: list[WorkerPool] = []
+    # Teams' namespaces and quotas, and users with a kubeconfig of their own.
+    access: AccessSettings = AccessSettings()
     # Kubeflow from the pinned kubeflow/manifests release; off unless configured.
     kubeflow: Optional[KubeflowSettings] = None
     # The Kubeflow (Dex) user's password, or its bcrypt hash.

@@ -6,19 +6,20 @@ import typing
 
 from pydantic import BaseModel
 
+from config.access import Team, User
 from config.model import Host, StackConfig, WorkerPool
 from tests.conftest import PROJECT_DIR
 
 
 def _keys(model: type[BaseModel], prefix: str = "") -> dict[str, object]:
-    """Documented keys: nested sections expand, hosts[] and pools[] expand, other lists are
-    leaves."""
+    """Documented keys: nested sections expand, lists of hosts, pools, teams and users
+    expand, other lists are leaves."""
     keys = {}
     for field in model.model_fields.values():
         key = f"{prefix}{field.alias}"
         annotation = field.annotation
         args = typing.get_args(annotation)
-        if typing.get_origin(annotation) is list and args[0] in (Host, WorkerPool):
+        if typing.get_origin(annotation) is list and args[0] in (Host, WorkerPool, Team, User):
             keys.update(_keys(args[0], f"{key}[]."))
             continue
         section = next((a for a in (annotation, *args)

@@ -4,6 +4,7 @@ no secret in user data, IMDSv2 everywhere, IAM limited to reading one parameter.
 import base64
 import email
 import gzip
+import hashlib
 import json
 import re
 
@@ -230,3 +231,18 @@ def test_acceptance_checks_target_the_pools():
     [rwx] = [o for o in files["rwx-check.yaml"] if o["kind"] == "Job"]
     assert rwx["metadata"]["annotations"]["gpu-cluster/rwx-check-mode"] == "cross-node"
     assert "mpijob-benchmark.yaml" not in files
+
+
+def test_user_data_too_large_for_ec2_is_refused_before_anything_is_created():
+    from config.problems import ConfigError
+    from tests.conftest import cloud_config, preview
+
+    values = cloud_config()
+    # Random-looking values, so gzip cannot shrink them away.
+    values["pools"][0]["labels"] = {
+        f"team.example.com/l{i:03d}": hashlib.sha256(str(i).encode()).hexdigest()[:60]
+        for i in range(600)}
+    with pytest.raises(ConfigError) as error:
+        preview(values)
+    assert "gpu-cluster:pools[0]: its boot user data would be" in str(error.value)
+    assert "over EC2's 16384" in str(error.value)

@@ -1,0 +1,164 @@
+"""Who may use the cluster: a namespace per team with its quota and container defaults,
+and per user a client certificate signed by the cluster CA (never the admin's), bound to
+Kubernetes' admin/edit/view role in the user's namespaces. Each user's kubeconfig is a
+secret output and, on AWS layouts, an SSM SecureString the user can fetch."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import kube
+from components.cluster_pki import ClusterPki
+from components.kubeconfig import client_kubeconfig
+from config.access import Team, User
+from config.model import StackConfig
+
+GPU_QUOTA = "requests.nvidia.com/gpu"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-cluster"}
+# A `pulumi up` this close to a certificate's end issues a new one (at most 30 days).
+MAX_EARLY_RENEWAL_HOURS = 30 * 24
+
+
+@dataclass
+class AccessArgs:
+    settings: StackConfig
+    provider: k8s.Provider
+    pki: ClusterPki
+    # The API address in users' kubeconfigs (hybrid: the private one, through the VPN).
+    api_endpoint: pulumi.Input[str]
+    depends_on: list
+    # AWS layouts: where each user's kubeconfig is also stored (an SSM SecureString).
+    aws_opts: Optional[pulumi.ResourceOptions] = None
+    # Hybrid with the VPN server on EC2: a user's own VPN profile.
+    vpn_profile: Optional[Callable[[str], Optional[pulumi.Output[str]]]] = None
+    # With Kubeflow's profiles: what installs the Profile CRD and its controller.
+    kubeflow_profiles_after: Optional[list] = None
+
+
+class Access(pulumi.ComponentResource):
+    user_kubeconfigs: pulumi.Output[dict]  # secret: user name -> kubeconfig
+    user_kubeconfig_parameters: dict[str, pulumi.Output[str]]
+    user_vpn_profiles: Optional[pulumi.Output[dict]]  # secret: user name -> .ovpn
+
+    def __init__(self, name: str, args: AccessArgs, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:access:Access", name, None, opts)
+        self._name, self._args = name, args
+        access = args.settings.access
+        on_cluster = kube.k8s_provider_opts(args.provider, self, args.depends_on)
+        owner = (args.settings.kubeflow.user.email
+                 if args.kubeflow_profiles_after is not None else None)
+        manifests = [obj for team in access.teams for obj in team_objects(team, owner)]
+        manifests += [obj for user in access.users for obj in user_bindings(user)]
+        created = kube.apply_all(manifests, on_cluster)
+        if owner is not None:
+            self._create_kubeflow_profiles(owner, created)
+        kubeconfigs = {user.name: self._kubeconfig(user) for user in access.users}
+        self.user_kubeconfigs = pulumi.Output.secret(pulumi.Output.all(**kubeconfigs))
+        profiles = {user.name: args.vpn_profile(user.name)
+                     for user in access.users} if args.vpn_profile else {}
+        self.user_vpn_profiles = (
+            pulumi.Output.secret(pulumi.Output.all(**profiles))
+            if profiles and None not in profiles.values() else None)
+        self.user_kubeconfig_parameters = {}
+        if args.aws_opts is not None:
+            for user in access.users:
+                parameter = aws.ssm.Parameter(
+                    f"{name}-{user.name}-kubeconfig",
+                    name=user_parameter_name(args.settings, user),
+                    type="SecureString",
+                    # A kubeconfig can exceed the standard tier's 4 KB.
+                    tier="Intelligent-Tiering",
+                    value=kubeconfigs[user.name],
+                    tags={**args.settings.aws.tags, "gpu-cluster/user": user.name},
+                    opts=pulumi.ResourceOptions.merge(
+                        args.aws_opts, pulumi.ResourceOptions(parent=self)))
+                self.user_kubeconfig_parameters[user.name] = parameter.name
+        self.register_outputs({"users": [user.name for user in access.users]})
+
+    def _create_kubeflow_profiles(self, owner: str, namespaces: list) -> None:
+        """A Kubeflow Profile per team: the profile controller adopts the team's namespace
+        (its `owner` annotation names the profile's owner) and adds Kubeflow's roles and
+        Istio policies, so the team's namespace is also its Kubeflow workspace."""
+        args = self._args
+        opts = kube.k8s_provider_opts(args.provider, self,
+                                      [*namespaces, *args.kubeflow_profiles_after])
+        for team in args.settings.access.teams:
+            k8s.apiextensions.CustomResource(
+                f"{team.name}-kubeflow-profile", **kubeflow_profile(team, owner), opts=opts)
+
+    def _kubeconfig(self, user: User) -> pulumi.Output[str]:
+        args = self._args
+        cluster = args.settings.cluster_name
+        hours = args.settings.access.certificate_validity_days * 24
+        cert = args.pki.client_certificate(
+            f"user-{user.name}", user.name, user.groups[0] if user.groups else None,
+            validity_hours=hours, early_renewal_hours=min(MAX_EARLY_RENEWAL_HOURS, hours // 3))
+        return pulumi.Output.secret(pulumi.Output.all(
+            args.api_endpoint, args.pki.ca_cert_pem, cert.cert_pem, cert.private_key_pem,
+        ).apply(lambda v: client_kubeconfig(cluster, v[0], v[1], f"{cluster}-{user.name}",
+                                            v[2], v[3])))
+
+
+def user_parameter_name(settings: StackConfig, user: User) -> str:
+    return f"/gpu-cluster/{settings.cluster_name}/users/{user.name}/kubeconfig"
+
+
+def team_objects(team: Team, kubeflow_owner: Optional[str] = None) -> list[dict]:
+    """The team's Namespace, its ResourceQuota (when it sets one) and LimitRange."""
+    labels = {**MANAGED_BY, "gpu-cluster/team": team.name}
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": team.name, "labels": labels}}
+    if kubeflow_owner:
+        # What Kubeflow's profile controller requires to adopt an existing namespace.
+        namespace["metadata"]["annotations"] = {"owner": kubeflow_owner}
+    objects = [namespace]
+    quota = team.quota
+    hard = {key: str(value) for key, value in {
+        GPU_QUOTA: quota.gpus, "requests.cpu": quota.cpu, "requests.memory": quota.memory,
+        "requests.storage": quota.storage}.items() if value is not None}
+    if hard:
+        objects.append({"apiVersion": "v1", "kind": "ResourceQuota",
+                        "metadata": {"name": "team-quota", "namespace": team.name,
+                                     "labels": labels},
+                        "spec": {"hard": hard}})
+    defaults = team.container_defaults
+    objects.append({
+        "apiVersion": "v1", "kind": "LimitRange",
+        "metadata": {"name": "container-defaults", "namespace": team.name, "labels": labels},
+        "spec": {"limits": [{
+            "type": "Container",
+            "defaultRequest": {"cpu": defaults.cpu_request, "memory": defaults.memory_request},
+            "default": {"cpu": defaults.cpu_limit, "memory": defaults.memory_limit},
+        }]},
+    })
+    return objects
+
+
+def kubeflow_profile(team: Team, owner: str) -> dict:
+    return {"api_version": "kubeflow.org/v1", "kind": "Profile",
+            "metadata": {"name": team.name, "labels": dict(MANAGED_BY)},
+            "spec": {"owner": {"kind": "User", "name": owner}}}
+
+
+def user_bindings(user: User) -> list[dict]:
+    """The user's role in each of their namespaces; an admin without namespaces is bound
+    to cluster-admin. Removing the user from config removes these."""
+    subject = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user.name}]
+    labels = {**MANAGED_BY, "gpu-cluster/user": user.name}
+    if not user.namespaces:
+        return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": f"gpu-cluster-user-{user.name}", "labels": labels},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": "cluster-admin"},
+                 "subjects": subject}]
+    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": f"gpu-cluster-user-{user.name}", "namespace": namespace,
+                          "labels": labels},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": user.role},
+             "subjects": subject}
+            for namespace in user.namespaces]

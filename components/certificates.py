@@ -1,0 +1,49 @@
+"""Issuing a certificate from a CA kept in the stack's state (the cluster's and the VPN's):
+an ECDSA P-256 key, a signing request and the signed certificate, named `<prefix>-<role>`."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_tls as tls
+
+
+@dataclass
+class IssuedCertificate:
+    common_name: str
+    cert_pem: pulumi.Output[str]
+    private_key_pem: pulumi.Output[str]  # secret
+
+
+@dataclass
+class Issuer:
+    prefix: str
+    ca_private_key_pem: pulumi.Input[str]
+    ca_cert_pem: pulumi.Input[str]
+    opts: pulumi.ResourceOptions
+
+    def issue(self, role: str, common_name: str, organization: Optional[str],
+              uses: list[str], validity_hours: int,
+              early_renewal_hours: int) -> IssuedCertificate:
+        """A `pulumi up` within `early_renewal_hours` of the end issues a new one."""
+        key = tls.PrivateKey(f"{self.prefix}-{role}-key", algorithm="ECDSA",
+                             ecdsa_curve="P256", opts=self.opts)
+        request = tls.CertRequest(
+            f"{self.prefix}-{role}-csr",
+            private_key_pem=key.private_key_pem,
+            subject=tls.CertRequestSubjectArgs(common_name=common_name,
+                                               organization=organization),
+            opts=self.opts,
+        )
+        cert = tls.LocallySignedCert(
+            f"{self.prefix}-{role}-cert",
+            cert_request_pem=request.cert_request_pem,
+            ca_private_key_pem=self.ca_private_key_pem,
+            ca_cert_pem=self.ca_cert_pem,
+            allowed_uses=uses,
+            validity_period_hours=validity_hours,
+            early_renewal_hours=early_renewal_hours,
+            opts=self.opts,
+        )
+        return IssuedCertificate(common_name, cert.cert_pem,
+                                 pulumi.Output.secret(key.private_key_pem))

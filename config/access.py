@@ -1,0 +1,114 @@
+"""`gpu-cluster:access`: the researchers' namespaces (teams) with their quotas and the
+users who get a kubeconfig of their own, with a role in some of those namespaces."""
+
+import re
+from typing import Annotated, Literal, Optional
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from config.model_base import Section
+from config.types import DnsLabel
+
+# Kubernetes' built-in user-facing ClusterRoles.
+AccessRole = Literal["admin", "edit", "view"]
+
+_QUANTITY = re.compile(r"^(\d+(\.\d+)?)(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$")
+
+
+def _quantity(value: str) -> str:
+    if value.strip().startswith("-"):
+        raise ValueError(f"'{value}' is negative; a quota or limit must be 0 or more")
+    if not _QUANTITY.match(value):
+        raise ValueError(f"'{value}' is not a Kubernetes quantity such as 500m, 8, 64Gi or 2Ti")
+    return value
+
+
+Quantity = Annotated[str, AfterValidator(_quantity)]
+
+
+class Quota(Section):
+    """Hard limits on what the namespace's pods may request; unset means unlimited."""
+
+    gpus: Optional[int] = Field(default=None, ge=0)
+    cpu: Optional[Quantity] = None
+    memory: Optional[Quantity] = None
+    # Total of all PersistentVolumeClaims' requests.
+    storage: Optional[Quantity] = None
+
+
+class ContainerDefaults(Section):
+    """Requests and limits a container gets when it states none (a LimitRange): with a
+    quota on cpu or memory, Kubernetes refuses pods without them."""
+
+    cpu_request: Quantity = "100m"
+    memory_request: Quantity = "256Mi"
+    cpu_limit: Quantity = "2"
+    memory_limit: Quantity = "4Gi"
+
+
+class Team(Section):
+    name: DnsLabel
+    quota: Quota = Quota()
+    container_defaults: ContainerDefaults = ContainerDefaults()
+
+
+class User(Section):
+    # The Kubernetes user name (the certificate's CN) and part of the context name.
+    name: DnsLabel
+    # Kubernetes groups come from the certificate's organization, which holds one value.
+    groups: list[DnsLabel] = Field(default=[], max_length=1)
+    role: AccessRole = "edit"
+    # Teams the role applies in; an admin without namespaces is a cluster admin.
+    namespaces: list[DnsLabel] = []
+
+    @field_validator("name")
+    @classmethod
+    def _short_name(cls, value: str) -> str:
+        # It names the user's certificates, whose subject fields hold 64 characters.
+        if len(value) > 32:
+            raise ValueError(f"'{value}' is longer than 32 characters")
+        return value
+
+    @model_validator(mode="after")
+    def _scope(self) -> "User":
+        if not self.namespaces and self.role != "admin":
+            raise ValueError(f"role '{self.role}' needs at least one namespace "
+                             "(only an admin may have none: cluster-wide)")
+        return self
+
+
+class AccessSettings(Section):
+    # Users' client certificates are valid this long; `pulumi up` renews them near the end.
+    certificate_validity_days: int = Field(default=90, ge=1, le=825)
+    teams: list[Team] = []
+    users: list[User] = []
+
+    @field_validator("teams")
+    @classmethod
+    def _unique_teams(cls, teams: list[Team]) -> list[Team]:
+        _refuse_duplicates("team", [team.name for team in teams])
+        return teams
+
+    @field_validator("users")
+    @classmethod
+    def _unique_users(cls, users: list[User]) -> list[User]:
+        _refuse_duplicates("user", [user.name for user in users])
+        return users
+
+    @model_validator(mode="after")
+    def _known_namespaces(self) -> "AccessSettings":
+        teams = {team.name for team in self.teams}
+        unknown = [f"users[{index}] ({user.name}): '{namespace}'"
+                   for index, user in enumerate(self.users)
+                   for namespace in user.namespaces if namespace not in teams]
+        if unknown:
+            raise ValueError("namespaces not listed under teams: " + ", ".join(unknown))
+        return self
+
+
+def _refuse_duplicates(what: str, names: list[str]) -> None:
+    seen: dict[str, int] = {}
+    for index, name in enumerate(names):
+        if name in seen:
+            raise ValueError(f"{what} '{name}' is listed twice (entries {seen[name]} and {index})")
+        seen[name] = index
