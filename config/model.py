@@ -6,9 +6,9 @@ can run even when some sections fail to parse, and report every problem at once.
 """
 
 import re
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator
 
 from config import versions
 from config.access import AccessSettings
@@ -98,6 +98,20 @@ class Taint(Section):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
+def _unique_taints(taints: list[Taint]) -> list[Taint]:
+    # A node refuses to register with two taints of the same key and effect.
+    seen = set()
+    for taint in taints:
+        if (taint.key, taint.effect) in seen:
+            raise ValueError(f"taint {taint.key}:{taint.effect} is listed twice; Kubernetes "
+                             "allows one taint per key and effect")
+        seen.add((taint.key, taint.effect))
+    return taints
+
+
+Taints = Annotated[list[Taint], AfterValidator(_unique_taints)]
+
+
 class Host(Section):
     name: DnsLabel
     # Address on the cluster LAN: the node IP and where the CNI is pinned.
@@ -114,7 +128,7 @@ class Host(Section):
     # Written to the node as nvidia.com/gpu.product, the label GPU Feature Discovery uses.
     gpu_model: Optional[LabelValue] = None
     labels: dict[LabelKey, LabelValue] = {}
-    taints: list[Taint] = []
+    taints: Taints = []
 
     @property
     def runs_control_plane(self) -> bool:
@@ -270,7 +284,7 @@ class WorkerPool(Section):
     install_driver: bool = False
     root_volume_gb: int = Field(default=200, ge=50, le=16384)
     labels: dict[LabelKey, LabelValue] = {}
-    taints: list[Taint] = []
+    taints: Taints = []
     # All instances in one cluster placement group (one zone, low-latency network) for
     # multi-node training.
     placement_group: bool = False
@@ -278,7 +292,9 @@ class WorkerPool(Section):
 
 class StackConfig(Section):
     layout: Layout
-    cluster_name: DnsLabel
+    # Certificate common names add up to 15 characters ("<cluster>-onprem-gateway") and
+    # X.509 allows 64.
+    cluster_name: DnsLabel = Field(max_length=49)
     kubernetes: KubernetesSettings = KubernetesSettings()
     network: NetworkSettings = NetworkSettings()
     ssh: SshSettings = SshSettings()

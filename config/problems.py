@@ -31,8 +31,10 @@ class ConfigError(pulumi.RunError):
 
 
 def _sort_key(path: str) -> list:
-    # Orders hosts[2] before hosts[10].
+    # Orders hosts[2] before hosts[10]. Only ASCII digits are indexes: a key like "²" is a
+    # digit to str.isdigit() but not a number to int().
     key: list = []
     for part in path.replace("]", "").replace("[", ".").split("."):
-        key.append((0, int(part), "") if part.isdigit() else (1, 0, part))
+        index = part.isascii() and part.isdigit()
+        key.append((0, int(part), "") if index else (1, 0, part))
     return key

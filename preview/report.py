@@ -123,6 +123,9 @@ def _plan_document(plan: Plan) -> dict:
                 "name": r.name,
                 "parent": plan.by_urn[r.parent].name if r.parent in plan.by_urn else None,
                 "dependsOn": sorted(plan.by_urn[d].name for d in plan.custom_dependencies(r)),
+                # What the policy pack checks on data that must outlive the stack.
+                "protect": r.protect,
+                "retainOnDelete": r.retain_on_delete,
                 "inputs": plan.redact(_without_secret_data(r)),
             }
             for r in plan.resources

@@ -179,6 +179,16 @@ INVALID_CASES = [
     ("bad json", _set("network", "{lanCidr: }"), "gpu-cluster:network", "not valid structured config"),
     ("bastion key without bastion", _set("bastionPrivateKey", "-----BEGIN OPENSSH PRIVATE KEY-----"),
      "gpu-cluster:bastionPrivateKey", "ssh.bastion is not"),
+    # Found by tests/fuzz: a key that is a digit to str.isdigit() but not to int().
+    ("unicode digit as a key", _set("tuning", {"\u00b2": 1}), "gpu-cluster:tuning.\u00b2",
+     "unknown key"),
+    # Found by tests/fuzz: a 63-character name made certificate common names over 64.
+    ("cluster name too long for certificates", _set("clusterName", "c" * 50),
+     "gpu-cluster:clusterName", "at most 49 characters"),
+    # Found by tests/fuzz: duplicate taints passed, then overflowed a pool's user data.
+    ("duplicate taint", _set("hosts[1].taints", [{"key": "gpu", "effect": "NoSchedule"},
+                                                 {"key": "gpu", "value": "x", "effect": "NoSchedule"}]),
+     "gpu-cluster:hosts[1].taints", "taint gpu:NoSchedule is listed twice"),
 ]
 
 
@@ -244,9 +254,21 @@ CLOUD_CASES = [
      "no hosts to serve NFS"),
     ("negative count", _set("pools[0].count", -1), "gpu-cluster:pools[0].count",
      "greater than or equal to 0"),
+    # Found by tests/fuzz (see the bare-metal case).
+    ("duplicate pool taint", _set("pools[0].taints", [{"key": "gpu", "effect": "NoSchedule"}] * 2),
+     "gpu-cluster:pools[0].taints", "listed twice"),
     ("no aws", _set("aws", DELETE), "gpu-cluster:aws", "is required by the cloud layout"),
     ("pods overlap the vpc", _set("network", {"podCidr": "10.20.0.0/16"}),
      "gpu-cluster:aws.vpc.cidr", "overlaps gpu-cluster:network.podCidr"),
+    # Found by tests/fuzz: a VPC too small for its subnets ended in an IndexError.
+    ("vpc of one address", _set("aws.vpc", {"cidr": "10.20.0.1/32"}), "gpu-cluster:aws.vpc.cidr",
+     "not a size AWS allows for a VPC"),
+    ("vpc too small for its subnets", _set("aws.vpc", {"cidr": "10.20.0.0/24"}),
+     "gpu-cluster:aws.vpc.cidr", "cannot hold 2 /24 subnets"),
+    ("vpc larger than aws allows", _set("aws.vpc", {"cidr": "10.0.0.0/8"}),
+     "gpu-cluster:aws.vpc.cidr", "/16 to /28"),
+    ("subnet too small", _set("aws.vpc", {"cidr": "10.20.0.0/16", "subnetCidrs": [
+        "10.20.0.0/28", "10.20.1.0/24"]}), "gpu-cluster:aws.vpc.subnetCidrs[0]", "too small"),
 ]
 
 

@@ -1,0 +1,130 @@
+"""checkov over what the project renders and ships: the Kubernetes manifests, acceptance
+jobs and host scripts of every example stack's build folder (kubernetes and secrets
+frameworks), and a secrets scan of every file of the repository. No finding may remain
+but those tests/scans/checkov_skips.py lists with their reason. Offline: --skip-download,
+no update check, no platform."""
+
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT_DIR
+from tests.scans import checkov_skips
+
+STACKS = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+# checkov pins packages the program's own pins conflict with: it lives in a virtualenv of
+# its own inside ./venv (see the Makefile).
+CHECKOV = Path(sys.prefix) / "checkov" / "bin" / "checkov"
+OFFLINE = {"CKV_SKIP_PACKAGE_UPDATE_CHECK": "true", "BC_SKIP_MAPPING": "TRUE",
+           "CKV_GITHUB_CONFIG_FETCH_DATA": "false", "CKV_PARSE_ERROR_FAIL": "true",
+           "CKV_IGNORE_HIDDEN_DIRECTORIES": "false"}
+
+HOW_TO_FIX = ("fix these, or accept each in tests/scans/checkov_skips.py with its reason:")
+
+
+def checkov(folder: Path, frameworks: list) -> list:
+    """checkov's reports (one per framework that found something to check)."""
+    binary = os.environ.get("CHECKOV") or (str(CHECKOV) if CHECKOV.exists() else shutil.which("checkov"))
+    if not binary:
+        pytest.skip("checkov is not installed (make installs it into venv/checkov)")
+    result = subprocess.run(
+        [binary, "--skip-download", "--quiet", "--compact", "-o", "json", "-d", str(folder),
+         "--framework", *frameworks, "--enable-secret-scan-all-files"],
+        capture_output=True, text=True, timeout=900, env={**os.environ, **OFFLINE})
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    reports = json.loads(result.stdout)
+    reports = reports if isinstance(reports, list) else [reports]
+    for report in reports:
+        assert report.get("summary", {}).get("parsing_errors", 0) == 0, report["summary"]
+    return [r for r in reports if "check_type" in r]
+
+
+def failures(reports: list) -> list:
+    return [(report["check_type"], failed) for report in reports
+            for failed in report["results"]["failed_checks"]]
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """build/<stack>/ of every example stack, as `python -m preview` writes it."""
+    from preview.__main__ import main
+
+    root = tmp_path_factory.mktemp("builds")
+    for stack in STACKS:
+        assert main([stack, "--build-dir", str(root), "--quiet"]) == 0
+    return root
+
+
+def _kubernetes_key(failed: dict) -> str:
+    stack = failed["file_path"].strip("/").split("/")[0]
+    return f"{stack}:{failed['resource']}"
+
+
+def test_rendered_manifests_and_scripts_pass_checkov(builds):
+    reports = checkov(builds, ["kubernetes", "secrets"])
+    kinds = {report["check_type"] for report in reports}
+    assert "kubernetes" in kinds
+    checked = sum(r["summary"]["passed"] + r["summary"]["failed"] for r in reports)
+    assert checked > 500, "checkov checked almost nothing: were the manifests found?"
+    used, left = set(), []
+    for check_type, failed in failures(reports):
+        key = _kubernetes_key(failed)
+        skip = next((s for s in checkov_skips.KUBERNETES if check_type == "kubernetes"
+                     and s.check == failed["check_id"] and fnmatch.fnmatchcase(key, s.where)), None)
+        if skip is None:
+            left.append(f"{failed['check_id']} {failed['check_name']}: {key} ({failed['file_path']})")
+        else:
+            used.add(skip)
+    assert left == [], (f"{HOW_TO_FIX}\n" + "\n".join(left))
+    assert [s for s in checkov_skips.KUBERNETES if s not in used] == []
+
+
+def repository_files() -> list:
+    """The files the repository holds (tracked, or new and not ignored)."""
+    result = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=PROJECT_DIR, capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"not a git checkout: {result.stderr.strip()}")
+    return [path for path in result.stdout.split("\0") if path and (PROJECT_DIR / path).is_file()]
+
+
+def test_no_secret_in_any_file_of_the_repository(tmp_path):
+    files = repository_files()
+    assert "README.md" in files and ".ci/run" in files
+    for path in files:
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PROJECT_DIR / path, target)
+    used, left = set(), []
+    for _, failed in failures(checkov(tmp_path, ["secrets"])):
+        path = failed["file_path"].lstrip("/")
+        skip = next((s for s, value in checkov_skips.SECRETS if s.check == failed["check_id"]
+                     and s.where == path and value == failed["resource"]), None)
+        if skip is None:
+            left.append(f"{failed['check_id']} {failed['check_name']}: {path} lines "
+                        f"{failed['file_line_range']} (value sha1 {failed['resource']})")
+        else:
+            used.add(skip)
+    assert left == [], (f"{HOW_TO_FIX}\n" + "\n".join(left))
+    assert [s for s, _ in checkov_skips.SECRETS if s not in used] == []
+
+
+def test_the_secrets_scan_finds_a_planted_key(tmp_path):
+    from preview import credentials
+
+    (tmp_path / "hosts").mkdir()
+    (tmp_path / "hosts" / "01-step.sh").write_text(
+        "#!/usr/bin/env bash\ncat > /tmp/k <<'EOF'\n" + credentials.ssh_private_key() + "EOF\n")
+    found = [(f["check_id"], f["file_path"]) for _, f in failures(checkov(tmp_path, ["secrets"]))]
+    assert ("CKV_SECRET_13", "/hosts/01-step.sh") in found
+
+
+def test_every_skip_has_a_reason():
+    for skip in checkov_skips.KUBERNETES + [s for s, _ in checkov_skips.SECRETS]:
+        assert skip.check.startswith(("CKV_", "CKV2_")) and len(skip.reason) > 20, skip
