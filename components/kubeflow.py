@@ -103,7 +103,7 @@ class Kubeflow(pulumi.ComponentResource):
 
     def _create_port_forward(self) -> None:
         """A systemd unit on the controller forwarding to the gateway (seed 000)."""
-        settings, access = self._args.settings, self._args.settings.kubeflow.access
+        access = self._args.settings.kubeflow.access
         run_step(self._args.controller.name, "kubeflow-port-forward",
                  on=self._args.controller_ssh, create=PORT_FORWARD, delete=PORT_FORWARD_REMOVE,
                  env={"LISTEN_ADDRESS": access.listen_address, "LISTEN_PORT": str(access.port),

@@ -11,18 +11,10 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
-
-
-def _name(common_name: str, organization: str = "") -> x509.Name:
-    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization:
-        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    return x509.Name(attributes)
 
 
 def _pem(certificate: x509.Certificate) -> bytes:

@@ -1,0 +1,100 @@
+"""The `gpu-cluster:kubeflow` section and its password through the config loader: invalid
+cases name their key, the password is never plain text, defaults are sound."""
+
+import pytest
+
+from tests.config.test_loader import DELETE, _set, load_values, problems_of
+from tests.conftest import bare_metal_config, cloud_config, hybrid_config
+
+
+def _kubeflow(password="a long test passphrase", **section):
+    """Adds a Kubeflow section (and its password secret) to a valid stack."""
+    def mutate(values: dict) -> None:
+        values["kubeflow"] = {"user": {"email": "ada@example.com"}, **section}
+        if password is not DELETE:
+            values["kubeflowPassword"] = password
+    return mutate
+
+
+KUBEFLOW_CASES = [
+    (bare_metal_config, "no password", _kubeflow(password=DELETE), "gpu-cluster:kubeflowPassword",
+     "is required with gpu-cluster:kubeflow"),
+    (bare_metal_config, "example password", _kubeflow(password="12341234"),
+     "gpu-cluster:kubeflowPassword", "published example password"),
+    (bare_metal_config, "short password", _kubeflow(password="short"),
+     "gpu-cluster:kubeflowPassword", "shorter than 12 characters"),
+    (bare_metal_config, "broken hash", _kubeflow(password="$2b$12$tooshort"),
+     "gpu-cluster:kubeflowPassword", "not one"),
+    (bare_metal_config, "password without kubeflow", _set("kubeflowPassword", "a long passphrase"),
+     "gpu-cluster:kubeflowPassword", "gpu-cluster:kubeflow is not"),
+    (bare_metal_config, "no user", lambda v: v.update(kubeflow={}, kubeflowPassword="x" * 12),
+     "gpu-cluster:kubeflow.user", "is required"),
+    (bare_metal_config, "bad email", _kubeflow(user={"email": "ada"}),
+     "gpu-cluster:kubeflow.user.email", "not an email address"),
+    (bare_metal_config, "unknown component", _kubeflow(components=["kserve"]),
+     "gpu-cluster:kubeflow.components[0]", "'profiles'"),
+    (bare_metal_config, "dashboard without profiles", _kubeflow(components=["dashboard"]),
+     "gpu-cluster:kubeflow.components", "dashboard needs profiles"),
+    (bare_metal_config, "no default storage class",
+     lambda v: (_kubeflow()(v), v.update(storage={"nfs": {"host": "controller"}, "localPath": {}})),
+     "gpu-cluster:kubeflow", "needs the stack's default StorageClass"),
+    (bare_metal_config, "load balancer on bare metal",
+     _kubeflow(access={"mode": "loadBalancer", "hostname": "kubeflow.example.com"}),
+     "gpu-cluster:kubeflow.access.mode", "needs an AWS layout"),
+    (hybrid_config, "load balancer without hostname", _kubeflow(access={"mode": "loadBalancer"}),
+     "gpu-cluster:kubeflow.access.hostname", "is required with loadBalancer"),
+    (cloud_config, "node port on cloud without hostname", _kubeflow(),
+     "gpu-cluster:kubeflow.access.hostname", "pool nodes have no fixed addresses"),
+    (cloud_config, "port-forward on cloud", _kubeflow(access={"mode": "portForward"}),
+     "gpu-cluster:kubeflow.access.mode", "not reached over SSH"),
+    (hybrid_config, "port-forward on hybrid off loopback",
+     _kubeflow(access={"mode": "portForward", "listenAddress": "0.0.0.0"}),
+     "gpu-cluster:kubeflow.access.listenAddress", "must be 127.0.0.1 on hybrid"),
+    (bare_metal_config, "node port out of range", _kubeflow(access={"nodePort": 80}),
+     "gpu-cluster:kubeflow.access.nodePort", "greater than or equal to 30000"),
+    (bare_metal_config, "source ranges without load balancer",
+     _kubeflow(access={"sourceRanges": ["198.51.100.0/24"]}),
+     "gpu-cluster:kubeflow.access.sourceRanges", "only used with loadBalancer"),
+    (bare_metal_config, "mirror with a scheme",
+     _kubeflow(imageMirror={"registry": "https://registry.example.internal"}),
+     "gpu-cluster:kubeflow.imageMirror.registry", "not a registry prefix"),
+    (bare_metal_config, "mirror for a non-registry",
+     _kubeflow(imageMirror={"registry": "registry.example.internal", "registries": {"hub": "registry.example.internal/hub"}}),
+     "gpu-cluster:kubeflow.imageMirror.registries.hub", "must be a registry host"),
+    (bare_metal_config, "bad pull policy",
+     _kubeflow(imageMirror={"registry": "registry.example.internal", "pullPolicy": "Sometimes"}),
+     "gpu-cluster:kubeflow.imageMirror.pullPolicy", "'IfNotPresent'"),
+    (bare_metal_config, "relative local source", _kubeflow(source={"path": "manifests"}),
+     "gpu-cluster:kubeflow.source.path", "not an absolute path"),
+    (bare_metal_config, "katib startup too short",
+     _kubeflow(katib={"mysql": {"startupTimeoutSeconds": 30}}),
+     "gpu-cluster:kubeflow.katib.mysql.startupTimeoutSeconds", "greater than or equal to 60"),
+]
+
+
+@pytest.mark.parametrize("valid, mutate, path, fragment", [(c[0], *c[2:]) for c in KUBEFLOW_CASES],
+                         ids=[f"kubeflow: {c[1]}" for c in KUBEFLOW_CASES])
+def test_invalid_kubeflow_config_names_the_key_and_the_problem(valid, mutate, path, fragment):
+    values = valid()
+    mutate(values)
+    problems = problems_of(values)
+    assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
+    assert "a long test passphrase" not in "".join(problems)
+
+
+def test_kubeflow_password_in_plain_text_is_refused():
+    values = bare_metal_config()
+    _kubeflow()(values)
+    problems = problems_of(values, secret=("sshPrivateKey",))
+    assert any(p.startswith("gpu-cluster:kubeflowPassword: must be a secret") for p in problems)
+
+
+def test_kubeflow_defaults():
+    values = bare_metal_config()
+    _kubeflow()(values)
+    kubeflow = load_values(values).kubeflow
+    assert kubeflow.source.ref == "v1.11.0" and kubeflow.source.path is None
+    assert kubeflow.components[:2] == ["profiles", "dashboard"] and "trainer" in kubeflow.components
+    assert kubeflow.access.mode == "nodePort" and kubeflow.image_mirror is None
+    assert kubeflow.katib.mysql.startup_timeout_seconds == 900
+    assert kubeflow.user.username == "ada" and kubeflow.user.profile_name == "kubeflow-ada-example-com"
