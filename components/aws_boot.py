@@ -3,6 +3,7 @@ pools): a secret in an SSM SecureString, an instance role that may read only tha
 parameter, and cloud-init user data that runs the same step scripts as SSH would."""
 
 import base64
+import email
 import gzip
 import json
 from collections.abc import Sequence
@@ -57,6 +58,13 @@ def multipart_gzip_base64(scripts: list[str], cloud_config: str = "") -> str:
     if len(raw) > USER_DATA_LIMIT_BYTES:
         raise ValueError(f"user data is {len(raw)} bytes gzipped, over EC2's 16 KiB")
     return base64.b64encode(raw).decode()
+
+
+def boot_scripts(user_data: str) -> list[str]:
+    """The scripts in user data made by multipart_gzip_base64, in the order they run."""
+    message = email.message_from_bytes(gzip.decompress(base64.b64decode(user_data)))
+    return [part.get_payload(decode=True).decode() for part in message.get_payload()
+            if part.get_content_type() == "text/x-shellscript"]
 
 
 def multipart_gzip(scripts: list[str], cloud_config: str = "") -> bytes:

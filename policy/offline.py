@@ -13,7 +13,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from policy.rules import RULES, Resource, check
 
@@ -31,22 +31,12 @@ class Violation:
         return f"[{self.rule}] {self.type} {self.name}: {self.message.removeprefix(self.name + ': ')}"
 
 
-def _plain(value: Any) -> Any:
-    """Inputs with the engine's secret wrappers replaced by their values."""
-    from pulumi.runtime import rpc
-
-    value = rpc.unwrap_rpc_secret(value)
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    return value
-
-
 def resources_of_plan(plan) -> list:
     """Resources of a preview engine Plan (preview.engine.Plan)."""
+    from preview.engine import unwrap_secrets
+
     secrets = tuple(sorted(plan.secrets))
-    return [Resource(type=r.type, name=r.name, props=_plain(r.inputs), protect=r.protect,
+    return [Resource(type=r.type, name=r.name, props=unwrap_secrets(r.inputs), protect=r.protect,
                      retain_on_delete=r.retain_on_delete, known_secrets=secrets)
             for r in plan.resources]
 

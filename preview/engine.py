@@ -85,6 +85,17 @@ class Plan:
                 found |= {d.urn for d in self.descendants(target) if d.custom}
         return found
 
+    def all_dependencies(self, resource: ResourceRecord) -> set[str]:
+        """Names of every custom resource `resource` waits for, directly or not."""
+        seen: set[str] = set()
+        todo = list(self.custom_dependencies(resource))
+        while todo:
+            urn = todo.pop()
+            if urn not in seen:
+                seen.add(urn)
+                todo += self.custom_dependencies(self.by_urn[urn])
+        return {self.by_urn[urn].name for urn in seen}
+
     def descendants(self, resource: ResourceRecord) -> list[ResourceRecord]:
         children = [r for r in self.resources if r.parent == resource.urn]
         return children + [d for child in children for d in self.descendants(child)]

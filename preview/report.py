@@ -1,9 +1,6 @@
 """What the offline preview shows: the resource tree with counts, and the artifacts a
 reviewer reads (host scripts with their inputs, manifests, kubeconfig template)."""
 
-import base64
-import email
-import gzip
 import json
 import re
 import shutil
@@ -14,6 +11,7 @@ from typing import Any, Optional
 import yaml
 from pulumi.runtime import rpc
 
+from components.aws_boot import boot_scripts
 from config.model import STORAGE_CLASS_NAMES
 from preview.engine import Plan, ResourceRecord
 
@@ -154,11 +152,7 @@ def _host_scripts(plan: Plan):
         depth = plan.depth_of(resource)
         yield f"hosts/{host}/{depth:02d}-{step}.sh", header + stdin
     for resource, user_data in _user_data(plan):
-        scripts = [part.get_payload(decode=True).decode()
-                   for part in email.message_from_bytes(gzip.decompress(
-                       base64.b64decode(user_data))).get_payload()
-                   if part.get_content_type() == "text/x-shellscript"]
-        for index, stdin in enumerate(scripts):
+        for index, stdin in enumerate(boot_scripts(user_data)):
             host, step = _envelope_names(plan.redact(stdin))
             header = (f"#!/usr/bin/env bash\n# Rendered by the offline preview of stack "
                       f"'{plan.stack}'.\n# Runs at first boot from the user data of "

@@ -171,18 +171,7 @@ def test_addons_wait_for_every_node():
     nodes = {f"gpu00{i}-node-metadata" for i in range(3)}
     for resource in plan.resources:
         if resource.type.startswith("kubernetes:") and "NodePatch" not in resource.type:
-            assert nodes <= _transitive(plan, resource), resource.name
-
-
-def _transitive(plan, resource) -> set[str]:
-    seen: set[str] = set()
-    todo = list(plan.custom_dependencies(resource))
-    while todo:
-        urn = todo.pop()
-        if urn not in seen:
-            seen.add(urn)
-            todo += plan.custom_dependencies(plan.by_urn[urn])
-    return {plan.by_urn[u].name for u in seen}
+            assert nodes <= plan.all_dependencies(resource), resource.name
 
 
 @pytest.mark.parametrize("storage, reason", [

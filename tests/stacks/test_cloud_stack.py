@@ -2,7 +2,6 @@
 no secret in user data, IMDSv2 everywhere, IAM limited to reading one parameter."""
 
 import base64
-import email
 import gzip
 import hashlib
 import json
@@ -14,6 +13,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 from pulumi.runtime import rpc
 
+from components.aws_boot import boot_scripts as boot_scripts_of
 from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
 from preview.report import step_inputs
@@ -37,13 +37,6 @@ def of_pool(plan, type_: str, pool: str):
 
 def boot_scripts(template) -> list[str]:
     return boot_scripts_of(template.inputs["userData"])
-
-
-def boot_scripts_of(user_data: str) -> list[str]:
-    raw = gzip.decompress(base64.b64decode(user_data))
-    message = email.message_from_bytes(raw)
-    return [part.get_payload(decode=True).decode() for part in message.get_payload()
-            if part.get_content_type() == "text/x-shellscript"]
 
 
 def ca_cert(plan) -> str:

@@ -23,13 +23,7 @@ def deps(plan, name: str) -> set[str]:
 
 
 def transitive(plan, name: str) -> set[str]:
-    seen, todo = set(), list(plan.custom_dependencies(plan.named(name)))
-    while todo:
-        urn = todo.pop()
-        if urn not in seen:
-            seen.add(urn)
-            todo += plan.custom_dependencies(plan.by_urn[urn])
-    return {plan.by_urn[u].name for u in seen}
+    return plan.all_dependencies(plan.named(name))
 
 
 def security_group_rules(plan, group_name: str) -> set[tuple]:
