@@ -20,6 +20,10 @@ if cluster.access.user_kubeconfig_parameters:
     pulumi.export("userKubeconfigParameters", cluster.access.user_kubeconfig_parameters)
 if cluster.kubeflow_url is not None:
     pulumi.export("kubeflowUrl", cluster.kubeflow_url)
+if cluster.images:
+    pulumi.export("images", cluster.images)
+if cluster.control_plane_ssh_host_key is not None:
+    pulumi.export("controlPlaneSshHostKey", cluster.control_plane_ssh_host_key)
 if cluster.pools:
     pulumi.export("pools", cluster.pools)
 if cluster.gateways:

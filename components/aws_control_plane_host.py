@@ -1,31 +1,46 @@
 """The EC2 instance that runs the control plane (and the VPN server) on the AWS layouts:
 a fixed private address, IMDSv2 only, an encrypted root volume, an Elastic IP, and
 security group rules that open only what the cluster and its admins need. On the cloud
-layout it installs the controller itself at boot (`boot`); on hybrid, steps over SSH do."""
+layout it installs the controller itself at boot (`boot`); on hybrid, steps over SSH do,
+verifying the SSH host key the instance installed at boot."""
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_tls as tls
 from cryptography.hazmat.primitives import serialization
 
-from components.aws_boot import boot_user_data, instance_profile_reading, secret_parameter
-from components.aws_network import AwsNetwork, newest_image
+from components.aws_boot import (
+    BootReport,
+    BootStep,
+    boot_status_path,
+    boot_user_data,
+    instance_profile,
+    secret_parameter,
+)
+from components.aws_network import AwsNetwork, pinned_image
 from components.cluster_pki import ClusterPki
 from components.distributions.k0s import K0s
 from components.host_bootstrap import PREPARE_HOST, prepare_host_env
-from components.remote_step import SSM_READER, envelope
+from components.remote_step import Endpoint, Script
+from config import versions
 from config.cloud import control_plane_address
 from config.model import Host, StackConfig
 
-# Canonical's account; the image is the newest Ubuntu 24.04 LTS server build.
-UBUNTU_OWNER = "099720109477"
-UBUNTU_IMAGE_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*"
+INSTALL_SSH_HOST_KEY = Script("aws/install-ssh-host-key.sh")
 UBUNTU_SSH_USER = "ubuntu"
 EC2_SSH_PORT = 22
-# k0s: API server, worker join API, konnectivity agents.
-K0S_CONTROLLER_PORTS = {"kubernetes-api": 6443, "k0s-join-api": 9443, "konnectivity": 8132}
+# SSH reaches a new instance only once it has booted and installed its host key (a
+# minute or two after EC2 says "running"). The provider retries a failed dial (refused,
+# or the boot's own host key) this often, 0.1 s apart growing 1.5x to at most 5 s
+# (pulumi-command provider/pkg/provider/remote/connection.go dialWithRetry; pulumi
+# sdk/go/common/util/retry): 100 attempts wait about 8 minutes.
+BOOT_DIAL_ATTEMPTS = 100
+# k0s: worker join API, konnectivity agents (the API server's port is kubernetes.apiPort).
+K0S_CONTROLLER_PORTS = {"k0s-join-api": 9443, "konnectivity": 8132}
 
 
 @dataclass
@@ -53,9 +68,11 @@ class ControlPlaneHost(pulumi.ComponentResource):
         self.host = Host(name=aws_settings.control_plane.name, address=self.private_ip,
                          role="controller", ssh_user=UBUNTU_SSH_USER)
         self.security_group = self._create_security_group()
+        self._create_ssh_host_key()
         elastic_ip = aws_settings.control_plane.elastic_ip
         if args.boot is None:
-            self.instance = self._create_instance(cloud_config(self.host.name))
+            self.instance = self._create_instance(self._boot_user_data(None),
+                                                  self._create_boot_profile())
             eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", instance=self.instance.id,
                                tags=self._tags(), opts=self._opts) if elastic_ip else None)
         else:
@@ -71,6 +88,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
                                        instance_id=self.instance.id, opts=self._opts)
         self.public_ip: pulumi.Output[str] = (
             eip.public_ip if eip else pulumi.Output.from_input(self.private_ip))
+        self.ssh_endpoint = Endpoint(self.public_ip, EC2_SSH_PORT, self.ssh_host_public_key,
+                                     BOOT_DIAL_ATTEMPTS)
         self.routes = self._route_lan_through_instance()
         self.register_outputs({"privateIp": self.private_ip, "publicIp": self.public_ip})
 
@@ -97,49 +116,84 @@ class ControlPlaneHost(pulumi.ComponentResource):
             cidr_ipv4="0.0.0.0/0", description="all outbound", opts=self._opts)
         return group
 
+    def _create_ssh_host_key(self) -> None:
+        """An SSH host key made here, installed by the instance at boot from a SecureString:
+        its public half is known before the instance exists, so SSH to it is verified
+        (`ssh_host_public_key`, the stack output `controlPlaneSshHostKey`). A control plane
+        created before the program made its key keeps its own: `aws.controlPlane.sshHostKey`
+        names it."""
+        settings = self._args.settings
+        key = tls.PrivateKey(f"{self._name}-ssh-host-key", algorithm="ED25519", opts=self._opts)
+        self.ssh_host_key_parameter = secret_parameter(
+            f"{self._name}-ssh-host-key", ssh_host_key_parameter_name(settings),
+            key.private_key_openssh, self._tags(), self._opts)
+        self._made_host_public_key = key.public_key_openssh.apply(str.strip)
+        configured = settings.aws.control_plane.ssh_host_key
+        self.ssh_host_public_key: pulumi.Input[str] = (
+            configured if configured else self._made_host_public_key)
+
     def _create_boot_profile(self) -> aws.iam.InstanceProfile:
-        """The CA key the controller needs at boot, readable by its role only."""
-        self.ca_key_parameter = secret_parameter(
-            f"{self._name}-ca-key", ca_key_parameter_name(self._args.settings),
-            self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts)
-        return instance_profile_reading(f"{self._name}-role", self.ca_key_parameter,
-                                        self._tags(), self._opts)
+        """What the instance reads at boot, readable by its role only: its SSH host key and,
+        when it installs the controller itself, the CA key."""
+        settings = self._args.settings
+        reads = [self.ssh_host_key_parameter]
+        if self._args.boot is not None:
+            self.ca_key_parameter = secret_parameter(
+                f"{self._name}-ca-key", ca_key_parameter_name(settings),
+                self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts)
+            reads.append(self.ca_key_parameter)
+        return instance_profile(
+            f"{self._name}-role", reads,
+            boot_status_path(settings.cluster_name, self.host.name), self._tags(), self._opts)
 
     def _boot_user_data(self, public_ip: Optional[pulumi.Output[str]]) -> pulumi.Output[str]:
-        """Host settings, then k0s as controller with the program's CA: the same scripts
-        the hybrid layout runs over SSH; the CA key is read from SSM, not user data."""
+        """Its SSH host key; on cloud, then host settings and k0s as controller with the
+        program's CA: the same scripts the hybrid layout runs over SSH; the keys are read
+        from SSM, never put in user data."""
         settings, boot, host = self._args.settings, self._args.boot, self.host
-        sans = [public_ip] if public_ip is not None else []
-        return boot_user_data([
-            envelope(host.name, "prepare-host", PREPARE_HOST, prepare_host_env(settings)),
-            envelope(host.name, "install-controller", boot.distribution.install_controller, {
-                **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
-                                                   pulumi.Output.all(*sans)),
-                "K0S_CA_KEY": "",
-                "K0S_CA_KEY_SSM_PARAMETER": ca_key_parameter_name(settings),
-                "AWS_REGION": settings.aws.region,
-                "SSM_READER": SSM_READER.text(),
-            }),
-        ], cloud_config(host.name))
+        steps = [BootStep("install-ssh-host-key", INSTALL_SSH_HOST_KEY, {
+            "SSH_HOST_KEY_SSM_PARAMETER": ssh_host_key_parameter_name(settings),
+            "SSH_HOST_PUBLIC_KEY": self._made_host_public_key,
+        })]
+        if boot is not None:
+            sans = [public_ip] if public_ip is not None else []
+            steps += [
+                BootStep("prepare-host", PREPARE_HOST, prepare_host_env(settings)),
+                BootStep("install-controller", boot.distribution.install_controller, {
+                    **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
+                                                       pulumi.Output.all(*sans)),
+                    "K0S_CA_KEY": "",
+                    "K0S_CA_KEY_SSM_PARAMETER": ca_key_parameter_name(settings),
+                }),
+            ]
+        report = BootReport(settings.aws.region,
+                            boot_status_path(settings.cluster_name, host.name))
+        return boot_user_data(host.name, steps, report, cloud_config(host.name))
 
     def _create_instance(self, user_data: pulumi.Input[str],
-                         profile: Optional[aws.iam.InstanceProfile] = None) -> aws.ec2.Instance:
+                         profile: aws.iam.InstanceProfile) -> aws.ec2.Instance:
         settings = self._args.settings
         spec = settings.aws.control_plane
         key = aws.ec2.KeyPair(f"{self._name}-key",
                               public_key=openssh_public_key(
                                   settings.ssh_private_key.get_secret_value()),
                               tags=self._tags(), opts=self._opts)
-        ami = spec.ami or newest_image(UBUNTU_OWNER, UBUNTU_IMAGE_NAME, parent=self)
+        self.image = spec.ami or pinned_image(versions.UBUNTU_IMAGE_OWNER,
+                                              versions.UBUNTU_IMAGE_NAME, parent=self)
         return aws.ec2.Instance(
             f"{self._name}-instance",
-            ami=ami,
+            ami=self.image,
             instance_type=spec.instance_type,
             subnet_id=self._args.network.subnet_ids[0],
             private_ip=self.private_ip,
+            # Its way out from the first boot on, before an Elastic IP is associated (and
+            # with none): the subnet is public, but an internet gateway serves only
+            # instances that have a public address. AWS releases it when an Elastic IP
+            # is associated.
+            associate_public_ip_address=True,
             vpc_security_group_ids=[self.security_group.id],
             key_name=key.key_name,
-            iam_instance_profile=profile.name if profile else None,
+            iam_instance_profile=profile.name,
             # On hybrid it forwards between the VPN and the VPC.
             source_dest_check=self._args.settings.vpn is None,
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
@@ -147,14 +201,19 @@ class ControlPlaneHost(pulumi.ComponentResource):
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
                 volume_size=spec.root_volume_gb, volume_type="gp3", encrypted=True,
                 delete_on_termination=True),
-            # The host name (k0s names the node after it) and on cloud the boot steps; no
-            # secret ever goes here.
-            user_data_base64=user_data if self._args.boot else None,
-            user_data=None if self._args.boot else user_data,
+            # The host name (k0s names the node after it) and the boot steps; no secret
+            # ever goes here.
+            user_data_base64=user_data,
             tags=self._tags(),
-            # A new image must not replace (and wipe) the running control plane; cloud-init
-            # runs user data once, so a changed boot script applies to a new instance only.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["ami", "userDataBase64"]),
+            # Each of these forces a replacement, which would wipe the running control plane
+            # and could not keep its private address (terraform-provider-aws
+            # internal/service/ec2/ec2_instance.go marks ami, key_name and
+            # associate_public_ip_address ForceNew): a new image, a rotated SSH key (the key
+            # pair only seeds authorized_keys at first boot) and instances made before the
+            # public address was set keep the running machine. cloud-init runs user data
+            # once, so a changed boot script applies to a new instance only.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=[
+                "ami", "keyName", "associatePublicIpAddress", "userData", "userDataBase64"]),
         )
 
     def _route_lan_through_instance(self) -> list[aws.ec2.Route]:
@@ -177,16 +236,28 @@ class ControlPlaneHost(pulumi.ComponentResource):
 
 
 def ingress_rules(settings: StackConfig) -> list[tuple[str, str, int, list[str]]]:
-    """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open."""
+    """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open.
+    Each (protocol, port, network) appears once: EC2 refuses a second, identical rule
+    (InvalidPermission.Duplicate), e.g. when the admins' network is the LAN."""
     aws_settings, vpn = settings.aws, settings.vpn
     cluster_networks = cluster_cidrs(settings)
     admins = list(aws_settings.admin_cidrs)
-    rules = [("ssh", "tcp", EC2_SSH_PORT, admins)]
-    for name, port in K0S_CONTROLLER_PORTS.items():
-        sources = cluster_networks + (admins if name == "kubernetes-api" else [])
-        rules.append((name, "tcp", port, sources))
+    wanted = [("ssh", "tcp", EC2_SSH_PORT, admins),
+              ("kubernetes-api", "tcp", settings.kubernetes.api_port, cluster_networks + admins)]
+    wanted += [(name, "tcp", port, cluster_networks)
+               for name, port in K0S_CONTROLLER_PORTS.items()]
     if vpn is not None and vpn.mode == "server-on-ec2":
-        rules.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
+        wanted.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
+    seen: set[tuple[str, int, str]] = set()
+    rules = []
+    for name, protocol, port, cidrs in wanted:
+        unique = []
+        for cidr in cidrs:
+            key = (protocol, port, str(ipaddress.ip_network(cidr)))
+            if key not in seen:
+                seen.add(key)
+                unique.append(cidr)
+        rules.append((name, protocol, port, unique))
     return rules
 
 
@@ -199,6 +270,10 @@ def cluster_cidrs(settings: StackConfig) -> list[str]:
     if settings.vpn is not None and settings.vpn.mode == "server-on-ec2":
         cidrs.append(settings.vpn.tunnel_cidr)
     return cidrs
+
+
+def ssh_host_key_parameter_name(settings: StackConfig) -> str:
+    return f"/gpu-cluster/{settings.cluster_name}/control-plane/ssh-host-key"
 
 
 def ca_key_parameter_name(settings: StackConfig) -> str:

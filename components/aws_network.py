@@ -1,12 +1,16 @@
 """The VPC side of the hybrid and cloud layouts: a VPC with a public subnet per
-availability zone and its route table, or an existing VPC adopted by id."""
+availability zone and its route table, or an existing VPC adopted by id; with egress
+`nat`, also a private subnet per zone for the pools, behind a NAT gateway, with an
+interface endpoint for SSM."""
 
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
-from config.cloud import AwsSettings, subnet_cidrs
+from config.cloud import AwsSettings, private_subnet_cidrs, subnet_cidrs
+
+HTTPS_PORT = 443
 
 
 @dataclass
@@ -19,8 +23,13 @@ class AwsNetworkArgs:
 
 class AwsNetwork(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
+    # Public subnets (the control plane, EFS mount targets) and their route tables.
     subnet_ids: list[pulumi.Output[str]]
     route_table_ids: list[pulumi.Output[str]]
+    # Where pool instances go, and whether they need a public address to reach the
+    # internet (egress public) or go out through the NAT gateway (egress nat).
+    node_subnet_ids: list[pulumi.Output[str]]
+    nodes_need_public_ip: bool
 
     def __init__(self, name: str, args: AwsNetworkArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:aws:Network", name, None, opts)
@@ -30,6 +39,12 @@ class AwsNetwork(pulumi.ComponentResource):
             self._adopt()
         else:
             self._create()
+        self.nodes_need_public_ip = args.settings.vpc.egress == "public"
+        self.node_subnet_ids = self.subnet_ids
+        if args.settings.vpc.egress == "nat":
+            self.node_subnet_ids = (
+                [pulumi.Output.from_input(s) for s in args.settings.vpc.private_subnet_ids]
+                if args.settings.vpc.id else self._create_private_subnets())
         self.node_security_group = (self._create_node_security_group()
                                     if args.node_security_group else None)
         self.register_outputs({"vpcId": self.vpc_id})
@@ -67,6 +82,49 @@ class AwsNetwork(pulumi.ComponentResource):
             self.subnet_ids.append(subnet.id)
         self.vpc_id = vpc.id
         self.route_table_ids = [routes.id]
+        self._zones = zones
+
+    def _create_private_subnets(self) -> list[pulumi.Output[str]]:
+        """A private subnet per zone whose default route is one NAT gateway (in the first
+        public subnet), and an SSM interface endpoint there so the instances' parameter
+        reads stay in the VPC."""
+        settings, name = self._args.settings, self._name
+        opts = pulumi.ResourceOptions(parent=self)
+        cluster = self._args.cluster_name
+        address = aws.ec2.Eip(f"{name}-nat", domain="vpc", tags=self._tags(f"{cluster}-nat"),
+                              opts=opts)
+        nat = aws.ec2.NatGateway(f"{name}-nat", allocation_id=address.allocation_id,
+                                 subnet_id=self.subnet_ids[0],
+                                 tags=self._tags(f"{cluster}-nat"), opts=opts)
+        routes = aws.ec2.RouteTable(
+            f"{name}-private", vpc_id=self.vpc_id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
+            tags=self._tags(f"{cluster}-private"), opts=opts)
+        subnets = []
+        for index, cidr in enumerate(private_subnet_cidrs(settings.vpc)):
+            subnet = aws.ec2.Subnet(
+                f"{name}-private-{index}", vpc_id=self.vpc_id, cidr_block=cidr,
+                availability_zone=self._zones.names[index], map_public_ip_on_launch=False,
+                tags=self._tags(f"{cluster}-private-{index}"), opts=opts)
+            aws.ec2.RouteTableAssociation(f"{name}-private-{index}", subnet_id=subnet.id,
+                                          route_table_id=routes.id, opts=opts)
+            subnets.append(subnet.id)
+        endpoint_group = aws.ec2.SecurityGroup(
+            f"{name}-ssm-endpoint", vpc_id=self.vpc_id,
+            description=f"{cluster} SSM endpoint (HTTPS from the VPC)",
+            tags=self._tags(f"{cluster}-ssm-endpoint"), opts=opts)
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-ssm-endpoint-https", security_group_id=endpoint_group.id,
+            ip_protocol="tcp", from_port=HTTPS_PORT, to_port=HTTPS_PORT,
+            cidr_ipv4=settings.vpc.cidr, description="https", opts=opts)
+        # Private DNS makes ssm.<region>.amazonaws.com resolve to the endpoint inside the
+        # VPC (it needs the VPC's DNS support and host names, which the VPC has).
+        aws.ec2.VpcEndpoint(
+            f"{name}-ssm", vpc_id=self.vpc_id, vpc_endpoint_type="Interface",
+            service_name=f"com.amazonaws.{settings.region}.ssm", subnet_ids=subnets,
+            security_group_ids=[endpoint_group.id], private_dns_enabled=True,
+            tags=self._tags(f"{cluster}-ssm"), opts=opts)
+        return subnets
 
     def _create_node_security_group(self) -> aws.ec2.SecurityGroup:
         """For EC2 nodes: all traffic among themselves (pod network, kubelets), nothing in
@@ -89,9 +147,10 @@ class AwsNetwork(pulumi.ComponentResource):
                 "gpu-cluster/cluster": self._args.cluster_name}
 
 
-def newest_image(owner: str, name: str, parent: pulumi.Resource) -> pulumi.Output[str]:
-    """The id of the newest image of `owner` whose name matches `name` (a glob)."""
+def pinned_image(owner: str, name: str, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The id, in the stack's region, of `owner`'s image named exactly `name` (pinned in
+    config/versions.py): the same image on every run, until the pin moves."""
     return aws.ec2.get_ami_output(
-        most_recent=True, owners=[owner],
+        owners=[owner], include_deprecated=True,
         filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[name])],
         opts=pulumi.InvokeOutputOptions(parent=parent)).id

@@ -8,7 +8,6 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.aws_control_plane_host import (
-    EC2_SSH_PORT,
     ControllerBoot,
     ControlPlaneHost,
     ControlPlaneHostArgs,
@@ -24,6 +23,8 @@ from components.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs, oversiz
 from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
 from components.kubeflow import Kubeflow, KubeflowArgs
 from components.mpi_operator import MpiOperator, MpiOperatorArgs
+from components.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
+from components.remote_step import Endpoint
 from components.shared_storage import SharedStorage, SharedStorageArgs
 from components.vpn_bridge import VpnBridge, VpnBridgeArgs
 from components.worker_node import WorkerNode, WorkerNodeArgs
@@ -54,6 +55,10 @@ class Cluster(pulumi.ComponentResource):
         self.vpn_admin_profile: Optional[pulumi.Output[str]] = None
         self.vpn: Optional[VpnBridge] = None
         self.pools: list[dict] = []
+        # The EC2 image id each kind of machine boots, and the control plane's SSH host
+        # key (AWS layouts).
+        self.images: dict[str, pulumi.Input[str]] = {}
+        self.control_plane_ssh_host_key: Optional[pulumi.Input[str]] = None
         # Options of resources on AWS (its provider), on the layouts that use AWS.
         self._on_aws: Optional[pulumi.ResourceOptions] = None
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(args.settings.cluster_name),
@@ -78,12 +83,13 @@ class Cluster(pulumi.ComponentResource):
             "kubeflowUrl": self.kubeflow_url,
         })
 
-    def _bootstrap(self, host: Host, control_plane_address: str, **ssh) -> HostBootstrap:
+    def _bootstrap(self, host: Host, control_plane_address: str,
+                   endpoint: Optional[Endpoint] = None) -> HostBootstrap:
         # Hosts bootstrap in parallel: no host's steps wait for another host's.
         return HostBootstrap(
             host.name,
             HostBootstrapArgs(host, self._settings, self._distribution, control_plane_address,
-                              **ssh),
+                              endpoint),
             opts=pulumi.ResourceOptions(parent=self))
 
     def _create_bare_metal(self) -> None:
@@ -112,9 +118,10 @@ class Cluster(pulumi.ComponentResource):
                                     opts=self._on_aws)
         controller = instance.host
         bootstrap = None if boots_itself else self._bootstrap(
-            controller, instance.private_ip, ssh_address=instance.public_ip,
-            ssh_port=EC2_SSH_PORT)
+            controller, instance.private_ip, endpoint=instance.ssh_endpoint)
         self.gateways = {"aws": instance.public_ip}
+        self.images = {"controlPlane": instance.image}
+        self.control_plane_ssh_host_key = instance.ssh_host_public_key
         public = instance.public_ip if settings.aws.control_plane.elastic_ip else None
         return network, instance, bootstrap, public
 
@@ -137,13 +144,19 @@ class Cluster(pulumi.ComponentResource):
         control_plane = self._create_kubernetes(instance.host, {}, join_after={},
                                                 public_address=public, booted=instance.instance)
         settings = self._settings
-        self.nodes_ready += [
+        cleanup = PoolNodeCleanup(f"{self._name}-node-cleanup", PoolNodeCleanupArgs(
+            settings.cluster_name, self.pki, control_plane.node_endpoint, self.provider,
+            settings.aws.tags), opts=self._on_aws)
+        pools = [
             GpuWorkerPool(f"{self._name}-{pool.name}", GpuWorkerPoolArgs(
                 settings, pool, network,
                 control_plane.create_bootstrap_token(pool.name, self.provider),
-                self._distribution, network.node_security_group), opts=self._on_aws).group
+                self._distribution, network.node_security_group, cleanup), opts=self._on_aws)
             for pool in settings.pools
         ]
+        self.nodes_ready += [pool.group for pool in pools]
+        self.images = {"controlPlane": instance.image,
+                       **{pool.name: p.image for pool, p in zip(settings.pools, pools)}}
         self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
                        "gpus": p.gpus, "gpuModel": p.gpu_model} for p in settings.pools]
 
@@ -194,6 +207,10 @@ class Cluster(pulumi.ComponentResource):
         self.provider = k8s.Provider(
             f"{self._name}-kubernetes",
             kubeconfig=self.kubeconfig,
+            # The cluster's identity: a changed kubeconfig (a renewed admin certificate, an
+            # unknown one in a pull request's preview) is not a different cluster, so it
+            # does not replace the provider and every object through it.
+            cluster_identifier=settings.cluster_name,
             # Large objects (the MPIJob CRD) exceed client-side apply's annotation limit.
             enable_server_side_apply=True,
             # The kubeconfig is known before the API exists: nothing may use it earlier.
@@ -243,8 +260,9 @@ class Cluster(pulumi.ComponentResource):
             kubeflow_profiles_after=profiles_after), opts=opts)
 
 
-def with_efs_address(settings: StackConfig, address: str) -> StackConfig:
-    """The settings with the created file system's mount-target address filled in."""
+def with_efs_address(settings: StackConfig, address: pulumi.Input[str]) -> StackConfig:
+    """The settings with the created file system's address (a mount target's, or its DNS
+    name) filled in."""
     efs = settings.storage.efs.model_copy(update={"mount_target_address": address})
     storage = settings.storage.model_copy(update={"efs": efs})
     return settings.model_copy(update={"storage": storage})

@@ -1,6 +1,6 @@
 """An encrypted EFS file system in the VPC with a mount target per subnet at fixed
-addresses, NFS open only to the VPC and the on-prem LAN, and protected from deletion:
-data outlives the cluster."""
+addresses, NFS open only to the VPC and the on-prem LAN, and (unless the stack says
+otherwise) protected from deletion: data outlives the cluster."""
 
 from dataclasses import dataclass
 
@@ -28,11 +28,15 @@ class EfsFileSystem(pulumi.ComponentResource):
         tags = {**settings.aws.tags, "Name": f"{settings.cluster_name}-shared",
                 "gpu-cluster/cluster": settings.cluster_name}
         opts = pulumi.ResourceOptions(parent=self)
+        protect = settings.storage.efs.protect
         self.file_system = aws.efs.FileSystem(
             f"{name}-fs", encrypted=True, performance_mode="generalPurpose",
-            throughput_mode="elastic", tags=tags,
-            # `pulumi destroy` leaves the file system and its data in the account.
-            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True))
+            throughput_mode="elastic",
+            # Says so where the policy pack and the AWS console see it.
+            tags={**tags, "gpu-cluster/data-protection": "on" if protect else "off"},
+            # Protected: `pulumi destroy` refuses; once unprotected, it leaves the file
+            # system and its data in the account.
+            opts=pulumi.ResourceOptions(parent=self, protect=protect, retain_on_delete=protect))
         group = aws.ec2.SecurityGroup(f"{name}-nfs", vpc_id=args.network.vpc_id,
                                       description=f"{settings.cluster_name} EFS (NFS)",
                                       tags=tags, opts=opts)
@@ -48,8 +52,13 @@ class EfsFileSystem(pulumi.ComponentResource):
                                 security_groups=[group.id], opts=opts)
             for index, (subnet, address) in enumerate(zip(args.network.subnet_ids, addresses))
         ]
-        # The first subnet's target: on-prem nodes reach it through the VPN by address.
-        self.address = addresses[0]
+        # Cloud nodes mount by the file system's DNS name, which AWS resolves to the mount
+        # target in the client's own zone (no cross-zone traffic, no dependence on one
+        # zone): https://docs.aws.amazon.com/efs/latest/ug/mounting-fs-mount-cmd-dns-name.html
+        # On-prem nodes have no zone and no AWS DNS: they use the first subnet's target by
+        # address, through the VPN.
+        self.address: pulumi.Input[str] = (addresses[0] if settings.layout == "hybrid"
+                                           else self.file_system.dns_name)
         self.register_outputs({"fileSystemId": self.file_system.id, "address": self.address})
 
     @staticmethod

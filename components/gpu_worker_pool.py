@@ -1,7 +1,8 @@
 """EC2 GPU workers (cloud layout) that join the cluster at boot, with no SSH from the
 program: the launch template's user data runs the same bootstrap scripts as bare metal
 (host settings, NVIDIA runtime, k0s join), and the join token is read at boot from an
-SSM SecureString that only the pool's instance role may read."""
+SSM SecureString that only the pool's instance role may read. A changed launch template
+rolls the pool (instance refresh); an instance leaving the pool deletes its own node."""
 
 from dataclasses import dataclass
 
@@ -10,12 +11,16 @@ import pulumi_aws as aws
 
 from components.aws_boot import (
     USER_DATA_LIMIT_BYTES,
-    instance_profile_reading,
+    BootReport,
+    BootStep,
+    boot_status_path,
+    instance_profile,
     multipart_gzip,
     multipart_gzip_base64,
+    render_boot_parts,
     secret_parameter,
 )
-from components.aws_network import AwsNetwork, newest_image
+from components.aws_network import AwsNetwork, pinned_image
 from components.distributions.k0s import K0s
 from components.host_bootstrap import (
     INSTALL_NVIDIA,
@@ -23,13 +28,13 @@ from components.host_bootstrap import (
     install_nvidia_env,
     prepare_host_env,
 )
-from components.remote_step import SSM_READER, render_envelope
+from components.pool_node_cleanup import WATCH_TERMINATION, PoolNodeCleanup, node_cleanup_env
+from config import versions
 from config.model import StackConfig, WorkerPool
 from config.problems import Problem
 
-# AWS's GPU image with the NVIDIA driver and container toolkit.
-GPU_IMAGE_OWNER = "amazon"
-GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+# A refresh replaces instances a few at a time, keeping this share of the pool in service.
+REFRESH_MIN_HEALTHY_PERCENT = 90
 
 
 @dataclass
@@ -42,6 +47,8 @@ class GpuWorkerPoolArgs:
     distribution: K0s
     # Inbound rules between nodes reference it; the control plane's group allows the rest.
     node_security_group: aws.ec2.SecurityGroup
+    # The credential a terminating instance deletes its own node with.
+    node_cleanup: PoolNodeCleanup
 
 
 class GpuWorkerPool(pulumi.ComponentResource):
@@ -52,12 +59,15 @@ class GpuWorkerPool(pulumi.ComponentResource):
         pool = args.pool
         self.token_parameter = self._store_join_token()
         profile = self._create_instance_profile()
+        self.image = pool.ami or pinned_image(versions.GPU_IMAGE_OWNER, versions.GPU_IMAGE_NAME,
+                                              parent=self)
         template = self._create_launch_template(profile)
         placement = (aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster",
                                             tags=self._tags(), opts=self._opts)
                      if pool.placement_group else None)
         # A cluster placement group lives in one zone: the first subnet's.
-        subnets = args.network.subnet_ids[:1] if placement else args.network.subnet_ids
+        subnets = args.network.node_subnet_ids
+        subnets = subnets[:1] if placement else subnets
         self.group = aws.autoscaling.Group(
             f"{name}-asg",
             min_size=pool.count, max_size=pool.count, desired_capacity=pool.count,
@@ -65,11 +75,23 @@ class GpuWorkerPool(pulumi.ComponentResource):
             placement_group=placement.id if placement else None,
             launch_template=aws.autoscaling.GroupLaunchTemplateArgs(
                 id=template.id, version=template.latest_version.apply(str)),
+            # A new template version (new boot steps, image or settings) replaces the
+            # instances a few at a time: the provider starts a refresh whenever
+            # launch_template changes (terraform-provider-aws, autoscaling_group
+            # instance_refresh: "A refresh is started when any of the following Auto
+            # Scaling Group properties change: launch_configuration, launch_template,
+            # mixed_instances_policy").
+            instance_refresh=aws.autoscaling.GroupInstanceRefreshArgs(
+                strategy="Rolling",
+                preferences=aws.autoscaling.GroupInstanceRefreshPreferencesArgs(
+                    min_healthy_percentage=REFRESH_MIN_HEALTHY_PERCENT, skip_matching=True)),
             tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
                   for k, v in self._tags().items()],
             # The token must be readable before the first instance boots.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.token_parameter]),
         )
+        args.node_cleanup.hold_terminating_instances(f"{name}-node-cleanup", self.group,
+                                                    self._opts)
         self.register_outputs({"tokenParameter": self.token_parameter.name})
 
     def _tags(self) -> dict:
@@ -84,18 +106,25 @@ class GpuWorkerPool(pulumi.ComponentResource):
                                 self._args.join_token, self._tags(), self._opts)
 
     def _create_instance_profile(self) -> aws.iam.InstanceProfile:
-        return instance_profile_reading(f"{self._name}-node", self.token_parameter,
-                                        self._tags(), self._opts)
+        settings, pool = self._args.settings, self._args.pool
+        return instance_profile(
+            f"{self._name}-node", [self.token_parameter, self._args.node_cleanup.parameter],
+            boot_status_path(settings.cluster_name, pool.name), self._tags(), self._opts)
 
     def _create_launch_template(self, profile: aws.iam.InstanceProfile) -> aws.ec2.LaunchTemplate:
-        settings, pool = self._args.settings, self._args.pool
-        image = pool.ami or newest_image(GPU_IMAGE_OWNER, GPU_IMAGE_NAME, parent=self)
+        settings, pool, network = self._args.settings, self._args.pool, self._args.network
         return aws.ec2.LaunchTemplate(
             f"{self._name}-template",
-            image_id=image,
+            image_id=self.image,
             instance_type=pool.instance_type,
             iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
-            vpc_security_group_ids=[self._args.node_security_group.id],
+            # With egress public the instance's own public address is its way out (an
+            # internet gateway serves only addresses that have one); with nat it has none.
+            network_interfaces=[aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                device_index=0,
+                associate_public_ip_address=str(network.nodes_need_public_ip).lower(),
+                security_groups=[self._args.node_security_group.id],
+                delete_on_termination="true")],
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_tokens="required", http_endpoint="enabled", http_put_response_hop_limit=1),
             block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
@@ -116,22 +145,26 @@ def token_parameter_name(settings: StackConfig, pool: WorkerPool) -> str:
     return f"/gpu-cluster/{settings.cluster_name}/{pool.name}/join-token"
 
 
-def pool_boot_scripts(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> list[str]:
-    """Host settings, the NVIDIA runtime (GPU pools), the k0s join."""
-    parts = [render_envelope(pool.name, "prepare-host", PREPARE_HOST,
-                             prepare_host_env(settings))]
+def pool_boot_steps(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> list[BootStep]:
+    """Host settings, the NVIDIA runtime (GPU pools), the k0s join, then the service that
+    removes the node when the pool lets the instance go."""
+    steps = [BootStep("prepare-host", PREPARE_HOST, prepare_host_env(settings))]
     if pool.gpus:
-        parts.append(render_envelope(
-            pool.name, "install-nvidia", INSTALL_NVIDIA,
-            install_nvidia_env(settings, distribution, pool.install_driver)))
-    parts.append(render_envelope(pool.name, "join-worker", distribution.join_worker, {
+        steps.append(BootStep("install-nvidia", INSTALL_NVIDIA,
+                              install_nvidia_env(settings, distribution, pool.install_driver)))
+    steps.append(BootStep("join-worker", distribution.join_worker, {
         **distribution.node_env(pool, ""),
         "K0S_JOIN_TOKEN": "",
         "K0S_JOIN_TOKEN_SSM_PARAMETER": token_parameter_name(settings, pool),
-        "AWS_REGION": settings.aws.region,
-        "SSM_READER": SSM_READER.text(),
     }))
-    return parts
+    steps.append(BootStep("watch-termination", WATCH_TERMINATION,
+                          node_cleanup_env(settings.cluster_name, distribution)))
+    return steps
+
+
+def pool_boot_scripts(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> list[str]:
+    report = BootReport(settings.aws.region, boot_status_path(settings.cluster_name, pool.name))
+    return render_boot_parts(pool.name, pool_boot_steps(settings, pool, distribution), report)
 
 
 def pool_user_data(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> str:

@@ -8,7 +8,7 @@ import pulumi
 from pulumi_command import remote
 
 from components.distributions.k0s import K0s
-from components.remote_step import Script, Ssh, connection_to, run_step
+from components.remote_step import Endpoint, Script, Ssh, connection_to, run_step
 from config.model import Host, StackConfig
 
 PREFLIGHT = Script("preflight.sh")
@@ -27,9 +27,8 @@ class HostBootstrapArgs:
     # Where workers must be able to reach the control plane from (checked by preflight);
     # empty when it is only reachable later (through the VPN).
     control_plane_address: str
-    # Reach the host here instead of at its configured address (an Elastic IP).
-    ssh_address: Optional[pulumi.Input[str]] = None
-    ssh_port: Optional[int] = None
+    # Reach the host there instead of as configured (an EC2 instance).
+    endpoint: Optional[Endpoint] = None
 
 
 class HostBootstrap(pulumi.ComponentResource):
@@ -38,7 +37,7 @@ class HostBootstrap(pulumi.ComponentResource):
     def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:hosts:HostBootstrap", name, None, opts)
         self._args = args
-        self.ssh = Ssh(connection_to(args.host, args.settings, args.ssh_address, args.ssh_port),
+        self.ssh = Ssh(connection_to(args.host, args.settings, args.endpoint),
                        args.host.ssh_user or args.settings.ssh.user)
 
         preflight = self._create_preflight()

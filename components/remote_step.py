@@ -18,6 +18,7 @@ from typing import Optional
 import pulumi
 from pulumi_command import remote
 
+from components.shell_text import without_comment_lines
 from config.model import Host, StackConfig
 
 SCRIPTS_DIR = Path(__file__).parent / "scripts"
@@ -67,15 +68,26 @@ def _read_file(path: Path) -> str:
     return path.read_text()
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to reach a machine when it is not as its host entry says: an EC2
+    instance at its public address, with the host key it installs at boot, and enough
+    dial attempts to cover its boot."""
+
+    address: pulumi.Input[str]
+    port: int
+    host_key: pulumi.Input[str]
+    dial_error_limit: int
+
+
 def connection_to(host: Host, settings: StackConfig,
-                  address: Optional[pulumi.Input[str]] = None,
-                  port: Optional[int] = None) -> remote.ConnectionArgs:
-    """SSH connection to a host, through the bastion when one is configured. `address`
-    and `port` override the host's (an EC2 instance reached directly at its public IP)."""
+                  endpoint: Optional[Endpoint] = None) -> remote.ConnectionArgs:
+    """SSH connection to a host, through the bastion when one is configured, or to
+    `endpoint` directly."""
     ssh = settings.ssh
     private_key = pulumi.Output.secret(settings.ssh_private_key.get_secret_value())
     proxy = None
-    if ssh.bastion is not None and address is None:
+    if ssh.bastion is not None and endpoint is None:
         bastion_key = settings.bastion_private_key or settings.ssh_private_key
         proxy = remote.ProxyConnectionArgs(
             host=ssh.bastion.host,
@@ -87,13 +99,14 @@ def connection_to(host: Host, settings: StackConfig,
             per_dial_timeout=ssh.per_dial_timeout_seconds,
         )
     return remote.ConnectionArgs(
-        host=address or host.ssh_address or host.address,
-        port=port or ssh.port,
+        host=endpoint.address if endpoint else host.ssh_address or host.address,
+        port=endpoint.port if endpoint else ssh.port,
         user=host.ssh_user or ssh.user,
-        host_key=host.ssh_host_key,
+        host_key=endpoint.host_key if endpoint else host.ssh_host_key,
         private_key=private_key,
         proxy=proxy,
-        dial_error_limit=ssh.dial_error_limit,
+        dial_error_limit=max(ssh.dial_error_limit, endpoint.dial_error_limit) if endpoint
+        else ssh.dial_error_limit,
         per_dial_timeout=ssh.per_dial_timeout_seconds,
     )
 
@@ -117,6 +130,25 @@ def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str]
                     delete: Optional[Script] = None) -> str:
     """The envelope's text, for inputs that are all known."""
     lines = [
+        'case "${1:-create}" in',
+        "  create) gpu_cluster_create </dev/null ;;",
+        "  delete) gpu_cluster_delete </dev/null ;;" if delete else "",
+        '  *) echo "gpu-cluster: unknown action: $1" >&2; exit 2 ;;',
+        "esac",
+    ]
+    return render_step_functions(host, step, create, env, delete) + "\n".join(
+        line for line in lines if line) + "\n"
+
+
+def render_step_functions(host: str, step: str, create: Script, env: Mapping[str, str],
+                          delete: Optional[Script] = None, compact: bool = False) -> str:
+    """A step's inputs as exports and its scripts as the functions gpu_cluster_create (and
+    gpu_cluster_delete), defined but not called; `compact` leaves the scripts' comment
+    lines out (user data has a size limit; an SSH step's stdin stays as it always was)."""
+    def text(script: Script) -> str:
+        return without_comment_lines(script.text()) if compact else script.text()
+
+    lines = [
         f"# gpu-cluster step '{step}' on host '{host}' ({create.path}"
         + (f", delete: {delete.path})" if delete else ")"),
     ]
@@ -124,17 +156,10 @@ def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str]
         f"export {name}={_single_quoted(str(value))}"
         for name, value in {"GPU_CLUSTER_HOST": host, "GPU_CLUSTER_STEP": step, **env}.items()
     ]
-    lines += ["gpu_cluster_create() {", create.text(), "}"]
+    lines += ["gpu_cluster_create() {", text(create), "}"]
     if delete:
-        lines += ["gpu_cluster_delete() {", delete.text(), "}"]
-    lines += [
-        'case "${1:-create}" in',
-        "  create) gpu_cluster_create </dev/null ;;",
-        "  delete) gpu_cluster_delete </dev/null ;;" if delete else "",
-        '  *) echo "gpu-cluster: unknown action: $1" >&2; exit 2 ;;',
-        "esac",
-    ]
-    return "\n".join(line for line in lines if line) + "\n"
+        lines += ["gpu_cluster_delete() {", text(delete), "}"]
+    return "\n".join(lines) + "\n"
 
 
 def _single_quoted(value: str) -> str:

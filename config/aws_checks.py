@@ -9,6 +9,7 @@ from config.cloud import (
     AwsSettings,
     VpnSettings,
     instance_family,
+    private_subnet_cidrs,
     subnet_cidrs,
 )
 from config.partial import PartialConfig
@@ -71,7 +72,8 @@ def _aws(aws: AwsSettings) -> list[Problem]:
                                 "(and `pulumi up`) connect from"))
     vpc = aws.vpc
     network = ipaddress.ip_network(vpc.cidr)
-    problems += _vpc_size(vpc, network)
+    size_problems = _vpc_size(vpc, network)
+    problems += size_problems
     if vpc.id is not None:
         if len(vpc.subnet_ids) < 2:
             problems.append(Problem("aws.vpc.subnetIds", "an adopted VPC needs at least two "
@@ -91,10 +93,48 @@ def _aws(aws: AwsSettings) -> list[Problem]:
         if not ipaddress.ip_network(cidr).subnet_of(network):
             problems.append(Problem(f"aws.vpc.subnetCidrs[{index}]",
                                     f"{cidr} is outside gpu-cluster:aws.vpc.cidr {network}"))
+    if not size_problems:
+        problems += _egress(vpc, network)
     private_ip = aws.control_plane.private_ip
     if private_ip is not None and ipaddress.ip_address(private_ip) not in network:
         problems.append(Problem("aws.controlPlane.privateIp",
                                 f"{private_ip} is outside gpu-cluster:aws.vpc.cidr {network}"))
+    return problems
+
+
+def _egress(vpc, network) -> list[Problem]:
+    """Private subnets exist only behind a NAT gateway, and need room in the VPC."""
+    if vpc.egress != "nat":
+        return [Problem(key, "is only used with aws.vpc.egress: nat")
+                for key, value in (("aws.vpc.privateSubnetCidrs", vpc.private_subnet_cidrs),
+                                   ("aws.vpc.privateSubnetIds", vpc.private_subnet_ids))
+                if value]
+    if vpc.id is not None:
+        if len(vpc.private_subnet_ids) < 2:
+            return [Problem("aws.vpc.privateSubnetIds", "egress nat with an adopted VPC needs "
+                            "at least two private subnets (in different availability zones) "
+                            "that route to a NAT gateway")]
+        return []
+    problems = []
+    if vpc.private_subnet_cidrs and len(vpc.private_subnet_cidrs) != vpc.availability_zones:
+        problems.append(Problem("aws.vpc.privateSubnetCidrs",
+                                f"lists {len(vpc.private_subnet_cidrs)} subnets for "
+                                f"{vpc.availability_zones} availability zones"))
+    public = [ipaddress.ip_network(cidr) for cidr in subnet_cidrs(vpc)]
+    for index, cidr in enumerate(vpc.private_subnet_cidrs):
+        subnet = ipaddress.ip_network(cidr)
+        if not subnet.subnet_of(network):
+            problems.append(Problem(f"aws.vpc.privateSubnetCidrs[{index}]",
+                                    f"{cidr} is outside gpu-cluster:aws.vpc.cidr {network}"))
+        elif any(subnet.overlaps(taken) for taken in public):
+            problems.append(Problem(f"aws.vpc.privateSubnetCidrs[{index}]",
+                                    f"{cidr} overlaps a public subnet"))
+    if not vpc.private_subnet_cidrs and \
+            len(private_subnet_cidrs(vpc)) < vpc.availability_zones:
+        problems.append(Problem("aws.vpc.cidr", f"{network} has no room for "
+                                f"{vpc.availability_zones} private /24 subnets beside the "
+                                "public ones; use a larger network or set "
+                                "aws.vpc.privateSubnetCidrs"))
     return problems
 
 

@@ -8,7 +8,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from config.model_base import Section
-from config.types import DnsLabel, IPv4, IPv4Cidr, Port
+from config.types import DnsLabel, IPv4, IPv4Cidr, Port, SshPublicKey
 
 
 class VpcSettings(Section):
@@ -22,6 +22,17 @@ class VpcSettings(Section):
     route_table_ids: list[str] = []
     # Subnet CIDRs when the program creates them; default: /24s at the VPC's start.
     subnet_cidrs: list[IPv4Cidr] = []
+    # How instances reach SSM, the k0s release, apt and image registries at boot:
+    # public: every instance has a public IPv4 address and goes out through the internet
+    #   gateway (inbound stays closed by its security group);
+    # nat: pool instances live in private subnets and go out through one NAT gateway, with
+    #   an interface endpoint for SSM. The README compares their cost.
+    egress: Literal["public", "nat"] = "public"
+    # nat: the private subnets when the program creates them; default: the /24s after the
+    # public ones.
+    private_subnet_cidrs: list[IPv4Cidr] = []
+    # nat with an adopted VPC: its private subnets, which must route to a NAT gateway.
+    private_subnet_ids: list[str] = []
 
 
 class ControlPlaneInstance(Section):
@@ -35,6 +46,10 @@ class ControlPlaneInstance(Section):
     private_ip: Optional[IPv4] = None
     # A public address for SSH and the API from the admin networks.
     elastic_ip: bool = True
+    # The program makes the instance's SSH host key and verifies it. Only for a control
+    # plane created before it did: that instance's own ed25519 host key
+    # (`ssh-keyscan -t ed25519 ADDRESS` from a trusted network, or its console output).
+    ssh_host_key: Optional[SshPublicKey] = None
 
 
 class AwsSettings(Section):
@@ -88,6 +103,20 @@ def subnet_cidrs(vpc: VpcSettings) -> list[str]:
         return list(vpc.subnet_cidrs)
     network = ipaddress.ip_network(vpc.cidr)
     return [str(s) for s in itertools.islice(network.subnets(new_prefix=24), vpc.availability_zones)]
+
+
+def private_subnet_cidrs(vpc: VpcSettings) -> list[str]:
+    """The private subnets the program creates with egress nat: as configured, or the /24s
+    after the public ones."""
+    if vpc.private_subnet_cidrs:
+        return list(vpc.private_subnet_cidrs)
+    network = ipaddress.ip_network(vpc.cidr)
+    if network.prefixlen > 24:
+        return []
+    public = [ipaddress.ip_network(cidr) for cidr in subnet_cidrs(vpc)]
+    free = (str(s) for s in network.subnets(new_prefix=24)
+            if not any(s.overlaps(taken) for taken in public))
+    return list(itertools.islice(free, vpc.availability_zones))
 
 
 def _host_in(cidr: str, offset: int) -> str:

@@ -210,6 +210,10 @@ class EfsBackend(Section):
     # Connect; by address so on-prem nodes need no AWS DNS. On the AWS layouts, leave it
     # out and the program creates the file system in the VPC.
     mount_target_address: Optional[IPv4] = None
+    # On the AWS layouts: `pulumi destroy` refuses to delete the file system the program
+    # created and, once unprotected, leaves it and its data in the account. Turn it off
+    # only for clusters whose data may go with them (the README has the procedure).
+    protect: bool = True
     path: AbsolutePath = "/"
     # EFS's recommended NFS options, but soft (see storage.nfs.mountOptions).
     mount_options: list[str] = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "soft",

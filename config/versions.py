@@ -49,3 +49,13 @@ KUBEFLOW_MANIFESTS_REPOSITORY = "https://github.com/kubeflow/manifests"
 # cert-manager's own API check (the Helm chart's startupapicheck), at the cert-manager
 # release those manifests ship; the tests check the tag against them.
 CERT_MANAGER_API_CHECK_IMAGE = "quay.io/jetstack/cert-manager-startupapicheck:v1.16.1"
+
+# EC2 images, by exact name (an image name is unique per owner and region), so an instance
+# or launch template changes only when this pin does, never because a newer image
+# appeared. The resolved ids are the stack output `images`. Deprecated images still match
+# (DescribeImages hides them unless asked), so an old pin keeps resolving.
+UBUNTU_IMAGE_OWNER = "099720109477"  # Canonical
+UBUNTU_IMAGE_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-20260904"
+# AWS's GPU image with the NVIDIA driver and container toolkit (the cloud pools' default).
+GPU_IMAGE_OWNER = "amazon"
+GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20260929"

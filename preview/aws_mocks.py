@@ -22,6 +22,11 @@ _ID_PREFIXES = {
 }
 
 
+# The account and region ARNs name in the preview.
+PREVIEW_ACCOUNT = "000000000000"
+PREVIEW_REGION = "preview-region-1"
+
+
 def _hex(name: str, length: int = 17) -> str:
     return hashlib.sha256(name.encode()).hexdigest()[:length]
 
@@ -37,7 +42,12 @@ def resource(type_: str, name: str, inputs: dict) -> Optional[tuple[str, dict[st
     elif type_ == "aws:ec2/eip:Eip":
         outputs["publicIp"] = f"203.0.113.{10 + int(_hex(name, 2), 16) % 200}"
     elif type_ == "aws:ec2/keyPair:KeyPair":
-        outputs.setdefault("keyName", name)
+        # A new public key is a new key pair (public_key forces replacement), which the
+        # provider names anew: the name follows the key.
+        outputs.setdefault("keyName", f"{name}-{_hex(str(inputs.get('publicKey')), 7)}")
+    elif type_ == "aws:ssm/parameter:Parameter":
+        # arn:aws:ssm:REGION:ACCOUNT:parameter/NAME, as AWS forms it.
+        outputs["arn"] = f"arn:aws:ssm:{PREVIEW_REGION}:{PREVIEW_ACCOUNT}:parameter{inputs['name']}"
     elif type_ == "aws:efs/fileSystem:FileSystem":
         outputs["dnsName"] = f"{resource_id}.efs.preview.amazonaws.com"
     return resource_id, outputs

@@ -50,6 +50,10 @@ class ResourceRecord:
     inputs: dict[str, Any]
     protect: bool = False
     retain_on_delete: bool = False
+    # input property -> URNs of the resources its value comes from
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    # inputs whose changes `pulumi up` does not apply (ignoreChanges)
+    ignore_changes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -61,6 +65,8 @@ class Plan:
     # Plain text of every secret value seen, to be redacted wherever it appears.
     secrets: set[str] = field(default_factory=set)
     placeholders: list[str] = field(default_factory=list)
+    # (token, arguments) of every provider function the program called (look-ups).
+    invokes: list[tuple[str, dict]] = field(default_factory=list)
 
     @cached_property
     def by_urn(self) -> dict[str, ResourceRecord]:
@@ -178,6 +184,7 @@ class PreviewMocks(mocks.Mocks):
         return f"{args.name}-id", outputs
 
     def call(self, args: mocks.MockCallArgs):
+        self.plan.invokes.append((args.token, dict(args.args)))
         return aws_mocks.invoke(args.token, args.args) or {}, []
 
 
@@ -201,6 +208,10 @@ class RecordingMonitor(mocks.MockMonitor):
                     inputs=inputs,
                     protect=request.protect,
                     retain_on_delete=request.retainOnDelete,
+                    property_dependencies={
+                        key: list(value.urns)
+                        for key, value in request.propertyDependencies.items()},
+                    ignore_changes=list(request.ignoreChanges),
                 )
             )
         return response

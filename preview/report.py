@@ -121,6 +121,10 @@ def _plan_document(plan: Plan) -> dict:
                 "name": r.name,
                 "parent": plan.by_urn[r.parent].name if r.parent in plan.by_urn else None,
                 "dependsOn": sorted(plan.by_urn[d].name for d in plan.custom_dependencies(r)),
+                # Which resource each input comes from (the policy pack's stack rules).
+                "propertyDependencies": {
+                    key: sorted(plan.by_urn[u].name for u in urns if u in plan.by_urn)
+                    for key, urns in sorted(r.property_dependencies.items()) if urns},
                 # What the policy pack checks on data that must outlive the stack.
                 "protect": r.protect,
                 "retainOnDelete": r.retain_on_delete,
@@ -152,12 +156,17 @@ def _host_scripts(plan: Plan):
         depth = plan.depth_of(resource)
         yield f"hosts/{host}/{depth:02d}-{step}.sh", header + stdin
     for resource, user_data in _user_data(plan):
-        for index, stdin in enumerate(boot_scripts(user_data)):
-            host, step = _envelope_names(plan.redact(stdin))
-            header = (f"#!/usr/bin/env bash\n# Rendered by the offline preview of stack "
-                      f"'{plan.stack}'.\n# Runs at first boot from the user data of "
-                      f"{resource.name} (cloud-init, as root).\n")
-            yield f"hosts/{host}/boot-{index:02d}-{step}.sh", header + plan.redact(stdin)
+        for index, part in enumerate(boot_scripts(user_data)):
+            part = plan.redact(part)
+            host, step = _envelope_names(part)
+            note = (f"# Rendered by the offline preview of stack '{plan.stack}'.\n# Runs at "
+                    f"first boot from the user data of {resource.name} (cloud-init, as root, "
+                    "executed as a program).\n")
+            # The part exactly as cloud-init gets it, the note after its "#!" line: a part
+            # without one (which cloud-init cannot execute) gets none here either.
+            first, _, rest = part.partition("\n")
+            text = (f"{first}\n{note}{rest}" if first.startswith("#!") else note + part)
+            yield f"hosts/{host}/boot-{index:02d}-{step}.sh", text
 
 
 def _user_data(plan: Plan):

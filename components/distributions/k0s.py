@@ -30,6 +30,8 @@ class K0s:
     create_join_token = Script("k0s/create-join-token.sh")
     admit_node = Script("k0s/admit-node.sh")
     remove_node = Script("k0s/remove-node.sh")
+    # kubectl on a node, with the distribution's own binary.
+    kubectl = "k0s kubectl"
 
     def __init__(self, settings: StackConfig):
         self.settings = settings

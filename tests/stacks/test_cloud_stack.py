@@ -59,8 +59,8 @@ def test_the_controller_installs_itself_at_boot_with_the_programs_ca(dev):
     [instance] = dev.of_type("aws:ec2/instance:Instance")
     scripts = boot_scripts_of(instance.inputs["userDataBase64"])
     assert [step_inputs(s)["GPU_CLUSTER_STEP"] for s in scripts] == [
-        "prepare-host", "install-controller"]
-    install = step_inputs(scripts[1])
+        "install-ssh-host-key", "prepare-host", "install-controller"]
+    install = step_inputs(scripts[2])
     assert install["K0S_CA_KEY"] == ""
     assert install["K0S_CA_KEY_SSM_PARAMETER"] == "/gpu-cluster/dev/control-plane/ca-key"
     assert install["K0S_CA_CERT"] == ca_cert(dev)
@@ -94,7 +94,7 @@ def test_pool_join_tokens_hold_a_bootstrap_token_the_program_registers(dev):
     assert set(secrets) == {f"{p}-bootstrap-token" for p in ("a10g", "h100", "cpu")}
     for parameter in dev.of_type("aws:ssm/parameter:Parameter"):
         pool = parameter.inputs["name"].split("/")[3]
-        if pool == "control-plane":
+        if not parameter.inputs["name"].endswith("/join-token"):
             continue
         token = yaml.safe_load(gzip.decompress(base64.b64decode(
             unwrap(parameter.inputs["value"]))))
@@ -140,7 +140,7 @@ def test_user_data_boots_the_node_without_any_secret(dev):
         scripts = boot_scripts(template)
         text = "\n".join(scripts)
         assert not any(secret in text for secret in dev.secrets), template.name
-        join = scripts[-1]
+        join = scripts[-2]
         assert "export K0S_JOIN_TOKEN=''" in join
         pool = template.name.split("-")[1]
         assert f"export K0S_JOIN_TOKEN_SSM_PARAMETER='/gpu-cluster/dev/{pool}/join-token'" in join
@@ -148,11 +148,11 @@ def test_user_data_boots_the_node_without_any_secret(dev):
         steps = [s.split("export GPU_CLUSTER_STEP='")[1].split("'")[0] for s in scripts]
         expected = ["prepare-host", "install-nvidia", "join-worker"] if pool != "cpu" \
             else ["prepare-host", "join-worker"]
-        assert steps == expected
+        assert steps == expected + ["watch-termination"]
 
 
 def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
-    join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-1]
+    join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-2]
     assert "export NODE_LABELS='gpu-cluster/pool=a10g,nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G'" \
         in join
     assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'" in join
@@ -161,31 +161,46 @@ def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
     assert "export INSTALL_DRIVER='false'" in nvidia  # the GPU image ships the driver
 
 
-def test_secrets_are_secure_strings_each_read_by_one_role_only(dev):
+def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
     parameters = {p.inputs["name"]: p for p in dev.of_type("aws:ssm/parameter:Parameter")}
-    assert set(parameters) == {f"/gpu-cluster/dev/{p}/join-token" for p in ("a10g", "h100", "cpu")
-                               } | {"/gpu-cluster/dev/control-plane/ca-key"}
+    tokens = {f"/gpu-cluster/dev/{p}/join-token" for p in ("a10g", "h100", "cpu")}
+    controller = {"/gpu-cluster/dev/control-plane/ca-key",
+                  "/gpu-cluster/dev/control-plane/ssh-host-key"}
+    cleanup = "/gpu-cluster/dev/node-cleanup/kubeconfig"
+    assert set(parameters) == tokens | controller | {cleanup}
     for parameter in parameters.values():
         assert parameter.inputs["type"] == "SecureString"
         assert rpc.is_rpc_secret(parameter.inputs["value"])
+
+    def arn(name: str) -> str:
+        parameter = parameters[name]
+        return aws_mocks.resource(parameter.type, parameter.name, parameter.inputs)[1]["arn"]
+
     policies = dev.of_type("aws:iam/rolePolicy:RolePolicy")
     assert len(policies) == 4
-    readers = {"a10g": "a10g/join-token", "h100": "h100/join-token", "cpu": "cpu/join-token",
-               "control": "control-plane/ca-key"}
+    reads = {"a10g": {"/gpu-cluster/dev/a10g/join-token", cleanup},
+             "h100": {"/gpu-cluster/dev/h100/join-token", cleanup},
+             "cpu": {"/gpu-cluster/dev/cpu/join-token", cleanup},
+             "control": controller}
     for policy in policies:
         who = policy.name.removeprefix("dev-").split("-")[0]
-        parameter = parameters[f"/gpu-cluster/dev/{readers[who]}"]
-        arn = aws_mocks.resource(parameter.type, parameter.name, {})[1]["arn"]
+        machine = "control-plane" if who == "control" else who
         document = json.loads(policy.inputs["policy"])
         assert document["Statement"] == [
-            {"Effect": "Allow", "Action": ["ssm:GetParameter"], "Resource": arn}]
+            {"Sid": "ReadItsParameters", "Effect": "Allow", "Action": ["ssm:GetParameter"],
+             "Resource": sorted(arn(name) for name in reads[who])},
+            {"Sid": "ReportItsBoot", "Effect": "Allow",
+             "Action": ["ssm:PutParameter", "ssm:DeleteParameter"],
+             "Resource": "arn:aws:ssm:preview-region-1:000000000000:parameter"
+                         f"/gpu-cluster/dev/boot-status/{machine}/*"},
+        ]
     assert not dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
 
 
 def test_efs_is_mounted_once_per_subnet_and_open_only_to_the_vpc(dev):
     assert len(dev.of_type("aws:efs/mountTarget:MountTarget")) == 2
     [file_system] = dev.of_type("aws:efs/fileSystem:FileSystem")
-    assert file_system.inputs["encrypted"] is True and file_system.protect
+    assert file_system.inputs["encrypted"] is True
     nfs_rules = [r for r in dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
                  if r.inputs["description"] == "nfs"]
     assert [r.inputs["cidrIpv4"] for r in nfs_rules] == ["10.30.0.0/16"]

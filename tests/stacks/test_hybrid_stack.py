@@ -5,7 +5,10 @@ IMDSv2, and no secret in user data."""
 import pytest
 from pulumi.runtime import rpc
 
+from components.aws_boot import boot_scripts
+from policy.user_data import decode_user_data
 from preview.engine import run_program
+from preview.report import step_inputs
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR, hybrid_config, preview
 
@@ -92,9 +95,12 @@ def test_instance_requires_imdsv2_encrypts_its_disk_and_has_no_secret_in_user_da
     [instance] = prod.of_type(INSTANCE)
     assert instance.inputs["metadataOptions"]["httpTokens"] == "required"
     assert instance.inputs["rootBlockDevice"]["encrypted"] is True
-    user_data = instance.inputs["userData"]
-    assert user_data == "#cloud-config\nhostname: control-plane\npreserve_hostname: false\n"
-    assert not any(secret in user_data for secret in prod.secrets)
+    parts = decode_user_data(instance.inputs["userDataBase64"])
+    assert "#cloud-config\nhostname: control-plane\npreserve_hostname: false\n" in parts
+    # At boot it only installs the SSH host key the program pins (read from SSM).
+    assert [step_inputs(s)["GPU_CLUSTER_STEP"] for s in boot_scripts(
+        instance.inputs["userDataBase64"])] == ["install-ssh-host-key"]
+    assert not any(secret in part for part in parts for secret in prod.secrets)
     assert instance.inputs["privateIp"] == "10.20.0.10"
 
 

@@ -1,0 +1,98 @@
+"""How a cloud pool instance leaves the cluster without leaving a NotReady node behind.
+
+When a pool's auto scaling group terminates an instance (scale-in, instance refresh,
+health replacement), a termination lifecycle hook keeps it running for a while; the
+instance's node-cleanup service sees IMDS report the Terminated target state and deletes
+its own Node object. It does so with a credential made here (the kubelet's own may not
+delete nodes): a client certificate for a user bound to a ClusterRole that may only get
+and delete nodes, as a kubeconfig in an SSM SecureString that only pool roles may read."""
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import kube
+from components.aws_boot import secret_parameter
+from components.cluster_pki import ClusterPki
+from components.distributions.k0s import K0s
+from components.kubeconfig import client_kubeconfig
+from components.remote_step import DataFile, Script
+
+WATCH_TERMINATION = Script("aws/watch-termination.sh")
+NODE_CLEANUP_AGENT = DataFile("aws/node-cleanup-agent.sh")
+NODE_CLEANUP_USER = "gpu-cluster:node-cleanup"
+# Where the boot keeps ssm-parameter.py on the instance (boot/run-step.sh).
+SSM_CLIENT_PATH = "/var/lib/gpu-cluster/boot/ssm-parameter.py"
+# How long a terminating instance is held for its cleanup: polling every 5 s, one SSM
+# read and one API call need far less; the instance goes on when the hook times out.
+HOLD_SECONDS = 120
+
+
+def kubeconfig_parameter_name(cluster_name: str) -> str:
+    return f"/gpu-cluster/{cluster_name}/node-cleanup/kubeconfig"
+
+
+def node_cleanup_env(cluster_name: str, distribution: K0s) -> dict[str, str]:
+    """The inputs of the watch-termination boot step."""
+    return {
+        "NODE_CLEANUP_AGENT": NODE_CLEANUP_AGENT.text(),
+        "NODE_CLEANUP_KUBECONFIG_PARAMETER": kubeconfig_parameter_name(cluster_name),
+        "KUBECTL": distribution.kubectl,
+        "SSM_CLIENT": SSM_CLIENT_PATH,
+    }
+
+
+def cluster_role() -> list[dict]:
+    """What the cleanup credential may do: read and delete nodes, nothing else."""
+    name = "gpu-cluster:node-cleanup"
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "delete"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": name},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                       "name": NODE_CLEANUP_USER}]},
+    ]
+
+
+@dataclass
+class PoolNodeCleanupArgs:
+    cluster_name: str
+    pki: ClusterPki
+    # Where pool instances reach the API (the controller's private address).
+    api_endpoint: pulumi.Input[str]
+    kubernetes: k8s.Provider
+    tags: dict
+
+
+class PoolNodeCleanup(pulumi.ComponentResource):
+    parameter: aws.ssm.Parameter
+
+    def __init__(self, name: str, args: PoolNodeCleanupArgs,
+                 opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:aws:PoolNodeCleanup", name, None, opts)
+        kube.apply_all(cluster_role(), kube.k8s_provider_opts(args.kubernetes, self))
+        cert = args.pki.client_certificate("node-cleanup", NODE_CLEANUP_USER)
+        kubeconfig = pulumi.Output.all(
+            args.api_endpoint, args.pki.ca_cert_pem, cert.cert_pem, cert.private_key_pem,
+        ).apply(lambda v: client_kubeconfig(args.cluster_name, v[0], v[1],
+                                            "node-cleanup", v[2], v[3]))
+        self.parameter = secret_parameter(
+            f"{name}-kubeconfig", kubeconfig_parameter_name(args.cluster_name), kubeconfig,
+            {**args.tags, "gpu-cluster/cluster": args.cluster_name},
+            pulumi.ResourceOptions(parent=self))
+        self.register_outputs({"parameter": self.parameter.name})
+
+    def hold_terminating_instances(self, name: str, group: aws.autoscaling.Group,
+                                   opts: pulumi.ResourceOptions) -> aws.autoscaling.LifecycleHook:
+        """A group's termination hook: its instances stay up HOLD_SECONDS for the cleanup,
+        then terminate whatever happened (CONTINUE)."""
+        return aws.autoscaling.LifecycleHook(
+            name, autoscaling_group_name=group.name,
+            lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+            heartbeat_timeout=HOLD_SECONDS, default_result="CONTINUE", opts=opts)

@@ -1,0 +1,66 @@
+# shellcheck shell=bash
+# Runs the step of one cloud-init user-data part at an instance's first boot. Appended to
+# the part after its step function (gpu_cluster_create) and called last.
+#
+# cloud-init runs every part in order whatever an earlier part returned
+# (cloudinit/util.py runparts), so each part refuses to run unless the step before it
+# completed: the first failure stops the rest. Every outcome is written to the console
+# log (cloud-final.service prints to journal+console) and, best effort, to the SSM
+# parameter BOOT_STATUS_PARAMETER/<instance id>, which the user can read with
+#   aws ssm get-parameters-by-path --path BOOT_STATUS_PARAMETER
+#
+# Inputs (environment): GPU_CLUSTER_HOST, GPU_CLUSTER_STEP, BOOT_PREVIOUS_STEP (empty for
+# the first step), BOOT_LAST_STEP (true for the last), BOOT_STATUS_PARAMETER, AWS_REGION,
+# and in the first part only SSM_READER (the text of ssm-parameter.py), which it keeps in
+# the boot folder for the later parts and for the steps that read SSM parameters.
+
+gpu_cluster_boot_message() {
+  printf 'gpu-cluster: %s: %s: %s\n' "$GPU_CLUSTER_HOST" "$GPU_CLUSTER_STEP" "$*" >&2
+}
+
+# gpu_cluster_boot_status TEXT: TEXT as this instance's boot status (not a secret: it is on
+# a command line). A status that cannot be written is reported, never fatal.
+gpu_cluster_boot_status() {
+  local id
+  [[ -n "${BOOT_STATUS_PARAMETER:-}" && -n "${SSM_READER:-}" ]] || return 0
+  if id="$(python3 - instance-id <<<"$SSM_READER")" &&
+    python3 - put "$AWS_REGION" "$BOOT_STATUS_PARAMETER/$id" "$1" <<<"$SSM_READER" >/dev/null; then
+    return 0
+  fi
+  gpu_cluster_boot_message "warning: could not record the boot status '$1' in SSM"
+}
+
+gpu_cluster_boot_step() {
+  local dir="${GPU_CLUSTER_ROOT:-}/var/lib/gpu-cluster/boot" status=0
+  mkdir -p "$dir"
+  chmod 0700 "$dir"
+  if [[ -n "${SSM_READER:-}" ]]; then
+    printf '%s\n' "$SSM_READER" >"$dir/ssm-parameter.py"
+  elif [[ -f "$dir/ssm-parameter.py" ]]; then
+    SSM_READER="$(<"$dir/ssm-parameter.py")"
+  fi
+  export SSM_READER
+  if [[ -n "$BOOT_PREVIOUS_STEP" && ! -e "$dir/$BOOT_PREVIOUS_STEP.done" ]]; then
+    gpu_cluster_boot_message "not run: the step before it, $BOOT_PREVIOUS_STEP, did not complete"
+    exit 1
+  fi
+  gpu_cluster_boot_message "boot step started"
+  gpu_cluster_boot_status "$GPU_CLUSTER_STEP: running"
+  rm -f -- "$dir/$GPU_CLUSTER_STEP.done"
+  # Not in a condition: `set -e` inside the step must stay in force.
+  set +e
+  (gpu_cluster_create </dev/null)
+  status=$?
+  set -e
+  if ((status != 0)); then
+    gpu_cluster_boot_message "FAILED with exit code $status; the later boot steps will not run" \
+      "(see /var/log/cloud-init-output.log)"
+    gpu_cluster_boot_status "$GPU_CLUSTER_STEP: failed with exit code $status"
+    exit "$status"
+  fi
+  : >"$dir/$GPU_CLUSTER_STEP.done"
+  gpu_cluster_boot_message "boot step completed"
+  if [[ "$BOOT_LAST_STEP" == true ]]; then
+    gpu_cluster_boot_status "ready"
+  fi
+}
