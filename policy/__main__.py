@@ -1,5 +1,18 @@
 """The policy pack the Pulumi CLI runs: `pulumi preview --policy-pack policy`.
 
+def _validate_stack(rule: StackRule):
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        resources = [StackResource(
+            id=r.urn, type=r.resource_type, name=r.name, props=r.props,
+            property_dependencies={key: [d.urn for d in deps]
+                                   for key, deps in r.property_dependencies.items()})
+            for r in args.resources]
+        urns = {r.name: r.urn for r in args.resources}
+        for name, message in rule.check(resources):
+            report_violation(message, urns.get(name))
+    return validate
+
+
 PolicyPack() serves the CLI and blocks, so this file only builds it: the rules live in
 policy/rules.py, where tests and the offline runner (`python -m policy.offline`) use them."""
 
@@ -12,6 +25,8 @@ from pulumi_policy import (
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
 # The CLI runs this file from policy/; the rules import each other as the `policy` package.
@@ -19,6 +34,7 @@ from pulumi_policy import (
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from policy.rules import RULES, Resource, Rule  # noqa: E402
+from policy.stack_rules import STACK_RULES, StackResource, StackRule  # noqa: E402
 
 
 def _validate(rule: Rule):
@@ -31,9 +47,24 @@ def _validate(rule: Rule):
     return validate
 
 
+def _validate_stack(rule: StackRule):
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        resources = [StackResource(
+            id=r.urn, type=r.resource_type, name=r.name, props=r.props,
+            property_dependencies={key: [d.urn for d in deps]
+                                   for key, deps in r.property_dependencies.items()})
+            for r in args.resources]
+        urns = {r.name: r.urn for r in args.resources}
+        for name, message in rule.check(resources):
+            report_violation(message, urns.get(name))
+    return validate
+
+
 PolicyPack(
     name="gpu-cluster",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=[ResourceValidationPolicy(name=rule.name, description=rule.description,
-                                       validate=_validate(rule)) for rule in RULES],
+                                       validate=_validate(rule)) for rule in RULES]
+    + [StackValidationPolicy(name=rule.name, description=rule.description,
+                             validate=_validate_stack(rule)) for rule in STACK_RULES],
 )

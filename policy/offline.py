@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from policy.rules import RULES, Resource, check
+from policy.stack_rules import STACK_RULES, StackResource
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -29,6 +30,21 @@ class Violation:
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.type} {self.name}: {self.message.removeprefix(self.name + ': ')}"
+
+
+def stack_resources_of_plan(plan) -> list:
+    from preview.engine import unwrap_secrets
+
+    return [StackResource(id=r.urn, type=r.type, name=r.name, props=unwrap_secrets(r.inputs),
+                          property_dependencies=r.property_dependencies)
+            for r in plan.resources]
+
+
+def stack_resources_of_plan_json(document: dict) -> list:
+    return [StackResource(id=r["name"], type=r["type"], name=r["name"],
+                          props=r.get("inputs") or {},
+                          property_dependencies=r.get("propertyDependencies") or {})
+            for r in document.get("resources", [])]
 
 
 def resources_of_plan(plan) -> list:
@@ -53,6 +69,12 @@ def evaluate(resources: Iterable[Resource], rules=RULES) -> list:
             for resource in resources for rule, message in check(resource, rules)]
 
 
+def evaluate_stack(resources: list, rules=STACK_RULES) -> list:
+    types = {r.name: r.type for r in resources}
+    return [Violation(rule.name, types.get(name, ""), name, message)
+            for rule in rules for name, message in rule.check(resources)]
+
+
 def preview_plan(stack: str, project_dir: Path = PROJECT_DIR):
     from preview.engine import run_program
     from preview.stack_file import read_stack
@@ -64,9 +86,9 @@ def example_stacks(project_dir: Path = PROJECT_DIR) -> list:
     return sorted(p.name.split(".")[1] for p in project_dir.glob("Pulumi.*.yaml"))
 
 
-def _report(label: str, resources: list) -> int:
-    violations = evaluate(resources)
-    print(f"{label}: {len(resources)} resources, {len(RULES)} rules, "
+def _report(label: str, resources: list, stack_resources: list) -> int:
+    violations = evaluate(resources) + evaluate_stack(stack_resources)
+    print(f"{label}: {len(resources)} resources, {len(RULES) + len(STACK_RULES)} rules, "
           f"{len(violations)} violation{'s' if len(violations) != 1 else ''}")
     for violation in violations:
         print(f"  {violation}")
@@ -87,14 +109,17 @@ def main(argv=None) -> int:
 
     failed = 0
     for path in args.plan:
-        failed += _report(str(path), resources_of_plan_json(json.loads(path.read_text())))
+        document = json.loads(path.read_text())
+        failed += _report(str(path), resources_of_plan_json(document),
+                          stack_resources_of_plan_json(document))
     for stack in args.stacks or ([] if args.plan else example_stacks()):
         try:
             plan = preview_plan(stack)
         except (FileNotFoundError, ConfigError) as error:
             print(f"stack {stack}: {error}", file=sys.stderr)
             return 2
-        failed += _report(f"stack {stack}", resources_of_plan(plan))
+        failed += _report(f"stack {stack}", resources_of_plan(plan),
+                          stack_resources_of_plan(plan))
     return 1 if failed else 0
 
 

@@ -158,8 +158,16 @@ def efs_encrypted(resource: Resource) -> list:
     return [f"{resource.name}: the EFS file system is not encrypted (encrypted: true)"]
 
 
+# The tag a stack puts on a file system whose data may go with it (storage.efs.protect
+# false, e.g. a development stack created and destroyed at will).
+DATA_PROTECTION_OFF = ("gpu-cluster/data-protection", "off")
+
+
 def efs_protected(resource: Resource) -> list:
     if resource.type != _EFS:
+        return []
+    key, off = DATA_PROTECTION_OFF
+    if _get(resource.props, "tags", key) == off:
         return []
     messages = []
     if resource.protect is False:
@@ -356,7 +364,8 @@ RULES = [
     Rule("ebs-encrypted", "Every EBS volume (root and data) is encrypted.", ebs_encrypted),
     Rule("efs-encrypted", "Every EFS file system is encrypted.", efs_encrypted),
     Rule("efs-protected", "Every EFS file system is protected from deletion and retained on "
-         "destroy: data outlives the cluster.", efs_protected),
+         "destroy, unless its stack says its data may go with it (tag "
+         "gpu-cluster/data-protection=off): data outlives the cluster.", efs_protected),
     Rule("no-secrets-in-user-data", "EC2 user data holds no secret material (keys, tokens, "
          "passwords), also inside gzip, base64 or MIME multipart.", no_secrets_in_user_data),
     Rule("kubernetes-images-pinned", "Every container image is pinned to a tag or digest "

@@ -14,6 +14,7 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
 from policy import offline
 from policy.rules import RULES
+from policy.stack_rules import STACK_RULES
 from tests.conftest import PROJECT_DIR
 
 MANDATORY = analyzer_pb2.EnforcementLevel.Value("MANDATORY")
@@ -60,7 +61,8 @@ def analyze(stub, type_, name, props, protect=False):
 def test_the_pack_offers_every_rule_as_mandatory(analyzer):
     info = analyzer.GetAnalyzerInfo(empty_pb2.Empty())
     assert info.name == "gpu-cluster"
-    assert {p.name for p in info.policies} == {rule.name for rule in RULES}
+    assert {p.name for p in info.policies} == \
+        {rule.name for rule in RULES} | {rule.name for rule in STACK_RULES}
     assert {p.enforcementLevel for p in info.policies} == {MANDATORY}
 
 
@@ -89,3 +91,36 @@ def test_an_example_stack_through_the_pack(analyzer, stack):
     assert [(d.policyName, d.message) for d in found if d.enforcementLevel == MANDATORY] == []
     # Only values unknown until deployment may keep a rule from running during preview.
     assert all("during preview" in d.message for d in found), [d.message for d in found]
+
+
+def analyze_stack(stub, plan, change=lambda record: record.inputs):
+    """The whole plan, as the engine sends it to a stack policy (property dependencies
+    included); `change` may alter a resource's inputs."""
+    resources = [analyzer_pb2.AnalyzerResource(
+        type=r.type, name=r.name, urn=r.urn, properties=_struct(change(r)),
+        propertyDependencies={key: analyzer_pb2.AnalyzerPropertyDependencies(urns=urns)
+                              for key, urns in r.property_dependencies.items()})
+        for r in plan.resources]
+    request = analyzer_pb2.AnalyzeStackRequest(resources=resources)
+    return list(stub.AnalyzeStack(request).diagnostics)
+
+
+def test_the_pack_finds_pools_that_cannot_reach_the_internet(analyzer):
+    plan = offline.preview_plan("dev")
+    assert analyze_stack(analyzer, plan) == []
+
+    def without_public_address(record):
+        if record.type != "aws:ec2/launchTemplate:LaunchTemplate":
+            return record.inputs
+        [interface] = record.inputs["networkInterfaces"]
+        return {**record.inputs,
+                "networkInterfaces": [{**interface, "associatePublicIpAddress": "false"}]}
+
+    found = analyze_stack(analyzer, plan, without_public_address)
+    # Three pools in two public subnets each, but h100's placement group keeps it to one.
+    assert len(found) == 5
+    assert {d.policyName for d in found} == {"instances-reach-the-internet"}
+    assert {d.enforcementLevel for d in found} == {MANDATORY}
+    assert all("has no public address" in d.message for d in found)
+    assert {d.urn.rsplit("::", 1)[1] for d in found} == {
+        "dev-a10g-asg", "dev-h100-asg", "dev-cpu-asg"}

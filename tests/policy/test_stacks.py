@@ -7,6 +7,7 @@ import pytest
 
 from policy import offline
 from policy.rules import RULES
+from policy.stack_rules import STACK_RULES
 from preview.report import write_artifacts
 
 STACKS = offline.example_stacks()
@@ -36,10 +37,14 @@ def test_the_written_plan_json_passes_and_records_the_options(plans, stack, tmp_
     write_artifacts(plans[stack], tmp_path)
     document = json.loads((tmp_path / "plan.json").read_text())
     assert offline.evaluate(offline.resources_of_plan_json(document)) == []
+    assert offline.evaluate_stack(offline.stack_resources_of_plan_json(document)) == []
     for record in document["resources"]:
         assert isinstance(record["protect"], bool) and isinstance(record["retainOnDelete"], bool)
-    file_systems = [r for r in document["resources"] if r["type"] == "aws:efs/fileSystem:FileSystem"]
-    assert all(r["protect"] and r["retainOnDelete"] for r in file_systems)
+    # Protected and retained, but where the stack says its data may go (dev).
+    for record in document["resources"]:
+        if record["type"] == "aws:efs/fileSystem:FileSystem":
+            protected = record["inputs"]["tags"]["gpu-cluster/data-protection"] == "on"
+            assert record["protect"] is record["retainOnDelete"] is protected
 
 
 def _mutated(plans, stack, type_, change):
@@ -83,7 +88,8 @@ def test_the_stack_ssh_key_in_a_real_pool_user_data_fails(plans):
 
 def test_offline_command_line(tmp_path, capsys, plans):
     assert offline.main(["lab"]) == 0
-    assert f"stack lab: {len(plans['lab'].resources)} resources, {len(RULES)} rules, 0 violations" \
+    rules = len(RULES) + len(STACK_RULES)
+    assert f"stack lab: {len(plans['lab'].resources)} resources, {rules} rules, 0 violations" \
         in capsys.readouterr().out
     write_artifacts(plans["prod"], tmp_path / "prod")
     plan_json = tmp_path / "prod" / "plan.json"
