@@ -55,7 +55,7 @@ class DataFile:
 
 # Reads an SSM parameter with the instance's role on images without the AWS CLI; steps
 # that read one get it as SSM_READER.
-SSM_READER = DataFile("ssm-get-parameter.py")
+SSM_READER = DataFile("ssm-parameter.py")
 
 
 def _read(relative: str) -> str:

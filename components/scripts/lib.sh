@@ -284,7 +284,7 @@ SSM_READ_RETRY_DELAY=6
 # check_ssm_inputs VAR WHAT EXAMPLE: adds to INPUT_PROBLEMS what would keep
 # read_ssm_parameter from reading WHAT from the SSM parameter named by VAR (a variable
 # name; EXAMPLE is a valid parameter name for the message): a malformed name, AWS_REGION
-# missing or not a region, SSM_READER (the text of ssm-get-parameter.py) missing, or
+# missing or not a region, SSM_READER (the text of ssm-parameter.py) missing, or
 # no python3 to run it.
 check_ssm_inputs() {
   local var=$1 what=$2 example=$3 name=${!1:-} missing=()

@@ -154,7 +154,7 @@ kind: ClusterConfig"
     NODE_IP=192.0.2.10 KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 \
     KUBELET_ROOT_DIR="" K0S_CA_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----' \
     K0S_CA_KEY="" K0S_CA_KEY_SSM_PARAMETER=/gpu-cluster/dev/cluster-ca-key AWS_REGION=eu-central-1 \
-    SSM_READER="$(<"$SCRIPTS_DIR/ssm-get-parameter.py")"
+    SSM_READER="$(<"$SCRIPTS_DIR/ssm-parameter.py")"
   export STUB_RECORD_ENV=1
   run_envelope create
   assert_success

@@ -103,10 +103,10 @@ ssm_parameter() {
   printf '%s\n' "$3" >"$dir/${2//\//%2F}"
 }
 
-# export_ssm_reader: SSM_READER as the program passes it, the text of ssm-get-parameter.py
+# export_ssm_reader: SSM_READER as the program passes it, the text of ssm-parameter.py
 # (the stubbed python3 checks that it got that program).
 export_ssm_reader() {
-  SSM_READER="$(<"$SCRIPTS_DIR/ssm-get-parameter.py")"
+  SSM_READER="$(<"$SCRIPTS_DIR/ssm-parameter.py")"
   export SSM_READER
 }
 

@@ -15,7 +15,7 @@ set -euo pipefail
 #   K0S_CA_KEY         its private key (PEM), or
 #   K0S_CA_KEY_SSM_PARAMETER, AWS_REGION and SSM_READER
 #                      name of an SSM SecureString holding it, read by SSM_READER (the
-#                      text of ssm-get-parameter.py) with the instance's own credentials
+#                      text of ssm-parameter.py) with the instance's own credentials
 #                      (a cloud controller: the key is not in its user data). Exactly
 #                      one of the two; either is used only while the key is not in place.
 #   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.

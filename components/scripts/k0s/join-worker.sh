@@ -16,7 +16,7 @@ set -euo pipefail
 #   K0S_JOIN_TOKEN     the worker join token, or
 #   K0S_JOIN_TOKEN_SSM_PARAMETER, AWS_REGION and SSM_READER
 #                      name of an SSM Parameter Store SecureString holding it, read by
-#                      SSM_READER (the text of ssm-get-parameter.py, run by python3) with
+#                      SSM_READER (the text of ssm-parameter.py, run by python3) with
 #                      the instance's own credentials (cloud instances: the token is not
 #                      in their user data). K0S_JOIN_TOKEN wins when both are set. Either
 #                      is needed only until the worker has joined.

@@ -2,7 +2,7 @@
 own role, with nothing but the Python standard library: cloud-init needs python3, so
 every image that boots our user data has it, while the AWS CLI is not on stock images.
 
-Usage: python3 ssm-get-parameter.py REGION NAME
+Usage: python3 ssm-parameter.py REGION NAME
 The value goes to stdout only; errors to stderr, without it. Exit 1 on any failure.
 SSM_ENDPOINT_URL and IMDS_ENDPOINT_URL override the AWS endpoints (tests, VPC endpoints).
 """
@@ -84,7 +84,7 @@ def get_parameter(region, name, credentials, now=None):
 
 def main(argv):
     if len(argv) != 3:
-        print("usage: ssm-get-parameter.py REGION NAME", file=sys.stderr)
+        print("usage: ssm-parameter.py REGION NAME", file=sys.stderr)
         return 2
     region, name = argv[1:]
     try:
