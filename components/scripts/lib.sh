@@ -308,8 +308,8 @@ check_ssm_inputs() {
 }
 
 # read_ssm_parameter VAR NAME WHAT: sets VAR (not exported) to the value of the SSM
-# parameter NAME (SecureStrings decrypted) in AWS_REGION, read by SSM_READER with the
-# instance's own credentials. Retries while the reader fails or the value is empty
+# parameter NAME (SecureStrings decrypted) in AWS_REGION, read by SSM_READER's `get` with
+# the instance's own credentials. Retries while the reader fails or the value is empty
 # (credentials or permissions not usable yet); dies after the last attempt. Only the
 # reader's error output is ever shown; the value goes from its stdout into VAR alone.
 read_ssm_parameter() {
@@ -319,7 +319,7 @@ read_ssm_parameter() {
   make_temp_dir
   log "reading $_ssm_what from SSM parameter $_ssm_name in $AWS_REGION"
   for ((_ssm_attempt = 1; ; _ssm_attempt++)); do
-    if _ssm_value="$(python3 - "$AWS_REGION" "$_ssm_name" <<<"$SSM_READER" 2>"$TEMP_DIR/error")"; then
+    if _ssm_value="$(python3 - get "$AWS_REGION" "$_ssm_name" <<<"$SSM_READER" 2>"$TEMP_DIR/error")"; then
       if [[ -n "$_ssm_value" ]]; then
         break
       fi

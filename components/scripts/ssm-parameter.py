@@ -1,10 +1,14 @@
-"""Prints one SSM Parameter Store value (SecureStrings decrypted) using the EC2 instance's
-own role, with nothing but the Python standard library: cloud-init needs python3, so
-every image that boots our user data has it, while the AWS CLI is not on stock images.
+"""usage: ssm-parameter.py get REGION NAME        print its value (SecureStrings decrypted)
+       ssm-parameter.py put REGION NAME VALUE  store VALUE as a String, overwriting
+       ssm-parameter.py delete REGION NAME     delete it; a missing one counts as deleted
+       ssm-parameter.py instance-id            print this instance's id
 
-Usage: python3 ssm-parameter.py REGION NAME
-The value goes to stdout only; errors to stderr, without it. Exit 1 on any failure.
-SSM_ENDPOINT_URL and IMDS_ENDPOINT_URL override the AWS endpoints (tests, VPC endpoints).
+SSM Parameter Store with the EC2 instance's own role (IMDSv2), standard library only,
+Python 3.8+: images that boot our user data have python3 (cloud-init), not the AWS CLI.
+put's VALUE is on the command line, readable by any process on the host: never a secret.
+stdout gets the value or id alone (no newline); errors go to stderr without it (AWS's
+error body names the problem). Exit 1 on any failure, 2 on a usage error.
+SSM_ENDPOINT_URL and IMDS_ENDPOINT_URL override the endpoints (tests, VPC endpoints).
 """
 
 import datetime
@@ -21,35 +25,49 @@ IMDS = os.environ.get("IMDS_ENDPOINT_URL", "http://169.254.169.254")
 TIMEOUT_SECONDS = 10
 
 
+class HttpError(Exception):
+    pass
+
+
 def http(method, url, headers=None, body=None):
     request = urllib.request.Request(url, data=body, headers=headers or {}, method=method)
-    with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
-        return response.read().decode()
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+            return response.read().decode()
+    except urllib.error.HTTPError as error:
+        # AWS's error body names the error (AccessDenied, ParameterNotFound), never a value.
+        body = error.read().decode(errors="replace")
+        raise HttpError(f"HTTP {error.code}: {body or url}") from None
+
+
+def metadata():
+    """A reader of IMDSv2 metadata paths, holding one session token."""
+    token = http("PUT", f"{IMDS}/latest/api/token",
+                 {"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+    return lambda path: http("GET", f"{IMDS}/latest/meta-data/{path}",
+                             {"X-aws-ec2-metadata-token": token})
 
 
 def instance_credentials():
     """The role credentials IMDSv2 hands this instance."""
-    token = http("PUT", f"{IMDS}/latest/api/token",
-                 {"X-aws-ec2-metadata-token-ttl-seconds": "60"})
-    headers = {"X-aws-ec2-metadata-token": token}
-    base = f"{IMDS}/latest/meta-data/iam/security-credentials/"
-    role = http("GET", base, headers).split()[0]
-    return json.loads(http("GET", base + role, headers))
+    read = metadata()
+    role = read("iam/security-credentials/").split()[0]
+    return json.loads(read("iam/security-credentials/" + role))
 
 
 def _hmac(key, text):
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
-def signed_headers(credentials, region, host, target, body, now):
-    """AWS Signature Version 4 headers for a JSON POST to `/` of the SSM API."""
+def signed_headers(credentials, region, host, action, body, now):
+    """AWS Signature Version 4 headers for a JSON POST of `action` to `/` of the SSM API."""
     amz_date = now.strftime("%Y%m%dT%H%M%SZ")
     date = amz_date[:8]
     headers = {
         "content-type": "application/x-amz-json-1.1",
         "host": host,
         "x-amz-date": amz_date,
-        "x-amz-target": target,
+        "x-amz-target": "AmazonSSM." + action,
     }
     if credentials.get("Token"):
         headers["x-amz-security-token"] = credentials["Token"]
@@ -73,30 +91,60 @@ def signed_headers(credentials, region, host, target, body, now):
     return headers
 
 
-def get_parameter(region, name, credentials, now=None):
+def call_ssm(region, action, request):
+    """One SSM API call with the instance's credentials; AWS's answer."""
     endpoint = os.environ.get("SSM_ENDPOINT_URL", f"https://ssm.{region}.amazonaws.com")
     host = urllib.parse.urlsplit(endpoint).netloc
-    body = json.dumps({"Name": name, "WithDecryption": True}).encode()
-    headers = signed_headers(credentials, region, host, "AmazonSSM.GetParameter", body,
-                             now or datetime.datetime.now(datetime.timezone.utc))
-    return json.loads(http("POST", endpoint + "/", headers, body))["Parameter"]["Value"]
+    body = json.dumps(request).encode()
+    headers = signed_headers(instance_credentials(), region, host, action, body,
+                             datetime.datetime.now(datetime.timezone.utc))
+    return json.loads(http("POST", endpoint + "/", headers, body))
+
+
+def get(region, name):
+    answer = call_ssm(region, "GetParameter", {"Name": name, "WithDecryption": True})
+    return answer["Parameter"]["Value"]
+
+
+def put(region, name, value):
+    call_ssm(region, "PutParameter",
+             {"Name": name, "Value": value, "Type": "String", "Overwrite": True})
+    return ""
+
+
+def delete(region, name):
+    try:
+        call_ssm(region, "DeleteParameter", {"Name": name})
+    except HttpError as error:
+        # {"__type":"ParameterNotFound"}, the type maybe after a "namespace#".
+        if 'ParameterNotFound"' not in str(error):
+            raise
+    return ""
+
+
+def instance_id():
+    return metadata()("instance-id")
+
+
+# Each action and how many arguments it takes.
+ACTIONS = {"get": (get, 2), "put": (put, 3), "delete": (delete, 2),
+           "instance-id": (instance_id, 0)}
 
 
 def main(argv):
-    if len(argv) != 3:
-        print("usage: ssm-parameter.py REGION NAME", file=sys.stderr)
+    action, arity = ACTIONS.get(argv[1] if len(argv) > 1 else "", (None, 0))
+    if action is None or len(argv) != 2 + arity:
+        print(__doc__.split("\n\n")[0], file=sys.stderr)
         return 2
-    region, name = argv[1:]
     try:
-        value = get_parameter(region, name, instance_credentials())
-    except urllib.error.HTTPError as error:
-        # AWS's error body names the problem (AccessDenied, ParameterNotFound), never the value.
-        print(f"HTTP {error.code}: {error.read().decode(errors='replace')}", file=sys.stderr)
+        output = action(*argv[2:])
+    except HttpError as error:
+        print(error, file=sys.stderr)
         return 1
     except (OSError, ValueError, KeyError, IndexError) as error:
         print(f"{type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    sys.stdout.write(value)
+    sys.stdout.write(output)
     return 0
 
 

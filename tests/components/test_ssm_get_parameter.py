@@ -48,7 +48,7 @@ def test_the_signature_is_the_one_botocore_computes():
     body = json.dumps({"Name": NAME, "WithDecryption": True}).encode()
     now = datetime.datetime(2026, 11, 21, 9, 30, 5, tzinfo=datetime.timezone.utc)
     ours = reader["signed_headers"](CREDENTIALS, REGION, "ssm.us-west-2.amazonaws.com",
-                                    "AmazonSSM.GetParameter", body, now)
+                                    "GetParameter", body, now)
     assert ours["x-amz-date"] == "20261121T093005Z"
     assert ours["authorization"] == botocore_authorization(
         "ssm.us-west-2.amazonaws.com", body, "20261121T093005Z")
@@ -111,9 +111,9 @@ def fake_aws():
 
 
 def run_reader(endpoint: str, name: str) -> subprocess.CompletedProcess:
-    # As the boot scripts run it: the program on stdin, region and name as arguments.
+    # As the boot scripts run it: the program on stdin, the action, region and name as arguments.
     return subprocess.run(
-        [sys.executable, "-", REGION, name], input=SSM_READER.text(), capture_output=True,
+        [sys.executable, "-", "get", REGION, name], input=SSM_READER.text(), capture_output=True,
         text=True, timeout=30,
         env={"IMDS_ENDPOINT_URL": endpoint, "SSM_ENDPOINT_URL": endpoint, "PATH": "/usr/bin"})
 

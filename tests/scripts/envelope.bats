@@ -158,7 +158,7 @@ kind: ClusterConfig"
   export STUB_RECORD_ENV=1
   run_envelope create
   assert_success
-  assert_called '^python3 - eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
+  assert_called '^python3 - get eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
   assert_file /var/lib/k0s/pki/ca.key "$ca_key"
   refute_output_contains ssm-envelope-ca-key
   refute_file_contains "$STUB_STATE/env.log" ssm-envelope-ca-key

@@ -95,7 +95,7 @@ add_route() {
   printf '%s via %s dev eth0\n' "$1" "$2" >>"${STUB_STATE:?}/routes"
 }
 
-# ssm_parameter REGION NAME VALUE: the stubbed SSM reader (`python3 - REGION NAME`) returns
+# ssm_parameter REGION NAME VALUE: the stubbed SSM client (`python3 - get REGION NAME`) returns
 # VALUE for parameter NAME in REGION (see stubs/stub).
 ssm_parameter() {
   local dir="${STUB_STATE:?}/ssm/$1"

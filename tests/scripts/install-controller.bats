@@ -279,7 +279,7 @@ refute_key_leaked() {
   export STUB_RECORD_ENV=1
   run --separate-stderr bash "$SCRIPTS_DIR/k0s/install-controller.sh"
   assert_success
-  assert_called '^python3 - eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
+  assert_called '^python3 - get eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
   [ "$(grep -c '^python3 ' "$STUB_CALLS")" -eq 1 ]
   assert_call_order '^python3 ' '^curl '
   [[ "$stderr" == *"reading the cluster CA key from SSM parameter $CA_PARAMETER in eu-central-1"* ]]
@@ -341,7 +341,7 @@ refute_key_leaked() {
   reset_calls
   run_script k0s/install-controller.sh
   assert_success
-  assert_called '^python3 - eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
+  assert_called '^python3 - get eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
   assert_output_contains "changed /var/lib/k0s/pki/ca.key"
   refute_output_contains "changed /var/lib/k0s/pki/ca.crt"
   assert_file /var/lib/k0s/pki/ca.key "$CA_KEY"

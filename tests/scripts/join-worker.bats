@@ -140,7 +140,7 @@ token_in_ssm() {
   ssm_parameter eu-central-1 "$PARAMETER" "$SSM_TOKEN"
 }
 
-SSM_CALL='^python3 - eu-central-1 /gpu-cluster/dev/join-token/a100$'
+SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
 
 @test "join-worker: reads the token from SSM when only the parameter is given" {
   token_in_ssm
