@@ -101,7 +101,7 @@ SECRETS = [
           "existing CA in the script test"), "595015e253fae5ecfd500a5d315449897567afc8"),
     (Skip("CKV_SECRET_6", "tests/scripts/wait-for-api.bats", "a fake admin key the script test "
           "checks never reaches a log"), "546728d81d260fa22dae4d8702533c49e6c09ea0"),
-    (Skip("CKV_SECRET_2", "tests/components/test_ssm_get_parameter.py", "AWS's documented "
+    (Skip("CKV_SECRET_2", "tests/components/test_ssm_parameter.py", "AWS's documented "
           "example access key, in a stubbed credentials answer"),
      "25910f981e85ca04baf359199dd0bd4a3ae738b6"),
     (Skip("CKV_SECRET_6", "components/kubeflow_overlay.py", "the name of a Kubernetes Secret "

@@ -1,0 +1,361 @@
+"""ssm-parameter.py, the SSM client the boot scripts run on instances. Each action's request
+is signed exactly as botocore signs it. End to end, run as a subprocess over real HTTP on
+loopback, it works against moto's server with the role credentials a fake IMDSv2 hands out.
+
+moto accepts any signature by default. The fixture turns its IAM authentication on, so
+moto recomputes each request's SigV4 signature (with botocore) from the secret key of the
+role session it issued, and checks the role's policy for the action. A wrong secret key is
+refused. moto checks SSM actions but not resources: it authorizes SSM calls against "*".
+Nothing here leaves 127.0.0.1."""
+
+import ast
+import datetime
+import http.server
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from unittest import mock
+
+import boto3
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.config import Config
+from botocore.credentials import Credentials
+from moto.server import ThreadedMotoServer
+
+from components.remote_step import SCRIPTS_DIR, SSM_READER
+
+SCRIPT = SCRIPTS_DIR / SSM_READER.path
+# Instances run their distribution's python3. INSTANCE_PYTHON runs the client with another
+# interpreter (e.g. a 3.8) to check it still works there.
+PYTHON = os.environ.get("INSTANCE_PYTHON", sys.executable)
+CREDENTIALS = {"AccessKeyId": "AKIAIOSFODNN7EXAMPLE",
+               "SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+               "Token": "IQoJb3JpZ2luX2VjEXAMPLE"}
+REGION = "us-west-2"
+NAME = "/gpu-cluster/dev/control-plane/ca-key"
+VALUE = "-----BEGIN RSA PRIVATE KEY-----\nnot-a-real-key\n-----END RSA PRIVATE KEY-----\n"
+INSTANCE_ID = "i-0123456789abcdef0"
+TIMEOUT_SECONDS = 30
+# No proxy from the environment: every request goes straight to loopback.
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def client_module():
+    namespace = {"__name__": "ssm_parameter"}
+    exec(compile(SSM_READER.text(), str(SCRIPT), "exec"), namespace)
+    return namespace
+
+
+def botocore_authorization(host: str, action: str, body: bytes, amz_date: str) -> str:
+    """botocore's Authorization header for the same request at the same second."""
+    request = AWSRequest(method="POST", url=f"https://{host}/", data=body, headers={
+        "Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": f"AmazonSSM.{action}"})
+    signer = SigV4Auth(Credentials(CREDENTIALS["AccessKeyId"], CREDENTIALS["SecretAccessKey"],
+                                   CREDENTIALS["Token"]), "ssm", REGION)
+    signed_at = datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ")
+    with mock.patch("botocore.auth.get_current_datetime", return_value=signed_at):
+        signer.add_auth(request)
+    return request.headers["Authorization"]
+
+
+@pytest.mark.parametrize("args, action, request_body", [
+    (["get", REGION, NAME], "GetParameter", {"Name": NAME, "WithDecryption": True}),
+    (["put", REGION, "/gpu-cluster/dev/status", "ready"], "PutParameter",
+     {"Name": "/gpu-cluster/dev/status", "Value": "ready", "Type": "String", "Overwrite": True}),
+    (["delete", REGION, NAME], "DeleteParameter", {"Name": NAME}),
+], ids=["get", "put", "delete"])
+def test_each_actions_request_is_signed_as_botocore_signs_it(args, action, request_body,
+                                                             monkeypatch, capsys):
+    monkeypatch.delenv("SSM_ENDPOINT_URL", raising=False)
+    client, sent = client_module(), []
+
+    def http(method, url, headers=None, body=None):
+        sent.append((method, url, headers, body))
+        return json.dumps({"Parameter": {"Value": "v"}})
+
+    client.update(http=http, instance_credentials=lambda: CREDENTIALS)
+    assert client["main"](["ssm-parameter.py", *args]) == 0
+    [(method, url, headers, body)] = sent
+    assert (method, url) == ("POST", "https://ssm.us-west-2.amazonaws.com/")
+    assert json.loads(body) == request_body
+    assert headers["x-amz-target"] == f"AmazonSSM.{action}"
+    assert headers["authorization"] == botocore_authorization(
+        "ssm.us-west-2.amazonaws.com", action, body, headers["x-amz-date"])
+    assert capsys.readouterr().out == ("v" if action == "GetParameter" else "")
+
+
+def test_the_date_signed_is_the_time_of_the_request():
+    now = datetime.datetime(2026, 11, 21, 9, 30, 5, tzinfo=datetime.timezone.utc)
+    headers = client_module()["signed_headers"](
+        CREDENTIALS, REGION, "ssm.us-west-2.amazonaws.com", "GetParameter", b"{}", now)
+    assert headers["x-amz-date"] == "20261121T093005Z"
+    assert "Credential=AKIAIOSFODNN7EXAMPLE/20261121/us-west-2/ssm/aws4_request," in (
+        headers["authorization"])
+
+
+@pytest.mark.parametrize("args", [[], ["get", REGION], ["put", REGION, NAME], ["list"],
+                                  ["instance-id", "extra"], ["get", REGION, NAME, "extra"]])
+def test_a_usage_error_exits_2_with_the_usage(args):
+    result = subprocess.run([PYTHON, str(SCRIPT), *args], capture_output=True, text=True,
+                            timeout=TIMEOUT_SECONDS, env={})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("usage: ssm-parameter.py get REGION NAME ")
+    for form in ("put REGION NAME VALUE ", "delete REGION NAME ", "instance-id "):
+        assert f"\n       ssm-parameter.py {form}" in result.stderr
+
+
+def test_it_parses_as_python_3_8():
+    # Syntax only; INSTANCE_PYTHON runs the tests below with an actual 3.8.
+    ast.parse(SSM_READER.text(), feature_version=(3, 8))
+
+
+# End to end: moto's server, a fake IMDSv2, and the client as a subprocess.
+
+@dataclass
+class Aws:
+    endpoint: str
+    credentials: dict  # the node role's session, as IMDS hands it out
+    reader_credentials: dict  # a role that may only read parameters
+
+    def ssm(self):
+        """boto3's SSM client on moto, as the node role."""
+        return boto3_client("ssm", self.endpoint, self.credentials)
+
+
+def boto3_client(service: str, endpoint: str, credentials: dict):
+    return boto3.session.Session().client(
+        service, region_name=REGION, endpoint_url=endpoint,
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials.get("Token"),
+        config=Config(connect_timeout=5, read_timeout=TIMEOUT_SECONDS, proxies={},
+                      retries={"max_attempts": 1}))
+
+
+def post(url: str, data: bytes = b"") -> dict:
+    # Not urllib's default form type, which flask would parse away from moto.
+    request = urllib.request.Request(url, data=data, method="POST",
+                                     headers={"Content-Type": "text/plain"})
+    with NO_PROXY.open(request, timeout=TIMEOUT_SECONDS) as response:
+        return json.loads(response.read())
+
+
+def role_session(endpoint: str, name: str, actions: list) -> dict:
+    """Credentials of a session of a new role that may make these SSM calls."""
+    setup = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
+    iam, sts = boto3_client("iam", endpoint, setup), boto3_client("sts", endpoint, setup)
+    trust = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+        "Action": "sts:AssumeRole"}]}
+    arn = iam.create_role(RoleName=name,
+                          AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    # Resource "*": moto authorizes SSM calls against "*", whatever the parameter.
+    iam.put_role_policy(RoleName=name, PolicyName="ssm", PolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}))
+    session = sts.assume_role(RoleArn=arn, RoleSessionName=INSTANCE_ID)["Credentials"]
+    return {key: session[key] for key in ("AccessKeyId", "SecretAccessKey")} | {
+        "Token": session["SessionToken"]}
+
+
+@pytest.fixture(scope="module")
+def aws():
+    """moto's server on loopback with IAM authentication on, and two role sessions."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    try:
+        node = role_session(endpoint, "gpu-cluster-node",
+                            ["ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"])
+        reader = role_session(endpoint, "gpu-cluster-reader", ["ssm:GetParameter"])
+        # From now on every request needs a valid signature and a policy allowing it.
+        previous = post(f"{endpoint}/moto-api/reset-auth", b"0")
+        try:
+            yield Aws(endpoint, node, reader)
+        finally:
+            post(f"{endpoint}/moto-api/reset-auth",
+                 previous["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"].encode())
+    finally:
+        # moto's backends live in this process: leave nothing behind for other tests.
+        post(f"{endpoint}/moto-api/reset")
+        server.stop()
+
+
+@dataclass
+class ImdsState:
+    credentials: dict = field(default_factory=dict)
+    tokens: set = field(default_factory=set)
+    honour_tokens: bool = True
+    requests: list = field(default_factory=list)
+
+
+class FakeImds(http.server.BaseHTTPRequestHandler):
+    """IMDSv2 as on an instance that requires it: PUT /latest/api/token (with a TTL) gives
+    a session token, and every GET without a valid one is answered 401."""
+
+    ROLE = "gpu-cluster-node"
+
+    def log_message(self, *args):
+        pass
+
+    def _headers(self) -> dict:
+        return {name.lower(): value for name, value in self.headers.items()}
+
+    def _answer(self, status: int, body: str = ""):
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_PUT(self):
+        state = self.server.state
+        state.requests.append(("PUT", self.path, self._headers()))
+        if self.path != "/latest/api/token":
+            return self._answer(404)
+        if not self.headers["X-aws-ec2-metadata-token-ttl-seconds"]:
+            return self._answer(400)
+        token = secrets.token_urlsafe(16)
+        if state.honour_tokens:
+            state.tokens.add(token)
+        return self._answer(200, token)
+
+    def do_GET(self):
+        state = self.server.state
+        state.requests.append(("GET", self.path, self._headers()))
+        if self.headers["X-aws-ec2-metadata-token"] not in state.tokens:
+            return self._answer(401)
+        base = "/latest/meta-data/iam/security-credentials/"
+        answers = {
+            "/latest/meta-data/instance-id": INSTANCE_ID,
+            base: self.ROLE,
+            base + self.ROLE: json.dumps({"Code": "Success", "Type": "AWS-HMAC",
+                                          **state.credentials}),
+        }
+        if self.path not in answers:
+            return self._answer(404)
+        return self._answer(200, answers[self.path])
+
+
+@pytest.fixture(scope="module")
+def imds_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeImds)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=TIMEOUT_SECONDS)
+    assert not thread.is_alive()
+
+
+@pytest.fixture
+def imds(imds_server, aws):
+    """A fresh IMDSv2 state for each test, handing out the node role's session."""
+    imds_server.state = ImdsState(credentials=dict(aws.credentials))
+    imds_server.url = f"http://127.0.0.1:{imds_server.server_address[1]}"
+    return imds_server
+
+
+def run(imds, aws, *args, stdin: bool = True) -> subprocess.CompletedProcess:
+    """The client as the boot scripts run it (the program on stdin: `python3 - ARGS`), or
+    with stdin=False as a file."""
+    command = [PYTHON, "-", *args] if stdin else [PYTHON, str(SCRIPT), *args]
+    return subprocess.run(
+        command, input=SSM_READER.text() if stdin else None, capture_output=True, text=True,
+        timeout=TIMEOUT_SECONDS,
+        env={"IMDS_ENDPOINT_URL": imds.url, "SSM_ENDPOINT_URL": aws.endpoint,
+             "PATH": "/usr/bin:/bin"})
+
+
+def test_put_then_get_returns_the_value(imds, aws):
+    name = "/gpu-cluster/dev/status/gpu001"
+    put = run(imds, aws, "put", REGION, name, "joined", stdin=False)
+    assert (put.returncode, put.stdout, put.stderr) == (0, "", "")
+    assert aws.ssm().get_parameter(Name=name)["Parameter"]["Type"] == "String"
+    got = run(imds, aws, "get", REGION, name)
+    assert (got.returncode, got.stdout, got.stderr) == (0, "joined", "")
+    # put overwrites.
+    assert run(imds, aws, "put", REGION, name, "ready").returncode == 0
+    assert run(imds, aws, "get", REGION, name, stdin=False).stdout == "ready"
+
+
+def test_get_decrypts_a_secure_string(imds, aws):
+    aws.ssm().put_parameter(Name=NAME, Value=VALUE, Type="SecureString", Overwrite=True)
+    # Stored encrypted: undecrypted, moto answers the key's name before the value.
+    assert aws.ssm().get_parameter(Name=NAME)["Parameter"]["Value"] != VALUE
+    result = run(imds, aws, "get", REGION, NAME)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == VALUE and result.stderr == ""
+
+
+def test_the_client_uses_imdsv2_only(imds, aws):
+    assert run(imds, aws, "get", REGION, "/gpu-cluster/dev/anything").returncode == 1
+    methods = [method for method, _, _ in imds.state.requests]
+    assert methods == ["PUT", "GET", "GET"]
+    assert all(headers["x-aws-ec2-metadata-token"] in imds.state.tokens
+               for method, _, headers in imds.state.requests if method == "GET")
+
+
+def test_delete_removes_it_and_deleting_again_succeeds(imds, aws):
+    name = "/gpu-cluster/dev/join-token/delete-me"
+    ssm = aws.ssm()
+    ssm.put_parameter(Name=name, Value="token", Type="SecureString")
+    first = run(imds, aws, "delete", REGION, name)
+    assert (first.returncode, first.stdout, first.stderr) == (0, "", "")
+    with pytest.raises(ssm.exceptions.ParameterNotFound):
+        ssm.get_parameter(Name=name)
+    second = run(imds, aws, "delete", REGION, name, stdin=False)
+    assert (second.returncode, second.stdout, second.stderr) == (0, "", "")
+
+
+def test_getting_a_missing_parameter_fails_naming_parameter_not_found(imds, aws):
+    result = run(imds, aws, "get", REGION, "/gpu-cluster/dev/nope")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith("HTTP 400: ") and "ParameterNotFound" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_moto_refuses_a_request_signed_with_the_wrong_secret_key(imds, aws):
+    aws.ssm().put_parameter(Name=NAME, Value=VALUE, Type="SecureString", Overwrite=True)
+    imds.state.credentials["SecretAccessKey"] = "not-the-session-secret"
+    result = run(imds, aws, "get", REGION, NAME)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "SignatureDoesNotMatch" in result.stderr and "not-a-real-key" not in result.stderr
+
+
+def test_a_call_the_role_may_not_make_is_denied(imds, aws):
+    imds.state.credentials = dict(aws.reader_credentials)
+    result = run(imds, aws, "put", REGION, "/gpu-cluster/dev/status/gpu002", "joined")
+    assert result.returncode == 1 and result.stdout == ""
+    # moto answers 403 and XML here; AWS answers 400 and {"__type":"AccessDeniedException"}.
+    assert result.stderr.startswith("HTTP 403: ") and "AccessDenied" in result.stderr
+    assert "ssm:PutParameter" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_without_a_valid_imds_token_the_client_fails_cleanly(imds, aws):
+    url = f"{imds.url}/latest/meta-data/iam/security-credentials/"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        NO_PROXY.open(url, timeout=TIMEOUT_SECONDS)  # no token at all
+    refused.value.close()
+    assert refused.value.code == 401
+    imds.state.honour_tokens = False  # tokens handed out are refused, as if expired
+    for args in (["get", REGION, NAME], ["instance-id"]):
+        result = run(imds, aws, *args)
+        assert result.returncode == 1 and result.stdout == ""
+        assert result.stderr.startswith("HTTP 401: ") and "Traceback" not in result.stderr
+
+
+def test_instance_id_prints_the_instances_id(imds, aws):
+    for stdin in (True, False):
+        result = run(imds, aws, "instance-id", stdin=stdin)
+        assert (result.returncode, result.stdout, result.stderr) == (0, INSTANCE_ID, "")
