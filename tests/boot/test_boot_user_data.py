@@ -1,0 +1,231 @@
+"""The program's boot user data, from every example stack, through Debian's real cloud-init
+(tests/boot/cloud_init.py) against the bats suite's stubbed host (tests/boot/stub_host.py):
+every part runs, in order, and completes; a step that fails stops the steps after it.
+
+The stacks' offline previews are made once, while the tests are collected, so that every
+EC2 instance and launch template with user data is a test case of its own."""
+
+import email
+import functools
+import gzip
+import re
+from base64 import b64decode, b64encode
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from components.aws_boot import boot_scripts
+from config import load as load_config
+from preview.engine import Plan, ResourceRecord, run_program
+from preview.report import step_inputs
+from preview.stack_file import read_stack
+from tests.boot.cloud_init import STAGES, CloudInitRun, run_user_data
+from tests.boot.stub_host import StubHost, stub_host
+from tests.conftest import PROJECT_DIR
+
+INSTANCE = "aws:ec2/instance:Instance"
+TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+STACKS = sorted(path.name.split(".")[1] for path in PROJECT_DIR.glob("Pulumi.*.yaml"))
+
+JOIN_TOKEN = "boot-test-join-token"
+# A throwaway cluster CA key made for this run.
+CA_KEY = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+    serialization.NoEncryption()).decode()
+# What the stubbed SSM reader returns for the parameter an input names, and where on the
+# host the step puts the value.
+SSM_VALUES = {"K0S_JOIN_TOKEN_SSM_PARAMETER": JOIN_TOKEN, "K0S_CA_KEY_SSM_PARAMETER": CA_KEY}
+SSM_TARGETS = {"K0S_JOIN_TOKEN_SSM_PARAMETER": "/etc/k0s/worker-token",
+               "K0S_CA_KEY_SSM_PARAMETER": "/var/lib/k0s/pki/ca.key"}
+# Stub calls (regular expressions) that show a step did its work.
+WORK = {
+    "prepare-host": (r"^modprobe br_netfilter$", r"^sysctl --system$"),
+    "install-nvidia": (r"^apt-get .* install .*nvidia-container-toolkit=",
+                       r"^apt-mark hold .*nvidia-container-toolkit"),
+    "join-worker": (r"^k0s install worker ", r"^k0s start$"),
+    "install-controller": (r"^k0s install controller ", r"^k0s start$",
+                           r"^k0s kubectl get --raw=/readyz$"),
+}
+# What each step logs last when it completes.
+DONE = {
+    "prepare-host": "host prepared",
+    "install-nvidia": "NVIDIA driver, container toolkit and containerd runtime configured",
+    "join-worker": "ready: the k0sworker service to be active",
+    "install-controller": "ready: the Kubernetes API",
+}
+# A stub call (STUB_FAIL_CALL) only that step makes.
+FAIL = {"prepare-host": r"^modprobe overlay$", "install-nvidia": r"^gpg "}
+
+
+@functools.cache
+def plan(stack: str) -> Plan:
+    return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, stack))
+
+
+@dataclass
+class Boot:
+    """One resource's boot user data (base64, as EC2 takes it)."""
+
+    stack: str
+    resource: ResourceRecord
+    user_data: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.stack}/{self.resource.name}"
+
+    @property
+    def scripts(self) -> list[str]:
+        return boot_scripts(self.user_data)
+
+    @property
+    def steps(self) -> list[str]:
+        return [step_inputs(script)["GPU_CLUSTER_STEP"] for script in self.scripts]
+
+    @property
+    def host(self) -> str:
+        """The name the steps' messages give the host (a pool's name for its instances)."""
+        return step_inputs(self.scripts[0])["GPU_CLUSTER_HOST"]
+
+
+def boots() -> list[Boot]:
+    found = []
+    for stack in STACKS:
+        found += [Boot(stack, r, r.inputs["userDataBase64"])
+                  for r in plan(stack).of_type(INSTANCE) if r.inputs.get("userDataBase64")]
+        found += [Boot(stack, r, r.inputs["userData"])
+                  for r in plan(stack).of_type(TEMPLATE) if r.inputs.get("userData")]
+    return found
+
+
+BOOTS = boots()
+# Instances whose user data is given as text (EC2 base64-encodes it): a #cloud-config.
+PLAIN = [pytest.param(resource, id=f"{stack}/{resource.name}")
+         for stack in STACKS for resource in plan(stack).of_type(INSTANCE)
+         if resource.inputs.get("userData")]
+
+
+def expected_steps(case: Boot) -> list[str]:
+    if case.resource.type == INSTANCE:
+        return ["prepare-host", "install-controller"]
+    stack_file = read_stack(PROJECT_DIR, case.stack)
+    settings = load_config(stack_file.config, stack_file.secret_keys, case.stack)
+    [pool] = [p for p in settings.pools
+              if p.name == case.resource.inputs["tags"]["gpu-cluster/pool"]]
+    return ["prepare-host", *(["install-nvidia"] if pool.gpus else []), "join-worker"]
+
+
+def cloud_config(user_data: str) -> dict:
+    """The #cloud-config part of boot user data ({} without one)."""
+    message = email.message_from_bytes(gzip.decompress(b64decode(user_data)))
+    parts = [yaml.safe_load(part.get_payload(decode=True)) for part in message.get_payload()
+             if part.get_content_type() == "text/cloud-config"]
+    return parts[0] if parts else {}
+
+
+def ssm_reads(case: Boot) -> list[tuple[str, str, str]]:
+    """(input, region, parameter name) of every SSM parameter the steps read."""
+    return [(name, inputs["AWS_REGION"], value) for inputs in map(step_inputs, case.scripts)
+            for name, value in inputs.items() if name.endswith("_SSM_PARAMETER") and value]
+
+
+def run_boot(case: Boot, tmp_path: Path, **stub_controls: str) -> tuple[CloudInitRun, StubHost]:
+    """Runs the user data on a stubbed host that serves the SSM parameters it names."""
+    ssm = {(region, parameter): SSM_VALUES[name] for name, region, parameter in ssm_reads(case)}
+    host = stub_host(tmp_path / "host", ssm)
+    return run_user_data(case.user_data, tmp_path / "sandbox", {**host.env, **stub_controls}), host
+
+
+def first_call(calls: list[str], pattern: str) -> Optional[int]:
+    return next((index for index, call in enumerate(calls) if re.search(pattern, call)), None)
+
+
+def report(run: CloudInitRun, steps: list[str]) -> str:
+    """The parts as cloud-init ran them, and its output, for a failed assertion."""
+    lines = [f"{part.name} ({step}): exit code {part.exit_code} {part.error}"
+             for part, step in zip(run.parts, steps)]
+    return "\n".join([*lines, "cloud-init output:", run.output])
+
+
+def test_every_stack_with_boot_user_data_is_covered():
+    assert "dev" in {case.stack for case in BOOTS}
+    assert {case.resource.type for case in BOOTS} == {INSTANCE, TEMPLATE}
+
+
+@pytest.mark.parametrize("case", BOOTS, ids=lambda case: case.id)
+def test_every_part_runs_in_order_and_completes(case, tmp_path):
+    steps = case.steps
+    assert steps == expected_steps(case)
+
+    run, host = run_boot(case, tmp_path)
+
+    # Every shell part, in the user data's order, exited 0.
+    assert [part.text for part in run.parts] == case.scripts, report(run, steps)
+    assert [part.exit_code for part in run.parts] == [0] * len(steps), report(run, steps)
+    assert run.exit_codes == dict.fromkeys(STAGES, 0), report(run, steps)
+    assert run.result["v1"]["errors"] == []
+    for step in steps:
+        assert f"gpu-cluster: {case.host}: {step}: {DONE[step]}" in run.output, step
+    # Each step's work, step after step.
+    calls = host.calls()
+    positions = [[first_call(calls, pattern) for pattern in WORK[step]] for step in steps]
+    for step, found in zip(steps, positions):
+        assert None not in found, f"{step} did not call {WORK[step]}; calls:\n" + "\n".join(calls)
+    for earlier, later in zip(positions, positions[1:]):
+        assert max(earlier) < min(later), "\n".join(calls)
+    # The secrets read from SSM reached their files.
+    for name, _, _ in ssm_reads(case):
+        target = host.root / SSM_TARGETS[name].lstrip("/")
+        assert target.read_text().strip() == SSM_VALUES[name].strip()
+    # The #cloud-config part passed cloud-init's schema check and was applied.
+    assert "Invalid cloud-config" not in run.log
+    wanted = cloud_config(case.user_data).get("hostname")
+    if wanted:
+        assert run.etc_hostname == wanted
+
+
+@pytest.mark.parametrize("case,step", [pytest.param(case, step, id=f"{case.id}/{step}")
+                                       for case in BOOTS for step in case.steps[:-1]])
+def test_a_failed_step_stops_the_steps_after_it(case, step, tmp_path):
+    steps = case.steps
+    failed = steps.index(step)
+
+    run, host = run_boot(case, tmp_path, STUB_FAIL_CALL=FAIL[step])
+
+    # cloud-init starts every part whatever the earlier ones returned (cloudinit/subp.py
+    # runparts), so each later part has to refuse on its own.
+    assert [part.text for part in run.parts] == case.scripts, report(run, steps)
+    exit_codes = [part.exit_code for part in run.parts]
+    assert exit_codes[:failed] == [0] * failed, report(run, steps)
+    assert all(code not in (0, None) for code in exit_codes[failed:]), report(run, steps)
+    assert f"gpu-cluster: {case.host}: {step}: " in run.output, report(run, steps)
+    calls = host.calls()
+    for previous, later in zip(steps[failed:], steps[failed + 1:]):
+        # It says so, naming the step before it that did not complete.
+        refusal = (rf"^gpu-cluster: {re.escape(case.host)}: {re.escape(later)}: "
+                   rf".*\b{re.escape(previous)}\b")
+        assert re.search(refusal, run.output, re.M), report(run, steps)
+        for pattern in WORK[later]:
+            assert first_call(calls, pattern) is None, f"{later} ran: {pattern}"
+    for name, target in SSM_TARGETS.items():
+        if any(step_inputs(s).get(name) for s in case.scripts[failed + 1:]):
+            assert not (host.root / target.lstrip("/")).exists()
+    assert run.exit_codes["modules-final"] == 1
+    assert "Runparts" in run.result["v1"]["errors"][0]
+
+
+@pytest.mark.parametrize("resource", PLAIN)
+def test_a_plain_cloud_config_is_applied(resource, tmp_path):
+    text = resource.inputs["userData"]
+
+    run = run_user_data(b64encode(text.encode()).decode(), tmp_path / "sandbox", {})
+
+    assert run.exit_codes == dict.fromkeys(STAGES, 0), run.output
+    assert run.parts == []
+    assert "Invalid cloud-config" not in run.log
+    assert run.hostname == run.etc_hostname == yaml.safe_load(text)["hostname"]
