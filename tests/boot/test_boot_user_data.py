@@ -9,7 +9,7 @@ import email
 import functools
 import gzip
 import re
-from base64 import b64decode, b64encode
+from base64 import b64decode
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -17,7 +17,7 @@ from typing import Optional
 import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from components.aws_boot import boot_scripts
 from config import load as load_config
@@ -37,29 +37,44 @@ JOIN_TOKEN = "boot-test-join-token"
 CA_KEY = ec.generate_private_key(ec.SECP256R1()).private_bytes(
     serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
     serialization.NoEncryption()).decode()
+# A throwaway SSH host key made for this run.
+HOST_KEY = ed25519.Ed25519PrivateKey.generate().private_bytes(
+    serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+    serialization.NoEncryption()).decode()
 # What the stubbed SSM reader returns for the parameter an input names, and where on the
 # host the step puts the value.
-SSM_VALUES = {"K0S_JOIN_TOKEN_SSM_PARAMETER": JOIN_TOKEN, "K0S_CA_KEY_SSM_PARAMETER": CA_KEY}
+SSM_VALUES = {"K0S_JOIN_TOKEN_SSM_PARAMETER": JOIN_TOKEN, "K0S_CA_KEY_SSM_PARAMETER": CA_KEY,
+              "SSH_HOST_KEY_SSM_PARAMETER": HOST_KEY}
 SSM_TARGETS = {"K0S_JOIN_TOKEN_SSM_PARAMETER": "/etc/k0s/worker-token",
-               "K0S_CA_KEY_SSM_PARAMETER": "/var/lib/k0s/pki/ca.key"}
+               "K0S_CA_KEY_SSM_PARAMETER": "/var/lib/k0s/pki/ca.key",
+               "SSH_HOST_KEY_SSM_PARAMETER": "/etc/ssh/ssh_host_ed25519_key"}
+# The instance id the stubbed IMDS gives (tests/scripts/stubs/stub).
+INSTANCE_ID = "i-0123456789abcdef0"
 # Stub calls (regular expressions) that show a step did its work.
 WORK = {
+    "install-ssh-host-key": (r"^systemctl try-restart ssh\.service$",),
     "prepare-host": (r"^modprobe br_netfilter$", r"^sysctl --system$"),
     "install-nvidia": (r"^apt-get .* install .*nvidia-container-toolkit=",
                        r"^apt-mark hold .*nvidia-container-toolkit"),
     "join-worker": (r"^k0s install worker ", r"^k0s start$"),
     "install-controller": (r"^k0s install controller ", r"^k0s start$",
                            r"^k0s kubectl get --raw=/readyz$"),
+    "watch-termination": (r"^systemctl enable gpu-cluster-node-cleanup\.service$",
+                          r"^systemctl restart gpu-cluster-node-cleanup\.service$"),
 }
 # What each step logs last when it completes.
 DONE = {
+    "install-ssh-host-key": "SSH host key installed: ssh-ed25519",
     "prepare-host": "host prepared",
     "install-nvidia": "NVIDIA driver, container toolkit and containerd runtime configured",
     "join-worker": "ready: the k0sworker service to be active",
     "install-controller": "ready: the Kubernetes API",
+    "watch-termination": "gpu-cluster-node-cleanup.service watches for this instance's "
+                         "termination",
 }
 # A stub call (STUB_FAIL_CALL) only that step makes.
-FAIL = {"prepare-host": r"^modprobe overlay$", "install-nvidia": r"^gpg "}
+FAIL = {"install-ssh-host-key": r"^systemctl try-restart ssh", "prepare-host":
+        r"^modprobe overlay$", "install-nvidia": r"^gpg ", "join-worker": r"^k0s install worker"}
 
 
 @functools.cache
@@ -104,20 +119,27 @@ def boots() -> list[Boot]:
 
 
 BOOTS = boots()
-# Instances whose user data is given as text (EC2 base64-encodes it): a #cloud-config.
-PLAIN = [pytest.param(resource, id=f"{stack}/{resource.name}")
-         for stack in STACKS for resource in plan(stack).of_type(INSTANCE)
-         if resource.inputs.get("userData")]
 
 
 def expected_steps(case: Boot) -> list[str]:
-    if case.resource.type == INSTANCE:
-        return ["prepare-host", "install-controller"]
     stack_file = read_stack(PROJECT_DIR, case.stack)
     settings = load_config(stack_file.config, stack_file.secret_keys, case.stack)
+    if case.resource.type == INSTANCE:
+        # Only the cloud layout's control plane installs itself; every one installs the
+        # SSH host key the program verifies.
+        return ["install-ssh-host-key", *(["prepare-host", "install-controller"]
+                                          if settings.layout == "cloud" else [])]
     [pool] = [p for p in settings.pools
               if p.name == case.resource.inputs["tags"]["gpu-cluster/pool"]]
-    return ["prepare-host", *(["install-nvidia"] if pool.gpus else []), "join-worker"]
+    return ["prepare-host", *(["install-nvidia"] if pool.gpus else []), "join-worker",
+            "watch-termination"]
+
+
+def boot_status(case: Boot, host: StubHost) -> str:
+    """What the instance last wrote as its boot status (to the stubbed SSM)."""
+    inputs = step_inputs(case.scripts[0])
+    name = f"{inputs['BOOT_STATUS_PARAMETER']}/{INSTANCE_ID}".replace("/", "%2F")
+    return (Path(host.env["STUB_STATE"]) / "ssm" / inputs["AWS_REGION"] / name).read_text().strip()
 
 
 def cloud_config(user_data: str) -> dict:
@@ -187,6 +209,7 @@ def test_every_part_runs_in_order_and_completes(case, tmp_path):
     wanted = cloud_config(case.user_data).get("hostname")
     if wanted:
         assert run.etc_hostname == wanted
+    assert boot_status(case, host) == "ready"
 
 
 @pytest.mark.parametrize("case,step", [pytest.param(case, step, id=f"{case.id}/{step}")
@@ -217,15 +240,4 @@ def test_a_failed_step_stops_the_steps_after_it(case, step, tmp_path):
             assert not (host.root / target.lstrip("/")).exists()
     assert run.exit_codes["modules-final"] == 1
     assert "Runparts" in run.result["v1"]["errors"][0]
-
-
-@pytest.mark.parametrize("resource", PLAIN)
-def test_a_plain_cloud_config_is_applied(resource, tmp_path):
-    text = resource.inputs["userData"]
-
-    run = run_user_data(b64encode(text.encode()).decode(), tmp_path / "sandbox", {})
-
-    assert run.exit_codes == dict.fromkeys(STAGES, 0), run.output
-    assert run.parts == []
-    assert "Invalid cloud-config" not in run.log
-    assert run.hostname == run.etc_hostname == yaml.safe_load(text)["hostname"]
+    assert boot_status(case, host) == f"{step}: failed with exit code 1"

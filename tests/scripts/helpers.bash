@@ -12,7 +12,7 @@ STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip k
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
 # Commands whose call means the host was changed; a second run must not call them.
-STATE_CHANGING='^(apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|systemctl (start|restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
+STATE_CHANGING='^(apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|systemctl (start|restart|try-restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
 
 # setup_host: fresh fake root and stubs for one test.
 setup_host() {

@@ -42,6 +42,7 @@ main() {
     log "changed: restarted $SSH_UNIT to serve the new host key"
   fi
   follow_up_done "restart-$SSH_UNIT"
+  log "SSH host key installed: ${SSH_HOST_PUBLIC_KEY%% *}"
 }
 
 main "$@"

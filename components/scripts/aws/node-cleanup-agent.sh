@@ -21,6 +21,9 @@ set -euo pipefail
 ROOT="${GPU_CLUSTER_ROOT:-}"
 IMDS="${IMDS_ENDPOINT_URL:-http://169.254.169.254}"
 HOST="$(hostname)"
+# The credential, only while it is needed (mktemp: mode 0600).
+KUBECONFIG_FILE=""
+trap 'rm -f -- "${KUBECONFIG_FILE:-}"' EXIT
 
 log() {
   printf 'gpu-cluster: %s: node-cleanup: %s\n' "$HOST" "$*" >&2
@@ -39,7 +42,7 @@ ssm() {
 }
 
 main() {
-  local missing=() name node kubeconfig id
+  local missing=() name node id
   for name in AWS_REGION NODE_CLEANUP_KUBECONFIG_PARAMETER BOOT_STATUS_PARAMETER KUBECTL \
     SSM_CLIENT POLL_SECONDS; do
     [[ -n "${!name:-}" ]] || missing+=("$name")
@@ -56,12 +59,11 @@ main() {
   # (k8s.io/component-helpers/node/util GetHostname).
   node="$(tr '[:upper:]' '[:lower:]' <<<"$HOST")"
   log "the auto scaling group is terminating this instance: deleting node $node"
-  kubeconfig="$(mktemp)"
-  trap 'rm -f -- "$kubeconfig"' EXIT
-  ssm get "$AWS_REGION" "$NODE_CLEANUP_KUBECONFIG_PARAMETER" >"$kubeconfig"
+  KUBECONFIG_FILE="$(mktemp)"
+  ssm get "$AWS_REGION" "$NODE_CLEANUP_KUBECONFIG_PARAMETER" >"$KUBECONFIG_FILE"
   # KUBECTL is a command with arguments (k0s kubectl): split on purpose.
   # shellcheck disable=SC2086
-  $KUBECTL --kubeconfig "$kubeconfig" delete node "$node" --ignore-not-found --wait=false
+  $KUBECTL --kubeconfig "$KUBECONFIG_FILE" delete node "$node" --ignore-not-found --wait=false
   if id="$(ssm instance-id)"; then
     ssm delete "$AWS_REGION" "$BOOT_STATUS_PARAMETER/$id" || log "could not delete the boot status"
   fi

@@ -87,6 +87,7 @@ EOT
     log "$UNIT is already running"
   fi
   follow_up_done "restart-$UNIT"
+  log "$UNIT watches for this instance's termination"
 }
 
 main "$@"
