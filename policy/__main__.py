@@ -1,18 +1,5 @@
 """The policy pack the Pulumi CLI runs: `pulumi preview --policy-pack policy`.
 
-def _validate_stack(rule: StackRule):
-    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        resources = [StackResource(
-            id=r.urn, type=r.resource_type, name=r.name, props=r.props,
-            property_dependencies={key: [d.urn for d in deps]
-                                   for key, deps in r.property_dependencies.items()})
-            for r in args.resources]
-        urns = {r.name: r.urn for r in args.resources}
-        for name, message in rule.check(resources):
-            report_violation(message, urns.get(name))
-    return validate
-
-
 PolicyPack() serves the CLI and blocks, so this file only builds it: the rules live in
 policy/rules.py, where tests and the offline runner (`python -m policy.offline`) use them."""
 

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs the SSH host key the program made for this EC2 instance, read from an SSM
-# SecureString (never from user data), so the program's SSH steps and administrators can
-# verify the host they reach: the program pins the matching public key. Restarts sshd
-# when the key changed.
+# SecureString (never user data), so whoever connects can verify it against the public key
+# the program pins. Restarts sshd when the key changed.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
