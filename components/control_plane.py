@@ -2,6 +2,7 @@
 controller is installed over SSH (bare metal, hybrid) or installs itself from its user
 data at boot (cloud); the admin kubeconfig is built here from the CA, never read back."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -108,15 +109,18 @@ class ControlPlane(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.booted]),
         )
 
-    def create_join_token(self, node: str, expiry: str) -> pulumi.Output[str]:
-        """A worker-role join token for one worker, issued on the controller over SSH."""
+    def create_join_token(self, node: str, expiry: str,
+                          after: Sequence[pulumi.Resource] = ()) -> pulumi.Output[str]:
+        """A worker-role join token for one worker, issued on the controller over SSH once
+        `after` (the worker's own preparation) is done: right before its join, so a host
+        that takes long to prepare does not get a token that expires before it joins."""
         step = self._step(
             "create-join-token",
             self._args.distribution.create_join_token,
             {"TOKEN_EXPIRY": expiry},
             about=node,
             secret_stdout=True,
-            depends_on=[self.installed],
+            depends_on=[self.installed, *after],
         )
         return pulumi.Output.secret(step.stdout.apply(lambda text: text.strip()))
 

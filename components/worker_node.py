@@ -34,6 +34,7 @@ class WorkerNode(pulumi.ComponentResource):
             # A controller+worker host registers its node when the controller starts.
             joined = control_plane.installed
         else:
+            ready_to_join = [args.bootstrap.ready, *args.join_after]
             joined = run_step(
                 host.name,
                 "join-worker",
@@ -43,9 +44,10 @@ class WorkerNode(pulumi.ComponentResource):
                 env={
                     **distribution.node_env(host, host.address),
                     "K0S_JOIN_TOKEN": control_plane.create_join_token(
-                        host.name, args.settings.kubernetes.worker_token_expiry),
+                        host.name, args.settings.kubernetes.worker_token_expiry,
+                        after=ready_to_join),
                 },
-                depends_on=[args.bootstrap.ready, *args.join_after],
+                depends_on=ready_to_join,
                 parent=self,
             )
         # Runs on the controller: waits for Ready; on delete drains and removes the node

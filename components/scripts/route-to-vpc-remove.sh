@@ -9,6 +9,7 @@ set -euo pipefail
 # (required), TUNNEL_CIDR (optional).
 UNIT=gpu-cluster-route-vpc
 UNIT_FILE="/etc/systemd/system/$UNIT.service"
+KEEP_ROUTES_FILE=/etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf
 
 main() {
   local cidr
@@ -28,6 +29,7 @@ main() {
     log "changed: reloaded systemd units (daemon-reload)"
   fi
   follow_up_done "restart-$UNIT"
+  remove_file "$KEEP_ROUTES_FILE"
   for cidr in "$VPC_CIDR" ${TUNNEL_CIDR:+"$TUNNEL_CIDR"}; do
     if [[ " $(ip -4 route show exact "$cidr") " == *" via $GATEWAY_ADDRESS "* ]]; then
       ip route del "$cidr" via "$GATEWAY_ADDRESS"

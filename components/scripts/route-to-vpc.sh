@@ -14,6 +14,11 @@ set -euo pipefail
 #                    back; empty routes the VPC only
 UNIT=gpu-cluster-route-vpc
 UNIT_FILE="/etc/systemd/system/$UNIT.service"
+# systemd-networkd drops routes it did not configure whenever it (re)starts, this one
+# and the CNI's among them, unless told not to: networkd.conf(5), ManageForeignRoutes=
+# ("When true, systemd-networkd will remove routes that are not configured in .network
+# files"; systemd 246 and later). Read at its next start, which is when it matters.
+KEEP_ROUTES_FILE=/etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf
 ROUTE_CIDRS=()
 OLD_ROUTES=()
 UNIT_CHANGED=0
@@ -132,8 +137,19 @@ ensure_unit() {
   done
 }
 
+# keep_routes_across_networkd_restarts: the networkd drop-in above.
+keep_routes_across_networkd_restarts() {
+  write_file "$KEEP_ROUTES_FILE" 0644 <<'EOF'
+# Managed by gpu-cluster (route-to-vpc): keep routes networkd did not configure (the
+# route to the VPC, the CNI's) when systemd-networkd restarts.
+[Network]
+ManageForeignRoutes=no
+EOF
+}
+
 main() {
   check_inputs
+  keep_routes_across_networkd_restarts
   read_old_routes
   write_unit
   remove_old_routes

@@ -50,6 +50,23 @@ WantedBy=multi-user.target"
   [ -z "$(ls -A "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/pending")" ]
 }
 
+@test "route-to-vpc: systemd-networkd keeps the routes it did not make when it restarts" {
+  run_script route-to-vpc.sh
+  assert_success
+  assert_file /etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf "# Managed by gpu-cluster (route-to-vpc): keep routes networkd did not configure (the
+# route to the VPC, the CNI's) when systemd-networkd restarts.
+[Network]
+ManageForeignRoutes=no"
+  assert_mode /etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf 644
+  # Read at networkd's next start: nothing restarts it now.
+  refute_called 'systemd-networkd'
+  # systemd finds the setting where networkd looks for its configuration.
+  run systemd-analyze cat-config --root="$GPU_CLUSTER_ROOT" systemd/networkd.conf
+  assert_success
+  assert_output_contains "# $GPU_CLUSTER_ROOT/etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf" \
+    "ManageForeignRoutes=no"
+}
+
 @test "route-to-vpc: a second run changes nothing and says so" {
   run_script route-to-vpc.sh
   assert_success
@@ -140,6 +157,7 @@ WantedBy=multi-user.target"
   assert_called "^systemctl disable $UNIT$"
   assert_call_order "^systemctl stop $UNIT$" '^systemctl daemon-reload$'
   [ ! -e "$GPU_CLUSTER_ROOT$UNIT_FILE" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf" ]
   [ "$(routes)" = "192.0.2.0/24 via 192.168.2.1 dev eth0" ]
   assert_output_contains "gpu-cluster: moscow: remove-route-to-vpc: changed: stopped $UNIT" \
     "unchanged: no route to 10.20.0.0/16 via 192.168.2.4"

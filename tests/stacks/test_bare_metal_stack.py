@@ -42,7 +42,10 @@ def test_worker_steps_run_in_order(lab_plan, worker):
     assert deps(lab_plan, f"{worker}-preflight") == set()
     assert deps(lab_plan, f"{worker}-prepare-host") == {f"{worker}-preflight"}
     assert deps(lab_plan, f"{worker}-install-nvidia") == {f"{worker}-prepare-host"}
-    assert deps(lab_plan, f"{worker}-create-join-token") == {"controller-install-controller"}
+    # The token is made right before the join, once the worker is prepared: a slow host
+    # does not wait with a token that expires meanwhile.
+    assert deps(lab_plan, f"{worker}-create-join-token") == {
+        "controller-install-controller", f"{worker}-install-nvidia"}
     assert deps(lab_plan, f"{worker}-join-worker") == {
         f"{worker}-install-nvidia", f"{worker}-create-join-token"}
     assert deps(lab_plan, f"{worker}-admit-node") == {f"{worker}-join-worker"}

@@ -65,8 +65,12 @@ def test_every_worker_joins_only_after_the_tunnel_is_up(prod):
     assert "control-plane-install-openvpn-server" in transitive(prod, client)
     for worker in ("vpn-gw", "gpu01", "gpu02"):
         assert client in transitive(prod, f"{worker}-join-worker"), worker
+    for worker in ("vpn-gw", "gpu01", "gpu02"):
+        # Its token is made only once it can use it.
+        assert client in transitive(prod, f"{worker}-create-join-token"), worker
     for worker in ("gpu01", "gpu02"):
         assert f"{worker}-route-to-vpc" in deps(prod, f"{worker}-join-worker")
+        assert f"{worker}-route-to-vpc" in deps(prod, f"{worker}-create-join-token")
         # A worker waits for its own route, not for the other hosts'.
         other = "gpu02" if worker == "gpu01" else "gpu01"
         assert f"{other}-route-to-vpc" not in transitive(prod, f"{worker}-join-worker")
