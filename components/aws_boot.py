@@ -119,8 +119,8 @@ def render_boot_parts(host: str, steps: Sequence[BootStep], report: BootReport) 
             # Kept on the instance by the first part for the rest (user data is small).
             boot_env["SSM_READER"] = SSM_READER.text()
         parts.append(
-            # cloud-init executes a part as a program: without "#!" it fails with
-            # "Exec format error" (cloudinit/util.py runparts).
+            # cloud-init executes a part as a program: without "#!" it fails with "Exec
+            # format error. Missing #! in script?" (cloud-init 22.4 cloudinit/subp.py:94).
             "#!/bin/bash\n"
             + render_step_functions(host, step.step, step.script, {**boot_env, **step.env},
                                     compact=True)

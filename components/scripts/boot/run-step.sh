@@ -2,11 +2,11 @@
 # Runs the step of one cloud-init user-data part at an instance's first boot. Appended to
 # the part after its step function (gpu_cluster_create) and called last.
 #
-# cloud-init runs every part in order whatever an earlier part returned
-# (cloudinit/util.py runparts), so each part refuses to run unless the step before it
-# completed: the first failure stops the rest. Every outcome is written to the console
-# log (cloud-final.service prints to journal+console) and, best effort, to the SSM
-# parameter BOOT_STATUS_PARAMETER/<instance id>, which the user can read with
+# cloud-init runs every part in order whatever an earlier part returned (cloud-init 22.4
+# cloudinit/subp.py:416-430, runparts), so each part refuses to run unless the step
+# before it completed: the first failure stops the rest. Every outcome is written to the
+# console log (cloud-final.service: StandardOutput=journal+console) and, best effort, to the
+# SSM parameter BOOT_STATUS_PARAMETER/<instance id>, which the user can read with
 #   aws ssm get-parameters-by-path --path BOOT_STATUS_PARAMETER
 #
 # Inputs (environment): GPU_CLUSTER_HOST, GPU_CLUSTER_STEP, BOOT_PREVIOUS_STEP (empty for
