@@ -25,7 +25,7 @@ from components.aws_network import AwsNetwork, pinned_image
 from components.cluster_pki import ClusterPki
 from components.distributions.k0s import K0s
 from components.host_bootstrap import PREPARE_HOST, prepare_host_env
-from components.remote_step import Endpoint, Script
+from components.remote_step import Endpoint, Script, dial_attempts_for
 from config import versions
 from config.cloud import control_plane_address
 from config.model import Host, StackConfig
@@ -34,11 +34,9 @@ INSTALL_SSH_HOST_KEY = Script("aws/install-ssh-host-key.sh")
 UBUNTU_SSH_USER = "ubuntu"
 EC2_SSH_PORT = 22
 # SSH reaches a new instance only once it has booted and installed its host key (a
-# minute or two after EC2 says "running"). The provider retries a failed dial (refused,
-# or the boot's own host key) this often, 0.1 s apart growing 1.5x to at most 5 s
-# (pulumi-command provider/pkg/provider/remote/connection.go dialWithRetry; pulumi
-# sdk/go/common/util/retry): 100 attempts wait about 8 minutes.
-BOOT_DIAL_ATTEMPTS = 100
+# minute or two after EC2 says "running"); until then every dial fails (refused, or the
+# boot's own host key) and is retried for this long.
+BOOT_WAIT_SECONDS = 480
 # k0s: worker join API, konnectivity agents (the API server's port is kubernetes.apiPort).
 K0S_CONTROLLER_PORTS = {"k0s-join-api": 9443, "konnectivity": 8132}
 
@@ -89,7 +87,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
         self.public_ip: pulumi.Output[str] = (
             eip.public_ip if eip else pulumi.Output.from_input(self.private_ip))
         self.ssh_endpoint = Endpoint(self.public_ip, EC2_SSH_PORT, self.ssh_host_public_key,
-                                     BOOT_DIAL_ATTEMPTS)
+                                     dial_attempts_for(BOOT_WAIT_SECONDS))
         self.routes = self._route_lan_through_instance()
         self.register_outputs({"privateIp": self.private_ip, "publicIp": self.public_ip})
 

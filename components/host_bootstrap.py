@@ -1,5 +1,6 @@
 """Everything a host needs before it joins the cluster: preflight checks, host settings,
-and on GPU hosts the NVIDIA driver, container toolkit and containerd runtime."""
+on GPU hosts the NVIDIA driver, container toolkit and containerd runtime, and the reboot
+those need, checked before the host may join."""
 
 from dataclasses import dataclass
 from typing import Optional
@@ -15,6 +16,10 @@ PREFLIGHT = Script("preflight.sh")
 PREPARE_HOST = Script("prepare-host.sh")
 INSTALL_NVIDIA = Script("install-nvidia.sh")
 SERVE_NFS = Script("serve-nfs.sh")
+REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
+# prepare-host's inputs that change the kernel's command line.
+REBOOT_REASONS = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
+VERIFY_BOOT = Script("verify-boot.sh")
 # root can own files on the export, so databases (MySQL) can chown their data directory.
 NFS_EXPORT_OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
 
@@ -32,7 +37,8 @@ class HostBootstrapArgs:
 
 
 class HostBootstrap(pulumi.ComponentResource):
-    """`<host>-preflight` -> `<host>-prepare-host` [-> `<host>-install-nvidia`]."""
+    """`<host>-preflight` -> `<host>-prepare-host` [-> `<host>-install-nvidia`]
+    [-> `<host>-reboot-if-needed`] -> `<host>-verify-boot` (`ready`)."""
 
     def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:hosts:HostBootstrap", name, None, opts)
@@ -42,11 +48,12 @@ class HostBootstrap(pulumi.ComponentResource):
 
         preflight = self._create_preflight()
         prepared = self._create_prepare_host(preflight)
-        self.ready: pulumi.Resource = prepared
+        installed: pulumi.Resource = prepared
         if args.host.gpus and args.settings.nvidia.install_driver:
-            self.ready = self._create_install_nvidia(prepared)
+            installed = self._create_install_nvidia(prepared)
+        self.ready: pulumi.Resource = self._create_reboot(installed)
         nfs = args.settings.storage.nfs
-        self.nfs_server = (self._create_serve_nfs(prepared)
+        self.nfs_server = (self._create_serve_nfs(self.ready)
                            if nfs is not None and nfs.host == args.host.name else None)
         self.register_outputs({})
 
@@ -85,7 +92,34 @@ class HostBootstrap(pulumi.ComponentResource):
                          depends_on=[prepared])
 
 
-    def _create_serve_nfs(self, prepared: remote.Command) -> remote.Command:
+    def _create_reboot(self, installed: pulumi.Resource) -> pulumi.Resource:
+        """The reboot what came before needs (when the stack allows it), then the check that
+        the host runs as prepared. The check's connection keeps dialing while the host
+        reboots, for tuning.rebootTimeoutSeconds."""
+        args = self._args
+        tuning, host = args.settings.tuning, args.host
+        # What a reboot is for (the driver, the kernel arguments): a change re-runs both.
+        prepared = prepare_host_env(args.settings)
+        reason = {key: prepared[key] for key in REBOOT_REASONS}
+        reason["NVIDIA_DRIVER_BRANCH"] = (args.settings.nvidia.driver_branch
+                                          if host.gpus and args.settings.nvidia.install_driver
+                                          else "")
+        after = installed
+        if tuning.reboot_when_needed:
+            port = args.endpoint.port if args.endpoint else args.settings.ssh.port
+            after = self.step("reboot-if-needed", REBOOT_IF_NEEDED, {
+                **reason, "SSH_PORT": str(port),
+                "REBOOT_TIMEOUT": str(tuning.reboot_timeout_seconds),
+            }, depends_on=[installed])
+        waiting = Ssh(connection_to(host, args.settings, args.endpoint,
+                                    wait_seconds=tuning.reboot_timeout_seconds),
+                      self.ssh.user)
+        return run_step(host.name, "verify-boot", on=waiting, create=VERIFY_BOOT,
+                        env={**reason, "GPU_COUNT": str(host.gpus if args.settings.nvidia
+                                                        .install_driver else 0)},
+                        depends_on=[after], parent=self)
+
+    def _create_serve_nfs(self, prepared: pulumi.Resource) -> remote.Command:
         settings = self._args.settings
         # Nodes mount the export at their LAN address (the kubelet mounts, not pods).
         return self.step("serve-nfs", SERVE_NFS, {

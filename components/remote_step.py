@@ -80,10 +80,27 @@ class Endpoint:
     dial_error_limit: int
 
 
-def connection_to(host: Host, settings: StackConfig,
-                  endpoint: Optional[Endpoint] = None) -> remote.ConnectionArgs:
+# The provider retries a failed dial 0.1 s after the first, each wait 1.5 times the one
+# before, at most 5 s (pulumi-command provider/pkg/provider/remote/connection.go
+# dialWithRetry; pulumi sdk/go/common/util/retry DefaultDelay/Backoff/MaxDelay).
+_FIRST_RETRY_SECONDS, _BACKOFF, _MAX_RETRY_SECONDS = 0.1, 1.5, 5.0
+
+
+def dial_attempts_for(seconds: float) -> int:
+    """Dial attempts whose waits add up to at least `seconds` (more, as each dial that
+    times out takes its own time too)."""
+    attempts, waited, wait = 1, 0.0, _FIRST_RETRY_SECONDS
+    while waited < seconds:
+        waited += wait
+        wait = min(wait * _BACKOFF, _MAX_RETRY_SECONDS)
+        attempts += 1
+    return attempts
+
+
+def connection_to(host: Host, settings: StackConfig, endpoint: Optional[Endpoint] = None,
+                  wait_seconds: float = 0) -> remote.ConnectionArgs:
     """SSH connection to a host, through the bastion when one is configured, or to
-    `endpoint` directly."""
+    `endpoint` directly; it keeps dialing for at least `wait_seconds` (a rebooting host)."""
     ssh = settings.ssh
     private_key = pulumi.Output.secret(settings.ssh_private_key.get_secret_value())
     proxy = None
@@ -105,8 +122,8 @@ def connection_to(host: Host, settings: StackConfig,
         host_key=endpoint.host_key if endpoint else host.ssh_host_key,
         private_key=private_key,
         proxy=proxy,
-        dial_error_limit=max(ssh.dial_error_limit, endpoint.dial_error_limit) if endpoint
-        else ssh.dial_error_limit,
+        dial_error_limit=max(ssh.dial_error_limit, dial_attempts_for(wait_seconds),
+                             endpoint.dial_error_limit if endpoint else 0),
         per_dial_timeout=ssh.per_dial_timeout_seconds,
     )
 

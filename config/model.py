@@ -155,6 +155,12 @@ class HostTuning(Section):
     kubelet_resolv_conf: str = "/run/systemd/resolve/resolv.conf"
     min_free_disk_gb: int = Field(default=50, ge=1)
     install_nfs_client: bool = True
+    # Reboot a host that is not in the cluster yet when its steps need it (kernel
+    # arguments, the NVIDIA driver, nouveau), and check it before it joins. False leaves
+    # reboots to you: the check then only warns while one is pending.
+    reboot_when_needed: bool = True
+    # How long `pulumi up` waits for a rebooting host to answer SSH again.
+    reboot_timeout_seconds: int = Field(default=900, ge=60, le=3600)
 
     @field_validator("extra_kernel_args")
     @classmethod

@@ -5,14 +5,14 @@
 
 TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SCRIPTS_DIR="$(cd "$TESTS_DIR/../../components/scripts" && pwd)"
-STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip k0s modprobe
-  nvidia-smi ping python3 sleep swapoff sysctl systemctl timeout umount uname update-grub
-  update-initramfs)
+STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip iptables k0s
+  modprobe nvidia-smi ping python3 sleep swapoff sysctl systemctl systemd-run timeout umount
+  uname update-grub update-initramfs)
 # How the scripts call apt-get, as a regular expression.
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
 # Commands whose call means the host was changed; a second run must not call them.
-STATE_CHANGING='^(apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|systemctl (start|restart|try-restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
+STATE_CHANGING='^(systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|systemctl (start|restart|try-restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
 
 # setup_host: fresh fake root and stubs for one test.
 setup_host() {
@@ -41,6 +41,8 @@ VERSION_ID="24.04"
 ID=ubuntu
 EOF
   echo "BOOT_IMAGE=/vmlinuz-6.8.0-79-generic root=UUID=1b2c ro quiet splash" >"$r/proc/cmdline"
+  mkdir -p "$r/proc/sys/kernel/random"
+  echo 6c1d2a5e-0b61-4c1e-9d3a-1f0e2b3c4d5e >"$r/proc/sys/kernel/random/boot_id"
   printf 'Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/swap.img %s\n' \
     $'\tfile\t\t4194300\t\t0\t\t-2' >"$r/proc/swaps"
   cat >"$r/etc/fstab" <<'EOF'

@@ -127,7 +127,8 @@ def test_exactly_one_default_storage_class_and_data_is_retained(storage, classes
 def test_a_cluster_host_serves_nfs_before_the_provisioner_and_never_deletes_data():
     plan = preview(bare_metal_config(workers=1))
     serve = plan.named("controller-serve-nfs")
-    assert deps(plan, "controller-serve-nfs") == {"controller-prepare-host"}
+    # Set up once the host is back from any reboot its preparation needed.
+    assert deps(plan, "controller-serve-nfs") == {"controller-verify-boot"}
     assert "delete" not in serve.inputs
     stdin = serve.inputs["stdin"]
     assert "export NFS_EXPORT_PATH='/srv/nfs'" in stdin

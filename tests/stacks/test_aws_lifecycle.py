@@ -14,6 +14,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from components.aws_boot import boot_scripts
+from components.remote_step import dial_attempts_for
 from config import versions
 from config.problems import ConfigError
 from policy.offline import evaluate_stack, stack_resources_of_plan
@@ -240,10 +241,11 @@ def test_ssh_to_the_hybrid_control_plane_verifies_the_host_key_it_installs():
     assert to_instance
     for connection in to_instance:
         assert connection["hostKey"] == installed
-        # Enough retries to wait for the boot that installs the key.
-        assert connection["dialErrorLimit"] == 100
-    # On-prem hosts keep their own settings.
-    assert all(c.get("hostKey") is None and c["dialErrorLimit"] == 10
+        # Enough retries to wait for the boot that installs the key (8 minutes), or for a
+        # reboot (tuning.rebootTimeoutSeconds).
+        assert connection["dialErrorLimit"] in (dial_attempts_for(480), dial_attempts_for(900))
+    # On-prem hosts keep their own settings (but wait out a reboot).
+    assert all(c.get("hostKey") is None and c["dialErrorLimit"] in (10, dial_attempts_for(900))
                for c in connections if c["host"] != address)
 
 

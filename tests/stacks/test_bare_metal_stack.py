@@ -24,12 +24,12 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     types = {r.type for r in lab_plan.resources}
     assert not any(t.startswith("aws:") for t in types)
     commands = {r.name for r in lab_plan.of_type("command:remote:Command")}
-    expected = {"controller-preflight", "controller-prepare-host", "controller-install-controller",
-                "controller-serve-nfs"}
+    expected = {"controller-preflight", "controller-prepare-host", "controller-reboot-if-needed",
+                "controller-verify-boot", "controller-install-controller", "controller-serve-nfs"}
     for worker in WORKERS:
         expected |= {f"{worker}-{step}" for step in (
-            "preflight", "prepare-host", "install-nvidia", "create-join-token", "join-worker",
-            "admit-node")}
+            "preflight", "prepare-host", "install-nvidia", "reboot-if-needed", "verify-boot",
+            "create-join-token", "join-worker", "admit-node")}
     assert commands == expected
     assert {r.name for r in lab_plan.of_type("kubernetes:core/v1:NodePatch")} == {
         f"{w}-node-metadata" for w in WORKERS}
@@ -42,20 +42,25 @@ def test_worker_steps_run_in_order(lab_plan, worker):
     assert deps(lab_plan, f"{worker}-preflight") == set()
     assert deps(lab_plan, f"{worker}-prepare-host") == {f"{worker}-preflight"}
     assert deps(lab_plan, f"{worker}-install-nvidia") == {f"{worker}-prepare-host"}
+    # A reboot if the driver or kernel arguments need one, and the check of the result,
+    # before anything joins.
+    assert deps(lab_plan, f"{worker}-reboot-if-needed") == {f"{worker}-install-nvidia"}
+    assert deps(lab_plan, f"{worker}-verify-boot") == {f"{worker}-reboot-if-needed"}
     # The token is made right before the join, once the worker is prepared: a slow host
     # does not wait with a token that expires meanwhile.
     assert deps(lab_plan, f"{worker}-create-join-token") == {
-        "controller-install-controller", f"{worker}-install-nvidia"}
+        "controller-install-controller", f"{worker}-verify-boot"}
     assert deps(lab_plan, f"{worker}-join-worker") == {
-        f"{worker}-install-nvidia", f"{worker}-create-join-token"}
+        f"{worker}-verify-boot", f"{worker}-create-join-token"}
     assert deps(lab_plan, f"{worker}-admit-node") == {f"{worker}-join-worker"}
     assert f"{worker}-admit-node" in deps(lab_plan, f"{worker}-node-metadata")
 
 
 def test_controller_steps_run_in_order(lab_plan):
     assert deps(lab_plan, "controller-prepare-host") == {"controller-preflight"}
+    assert deps(lab_plan, "controller-reboot-if-needed") == {"controller-prepare-host"}
     assert deps(lab_plan, "controller-install-controller") == {
-        "controller-prepare-host", "lab-pki-ca-key", "lab-pki-ca-cert"}
+        "controller-verify-boot", "lab-pki-ca-key", "lab-pki-ca-cert"}
     # The admin kubeconfig is built from the program's CA; the API is used only once the
     # controller is installed.
     provider = lab_plan.of_type("pulumi:providers:kubernetes")[0]
@@ -177,9 +182,34 @@ def test_preview_artifacts_hold_no_secret(lab_plan, tmp_path):
     assert lab_plan.secrets
     names = {p.relative_to(tmp_path / "lab").as_posix() for p in written}
     assert {"plan.txt", "plan.json", "outputs.json", "kubeconfig/admin.template.yaml",
-            "hosts/moscow/01-preflight.sh", "hosts/moscow/05-join-worker.sh",
-            "hosts/controller/03-install-controller.sh"} <= names
+            "hosts/moscow/01-preflight.sh", "hosts/moscow/04-reboot-if-needed.sh",
+            "hosts/moscow/05-verify-boot.sh", "hosts/moscow/07-join-worker.sh",
+            "hosts/controller/05-install-controller.sh"} <= names
     for path in written:
         text = path.read_text()
         for secret in lab_plan.secrets:
             assert secret not in text, f"a secret is in {path}"
+
+
+def test_a_host_reboots_before_it_joins_and_ssh_waits_for_it(lab_plan):
+    from components.remote_step import dial_attempts_for
+
+    verify = lab_plan.named("moscow-verify-boot")
+    connection = lab_plan.redact(verify.inputs["connection"])
+    # The check that follows a reboot keeps dialing for tuning.rebootTimeoutSeconds.
+    assert connection["dialErrorLimit"] == dial_attempts_for(900) > 100
+    reboot = step_inputs(lab_plan.redact(lab_plan.named("moscow-reboot-if-needed").inputs["stdin"]))
+    assert (reboot["SSH_PORT"], reboot["REBOOT_TIMEOUT"]) == ("22", "900")
+    assert reboot["NVIDIA_DRIVER_BRANCH"] == "580" and reboot["DISABLE_IOMMU"] == "true"
+    assert step_inputs(lab_plan.redact(verify.inputs["stdin"]))["GPU_COUNT"] == "4"
+
+
+def test_a_stack_can_leave_reboots_to_its_admins():
+    values = bare_metal_config(workers=1)
+    values["tuning"] = {"rebootWhenNeeded": False}
+    plan = preview(values)
+    steps = {r.name for r in plan.of_type("command:remote:Command")}
+    assert not {s for s in steps if s.endswith("-reboot-if-needed")}
+    # The check still runs (and only warns while a reboot is pending).
+    assert deps(plan, "gpu000-verify-boot") == {"gpu000-install-nvidia"}
+    assert "gpu000-verify-boot" in deps(plan, "gpu000-join-worker")

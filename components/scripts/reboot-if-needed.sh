@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Reboots a host that is not in the cluster yet when a step left it needing one (kernel
+# arguments, the NVIDIA driver, nouveau), so it joins with what it was prepared for.
+# A host already in the cluster is never rebooted here: it gets a warning to drain it.
+set -euo pipefail
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=reboot-if-needed}"
+
+# Inputs (environment):
+#   SSH_PORT            the port the program reaches this host's sshd at.
+#   REBOOT_TIMEOUT      seconds the program waits for the host to come back; if the
+#                       reboot has not happened by then, SSH is let in again.
+#   NVIDIA_DRIVER_BRANCH, DISABLE_IOMMU, DISABLE_CPU_MITIGATIONS, EXTRA_KERNEL_ARGS
+#                       what a reboot is for (as prepare-host and install-nvidia get them);
+#                       only recorded, so that a change re-runs the step.
+#
+# The program's next step connects once the host is back. So that it cannot reach the
+# host in the seconds before the reboot, new SSH connections are refused until then (an
+# iptables rule, which the reboot clears; a timer removes it should the reboot not come).
+
+BOOT_ID_FILE=/var/lib/gpu-cluster/reboot/boot-id-before
+REBOOT_DELAY=2
+RULE=(INPUT -p tcp --dport "${SSH_PORT:-22}" -m conntrack --ctstate NEW -m comment
+  --comment gpu-cluster-reboot -j REJECT --reject-with tcp-reset)
+
+check_inputs() {
+  check_missing_env SSH_PORT REBOOT_TIMEOUT
+  : "${NVIDIA_DRIVER_BRANCH:=}" "${DISABLE_IOMMU:=}" "${DISABLE_CPU_MITIGATIONS:=}"
+  : "${EXTRA_KERNEL_ARGS:=}"
+  if [[ -n "${SSH_PORT:-}" ]] && ! [[ "$SSH_PORT" =~ ^[1-9][0-9]{0,4}$ && "$SSH_PORT" -le 65535 ]]; then
+    INPUT_PROBLEMS+=("SSH_PORT is not a port number: '$SSH_PORT'")
+  fi
+  if [[ -n "${REBOOT_TIMEOUT:-}" && ! "$REBOOT_TIMEOUT" =~ ^[1-9][0-9]{1,4}$ ]]; then
+    INPUT_PROBLEMS+=("REBOOT_TIMEOUT is not a number of seconds (10 or more): '$REBOOT_TIMEOUT'")
+  fi
+  die_on_input_problems
+}
+
+# in_cluster: k0s runs here already (a controller or a joined worker).
+in_cluster() {
+  [[ -f "$ROOT/etc/systemd/system/k0scontroller.service" ||
+    -f "$ROOT/etc/systemd/system/k0sworker.service" ]]
+}
+
+main() {
+  local boot_id
+  check_inputs
+  boot_id="$(<"$ROOT/proc/sys/kernel/random/boot_id")"
+  if [[ -f "$ROOT$BOOT_ID_FILE" && "$(<"$ROOT$BOOT_ID_FILE")" == "$boot_id" ]]; then
+    log "the reboot is already under way"
+    return 0
+  fi
+  if [[ ! -e "$ROOT$REBOOT_REQUIRED_FILE" ]]; then
+    remove_file "$BOOT_ID_FILE"
+    log "no reboot needed"
+    return 0
+  fi
+  if in_cluster; then
+    warn "a reboot is pending ($REBOOT_REQUIRED_FILE) but this host is in the cluster:" \
+      "drain it (kubectl drain $GPU_CLUSTER_HOST --ignore-daemonsets), reboot it, uncordon it"
+    return 0
+  fi
+  if ! command -v iptables >/dev/null 2>&1; then
+    die "iptables is not installed; it is needed to hold off SSH until the reboot"
+  fi
+  write_text "$BOOT_ID_FILE" 0644 "$boot_id"
+  if ! iptables -C "${RULE[@]}" 2>/dev/null; then
+    iptables -I "${RULE[@]}"
+  fi
+  systemd-run --unit=gpu-cluster-reboot-fallback --on-active="${REBOOT_TIMEOUT}s" \
+    iptables -D "${RULE[@]}"
+  systemd-run --unit=gpu-cluster-reboot --on-active="${REBOOT_DELAY}s" systemctl reboot
+  log "changed: rebooting in ${REBOOT_DELAY}s for what the earlier steps installed"
+}
+
+main "$@"
