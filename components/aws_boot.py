@@ -16,11 +16,14 @@ from email.mime.text import MIMEText
 import pulumi
 import pulumi_aws as aws
 
+from components.host_bootstrap import REBOOT_IF_NEEDED, VERIFY_BOOT, reboot_envs
 from components.remote_step import SSM_READER, DataFile, Script, render_step_functions
 from components.shell_text import without_comment_lines
+from config.model import StackConfig
 
 # EC2 refuses larger user data, even compressed.
 USER_DATA_LIMIT_BYTES = 16384
+EC2_SSH_PORT = 22
 BOOT_RUNNER = DataFile("boot/run-step.sh")
 
 
@@ -84,6 +87,16 @@ class BootReport:
 
     region: str
     status_parameter: str
+
+
+def reboot_boot_steps(settings: StackConfig, gpus: int) -> list[BootStep]:
+    """The reboot the steps before need (when the stack allows it) and the check after it,
+    at first boot: the parts after a reboot run at the next boot (boot/run-step.sh)."""
+    reboot_env, verify_env = reboot_envs(settings, gpus, EC2_SSH_PORT)
+    steps = [BootStep("verify-boot", VERIFY_BOOT, verify_env)]
+    if settings.tuning.reboot_when_needed:
+        steps.insert(0, BootStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env))
+    return steps
 
 
 def boot_user_data(host: str, steps: Sequence[BootStep], report: BootReport,

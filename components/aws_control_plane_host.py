@@ -14,11 +14,13 @@ import pulumi_tls as tls
 from cryptography.hazmat.primitives import serialization
 
 from components.aws_boot import (
+    EC2_SSH_PORT,
     BootReport,
     BootStep,
     boot_status_path,
     boot_user_data,
     instance_profile,
+    reboot_boot_steps,
     secret_parameter,
 )
 from components.aws_network import AwsNetwork, pinned_image
@@ -32,7 +34,6 @@ from config.model import Host, StackConfig
 
 INSTALL_SSH_HOST_KEY = Script("aws/install-ssh-host-key.sh")
 UBUNTU_SSH_USER = "ubuntu"
-EC2_SSH_PORT = 22
 # SSH reaches a new instance only once it has booted and installed its host key (a
 # minute or two after EC2 says "running"); until then every dial fails (refused, or the
 # boot's own host key) and is retried for this long.
@@ -157,6 +158,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             sans = [public_ip] if public_ip is not None else []
             steps += [
                 BootStep("prepare-host", PREPARE_HOST, prepare_host_env(settings)),
+                *reboot_boot_steps(settings, gpus=0),
                 BootStep("install-controller", boot.distribution.install_controller, {
                     **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
                                                        pulumi.Output.all(*sans)),

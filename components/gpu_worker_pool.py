@@ -17,6 +17,7 @@ from components.aws_boot import (
     instance_profile,
     multipart_gzip,
     multipart_gzip_base64,
+    reboot_boot_steps,
     render_boot_parts,
     secret_parameter,
 )
@@ -146,12 +147,14 @@ def token_parameter_name(settings: StackConfig, pool: WorkerPool) -> str:
 
 
 def pool_boot_steps(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> list[BootStep]:
-    """Host settings, the NVIDIA runtime (GPU pools), the k0s join, then the service that
-    removes the node when the pool lets the instance go."""
+    """Host settings, the NVIDIA runtime (GPU pools), the reboot those need and the check
+    after it, the k0s join, then the service that removes the node when the pool lets the
+    instance go."""
     steps = [BootStep("prepare-host", PREPARE_HOST, prepare_host_env(settings))]
     if pool.gpus:
         steps.append(BootStep("install-nvidia", INSTALL_NVIDIA,
                               install_nvidia_env(settings, distribution, pool.install_driver)))
+    steps += reboot_boot_steps(settings, pool.gpus)
     steps.append(BootStep("join-worker", distribution.join_worker, {
         **distribution.node_env(pool, ""),
         "K0S_JOIN_TOKEN": "",

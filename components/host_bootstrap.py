@@ -98,26 +98,18 @@ class HostBootstrap(pulumi.ComponentResource):
         reboots, for tuning.rebootTimeoutSeconds."""
         args = self._args
         tuning, host = args.settings.tuning, args.host
-        # What a reboot is for (the driver, the kernel arguments): a change re-runs both.
-        prepared = prepare_host_env(args.settings)
-        reason = {key: prepared[key] for key in REBOOT_REASONS}
-        reason["NVIDIA_DRIVER_BRANCH"] = (args.settings.nvidia.driver_branch
-                                          if host.gpus and args.settings.nvidia.install_driver
-                                          else "")
+        port = args.endpoint.port if args.endpoint else args.settings.ssh.port
+        gpus = host.gpus if args.settings.nvidia.install_driver else 0
+        reboot_env, verify_env = reboot_envs(args.settings, gpus, port)
         after = installed
         if tuning.reboot_when_needed:
-            port = args.endpoint.port if args.endpoint else args.settings.ssh.port
-            after = self.step("reboot-if-needed", REBOOT_IF_NEEDED, {
-                **reason, "SSH_PORT": str(port),
-                "REBOOT_TIMEOUT": str(tuning.reboot_timeout_seconds),
-            }, depends_on=[installed])
+            after = self.step("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env,
+                              depends_on=[installed])
         waiting = Ssh(connection_to(host, args.settings, args.endpoint,
                                     wait_seconds=tuning.reboot_timeout_seconds),
                       self.ssh.user)
         return run_step(host.name, "verify-boot", on=waiting, create=VERIFY_BOOT,
-                        env={**reason, "GPU_COUNT": str(host.gpus if args.settings.nvidia
-                                                        .install_driver else 0)},
-                        depends_on=[after], parent=self)
+                        env=verify_env, depends_on=[after], parent=self)
 
     def _create_serve_nfs(self, prepared: pulumi.Resource) -> remote.Command:
         settings = self._args.settings
@@ -139,6 +131,18 @@ def prepare_host_env(settings: StackConfig) -> dict[str, str]:
         "INOTIFY_MAX_USER_WATCHES": str(tuning.inotify_max_user_watches),
         "INSTALL_NFS_CLIENT": _flag(tuning.install_nfs_client),
     }
+
+
+def reboot_envs(settings: StackConfig, gpus: int, ssh_port: int) -> tuple[dict, dict]:
+    """The inputs of reboot-if-needed and verify-boot: what a reboot is for (the driver,
+    the kernel arguments; a change re-runs both), the SSH port held off until the reboot,
+    and the GPUs nvidia-smi must list after it."""
+    prepared = prepare_host_env(settings)
+    reason = {key: prepared[key] for key in REBOOT_REASONS}
+    reason["NVIDIA_DRIVER_BRANCH"] = settings.nvidia.driver_branch if gpus else ""
+    return ({**reason, "SSH_PORT": str(ssh_port),
+             "REBOOT_TIMEOUT": str(settings.tuning.reboot_timeout_seconds)},
+            {**reason, "GPU_COUNT": str(gpus)})
 
 
 def install_nvidia_env(settings: StackConfig, distribution: K0s,

@@ -64,13 +64,15 @@ main() {
   if ! command -v iptables >/dev/null 2>&1; then
     die "iptables is not installed; it is needed to hold off SSH until the reboot"
   fi
-  write_text "$BOOT_ID_FILE" 0644 "$boot_id"
   if ! iptables -C "${RULE[@]}" 2>/dev/null; then
     iptables -I "${RULE[@]}"
   fi
   systemd-run --unit=gpu-cluster-reboot-fallback --on-active="${REBOOT_TIMEOUT}s" \
     iptables -D "${RULE[@]}"
   systemd-run --unit=gpu-cluster-reboot --on-active="${REBOOT_DELAY}s" systemctl reboot
+  # Only once the reboot is certain: the boot id it leaves tells what comes next
+  # (verify-boot, a boot's later parts) that the reboot is under way.
+  write_text "$BOOT_ID_FILE" 0644 "$boot_id"
   log "changed: rebooting in ${REBOOT_DELAY}s for what the earlier steps installed"
 }
 

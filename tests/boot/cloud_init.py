@@ -183,7 +183,26 @@ def run_user_data(user_data_b64: str, workdir: Path, env: dict[str, str],
     if any(workdir.iterdir()):
         raise ValueError(f"{workdir} is not empty")
     _lay_out(workdir, b64decode(user_data_b64))
+    return _boot(workdir, env, stage_timeout)
 
+
+def boot_again(workdir: Path, env: dict[str, str], stage_timeout: float = 60) -> CloudInitRun:
+    """The next boot of the same instance in `workdir` (after run_user_data): cloud-init
+    finds its state from the first boot, as after a reboot. The run holds what this boot
+    added to the logs only."""
+    require_sandbox()
+    workdir = workdir.resolve()
+    (workdir / "exit-codes").unlink(missing_ok=True)
+    return _boot(workdir, env, stage_timeout)
+
+
+def _boot(workdir: Path, env: dict[str, str], stage_timeout: float) -> CloudInitRun:
+    cloud_dir, log_dir = workdir / "var" / "lib" / "cloud", workdir / "var" / "log"
+    # /run is a tmpfs on an instance: empty at every boot.
+    shutil.rmtree(workdir / "run")
+    (workdir / "run").mkdir()
+    offsets = {name: len(_read(log_dir / name))
+               for name in ("cloud-init.log", "cloud-init-output.log")}
     process = subprocess.run(
         [*_unshare(shutil.which("unshare")), "/bin/bash", str(SANDBOX_SCRIPT), str(workdir),
          str(stage_timeout)],
@@ -193,12 +212,11 @@ def run_user_data(user_data_b64: str, workdir: Path, env: dict[str, str],
     if process.returncode != 0:
         raise RuntimeError(f"the sandbox failed (exit code {process.returncode}):\n{console}")
 
-    cloud_dir, log_dir = workdir / "var" / "lib" / "cloud", workdir / "var" / "log"
-    log = _read(log_dir / "cloud-init.log")
+    log = _read(log_dir / "cloud-init.log")[offsets["cloud-init.log"]:]
     return CloudInitRun(
         exit_codes={name: int(code) for name, code in
                     (line.split() for line in _read(workdir / "exit-codes").splitlines())},
-        output=_read(log_dir / "cloud-init-output.log"),
+        output=_read(log_dir / "cloud-init-output.log")[offsets["cloud-init-output.log"]:],
         log=log,
         console=console,
         status=_read_json(cloud_dir / "data" / "status.json"),

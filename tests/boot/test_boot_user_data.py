@@ -24,7 +24,7 @@ from config import load as load_config
 from preview.engine import Plan, ResourceRecord, run_program
 from preview.report import step_inputs
 from preview.stack_file import read_stack
-from tests.boot.cloud_init import STAGES, CloudInitRun, run_user_data
+from tests.boot.cloud_init import STAGES, CloudInitRun, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host
 from tests.conftest import PROJECT_DIR
 
@@ -56,6 +56,8 @@ WORK = {
     "prepare-host": (r"^modprobe br_netfilter$", r"^sysctl --system$"),
     "install-nvidia": (r"^apt-get .* install .*nvidia-container-toolkit=",
                        r"^apt-mark hold .*nvidia-container-toolkit"),
+    "reboot-if-needed": (r"^systemd-run --unit=gpu-cluster-reboot --on-active=2s systemctl reboot$",),
+    "verify-boot": (),  # on GPU machines: r"^nvidia-smi -L$" (see work())
     "join-worker": (r"^k0s install worker ", r"^k0s start$"),
     "install-controller": (r"^k0s install controller ", r"^k0s start$",
                            r"^k0s kubectl get --raw=/readyz$"),
@@ -69,12 +71,16 @@ DONE = {
     "install-nvidia": "NVIDIA driver, container toolkit and containerd runtime configured",
     "join-worker": "ready: the k0sworker service to be active",
     "install-controller": "ready: the Kubernetes API",
+    "reboot-if-needed": "changed: rebooting in 2s for what the earlier steps installed",
+    "verify-boot": "boot verified: kernel arguments active",
     "watch-termination": "gpu-cluster-node-cleanup.service watches for this instance's "
                          "termination",
 }
 # A stub call (STUB_FAIL_CALL) only that step makes.
 FAIL = {"install-ssh-host-key": r"^systemctl try-restart ssh", "prepare-host":
-        r"^modprobe overlay$", "install-nvidia": r"^gpg ", "join-worker": r"^k0s install worker"}
+        r"^modprobe overlay$", "install-nvidia": r"^gpg ",
+        "reboot-if-needed": r"^systemd-run --unit=gpu-cluster-reboot-fallback ",
+        "verify-boot": r"^nvidia-smi -L$", "join-worker": r"^k0s install worker"}
 
 
 @functools.cache
@@ -121,18 +127,37 @@ def boots() -> list[Boot]:
 BOOTS = boots()
 
 
-def expected_steps(case: Boot) -> list[str]:
+def settings_of(case: Boot):
     stack_file = read_stack(PROJECT_DIR, case.stack)
-    settings = load_config(stack_file.config, stack_file.secret_keys, case.stack)
+    return load_config(stack_file.config, stack_file.secret_keys, case.stack)
+
+
+def gpus(case: Boot) -> int:
+    """GPUs the machine has (a pool's; the control plane has none)."""
+    if case.resource.type == INSTANCE:
+        return 0
+    [pool] = [p for p in settings_of(case).pools
+              if p.name == case.resource.inputs["tags"]["gpu-cluster/pool"]]
+    return pool.gpus
+
+
+def expected_steps(case: Boot) -> list[str]:
+    settings = settings_of(case)
+    reboot = ["reboot-if-needed", "verify-boot"]
     if case.resource.type == INSTANCE:
         # Only the cloud layout's control plane installs itself; every one installs the
         # SSH host key the program verifies.
-        return ["install-ssh-host-key", *(["prepare-host", "install-controller"]
+        return ["install-ssh-host-key", *(["prepare-host", *reboot, "install-controller"]
                                           if settings.layout == "cloud" else [])]
-    [pool] = [p for p in settings.pools
-              if p.name == case.resource.inputs["tags"]["gpu-cluster/pool"]]
-    return ["prepare-host", *(["install-nvidia"] if pool.gpus else []), "join-worker",
-            "watch-termination"]
+    return ["prepare-host", *(["install-nvidia"] if gpus(case) else []), *reboot,
+            "join-worker", "watch-termination"]
+
+
+def work(case: Boot, step: str) -> tuple[str, ...]:
+    """Stub calls that show `step` did its work on this machine."""
+    if step == "verify-boot" and gpus(case):
+        return (r"^nvidia-smi -L$",)
+    return WORK[step]
 
 
 def boot_status(case: Boot, host: StubHost) -> str:
@@ -156,11 +181,19 @@ def ssm_reads(case: Boot) -> list[tuple[str, str, str]]:
             for name, value in inputs.items() if name.endswith("_SSM_PARAMETER") and value]
 
 
-def run_boot(case: Boot, tmp_path: Path, **stub_controls: str) -> tuple[CloudInitRun, StubHost]:
-    """Runs the user data on a stubbed host that serves the SSM parameters it names."""
+def run_boot(case: Boot, tmp_path: Path, **stub_controls: str
+             ) -> tuple[CloudInitRun, StubHost, list[CloudInitRun]]:
+    """Boots the machine on a stubbed host that serves the SSM parameters it names; when a
+    step reboots it, boots it again as the reboot would. Returns the last boot's run, the
+    host, and every boot's run."""
     ssm = {(region, parameter): SSM_VALUES[name] for name, region, parameter in ssm_reads(case)}
     host = stub_host(tmp_path / "host", ssm)
-    return run_user_data(case.user_data, tmp_path / "sandbox", {**host.env, **stub_controls}), host
+    env = {**host.env, "STUB_GPU_COUNT": str(gpus(case)), **stub_controls}
+    runs = [run_user_data(case.user_data, tmp_path / "sandbox", env)]
+    if "rebooting in" in runs[0].output:
+        host.reboot()
+        runs.append(boot_again(tmp_path / "sandbox", env))
+    return runs[-1], host, runs
 
 
 def first_call(calls: list[str], pattern: str) -> Optional[int]:
@@ -184,20 +217,33 @@ def test_every_part_runs_in_order_and_completes(case, tmp_path):
     steps = case.steps
     assert steps == expected_steps(case)
 
-    run, host = run_boot(case, tmp_path)
+    run, host, runs = run_boot(case, tmp_path)
 
+    # The first boot runs the steps up to the reboot they need; the parts after it wait,
+    # and cloud-init runs them all again at the next boot.
+    first = runs[0]
+    rebooted = steps.index("reboot-if-needed") if "reboot-if-needed" in steps else len(steps)
+    assert len(runs) == (2 if rebooted < len(steps) else 1), report(first, steps)
+    assert [part.exit_code for part in first.parts] == [0] * len(steps), report(first, steps)
+    for later in steps[rebooted + 1:]:
+        assert f"gpu-cluster: {case.host}: {later}: runs after the reboot under way" \
+            in first.output, report(first, steps)
     # Every shell part, in the user data's order, exited 0.
     assert [part.text for part in run.parts] == case.scripts, report(run, steps)
     assert [part.exit_code for part in run.parts] == [0] * len(steps), report(run, steps)
     assert run.exit_codes == dict.fromkeys(STAGES, 0), report(run, steps)
     assert run.result["v1"]["errors"] == []
+    for step in steps[:rebooted + 1] if len(runs) == 2 else []:
+        assert f"gpu-cluster: {case.host}: {step}: completed in an earlier boot" in run.output
     for step in steps:
-        assert f"gpu-cluster: {case.host}: {step}: {DONE[step]}" in run.output, step
+        assert f"gpu-cluster: {case.host}: {step}: {DONE[step]}" in first.output + run.output, step
     # Each step's work, step after step.
     calls = host.calls()
-    positions = [[first_call(calls, pattern) for pattern in WORK[step]] for step in steps]
+    positions = [[first_call(calls, pattern) for pattern in work(case, step)] for step in steps]
     for step, found in zip(steps, positions):
-        assert None not in found, f"{step} did not call {WORK[step]}; calls:\n" + "\n".join(calls)
+        assert None not in found, f"{step} did not call {work(case, step)}; calls:\n" + \
+            "\n".join(calls)
+    positions = [found for found in positions if found]
     for earlier, later in zip(positions, positions[1:]):
         assert max(earlier) < min(later), "\n".join(calls)
     # The secrets read from SSM reached their files.
@@ -213,12 +259,13 @@ def test_every_part_runs_in_order_and_completes(case, tmp_path):
 
 
 @pytest.mark.parametrize("case,step", [pytest.param(case, step, id=f"{case.id}/{step}")
-                                       for case in BOOTS for step in case.steps[:-1]])
+                                       for case in BOOTS for step in case.steps[:-1]
+                                       if work(case, step) or step != "verify-boot"])
 def test_a_failed_step_stops_the_steps_after_it(case, step, tmp_path):
     steps = case.steps
     failed = steps.index(step)
 
-    run, host = run_boot(case, tmp_path, STUB_FAIL_CALL=FAIL[step])
+    run, host, _ = run_boot(case, tmp_path, STUB_FAIL_CALL=FAIL[step])
 
     # cloud-init starts every part whatever the earlier ones returned (cloudinit/subp.py
     # runparts), so each later part has to refuse on its own.
@@ -233,7 +280,7 @@ def test_a_failed_step_stops_the_steps_after_it(case, step, tmp_path):
         refusal = (rf"^gpu-cluster: {re.escape(case.host)}: {re.escape(later)}: "
                    rf".*\b{re.escape(previous)}\b")
         assert re.search(refusal, run.output, re.M), report(run, steps)
-        for pattern in WORK[later]:
+        for pattern in work(case, later):
             assert first_call(calls, pattern) is None, f"{later} ran: {pattern}"
     for name, target in SSM_TARGETS.items():
         if any(step_inputs(s).get(name) for s in case.scripts[failed + 1:]):

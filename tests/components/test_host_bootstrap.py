@@ -20,12 +20,19 @@ def _dependency_names(plan, name):
     return sorted(plan.by_urn[d].name for d in plan.custom_dependencies(resource))
 
 
+REBOOT = ["reboot-if-needed", "verify-boot"]
 CASES = [
     # (host, config change, expected steps in order)
-    ("gpu000", lambda v: None, ["gpu000-preflight", "gpu000-prepare-host", "gpu000-install-nvidia"]),
-    ("controller", lambda v: None, ["controller-preflight", "controller-prepare-host"]),
+    ("gpu000", lambda v: None,
+     ["gpu000-preflight", "gpu000-prepare-host", "gpu000-install-nvidia",
+      *(f"gpu000-{step}" for step in REBOOT)]),
+    ("controller", lambda v: None,
+     ["controller-preflight", "controller-prepare-host",
+      *(f"controller-{step}" for step in REBOOT)]),
     ("gpu000", lambda v: v.update(nvidia={"installDriver": False}),
-     ["gpu000-preflight", "gpu000-prepare-host"]),
+     ["gpu000-preflight", "gpu000-prepare-host", *(f"gpu000-{step}" for step in REBOOT)]),
+    ("gpu000", lambda v: v.update(tuning={"rebootWhenNeeded": False}),
+     ["gpu000-preflight", "gpu000-prepare-host", "gpu000-install-nvidia", "gpu000-verify-boot"]),
 ]
 
 

@@ -159,3 +159,39 @@ status() {
   assert_success
   assert_output_contains "warning: could not record the boot status 'ready' in SSM"
 }
+
+@test "boot runner: a step that reboots defers the later ones to the next boot, which skips what was done" {
+  local prepare reboot join
+  export CLOUD_INIT_DIR="$BATS_TEST_TMPDIR/cloud"
+  mkdir -p "$CLOUD_INIT_DIR/instance/sem"
+  : >"$CLOUD_INIT_DIR/instance/sem/config_scripts_user"
+  prepare="$(part prepare-host '' false 'echo prepared')"
+  # As reboot-if-needed leaves it once the reboot is scheduled.
+  reboot="$(part reboot-if-needed prepare-host false 'mkdir -p "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/reboot"; cat "$GPU_CLUSTER_ROOT/proc/sys/kernel/random/boot_id" >"$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/reboot/boot-id-before"')"
+  join="$(part join-worker reboot-if-needed true 'echo joined')"
+  run "$prepare"
+  assert_success
+  unset SSM_READER
+  run "$reboot"
+  assert_success
+  # cloud-init will run the parts again at the next boot.
+  [ ! -e "$CLOUD_INIT_DIR/instance/sem/config_scripts_user" ]
+  [ "$(status)" == "reboot-if-needed: rebooting; the next steps run after it" ]
+  run "$join"
+  assert_success
+  refute_output_contains joined
+  assert_output_contains "gpu-cluster: a10g: join-worker: runs after the reboot under way"
+
+  # The next boot.
+  echo 2b9e1c4d-5a6f-4e7d-8c9b-0a1b2c3d4e5f >"$GPU_CLUSTER_ROOT/proc/sys/kernel/random/boot_id"
+  run "$prepare"
+  assert_success
+  refute_output_contains prepared
+  assert_output_contains "gpu-cluster: a10g: prepare-host: completed in an earlier boot"
+  run "$reboot"
+  assert_output_contains "gpu-cluster: a10g: reboot-if-needed: completed in an earlier boot"
+  run "$join"
+  assert_success
+  assert_output_contains joined
+  [ "$(status)" == ready ]
+}

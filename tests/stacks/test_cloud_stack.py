@@ -59,8 +59,9 @@ def test_the_controller_installs_itself_at_boot_with_the_programs_ca(dev):
     [instance] = dev.of_type("aws:ec2/instance:Instance")
     scripts = boot_scripts_of(instance.inputs["userDataBase64"])
     assert [step_inputs(s)["GPU_CLUSTER_STEP"] for s in scripts] == [
-        "install-ssh-host-key", "prepare-host", "install-controller"]
-    install = step_inputs(scripts[2])
+        "install-ssh-host-key", "prepare-host", "reboot-if-needed", "verify-boot",
+        "install-controller"]
+    install = step_inputs(scripts[-1])
     assert install["K0S_CA_KEY"] == ""
     assert install["K0S_CA_KEY_SSM_PARAMETER"] == "/gpu-cluster/dev/control-plane/ca-key"
     assert install["K0S_CA_CERT"] == ca_cert(dev)
@@ -146,9 +147,9 @@ def test_user_data_boots_the_node_without_any_secret(dev):
         assert f"export K0S_JOIN_TOKEN_SSM_PARAMETER='/gpu-cluster/dev/{pool}/join-token'" in join
         assert "export AWS_REGION='us-west-2'" in join
         steps = [s.split("export GPU_CLUSTER_STEP='")[1].split("'")[0] for s in scripts]
-        expected = ["prepare-host", "install-nvidia", "join-worker"] if pool != "cpu" \
-            else ["prepare-host", "join-worker"]
-        assert steps == expected + ["watch-termination"]
+        expected = ["prepare-host", "install-nvidia"] if pool != "cpu" else ["prepare-host"]
+        assert steps == expected + ["reboot-if-needed", "verify-boot", "join-worker",
+                                    "watch-termination"]
 
 
 def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
@@ -158,6 +159,7 @@ def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
     assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'" in join
     assert "export NODE_IP=''" in join
     nvidia = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[1]
+    assert step_inputs(nvidia)["GPU_CLUSTER_STEP"] == "install-nvidia"
     assert "export INSTALL_DRIVER='false'" in nvidia  # the GPU image ships the driver
 
 

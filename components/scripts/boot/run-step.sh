@@ -9,6 +9,12 @@
 # SSM parameter BOOT_STATUS_PARAMETER/<instance id>, which the user can read with
 #   aws ssm get-parameters-by-path --path BOOT_STATUS_PARAMETER
 #
+# A step may reboot the instance (reboot-if-needed). The parts after it then wait for the
+# reboot, and cloud-init is made to run the parts again at the next boot: cloud-init runs
+# scripts_user once per instance unless its semaphore is gone (cloudinit/helpers.py
+# FileSemaphores; cloudinit/config/cc_scripts_user.py: frequency PER_INSTANCE). Steps that
+# completed in an earlier boot are not run again.
+#
 # Inputs (environment): GPU_CLUSTER_HOST, GPU_CLUSTER_STEP, BOOT_PREVIOUS_STEP (empty for
 # the first step), BOOT_LAST_STEP (true for the last), BOOT_STATUS_PARAMETER, AWS_REGION,
 # and in the first part only SSM_READER (the text of ssm-parameter.py), which it keeps in
@@ -30,8 +36,16 @@ gpu_cluster_boot_status() {
   gpu_cluster_boot_message "warning: could not record the boot status '$1' in SSM"
 }
 
+# gpu_cluster_rebooting: a step of this boot scheduled a reboot (reboot-if-needed.sh keeps
+# the boot id it is leaving).
+gpu_cluster_rebooting() {
+  local root="${GPU_CLUSTER_ROOT:-}" before="/var/lib/gpu-cluster/reboot/boot-id-before"
+  [[ -f "$root$before" && "$(<"$root$before")" == "$(<"$root/proc/sys/kernel/random/boot_id")" ]]
+}
+
 gpu_cluster_boot_step() {
   local dir="${GPU_CLUSTER_ROOT:-}/var/lib/gpu-cluster/boot" status=0
+  local semaphore="${CLOUD_INIT_DIR:-/var/lib/cloud}/instance/sem/config_scripts_user"
   mkdir -p "$dir"
   chmod 0700 "$dir"
   if [[ -n "${SSM_READER:-}" ]]; then
@@ -40,13 +54,20 @@ gpu_cluster_boot_step() {
     SSM_READER="$(<"$dir/ssm-parameter.py")"
   fi
   export SSM_READER
+  if gpu_cluster_rebooting; then
+    gpu_cluster_boot_message "runs after the reboot under way"
+    exit 0
+  fi
+  if [[ -e "$dir/$GPU_CLUSTER_STEP.done" ]]; then
+    gpu_cluster_boot_message "completed in an earlier boot"
+    exit 0
+  fi
   if [[ -n "$BOOT_PREVIOUS_STEP" && ! -e "$dir/$BOOT_PREVIOUS_STEP.done" ]]; then
     gpu_cluster_boot_message "not run: the step before it, $BOOT_PREVIOUS_STEP, did not complete"
     exit 1
   fi
   gpu_cluster_boot_message "boot step started"
   gpu_cluster_boot_status "$GPU_CLUSTER_STEP: running"
-  rm -f -- "$dir/$GPU_CLUSTER_STEP.done"
   # Not in a condition: `set -e` inside the step must stay in force.
   set +e
   (gpu_cluster_create </dev/null)
@@ -60,7 +81,10 @@ gpu_cluster_boot_step() {
   fi
   : >"$dir/$GPU_CLUSTER_STEP.done"
   gpu_cluster_boot_message "boot step completed"
-  if [[ "$BOOT_LAST_STEP" == true ]]; then
+  if gpu_cluster_rebooting; then
+    rm -f -- "$semaphore"
+    gpu_cluster_boot_status "$GPU_CLUSTER_STEP: rebooting; the next steps run after it"
+  elif [[ "$BOOT_LAST_STEP" == true ]]; then
     gpu_cluster_boot_status "ready"
   fi
 }
