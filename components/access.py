@@ -1,7 +1,8 @@
 """Who may use the cluster: a namespace per team with its quota and container defaults,
 and per user a client certificate signed by the cluster CA (never the admin's), bound to
-Kubernetes' admin/edit/view role in the user's namespaces. Each user's kubeconfig is a
-secret output and, on AWS layouts, an SSM SecureString the user can fetch."""
+Kubernetes' admin/edit/view role in the user's namespaces. Those roles also cover the job
+kinds the cluster installs (MPIJob; Trainer's TrainJob with Kubeflow). Each user's
+kubeconfig is a secret output and, on AWS layouts, an SSM SecureString the user can fetch."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,40 @@ GPU_QUOTA = "requests.nvidia.com/gpu"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-cluster"}
 # A `pulumi up` this close to a certificate's end issues a new one (at most 30 days).
 MAX_EARLY_RENEWAL_HOURS = 30 * 24
+
+# Kubernetes' built-in admin/edit/view roles have no rules of their own: the clusterrole
+# aggregation controller fills them from every ClusterRole carrying these labels, and `view`
+# is aggregated into `edit`, `edit` into `admin` (kubernetes
+# plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go, clusterRoles()). Upstream
+# operators label their roles only for Kubeflow's kubeflow-edit/-view (mpi-operator v0.8.0
+# deploy/v2beta1/mpi-operator.yaml: kubeflow-mpijobs-edit/-view), which users are not bound to.
+AGGREGATE_TO_EDIT = "rbac.authorization.k8s.io/aggregate-to-edit"
+AGGREGATE_TO_VIEW = "rbac.authorization.k8s.io/aggregate-to-view"
+# policy.go's Read and Write verb sets: edit writes, reading comes with view.
+READ_VERBS = ["get", "list", "watch"]
+WRITE_VERBS = ["create", "update", "patch", "delete", "deletecollection"]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """Custom resources users submit, for the built-in roles: edit may write `writable`,
+    view (and so edit and admin) may read `readable`. Status subresources stay read-only,
+    as for the built-in kinds (the controller owns status)."""
+
+    name: str
+    group: str
+    writable: tuple[str, ...]
+    readable: tuple[str, ...]
+
+
+# The MPI operator's CRD (mpijobs.kubeflow.org, with a status subresource).
+MPI_JOBS = JobKind("mpijobs", "kubeflow.org", ("mpijobs",), ("mpijobs", "mpijobs/status"))
+# Kubeflow Trainer v2 (kubeflow/manifests v1.11.0 applications/trainer): TrainJobs, and
+# the namespaced TrainingRuntimes they reference, which only admins of the cluster write,
+# as upstream's kubeflow-trainer-edit has it. ClusterTrainingRuntimes are cluster-scoped:
+# a namespace's roles cannot grant them; upstream lets every authenticated user read them.
+TRAIN_JOBS = JobKind("trainjobs", "trainer.kubeflow.org", ("trainjobs",),
+                     ("trainjobs", "trainjobs/status", "trainingruntimes"))
 
 
 @dataclass
@@ -53,6 +88,7 @@ class Access(pulumi.ComponentResource):
                  if args.kubeflow_profiles_after is not None else None)
         manifests = [obj for team in access.teams for obj in team_objects(team, owner)]
         manifests += [obj for user in access.users for obj in user_bindings(user)]
+        manifests += job_roles(job_kinds(args.settings))
         created = kube.apply_all(manifests, on_cluster)
         if owner is not None:
             self._create_kubeflow_profiles(owner, created)
@@ -162,3 +198,29 @@ def user_bindings(user: User) -> list[dict]:
                          "name": user.role},
              "subjects": subject}
             for namespace in user.namespaces]
+
+
+def job_kinds(settings: StackConfig) -> list[JobKind]:
+    """The job kinds whose CRDs this stack installs."""
+    kinds = [MPI_JOBS] if settings.mpi.operator else []
+    if settings.kubeflow is not None and "trainer" in settings.kubeflow.components:
+        kinds.append(TRAIN_JOBS)
+    return kinds
+
+
+def job_roles(kinds: list[JobKind]) -> list[dict]:
+    """Per job kind, a ClusterRole aggregated into the built-in view role (reading) and
+    one into edit (writing); both reach admin through edit."""
+    roles = []
+    for kind in kinds:
+        for suffix, label, resources, verbs in (
+                ("view", AGGREGATE_TO_VIEW, kind.readable, READ_VERBS),
+                ("edit", AGGREGATE_TO_EDIT, kind.writable, WRITE_VERBS)):
+            roles.append({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": f"gpu-cluster-{kind.name}-{suffix}",
+                             "labels": {**MANAGED_BY, label: "true"}},
+                "rules": [{"apiGroups": [kind.group], "resources": list(resources),
+                           "verbs": list(verbs)}],
+            })
+    return roles

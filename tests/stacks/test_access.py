@@ -1,6 +1,7 @@
 """Teams and users through the offline preview: namespaces with quotas and container
-defaults, role bindings per user, and per-user kubeconfigs whose real certificates are
-signed by the cluster CA (loading them with kubectl is in tests/distribute)."""
+defaults, role bindings per user, what those roles allow once Kubernetes has aggregated
+every ClusterRole the stack installs (tests/rbac.py), and per-user kubeconfigs whose real
+certificates are signed by the cluster CA (loading them with kubectl is in tests/distribute)."""
 
 import base64
 import datetime
@@ -17,6 +18,7 @@ from preview.engine import run_program
 from preview.report import write_artifacts
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR, bare_metal_config, preview, require_tool
+from tests.rbac import Rbac, Request, stack_rbac_objects, upstream_objects
 from tests.stacks.test_artifacts import validate_manifests
 
 ACCESS = {
@@ -108,9 +110,14 @@ def test_lab_access_objects_pass_kubernetes_validate_strict(tmp_path):
     validate = require_tool("kubernetes-validate")
     lab = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "lab"))
     write_artifacts(lab, tmp_path / "lab")
-    kinds = {path.name.split("-")[1] for path in validate_manifests(lab, tmp_path / "lab", validate)}
+    manifests = validate_manifests(lab, tmp_path / "lab", validate)
+    kinds = {path.name.split("-")[1] for path in manifests}
     assert {"namespace", "resourcequota", "limitrange", "rolebinding",
             "clusterrolebinding"} <= kinds
+    # The job kinds' roles the built-in roles aggregate (MPIJob, and Trainer with Kubeflow).
+    names = {path.name.split("-", 1)[1] for path in manifests}
+    assert {f"clusterrole-gpu-cluster-{kind}-{role}.yaml" for kind in ("mpijobs", "trainjobs")
+            for role in ("edit", "view")} <= names
 
 
 def test_on_aws_each_users_kubeconfig_is_a_secure_string_they_can_fetch():
@@ -178,3 +185,116 @@ def test_with_kubeflow_each_team_is_a_profile_the_controller_adopts():
         document = {"apiVersion": profile.inputs["apiVersion"], "kind": profile.inputs["kind"],
                     "metadata": profile.inputs["metadata"], "spec": profile.inputs["spec"]}
         assert not list(validator.iter_errors(document))
+
+
+# What the RBAC tests bind: each built-in role in a team namespace, and a cluster admin.
+RBAC_ACCESS = {
+    "teams": [{"name": "vision"}, {"name": "nlp"}],
+    "users": [{"name": "alice", "namespaces": ["vision"]},
+              {"name": "bob", "role": "view", "namespaces": ["vision"]},
+              {"name": "dana", "role": "admin", "namespaces": ["nlp"]},
+              {"name": "root", "role": "admin"}],
+}
+WRITE = ("create", "update", "patch", "delete", "deletecollection")
+READ = ("get", "list", "watch")
+
+
+@pytest.fixture(scope="module")
+def rbac_plan():
+    values = bare_metal_config(workers=1)
+    values["access"] = RBAC_ACCESS
+    return preview(values)
+
+
+def mpijobs(verb: str, namespace: str, subresource: str = "") -> Request:
+    return Request(verb, "kubeflow.org", "mpijobs", subresource, namespace=namespace)
+
+
+def test_upstream_alone_gives_the_built_in_roles_no_mpijobs(rbac_plan):
+    """Why the stack adds roles: mpi-operator v0.8.0 labels its roles only for Kubeflow's
+    kubeflow-edit/-view, so without the program's own, edit and admin users get nothing."""
+    objects = [o for o in stack_rbac_objects(rbac_plan)
+               if not (o["kind"] == "ClusterRole"
+                       and o["metadata"]["name"].startswith("gpu-cluster-mpijobs-"))]
+    assert {"kubeflow-mpijobs-edit", "mpi-operator"} <= {
+        o["metadata"]["name"] for o in objects if o["kind"] == "ClusterRole"}
+    rbac = Rbac.of(objects)
+    assert not rbac.allowed("alice", mpijobs("create", "vision"))
+    assert not rbac.allowed("dana", mpijobs("get", "nlp"))
+    assert rbac.allowed("alice", Request("create", "batch", "jobs", namespace="vision"))
+
+
+def test_edit_and_admin_users_submit_mpijobs_in_their_namespaces_only(rbac_plan):
+    """Aggregated from every ClusterRole the stack installs (its own and the pinned
+    mpi-operator manifest's) into Kubernetes' bootstrap edit/admin/view roles."""
+    rbac = Rbac.of(stack_rbac_objects(rbac_plan))
+    for user, namespace in (("alice", "vision"), ("dana", "nlp")):
+        for verb in WRITE + READ:
+            assert rbac.allowed(user, mpijobs(verb, namespace)), (user, verb)
+        assert rbac.allowed(user, mpijobs("get", namespace, "status"))
+        # Status belongs to the operator, as for the built-in kinds.
+        assert not rbac.allowed(user, mpijobs("update", namespace, "status"))
+    assert not rbac.allowed("alice", mpijobs("create", "nlp"))
+    assert not rbac.allowed("dana", mpijobs("create", "vision"))
+    assert rbac.allowed("root", mpijobs("create", "vision"))
+
+
+def test_view_users_read_mpijobs_but_cannot_submit_them(rbac_plan):
+    rbac = Rbac.of(stack_rbac_objects(rbac_plan))
+    for verb in READ:
+        assert rbac.allowed("bob", mpijobs(verb, "vision")), verb
+    assert rbac.allowed("bob", mpijobs("get", "vision", "status"))
+    for verb in WRITE:
+        assert not rbac.allowed("bob", mpijobs(verb, "vision")), verb
+    assert not rbac.allowed("bob", mpijobs("get", "nlp"))
+
+
+def test_edit_users_get_at_least_what_upstream_gives_kubeflow_edit_on_mpijobs(rbac_plan):
+    """Every verb upstream's kubeflow-mpijobs-edit/-view grant on MPIJobs themselves
+    reaches the built-in edit/view roles."""
+    rbac = Rbac.of(stack_rbac_objects(rbac_plan))
+    upstream = {o["metadata"]["name"]: o for o in stack_rbac_objects(rbac_plan)
+                if o["kind"] == "ClusterRole"}
+    for role, user in (("kubeflow-mpijobs-edit", "alice"), ("kubeflow-mpijobs-view", "bob")):
+        [rule] = upstream[role]["rules"]
+        assert "mpijobs" in rule["resources"]
+        for verb in rule["verbs"]:
+            assert rbac.allowed(user, mpijobs(verb, "vision")), (role, verb)
+
+
+def test_without_the_mpi_operator_no_mpijob_roles():
+    values = bare_metal_config(workers=1)
+    values["access"], values["mpi"] = RBAC_ACCESS, {"operator": False}
+    names = {o["metadata"]["name"] for o in stack_rbac_objects(preview(values))
+             if o["kind"] == "ClusterRole"}
+    assert not {n for n in names if "mpijobs" in n}
+
+
+TRAINER = "kubeflow-manifests-v1.11.0/applications/trainer/upstream/overlays/kubeflow-platform"
+
+
+def test_with_kubeflow_trainer_edit_users_submit_trainjobs(lab_plan):
+    """The lab stack installs Trainer v2; with Kubeflow's own roles (kubeflow-roles and the
+    trainer's, as its stages apply them) the built-in roles still need the program's."""
+    kubeflow = upstream_objects(f"{TRAINER}/kubeflow-trainer-roles.yaml") + upstream_objects(
+        "kubeflow-manifests-v1.11.0/common/kubeflow-roles/base/cluster-roles.yaml")
+    ours = stack_rbac_objects(lab_plan)
+    rbac = Rbac.of(ours + kubeflow)
+
+    def trainer(verb: str, resource: str, user: str) -> bool:
+        return rbac.allowed(user, Request(verb, "trainer.kubeflow.org", resource,
+                                          namespace="vision"))
+
+    for verb in WRITE + READ:
+        assert trainer(verb, "trainjobs", "alice"), verb
+    for verb in READ:
+        assert trainer(verb, "trainjobs", "bob") and trainer(verb, "trainingruntimes", "bob")
+        assert trainer(verb, "trainingruntimes", "alice")
+    assert not trainer("create", "trainjobs", "bob")
+    # Runtimes are the cluster admins' to write, as upstream's kubeflow-trainer-edit has it.
+    assert not trainer("create", "trainingruntimes", "alice")
+    assert rbac.allowed("alice", mpijobs("create", "vision"))
+    without = Rbac.of([o for o in ours if not o["metadata"]["name"].startswith(
+        "gpu-cluster-trainjobs-")] + kubeflow)
+    assert not without.allowed("alice", Request("create", "trainer.kubeflow.org", "trainjobs",
+                                                namespace="vision"))
