@@ -167,7 +167,7 @@ def _nfs_subdir(class_name: str, namespace: str, provisioner: str, account: str,
     # One provisioner pod at a time on the export.
     deployment["spec"]["strategy"] = {"type": "Recreate"}
     # The provisioner's own mount of the export goes through a static volume so it gets
-    # the same soft mount options (an inline `nfs:` volume would mount hard and hang).
+    # the same mount options as every volume (an inline `nfs:` volume takes none).
     root_labels = {"gpu-cluster/volume": f"{account}-root"}
     root_volume = {
         "apiVersion": "v1",

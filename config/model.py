@@ -25,6 +25,7 @@ from config.types import (
     IPv4Cidr,
     LabelKey,
     LabelValue,
+    NfsMountOptions,
     Port,
     SshPublicKey,
 )
@@ -205,9 +206,14 @@ class NfsBackend(Section):
     # ...or a host of this cluster that the program turns into the NFS server.
     host: Optional[DnsLabel] = None
     path: AbsolutePath = "/srv/gpu-cluster"
-    # soft/timeo/retrans: a dead server fails I/O after ~timeo*retrans instead of
-    # hanging every process that touches the mount.
-    mount_options: list[str] = ["nfsvers=4.1", "soft", "timeo=150", "retrans=3"]
+    # Hard: I/O waits for a server that is away and resumes, never failing half-done
+    # writes ("soft" timeouts "can cause silent data corruption", nfs(5)); databases
+    # (Katib's and Pipelines' MySQL) live here. AWS's recommended options for EFS
+    # (https://docs.aws.amazon.com/efs/latest/ug/mounting-fs-nfs-mount-settings.html)
+    # but noresvport: a Linux server's exports are `secure` by default (exports(5)) and
+    # refuse non-reserved source ports.
+    mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
+                                      "timeo=600", "retrans=2"]
     default: Optional[bool] = None
 
 
@@ -221,9 +227,9 @@ class EfsBackend(Section):
     # only for clusters whose data may go with them (the README has the procedure).
     protect: bool = True
     path: AbsolutePath = "/"
-    # EFS's recommended NFS options, but soft (see storage.nfs.mountOptions).
-    mount_options: list[str] = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "soft",
-                                "timeo=150", "retrans=3", "noresvport"]
+    # AWS's recommended NFS options for EFS, hard (see storage.nfs.mountOptions).
+    mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
+                                      "timeo=600", "retrans=2", "noresvport"]
     default: Optional[bool] = None
 
 

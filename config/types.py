@@ -90,6 +90,61 @@ def _absolute_path(value: str) -> str:
     return value.rstrip("/") or "/"
 
 
+# NFS mount options as nfs(5) spells them (nfs-utils 2.6,
+# https://man7.org/linux/man-pages/man5/nfs.5.html) and mount(8)'s generic ones that apply:
+# one option per list item (Kubernetes joins the list with commas into `mount -o`).
+_UINT = r"[0-9]{1,9}"
+_NFS_VALUED_OPTIONS = {
+    **dict.fromkeys(("nfsvers", "vers"), r"2|3|4(\.[0-2])?"),
+    **dict.fromkeys(("timeo", "retrans", "rsize", "wsize", "acregmin", "acregmax", "acdirmin",
+                     "acdirmax", "actimeo", "nconnect", "max_connect", "retry", "port",
+                     "mountport", "mountvers", "namlen", "minorversion"), _UINT),
+    "sec": r"(none|sys|krb5|krb5i|krb5p)(:(none|sys|krb5|krb5i|krb5p))*",
+    "lookupcache": r"all|none|pos|positive",
+    **dict.fromkeys(("proto", "mountproto"), r"udp6?|tcp6?|rdma6?"),
+    "local_lock": r"all|flock|posix|none",
+    "mounthost": r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?",
+    "clientaddr": r"[0-9A-Fa-f.:]{2,45}",
+}
+# Flags; those in one tuple set the same thing (the last one given would win).
+_NFS_FLAG_GROUPS = (
+    ("hard", "soft"), ("intr", "nointr"), ("ac", "noac"), ("bg", "fg"),
+    ("rdirplus", "nordirplus"), ("sharecache", "nosharecache"), ("resvport", "noresvport"),
+    ("fsc", "nofsc"), ("lock", "nolock"), ("cto", "nocto"), ("acl", "noacl"),
+    ("migration", "nomigration"), ("softreval", "nosoftreval"), ("sloppy",),
+    ("tcp", "udp", "rdma"), ("ro", "rw"), ("sync", "async"),
+    ("atime", "noatime", "relatime", "strictatime"), ("nodiratime",), ("nosuid",),
+    ("nodev",), ("noexec",), ("_netdev",),
+)
+_NFS_SETTING = {flag: group[0] for group in _NFS_FLAG_GROUPS for flag in group}
+_NFS_SETTING.update({"vers": "nfsvers", "tcp": "proto", "udp": "proto", "rdma": "proto"})
+
+
+def _nfs_mount_option(value: str) -> str:
+    name, equals, setting = value.partition("=")
+    pattern = _NFS_VALUED_OPTIONS.get(name)
+    if "," in value:
+        raise ValueError(f"'{value}' holds several options; list one option per item, like "
+                         f"{value.split(',')}")
+    if (pattern is None and (equals or name not in _NFS_SETTING)) or \
+            (pattern is not None and not re.fullmatch(pattern, setting)):
+        raise ValueError(f"'{value}' is not an NFS mount option of nfs(5), like hard, "
+                         "timeo=600 or nfsvers=4.1")
+    return value
+
+
+def _distinct_mount_options(options: list[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for option in options:
+        name = option.partition("=")[0]
+        setting = _NFS_SETTING.get(name, name)
+        if setting in seen:
+            raise ValueError(f"'{seen[setting]}' and '{option}' set the same mount option; "
+                             "keep one")
+        seen[setting] = option
+    return options
+
+
 def _duration(value: str) -> str:
     if not value or not _DURATION.match(value):
         raise ValueError(f"'{value}' is not a duration like 2h, 30m or 1h30m")
@@ -107,3 +162,5 @@ Duration = Annotated[str, AfterValidator(_duration)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
 Port = Annotated[int, Field(ge=1, le=65535)]
+NfsMountOption = Annotated[str, AfterValidator(_nfs_mount_option)]
+NfsMountOptions = Annotated[list[NfsMountOption], AfterValidator(_distinct_mount_options)]

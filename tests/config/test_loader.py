@@ -174,6 +174,19 @@ INVALID_CASES = [
      "not one of the configured hosts"),
     ("relative nfs path", _set("storage.nfs.path", "srv/nfs"), "gpu-cluster:storage.nfs.path",
      "not an absolute path"),
+    ("two mount options in one item", _set("storage.nfs.mountOptions", ["hard,timeo=600"]),
+     "gpu-cluster:storage.nfs.mountOptions[0]", "list one option per item"),
+    ("unknown mount option", _set("storage.nfs.mountOptions", ["hard", "tieo=600"]),
+     "gpu-cluster:storage.nfs.mountOptions[1]", "'tieo=600' is not an NFS mount option"),
+    ("mount option with a blank", _set("storage.nfs.mountOptions", ["hard timeo=600"]),
+     "gpu-cluster:storage.nfs.mountOptions[0]", "is not an NFS mount option"),
+    ("mount option value", _set("storage.nfs.mountOptions", ["nfsvers=4.1 ; reboot"]),
+     "gpu-cluster:storage.nfs.mountOptions[0]", "is not an NFS mount option"),
+    ("hard and soft", _set("storage.nfs.mountOptions", ["hard", "soft"]),
+     "gpu-cluster:storage.nfs.mountOptions", "'hard' and 'soft' set the same mount option"),
+    ("efs mount option", _set("storage", {"efs": {"mountTargetAddress": "10.0.1.10",
+                                                  "mountOptions": ["timeo=1m"]}}),
+     "gpu-cluster:storage.efs.mountOptions[0]", "'timeo=1m' is not an NFS mount option"),
     ("bad mig strategy", _set("gpu", {"migStrategy": "all"}), "gpu-cluster:gpu.migStrategy",
      "'none', 'single' or 'mixed'"),
     ("bad json", _set("network", "{lanCidr: }"), "gpu-cluster:network", "not valid structured config"),
@@ -291,6 +304,14 @@ def test_invalid_config_names_the_key_and_the_problem(valid, mutate, path, fragm
     mutate(values)
     problems = problems_of(values)
     assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
+
+
+def test_nfs_mount_options_take_what_nfs5_allows():
+    values = bare_metal_config()
+    options = ["nfsvers=4.2", "soft", "timeo=150", "retrans=3", "proto=tcp", "sec=krb5p:sys",
+               "lookupcache=positive", "nconnect=8", "noatime", "_netdev", "clientaddr=10.0.0.5"]
+    values["storage"]["nfs"]["mountOptions"] = options
+    assert load_values(values).storage.nfs.mount_options == options
 
 
 def test_a_valid_cloud_config_loads():

@@ -1,5 +1,5 @@
 """Add-ons under the mocks: GPUs only on GPU nodes, one default StorageClass, data
-retained, the MPI operator pinned and ordered after the nodes."""
+retained on hard NFS mounts, the MPI operator pinned and ordered after the nodes."""
 
 
 import pytest
@@ -117,11 +117,36 @@ def test_exactly_one_default_storage_class_and_data_is_retained(storage, classes
     for shared in (r for r in found if r.inputs["metadata"]["name"] in ("nfs", "efs")):
         assert shared.inputs["parameters"]["archiveOnDelete"] == "true"
         options = shared.inputs["mountOptions"]
-        assert "soft" in options and any(o.startswith("timeo=") for o in options)
-        assert any(o.startswith("retrans=") for o in options)
+        assert "hard" in options and "soft" not in options
         provisioners.add(shared.inputs["provisioner"])
     # Each shared backend has its own provisioner instance.
     assert len(provisioners) == len([c for c in classes if c in ("nfs", "efs")])
+
+
+# AWS's recommended NFS mount options for EFS
+# (https://docs.aws.amazon.com/efs/latest/ug/mounting-fs-nfs-mount-settings.html).
+AWS_EFS_OPTIONS = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard", "timeo=600",
+                   "retrans=2", "noresvport"]
+
+
+@pytest.mark.parametrize("storage, expected", [
+    ({"nfs": {"host": "controller"}}, [o for o in AWS_EFS_OPTIONS if o != "noresvport"]),
+    ({"efs": {"mountTargetAddress": "10.0.1.10"}}, AWS_EFS_OPTIONS),
+], ids=["nfs", "efs"])
+def test_volumes_and_the_provisioners_own_mount_are_hard_by_default(storage, expected):
+    """Hard mounts by default: a soft timeout "can cause silent data corruption" (nfs(5)),
+    and the databases of Katib and Pipelines live on these volumes."""
+    values = bare_metal_config(workers=1)
+    values["storage"] = storage
+    plan = preview(values)
+    [storage_class] = plan.of_type(STORAGE_CLASS)
+    assert default_classes(plan) == [storage_class.inputs["metadata"]["name"]]
+    [root_volume] = plan.of_type("kubernetes:core/v1:PersistentVolume")
+    assert root_volume.inputs["metadata"]["name"].endswith("-root")
+    for options in (storage_class.inputs["mountOptions"],
+                    root_volume.inputs["spec"]["mountOptions"]):
+        assert options == expected
+        assert "hard" in options and "soft" not in options
 
 
 def test_a_cluster_host_serves_nfs_before_the_provisioner_and_never_deletes_data():
@@ -177,8 +202,8 @@ def test_addons_wait_for_every_node():
 
 @pytest.mark.parametrize("storage, reason", [
     ({"nfs": {"host": "controller"}}, "StorageClass nfs: k8s-sigs.io/nfs-subdir-external-"
-     "provisioner, reclaim Retain, mount options nfsvers=4.1,soft,timeo=150,retrans=3 "
-     "(default: the only backend configured)"),
+     "provisioner, reclaim Retain, mount options nfsvers=4.1,rsize=1048576,wsize=1048576,"
+     "hard,timeo=600,retrans=2 (default: the only backend configured)"),
     ({"nfs": {"host": "controller"}, "localPath": {"default": True}},
      "StorageClass local-path: rancher.io/local-path, reclaim Retain, mount options - "
      "(default: gpu-cluster:storage.localPath.default is true)"),

@@ -156,8 +156,8 @@ def test_nfs_provisioner_matches_the_upstream_chart(tmp_path):
     assert {e["name"]: e["value"] for e in our_container["env"]} == chart_env
     assert our_container["volumeMounts"][0]["mountPath"] == \
         chart_container["volumeMounts"][0]["mountPath"]
-    # The provisioner mounts the export through a static volume with the same (soft)
-    # mount options, as the chart does when mount options are set.
+    # The provisioner mounts the export through a static volume with the same mount
+    # options, as the chart does when mount options are set.
     [our_volume] = by_kind(ours, "PersistentVolume")
     [chart_volume] = by_kind(objects, "PersistentVolume")
     for key in ("mountOptions", "nfs", "storageClassName", "volumeMode"):
