@@ -8,8 +8,8 @@ _HEREDOC = re.compile(r"(?<!<)<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1(?!<)")
 
 
 def without_comment_lines(script: str) -> str:
-    """`script` without its comment-only lines and indentation. Lines inside a
-    here-document or a quoted string that spans lines are kept as they are. The tests check, for every script, that
+    """`script` without its comment-only lines. Lines inside a here-document or a quoted
+    string that spans lines are kept as they are. The tests check, for every script, that
     bash parses the result to the same commands (`bash --pretty-print`)."""
     kept, heredocs, quote = [], [], ""
     for line in script.splitlines():
@@ -20,8 +20,7 @@ def without_comment_lines(script: str) -> str:
             continue
         if not quote and line.lstrip().startswith("#") and not line.startswith("#!"):
             continue
-        # Indentation outside strings is for readers only.
-        kept.append(line if quote else line.lstrip(" "))
+        kept.append(line)
         quote = _open_quote_after(line, quote)
         if not quote:
             code = _code_of(line)
