@@ -87,7 +87,7 @@ def _efs() -> dict:
 
 def _infiniband() -> dict:
     values = bare_metal_config(workers=2, gpus=4)
-    values["mpi"] = {"nccl": {"infiniband": True, "socketInterface": "ib0", "debug": "WARN"}}
+    values["mpi"] = {"nccl": {"infiniband": True, "socketInterface": "ib0", "debug": "TRACE"}}
     return values
 
 
@@ -141,7 +141,7 @@ CASES = {
                                       nccl=_nccl()),
     "efs-default": Case(_efs, {"gpu000": 4, "gpu001": 4}, storage_class="efs", nccl=_nccl()),
     "infiniband": Case(_infiniband, {"gpu000": 4, "gpu001": 4},
-                       nccl=_nccl(ifname="ib0", ib_disable="0", debug="WARN")),
+                       nccl=_nccl(ifname="ib0", ib_disable="0", debug="TRACE")),
     "mixed-interfaces": Case(_mixed_interfaces, {"gpu000": 4, "gpu001": 4},
                              nccl=_nccl(ifname=None)),
     # Two nodes run workloads, one has GPUs.
