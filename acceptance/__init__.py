@@ -17,10 +17,14 @@ carries the `gpu-acceptance` Namespace, so each one applies on its own):
     kubectl -n gpu-acceptance wait --for=condition=complete job/rwx-check --timeout=30m
     kubectl -n gpu-acceptance logs -l batch.kubernetes.io/job-name=rwx-check --prefix
 
-    # Every GPU worker together: Horovod's synthetic PyTorch benchmark over NCCL (MPI operator).
+    # Every GPU host together: nccl-tests' all_reduce_perf over NCCL (MPI operator); with
+    # mpi.nccl.infiniband it fails unless NCCL used its IB transport.
     kubectl apply -f build/<stack>/acceptance/mpijob-benchmark.yaml
-    kubectl -n gpu-acceptance wait --for=condition=Succeeded mpijob/horovod-benchmark --timeout=60m
-    kubectl -n gpu-acceptance logs job/horovod-benchmark-launcher
+    kubectl -n gpu-acceptance wait --for=condition=Succeeded mpijob/nccl-tests --timeout=60m
+    kubectl -n gpu-acceptance logs job/nccl-tests-launcher
+    # The same log read again outside the cluster (acceptance/nccl_results.py):
+    kubectl -n gpu-acceptance logs job/nccl-tests-launcher \
+        | python -m acceptance.nccl_results --network IB --nodes <GPU hosts>
 
 A failed check leaves a failed Job (`kubectl -n gpu-acceptance get jobs,pods`). Finished Jobs are
 removed after an hour; to run a check again sooner, delete its Jobs first, e.g.

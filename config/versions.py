@@ -40,7 +40,13 @@ BUSYBOX_IMAGE = "busybox:1.37.0"
 # Images of the acceptance workloads (files users apply after `pulumi up`).
 CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04"
 CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
-HOROVOD_IMAGE = "horovod/horovod:0.28.1"
+# NCCL's benchmark for the MPI check: NVIDIA/nccl-tests 2.18.3 built with MPI, NCCL 2.30.4,
+# CUDA 12.9.1 (Ampere to Blackwell; the R580 driver runs it), HPC-X OpenMPI and sshd: CoreWeave's
+# maintained image, listed in the "Docker Images" table of github.com/coreweave/nccl-tests
+# README.md (commit cb86553, May 2026); the tag's suffix is the commit it was built from. No
+# upstream source publishes its digest, so it is pinned by tag; a digest read from the registry
+# can be appended as "@sha256:...".
+NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu24.04-nccl2.30.4-1-2eedd7c"
 
 # Kubeflow: the kubeflow/manifests release (git tag) the Kubeflow stages are built from.
 # v1.11 ships Trainer v2, whose CRDs do not clash with the MPI operator's MPIJob.

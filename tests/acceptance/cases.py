@@ -16,12 +16,13 @@ ALL_FILES = ("gpu-smoke.yaml", "rwx-check.yaml", "mpijob-benchmark.yaml")
 GPU_TAINTS = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
               {"key": "dedicated", "value": "", "effect": "NoExecute"}]
 CPU_TAINTS = [{"key": "pool", "value": "cpu", "effect": "PreferNoSchedule"}]
+PROD_GPU_TAINTS = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
 
 
 @dataclass
 class Case:
-    # Stack config values (key -> value), or None for the lab stack file.
-    values: Optional[Callable[[], dict]]
+    # Stack config values (key -> value), or the name of a stack file (Pulumi.<name>.yaml).
+    values: "Callable[[], dict] | str"
     # GPU host that runs workloads -> its GPU count.
     gpu_hosts: dict[str, int]
     # Taints of every host that runs workloads (host -> taints).
@@ -31,12 +32,15 @@ class Case:
     rwx_mode: str = "cross-node"
     # Expected NCCL environment of the MPI workers (None: no MPIJob).
     nccl: Optional[dict[str, str]] = None
+    # RDMA device plugin resource each MPI worker asks for (None: sockets, no RDMA).
+    rdma_resource: Optional[str] = None
     # Value of EXPECTED_GPUS in the smoke Jobs: the host's count, or "" when GPUs are shared.
     gpu_count_checked: bool = True
 
 
-def _nccl(ifname: Optional[str] = "eno2", ib_disable: str = "1", debug: str = "INFO") -> dict:
-    env = {"NCCL_DEBUG": debug, "NCCL_IB_DISABLE": ib_disable}
+def _nccl(ifname: Optional[str] = "eno2", ib: bool = False, debug: str = "INFO") -> dict:
+    env = {"NCCL_DEBUG": debug, "NCCL_IB_DISABLE": "0" if ib else "1",
+           "NCCL_NET": "IB" if ib else "Socket", "NCCL_NET_PLUGIN": "none"}
     if ifname:
         env["NCCL_SOCKET_IFNAME"] = ifname
     return env
@@ -91,6 +95,12 @@ def _infiniband() -> dict:
     return values
 
 
+def _infiniband_one_worker() -> dict:
+    values = bare_metal_config(workers=1, gpus=8)
+    values["mpi"] = {"nccl": {"infiniband": True, "rdmaResource": "rdma/hca_shared_devices_a"}}
+    return values
+
+
 def _mixed_interfaces() -> dict:
     values = bare_metal_config(workers=2, gpus=4)
     values["hosts"][2]["interface"] = "enp65s0f0"
@@ -124,7 +134,12 @@ def _time_sliced() -> dict:
 
 
 CASES = {
-    "lab": Case(None, {"moscow": 4, "madrid": 4, "campos": 4}, nccl=_nccl()),
+    "lab": Case("lab", {"moscow": 4, "madrid": 4, "campos": 4}, nccl=_nccl()),
+    # Two 8-GPU servers on InfiniBand (hybrid: the VPN gateway runs workloads too).
+    "prod": Case("prod", {"gpu01": 8, "gpu02": 8},
+                 taints={"gpu01": PROD_GPU_TAINTS, "gpu02": PROD_GPU_TAINTS, "vpn-gw": []},
+                 storage_class="efs", nccl=_nccl(ifname="eno1", ib=True),
+                 rdma_resource="rdma/rdma_shared_device_a"),
     # The controller runs no kubelet: one node runs workloads.
     "one-worker": Case(lambda: bare_metal_config(workers=1, gpus=4), {"gpu000": 4},
                        rwx_mode="single-node", nccl=_nccl()),
@@ -141,7 +156,11 @@ CASES = {
                                       nccl=_nccl()),
     "efs-default": Case(_efs, {"gpu000": 4, "gpu001": 4}, storage_class="efs", nccl=_nccl()),
     "infiniband": Case(_infiniband, {"gpu000": 4, "gpu001": 4},
-                       nccl=_nccl(ifname="ib0", ib_disable="0", debug="TRACE")),
+                       nccl=_nccl(ifname="ib0", ib=True, debug="TRACE"),
+                       rdma_resource="rdma/rdma_shared_device_a"),
+    "infiniband-one-worker": Case(_infiniband_one_worker, {"gpu000": 8}, rwx_mode="single-node",
+                                  nccl=_nccl(ib=True),
+                                  rdma_resource="rdma/hca_shared_devices_a"),
     "mixed-interfaces": Case(_mixed_interfaces, {"gpu000": 4, "gpu001": 4},
                              nccl=_nccl(ifname=None)),
     # Two nodes run workloads, one has GPUs.
@@ -157,9 +176,9 @@ MPI_CASES = [name for name, case in CASES.items() if "mpijob-benchmark.yaml" in 
 
 
 def settings_of(case: Case) -> StackConfig:
-    if case.values is None:
-        stack = read_stack(PROJECT_DIR, "lab")
-        return load(stack.config, stack.secret_keys, stack="lab")
+    if isinstance(case.values, str):
+        stack = read_stack(PROJECT_DIR, case.values)
+        return load(stack.config, stack.secret_keys, stack=case.values)
     cli = as_cli_config(case.values())
     return load(cli.config, cli.secret_keys, stack="test")
 

@@ -229,7 +229,7 @@ def test_mpijob_runs_one_worker_per_gpu_host_with_the_smallest_gpu_count(name):
     assert launcher["replicas"] == 1
     assert worker_container["resources"]["limits"]["nvidia.com/gpu"] == slots
     args = launcher_container["args"]
-    assert launcher_container["command"] == ["mpirun"]
+    assert args[0] == "mpirun"
     assert args[args.index("-np") + 1] == str(workers * slots)
     worker_pod = worker["template"]["spec"]
     assert worker_pod["runtimeClassName"] == "nvidia"
@@ -259,18 +259,61 @@ def test_mpijob_launcher_needs_no_gpu_and_may_run_on_any_node(name):
 
 
 @pytest.mark.parametrize("name", MPI_CASES)
-def test_mpirun_runs_horovods_benchmark_with_the_usual_flags(name):
+def test_mpirun_runs_nccl_tests_all_reduce_perf_with_the_usual_flags(name):
     mpijob, _, _, launcher_container, worker_container = mpijob_parts(name)
     args = launcher_container["args"]
+    # The launcher script runs its arguments: mpirun ... all_reduce_perf ...
+    assert launcher_container["command"][:2] == ["bash", "-c"]
+    assert args[0] == "mpirun"
+    assert args[-9:] == ["/opt/nccl-tests/build/all_reduce_perf",
+                         "-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
     for run in (["-bind-to", "none"], ["-map-by", "slot"], ["-mca", "pml", "ob1"],
-                ["-mca", "btl", "^openib"], ["--allow-run-as-root"]):
+                ["-mca", "btl", "self,vader,tcp"], ["-mca", "coll_hcoll_enable", "0"],
+                ["-mca", "mca_base_param_files", "none"], ["--allow-run-as-root"]):
         assert contains_run(args, run), run
     assert {"LD_LIBRARY_PATH", "PATH"} <= exported(args)
-    assert "/horovod/examples/pytorch/pytorch_synthetic_benchmark.py" in args[-1]
-    assert launcher_container["image"] == worker_container["image"] == versions.HOROVOD_IMAGE
+    image = launcher_container["image"]
+    assert image == worker_container["image"] == versions.NCCL_TESTS_IMAGE
     run_policy = mpijob["spec"]["runPolicy"]
     assert run_policy["cleanPodPolicy"] == "Running"
     assert run_policy["activeDeadlineSeconds"] > 0 and run_policy["ttlSecondsAfterFinished"] > 0
+
+
+def test_the_benchmark_image_is_current_nccl_tests():
+    # Hopper (sm_90) needs CUDA 11.8 or later; the Horovod 0.28.1 image had CUDA 11.3.
+    match = re.fullmatch(r"ghcr\.io/coreweave/nccl-tests:(\d+)\.(\d+)\.\d+-devel-ubuntu\d+\.\d+"
+                         r"-nccl(\d+)\.(\d+)\.\d+-\d+-[0-9a-f]{7}(@sha256:[0-9a-f]{64})?",
+                         versions.NCCL_TESTS_IMAGE)
+    assert match, versions.NCCL_TESTS_IMAGE
+    cuda, nccl = (int(match[1]), int(match[2])), (int(match[3]), int(match[4]))
+    assert cuda >= (12, 0) and nccl >= (2, 30)
+    assert not hasattr(versions, "HOROVOD_IMAGE")
+
+
+@pytest.mark.parametrize("name", MPI_CASES)
+def test_infiniband_workers_get_rdma_devices_ipc_lock_and_a_transport_check(name):
+    case = CASES[name]
+    mpijob, _, worker, launcher_container, worker_container = mpijob_parts(name)
+    limits = worker_container["resources"]["limits"]
+    launcher_env, worker_env = env_of(launcher_container), env_of(worker_container)
+    note = mpijob["metadata"]["annotations"]["gpu-cluster/check"]
+    assert launcher_env["CHECK_NODES"] == str(len(case.gpu_hosts))
+    if case.rdma_resource:
+        assert limits == {"nvidia.com/gpu": min(case.gpu_hosts.values()), case.rdma_resource: 1}
+        assert worker_container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+        assert (worker_env["RDMA"], worker_env["RDMA_RESOURCE"]) == ("true", case.rdma_resource)
+        assert launcher_env["CHECK_NETWORK"] == "IB"
+        assert "InfiniBand" in note and case.rdma_resource in note
+    else:
+        assert set(limits) == {"nvidia.com/gpu"}
+        assert "securityContext" not in worker_container
+        assert worker_env["RDMA"] == "false"
+        assert launcher_env["CHECK_NETWORK"] == ""
+        assert "InfiniBand" not in note and " IB" not in note
+    # The RDMA devices come from the device plugin, not from privileges or host paths.
+    pod = worker["template"]["spec"]
+    assert "privileged" not in str(pod)
+    assert all("hostPath" not in volume for volume in pod["volumes"])
 
 
 @pytest.mark.parametrize("name", MPI_CASES)
@@ -296,6 +339,7 @@ def test_workers_sshd_port_is_the_one_mpirun_connects_to(name):
     port = int(re.search(r"-p (\d+)", rsh_args).group(1))
     assert port != 22  # the host's own sshd has it: workers use the host network
     assert worker["template"]["spec"]["hostNetwork"] is True
-    assert f"-p {port} " in worker_container["command"][-1]
+    assert '-p "$SSH_PORT" ' in worker_container["command"][-1]
+    assert env_of(worker_container)["SSH_PORT"] == str(port)
     assert [p["containerPort"] for p in worker_container["ports"]] == [port]
     assert worker_container["readinessProbe"]["tcpSocket"]["port"] == port
