@@ -10,11 +10,11 @@ UNIT_FILE="/etc/systemd/system/$UNIT.service"
 
 delete() {
   if [[ -f "$ROOT$UNIT_FILE" ]]; then
-    systemctl disable --now "$UNIT" >&2 || warn "could not stop $UNIT"
+    systemd_disable --now "$UNIT" >&2 || warn "could not stop $UNIT"
   fi
   remove_file "$UNIT_FILE"
   if ((FILE_CHANGED)); then
-    systemctl daemon-reload
+    systemd_reload
   fi
 }
 

@@ -47,12 +47,12 @@ create() {
   check_inputs
   write_text "$UNIT_FILE" 0644 "$(unit_text)"
   if ((FILE_CHANGED)); then
-    systemctl daemon-reload
-    systemctl enable "$UNIT" >&2
+    systemd_reload
+    systemd_enable "$UNIT" >&2
     systemctl restart "$UNIT"
     log "changed: $UNIT forwards $LISTEN_ADDRESS:$LISTEN_PORT to $GATEWAY_NAMESPACE/$GATEWAY_SERVICE"
   else
-    systemctl enable --now "$UNIT" >&2
+    systemd_enable --now "$UNIT" >&2
     log "unchanged: $UNIT"
   fi
 }

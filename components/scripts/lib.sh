@@ -344,8 +344,13 @@ read_ssm_parameter() {
 
 # apt_get ARGS...: non-interactive apt-get that waits for the dpkg lock (cloud
 # images often run unattended-upgrades right after boot) and keeps locally
-# changed config files instead of asking.
+# changed config files instead of asking. Package scripts run `systemctl daemon-reload`
+# (debhelper's postinst snippets), so everything but `update` links the NVIDIA devices
+# first (see ensure_nvidia_dev_char_links).
 apt_get() {
+  if [[ "${1:-}" != update ]]; then
+    ensure_nvidia_dev_char_links
+  fi
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"
 }
@@ -370,4 +375,102 @@ package_installed() {
 package_version() {
   # shellcheck disable=SC2016 # ${Version} is a dpkg-query field, not a shell variable
   dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true
+}
+
+# upstream_version VERSION: the upstream part of a Debian version (no epoch, no
+# Debian revision): 1:580.95.05-0ubuntu0.24.04.2 -> 580.95.05.
+upstream_version() {
+  local version=${1#*:}
+  printf '%s\n' "${version%-*}"
+}
+
+# count_nvswitches: NVSwitch devices on the PCI bus: NVIDIA (vendor 0x10de) devices of
+# class 0x068000 (bridge, other), the class the NVIDIA driver's nvidia-nvswitch binds
+# (open-gpu-kernel-modules, kernel-open/nvidia/linux_nvswitch.c, nvswitch_pci_table:
+# PCI_VENDOR_ID_NVIDIA, PCI_CLASS_BRIDGE_OTHER << 8). HGX A100/H100/H200 boards have them;
+# their GPUs run CUDA only once Fabric Manager has set up the NVSwitch fabric.
+count_nvswitches() {
+  local device count=0
+  for device in "$ROOT"/sys/bus/pci/devices/*; do
+    if [[ -r "$device/vendor" && -r "$device/class" && "$(<"$device/vendor")" == 0x10de &&
+      "$(<"$device/class")" == 0x068000 ]]; then
+      count=$((count + 1))
+    fi
+  done
+  echo "$count"
+}
+
+# Running GPU containers keep their devices across a systemd reload only when every
+# NVIDIA device node has its /dev/char/MAJOR:MINOR link: with the systemd cgroup driver,
+# runc hands systemd a container's device rules as /dev/char paths and leaves out the
+# paths that do not exist (opencontainers/runc#3708); NVIDIA's driver creates no such
+# links, so when systemd next reloads its units it re-applies the shorter list and the
+# containers fail with "Failed to initialize NVML: Unknown Error" (NVIDIA/gpu-operator#485,
+# NVIDIA/nvidia-container-toolkit#48). Every step that makes systemd reload
+# (daemon-reload; enable and disable reload implicitly, systemctl(1) --no-reload; package
+# scripts; `k0s install`) therefore calls ensure_nvidia_dev_char_links first, through
+# systemd_reload, systemd_enable, systemd_disable and apt_get.
+
+# nvidia_dev_char_missing: "MAJOR:MINOR PATH" for every NVIDIA device node (under /dev and
+# /dev/nvidia-caps) whose /dev/char link is missing.
+nvidia_dev_char_missing() {
+  local node numbers link
+  for node in "$ROOT"/dev/nvidia* "$ROOT"/dev/nvidia-caps/*; do
+    [[ -c "$node" ]] || continue
+    numbers="$(stat -c '%t %T' -- "$node")"
+    link="$((16#${numbers% *})):$((16#${numbers#* }))"
+    if [[ ! -L "$ROOT/dev/char/$link" && ! -e "$ROOT/dev/char/$link" ]]; then
+      printf '%s %s\n' "$link" "${node#"$ROOT"}"
+    fi
+  done
+}
+
+# ensure_nvidia_dev_char_links: every NVIDIA device node has its /dev/char link. Does
+# nothing on hosts without NVIDIA device nodes (no driver loaded: no GPU containers).
+# Uses NVIDIA's `nvidia-ctk system create-dev-char-symlinks --create-all` when the
+# toolkit is installed, then links whatever is still missing itself (no toolkit yet, or
+# an nvidia-ctk too old for the driver).
+ensure_nvidia_dev_char_links() {
+  local missing link path
+  missing="$(nvidia_dev_char_missing)"
+  if [[ -z "$missing" ]]; then
+    return 0
+  fi
+  if command -v nvidia-ctk >/dev/null 2>&1; then
+    if ! nvidia-ctk system create-dev-char-symlinks --create-all >&2; then
+      warn "nvidia-ctk could not create the /dev/char links; linking the device nodes directly"
+    fi
+    missing="$(nvidia_dev_char_missing)"
+  fi
+  if [[ -n "$missing" ]]; then
+    mkdir -p -- "$ROOT/dev/char"
+    while read -r link path; do
+      ln -s -- "$path" "$ROOT/dev/char/$link"
+    done <<<"$missing"
+  fi
+  missing="$(nvidia_dev_char_missing)"
+  if [[ -n "$missing" ]]; then
+    die "could not link the NVIDIA device nodes in /dev/char (${missing//$'\n'/, });" \
+      "a systemd reload now would take the GPUs from running containers"
+  fi
+  log "changed: linked the NVIDIA device nodes in /dev/char, so systemd reloads leave" \
+    "running GPU containers their devices"
+}
+
+# systemd_reload: `systemctl daemon-reload`, once the NVIDIA devices are linked.
+systemd_reload() {
+  ensure_nvidia_dev_char_links
+  systemctl daemon-reload
+}
+
+# systemd_enable ARGS... / systemd_disable ARGS...: `systemctl enable|disable ARGS`, which
+# reload systemd too, once the NVIDIA devices are linked.
+systemd_enable() {
+  ensure_nvidia_dev_char_links
+  systemctl enable "$@"
+}
+
+systemd_disable() {
+  ensure_nvidia_dev_char_links
+  systemctl disable "$@"
 }

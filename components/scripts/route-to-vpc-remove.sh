@@ -20,12 +20,12 @@ main() {
     log "changed: stopped $UNIT"
   fi
   if systemctl is-enabled --quiet "$UNIT"; then
-    systemctl disable "$UNIT"
+    systemd_disable "$UNIT"
     log "changed: disabled $UNIT"
   fi
   remove_file "$UNIT_FILE"
   if ((FILE_CHANGED)); then
-    systemctl daemon-reload
+    systemd_reload
     log "changed: reloaded systemd units (daemon-reload)"
   fi
   follow_up_done "restart-$UNIT"

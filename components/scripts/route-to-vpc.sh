@@ -105,11 +105,11 @@ remove_old_routes() {
 ensure_unit() {
   local cidr missing=()
   if ((UNIT_CHANGED)); then
-    systemctl daemon-reload
+    systemd_reload
     log "changed: reloaded systemd units (daemon-reload)"
   fi
   if ! systemctl is-enabled --quiet "$UNIT"; then
-    systemctl enable "$UNIT"
+    systemd_enable "$UNIT"
     log "changed: enabled $UNIT"
   fi
   if ! systemctl is-active --quiet "$UNIT"; then

@@ -104,7 +104,7 @@ ensure_server_running() {
     log "$NFS_SERVICE is already enabled and running"
     return 0
   fi
-  systemctl enable --now "$NFS_SERVICE"
+  systemd_enable --now "$NFS_SERVICE"
   log "changed: enabled and started $NFS_SERVICE"
 }
 

@@ -112,10 +112,42 @@ export_ssm_reader() {
   export SSM_READER
 }
 
-# installed_package NAME VERSION: dpkg-query reports NAME as installed.
+# installed_package NAME VERSION: dpkg-query reports NAME as installed (and, for the
+# container toolkit's base package, nvidia-ctk is on PATH).
 installed_package() {
   mkdir -p "${STUB_STATE:?}/dpkg"
   echo "$2" >"$STUB_STATE/dpkg/$1"
+  if [[ "$1" == nvidia-container-toolkit-base ]]; then
+    ln -sf "$TESTS_DIR/stubs/stub" "$BATS_TEST_TMPDIR/bin/nvidia-ctk"
+  fi
+}
+
+# nvidia_driver_loaded VERSION: the NVIDIA driver VERSION is loaded (nvidia-smi reports it)
+# and its device nodes exist, none linked in /dev/char yet: a running GPU node as NVIDIA's
+# driver leaves it (see stubs/stub, load_nvidia).
+nvidia_driver_loaded() {
+  echo "$1" >"${STUB_STATE:?}/nvidia-driver-version"
+  # The stubbed modprobe, unlogged: the test's own set-up, not a call of the script.
+  STUB_CALLS=/dev/null "$BATS_TEST_TMPDIR/bin/modprobe" nvidia
+}
+
+# add_nvswitches N: N NVSwitches on the PCI bus (NVIDIA, class 0x068000), as on an HGX
+# A100 board (six).
+add_nvswitches() {
+  local i
+  for ((i = 0; i < $1; i++)); do
+    add_pci_device "0000:c$i:00.0" 0x10de 0x068000
+  done
+}
+
+# refute_gpu_detached: no call made systemd reload while an NVIDIA device node had no
+# /dev/char link (see stubs/stub, note_reload).
+refute_gpu_detached() {
+  if [[ -s "$STUB_STATE/gpu-detached" ]]; then
+    printf 'systemd reloaded with NVIDIA devices not linked in /dev/char:\n%s\n' \
+      "$(<"$STUB_STATE/gpu-detached")" >&2
+    return 1
+  fi
 }
 
 # run_script PATH [ARGS]: runs a step script standalone, as the tests do.

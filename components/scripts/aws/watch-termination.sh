@@ -75,9 +75,9 @@ WantedBy=multi-user.target
 EOT
   changed=$((changed | FILE_CHANGED))
   if needs_follow_up "$changed" "restart-$UNIT"; then
-    systemctl daemon-reload
+    systemd_reload
     log "changed: reloaded systemd units (daemon-reload)"
-    systemctl enable "$UNIT"
+    systemd_enable "$UNIT"
     systemctl restart "$UNIT"
     log "changed: started $UNIT"
   elif ! systemctl is-active --quiet "$UNIT"; then

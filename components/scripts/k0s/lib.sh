@@ -172,6 +172,9 @@ k0s_ensure_service() {
   local role=$1 restart=$2 service
   shift 2
   service="$(k0s_service_name "$role")"
+  # `k0s install` enables its unit and reloads systemd (kardianos/service,
+  # service_systemd_linux.go Install): a GPU node's devices must be linked first.
+  ensure_nvidia_dev_char_links
   if ! k0s_service_installed "$service"; then
     log "installing the $service service"
     k0s install "$role" "$@" >&2
@@ -179,7 +182,7 @@ k0s_ensure_service() {
   elif k0s_service_args_changed "$service" "$role" "$@"; then
     log "the $service service arguments changed; reinstalling it"
     k0s install "$role" --force "$@" >&2
-    systemctl daemon-reload
+    systemd_reload
     restart=1
     log "changed: reinstalled the $service service"
   else

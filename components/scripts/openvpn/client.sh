@@ -69,7 +69,7 @@ Restart=on-failure
 RestartSec=10s
 EOF
   if needs_follow_up "$FILE_CHANGED" daemon-reload-vpn; then
-    systemctl daemon-reload
+    systemd_reload
     follow_up_done daemon-reload-vpn
     log "changed: reloaded systemd units (daemon-reload)"
   fi

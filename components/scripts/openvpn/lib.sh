@@ -133,7 +133,7 @@ openvpn_ensure_service() {
   if systemctl is-enabled --quiet "$VPN_UNIT"; then enabled=1; fi
   if systemctl is-active --quiet "$VPN_UNIT"; then active=1; fi
   if ((!enabled)); then
-    systemctl enable "$VPN_UNIT"
+    systemd_enable "$VPN_UNIT"
     log "changed: enabled $VPN_UNIT"
   fi
   if ((!active)); then

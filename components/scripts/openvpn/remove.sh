@@ -28,7 +28,7 @@ stop_unit() {
     log "$VPN_UNIT is not running"
   fi
   if systemctl is-enabled --quiet "$VPN_UNIT"; then
-    systemctl disable "$VPN_UNIT"
+    systemd_disable "$VPN_UNIT"
     log "changed: disabled $VPN_UNIT"
   fi
 }
@@ -47,7 +47,7 @@ remove_dropin() {
   remove_file "$VPN_DROPIN_FILE"
   if ((FILE_CHANGED)); then
     rmdir -- "$ROOT${VPN_DROPIN_FILE%/*}" 2>/dev/null || true
-    systemctl daemon-reload
+    systemd_reload
     log "changed: reloaded systemd units (daemon-reload)"
   fi
 }
