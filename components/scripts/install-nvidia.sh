@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# GPU hosts only: Ubuntu's NVIDIA server driver, the pinned NVIDIA Container Toolkit
-# from NVIDIA's apt repository, and the containerd drop-in that k0s picks up to
-# offer the nvidia runtime. Never reboots; flags /var/run/reboot-required instead.
+# GPU hosts only: Ubuntu's NVIDIA server driver (with Fabric Manager on NVSwitch hosts),
+# the pinned NVIDIA Container Toolkit, the /dev/char links and the containerd drop-in k0s
+# picks up to offer the nvidia runtime. Never reboots; flags /var/run/reboot-required.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -13,11 +13,21 @@ NVIDIA_SOURCES_LIST=/etc/apt/sources.list.d/nvidia-container-toolkit.list
 NOUVEAU_BLACKLIST=/etc/modprobe.d/gpu-cluster-blacklist-nouveau.conf
 TOOLKIT_PACKAGES=(nvidia-container-toolkit nvidia-container-toolkit-base
   libnvidia-container-tools libnvidia-container1)
+# NVIDIA's rule (NVIDIA/nvidia-docker#1671, NVIDIA/gpu-operator#485): whenever the driver
+# binds, at every boot, link its device nodes in /dev/char. Under /etc, where local rules
+# go and override a packaged file of the same name (udev(7)).
+DEV_CHAR_RULE_FILE=/etc/udev/rules.d/71-nvidia-dev-char.rules
+FABRIC_MANAGER_UNIT=nvidia-fabricmanager.service
 
 check_inputs() {
+  : "${INSTALL_DRIVER:=true}" "${NVSWITCH:=auto}"
   require_env NVIDIA_DRIVER_BRANCH NVIDIA_CONTAINER_TOOLKIT_VERSION CONTAINERD_DROPIN_PATH \
     CONTAINERD_DROPIN_CONTENT
   require_uint NVIDIA_DRIVER_BRANCH
+  require_bool INSTALL_DRIVER
+  if [[ ! "$NVSWITCH" =~ ^(auto|true|false)$ ]]; then
+    die "NVSWITCH must be auto, true or false, got '$NVSWITCH'"
+  fi
   if [[ ! "$NVIDIA_CONTAINER_TOOLKIT_VERSION" =~ ^[0-9][0-9A-Za-z.+~:-]*$ ]]; then
     die "NVIDIA_CONTAINER_TOOLKIT_VERSION '$NVIDIA_CONTAINER_TOOLKIT_VERSION' is not an apt version"
   fi
@@ -35,6 +45,17 @@ driver_version() {
   fi
   if version="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null)"; then
     printf '%s\n' "${version%%$'\n'*}"
+  fi
+}
+
+# module_version: the version of the loaded nvidia kernel module (the driver sets it,
+# MODULE_VERSION(NV_VERSION_STRING), and sysfs shows it), or nothing. Unlike nvidia-smi's,
+# it is known while newer packages wait for a reboot.
+module_version() {
+  if [[ -r "$ROOT/sys/module/nvidia/version" ]]; then
+    printf '%s\n' "$(<"$ROOT/sys/module/nvidia/version")"
+  elif [[ -d "$ROOT/sys/module/nvidia" ]]; then
+    driver_version
   fi
 }
 
@@ -159,17 +180,227 @@ configure_runtime() {
   write_text "$CONTAINERD_DROPIN_PATH" 0644 "$CONTAINERD_DROPIN_CONTENT"
 }
 
+# link_device_nodes: NVIDIA's udev rule for the boots to come and, with the driver loaded,
+# the links now. nvidia-ctk --create-all also links the nodes the driver creates later
+# (nvidia-uvm on first use), which a container started before the next boot may get; it
+# only adds links that are missing.
+link_device_nodes() {
+  local before after
+  write_file "$DEV_CHAR_RULE_FILE" 0644 <<'EOF'
+# Managed by gpu-cluster (install-nvidia): NVIDIA's rule linking the driver's device
+# nodes in /dev/char, so a systemd reload leaves running GPU containers their devices.
+ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all"
+EOF
+  if [[ ! -d "$ROOT/sys/module/nvidia" ]]; then
+    log "the NVIDIA driver is not loaded yet; the udev rule links its device nodes when it is"
+    return 0
+  fi
+  before="$(dev_char_links)"
+  make_temp_dir
+  # Its log names every possible link, made or already there: shown only on failure.
+  if ! nvidia-ctk system create-dev-char-symlinks --create-all >"$TEMP_DIR/nvidia-ctk" 2>&1; then
+    cat "$TEMP_DIR/nvidia-ctk" >&2
+    die "nvidia-ctk system create-dev-char-symlinks --create-all failed"
+  fi
+  # Nodes it does not list (the NVSwitches' nvidia-nvswitch*) are linked directly.
+  ensure_nvidia_dev_char_links
+  after="$(dev_char_links)"
+  if [[ "$before" == "$after" ]]; then
+    log "unchanged: the NVIDIA device nodes are linked in /dev/char"
+  else
+    log "changed: linked the NVIDIA device nodes in /dev/char (nvidia-ctk --create-all)"
+  fi
+}
+
+# dev_char_links: the /dev/char links to NVIDIA device nodes, "NAME -> TARGET" a line.
+dev_char_links() {
+  local link target
+  for link in "$ROOT"/dev/char/*; do
+    if [[ -L "$link" ]]; then
+      target="$(readlink -- "$link")"
+      if [[ "$target" == */nvidia* ]]; then
+        printf '%s -> %s\n' "${link##*/}" "$target"
+      fi
+    fi
+  done
+}
+
+# fabric_manager_needed: success when this host needs NVIDIA Fabric Manager: NVSWITCH is
+# true, or auto and NVSwitches are on the PCI bus (see count_nvswitches).
+fabric_manager_needed() {
+  local switches
+  switches="$(count_nvswitches)"
+  case "$NVSWITCH" in
+    true)
+      if ((switches == 0)); then
+        warn "nvswitch is true but no NVSwitch (NVIDIA, PCI class 0x068000) is on the PCI" \
+          "bus; installing Fabric Manager as configured"
+      fi
+      ;;
+    auto)
+      if ((switches == 0)); then
+        log "no NVSwitch on the PCI bus: no Fabric Manager needed"
+        return 1
+      fi
+      log "$switches NVSwitch(es) on the PCI bus: CUDA needs Fabric Manager"
+      ;;
+    false)
+      if ((switches > 0)); then
+        warn "$switches NVSwitch(es) on the PCI bus but nvswitch is false: CUDA fails on this" \
+          "host until a Fabric Manager of the driver's version runs"
+      fi
+      return 1
+      ;;
+  esac
+}
+
+# install_fabric_manager: Ubuntu's nvidia-fabricmanager-BRANCH and libnvidia-nscq-BRANCH
+# at exactly the driver's upstream version, held with it. Fabric Manager must match the
+# driver (canonical/apt-packaging-fabric-manager README: "the version of fabricmanager
+# must match the NVIDIA driver installed"); Ubuntu's package depends on
+# nvidia-kernel-common-BRANCH-server-VERSION (packages.ubuntu.com, noble,
+# nvidia-fabricmanager-580), so the version is read from that package. The separately
+# built packages' Debian revisions may differ, hence VERSION-*: apt takes a trailing * as
+# a version prefix (apt-pkg/versionmatch.cc), as NVIDIA's driver container pins them
+# (gpu-driver-container, ubuntu22.04/precompiled/nvidia-driver, fabricmanager_install).
+install_fabric_manager() {
+  local branch=$NVIDIA_DRIVER_BRANCH driver_package want package current changed=0
+  local packages pinned=() was=()
+  driver_package="nvidia-kernel-common-${branch}-server"
+  packages=("nvidia-fabricmanager-$branch" "libnvidia-nscq-$branch")
+  if ! package_installed "$driver_package"; then
+    die "Fabric Manager must be the driver's version, but $driver_package (Ubuntu's" \
+      "$branch-server driver) is not installed; install that driver, or set nvswitch to" \
+      "false and run a Fabric Manager of the driver's version yourself"
+  fi
+  want="$(upstream_version "$(package_version "$driver_package")")"
+  for package in "${packages[@]}"; do
+    current=""
+    if package_installed "$package"; then
+      current="$(upstream_version "$(package_version "$package")")"
+    fi
+    if [[ "$current" != "$want" ]]; then
+      pinned+=("$package=$want-*")
+      was+=("$package ${current:-none}")
+    fi
+  done
+  if ((${#pinned[@]} > 0)); then
+    apt_update_once
+    if ! apt_get install -y --allow-downgrades --allow-change-held-packages "${pinned[@]}"; then
+      die "could not install ${pinned[*]}: Fabric Manager must be the driver's version" \
+        "$want (Ubuntu publishes ${packages[*]} in its multiverse component)"
+    fi
+    for package in "${packages[@]}"; do
+      current="$(upstream_version "$(package_version "$package")")"
+      if [[ "$current" != "$want" ]]; then
+        die "$package is at $current after installing it, not the driver's version $want"
+      fi
+    done
+    changed=1
+    log "changed: installed Fabric Manager and NSCQ $want, the driver's version" \
+      "(was: $(IFS=,; echo "${was[*]}"))"
+  else
+    log "Fabric Manager and NSCQ $want are already installed (the driver's version)"
+  fi
+  hold_packages "${packages[@]}"
+  run_fabric_manager "$changed" "$want"
+}
+
+# run_fabric_manager CHANGED VERSION: the service enabled and, while the loaded driver is
+# VERSION, running; restarted when CHANGED (a new version, or an earlier run's restart
+# that did not finish). With another driver loaded (a reboot is pending) it starts at the
+# next boot, with the driver it matches.
+run_fabric_manager() {
+  local changed=$1 want=$2 loaded
+  if ! systemctl is-enabled --quiet "$FABRIC_MANAGER_UNIT"; then
+    systemd_enable "$FABRIC_MANAGER_UNIT"
+    log "changed: enabled $FABRIC_MANAGER_UNIT"
+  fi
+  loaded="$(module_version)"
+  if [[ "$loaded" != "$want" ]]; then
+    follow_up_done restart-fabric-manager
+    log "Fabric Manager $want starts at the next boot, with the driver it matches" \
+      "(loaded now: ${loaded:-none})"
+    return 0
+  fi
+  if ! systemctl is-active --quiet "$FABRIC_MANAGER_UNIT"; then
+    systemctl start "$FABRIC_MANAGER_UNIT"
+    follow_up_done restart-fabric-manager
+    log "changed: started $FABRIC_MANAGER_UNIT"
+  elif needs_follow_up "$changed" restart-fabric-manager; then
+    systemctl restart "$FABRIC_MANAGER_UNIT"
+    follow_up_done restart-fabric-manager
+    log "changed: restarted $FABRIC_MANAGER_UNIT for Fabric Manager $want"
+  else
+    log "$FABRIC_MANAGER_UNIT is already running"
+  fi
+  fabric_manager_running
+}
+
+# fabric_manager_running: dies unless the service is active.
+fabric_manager_running() {
+  if ! systemctl is-active --quiet "$FABRIC_MANAGER_UNIT"; then
+    die "$FABRIC_MANAGER_UNIT is not running (journalctl -u $FABRIC_MANAGER_UNIT says why);" \
+      "CUDA cannot use the GPUs of an NVSwitch host without it"
+  fi
+}
+
+# unit_file_present UNIT: success when UNIT is in one of systemd's unit folders.
+unit_file_present() {
+  local dir
+  for dir in /etc/systemd/system /run/systemd/system /usr/local/lib/systemd/system \
+    /usr/lib/systemd/system /lib/systemd/system; do
+    if [[ -e "$ROOT$dir/$1" ]]; then
+      return 0
+    fi
+  done
+  return 1
+}
+
+# image_fabric_manager: an image that ships the driver ships its Fabric Manager too (AWS's
+# Deep Learning Base GPU AMI): it must be there, enabled and running.
+image_fabric_manager() {
+  if ! unit_file_present "$FABRIC_MANAGER_UNIT"; then
+    die "this host needs Fabric Manager, but the image has none ($FABRIC_MANAGER_UNIT);" \
+      "use an image that ships it with its driver, or installDriver: true"
+  fi
+  if ! systemctl is-enabled --quiet "$FABRIC_MANAGER_UNIT"; then
+    systemd_enable "$FABRIC_MANAGER_UNIT"
+    log "changed: enabled the image's $FABRIC_MANAGER_UNIT"
+  fi
+  if ! systemctl is-active --quiet "$FABRIC_MANAGER_UNIT"; then
+    systemctl start "$FABRIC_MANAGER_UNIT"
+    log "changed: started the image's $FABRIC_MANAGER_UNIT"
+  else
+    log "the image's $FABRIC_MANAGER_UNIT is running"
+  fi
+  fabric_manager_running
+}
+
+configure_fabric_manager() {
+  if ! fabric_manager_needed; then
+    return 0
+  fi
+  if is_true "$INSTALL_DRIVER"; then
+    install_fabric_manager
+  else
+    image_fabric_manager
+  fi
+}
+
 main() {
   check_inputs
   # Cloud GPU images ship the driver; only the toolkit pin and the runtime are ours then.
-  if is_true "${INSTALL_DRIVER:-true}"; then
+  if is_true "$INSTALL_DRIVER"; then
     install_driver
   else
     log "the NVIDIA driver comes with the image (INSTALL_DRIVER=false)"
   fi
   configure_toolkit_repo
   install_toolkit
+  link_device_nodes
   configure_runtime
+  configure_fabric_manager
   log "NVIDIA driver, container toolkit and containerd runtime configured"
 }
 

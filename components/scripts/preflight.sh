@@ -115,7 +115,7 @@ count_nvidia_gpus() {
 }
 
 check_gpus() {
-  local found
+  local found switches
   found="$(count_nvidia_gpus)"
   if ((GPU_COUNT == 0)); then
     ok "no GPUs expected ($found NVIDIA GPU(s) on the PCI bus)"
@@ -123,6 +123,11 @@ check_gpus() {
     ok "$found NVIDIA GPU(s) on the PCI bus (expected $GPU_COUNT)"
   else
     fail "found $found NVIDIA GPU(s) on the PCI bus, expected $GPU_COUNT"
+  fi
+  switches="$(count_nvswitches)"
+  if ((switches > 0)); then
+    log "info: $switches NVSwitch(es) on the PCI bus: an HGX board, whose GPUs run CUDA only" \
+      "with Fabric Manager (install-nvidia installs it unless hosts[].nvswitch is false)"
   fi
 }
 

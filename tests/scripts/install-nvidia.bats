@@ -129,3 +129,179 @@ options nouveau modeset=0'
   assert_output_contains "the NVIDIA driver comes with the image (INSTALL_DRIVER=false)"
   assert_file /etc/k0s/containerd.d/nvidia.toml "$DROPIN_CONTENT"
 }
+
+# Fabric Manager and NSCQ, as the stubbed archive has them for driver 580.95.05.
+FM_PIN='nvidia-fabricmanager-580=580\.95\.05-\* libnvidia-nscq-580=580\.95\.05-\*'
+FM_RULE='ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="/usr/bin/nvidia-ctk system create-dev-char-symlinks --create-all"'
+
+@test "install-nvidia: links the device nodes with nvidia-ctk and writes NVIDIA's udev rule" {
+  run_script install-nvidia.sh
+  assert_success
+  # NVIDIA's rule, verbatim (NVIDIA/nvidia-docker#1671; gpu-operator#485, workaround 1).
+  [ "$(grep -v '^#' "$GPU_CLUSTER_ROOT/etc/udev/rules.d/71-nvidia-dev-char.rules")" = "$FM_RULE" ]
+  assert_mode /etc/udev/rules.d/71-nvidia-dev-char.rules 644
+  assert_called '^nvidia-ctk system create-dev-char-symlinks --create-all$'
+  assert_call_order '^modprobe nvidia$' '^nvidia-ctk system create-dev-char-symlinks'
+  for link in 195:255 195:254 195:0 195:1; do
+    [ -L "$GPU_CLUSTER_ROOT/dev/char/$link" ]
+  done
+  refute_gpu_detached
+  assert_idempotent install-nvidia.sh
+  assert_output_contains "unchanged: the NVIDIA device nodes are linked in /dev/char"
+}
+
+@test "install-nvidia: a running GPU node's toolkit upgrade links its devices before apt-get" {
+  installed_package nvidia-headless-580-server 580.95.05-0ubuntu0.24.04.1
+  installed_package nvidia-utils-580-server 580.95.05-0ubuntu0.24.04.1
+  installed_package nvidia-kernel-common-580-server 580.95.05-0ubuntu0.24.04.1
+  installed_package nvidia-container-toolkit 1.18.0-1
+  installed_package nvidia-container-toolkit-base 1.18.0-1
+  nvidia_driver_loaded 580.95.05
+  run_script install-nvidia.sh
+  assert_success
+  assert_call_order '^nvidia-ctk system create-dev-char-symlinks' "^$APT install .*nvidia-container-toolkit=1\\.19\\.1-1"
+  refute_gpu_detached
+}
+
+@test "install-nvidia: on an HGX board Fabric Manager and NSCQ come at the driver's exact version, held, enabled and running" {
+  add_nvswitches 6
+  run_script install-nvidia.sh
+  assert_success
+  assert_output_contains "6 NVSwitch(es) on the PCI bus: CUDA needs Fabric Manager"
+  assert_called "^$APT install -y --allow-downgrades --allow-change-held-packages $FM_PIN\$"
+  [ "$(<"$STUB_STATE/dpkg/nvidia-fabricmanager-580")" = 580.95.05-0ubuntu0.24.04.1 ]
+  [ "$(<"$STUB_STATE/dpkg/libnvidia-nscq-580")" = 580.95.05-0ubuntu0.24.04.1 ]
+  assert_called '^apt-mark hold nvidia-fabricmanager-580 libnvidia-nscq-580$'
+  assert_called '^systemctl enable nvidia-fabricmanager\.service$'
+  assert_called '^systemctl start nvidia-fabricmanager\.service$'
+  assert_call_order "^$APT install .*nvidia-headless-580-server" "^$APT install .*nvidia-fabricmanager-580"
+  assert_call_order "^$APT install .*nvidia-fabricmanager-580" '^systemctl start nvidia-fabricmanager'
+  [ -f "$STUB_STATE/active-nvidia-fabricmanager.service" ]
+  assert_output_contains "changed: installed Fabric Manager and NSCQ 580.95.05, the driver's version" \
+    "changed: started nvidia-fabricmanager.service"
+  refute_gpu_detached
+  assert_idempotent install-nvidia.sh
+  assert_output_contains "Fabric Manager and NSCQ 580.95.05 are already installed (the driver's version)" \
+    "nvidia-fabricmanager.service is already running"
+}
+
+@test "install-nvidia: a PCIe-only host gets no Fabric Manager" {
+  run_script install-nvidia.sh
+  assert_success
+  assert_output_contains "no NVSwitch on the PCI bus: no Fabric Manager needed"
+  refute_called 'fabricmanager|nscq'
+}
+
+@test "install-nvidia: nvswitch true installs Fabric Manager even with no NVSwitch seen" {
+  export NVSWITCH=true
+  run_script install-nvidia.sh
+  assert_success
+  assert_output_contains "warning: nvswitch is true but no NVSwitch (NVIDIA, PCI class 0x068000) is on the PCI bus"
+  assert_called "$FM_PIN\$"
+}
+
+@test "install-nvidia: nvswitch false never installs Fabric Manager, and warns on an HGX board" {
+  add_nvswitches 6
+  export NVSWITCH=false
+  run_script install-nvidia.sh
+  assert_success
+  assert_output_contains "warning: 6 NVSwitch(es) on the PCI bus but nvswitch is false"
+  refute_called 'fabricmanager|nscq'
+}
+
+@test "install-nvidia: a Fabric Manager of another version is replaced by the driver's and restarted" {
+  add_nvswitches 6
+  run_script install-nvidia.sh
+  assert_success
+  # An older Fabric Manager, held, running (say, installed by hand before the cluster).
+  installed_package nvidia-fabricmanager-580 580.82.07-0ubuntu0.24.04.1
+  reset_calls
+  run_script install-nvidia.sh
+  assert_success
+  assert_called "^$APT install -y --allow-downgrades --allow-change-held-packages nvidia-fabricmanager-580=580\\.95\\.05-\\*\$"
+  assert_called '^systemctl restart nvidia-fabricmanager\.service$'
+  [ "$(<"$STUB_STATE/dpkg/nvidia-fabricmanager-580")" = 580.95.05-0ubuntu0.24.04.1 ]
+  assert_output_contains "(was: nvidia-fabricmanager-580 580.82.07)" \
+    "changed: restarted nvidia-fabricmanager.service for Fabric Manager 580.95.05"
+  assert_idempotent install-nvidia.sh
+}
+
+@test "install-nvidia: no Fabric Manager of the driver's version fails naming it, starting nothing" {
+  add_nvswitches 6
+  export STUB_ARCHIVE_FABRIC_MANAGER_VERSION=580.82.07
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: install-nvidia: could not install nvidia-fabricmanager-580=580.95.05-* libnvidia-nscq-580=580.95.05-*: Fabric Manager must be the driver's version 580.95.05"
+  refute_called '^apt-mark hold nvidia-fabricmanager|^systemctl (enable|start) nvidia-fabricmanager'
+}
+
+@test "install-nvidia: with another driver still loaded Fabric Manager waits for the reboot" {
+  add_nvswitches 6
+  nvidia_driver_loaded 570.172.08
+  run_script install-nvidia.sh
+  assert_success
+  assert_file /var/run/reboot-required '*** System restart required ***'
+  assert_called "$FM_PIN\$"
+  assert_called '^systemctl enable nvidia-fabricmanager\.service$'
+  refute_called '^systemctl (start|restart) nvidia-fabricmanager'
+  assert_output_contains "Fabric Manager 580.95.05 starts at the next boot, with the driver it matches (loaded now: 570.172.08)"
+  refute_gpu_detached
+}
+
+@test "install-nvidia: a loaded driver not from Ubuntu's packages gets no guessed Fabric Manager" {
+  add_nvswitches 6
+  nvidia_driver_loaded 580.82.07
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "Fabric Manager must be the driver's version, but nvidia-kernel-common-580-server (Ubuntu's 580-server driver) is not installed"
+  refute_called 'fabricmanager'
+}
+
+@test "install-nvidia: the image's Fabric Manager (INSTALL_DRIVER=false) is checked, enabled and started" {
+  export INSTALL_DRIVER=false
+  add_nvswitches 6
+  nvidia_driver_loaded 580.105.08
+  mkdir -p "$GPU_CLUSTER_ROOT/usr/lib/systemd/system"
+  touch "$GPU_CLUSTER_ROOT/usr/lib/systemd/system/nvidia-fabricmanager.service"
+  run_script install-nvidia.sh
+  assert_success
+  refute_called "^$APT install .*(fabricmanager|nscq)"
+  assert_called '^systemctl enable nvidia-fabricmanager\.service$'
+  assert_called '^systemctl start nvidia-fabricmanager\.service$'
+  refute_gpu_detached
+  assert_idempotent install-nvidia.sh
+  assert_output_contains "the image's nvidia-fabricmanager.service is running"
+}
+
+@test "install-nvidia: an image without Fabric Manager on an NVSwitch host fails the step, naming it" {
+  export INSTALL_DRIVER=false
+  add_nvswitches 6
+  nvidia_driver_loaded 580.105.08
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: install-nvidia: this host needs Fabric Manager, but the image has none (nvidia-fabricmanager.service)"
+}
+
+@test "install-nvidia: a Fabric Manager that does not start fails the step" {
+  export INSTALL_DRIVER=false
+  add_nvswitches 6
+  nvidia_driver_loaded 580.105.08
+  mkdir -p "$GPU_CLUSTER_ROOT/lib/systemd/system"
+  touch "$GPU_CLUSTER_ROOT/lib/systemd/system/nvidia-fabricmanager.service"
+  # Say, a Fabric Manager of another version than the image's driver.
+  installed_package nvidia-fabricmanager-580 580.95.05-1
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "Job for nvidia-fabricmanager.service failed"
+}
+
+@test "install-nvidia: NVSWITCH and INSTALL_DRIVER must be what the program passes" {
+  export NVSWITCH=yes
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "NVSWITCH must be auto, true or false, got 'yes'"
+  export NVSWITCH=auto INSTALL_DRIVER=maybe
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "expected \"true\" or \"false\": INSTALL_DRIVER='maybe'"
+}

@@ -50,6 +50,17 @@ setup() {
   [[ "${lines[-1]}" == "gpu-cluster: moscow: preflight: 7 preflight check(s) failed" ]]
 }
 
+@test "preflight: reports the NVSwitches of an HGX board, which need Fabric Manager" {
+  run_script preflight.sh
+  assert_success
+  refute_output_contains "NVSwitch"
+  add_nvswitches 6
+  run_script preflight.sh
+  assert_success
+  assert_output_contains "preflight: info: 6 NVSwitch(es) on the PCI bus: an HGX board, whose GPUs run CUDA only with Fabric Manager"
+  assert_no_state_changes
+}
+
 @test "preflight: the address must be on HOST_INTERFACE when one is given" {
   export HOST_INTERFACE=eth1
   run_script preflight.sh
