@@ -152,6 +152,9 @@ def pool_boot_steps(settings: StackConfig, pool: WorkerPool, distribution: K0s) 
     instance go."""
     steps = [BootStep("prepare-host", PREPARE_HOST, prepare_host_env(settings))]
     if pool.gpus:
+        # NVSWITCH auto: on p4d/p5-class instances the NVSwitches are on the PCI bus, so
+        # install-nvidia installs Fabric Manager with the driver, or with the image's driver
+        # checks that the image's Fabric Manager runs.
         steps.append(BootStep("install-nvidia", INSTALL_NVIDIA,
                               install_nvidia_env(settings, distribution, pool.install_driver)))
     steps += reboot_boot_steps(settings, pool.gpus)

@@ -3,7 +3,7 @@ on GPU hosts the NVIDIA driver, container toolkit and containerd runtime, and th
 those need, checked before the host may join."""
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import pulumi
 from pulumi_command import remote
@@ -88,7 +88,8 @@ class HostBootstrap(pulumi.ComponentResource):
 
     def _create_install_nvidia(self, prepared: remote.Command) -> remote.Command:
         return self.step("install-nvidia", INSTALL_NVIDIA,
-                         install_nvidia_env(self._args.settings, self._args.distribution),
+                         install_nvidia_env(self._args.settings, self._args.distribution,
+                                            nvswitch=self._args.host.nvswitch),
                          depends_on=[prepared])
 
 
@@ -145,11 +146,13 @@ def reboot_envs(settings: StackConfig, gpus: int, ssh_port: int) -> tuple[dict, 
             {**reason, "GPU_COUNT": str(gpus)})
 
 
-def install_nvidia_env(settings: StackConfig, distribution: K0s,
-                       install_driver: bool = True) -> dict[str, str]:
+def install_nvidia_env(settings: StackConfig, distribution: K0s, install_driver: bool = True,
+                       nvswitch: Union[bool, str] = "auto") -> dict[str, str]:
+    """NVSWITCH: true/false, or auto (Fabric Manager when NVSwitches are on the PCI bus)."""
     nvidia = settings.nvidia
     return {
         "INSTALL_DRIVER": _flag(install_driver),
+        "NVSWITCH": nvswitch if nvswitch == "auto" else _flag(nvswitch),
         "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
         "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
         "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",

@@ -131,6 +131,11 @@ def _host_fields(cfg: PartialConfig) -> list[Problem]:
             problems.append(
                 Problem(f"hosts[{index}].gpuModel", "is set but gpus is 0; set gpus to the host's GPU count")
             )
+        if host.nvswitch is True and host.gpus == 0:
+            problems.append(
+                Problem(f"hosts[{index}].nvswitch", "is true but gpus is 0; Fabric Manager comes with "
+                        "the NVIDIA driver on GPU hosts: set gpus to the host's GPU count")
+            )
         for key in host.labels:
             if _kubelet_may_not_set(key):
                 problems.append(

@@ -6,9 +6,16 @@ can run even when some sections fail to parse, and report every problem at once.
 """
 
 import re
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from config import versions
 from config.access import AccessSettings
@@ -113,6 +120,18 @@ def _unique_taints(taints: list[Taint]) -> list[Taint]:
 Taints = Annotated[list[Taint], AfterValidator(_unique_taints)]
 
 
+def _nvswitch(value):
+    # `pulumi config set --path` stores true/false as strings unless told otherwise.
+    if isinstance(value, bool) or value == "auto":
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError(f"must be auto, true or false, got {value!r}")
+
+
+NvSwitch = Annotated[Union[Literal["auto"], bool], BeforeValidator(_nvswitch)]
+
+
 class Host(Section):
     name: DnsLabel
     # Address on the cluster LAN: the node IP and where the CNI is pinned.
@@ -128,6 +147,10 @@ class Host(Section):
     gpus: int = Field(default=0, ge=0, le=64)
     # Written to the node as nvidia.com/gpu.product, the label GPU Feature Discovery uses.
     gpu_model: Optional[LabelValue] = None
+    # NVSwitches (HGX A100/H100/H200 boards): their GPUs run CUDA only with NVIDIA Fabric
+    # Manager, which install-nvidia installs at the driver's version. auto: when they are on
+    # the PCI bus; false: never (it is yours to run).
+    nvswitch: NvSwitch = "auto"
     labels: dict[LabelKey, LabelValue] = {}
     taints: Taints = []
 

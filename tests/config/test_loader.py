@@ -143,6 +143,10 @@ INVALID_CASES = [
      "gpu-cluster:hosts[1].taints[0].effect", "'NoSchedule'"),
     ("gpu model without gpus", _set("hosts[1].gpus", 0), "gpu-cluster:hosts[1].gpuModel",
      "gpus is 0"),
+    ("nvswitch without gpus", _set("hosts[0].nvswitch", True), "gpu-cluster:hosts[0].nvswitch",
+     "is true but gpus is 0"),
+    ("bad nvswitch", _set("hosts[1].nvswitch", "sometimes"), "gpu-cluster:hosts[1].nvswitch",
+     "must be auto, true or false, got 'sometimes'"),
     ("controller with gpus", _set("hosts[0].gpus", 2), "gpu-cluster:hosts[0].gpus",
      "controller+worker"),
     ("static cpu manager needs reserved cpus", _set("tuning", {"cpuManagerPolicy": "static"}),
@@ -399,3 +403,12 @@ def test_invalid_lab_variant_prints_one_error_list_without_traceback(tmp_path):
     assert "gpu-cluster:network.podCidr: 192.168.0.0/16 overlaps" in result.stderr
     assert "gpu-cluster:sshPrivateKey: must be a secret" in result.stderr
     assert not (tmp_path / "build").exists()
+
+
+def test_nvswitch_is_auto_by_default_and_takes_the_cli_strings():
+    values = bare_metal_config()
+    assert load_values(values).hosts[1].nvswitch == "auto"
+    # `pulumi config set --path 'hosts[1].nvswitch' true` stores the string.
+    for given, loaded in (("true", True), ("false", False), (True, True), ("auto", "auto")):
+        _set("hosts[1].nvswitch", given)(values)
+        assert load_values(values).hosts[1].nvswitch == loaded

@@ -163,6 +163,19 @@ def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
     assert "export INSTALL_DRIVER='false'" in nvidia  # the GPU image ships the driver
 
 
+def test_nvswitch_pools_check_the_images_fabric_manager_at_boot(dev):
+    """p5 (H100 HGX) instances have NVSwitches on the PCI bus: the boot step finds them
+    (NVSWITCH auto) and, with the image's driver, fails the boot unless the image's Fabric
+    Manager is there and running; with installDriver it installs one of the driver's
+    version (tests/scripts/install-nvidia.bats runs both)."""
+    nvidia = boot_scripts(of_pool(dev, TEMPLATE, "h100"))[1]
+    inputs = step_inputs(nvidia)
+    assert inputs["GPU_CLUSTER_STEP"] == "install-nvidia"
+    assert inputs["NVSWITCH"] == "auto"
+    assert inputs["INSTALL_DRIVER"] == "false"
+    assert "image_fabric_manager\n" in nvidia and "install_fabric_manager\n" in nvidia
+
+
 def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
     parameters = {p.inputs["name"]: p for p in dev.of_type("aws:ssm/parameter:Parameter")}
     tokens = {f"/gpu-cluster/dev/{p}/join-token" for p in ("a10g", "h100", "cpu")}

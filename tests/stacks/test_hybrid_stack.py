@@ -211,3 +211,21 @@ def test_with_an_existing_server_every_host_routes_the_vpc_through_it(existing_s
     assert not any(name == "openvpn" for name, *_ in rules)  # it dials out
     routes = plan.of_type("aws:ec2/route:Route")
     assert [r.inputs["destinationCidrBlock"] for r in routes] == ["192.168.2.0/24"]
+
+
+def test_the_hgx_servers_get_fabric_manager_at_the_drivers_version(prod):
+    """gpu01/gpu02 are 8x A100-SXM4 (HGX, six NVSwitches): CUDA runs there only with NVIDIA
+    Fabric Manager of the driver's version, which their install-nvidia step installs."""
+    for host in ("gpu01", "gpu02"):
+        stdin = prod.named(f"{host}-install-nvidia").inputs["stdin"]
+        inputs = step_inputs(stdin)
+        assert inputs["NVSWITCH"] == "true"
+        assert inputs["INSTALL_DRIVER"] == "true"
+        assert inputs["NVIDIA_DRIVER_BRANCH"] == "580"
+        # The step's script installs nvidia-fabricmanager-580 and libnvidia-nscq-580 pinned
+        # to the driver's version (tests/scripts/install-nvidia.bats runs it).
+        assert 'packages=("nvidia-fabricmanager-$branch" "libnvidia-nscq-$branch")' in stdin
+        assert 'pinned+=("$package=$want-*")' in stdin
+        assert "configure_fabric_manager\n" in stdin
+    # The VPN gateway has no GPUs, so no NVIDIA step at all.
+    assert not [r for r in prod.resources if r.name == "vpn-gw-install-nvidia"]
