@@ -17,7 +17,13 @@ import pulumi
 import pulumi_aws as aws
 
 from components.host_bootstrap import REBOOT_IF_NEEDED, VERIFY_BOOT, reboot_envs
-from components.remote_step import SSM_READER, DataFile, Script, render_step_functions
+from components.remote_step import (
+    SSM_READER,
+    DataFile,
+    Script,
+    read_script,
+    render_step_functions,
+)
 from components.shell_text import without_comment_lines
 from config.model import StackConfig
 
@@ -118,8 +124,14 @@ def boot_user_data(host: str, steps: Sequence[BootStep], report: BootReport,
     return pulumi.Output.all(*values).apply(render)
 
 
+# Where the first part keeps the step libraries for every part (boot/run-step.sh).
+BOOT_LIBRARY_DIR = '${GPU_CLUSTER_ROOT:-}/var/lib/gpu-cluster/boot/lib'
+
+
 def render_boot_parts(host: str, steps: Sequence[BootStep], report: BootReport) -> list[str]:
-    """The executable part of each step, for inputs that are all known."""
+    """The executable part of each step, for inputs that are all known. The first part
+    carries what every part needs once: the SSM client and the step libraries."""
+    libraries = sorted({library for step in steps for library in step.script.libraries})
     parts = []
     for index, step in enumerate(steps):
         boot_env = {
@@ -129,14 +141,16 @@ def render_boot_parts(host: str, steps: Sequence[BootStep], report: BootReport) 
             "AWS_REGION": report.region,
         }
         if index == 0:
-            # Kept on the instance by the first part for the rest (user data is small).
             boot_env["SSM_READER"] = SSM_READER.text()
+            boot_env["BOOT_LIBRARIES"] = " ".join(libraries)
+            boot_env.update({f"BOOT_LIBRARY_{number}": without_comment_lines(read_script(path))
+                             for number, path in enumerate(libraries)})
         parts.append(
             # cloud-init executes a part as a program: without "#!" it fails with "Exec
             # format error. Missing #! in script?" (cloud-init 22.4 cloudinit/subp.py:94).
             "#!/bin/bash\n"
             + render_step_functions(host, step.step, step.script, {**boot_env, **step.env},
-                                    compact=True)
+                                    boot_libraries=BOOT_LIBRARY_DIR)
             + without_comment_lines(BOOT_RUNNER.text()) + "gpu_cluster_boot_step\n")
     return parts
 

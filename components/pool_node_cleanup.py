@@ -19,6 +19,7 @@ from components.cluster_pki import ClusterPki
 from components.distributions.k0s import K0s
 from components.kubeconfig import client_kubeconfig
 from components.remote_step import DataFile, Script
+from components.shell_text import without_comment_lines
 
 WATCH_TERMINATION = Script("aws/watch-termination.sh")
 NODE_CLEANUP_AGENT = DataFile("aws/node-cleanup-agent.sh")
@@ -37,7 +38,8 @@ def kubeconfig_parameter_name(cluster_name: str) -> str:
 def node_cleanup_env(cluster_name: str, distribution: K0s) -> dict[str, str]:
     """The inputs of the watch-termination boot step."""
     return {
-        "NODE_CLEANUP_AGENT": NODE_CLEANUP_AGENT.text(),
+        # Installed without its comments: user data has a size limit.
+        "NODE_CLEANUP_AGENT": without_comment_lines(NODE_CLEANUP_AGENT.text()),
         "NODE_CLEANUP_KUBECONFIG_PARAMETER": kubeconfig_parameter_name(cluster_name),
         "KUBECTL": distribution.kubectl,
         "SSM_CLIENT": SSM_CLIENT_PATH,

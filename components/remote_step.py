@@ -39,7 +39,7 @@ class Script:
         return libraries
 
     def text(self) -> str:
-        parts = [_read(library) for library in self.libraries] + [_read(self.path)]
+        parts = [read_script(library) for library in self.libraries] + [read_script(self.path)]
         return "\n".join(parts)
 
 
@@ -50,7 +50,7 @@ class DataFile:
     path: str
 
     def text(self) -> str:
-        return _read(self.path)
+        return read_script(self.path)
 
 
 # Reads an SSM parameter with the instance's role on images without the AWS CLI; steps
@@ -58,7 +58,8 @@ class DataFile:
 SSM_READER = DataFile("ssm-parameter.py")
 
 
-def _read(relative: str) -> str:
+def read_script(relative: str) -> str:
+    """The text of a file under components/scripts/."""
     return _read_file(SCRIPTS_DIR / relative)
 
 
@@ -158,12 +159,19 @@ def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str]
 
 
 def render_step_functions(host: str, step: str, create: Script, env: Mapping[str, str],
-                          delete: Optional[Script] = None, compact: bool = False) -> str:
+                          delete: Optional[Script] = None,
+                          boot_libraries: Optional[str] = None) -> str:
     """A step's inputs as exports and its scripts as the functions gpu_cluster_create (and
-    gpu_cluster_delete), defined but not called; `compact` leaves the scripts' comment
-    lines out (user data has a size limit; an SSH step's stdin stays as it always was)."""
+    gpu_cluster_delete), defined but not called. With `boot_libraries` (a folder on the
+    instance where the boot keeps them), as in user data, which has a size limit: the
+    scripts' comment lines are left out and their libraries are sourced from there, not
+    pasted into every part. An SSH step's stdin stays as it always was."""
     def text(script: Script) -> str:
-        return without_comment_lines(script.text()) if compact else script.text()
+        if boot_libraries is None:
+            return script.text()
+        return "\n".join([f'source "{boot_libraries}/{library}"'
+                          for library in script.libraries]
+                         + [without_comment_lines(read_script(script.path))])
 
     lines = [
         f"# gpu-cluster step '{step}' on host '{host}' ({create.path}"

@@ -1,5 +1,6 @@
 """Shell script text made smaller without changing what bash runs: for cloud-init user
-data, which EC2 limits to 16 KiB even gzipped. Comments are most of the scripts' size."""
+data, which EC2 limits to 16 KiB even gzipped. Comments are most of the scripts' size;
+the files under components/scripts/ stay the ones to read."""
 
 import re
 
@@ -8,8 +9,8 @@ _HEREDOC = re.compile(r"(?<!<)<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1(?!<)")
 
 
 def without_comment_lines(script: str) -> str:
-    """`script` without its comment-only lines. Lines inside a here-document or a quoted
-    string that spans lines are kept as they are. The tests check, for every script, that
+    """`script` without its comment-only lines and indentation. Lines inside a
+    here-document or a quoted string that spans lines are kept as they are. The tests check, for every script, that
     bash parses the result to the same commands (`bash --pretty-print`)."""
     kept, heredocs, quote = [], [], ""
     for line in script.splitlines():
@@ -20,7 +21,8 @@ def without_comment_lines(script: str) -> str:
             continue
         if not quote and line.lstrip().startswith("#") and not line.startswith("#!"):
             continue
-        kept.append(line)
+        # Indentation outside strings and here-documents is for readers of the files.
+        kept.append(line if quote else line.lstrip(" "))
         quote = _open_quote_after(line, quote)
         if not quote:
             code = _code_of(line)

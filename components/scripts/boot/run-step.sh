@@ -17,8 +17,9 @@
 #
 # Inputs (environment): GPU_CLUSTER_HOST, GPU_CLUSTER_STEP, BOOT_PREVIOUS_STEP (empty for
 # the first step), BOOT_LAST_STEP (true for the last), BOOT_STATUS_PARAMETER, AWS_REGION,
-# and in the first part only SSM_READER (the text of ssm-parameter.py), which it keeps in
-# the boot folder for the later parts and for the steps that read SSM parameters.
+# and in the first part only SSM_READER (the text of ssm-parameter.py) and the step
+# libraries (BOOT_LIBRARIES, their paths; BOOT_LIBRARY_<n>, their texts), which it keeps
+# in the boot folder for every part (each step sources its libraries from there).
 
 gpu_cluster_boot_message() {
   printf 'gpu-cluster: %s: %s: %s\n' "$GPU_CLUSTER_HOST" "$GPU_CLUSTER_STEP" "$*" >&2
@@ -43,6 +44,21 @@ gpu_cluster_rebooting() {
   [[ -f "$root$before" && "$(<"$root$before")" == "$(<"$root/proc/sys/kernel/random/boot_id")" ]]
 }
 
+# gpu_cluster_keep_libraries DIR: the first part's libraries, as files below DIR.
+gpu_cluster_keep_libraries() {
+  local number=0 path text
+  for path in ${BOOT_LIBRARIES:-}; do
+    if [[ ! "$path" =~ ^([a-z0-9-]+/)?lib\.sh$ ]]; then
+      gpu_cluster_boot_message "not a library path: '$path'"
+      exit 2
+    fi
+    text="BOOT_LIBRARY_$number"
+    mkdir -p "$(dirname "$1/$path")"
+    printf '%s\n' "${!text}" >"$1/$path"
+    number=$((number + 1))
+  done
+}
+
 gpu_cluster_boot_step() {
   local dir="${GPU_CLUSTER_ROOT:-}/var/lib/gpu-cluster/boot" status=0
   local semaphore="${CLOUD_INIT_DIR:-/var/lib/cloud}/instance/sem/config_scripts_user"
@@ -54,6 +70,7 @@ gpu_cluster_boot_step() {
     SSM_READER="$(<"$dir/ssm-parameter.py")"
   fi
   export SSM_READER
+  gpu_cluster_keep_libraries "$dir/lib"
   if gpu_cluster_rebooting; then
     gpu_cluster_boot_message "runs after the reboot under way"
     exit 0
