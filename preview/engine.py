@@ -4,6 +4,7 @@ stack outputs. Used by the offline preview command and by the tests."""
 
 import contextlib
 import json
+import logging
 import os
 import re
 import runpy
@@ -67,6 +68,8 @@ class Plan:
     placeholders: list[str] = field(default_factory=list)
     # (token, arguments) of every provider function the program called (look-ups).
     invokes: list[tuple[str, dict]] = field(default_factory=list)
+    # What the program warns about (pulumi.log.warn), as `pulumi preview` shows it.
+    warnings: list[str] = field(default_factory=list)
 
     @cached_property
     def by_urn(self) -> dict[str, ResourceRecord]:
@@ -249,6 +252,24 @@ def _secret_strings(text: str) -> set[str]:
     return {s for s in found if s}
 
 
+class _WarningRecorder(logging.Handler):
+    """Collects the program's warnings, which the mock engine hands to a logger."""
+
+    def __init__(self, plan: Plan):
+        super().__init__(level=logging.WARNING)
+        self.plan = plan
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.plan.warnings.append(record.getMessage())
+
+
+def _warnings_logger(plan: Plan) -> logging.Logger:
+    logger = logging.getLogger(f"gpu-cluster.preview.{id(plan)}")
+    logger.propagate = False
+    logger.handlers = [_WarningRecorder(plan)]
+    return logger
+
+
 @contextlib.contextmanager
 def _cli_environment(stack_file: StackConfigFile):
     """PULUMI_CONFIG and PULUMI_CONFIG_SECRET_KEYS, as the CLI passes them."""
@@ -286,7 +307,7 @@ def run_program(project_dir: Path, stack_file: StackConfigFile,
         monitor = RecordingMonitor(plan)
         pulumi.runtime.set_mocks(
             monitor.mocks, project=stack_file.project, stack=stack_file.stack,
-            preview=True, monitor=monitor,
+            preview=True, monitor=monitor, logger=_warnings_logger(plan),
         )
         _sync_await(run_pulumi_func(program))
         root = settings.get_root_resource()

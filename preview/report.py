@@ -41,6 +41,9 @@ def tree(plan: Plan) -> str:
     for name, (value, secret) in plan.outputs.items():
         shown = "[secret]" if secret else json.dumps(plan.redact(value))
         lines.append(f"  {name}: {shown}")
+    if plan.warnings:
+        lines += ["", "Warnings:"]
+        lines += [f"  warning: {plan.redact(message)}" for message in plan.warnings]
     if plan.placeholders:
         lines += ["", "Secrets are not decrypted offline; these use placeholders in this preview only:"]
         lines += [f"  {key}" for key in plan.placeholders]

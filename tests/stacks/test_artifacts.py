@@ -107,6 +107,23 @@ def test_preview_command_writes_the_build_folder(tmp_path, capsys):
     assert f"Wrote {sum(1 for p in build.rglob('*') if p.is_file())} files" in printed
 
 
+def test_the_program_s_warnings_are_printed_with_secrets_redacted():
+    """What the program warns about reaches the preview's report, as `pulumi preview`
+    shows it; a secret in a message is redacted."""
+    import pulumi
+
+    from preview.report import tree
+    from tests.conftest import as_cli_config
+
+    values = bare_metal_config(workers=1)
+    plan = run_program(PROJECT_DIR, as_cli_config(values), program=lambda: pulumi.log.warn(
+        f"check this: {values['sshPrivateKey']}"))
+    assert plan.warnings == [f"check this: {values['sshPrivateKey']}"]
+    assert "Warnings:\n  warning: check this: [secret]" in tree(plan)
+    assert values["sshPrivateKey"] not in tree(plan)
+    assert run_program(PROJECT_DIR, as_cli_config(values), program=lambda: None).warnings == []
+
+
 def test_preview_of_an_unknown_stack_fails_cleanly(tmp_path, capsys):
     from preview.__main__ import main
 
