@@ -55,6 +55,41 @@ COMPONENT_PATHS: dict[str, tuple[str, ...]] = {
 }
 # Pod Security Standards "baseline" for user namespaces (a component of profiles).
 PSS_BASELINE = "common/security/PSS/dynamic/baseline"
+@dataclass(frozen=True)
+class Database:
+    """A component's MySQL Deployment as upstream writes it, and the Deployments that
+    cannot become ready before it answers (they read its Secret and connect at start)."""
+
+    component: str
+    deployment: str
+    container: str
+    volume: str
+    claim: str
+    # Upstream's args, which the NFS-safe setting extends (a patch replaces the list).
+    args: tuple[str, ...]
+    datadir: str
+    # The check that the server answers: upstream's liveness command where it has one.
+    probe: tuple[str, ...]
+    clients: tuple[str, ...]
+    namespace: str = "kubeflow"
+
+
+DATABASES = (
+    # applications/katib/upstream/components/mysql/mysql.yaml
+    Database("katib", "katib-mysql", "katib-mysql", "katib-mysql", "katib-mysql",
+             ("--datadir", "/var/lib/mysql/datadir"), "/var/lib/mysql/datadir",
+             ("/bin/bash", "-c", "mysql -h 127.0.0.1 -D ${MYSQL_DATABASE} -u root "
+              "-p${MYSQL_ROOT_PASSWORD} -e 'SELECT 1'"),
+             ("katib-db-manager",)),
+    # applications/pipeline/upstream/third-party/mysql/base/mysql-deployment.yaml: root with
+    # an empty password (MYSQL_ALLOW_EMPTY_PASSWORD, base/installs/generic/mysql-secret.yaml).
+    Database("pipelines", "mysql", "mysql", "mysql-persistent-storage", "mysql-pv-claim",
+             ("--datadir", "/var/lib/mysql", "--authentication-policy=mysql_native_password",
+              "--mysql-native-password=ON", "--disable-log-bin"), "/var/lib/mysql",
+             ("mysql", "-h", "127.0.0.1", "-u", "root", "-e", "SELECT 1"),
+             ("ml-pipeline", "metadata-grpc-deployment", "cache-server")),
+)
+
 # These pull remote bases from GitHub themselves (Argo Workflows; JobSet and
 # LeaderWorkerSet), whatever `source` says.
 REMOTE_BASES = ("trainer", "pipelines")
@@ -108,7 +143,7 @@ IMAGES: dict[str, tuple[str, ...]] = {
         "ghcr.io/kubeflow/kfp-viewer-crd-controller", "ghcr.io/kubeflow/kfp-visualization-server",
         "gcr.io/tfx-oss-public/ml_metadata_store_server", "mysql", "chrislusf/seaweedfs",
         "quay.io/argoproj/workflow-controller", "quay.io/argoproj/argoexec",
-        "ghcr.io/metacontroller/metacontroller"),
+        "ghcr.io/metacontroller/metacontroller", "busybox"),
 }
 
 

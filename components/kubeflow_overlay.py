@@ -25,6 +25,14 @@ OAUTH2_PROXY_SECRET = "oauth2-proxy-credentials"
 SECRET_NAMESPACES = {"auth": {"pod-security.kubernetes.io/enforce": "restricted"},
                      "oauth2-proxy": {"pod-security.kubernetes.io/enforce": "restricted"}}
 MYSQL_UID = 999
+# Pulumi waits for a Deployment 10 minutes unless the object's `pulumi.com/timeoutSeconds`
+# says otherwise; Directory children get no customTimeouts (pulumi-kubernetes v4.32.0
+# provider/pkg/await/await.go:306-308, metadata/overrides.go:49-63,
+# provider/kustomize/v2/directory.go:169). A database may take its startup allowance and
+# this margin on top: scheduling, binding its claim, pulling the image, and its clients'
+# crash-loop back-off (capped at 5 minutes by the kubelet).
+TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+AWAIT_MARGIN_SECONDS = 600
 
 
 def base_reference(kubeflow: KubeflowSettings, path: str, overlay_dir: Path) -> str:
@@ -59,8 +67,9 @@ def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage, overlay_dir: 
     elif stage.name == catalog.AUTH.name:
         patches += _auth_patches(kubeflow, password_digest)
     elif stage.name == catalog.APPS:
-        if "katib" in kubeflow.components:
-            patches += _katib_mysql_patches(kubeflow)
+        for database in catalog.DATABASES:
+            if database.component in kubeflow.components:
+                patches += _database_patches(kubeflow, database)
         if "trainer" in kubeflow.components:
             patches.append(_delete_all(*catalog.TRAINER_RUNTIME_KIND))
         if "profiles" in kubeflow.components:
@@ -264,20 +273,19 @@ def password_digest(bcrypt_hash: str) -> str:
     return hashlib.sha256(bcrypt_hash.encode()).hexdigest()
 
 
-# --- Katib MySQL: first initialisation on slow storage, NFS -----------------------------
+# --- MySQL (Katib's, Pipelines'): first initialisation on slow storage, NFS -----------
 
 
-def _katib_mysql_patches(kubeflow: KubeflowSettings) -> list[dict]:
-    mysql = kubeflow.katib.mysql
+def _database_patches(kubeflow: KubeflowSettings, database: catalog.Database) -> list[dict]:
+    settings_path = f"kubeflow.{database.component}.mysql"
+    mysql = getattr(kubeflow, database.component).mysql
     period = 10
-    probe_command = ["/bin/bash", "-c",
-                     "mysql -h 127.0.0.1 -D ${MYSQL_DATABASE} -u root -p${MYSQL_ROOT_PASSWORD} "
-                     "-e 'SELECT 1'"]
     container: dict = {
-        "name": "katib-mysql",
+        "name": database.container,
         # The liveness probe only starts once this succeeds: first initialisation may
-        # take startupTimeoutSeconds without the pod being killed half way.
-        "startupProbe": {"exec": {"command": probe_command}, "periodSeconds": period,
+        # take startupTimeoutSeconds without the pod being killed half way. Until it
+        # succeeds the pod is not ready, so Pulumi's await waits for a serving database.
+        "startupProbe": {"exec": {"command": list(database.probe)}, "periodSeconds": period,
                          "failureThreshold": -(-mysql.startup_timeout_seconds // period),
                          "timeoutSeconds": 5},
     }
@@ -285,8 +293,11 @@ def _katib_mysql_patches(kubeflow: KubeflowSettings) -> list[dict]:
     if mysql.nfs_safe:
         # Native AIO with O_DIRECT is not supported on NFS; InnoDB falls back to
         # simulated AIO only when told.
-        container["args"] = ["--datadir", "/var/lib/mysql/datadir", "--innodb-use-native-aio=0"]
-        # NFS volumes ignore fsGroup: fail with a clear message, not an InnoDB trace.
+        container["args"] = [*database.args, "--innodb-use-native-aio=0"]
+        # NFS volumes ignore fsGroup: fail with a clear message, not an InnoDB trace. The
+        # marker's leading dot keeps `mysqld --initialize` from calling the data directory
+        # non-empty (mysql-server 8.0 sql/mysqld.cc initialize_create_data_directory:
+        # "Ignore files that start with . or == 'lost+found'").
         pod["initContainers"] = [{
             "name": "check-volume-writable",
             "image": versions.BUSYBOX_IMAGE,
@@ -294,26 +305,34 @@ def _katib_mysql_patches(kubeflow: KubeflowSettings) -> list[dict]:
             "imagePullPolicy": (kubeflow.image_mirror.pull_policy if kubeflow.image_mirror
                                 else "IfNotPresent"),
             "command": ["sh", "-c",
-                        "mkdir -p /var/lib/mysql/datadir && touch /var/lib/mysql/datadir/.gpu-cluster "
-                        f"|| {{ echo 'katib-mysql: the volume is not writable by uid {MYSQL_UID}: "
-                        "export NFS with no_root_squash (or owned by that uid), or set "
-                        "gpu-cluster:kubeflow.katib.mysql.storageClass' >&2; exit 1; }"],
-            "volumeMounts": [{"name": "katib-mysql", "mountPath": "/var/lib/mysql"}],
+                        f"mkdir -p {database.datadir} && touch {database.datadir}/.gpu-cluster "
+                        f"|| {{ echo '{database.deployment}: the volume is not writable by uid "
+                        f"{MYSQL_UID}: export NFS with no_root_squash (or owned by that uid), or "
+                        f"set gpu-cluster:{settings_path}.storageClass' >&2; exit 1; }}"],
+            "volumeMounts": [{"name": database.volume, "mountPath": "/var/lib/mysql"}],
             "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
                                 "runAsUser": MYSQL_UID, "runAsGroup": MYSQL_UID,
                                 "capabilities": {"drop": ["ALL"]},
                                 "seccompProfile": {"type": "RuntimeDefault"}},
         }]
+    timeout = {TIMEOUT_ANNOTATION: str(mysql.startup_timeout_seconds + AWAIT_MARGIN_SECONDS)}
+    namespace = database.namespace
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
-                  "metadata": {"name": "katib-mysql", "namespace": "kubeflow"},
+                  "metadata": {"name": database.deployment, "namespace": namespace,
+                               "annotations": timeout},
                   "spec": {"template": {"spec": pod}}}
     claim_spec: dict = {"resources": {"requests": {"storage": mysql.storage_size}}}
     if mysql.storage_class:
         claim_spec["storageClassName"] = mysql.storage_class
     claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-             "metadata": {"name": "katib-mysql", "namespace": "kubeflow"}, "spec": claim_spec}
-    return [_patch(deployment, "Deployment", "katib-mysql", "kubeflow"),
-            _patch(claim, "PersistentVolumeClaim", "katib-mysql", "kubeflow")]
+             "metadata": {"name": database.claim, "namespace": namespace}, "spec": claim_spec}
+    patches = [_patch(deployment, "Deployment", database.deployment, namespace),
+               _patch(claim, "PersistentVolumeClaim", database.claim, namespace)]
+    for client in database.clients:
+        body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": client, "namespace": namespace, "annotations": timeout}}
+        patches.append(_patch(body, "Deployment", client, namespace))
+    return patches
 
 
 # --- Image mirror ----------------------------------------------------------------------

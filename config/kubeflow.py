@@ -91,11 +91,13 @@ class KubeflowUser(Section):
         return f"kubeflow-{label}"[:63].rstrip("-")
 
 
-class KatibMysql(Section):
-    # katib-mysql initialises its database on first start, which takes minutes on slow
-    # (network) storage; the upstream liveness probe kills it after ~60 s and the half
-    # initialised data dir then never recovers (seed 000). A startup probe holds the
-    # liveness probe off for this long.
+class MysqlDatabase(Section):
+    """A MySQL Deployment of a component (Katib's, Pipelines'), on the cluster's storage."""
+
+    # MySQL initialises its database on first start, which takes minutes on slow
+    # (network) storage; katib-mysql's upstream liveness probe kills it after ~60 s and the
+    # half initialised data dir then never recovers (seed 000). A startup probe allows this
+    # long, and Pulumi waits this long (plus a margin) for the database and its clients.
     startup_timeout_seconds: int = Field(default=900, ge=60, le=7200)
     # The claim's StorageClass; none uses the cluster's default StorageClass.
     storage_class: Optional[DnsLabel] = None
@@ -112,8 +114,21 @@ class KatibMysql(Section):
         return value
 
 
+class KatibMysql(MysqlDatabase):
+    pass
+
+
+class PipelinesMysql(MysqlDatabase):
+    # Upstream's claim size (third-party/mysql/base/mysql-pv-claim.yaml).
+    storage_size: str = "20Gi"
+
+
 class KatibSettings(Section):
     mysql: KatibMysql = KatibMysql()
+
+
+class PipelinesSettings(Section):
+    mysql: PipelinesMysql = PipelinesMysql()
 
 
 class ImageMirror(Section):
@@ -151,6 +166,7 @@ class KubeflowSettings(Section):
     components: list[KubeflowComponent] = DEFAULT_COMPONENTS
     user: KubeflowUser
     katib: KatibSettings = KatibSettings()
+    pipelines: PipelinesSettings = PipelinesSettings()
     image_mirror: Optional[ImageMirror] = None
     access: KubeflowAccess = KubeflowAccess()
 

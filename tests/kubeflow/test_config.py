@@ -69,6 +69,12 @@ KUBEFLOW_CASES = [
     (bare_metal_config, "katib startup too short",
      _kubeflow(katib={"mysql": {"startupTimeoutSeconds": 30}}),
      "gpu-cluster:kubeflow.katib.mysql.startupTimeoutSeconds", "greater than or equal to 60"),
+    (bare_metal_config, "pipelines startup too short",
+     _kubeflow(pipelines={"mysql": {"startupTimeoutSeconds": 30}}),
+     "gpu-cluster:kubeflow.pipelines.mysql.startupTimeoutSeconds", "greater than or equal to 60"),
+    (bare_metal_config, "pipelines claim size",
+     _kubeflow(pipelines={"mysql": {"storageSize": "20GB"}}),
+     "gpu-cluster:kubeflow.pipelines.mysql.storageSize", "not a size like 10Gi"),
 ]
 
 
@@ -97,4 +103,6 @@ def test_kubeflow_defaults():
     assert kubeflow.components[:2] == ["profiles", "dashboard"] and "trainer" in kubeflow.components
     assert kubeflow.access.mode == "nodePort" and kubeflow.image_mirror is None
     assert kubeflow.katib.mysql.startup_timeout_seconds == 900
+    assert kubeflow.pipelines.mysql.startup_timeout_seconds == 900
+    assert kubeflow.pipelines.mysql.storage_size == "20Gi" and kubeflow.pipelines.mysql.nfs_safe
     assert kubeflow.user.username == "ada" and kubeflow.user.profile_name == "kubeflow-ada-example-com"

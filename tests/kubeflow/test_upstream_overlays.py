@@ -5,6 +5,7 @@ folders pull remote bases from GitHub, so they cannot build offline and are left
 (Trainer's runtimes stage builds offline and is included)."""
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -150,7 +151,8 @@ def test_every_stage_builds_and_every_patch_hits_an_upstream_object_and_containe
         added = {key(o) for o in objects} - upstream_keys
         assert {k[0] for k in added} <= {"ServiceAccount", "Role", "RoleBinding", "Job",
                                          "Namespace", "ConfigMap", "Profile"}, (stage, added)
-    assert checked == 11  # 1 gateway, 8 auth, 2 katib-mysql
+    # 1 gateway Service, 8 auth, 3 katib-mysql (Deployment, claim, client)
+    assert checked == 12
 
 
 def test_katib_mysql_survives_first_initialisation_and_nfs(built):
@@ -299,3 +301,158 @@ def test_built_kubernetes_objects_pass_kubernetes_validate_strict(built, tmp_pat
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
     assert result.stdout.count(" passed for resource ") == len(objects) > 250
+
+
+# --- Databases: Pulumi's await, Pipelines' MySQL on the same footing as Katib's ---------
+
+
+def reads_secret(obj: dict, secret: str) -> bool:
+    """Whether a workload takes anything from the Secret (env, envFrom, volume)."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for name in ("secretKeyRef", "secretRef"):
+                if isinstance(node.get(name), dict) and node[name].get("name") == secret:
+                    found.append(node)
+            if isinstance(node.get("secret"), dict) and node["secret"].get("secretName") == secret:
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+    walk(obj)
+    return bool(found)
+
+
+def awaited(objects: list[dict]) -> dict[str, int]:
+    return {o["metadata"]["name"]: int(o["metadata"]["annotations"][overlay.TIMEOUT_ANNOTATION])
+            for o in objects if o["kind"] == "Deployment"
+            and overlay.TIMEOUT_ANNOTATION in o["metadata"].get("annotations", {})}
+
+
+def check_database(database: catalog.Database, objects: list[dict], upstream: list[dict],
+                   secret: str, allowance: int, storage_class: str, size: str) -> None:
+    deployment = find(objects, "Deployment", database.deployment)
+    pod = deployment["spec"]["template"]["spec"]
+    [mysql] = [c for c in pod["containers"] if c["name"] == database.container]
+    [upstream_mysql] = [c for c in find(upstream, "Deployment", database.deployment)[
+        "spec"]["template"]["spec"]["containers"] if c["name"] == database.container]
+    # Upstream has no startup probe: its first initialisation could be killed (Katib) or
+    # counted ready before MySQL answers (Pipelines: no probe at all).
+    assert "startupProbe" not in upstream_mysql
+    startup = mysql["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= allowance
+    assert startup["exec"]["command"] == list(database.probe)
+    if "livenessProbe" in upstream_mysql:
+        assert startup["exec"] == upstream_mysql["livenessProbe"]["exec"]
+    # NFS-safe: upstream's args (checked against the pinned release) plus no native AIO.
+    assert mysql["args"] == upstream_mysql["args"] + ["--innodb-use-native-aio=0"]
+    assert upstream_mysql["args"] == list(database.args)
+    assert mysql["args"][mysql["args"].index("--datadir") + 1] == database.datadir
+    [check] = pod["initContainers"]
+    assert check["securityContext"]["runAsUser"] == mysql["securityContext"]["runAsUser"] == 999
+    assert check["volumeMounts"] == [m for m in mysql["volumeMounts"]
+                                     if m["mountPath"] == "/var/lib/mysql"]
+    assert check["image"] == f"{HUB_MIRROR}/library/busybox:1.37.0"
+    [volume] = [v for v in pod["volumes"] if v["name"] == database.volume]
+    claim = find(objects, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+    assert claim["metadata"]["name"] == database.claim
+    assert claim["spec"]["storageClassName"] == storage_class
+    assert claim["spec"]["resources"]["requests"]["storage"] == size
+    # Pulumi waits for the database and every Deployment that reads its Secret (they
+    # cannot be ready before it answers) at least the startup allowance; no other.
+    clients = {o["metadata"]["name"] for o in objects
+               if o["kind"] == "Deployment" and reads_secret(o, secret)}
+    assert clients - {database.deployment} == set(database.clients)
+    timeouts = awaited(objects)
+    assert set(timeouts) & ({o["metadata"]["name"] for o in upstream}) == \
+        {database.deployment, *database.clients}
+    assert all(value >= allowance + 300 for name, value in timeouts.items()
+               if name in {database.deployment, *database.clients})
+    assert not awaited(upstream)  # upstream: Pulumi's default 10 minutes
+
+
+def test_katib_mysql_and_its_client_are_awaited_for_the_startup_allowance(built):
+    _, objects, upstream = built[catalog.APPS]
+    [katib] = [d for d in catalog.DATABASES if d.component == "katib"]
+    check_database(katib, objects, upstream, "katib-mysql-secrets", 1200, "nfs", "10Gi")
+
+
+PIPELINES = catalog.COMPONENT_PATHS["pipelines"][0]
+# What the offline build of Pipelines replaces in its copy of the fixture, and why: Argo
+# Workflows' folder pulls github.com/argoproj/argo-workflows (no network here), and the
+# fixture lacks the profile controller's sync.py (only text manifests are kept). Neither
+# holds the MySQL Deployment, its claim or the Deployments that read its Secret.
+ARGO_REMOTE = "applications/pipeline/upstream/third-party/argo/installs/cluster/kustomization.yaml"
+MISSING_SYNC = "applications/pipeline/upstream/base/installs/multi-user/pipelines-profile-controller/sync.py"
+
+
+@pytest.fixture(scope="module")
+def pipelines_built(tmp_path_factory) -> tuple[dict, list[dict], list[dict]]:
+    """Pipelines' folder built offline with the program's overlay: a copy of the pinned
+    release's `applications/pipeline` without Argo's remote bases."""
+    kubectl()
+    root = tmp_path_factory.mktemp("kubeflow-pipelines")
+    copy = root / "manifests"
+    shutil.copytree(FIXTURE / "applications/pipeline", copy / "applications/pipeline")
+    for path in copy.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    argo = copy / ARGO_REMOTE
+    assert "https://github.com/argoproj/argo-workflows" in argo.read_text()
+    argo.write_text("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                    "resources: []\n")
+    assert not (copy / MISSING_SYNC).exists()
+    (copy / MISSING_SYNC).write_text("# stands in for the profile controller's code\n")
+    kubeflow = settings(source={"path": str(copy)}, components=["pipelines"],
+                        pipelines={"mysql": {"startupTimeoutSeconds": 1200,
+                                             "storageClass": "nfs"}})
+    [stage] = [s for s in catalog.stages_for(kubeflow) if s.name == catalog.APPS]
+    assert stage.paths == (PIPELINES,)
+    kustomization = write(kubeflow, stage, root / "apps")
+    plain = root / "upstream"
+    plain.mkdir()
+    (plain / "kustomization.yaml").write_text(yaml.safe_dump(
+        {"resources": [overlay.base_reference(kubeflow, PIPELINES, plain)]}))
+    return kustomization, build(root / "apps"), build(plain)
+
+
+def test_pipelines_mysql_patches_hit_the_pinned_release(pipelines_built):
+    kustomization, objects, upstream = pipelines_built
+    hits = 0
+    for entry in kustomization["patches"]:
+        target = entry["target"]
+        [match] = [o for o in upstream if o["kind"] == target["kind"]
+                   and o["metadata"]["name"] == target["name"]
+                   and o["metadata"]["namespace"] == target["namespace"]]
+        patch = yaml.safe_load(entry["patch"])
+        wanted = {c["name"] for c in patch.get("spec", {}).get("template", {}).get(
+            "spec", {}).get("containers", [])}
+        assert wanted <= {c["name"] for c in containers(match)}, (target, wanted)
+        hits += 1
+    assert hits == 5  # mysql Deployment and claim, 3 clients
+    assert {key(o) for o in objects} - {key(o) for o in upstream} == {
+        ("ConfigMap", "kube-system", "gpu-cluster-kubeflow-apps")}
+
+
+def test_pipelines_mysql_is_on_the_same_footing_as_katib_s(pipelines_built):
+    _, objects, upstream = pipelines_built
+    [pipelines] = [d for d in catalog.DATABASES if d.component == "pipelines"]
+    check_database(pipelines, objects, upstream, "mysql-secret", 1200, "nfs", "20Gi")
+
+
+def test_pipelines_mysql_objects_pass_kubernetes_validate_strict(pipelines_built, tmp_path):
+    validate = require_tool("kubernetes-validate")
+    version = ".".join(versions.K0S.lstrip("v").split(".")[:2]) + ".0"
+    _, objects, _ = pipelines_built
+    [pipelines] = [d for d in catalog.DATABASES if d.component == "pipelines"]
+    names = {pipelines.deployment, pipelines.claim, *pipelines.clients}
+    checked = [o for o in objects if o["metadata"]["name"] in names
+               and o["kind"] in ("Deployment", "PersistentVolumeClaim")]
+    assert len(checked) == len(names)
+    path = tmp_path / "pipelines.yaml"
+    path.write_text(yaml.safe_dump_all(checked))
+    result = subprocess.run([validate, "--strict", "-k", version, str(path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr
