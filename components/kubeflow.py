@@ -108,7 +108,7 @@ class Kubeflow(pulumi.ComponentResource):
                  on=self._args.controller_ssh, create=PORT_FORWARD, delete=PORT_FORWARD_REMOVE,
                  env={"LISTEN_ADDRESS": access.listen_address, "LISTEN_PORT": str(access.port),
                       "GATEWAY_NAMESPACE": overlay.GATEWAY_NAMESPACE,
-                      "GATEWAY_SERVICE": overlay.GATEWAY_SERVICE},
+                      "GATEWAY_SERVICE": overlay.GATEWAY_SERVICE, "GATEWAY_PORT": "80"},
                  depends_on=[self.stages[catalog.ISTIO.name]], parent=self)
 
 

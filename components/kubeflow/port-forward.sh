@@ -11,14 +11,18 @@ set -euo pipefail
 #   LISTEN_PORT        required: port it listens on, e.g. 8080
 #   GATEWAY_NAMESPACE  required: namespace of the gateway Service (istio-system)
 #   GATEWAY_SERVICE    required: the gateway Service (istio-ingressgateway)
+#   GATEWAY_PORT       required: its port users reach, 443 (HTTPS) or 80 (tls off)
 UNIT=gpu-cluster-kubeflow-port-forward
 UNIT_FILE="/etc/systemd/system/$UNIT.service"
 
 check_inputs() {
-  check_missing_env LISTEN_ADDRESS LISTEN_PORT GATEWAY_NAMESPACE GATEWAY_SERVICE
-  if [[ -n "${LISTEN_PORT:-}" ]] && ! [[ "$LISTEN_PORT" =~ ^[0-9]{1,5}$ && "$LISTEN_PORT" -ge 1 && "$LISTEN_PORT" -le 65535 ]]; then
-    INPUT_PROBLEMS+=("LISTEN_PORT must be a port number, got '$LISTEN_PORT'")
-  fi
+  check_missing_env LISTEN_ADDRESS LISTEN_PORT GATEWAY_NAMESPACE GATEWAY_SERVICE GATEWAY_PORT
+  local name
+  for name in LISTEN_PORT GATEWAY_PORT; do
+    if [[ -n "${!name:-}" ]] && ! [[ "${!name}" =~ ^[0-9]{1,5}$ && "${!name}" -ge 1 && "${!name}" -le 65535 ]]; then
+      INPUT_PROBLEMS+=("$name must be a port number, got '${!name}'")
+    fi
+  done
   if [[ -n "${LISTEN_ADDRESS:-}" ]] && ! [[ "$LISTEN_ADDRESS" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]]; then
     INPUT_PROBLEMS+=("LISTEN_ADDRESS must be an IPv4 address, got '$LISTEN_ADDRESS'")
   fi
@@ -34,7 +38,7 @@ After=k0scontroller.service
 Wants=k0scontroller.service
 
 [Service]
-ExecStart=/usr/local/bin/k0s kubectl --namespace $GATEWAY_NAMESPACE port-forward --address $LISTEN_ADDRESS service/$GATEWAY_SERVICE $LISTEN_PORT:80
+ExecStart=/usr/local/bin/k0s kubectl --namespace $GATEWAY_NAMESPACE port-forward --address $LISTEN_ADDRESS service/$GATEWAY_SERVICE $LISTEN_PORT:$GATEWAY_PORT
 Restart=always
 RestartSec=5
 
@@ -46,14 +50,19 @@ UNIT
 create() {
   check_inputs
   write_text "$UNIT_FILE" 0644 "$(unit_text)"
-  if ((FILE_CHANGED)); then
+  # A changed unit (another port, TLS switched) is reloaded and restarted; a restart an
+  # earlier run did not finish is retried.
+  if needs_follow_up "$FILE_CHANGED" "restart-$UNIT"; then
     systemd_reload
     systemd_enable "$UNIT" >&2
     systemctl restart "$UNIT"
-    log "changed: $UNIT forwards $LISTEN_ADDRESS:$LISTEN_PORT to $GATEWAY_NAMESPACE/$GATEWAY_SERVICE"
+    follow_up_done "restart-$UNIT"
+    log "changed: $UNIT forwards $LISTEN_ADDRESS:$LISTEN_PORT to $GATEWAY_NAMESPACE/$GATEWAY_SERVICE:$GATEWAY_PORT"
+  elif systemctl is-enabled --quiet "$UNIT" && systemctl is-active --quiet "$UNIT"; then
+    log "unchanged: $UNIT is enabled and running"
   else
     systemd_enable --now "$UNIT" >&2
-    log "unchanged: $UNIT"
+    log "changed: enabled and started $UNIT"
   fi
 }
 

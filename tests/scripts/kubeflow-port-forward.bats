@@ -1,0 +1,84 @@
+#!/usr/bin/env bats
+# components/kubeflow/port-forward.sh: the controller's systemd unit forwarding the
+# Kubeflow UI to the Istio ingress gateway, on the port the gateway serves users on.
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+UNIT=gpu-cluster-kubeflow-port-forward
+UNIT_FILE=/etc/systemd/system/gpu-cluster-kubeflow-port-forward.service
+SCRIPT=../kubeflow/port-forward.sh
+
+setup() {
+  setup_host
+  export LISTEN_ADDRESS=127.0.0.1 LISTEN_PORT=8080 GATEWAY_NAMESPACE=istio-system \
+    GATEWAY_SERVICE=istio-ingressgateway GATEWAY_PORT=443
+}
+
+exec_start() {
+  grep '^ExecStart=' "$GPU_CLUSTER_ROOT$UNIT_FILE"
+}
+
+@test "kubeflow-port-forward: forwards to the gateway's HTTPS port and starts the unit" {
+  run_script "$SCRIPT"
+  assert_success
+  [ "$(exec_start)" = "ExecStart=/usr/local/bin/k0s kubectl --namespace istio-system port-forward --address 127.0.0.1 service/istio-ingressgateway 8080:443" ]
+  assert_mode "$UNIT_FILE" 644
+  assert_call_order '^systemctl daemon-reload$' "^systemctl restart $UNIT$"
+  assert_called "^systemctl enable $UNIT$"
+  assert_output_contains "gpu-cluster: moscow: kubeflow-port-forward: changed: $UNIT forwards 127.0.0.1:8080 to istio-system/istio-ingressgateway:443"
+}
+
+@test "kubeflow-port-forward: a second run changes nothing and says so" {
+  run_script "$SCRIPT"
+  assert_success
+  assert_idempotent "$SCRIPT"
+  assert_output_contains "unchanged: $UNIT is enabled and running"
+}
+
+@test "kubeflow-port-forward: switching TLS off moves the forward to port 80 and restarts it" {
+  run_script "$SCRIPT"
+  assert_success
+  reset_calls
+  GATEWAY_PORT=80 run_script "$SCRIPT"
+  assert_success
+  [[ "$(exec_start)" == *" 8080:80" ]]
+  assert_called "^systemctl restart $UNIT$"
+}
+
+@test "kubeflow-port-forward: a stopped unit is started again" {
+  run_script "$SCRIPT"
+  assert_success
+  rm "$STUB_STATE/active-$UNIT"
+  reset_calls
+  run_script "$SCRIPT"
+  assert_success
+  assert_called "^systemctl enable --now $UNIT$"
+  assert_output_contains "changed: enabled and started $UNIT"
+}
+
+@test "kubeflow-port-forward: a restart that failed is retried by the next run" {
+  STUB_FAIL_CALL="^systemctl restart" run_script "$SCRIPT"
+  assert_failure
+  reset_calls
+  run_script "$SCRIPT"
+  assert_success
+  assert_called "^systemctl restart $UNIT$"
+  assert_output_contains "retrying restart-$UNIT"
+}
+
+@test "kubeflow-port-forward: bad ports are refused, naming host, step and input" {
+  GATEWAY_PORT=https LISTEN_PORT=70000 run_script "$SCRIPT"
+  assert_failure
+  assert_output_contains "moscow" "kubeflow-port-forward" \
+    "LISTEN_PORT must be a port number, got '70000'" \
+    "GATEWAY_PORT must be a port number, got 'https'"
+  [ ! -e "$GPU_CLUSTER_ROOT$UNIT_FILE" ]
+}
+
+@test "kubeflow-port-forward: a missing gateway port is refused" {
+  unset GATEWAY_PORT
+  run_script "$SCRIPT"
+  assert_failure
+  assert_output_contains "GATEWAY_PORT"
+}
