@@ -20,6 +20,8 @@ if cluster.access.user_kubeconfig_parameters:
     pulumi.export("userKubeconfigParameters", cluster.access.user_kubeconfig_parameters)
 if cluster.kubeflow_url is not None:
     pulumi.export("kubeflowUrl", cluster.kubeflow_url)
+if cluster.kubeflow_tls_certificate is not None:
+    pulumi.export("kubeflowTlsCertificate", cluster.kubeflow_tls_certificate)
 if cluster.images:
     pulumi.export("images", cluster.images)
 if cluster.control_plane_ssh_host_key is not None:

@@ -240,6 +240,7 @@ class Cluster(pulumi.ComponentResource):
             MpiOperator(f"{self._name}-mpi-operator",
                         MpiOperatorArgs(self.provider, self.nodes_ready), opts=opts)
         self.kubeflow_url: Optional[str] = None
+        self.kubeflow_tls_certificate: Optional[pulumi.Output[str]] = None
         if settings.kubeflow is not None:
             # Its volumes are claimed on the default StorageClass: storage first.
             kubeflow = Kubeflow(f"{self._name}-kubeflow", KubeflowArgs(
@@ -247,6 +248,7 @@ class Cluster(pulumi.ComponentResource):
                 controller=self.control_plane.host, controller_ssh=self.control_plane.ssh),
                 opts=opts)
             self.kubeflow_url = kubeflow.url
+            self.kubeflow_tls_certificate = kubeflow.tls_certificate
         profiles_after = (kubeflow.profiles_installed
                           if settings.kubeflow and "profiles" in settings.kubeflow.components
                           else None)

@@ -7,6 +7,7 @@ secrets are Secrets the program creates; upstream's published values are never a
 import base64
 import hashlib
 import hmac
+import ipaddress
 import os
 import tempfile
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import bcrypt
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
+import pulumi_tls as tls
 
 from components import kube
 from components import kubeflow_catalog as catalog
@@ -31,6 +33,14 @@ OVERLAYS_DIR = "build/{stack}/kubeflow"
 PORT_FORWARD = Script("../kubeflow/port-forward.sh")
 PORT_FORWARD_REMOVE = Script("../kubeflow/port-forward-remove.sh")
 BCRYPT_COST = 12
+# The self-signed gateway certificate: a `pulumi up` in its last 30 days makes a new one.
+SELF_SIGNED_VALIDITY_HOURS = 365 * 24
+SELF_SIGNED_EARLY_RENEWAL_HOURS = 30 * 24
+PLAIN_HTTP_WARNING = (
+    "Kubeflow is served over plain HTTP at {url} (kubeflow.access.tls.mode is off): the "
+    "password and session cookies cross the network unencrypted, and the Jupyter, Volumes "
+    "and Tensorboards web apps run with their Secure cookies turned off. Use selfSigned or "
+    "certificate unless the network path is trusted.")
 _BCRYPT_ALPHABET = bytes.maketrans(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
     b"./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
@@ -54,6 +64,10 @@ class Kubeflow(pulumi.ComponentResource):
         settings = args.settings
         kubeflow = settings.kubeflow
         self.url = kubeflow_url(settings, args.controller)
+        # The self-signed certificate users trust (None with tls certificate or off).
+        self.tls_certificate: Optional[pulumi.Output[str]] = None
+        if kubeflow.access.tls.mode == "off":
+            pulumi.log.warn(PLAIN_HTTP_WARNING.format(url=self.url), resource=self)
         password_hash = dex_password_hash(settings.kubeflow_password.get_secret_value(),
                                           settings.cluster_name, kubeflow.user.email)
         self.overlay_dirs = write_overlays(settings, overlay.password_digest(password_hash))
@@ -62,6 +76,9 @@ class Kubeflow(pulumi.ComponentResource):
         for stage in catalog.stages_for(kubeflow):
             if stage.name == catalog.AUTH.name:
                 previous += self._create_auth_secrets(password_hash)
+            if stage.name == catalog.ISTIO.name and kubeflow.access.tls.mode != "off":
+                # In istio-system (istio-crds made it) before the gateway starts.
+                previous.append(self._create_gateway_tls_secret())
             self.stages[stage.name] = k8s.kustomize.v2.Directory(
                 f"{name}-{stage.name}",
                 directory=self.overlay_dirs[stage.name],
@@ -73,7 +90,45 @@ class Kubeflow(pulumi.ComponentResource):
         # The stage that installs the Profile CRD and controller (with the apps).
         self.profiles_installed = [self.stages[catalog.APPS]] if catalog.APPS in self.stages \
             else []
-        self.register_outputs({"url": self.url})
+        self.register_outputs({"url": self.url, "tlsCertificate": self.tls_certificate})
+
+    def _create_gateway_tls_secret(self) -> pulumi.Resource:
+        """The gateway's certificate and key: from config, or made here for the names
+        users open (served by the gateway as Kubeflow's Gateway names it)."""
+        settings = self._args.settings
+        tls_settings = settings.kubeflow.access.tls
+        if tls_settings.mode == "certificate":
+            certificate = tls_settings.certificate
+            key = pulumi.Output.secret(settings.kubeflow_tls_key.get_secret_value())
+        else:
+            certificate, key = self._self_signed_certificate()
+            self.tls_certificate = certificate
+        opts = kube.k8s_provider_opts(self._args.provider, self,
+                                      [self.stages[catalog.ISTIO_CRDS.name]])
+        return kube.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                           "metadata": {"name": overlay.GATEWAY_TLS_SECRET,
+                                        "namespace": overlay.GATEWAY_NAMESPACE},
+                           "stringData": {"tls.crt": certificate, "tls.key": key}}, opts)
+
+    def _self_signed_certificate(self) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """A server certificate (not a CA: browsers refuse a CA certificate as a server's)
+        for every name that reaches the gateway, so one trusted file works for all."""
+        dns_names, ip_addresses = gateway_names(self._args.settings, self._args.controller)
+        mine = pulumi.ResourceOptions(parent=self)
+        key = tls.PrivateKey(f"{self._name}-gateway-tls-key", algorithm="ECDSA",
+                             ecdsa_curve="P256", opts=mine)
+        cert = tls.SelfSignedCert(
+            f"{self._name}-gateway-tls-cert",
+            private_key_pem=key.private_key_pem,
+            subject=tls.SelfSignedCertSubjectArgs(
+                common_name=(dns_names + ip_addresses)[0][:64],
+                organization=f"gpu-cluster {self._args.settings.cluster_name}"),
+            dns_names=dns_names, ip_addresses=ip_addresses,
+            allowed_uses=["digital_signature", "server_auth"],
+            validity_period_hours=SELF_SIGNED_VALIDITY_HOURS,
+            early_renewal_hours=SELF_SIGNED_EARLY_RENEWAL_HOURS,
+            opts=mine)
+        return cert.cert_pem, pulumi.Output.secret(key.private_key_pem)
 
     def _create_auth_secrets(self, password_hash: str) -> list[pulumi.Resource]:
         """Dex's password hash and the OIDC client and cookie secrets, in the namespaces
@@ -108,24 +163,42 @@ class Kubeflow(pulumi.ComponentResource):
                  on=self._args.controller_ssh, create=PORT_FORWARD, delete=PORT_FORWARD_REMOVE,
                  env={"LISTEN_ADDRESS": access.listen_address, "LISTEN_PORT": str(access.port),
                       "GATEWAY_NAMESPACE": overlay.GATEWAY_NAMESPACE,
-                      "GATEWAY_SERVICE": overlay.GATEWAY_SERVICE, "GATEWAY_PORT": "80"},
+                      "GATEWAY_SERVICE": overlay.GATEWAY_SERVICE,
+                      "GATEWAY_PORT": str(overlay.gateway_port(self._args.settings.kubeflow))},
                  depends_on=[self.stages[catalog.ISTIO.name]], parent=self)
 
 
+def _addresses(settings: StackConfig,
+               controller: Optional[Host]) -> tuple[list[str], Optional[str]]:
+    workloads = [h.address for h in settings.hosts if h.runs_workloads]
+    return workloads, controller.address if controller else None
+
+
 def kubeflow_url(settings: StackConfig, controller: Optional[Host]) -> str:
+    return settings.kubeflow.access.url(*_addresses(settings, controller))
+
+
+def gateway_names(settings: StackConfig,
+                  controller: Optional[Host]) -> tuple[list[str], list[str]]:
+    """(DNS names, IP addresses) users reach the gateway by: `hostname`, the URL's host,
+    and for nodePort every workload node (any node answers), for portForward the
+    forwarder's address."""
     access = settings.kubeflow.access
-    if access.mode == "portForward":
-        # On the loopback address: through `ssh -L <port>:127.0.0.1:<port> <controller>`.
-        host = access.listen_address
-        if host == "127.0.0.1":
-            host = "localhost"
-        elif host == "0.0.0.0":
-            host = controller.address
-        return f"http://{access.hostname or host}:{access.port}/"
-    if access.mode == "loadBalancer":
-        return f"http://{access.hostname}/"
-    node = next((h.address for h in settings.hosts if h.runs_workloads), None)
-    return f"http://{access.hostname or node}:{access.node_port}/"
+    workloads, controller_address = _addresses(settings, controller)
+    names = [access.url_host(workloads, controller_address)]
+    if access.mode == "nodePort":
+        names += workloads
+    elif access.mode == "portForward":
+        names += ["localhost", "127.0.0.1"] if access.listen_address == "127.0.0.1" \
+            else [controller_address]
+    dns_names, ip_addresses = [], []
+    for name in dict.fromkeys(n for n in names if n):
+        try:
+            ipaddress.ip_address(name)
+            ip_addresses.append(name)
+        except ValueError:
+            dns_names.append(name)
+    return dns_names, ip_addresses
 
 
 def dex_password_hash(password: str, cluster_name: str, email: str) -> str:

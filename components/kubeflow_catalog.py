@@ -55,6 +55,18 @@ COMPONENT_PATHS: dict[str, tuple[str, ...]] = {
 }
 # Pod Security Standards "baseline" for user namespaces (a component of profiles).
 PSS_BASELINE = "common/security/PSS/dynamic/baseline"
+# The web apps that set Secure cookies, per component: (Deployment, container). Their
+# `APP_SECURE_COOKIES` env (from *WA_APP_SECURE_COOKIES=true in each base's params.env)
+# is the switch upstream's README names for plain HTTP.
+SECURE_COOKIE_APPS: dict[str, tuple[str, str]] = {
+    "notebooks": ("jupyter-web-app-deployment", "jupyter-web-app"),
+    "volumes": ("volumes-web-app-deployment", "volumes-web-app"),
+    "tensorboards": ("tensorboards-web-app-deployment", "tensorboards-web-app"),
+}
+SECURE_COOKIES_ENV = "APP_SECURE_COOKIES"
+GATEWAY = ("networking.istio.io", "v1alpha3", "Gateway", "kubeflow-gateway", "kubeflow")
+
+
 @dataclass(frozen=True)
 class Database:
     """A component's MySQL Deployment as upstream writes it, and the Deployments that

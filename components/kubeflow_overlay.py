@@ -25,6 +25,9 @@ OAUTH2_PROXY_SECRET = "oauth2-proxy-credentials"
 SECRET_NAMESPACES = {"auth": {"pod-security.kubernetes.io/enforce": "restricted"},
                      "oauth2-proxy": {"pod-security.kubernetes.io/enforce": "restricted"}}
 MYSQL_UID = 999
+# The gateway's certificate and key (kubernetes.io/tls), made by the program; Istio reads
+# a Gateway's credentialName from the gateway workload's namespace.
+GATEWAY_TLS_SECRET = "kubeflow-gateway-tls"
 # Pulumi waits for a Deployment 10 minutes unless the object's `pulumi.com/timeoutSeconds`
 # says otherwise; Directory children get no customTimeouts (pulumi-kubernetes v4.32.0
 # provider/pkg/await/await.go:306-308, metadata/overrides.go:49-63,
@@ -66,10 +69,15 @@ def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage, overlay_dir: 
         patches.append(_gateway_patch(kubeflow))
     elif stage.name == catalog.AUTH.name:
         patches += _auth_patches(kubeflow, password_digest)
+    elif stage.name == catalog.KUBEFLOW_BASE.name:
+        if kubeflow.access.tls.mode != "off":
+            patches.append(_gateway_tls_patch())
     elif stage.name == catalog.APPS:
         for database in catalog.DATABASES:
             if database.component in kubeflow.components:
                 patches += _database_patches(kubeflow, database)
+        if kubeflow.access.tls.mode == "off":
+            patches += _insecure_cookie_patches(kubeflow)
         if "trainer" in kubeflow.components:
             patches.append(_delete_all(*catalog.TRAINER_RUNTIME_KIND))
         if "profiles" in kubeflow.components:
@@ -193,8 +201,10 @@ def _gateway_patch(kubeflow: KubeflowSettings) -> dict:
     spec: dict = {}
     metadata: dict = {"name": GATEWAY_SERVICE, "namespace": GATEWAY_NAMESPACE}
     if access.mode == "nodePort":
+        # Users open `nodePort`: the gateway's HTTPS port, or HTTP with tls off.
+        name, port = ("http2", 80) if access.tls.mode == "off" else ("https", 443)
         spec = {"type": "NodePort",
-                "ports": [{"name": "http2", "port": 80, "protocol": "TCP",
+                "ports": [{"name": name, "port": port, "protocol": "TCP",
                            "nodePort": access.node_port}]}
     elif access.mode == "loadBalancer":
         spec = {"type": "LoadBalancer", "loadBalancerSourceRanges": list(access.source_ranges)}
@@ -205,6 +215,46 @@ def _gateway_patch(kubeflow: KubeflowSettings) -> dict:
         spec = {"type": "ClusterIP"}
     return _patch({"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec},
                   "Service", GATEWAY_SERVICE, GATEWAY_NAMESPACE)
+
+
+def gateway_port(kubeflow: KubeflowSettings) -> int:
+    """The gateway Service's port users reach (the port-forward's target)."""
+    return 80 if kubeflow.access.tls.mode == "off" else 443
+
+
+def _gateway_tls_patch() -> dict:
+    """Kubeflow's Gateway serves HTTPS with the program's certificate and redirects
+    HTTP to it (Istio's Gateway API: ServerTLSSettings mode SIMPLE, credentialName,
+    httpsRedirect; https://istio.io/latest/docs/reference/config/networking/gateway/).
+    The servers list is replaced whole (a custom resource's lists have no merge key)."""
+    group, version, kind, name, namespace = catalog.GATEWAY
+    gateway = {"apiVersion": f"{group}/{version}", "kind": kind,
+               "metadata": {"name": name, "namespace": namespace},
+               "spec": {"servers": [
+                   {"port": {"number": 80, "name": "http", "protocol": "HTTP"},
+                    "hosts": ["*"], "tls": {"httpsRedirect": True}},
+                   {"port": {"number": 443, "name": "https", "protocol": "HTTPS"},
+                    "hosts": ["*"],
+                    "tls": {"mode": "SIMPLE", "credentialName": GATEWAY_TLS_SECRET}},
+               ]}}
+    return _patch(gateway, kind, name, namespace, group)
+
+
+def _insecure_cookie_patches(kubeflow: KubeflowSettings) -> list[dict]:
+    """Plain HTTP (tls off): the web apps' CSRF cookie without the Secure flag, or the
+    browser drops it and every POST answers 403 "Could not find CSRF cookie XSRF-TOKEN"
+    (kubeflow/kubeflow crud_backend/csrf.py). Upstream's README names this switch."""
+    patches = []
+    for component, (deployment, container) in catalog.SECURE_COOKIE_APPS.items():
+        if component not in kubeflow.components:
+            continue
+        body = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": deployment, "namespace": "kubeflow"},
+                "spec": {"template": {"spec": {"containers": [{
+                    "name": container,
+                    "env": [{"name": catalog.SECURE_COOKIES_ENV, "value": "false"}]}]}}}}
+        patches.append(_patch(body, "Deployment", deployment, "kubeflow"))
+    return patches
 
 
 # --- Auth: the configured Dex user, the program's secrets -------------------------------
@@ -246,6 +296,10 @@ def _auth_patches(kubeflow: KubeflowSettings, password_digest: str) -> list[dict
            for name, key in (("OAUTH2_PROXY_CLIENT_ID", "client-id"),
                              ("OAUTH2_PROXY_CLIENT_SECRET", "client-secret"),
                              ("OAUTH2_PROXY_COOKIE_SECRET", "cookie-secret"))]
+    if kubeflow.access.tls.mode != "off":
+        # The session cookie only over HTTPS (upstream: FORCE_HTTPS=false, for plain HTTP);
+        # null drops upstream's valueFrom.
+        env.append({"name": "OAUTH2_PROXY_COOKIE_SECURE", "value": "true", "valueFrom": None})
     proxy = {"apiVersion": "apps/v1", "kind": "Deployment",
              "metadata": {"name": "oauth2-proxy", "namespace": "oauth2-proxy"},
              "spec": {"template": {"spec": {"containers": [{"name": "oauth2-proxy", "env": env}]}}}}

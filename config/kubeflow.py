@@ -6,6 +6,7 @@ sections (storage, layout, the password secret) are in `config/kubeflow_checks.p
 import re
 from typing import Annotated, Literal, Optional
 
+from cryptography import x509
 from pydantic import AfterValidator, Field, field_validator
 
 from config import versions
@@ -26,6 +27,8 @@ _EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
 _REGISTRY_PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?(/[a-z0-9._-]+)*$")
 _GIT_URL = re.compile(r"^(https://|ssh://|git@)[^\s?]+$")
 _QUANTITY = re.compile(r"^[1-9][0-9]*(Mi|Gi|Ti)$")
+_PEM_CHAIN = re.compile(r"\s*(-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+"
+                        r"-----END CERTIFICATE-----\s*)+")
 
 
 def _email(value: str) -> str:
@@ -41,7 +44,19 @@ def _registry_prefix(value: str) -> str:
     return value
 
 
+def _pem_chain(value: str) -> str:
+    if not _PEM_CHAIN.fullmatch(value):
+        raise ValueError("is not a PEM certificate chain: -----BEGIN CERTIFICATE----- blocks, the "
+                         "server's certificate first, then its intermediates")
+    try:
+        x509.load_pem_x509_certificates(value.encode())
+    except ValueError:
+        raise ValueError("has a CERTIFICATE block that is not an X.509 certificate") from None
+    return value
+
+
 Email = Annotated[str, AfterValidator(_email)]
+PemCertificateChain = Annotated[str, AfterValidator(_pem_chain)]
 RegistryPrefix = Annotated[str, AfterValidator(_registry_prefix)]
 
 
@@ -143,6 +158,22 @@ class ImageMirror(Section):
 
 
 AccessMode = Literal["nodePort", "loadBalancer", "portForward"]
+TlsMode = Literal["selfSigned", "certificate", "off"]
+
+
+class GatewayTls(Section):
+    """TLS at the Istio ingress gateway. Kubeflow's Jupyter, Volumes and Tensorboards web
+    apps set Secure cookies: over plain HTTP, on any address but localhost, browsers drop
+    them and every form answers 403 (kubeflow/manifests v1.11.0 README, "NodePort /
+    LoadBalancer / Ingress")."""
+
+    # selfSigned: a certificate the program makes for the names users open (stack output
+    # kubeflowTlsCertificate, to trust in browsers and clients); certificate: `certificate`
+    # with its key in the secret gpu-cluster:kubeflowTlsKey; off: plain HTTP with the web
+    # apps' Secure cookies turned off (warned at every preview and update).
+    mode: TlsMode = "selfSigned"
+    # certificate: the PEM server certificate, then its intermediates.
+    certificate: Optional[PemCertificateChain] = None
 
 
 class KubeflowAccess(Section):
@@ -159,6 +190,29 @@ class KubeflowAccess(Section):
     source_ranges: list[IPv4Cidr] = []
     # The name users type (a DNS name pointing at the gateway); required with loadBalancer.
     hostname: Optional[HostOrIp] = None
+    tls: GatewayTls = GatewayTls()
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.tls.mode == "off" else "https"
+
+    def url_host(self, workload_addresses: list[str],
+                 controller_address: Optional[str]) -> Optional[str]:
+        """The host in the URL users open: `hostname`, else the forwarder's address
+        (loopback as localhost, reached through `ssh -L`) or the first workload node's."""
+        if self.hostname:
+            return self.hostname
+        if self.mode == "portForward":
+            return {"127.0.0.1": "localhost", "0.0.0.0": controller_address}.get(
+                self.listen_address, self.listen_address)
+        if self.mode == "nodePort" and workload_addresses:
+            return workload_addresses[0]
+        return None
+
+    def url(self, workload_addresses: list[str], controller_address: Optional[str]) -> str:
+        host = self.url_host(workload_addresses, controller_address)
+        port = {"portForward": f":{self.port}", "nodePort": f":{self.node_port}"}.get(self.mode, "")
+        return f"{self.scheme}://{host}{port}/"
 
 
 class KubeflowSettings(Section):

@@ -1,7 +1,14 @@
 """Kubeflow rules that span sections: the password secret, the default StorageClass, the
 component set, the image mirror and how the UI is exposed on the stack's layout."""
 
+import datetime
+import ipaddress
 import re
+from typing import Optional
+
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 
 from config.kubeflow import COMPONENT_REQUIRES
 from config.partial import PartialConfig
@@ -14,13 +21,14 @@ BCRYPT_HASH = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53
 MIN_PASSWORD_LENGTH = 12
 _REGISTRY_HOST = re.compile(r"^([a-z0-9-]+\.)+[a-z0-9-]+(:\d{1,5})?$|^localhost(:\d{1,5})?$")
 _SET_PASSWORD = "pulumi config set --secret gpu-cluster:kubeflowPassword"
+_SET_TLS_KEY = "pulumi config set --secret gpu-cluster:kubeflowTlsKey < key.pem"
 
 
 def kubeflow_checks(cfg: PartialConfig) -> list[Problem]:
     if not cfg.has_kubeflow:
-        if cfg.kubeflow_password:
-            return [Problem("kubeflowPassword", "is set but gpu-cluster:kubeflow is not")]
-        return []
+        return [Problem(key, "is set but gpu-cluster:kubeflow is not")
+                for key, value in (("kubeflowPassword", cfg.kubeflow_password),
+                                   ("kubeflowTlsKey", cfg.kubeflow_tls_key)) if value]
     problems = _password(cfg.kubeflow_password)
     problems += _default_storage_class(cfg)
     kubeflow = cfg.kubeflow
@@ -34,6 +42,7 @@ def kubeflow_checks(cfg: PartialConfig) -> list[Problem]:
             for host in kubeflow.image_mirror.registries if not _REGISTRY_HOST.match(host)
         ]
     problems += _access(cfg)
+    problems += _tls(cfg)
     return problems
 
 
@@ -114,3 +123,95 @@ def _access(cfg: PartialConfig) -> list[Problem]:
                                     "security group does not open the port; reach it through "
                                     "`ssh -L`"))
     return problems
+
+
+def _tls(cfg: PartialConfig) -> list[Problem]:
+    """A configured certificate must be usable at the URL users open: its key, its names,
+    its dates. Messages never quote the key."""
+    tls = cfg.kubeflow.access.tls
+    if tls.mode != "certificate":
+        problems = []
+        if tls.certificate:
+            problems.append(Problem("kubeflow.access.tls.certificate",
+                                    "is only used with tls.mode certificate"))
+        if cfg.kubeflow_tls_key:
+            problems.append(Problem("kubeflowTlsKey",
+                                    "is only used with kubeflow.access.tls.mode certificate"))
+        return problems
+    problems = []
+    if not tls.certificate:
+        problems.append(Problem("kubeflow.access.tls.certificate",
+                                "is required with tls.mode certificate: the gateway's PEM "
+                                "certificate, then its intermediates"))
+    key = None
+    if not cfg.kubeflow_tls_key:
+        problems.append(Problem("kubeflowTlsKey", "is required with kubeflow.access.tls.mode "
+                                f"certificate: the certificate's private key; `{_SET_TLS_KEY}`"))
+    else:
+        try:
+            key = serialization.load_pem_private_key(cfg.kubeflow_tls_key.encode(), password=None)
+        except (ValueError, TypeError, UnsupportedAlgorithm):
+            problems.append(Problem("kubeflowTlsKey", "is not an unencrypted PEM private key"))
+    if not tls.certificate:
+        return problems
+    certificate = x509.load_pem_x509_certificates(tls.certificate.encode())[0]
+    if key is not None and _public_bytes(key.public_key()) != _public_bytes(
+            certificate.public_key()):
+        problems.append(Problem("kubeflowTlsKey", "is not the private key of "
+                                "kubeflow.access.tls.certificate (its first certificate)"))
+    if certificate.not_valid_after_utc <= datetime.datetime.now(datetime.timezone.utc):
+        problems.append(Problem("kubeflow.access.tls.certificate",
+                                f"expired on {certificate.not_valid_after_utc:%Y-%m-%d}"))
+    host = _url_host(cfg)
+    if host and not _covers(certificate, host):
+        problems.append(Problem("kubeflow.access.tls.certificate",
+                                f"is not valid for {host}, the host users open (kubeflowUrl); "
+                                f"it names {', '.join(_names(certificate)) or 'no host'}: set "
+                                "kubeflow.access.hostname to one of them"))
+    return problems
+
+
+def _url_host(cfg: PartialConfig) -> Optional[str]:
+    hosts = [host for _, host in cfg.hosts]
+    controller = next((h.address for h in hosts if h.runs_control_plane), None)
+    return cfg.kubeflow.access.url_host([h.address for h in hosts if h.runs_workloads],
+                                        controller)
+
+
+def _public_bytes(public_key) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.DER,
+                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def _alternative_names(certificate: x509.Certificate) -> x509.SubjectAlternativeName:
+    try:
+        return certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return x509.SubjectAlternativeName([])
+
+
+def _names(certificate: x509.Certificate) -> list[str]:
+    names = _alternative_names(certificate)
+    return (names.get_values_for_type(x509.DNSName)
+            + [str(ip) for ip in names.get_values_for_type(x509.IPAddress)])
+
+
+def _covers(certificate: x509.Certificate, host: str) -> bool:
+    """Whether a browser accepts the certificate for `host`: by its subject alternative
+    names only (RFC 6125 6.4: no common name once SANs exist; browsers ignore it), a
+    wildcard standing for one leftmost label."""
+    names = _alternative_names(certificate)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None:
+        return address in names.get_values_for_type(x509.IPAddress)
+    host = host.lower().rstrip(".")
+    for name in names.get_values_for_type(x509.DNSName):
+        name = name.lower().rstrip(".")
+        if name == host:
+            return True
+        if name.startswith("*.") and "." in host and host.split(".", 1)[1] == name[2:]:
+            return True
+    return False

@@ -118,9 +118,17 @@ def _from_validation_error(error: ValidationError) -> list[Problem]:
         elif not any(path.startswith(key) for key in SECRET_KEYS):
             value = item.get("input")
             if isinstance(value, (str, int, float, bool)) and str(value) not in message:
-                message += f" (got {value!r})"
+                message += f" (got {_shown(value)})"
         problems.append(Problem(path, message))
     return problems
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    """The value as the message quotes it; a long one (a PEM certificate) cut short."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 4]}...' ({len(str(value))} characters)"
 
 
 def _unknown_nested_key(path: str) -> str:
@@ -190,6 +198,7 @@ def _salvage(values: dict[str, Any]) -> PartialConfig:
         kubeflow=section("kubeflow"),
         has_kubeflow="kubeflow" in values,
         kubeflow_password=str(values.get("kubeflowPassword") or ""),
+        kubeflow_tls_key=str(values.get("kubeflowTlsKey") or ""),
     )
 
 
@@ -214,4 +223,6 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         has_kubeflow=settings.kubeflow is not None,
         kubeflow_password=(settings.kubeflow_password.get_secret_value()
                            if settings.kubeflow_password else ""),
+        kubeflow_tls_key=(settings.kubeflow_tls_key.get_secret_value()
+                          if settings.kubeflow_tls_key else ""),
     )

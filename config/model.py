@@ -390,6 +390,8 @@ class StackConfig(Section):
     kubeflow: Optional[KubeflowSettings] = None
     # The Kubeflow (Dex) user's password, or its bcrypt hash.
     kubeflow_password: Optional[SecretStr] = None
+    # The private key of kubeflow.access.tls.certificate (PEM).
+    kubeflow_tls_key: Optional[SecretStr] = None
 
     @property
     def cni_mtu(self) -> int:
@@ -410,6 +412,7 @@ class StackConfig(Section):
 
 
 # Keys whose value must be set with `pulumi config set --secret`.
-SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile", "kubeflowPassword")
+SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile", "kubeflowPassword",
+               "kubeflowTlsKey")
 # Secret keys that hold SSH private keys.
 PRIVATE_KEY_KEYS = ("sshPrivateKey", "bastionPrivateKey")

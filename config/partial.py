@@ -30,3 +30,4 @@ class PartialConfig:
     kubeflow: Optional[KubeflowSettings] = None
     has_kubeflow: bool = False
     kubeflow_password: str = ""
+    kubeflow_tls_key: str = ""

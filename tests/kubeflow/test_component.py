@@ -5,16 +5,21 @@ password hash, the access modes and what the preview writes for review."""
 import bcrypt
 import pytest
 import yaml
+from cryptography import x509
 from pulumi.runtime import rpc
 
 from components import kubeflow_catalog as catalog
-from components.kubeflow import dex_password_hash
+from components import kubeflow_overlay as overlay
+from components.kubeflow import PLAIN_HTTP_WARNING, dex_password_hash
 from config import ConfigError
-from preview.report import write_artifacts
-from tests.conftest import PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config, preview
+from preview.report import tree, write_artifacts
+from tests.conftest import (PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config, preview,
+                            require_tool)
+from tests.kubeflow.certificates import curl, https_server, make_certificate
 
 PASSWORD = "a long test passphrase"
 DIRECTORY = "kubernetes:kustomize/v2:Directory"
+TLS_SECRET = f"{overlay.GATEWAY_NAMESPACE}-secret-{overlay.GATEWAY_TLS_SECRET}"
 
 
 def with_kubeflow(values: dict, **kubeflow) -> dict:
@@ -37,6 +42,11 @@ def test_stages_are_chained_in_install_order_after_nodes_and_storage():
     assert {"gpu000-node-metadata", "gpu001-node-metadata", "storageclass-nfs"} <= first
     for before, after in zip(stages, stages[1:]):
         expected = {f"test-kubeflow-{before}"}
+        if after == "istio":  # the gateway's certificate, in istio-system (istio-crds)
+            expected.add(TLS_SECRET)
+            assert deps(plan, TLS_SECRET) - {"test-kubeflow-gateway-tls-key",
+                                             "test-kubeflow-gateway-tls-cert"} == {
+                "test-kubeflow-istio-crds"}
         if after == "auth":  # the program's secrets, in namespaces istio-crds created
             expected |= {"auth-secret-dex-passwords", "auth-secret-dex-oidc-client",
                          "oauth2-proxy-secret-oauth2-proxy-credentials"}
@@ -116,13 +126,15 @@ def test_preview_writes_the_overlays_and_hides_secret_values(tmp_path):
 
 
 @pytest.mark.parametrize("layout, access, url", [
-    (bare_metal_config, {}, "http://192.168.2.2:31380/"),
-    (bare_metal_config, {"mode": "portForward"}, "http://localhost:8080/"),
+    (bare_metal_config, {}, "https://192.168.2.2:31380/"),
+    (bare_metal_config, {"tls": {"mode": "off"}}, "http://192.168.2.2:31380/"),
+    (bare_metal_config, {"mode": "portForward"}, "https://localhost:8080/"),
     (bare_metal_config, {"mode": "portForward", "listenAddress": "0.0.0.0", "port": 8443},
-     "http://192.168.2.1:8443/"),
+     "https://192.168.2.1:8443/"),
+    (bare_metal_config, {"mode": "portForward", "tls": {"mode": "off"}}, "http://localhost:8080/"),
     (hybrid_config, {"mode": "loadBalancer", "hostname": "kubeflow.example.com"},
-     "http://kubeflow.example.com/"),
-    (hybrid_config, {"mode": "portForward"}, "http://localhost:8080/"),
+     "https://kubeflow.example.com/"),
+    (hybrid_config, {"mode": "portForward"}, "https://localhost:8080/"),
 ])
 def test_access_mode_decides_the_url(layout, access, url):
     values = with_kubeflow(layout(workers=2), access=access)
@@ -133,7 +145,11 @@ def test_access_mode_decides_the_url(layout, access, url):
     assert bool(steps) == (access.get("mode") == "portForward")
     if steps:
         assert "test-kubeflow-istio" in deps(plan, steps[0].name)
-        assert "gpu-cluster-kubeflow-port-forward" in rpc.unwrap_rpc_secret(steps[0].inputs["stdin"])
+        script = rpc.unwrap_rpc_secret(steps[0].inputs["stdin"])
+        assert "gpu-cluster-kubeflow-port-forward" in script
+        # The forward goes to the port the gateway serves users on.
+        port = "80" if url.startswith("http:") else "443"
+        assert f"export GATEWAY_PORT='{port}'" in script.splitlines()
 
 
 def test_port_forward_is_refused_on_cloud():
@@ -159,3 +175,79 @@ def test_load_balancer_is_open_to_the_admin_networks_by_default():
     [patch] = [yaml.safe_load(p["patch"]) for p in istio["patches"] if p["target"]["kind"] == "Service"]
     assert patch["spec"]["type"] == "LoadBalancer"
     assert patch["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
+
+
+# --- TLS at the gateway -------------------------------------------------------------------
+
+
+def gateway_secret(plan) -> dict:
+    """The gateway's TLS Secret as the program creates it: certificate and key."""
+    secret = plan.named(TLS_SECRET)
+    assert secret.inputs["type"] == "kubernetes.io/tls"
+    assert secret.inputs["metadata"] == {"name": overlay.GATEWAY_TLS_SECRET,
+                                         "namespace": overlay.GATEWAY_NAMESPACE}
+    data = secret.inputs["stringData"]
+    assert rpc.is_rpc_secret(data)
+    return rpc.unwrap_rpc_secret(data)
+
+
+@pytest.mark.parametrize("layout, access, other_names", [
+    # Any node answers a node port: the certificate names every workload node.
+    (bare_metal_config, {}, ["https://192.168.2.3:31380/"]),
+    (bare_metal_config, {"hostname": "kubeflow.example.com"},
+     ["https://192.168.2.2:31380/", "https://192.168.2.3:31380/"]),
+    (bare_metal_config, {"mode": "portForward"}, ["https://127.0.0.1:8080/"]),
+    (bare_metal_config, {"mode": "portForward", "listenAddress": "0.0.0.0"}, []),
+    (hybrid_config, {"mode": "loadBalancer", "hostname": "kubeflow.example.com"}, []),
+])
+def test_the_self_signed_certificate_is_trusted_by_curl_at_every_name(
+        tmp_path, layout, access, other_names):
+    """The certificate the program makes (the preview generates it from the very inputs
+    `pulumi up` gives the TLS provider), served over TLS and opened by curl with the stack
+    output as its only trust: the URL, and every other name users may open."""
+    curl_path = require_tool("curl")
+    plan = preview(with_kubeflow(layout(workers=2), access=access))
+    url, _ = plan.outputs["kubeflowUrl"]
+    data = gateway_secret(plan)
+    certificate, secret = plan.outputs["kubeflowTlsCertificate"]
+    assert not secret and certificate == data["tls.crt"]
+    parsed = x509.load_pem_x509_certificate(certificate.encode())
+    assert not parsed.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    trusted = tmp_path / "kubeflow.crt"
+    trusted.write_text(certificate)
+    with https_server(data["tls.crt"], data["tls.key"], tmp_path) as port:
+        for address in [url, *other_names]:
+            result = curl(address, port, trusted, curl_path)
+            assert result.returncode == 0 and result.stdout == "kubeflow\n", (address, result.stderr)
+        # A name the certificate does not carry is refused: the check can fail.
+        result = curl("https://not-kubeflow.example.com/", port, trusted, curl_path)
+        assert result.returncode != 0 and "not-kubeflow.example.com" in result.stderr
+
+
+def test_a_configured_certificate_is_served_and_none_is_made(tmp_path):
+    certificate, key = make_certificate("kubeflow.example.com")
+    values = with_kubeflow(bare_metal_config(workers=2),
+                           access={"hostname": "kubeflow.example.com",
+                                   "tls": {"mode": "certificate", "certificate": certificate}})
+    values["kubeflowTlsKey"] = key
+    plan = preview(values)
+    assert gateway_secret(plan) == {"tls.crt": certificate, "tls.key": key}
+    assert not [r for r in plan.resources if r.name.startswith("test-kubeflow-gateway-tls")]
+    assert "kubeflowTlsCertificate" not in plan.outputs
+    assert plan.outputs["kubeflowUrl"] == ("https://kubeflow.example.com:31380/", False)
+    # The key never shows in the preview's report or files.
+    written = write_artifacts(plan, tmp_path / "build")
+    body = key.split("-----")[2].strip().splitlines()[1]
+    assert body not in tree(plan) + "".join(p.read_text() for p in written)
+
+
+def test_plain_http_is_warned_in_the_preview_and_makes_no_certificate():
+    plan = preview(with_kubeflow(bare_metal_config(workers=1), access={"tls": {"mode": "off"}}))
+    warning = PLAIN_HTTP_WARNING.format(url="http://192.168.2.2:31380/")
+    assert plan.warnings == [warning]
+    assert f"warning: {warning}" in tree(plan)
+    assert not [r for r in plan.resources if r.name == TLS_SECRET or "gateway-tls" in r.name]
+    assert "kubeflowTlsCertificate" not in plan.outputs
+    # TLS on (the default): no warning.
+    assert preview(with_kubeflow(bare_metal_config(workers=1))).warnings == []
+

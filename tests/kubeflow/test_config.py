@@ -5,6 +5,13 @@ import pytest
 
 from tests.config.test_loader import DELETE, _set, load_values, problems_of
 from tests.conftest import bare_metal_config, cloud_config, hybrid_config
+from tests.kubeflow.certificates import make_certificate
+
+# A user's certificate for the name users open, and one for another name.
+CERTIFICATE, KEY = make_certificate("kubeflow.example.com", "192.168.2.2")
+OTHER_CERTIFICATE, OTHER_KEY = make_certificate("other.example.com")
+EXPIRED_CERTIFICATE, EXPIRED_KEY = make_certificate("kubeflow.example.com", expired=True)
+WILDCARD_CERTIFICATE, WILDCARD_KEY = make_certificate("*.example.com")
 
 
 def _kubeflow(password="a long test passphrase", **section):
@@ -13,6 +20,19 @@ def _kubeflow(password="a long test passphrase", **section):
         values["kubeflow"] = {"user": {"email": "ada@example.com"}, **section}
         if password is not DELETE:
             values["kubeflowPassword"] = password
+    return mutate
+
+
+def _tls(certificate=None, key=None, hostname="kubeflow.example.com", mode="certificate"):
+    """A Kubeflow section with `tls.mode` (certificate by default) and the key secret."""
+    def mutate(values: dict) -> None:
+        tls = {"mode": mode}
+        if certificate is not None:
+            tls["certificate"] = certificate
+        access = {"tls": tls, **({"hostname": hostname} if hostname else {})}
+        _kubeflow(access=access)(values)
+        if key is not None:
+            values["kubeflowTlsKey"] = key
     return mutate
 
 
@@ -75,6 +95,42 @@ KUBEFLOW_CASES = [
     (bare_metal_config, "pipelines claim size",
      _kubeflow(pipelines={"mysql": {"storageSize": "20GB"}}),
      "gpu-cluster:kubeflow.pipelines.mysql.storageSize", "not a size like 10Gi"),
+    (bare_metal_config, "unknown tls mode", _tls(mode="acme"),
+     "gpu-cluster:kubeflow.access.tls.mode", "'selfSigned', 'certificate' or 'off'"),
+    (bare_metal_config, "certificate mode without certificate", _tls(key=KEY),
+     "gpu-cluster:kubeflow.access.tls.certificate", "is required with tls.mode certificate"),
+    (bare_metal_config, "certificate mode without key", _tls(CERTIFICATE),
+     "gpu-cluster:kubeflowTlsKey", "pulumi config set --secret gpu-cluster:kubeflowTlsKey"),
+    (bare_metal_config, "not a PEM certificate", _tls("MIIB not a certificate", KEY),
+     "gpu-cluster:kubeflow.access.tls.certificate", "is not a PEM certificate chain"),
+    (bare_metal_config, "a key in the certificate field", _tls(KEY, KEY),
+     "gpu-cluster:kubeflow.access.tls.certificate", "is not a PEM certificate chain"),
+    (bare_metal_config, "a damaged certificate",
+     _tls(CERTIFICATE.replace(CERTIFICATE.splitlines()[3], "A" * 64), KEY),
+     "gpu-cluster:kubeflow.access.tls.certificate", "is not an X.509 certificate"),
+    (bare_metal_config, "a key that does not parse", _tls(CERTIFICATE, "-----BEGIN PRIVATE KEY-----\nx\n"
+                                                         "-----END PRIVATE KEY-----\n"),
+     "gpu-cluster:kubeflowTlsKey", "is not an unencrypted PEM private key"),
+    (bare_metal_config, "another certificate's key", _tls(CERTIFICATE, OTHER_KEY),
+     "gpu-cluster:kubeflowTlsKey", "is not the private key of kubeflow.access.tls.certificate"),
+    (bare_metal_config, "expired certificate", _tls(EXPIRED_CERTIFICATE, EXPIRED_KEY),
+     "gpu-cluster:kubeflow.access.tls.certificate", "expired on"),
+    (bare_metal_config, "certificate for another name", _tls(OTHER_CERTIFICATE, OTHER_KEY),
+     "gpu-cluster:kubeflow.access.tls.certificate",
+     "is not valid for kubeflow.example.com, the host users open (kubeflowUrl); it names "
+     "other.example.com"),
+    (bare_metal_config, "certificate without hostname: the node's address must be in it",
+     _tls(OTHER_CERTIFICATE, OTHER_KEY, hostname=None),
+     "gpu-cluster:kubeflow.access.tls.certificate", "is not valid for 192.168.2.2"),
+    (bare_metal_config, "wildcard one level too deep",
+     _tls(WILDCARD_CERTIFICATE, WILDCARD_KEY, hostname="a.kubeflow.example.com"),
+     "gpu-cluster:kubeflow.access.tls.certificate", "is not valid for a.kubeflow.example.com"),
+    (bare_metal_config, "certificate with selfSigned", _tls(CERTIFICATE, mode="selfSigned"),
+     "gpu-cluster:kubeflow.access.tls.certificate", "only used with tls.mode certificate"),
+    (bare_metal_config, "key with tls off", _tls(key=KEY, mode="off"),
+     "gpu-cluster:kubeflowTlsKey", "only used with kubeflow.access.tls.mode certificate"),
+    (bare_metal_config, "tls key without kubeflow", _set("kubeflowTlsKey", KEY),
+     "gpu-cluster:kubeflowTlsKey", "gpu-cluster:kubeflow is not"),
 ]
 
 
@@ -86,6 +142,37 @@ def test_invalid_kubeflow_config_names_the_key_and_the_problem(valid, mutate, pa
     problems = problems_of(values)
     assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
     assert "a long test passphrase" not in "".join(problems)
+    # The key is a secret: never quoted, not even a line of it.
+    for key in (KEY, OTHER_KEY, EXPIRED_KEY):
+        assert key.splitlines()[1] not in "".join(problems)
+
+
+@pytest.mark.parametrize("mutate", [
+    _tls(CERTIFICATE, KEY),
+    _tls(CERTIFICATE, KEY, hostname=None),  # the node's address is in it
+    _tls(CERTIFICATE + WILDCARD_CERTIFICATE, KEY),  # a chain: the server's first
+    _tls(WILDCARD_CERTIFICATE, WILDCARD_KEY),
+], ids=["hostname", "node address", "chain", "wildcard"])
+def test_a_usable_certificate_loads(mutate):
+    values = bare_metal_config()
+    mutate(values)
+    settings = load_values(values)
+    assert settings.kubeflow.access.tls.mode == "certificate"
+    assert settings.kubeflow_tls_key.get_secret_value() == values["kubeflowTlsKey"]
+
+
+def test_the_tls_key_in_plain_text_is_refused():
+    values = bare_metal_config()
+    _tls(CERTIFICATE, KEY)(values)
+    problems = problems_of(values, secret=("sshPrivateKey", "kubeflowPassword"))
+    assert any(p.startswith("gpu-cluster:kubeflowTlsKey: must be a secret") for p in problems)
+
+
+def test_a_long_invalid_value_is_quoted_short():
+    values = bare_metal_config()
+    _tls("x" * 3000, KEY)(values)
+    [problem] = [p for p in problems_of(values) if "tls.certificate" in p]
+    assert len(problem) < 400 and "(3000 characters)" in problem
 
 
 def test_kubeflow_password_in_plain_text_is_refused():
@@ -105,4 +192,5 @@ def test_kubeflow_defaults():
     assert kubeflow.katib.mysql.startup_timeout_seconds == 900
     assert kubeflow.pipelines.mysql.startup_timeout_seconds == 900
     assert kubeflow.pipelines.mysql.storage_size == "20Gi" and kubeflow.pipelines.mysql.nfs_safe
+    assert kubeflow.access.tls.mode == "selfSigned" and kubeflow.access.tls.certificate is None
     assert kubeflow.user.username == "ada" and kubeflow.user.profile_name == "kubeflow-ada-example-com"
