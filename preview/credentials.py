@@ -34,6 +34,29 @@ def join_token() -> str:
     return base64.b64encode(secrets.token_bytes(96)).decode()
 
 
+def stand_in_for_certificate(chain_pem: str) -> tuple[str, str]:
+    """(chain, key) for a configured certificate whose key the preview cannot decrypt: a
+    throwaway key and, in place of the chain's first certificate, a copy of it (subject,
+    names, dates, extensions) signed by that key, so every check but the key's runs on
+    the user's own certificate."""
+    certificates = x509.load_pem_x509_certificates(chain_pem.encode())
+    original = certificates[0]
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (x509.CertificateBuilder().subject_name(original.subject)
+               .issuer_name(original.subject).public_key(key.public_key())
+               .serial_number(original.serial_number)
+               .not_valid_before(original.not_valid_before_utc)
+               .not_valid_after(original.not_valid_after_utc))
+    for extension in original.extensions:
+        if not isinstance(extension.value, (x509.SubjectKeyIdentifier,
+                                            x509.AuthorityKeyIdentifier)):
+            builder = builder.add_extension(extension.value, extension.critical)
+    copy = builder.sign(key, hashes.SHA256())
+    chain = b"".join(_pem(c) for c in [copy, *certificates[1:]]).decode()
+    return chain, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()).decode()
+
+
 # --- Outputs of pulumi_tls and pulumi_random resources ----------------------------------
 # Generated for real from each resource's inputs (camelCase, as the SDK sends them), the
 # way the providers would: a certificate signed by a mocked CA verifies against it.

@@ -53,7 +53,28 @@ def read_stack(project_dir: Path, stack: str) -> StackConfigFile:
         key = f"{NAMESPACE}:{name}"
         if key not in result.config:
             _set(result, key, {"secure": "missing"})
+    _stand_in_for_the_tls_key(result)
     return result
+
+
+def _stand_in_for_the_tls_key(result: StackConfigFile) -> None:
+    """Kubeflow's certificate key cannot be decrypted offline, and a placeholder is not
+    the certificate's key: the preview pairs a throwaway key with a copy of the
+    certificate (same names and dates) and lists both as placeholders."""
+    key_name, section_name = f"{NAMESPACE}:kubeflowTlsKey", f"{NAMESPACE}:kubeflow"
+    if key_name not in result.placeholders or section_name not in result.config:
+        return
+    try:
+        section = json.loads(result.config[section_name])
+        tls = section["access"]["tls"]
+        chain, key = credentials.stand_in_for_certificate(tls["certificate"])
+    except (ValueError, KeyError, TypeError):
+        return  # the config check reports what is wrong with it
+    tls["certificate"] = chain
+    result.config[section_name] = _json(section)
+    result.config[key_name] = key
+    result.placeholders.append(f"{section_name}.access.tls.certificate (a copy signed by "
+                               "the stand-in key)")
 
 
 def _full_key(key: str, project: str) -> str:

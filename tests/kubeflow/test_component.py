@@ -2,6 +2,8 @@
 dependency order, the program's secrets between them, refusals with clear errors, the
 password hash, the access modes and what the preview writes for review."""
 
+import shutil
+
 import bcrypt
 import pytest
 import yaml
@@ -12,7 +14,9 @@ from components import kubeflow_catalog as catalog
 from components import kubeflow_overlay as overlay
 from components.kubeflow import PLAIN_HTTP_WARNING, dex_password_hash
 from config import ConfigError
+from preview.engine import run_program
 from preview.report import tree, write_artifacts
+from preview.stack_file import read_stack
 from tests.conftest import (PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config, preview,
                             require_tool)
 from tests.kubeflow.certificates import curl, https_server, make_certificate
@@ -251,3 +255,36 @@ def test_plain_http_is_warned_in_the_preview_and_makes_no_certificate():
     # TLS on (the default): no warning.
     assert preview(with_kubeflow(bare_metal_config(workers=1))).warnings == []
 
+
+def test_the_offline_preview_stands_in_for_an_encrypted_certificate_key(tmp_path):
+    """A stack file holds the key encrypted (`secure:`); offline, a throwaway key and a copy
+    of the certificate signed by it stand in, so the preview still runs every other check
+    on the user's certificate and says what it replaced."""
+    certificate, _ = make_certificate("kubeflow.example.com")
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    values = with_kubeflow(bare_metal_config(workers=1),
+                           access={"hostname": "kubeflow.example.com",
+                                   "tls": {"mode": "certificate", "certificate": certificate}})
+    config = {f"gpu-cluster:{k}": v for k, v in values.items()
+              if k not in ("kubeflowPassword", "sshPrivateKey")}
+    config["gpu-cluster:kubeflowTlsKey"] = {"secure": "v1:AAAA"}
+    (tmp_path / "Pulumi.enc.yaml").write_text(yaml.safe_dump({"config": config}))
+    stack_file = read_stack(tmp_path, "enc")
+    assert "gpu-cluster:kubeflowTlsKey" in stack_file.placeholders
+    assert any(p.startswith("gpu-cluster:kubeflow.access.tls.certificate")
+               for p in stack_file.placeholders)
+    plan = run_program(PROJECT_DIR, stack_file)
+    served = x509.load_pem_x509_certificate(gateway_secret(plan)["tls.crt"].encode())
+    original = x509.load_pem_x509_certificate(certificate.encode())
+    assert served.subject == original.subject
+    assert served.not_valid_after_utc == original.not_valid_after_utc
+    san = x509.SubjectAlternativeName
+    assert served.extensions.get_extension_for_class(san).value == \
+        original.extensions.get_extension_for_class(san).value
+    # An expired certificate is still refused offline: the other checks ran on it.
+    expired, _ = make_certificate("kubeflow.example.com", expired=True)
+    config["gpu-cluster:kubeflow"]["access"]["tls"]["certificate"] = expired
+    (tmp_path / "Pulumi.enc.yaml").write_text(yaml.safe_dump({"config": config}))
+    with pytest.raises(ConfigError) as caught:
+        run_program(PROJECT_DIR, read_stack(tmp_path, "enc"))
+    assert any("expired on" in str(p) for p in caught.value.problems)
