@@ -46,11 +46,12 @@ def test_steps_run_where_they_belong(bridge_plan):
 
 
 def test_steps_wait_for_what_they_need(bridge_plan):
-    # The server after its own bootstrap; the client after the server and its host.
-    assert dependency_names(bridge_plan, SERVER_STEP) == ["control-plane-prepare-host"]
-    assert dependency_names(bridge_plan, CLIENT_STEP) == [SERVER_STEP, "edge-prepare-host"]
-    # Routes need only their own host (GPU hosts: after the driver).
-    assert dependency_names(bridge_plan, "gpu001-route-to-vpc") == ["gpu001-install-nvidia"]
+    # The server after its own bootstrap (up to the check after any reboot); the client
+    # after the server and its host.
+    assert dependency_names(bridge_plan, SERVER_STEP) == ["control-plane-verify-boot"]
+    assert dependency_names(bridge_plan, CLIENT_STEP) == [SERVER_STEP, "edge-verify-boot"]
+    # Routes need only their own host (once it is back from any reboot).
+    assert dependency_names(bridge_plan, "gpu001-route-to-vpc") == ["gpu001-verify-boot"]
     pki = {r.name for r in bridge_plan.resources if r.name.startswith("lab-vpn-pki-")}
     server_inputs = {bridge_plan.by_urn[urn].name
                      for urn in bridge_plan.custom_dependencies(bridge_plan.named(SERVER_STEP))}
