@@ -39,7 +39,7 @@ class ControlPlaneInstance(Section):
     # Host name of the instance (set at boot) and of its Kubernetes node.
     name: DnsLabel = "control-plane"
     instance_type: str = Field(default="m6i.large", pattern=r"^[a-z0-9-]+\.[a-z0-9]+$")
-    # Default: the newest Ubuntu 24.04 LTS image published by Canonical.
+    # Default: Canonical's Ubuntu 24.04 LTS image pinned by name in config/versions.py.
     ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$")
     root_volume_gb: int = Field(default=100, ge=20, le=16384)
     # Fixed private address (node IP and API address); default: the first subnet's .10.

@@ -350,8 +350,9 @@ class WorkerPool(Section):
     # NVIDIA GPUs per instance; 0 for CPU-only pools.
     gpus: int = Field(default=0, ge=0, le=16)
     gpu_model: Optional[LabelValue] = None
-    # Default: the newest AWS Deep Learning Base GPU AMI (Ubuntu 22.04), which ships the
-    # NVIDIA driver, the container toolkit and the AWS CLI.
+    # Default: AWS's Deep Learning Base GPU AMI (Ubuntu 22.04) pinned by name in
+    # config/versions.py, which ships the NVIDIA driver, the container toolkit and the
+    # AWS CLI.
     ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$")
     # Install the pinned NVIDIA driver at boot (for an `ami` without one).
     install_driver: bool = False
