@@ -101,7 +101,7 @@ class HostBootstrap(pulumi.ComponentResource):
         tuning, host = args.settings.tuning, args.host
         port = args.endpoint.port if args.endpoint else args.settings.ssh.port
         gpus = host.gpus if args.settings.nvidia.install_driver else 0
-        reboot_env, verify_env = reboot_envs(args.settings, gpus, port)
+        reboot_env, verify_env = reboot_envs(args.settings, gpus, port, host.nvswitch)
         after = installed
         if tuning.reboot_when_needed:
             after = self.step("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env,
@@ -134,16 +134,18 @@ def prepare_host_env(settings: StackConfig) -> dict[str, str]:
     }
 
 
-def reboot_envs(settings: StackConfig, gpus: int, ssh_port: int) -> tuple[dict, dict]:
+def reboot_envs(settings: StackConfig, gpus: int, ssh_port: int,
+                nvswitch: Union[bool, str] = "auto") -> tuple[dict, dict]:
     """The inputs of reboot-if-needed and verify-boot: what a reboot is for (the driver,
     the kernel arguments; a change re-runs both), the SSH port held off until the reboot,
-    and the GPUs nvidia-smi must list after it."""
+    the GPUs nvidia-smi must list after it and whether Fabric Manager must run."""
     prepared = prepare_host_env(settings)
     reason = {key: prepared[key] for key in REBOOT_REASONS}
     reason["NVIDIA_DRIVER_BRANCH"] = settings.nvidia.driver_branch if gpus else ""
     return ({**reason, "SSH_PORT": str(ssh_port),
              "REBOOT_TIMEOUT": str(settings.tuning.reboot_timeout_seconds)},
-            {**reason, "GPU_COUNT": str(gpus)})
+            {**reason, "GPU_COUNT": str(gpus),
+             "NVSWITCH": nvswitch if nvswitch == "auto" else _flag(nvswitch)})
 
 
 def install_nvidia_env(settings: StackConfig, distribution: K0s, install_driver: bool = True,

@@ -9,6 +9,8 @@ set -euo pipefail
 
 # Inputs (environment):
 #   GPU_COUNT   NVIDIA GPUs nvidia-smi must list (0: no driver check).
+#   NVSWITCH    true, false or auto (NVSwitches on the PCI bus): Fabric Manager must run,
+#               or CUDA cannot use the GPUs of an NVSwitch system.
 #   NVIDIA_DRIVER_BRANCH, DISABLE_IOMMU, DISABLE_CPU_MITIGATIONS, EXTRA_KERNEL_ARGS
 #               as for reboot-if-needed: only recorded (a change re-runs both steps).
 
@@ -18,6 +20,11 @@ GRUB_DROPIN=/etc/default/grub.d/90-gpu-cluster.cfg
 check_inputs() {
   require_env GPU_COUNT
   require_uint GPU_COUNT
+  : "${NVSWITCH:=auto}"
+  case "$NVSWITCH" in
+    true | false | auto) ;;
+    *) die "NVSWITCH must be true, false or auto, got '$NVSWITCH'" ;;
+  esac
   : "${NVIDIA_DRIVER_BRANCH:=}" "${DISABLE_IOMMU:=}" "${DISABLE_CPU_MITIGATIONS:=}"
   : "${EXTRA_KERNEL_ARGS:=}"
 }
@@ -62,6 +69,10 @@ main() {
       problems+=("nvidia-smi fails: ${listed//$'\n'/ }")
     elif (($(grep -c '^GPU [0-9]' <<<"$listed") != GPU_COUNT)); then
       problems+=("nvidia-smi lists $(grep -c '^GPU [0-9]' <<<"$listed") GPUs, not $GPU_COUNT")
+    fi
+    if [[ "$NVSWITCH" == true || ("$NVSWITCH" == auto && "$(count_nvswitches)" -gt 0) ]] &&
+      ! systemctl is-active --quiet nvidia-fabricmanager.service; then
+      problems+=("nvidia-fabricmanager.service is not running: CUDA cannot use the GPUs of an NVSwitch system")
     fi
   fi
   if ((${#problems[@]} > 0)); then

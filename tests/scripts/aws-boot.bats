@@ -166,7 +166,8 @@ status() {
   mkdir -p "$CLOUD_INIT_DIR/instance/sem"
   : >"$CLOUD_INIT_DIR/instance/sem/config_scripts_user"
   prepare="$(part prepare-host '' false 'echo prepared')"
-  # As reboot-if-needed leaves it once the reboot is scheduled.
+  # As reboot-if-needed leaves it once the reboot is scheduled (expanded by the part).
+  # shellcheck disable=SC2016
   reboot="$(part reboot-if-needed prepare-host false 'mkdir -p "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/reboot"; cat "$GPU_CLUSTER_ROOT/proc/sys/kernel/random/boot_id" >"$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/reboot/boot-id-before"')"
   join="$(part join-worker reboot-if-needed true 'echo joined')"
   run "$prepare"

@@ -24,6 +24,7 @@ reboot() {
   local args
   echo 9f0e8d7c-6b5a-4c3d-2e1f-0a9b8c7d6e5f >"$GPU_CLUSTER_ROOT/proc/sys/kernel/random/boot_id"
   rm -f "$GPU_CLUSTER_ROOT/var/run/reboot-required"
+  # shellcheck disable=SC2016 # the drop-in's literal ${...}
   args="$(sed -n 's/^GRUB_CMDLINE_LINUX_DEFAULT="${GRUB_CMDLINE_LINUX_DEFAULT:-} \(.*\)"$/\1/p' \
     "$GPU_CLUSTER_ROOT/etc/default/grub.d/90-gpu-cluster.cfg" 2>/dev/null || true)"
   echo "BOOT_IMAGE=/vmlinuz-6.8.0-79-generic root=UUID=1b2c ro quiet splash $args" \
@@ -140,4 +141,25 @@ kernel_args_configured() {
   run_script verify-boot.sh
   assert_success
   refute_called '^nvidia-smi'
+}
+
+@test "verify-boot: an NVSwitch host without Fabric Manager running fails the step" {
+  reboot
+  add_pci_device 0000:05:00.0 0x10de 0x068000 # an NVSwitch
+  run_script verify-boot.sh
+  assert_failure
+  assert_output_contains "nvidia-fabricmanager.service is not running: CUDA cannot use the GPUs of an NVSwitch system"
+  touch "$STUB_STATE/active-nvidia-fabricmanager.service"
+  run_script verify-boot.sh
+  assert_success
+}
+
+@test "verify-boot: Fabric Manager is not asked for without NVSwitches, or when told so" {
+  reboot
+  run_script verify-boot.sh
+  assert_success
+  add_pci_device 0000:05:00.0 0x10de 0x068000
+  export NVSWITCH=false
+  run_script verify-boot.sh
+  assert_success
 }
