@@ -162,6 +162,8 @@ def pool_boot_steps(settings: StackConfig, pool: WorkerPool, distribution: K0s) 
         **distribution.node_env(pool, ""),
         "K0S_JOIN_TOKEN": "",
         "K0S_JOIN_TOKEN_SSM_PARAMETER": token_parameter_name(settings, pool),
+        # Only recorded: new kubelet settings roll the pool (new instances start with them).
+        "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
     }))
     steps.append(BootStep("watch-termination", WATCH_TERMINATION,
                           node_cleanup_env(settings.cluster_name, distribution)))

@@ -7,7 +7,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.control_plane import ControlPlane
-from components.distributions.k0s import K0s, node_labels
+from components.distributions.k0s import KUBELET_ROOT_DIR, K0s, node_labels
 from components.host_bootstrap import HostBootstrap
 from components.remote_step import run_step
 from config.model import Host, StackConfig
@@ -66,6 +66,22 @@ class WorkerNode(pulumi.ComponentResource):
             depends_on=[joined],
             parent=self,
         )
+        if not host.runs_control_plane:
+            # Workers read their kubelet settings only when they start.
+            admitted = run_step(
+                host.name,
+                "apply-worker-profile",
+                on=args.bootstrap.ssh,
+                create=distribution.apply_worker_profile,
+                env={
+                    "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
+                    "CPU_MANAGER_POLICY": args.settings.tuning.cpu_manager_policy,
+                    "NODE_NAME": host.name,
+                    "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
+                },
+                depends_on=[admitted, control_plane.installed],
+                parent=self,
+            )
         self.node = node_metadata_patch(
             f"{host.name}-node-metadata", host, args.kubernetes, [admitted], parent=self
         )

@@ -3,6 +3,7 @@ and k0s's own containerd paths. A second distribution implements the same attrib
 
 import base64
 import gzip
+import json
 from collections.abc import Sequence
 
 import pulumi
@@ -30,6 +31,7 @@ class K0s:
     create_join_token = Script("k0s/create-join-token.sh")
     admit_node = Script("k0s/admit-node.sh")
     remove_node = Script("k0s/remove-node.sh")
+    apply_worker_profile = Script("k0s/apply-worker-profile.sh")
     # kubectl on a node, with the distribution's own binary.
     kubectl = "k0s kubectl"
 
@@ -71,6 +73,11 @@ class K0s:
             "spec": spec,
         }
         return yaml.safe_dump(document, sort_keys=False)
+
+    def worker_profile_values(self) -> str:
+        """The kubelet settings of the workers' profile, as JSON (a change restarts the
+        workers that run with them; workers read them only when they start)."""
+        return json.dumps(self._kubelet_settings(), sort_keys=True)
 
     def _kubelet_settings(self) -> dict:
         tuning = self.settings.tuning

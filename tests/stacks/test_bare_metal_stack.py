@@ -29,7 +29,7 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     for worker in WORKERS:
         expected |= {f"{worker}-{step}" for step in (
             "preflight", "prepare-host", "install-nvidia", "reboot-if-needed", "verify-boot",
-            "create-join-token", "join-worker", "admit-node")}
+            "create-join-token", "join-worker", "admit-node", "apply-worker-profile")}
     assert commands == expected
     assert {r.name for r in lab_plan.of_type("kubernetes:core/v1:NodePatch")} == {
         f"{w}-node-metadata" for w in WORKERS}
@@ -53,7 +53,10 @@ def test_worker_steps_run_in_order(lab_plan, worker):
     assert deps(lab_plan, f"{worker}-join-worker") == {
         f"{worker}-verify-boot", f"{worker}-create-join-token"}
     assert deps(lab_plan, f"{worker}-admit-node") == {f"{worker}-join-worker"}
-    assert f"{worker}-admit-node" in deps(lab_plan, f"{worker}-node-metadata")
+    # Kubelet settings changed on the controller reach a joined worker by its restart.
+    assert deps(lab_plan, f"{worker}-apply-worker-profile") == {
+        f"{worker}-admit-node", "controller-install-controller"}
+    assert f"{worker}-apply-worker-profile" in deps(lab_plan, f"{worker}-node-metadata")
 
 
 def test_controller_steps_run_in_order(lab_plan):
@@ -213,3 +216,24 @@ def test_a_stack_can_leave_reboots_to_its_admins():
     # The check still runs (and only warns while a reboot is pending).
     assert deps(plan, "gpu000-verify-boot") == {"gpu000-install-nvidia"}
     assert "gpu000-verify-boot" in deps(plan, "gpu000-join-worker")
+
+
+def test_a_new_cpu_manager_policy_restarts_only_the_workers_kubelets():
+    from preview.report import step_inputs as inputs
+
+    before = preview(bare_metal_config(workers=2))
+    values = bare_metal_config(workers=2)
+    values["tuning"] = {"cpuManagerPolicy": "static", "reservedCpus": "0-1"}
+    after = preview(values)
+
+    def stdin(plan, name):
+        return plan.redact(plan.named(name).inputs["stdin"])
+
+    changed = {r.name for r in after.of_type("command:remote:Command")
+               if stdin(after, r.name) != stdin(before, r.name)}
+    # The controller's config (its worker profile) and each worker's restart; no join.
+    assert changed == {"controller-install-controller", "gpu000-apply-worker-profile",
+                       "gpu001-apply-worker-profile"}
+    step = inputs(stdin(after, "gpu000-apply-worker-profile"))
+    assert step["CPU_MANAGER_POLICY"] == "static"
+    assert '"cpuManagerPolicy": "static"' in step["WORKER_PROFILE_VALUES"]
