@@ -27,7 +27,7 @@ from components.aws_network import AwsNetwork, pinned_image
 from components.cluster_pki import ClusterPki
 from components.distributions.k0s import K0s
 from components.host_bootstrap import PREPARE_HOST, prepare_host_env
-from components.remote_step import Endpoint, Script, dial_attempts_for
+from components.remote_step import Endpoint, Script
 from config import versions
 from config.cloud import control_plane_address
 from config.model import Host, StackConfig
@@ -88,7 +88,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
         self.public_ip: pulumi.Output[str] = (
             eip.public_ip if eip else pulumi.Output.from_input(self.private_ip))
         self.ssh_endpoint = Endpoint(self.public_ip, EC2_SSH_PORT, self.ssh_host_public_key,
-                                     dial_attempts_for(BOOT_WAIT_SECONDS))
+                                     BOOT_WAIT_SECONDS)
         self.routes = self._route_lan_through_instance()
         self.register_outputs({"privateIp": self.private_ip, "publicIp": self.public_ip})
 

@@ -72,13 +72,13 @@ def _read_file(path: Path) -> str:
 @dataclass(frozen=True)
 class Endpoint:
     """Where and how to reach a machine when it is not as its host entry says: an EC2
-    instance at its public address, with the host key it installs at boot, and enough
-    dial attempts to cover its boot."""
+    instance at its public address, with the host key it installs at boot, dialed for as
+    long as its boot may take."""
 
     address: pulumi.Input[str]
     port: int
     host_key: pulumi.Input[str]
-    dial_error_limit: int
+    wait_seconds: float
 
 
 # The provider retries a failed dial 0.1 s after the first, each wait 1.5 times the one
@@ -123,8 +123,8 @@ def connection_to(host: Host, settings: StackConfig, endpoint: Optional[Endpoint
         host_key=endpoint.host_key if endpoint else host.ssh_host_key,
         private_key=private_key,
         proxy=proxy,
-        dial_error_limit=max(ssh.dial_error_limit, dial_attempts_for(wait_seconds),
-                             endpoint.dial_error_limit if endpoint else 0),
+        dial_error_limit=max(ssh.dial_error_limit, dial_attempts_for(
+            max(wait_seconds, endpoint.wait_seconds if endpoint else 0))),
         per_dial_timeout=ssh.per_dial_timeout_seconds,
     )
 
