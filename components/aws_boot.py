@@ -24,7 +24,7 @@ from components.remote_step import (
     read_script,
     render_step_functions,
 )
-from components.shell_text import without_comment_lines
+from components.shell_text import python_without_docs, without_comment_lines
 from config.model import StackConfig
 
 # EC2 refuses larger user data, even compressed.
@@ -141,7 +141,7 @@ def render_boot_parts(host: str, steps: Sequence[BootStep], report: BootReport) 
             "AWS_REGION": report.region,
         }
         if index == 0:
-            boot_env["SSM_READER"] = SSM_READER.text()
+            boot_env["SSM_READER"] = python_without_docs(SSM_READER.text())
             boot_env["BOOT_LIBRARIES"] = " ".join(libraries)
             boot_env.update({f"BOOT_LIBRARY_{number}": without_comment_lines(read_script(path))
                              for number, path in enumerate(libraries)})

@@ -1,7 +1,8 @@
-"""Shell script text made smaller without changing what bash runs: for cloud-init user
-data, which EC2 limits to 16 KiB even gzipped. Comments are most of the scripts' size;
-the files under components/scripts/ stay the ones to read."""
+"""Script text made smaller without changing what bash or python3 runs: for cloud-init
+user data, which EC2 limits to 16 KiB even gzipped. Comments are most of the scripts'
+size; the files under components/scripts/ stay the ones to read."""
 
+import ast
 import re
 
 # `<<WORD`, `<<-WORD`, `<<'WORD'`, `<<"WORD"` (not `<<<`, a here-string).
@@ -77,3 +78,18 @@ def _code_of(line: str) -> str:
             out.append(char)
         index += 1
     return "".join(out)
+
+
+def python_without_docs(program: str) -> str:
+    """`program` without comments and docstrings, but for the first paragraph of the
+    module's docstring (the usage a program prints). The tests run the result against
+    the same servers as the file."""
+    tree = ast.parse(program)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and ast.get_docstring(node, clean=False) is not None:
+            if isinstance(node, ast.Module):
+                node.body[0].value.value = node.body[0].value.value.split("\n\n")[0]
+            else:
+                node.body = node.body[1:] or [ast.Pass()]
+    return ast.unparse(tree) + "\n"

@@ -31,6 +31,7 @@ from botocore.credentials import Credentials
 from moto.server import ThreadedMotoServer
 
 from components.remote_step import SCRIPTS_DIR, SSM_READER
+from components.shell_text import python_without_docs
 
 SCRIPT = SCRIPTS_DIR / SSM_READER.path
 # Instances run their distribution's python3. INSTANCE_PYTHON runs the client with another
@@ -46,6 +47,9 @@ INSTANCE_ID = "i-0123456789abcdef0"
 TIMEOUT_SECONDS = 30
 # No proxy from the environment: every request goes straight to loopback.
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# What the boot user data carries (components/aws_boot.py): the tests below run it as the
+# boot does, on stdin, and the file as it is.
+BOOT_TEXT = python_without_docs(SSM_READER.text())
 
 
 def client_module():
@@ -103,18 +107,29 @@ def test_the_date_signed_is_the_time_of_the_request():
 
 @pytest.mark.parametrize("args", [[], ["get", REGION], ["put", REGION, NAME], ["list"],
                                   ["instance-id", "extra"], ["get", REGION, NAME, "extra"]])
-def test_a_usage_error_exits_2_with_the_usage(args):
-    result = subprocess.run([PYTHON, str(SCRIPT), *args], capture_output=True, text=True,
-                            timeout=TIMEOUT_SECONDS, env={})
+@pytest.mark.parametrize("stdin", [False, True], ids=["file", "boot"])
+def test_a_usage_error_exits_2_with_the_usage(args, stdin):
+    command = [PYTHON, "-", *args] if stdin else [PYTHON, str(SCRIPT), *args]
+    result = subprocess.run(command, input=BOOT_TEXT if stdin else None, capture_output=True,
+                            text=True, timeout=TIMEOUT_SECONDS, env={})
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.startswith("usage: ssm-parameter.py get REGION NAME ")
-    for form in ("put REGION NAME VALUE ", "delete REGION NAME ", "instance-id "):
-        assert f"\n       ssm-parameter.py {form}" in result.stderr
+    assert result.stderr == (
+        "usage: ssm-parameter.py get REGION NAME        print its value (SecureStrings decrypted)\n"
+        "       ssm-parameter.py put REGION NAME VALUE  store VALUE as a String, overwriting\n"
+        "       ssm-parameter.py delete REGION NAME     delete it; a missing one counts as deleted\n"
+        "       ssm-parameter.py instance-id            print this instance's id\n")
 
 
-def test_it_parses_as_python_3_8():
+@pytest.mark.parametrize("text", [SSM_READER.text(), BOOT_TEXT], ids=["file", "boot"])
+def test_it_parses_as_python_3_8(text):
     # Syntax only; INSTANCE_PYTHON runs the tests below with an actual 3.8.
-    ast.parse(SSM_READER.text(), feature_version=(3, 8))
+    ast.parse(text, feature_version=(3, 8))
+
+
+def test_the_boot_text_is_smaller_and_keeps_the_usage():
+    assert len(BOOT_TEXT) < len(SSM_READER.text()) * 0.9
+    assert "usage: ssm-parameter.py get REGION NAME" in BOOT_TEXT
+    assert "IMDSv2" not in BOOT_TEXT  # the rest of the module docstring
 
 
 # End to end: moto's server, a fake IMDSv2, and the client as a subprocess.
@@ -267,11 +282,11 @@ def imds(imds_server, aws):
 
 
 def run(imds, aws, *args, stdin: bool = True) -> subprocess.CompletedProcess:
-    """The client as the boot scripts run it (the program on stdin: `python3 - ARGS`), or
-    with stdin=False as a file."""
+    """The client as the boot scripts run it (the boot's text on stdin: `python3 - ARGS`),
+    or with stdin=False as a file."""
     command = [PYTHON, "-", *args] if stdin else [PYTHON, str(SCRIPT), *args]
     return subprocess.run(
-        command, input=SSM_READER.text() if stdin else None, capture_output=True, text=True,
+        command, input=BOOT_TEXT if stdin else None, capture_output=True, text=True,
         timeout=TIMEOUT_SECONDS,
         env={"IMDS_ENDPOINT_URL": imds.url, "SSM_ENDPOINT_URL": aws.endpoint,
              "PATH": "/usr/bin:/bin"})
