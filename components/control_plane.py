@@ -24,6 +24,14 @@ WAIT_FOR_API = Script("local/wait-for-api.sh")
 BOOTSTRAP_TOKEN_BYTES = 11
 
 
+@dataclass(frozen=True)
+class JoinToken:
+    """A worker's join token, and the URN of the step that issued it: the join names it
+    when the API refuses the token, as `pulumi up --replace` on it issues a new one."""
+    value: pulumi.Output[str]
+    issued_by: pulumi.Output[str]
+
+
 @dataclass
 class ControlPlaneArgs:
     host: Host
@@ -110,7 +118,7 @@ class ControlPlane(pulumi.ComponentResource):
         )
 
     def create_join_token(self, node: str, expiry: str,
-                          after: Sequence[pulumi.Resource] = ()) -> pulumi.Output[str]:
+                          after: Sequence[pulumi.Resource] = ()) -> JoinToken:
         """A worker-role join token for one worker, issued on the controller over SSH once
         `after` (the worker's own preparation) is done: right before its join, so a host
         that takes long to prepare does not get a token that expires before it joins."""
@@ -122,7 +130,8 @@ class ControlPlane(pulumi.ComponentResource):
             secret_stdout=True,
             depends_on=[self.installed, *after],
         )
-        return pulumi.Output.secret(step.stdout.apply(lambda text: text.strip()))
+        return JoinToken(pulumi.Output.secret(step.stdout.apply(lambda text: text.strip())),
+                         step.urn)
 
     def create_bootstrap_token(self, about: str, provider: k8s.Provider) -> pulumi.Output[str]:
         """A worker join token made here (no SSH): a bootstrap token the program registers

@@ -177,10 +177,11 @@ def render_step_functions(host: str, step: str, create: Script, env: Mapping[str
         f"# gpu-cluster step '{step}' on host '{host}' ({create.path}"
         + (f", delete: {delete.path})" if delete else ")"),
     ]
-    lines += [
-        f"export {name}={_single_quoted(str(value))}"
-        for name, value in {"GPU_CLUSTER_HOST": host, "GPU_CLUSTER_STEP": step, **env}.items()
-    ]
+    for name, value in {"GPU_CLUSTER_HOST": host, "GPU_CLUSTER_STEP": step, **env}.items():
+        if "$" in str(value) and "\n" not in str(value):
+            # A `$` in a value (a URN's parent types) is literal on purpose.
+            lines.append("# shellcheck disable=SC2016")
+        lines.append(f"export {name}={_single_quoted(str(value))}")
     lines += ["gpu_cluster_create() {", text(create), "}"]
     if delete:
         lines += ["gpu_cluster_delete() {", text(delete), "}"]

@@ -35,6 +35,8 @@ class WorkerNode(pulumi.ComponentResource):
             joined = control_plane.installed
         else:
             ready_to_join = [args.bootstrap.ready, *args.join_after]
+            token = control_plane.create_join_token(
+                host.name, args.settings.kubernetes.worker_token_expiry, after=ready_to_join)
             joined = run_step(
                 host.name,
                 "join-worker",
@@ -43,9 +45,8 @@ class WorkerNode(pulumi.ComponentResource):
                 delete=distribution.reset_node,
                 env={
                     **distribution.node_env(host, host.address),
-                    "K0S_JOIN_TOKEN": control_plane.create_join_token(
-                        host.name, args.settings.kubernetes.worker_token_expiry,
-                        after=ready_to_join),
+                    "K0S_JOIN_TOKEN": token.value,
+                    "K0S_JOIN_TOKEN_URN": token.issued_by,
                 },
                 depends_on=ready_to_join,
                 parent=self,

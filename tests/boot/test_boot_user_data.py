@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from components.aws_boot import boot_scripts
+from components.distributions import k0s
 from config import load as load_config
 from preview.engine import Plan, ResourceRecord, run_program
 from preview.report import step_inputs
@@ -32,7 +33,10 @@ INSTANCE = "aws:ec2/instance:Instance"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 STACKS = sorted(path.name.split(".")[1] for path in PROJECT_DIR.glob("Pulumi.*.yaml"))
 
-JOIN_TOKEN = "boot-test-join-token"
+# A join token in k0s's format, which join-worker checks with the API (the stub plays it).
+JOIN_TOKEN = k0s.join_token("https://10.0.1.10:6443",
+                            "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n",
+                            "abcdef.0123456789abcdef")
 # A throwaway cluster CA key made for this run.
 CA_KEY = ec.generate_private_key(ec.SECP256R1()).private_bytes(
     serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

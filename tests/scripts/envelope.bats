@@ -89,7 +89,9 @@ assert_stubs_read_no_stdin() {
 }
 
 @test "envelope: join-worker create and reset-node delete, with awkward values" {
-  local token="to'ken \"with\" \$(reboot) \`quotes\`"
+  # A real k0s join token (base64: + / =), checked with the API the stub plays.
+  local token
+  token="$(k0s_join_token abcdef.0123456789abcdef)"
   build_envelope join-worker k0s/join-worker.sh k0s/reset-node.sh \
     K0S_VERSION=v1.34.1+k0s.0 K0S_JOIN_TOKEN="$token" NODE_IP=10.20.0.21 \
     KUBELET_EXTRA_ARGS="--system-reserved=cpu=500m,memory=1Gi --v=2" \

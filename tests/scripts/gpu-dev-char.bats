@@ -131,7 +131,7 @@ assert_call_free_order() {
 
 @test "dev-char: join-worker (k0s install) on a GPU node, and its reinstall" {
   nvidia_driver_loaded 580.95.05
-  export K0S_VERSION=v1.34.1+k0s.0 K0S_JOIN_TOKEN=token-0123456789 NODE_IP=192.0.2.21 \
+  export K0S_VERSION=v1.34.1+k0s.0 K0S_JOIN_TOKEN="$(k0s_join_token abcdef.0123456789abcdef)" NODE_IP=192.0.2.21 \
     KUBELET_EXTRA_ARGS="--max-pods=250" NODE_LABELS="gpu-cluster.io/gpu=true" NODE_TAINTS= \
     K0S_PROFILE=gpu KUBELET_ROOT_DIR=/var/lib/kubelet
   run_script k0s/join-worker.sh

@@ -105,6 +105,16 @@ ssm_parameter() {
   printf '%s\n' "$3" >"$dir/${2//\//%2F}"
 }
 
+# k0s_join_token BOOTSTRAP_TOKEN [SERVER]: a worker join token in k0s's format (k0s
+# pkg/token/kubeconfig.go and joinencode.go): the kubeconfig gzipped, in base64, holding
+# SERVER (default https://10.20.0.10:6443), a CA and BOOTSTRAP_TOKEN.
+k0s_join_token() {
+  local ca
+  ca="$(printf -- '-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n' | base64 -w0)"
+  printf 'apiVersion: v1\nclusters:\n- cluster:\n    server: %s\n    certificate-authority-data: %s\n  name: k0s\ncontexts:\n- context:\n    cluster: k0s\n    user: kubelet-bootstrap\n  name: k0s\ncurrent-context: k0s\nkind: Config\npreferences: {}\nusers:\n- name: kubelet-bootstrap\n  user:\n    token: %s\n' \
+    "${2:-https://10.20.0.10:6443}" "$ca" "$1" | gzip -9 | base64 -w0
+}
+
 # export_ssm_reader: SSM_READER as the program passes it, the text of ssm-parameter.py
 # (the stubbed python3 checks that it got that program).
 export_ssm_reader() {

@@ -4,7 +4,8 @@
 bats_require_minimum_version 1.5.0
 load helpers
 
-TOKEN='H4sIAAAAAAAC_secret-join-token-0123456789'
+BEARER=abcdef.0123456789abcdef
+TOKEN="$(k0s_join_token "$BEARER")"
 
 setup() {
   setup_host
@@ -72,10 +73,11 @@ setup() {
   assert_success
   rm "$GPU_CLUSTER_ROOT/var/lib/k0s/kubelet.conf" # joining has not finished
   reset_calls
-  export K0S_JOIN_TOKEN="${TOKEN}-renewed"
+  RENEWED="$(k0s_join_token 123456.abcdefghijklmnop)"
+  export K0S_JOIN_TOKEN="$RENEWED"
   run_script k0s/join-worker.sh
   assert_success
-  assert_file /etc/k0s/worker-token "${TOKEN}-renewed"
+  assert_file /etc/k0s/worker-token "$RENEWED"
   assert_mode /etc/k0s/worker-token 600
   assert_called '^systemctl restart k0sworker$'
   refute_called '^k0s install'
@@ -128,7 +130,7 @@ setup() {
   [ "$(<"$STUB_CALLS")" = "" ]
 }
 
-SSM_TOKEN='H4sIAAAAAAAC_ssm-secret-join-token-9876543210'
+SSM_TOKEN="$(k0s_join_token fedcba.fedcba9876543210)"
 PARAMETER=/gpu-cluster/dev/join-token/a100
 
 # token_in_ssm: as on a cloud instance: no K0S_JOIN_TOKEN, the token in an SSM
@@ -336,5 +338,70 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
   assert_output_contains "missing required environment variable(s): NODE_IP"
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "join-worker: asks the API in the token whether it accepts the token before joining" {
+  export STUB_RECORD_ENV=1
+  run --separate-stderr bash "$SCRIPTS_DIR/k0s/join-worker.sh"
+  assert_success
+  assert_called '^curl --silent --show-error --max-time 10 --output /dev/null --write-out %\{http_code\} --cacert /tmp/[^ ]+/ca\.crt --header @/tmp/[^ ]+/authorization https://10\.20\.0\.10:6443/version$'
+  # Before anything on the host changes: the k0s download is the first change.
+  assert_call_order '^curl .*/version$' '^curl .*/sha256sums\.txt$'
+  [[ "$stderr" == *"the API at https://10.20.0.10:6443 accepts the join token"* ]]
+  # The bootstrap token travels in a private file, never on a command line.
+  [[ "$output$stderr" != *"$BEARER"* ]]
+  refute_file_contains "$STUB_CALLS" "$BEARER"
+  refute_file_contains "$STUB_STATE/env.log" "$BEARER"
+}
+
+@test "join-worker: an expired or deleted token fails before the join, naming the cure" {
+  export STUB_API_TOKEN_STATUS=401 \
+    K0S_JOIN_TOKEN_URN='urn:pulumi:dev::gpu-cluster::gpu-cluster:cluster:ControlPlane$gpu-cluster:host:RemoteStep::moscow-create-join-token'
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: join-worker: the API at https://10.20.0.10:6443 refuses the join token (HTTP 401): it has expired or was deleted; issue a new one: pulumi up --replace '$K0S_JOIN_TOKEN_URN'"
+  refute_called '^curl .*/sha256sums\.txt$'
+  [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/k0s" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
+  [[ "$output" != *"$BEARER"* ]]
+}
+
+@test "join-worker: without the URN, the cure points to the README" {
+  export STUB_API_TOKEN_STATUS=401
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "(HTTP 401): it has expired or was deleted; issue a new one: pulumi up --replace on the resource that made it (README: Join tokens)"
+}
+
+@test "join-worker: waits for an API that does not answer yet" {
+  export STUB_API_DOWN_TIMES=2
+  run_script k0s/join-worker.sh
+  assert_success
+  [ "$(grep -c '^curl .*/version$' "$STUB_CALLS")" -eq 3 ]
+  assert_output_contains "waiting up to 120s for the API at https://10.20.0.10:6443 to answer" \
+    "the API at https://10.20.0.10:6443 accepts the join token"
+}
+
+@test "join-worker: a value that is not a k0s join token is refused" {
+  export K0S_JOIN_TOKEN='not-a-token'
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "join-worker: the join token is not a k0s join token (base64 of a gzipped kubeconfig)"
+  [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "join-worker: a token whose kubeconfig has no https server is refused" {
+  K0S_JOIN_TOKEN="$(k0s_join_token "$BEARER" 'http://10.20.0.10:6443')"
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "the join token's kubeconfig lacks an https server, a CA or a bootstrap token"
+}
+
+@test "join-worker: K0S_JOIN_TOKEN_URN must be a URN" {
+  export K0S_JOIN_TOKEN_URN=$'urn:pulumi:dev\n$(reboot)'
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "K0S_JOIN_TOKEN_URN must be a Pulumi URN"
   [ "$(<"$STUB_CALLS")" = "" ]
 }

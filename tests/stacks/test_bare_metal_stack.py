@@ -133,6 +133,15 @@ def test_credentials_from_the_controller_are_secret_and_not_logged(lab_plan):
     assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
 
 
+@pytest.mark.parametrize("worker", WORKERS)
+def test_a_join_names_the_step_that_issued_its_token(lab_plan, worker):
+    # A token the API refuses (expired before a retried join) is renewed by replacing
+    # that step; join-worker names its URN in the error.
+    issuer = lab_plan.named(f"{worker}-create-join-token").urn
+    join = lab_plan.redact(lab_plan.named(f"{worker}-join-worker").inputs["stdin"])
+    assert f"export K0S_JOIN_TOKEN_URN='{issuer}'" in join
+
+
 def test_node_labels_and_taints_come_from_config():
     values = bare_metal_config(workers=1)
     values["hosts"][1]["labels"] = {"team": "vision"}

@@ -20,9 +20,17 @@ set -euo pipefail
 #                      the instance's own credentials (cloud instances: the token is not
 #                      in their user data). K0S_JOIN_TOKEN wins when both are set. Either
 #                      is needed only until the worker has joined.
+#   K0S_JOIN_TOKEN_URN optional: the Pulumi URN of the resource that issued the token,
+#                      named in the cure when the API refuses the token.
 #   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.
 
 SERVICE_ACTIVE_TIMEOUT=300
+# How long the API named in the token may take to answer at all.
+API_ANSWER_TIMEOUT=120
+PULUMI_URN='^urn:pulumi:[A-Za-z0-9:._$/-]+$'
+# An https URL of host (name, IPv4 or [IPv6]) and port, as k0s writes into a token.
+API_SERVER_URL='^https://[][A-Za-z0-9.:-]+$'
+BOOTSTRAP_TOKEN='^[a-z0-9]{6}\.[a-z0-9]{16}$'
 
 worker_joined() {
   [[ -f "$ROOT$K0S_KUBELET_KUBECONFIG" ]]
@@ -36,7 +44,7 @@ token_from_ssm() {
 check_inputs() {
   local required=(K0S_VERSION)
   : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
-  : "${KUBELET_ROOT_DIR:=}" "${K0S_JOIN_TOKEN_SSM_PARAMETER:=}"
+  : "${KUBELET_ROOT_DIR:=}" "${K0S_JOIN_TOKEN_SSM_PARAMETER:=}" "${K0S_JOIN_TOKEN_URN:=}"
   # Empty is a choice (the primary address); unset is a forgotten input.
   if [[ ! -v NODE_IP ]]; then
     required+=(NODE_IP)
@@ -48,11 +56,66 @@ check_inputs() {
   if ! worker_joined && [[ -z "${K0S_JOIN_TOKEN:-}" && -z "$K0S_JOIN_TOKEN_SSM_PARAMETER" ]]; then
     INPUT_PROBLEMS+=("instead of K0S_JOIN_TOKEN, K0S_JOIN_TOKEN_SSM_PARAMETER with AWS_REGION and SSM_READER may name an SSM SecureString holding the token")
   fi
+  if [[ -n "$K0S_JOIN_TOKEN_URN" && ! "$K0S_JOIN_TOKEN_URN" =~ $PULUMI_URN ]]; then
+    INPUT_PROBLEMS+=("K0S_JOIN_TOKEN_URN must be a Pulumi URN (urn:pulumi:...), got '$K0S_JOIN_TOKEN_URN'")
+  fi
   if token_from_ssm; then
     check_ssm_inputs K0S_JOIN_TOKEN_SSM_PARAMETER "the join token" /gpu-cluster/dev/join-token/a100
   fi
   die_on_input_problems
   k0s_check_kubelet_root_dir
+}
+
+# token_field NAME: the value of NAME in the kubeconfig on stdin, the one k0s puts in a
+# join token (k0s pkg/token/kubeconfig.go, kubeconfigTemplate), without YAML quotes.
+token_field() {
+  sed -n "s/^ *$1: *['\"]\{0,1\}\([^'\"]*\)['\"]\{0,1\} *\$/\1/p" | head -n 1
+}
+
+# api_answers SERVER: success when the API answered a request made with the token's
+# bootstrap token; its HTTP status is left in $TEMP_DIR/status.
+api_answers() {
+  curl --silent --show-error --max-time 10 --output /dev/null --write-out '%{http_code}' \
+    --cacert "$TEMP_DIR/ca.crt" --header "@$TEMP_DIR/authorization" "$1/version" \
+    >"$TEMP_DIR/status"
+}
+
+# check_join_token: asks the API named in the token whether it accepts the token, so
+# an expired or deleted token fails here, naming the cure, rather than as a kubelet
+# that never registers. /version may be read anonymously, but a bearer token the
+# API does not accept gets 401 (kubernetes pkg/kubeapiserver/authenticator/config.go:
+# "don't consider a bad bearer token ... anonymous"); an expired bootstrap token is
+# not accepted (plugin/pkg/auth/authenticator/token/bootstrap/bootstrap.go).
+check_join_token() {
+  local kubeconfig server ca bearer status cure
+  # k0s pkg/token/joinencode.go: a join token is the kubeconfig, gzipped, in base64.
+  if ! kubeconfig="$(printf '%s' "$K0S_JOIN_TOKEN" | base64 -d 2>/dev/null | gzip -dc 2>/dev/null)"; then
+    die "the join token is not a k0s join token (base64 of a gzipped kubeconfig)"
+  fi
+  server="$(token_field server <<<"$kubeconfig")"
+  ca="$(token_field certificate-authority-data <<<"$kubeconfig")"
+  bearer="$(token_field token <<<"$kubeconfig")"
+  if [[ ! "$server" =~ $API_SERVER_URL || -z "$ca" || ! "$bearer" =~ $BOOTSTRAP_TOKEN ]]; then
+    die "the join token's kubeconfig lacks an https server, a CA or a bootstrap token"
+  fi
+  make_temp_dir
+  if ! base64 -d <<<"$ca" >"$TEMP_DIR/ca.crt" 2>/dev/null; then
+    die "the join token's CA is not base64"
+  fi
+  (umask 077 && printf 'Authorization: Bearer %s\n' "$bearer" >"$TEMP_DIR/authorization")
+  wait_until "$API_ANSWER_TIMEOUT" "the API at $server to answer" api_answers "$server"
+  status="$(<"$TEMP_DIR/status")"
+  case "$status" in
+    2??) log "the API at $server accepts the join token" ;;
+    401)
+      cure="issue a new one: pulumi up --replace on the resource that made it (README: Join tokens)"
+      if [[ -n "$K0S_JOIN_TOKEN_URN" ]]; then
+        cure="issue a new one: pulumi up --replace '$K0S_JOIN_TOKEN_URN'"
+      fi
+      die "the API at $server refuses the join token (HTTP 401): it has expired or was deleted; $cure"
+      ;;
+    *) die "the API at $server answered HTTP $status to the join token" ;;
+  esac
 }
 
 # worker_args: sets ARGS to the `k0s install worker` arguments.
@@ -68,6 +131,9 @@ main() {
   check_inputs
   if token_from_ssm; then
     read_ssm_parameter K0S_JOIN_TOKEN "$K0S_JOIN_TOKEN_SSM_PARAMETER" "the join token"
+  fi
+  if ! worker_joined; then
+    check_join_token
   fi
   k0s_install_binary "$K0S_VERSION"
   if ((K0S_BINARY_CHANGED)); then
