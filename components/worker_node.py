@@ -46,7 +46,7 @@ class WorkerNode(pulumi.ComponentResource):
                 env={
                     **distribution.node_env(host, host.address),
                     "K0S_JOIN_TOKEN": token.value,
-                    "K0S_JOIN_TOKEN_URN": token.issued_by,
+                    "K0S_JOIN_ISSUER_URN": token.issued_by,
                 },
                 depends_on=ready_to_join,
                 parent=self,

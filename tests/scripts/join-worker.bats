@@ -357,10 +357,10 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
 
 @test "join-worker: an expired or deleted token fails before the join, naming the cure" {
   export STUB_API_TOKEN_STATUS=401 \
-    K0S_JOIN_TOKEN_URN='urn:pulumi:dev::gpu-cluster::gpu-cluster:cluster:ControlPlane$gpu-cluster:host:RemoteStep::moscow-create-join-token'
+    K0S_JOIN_ISSUER_URN='urn:pulumi:dev::gpu-cluster::gpu-cluster:cluster:ControlPlane$gpu-cluster:host:RemoteStep::moscow-create-join-token'
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: the API at https://10.20.0.10:6443 refuses the join token (HTTP 401): it has expired or was deleted; issue a new one: pulumi up --replace '$K0S_JOIN_TOKEN_URN'"
+  assert_output_contains "gpu-cluster: moscow: join-worker: the API at https://10.20.0.10:6443 refuses the join token (HTTP 401): it has expired or was deleted; issue a new one: pulumi up --replace '$K0S_JOIN_ISSUER_URN'"
   refute_called '^curl .*/sha256sums\.txt$'
   [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/k0s" ]
   [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
@@ -398,10 +398,10 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   assert_output_contains "the join token's kubeconfig lacks an https server, a CA or a bootstrap token"
 }
 
-@test "join-worker: K0S_JOIN_TOKEN_URN must be a URN" {
-  export K0S_JOIN_TOKEN_URN=$'urn:pulumi:dev\n$(reboot)'
+@test "join-worker: K0S_JOIN_ISSUER_URN must be a URN" {
+  export K0S_JOIN_ISSUER_URN=$'urn:pulumi:dev\n$(reboot)'
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "K0S_JOIN_TOKEN_URN must be a Pulumi URN"
+  assert_output_contains "K0S_JOIN_ISSUER_URN must be a Pulumi URN"
   [ "$(<"$STUB_CALLS")" = "" ]
 }

@@ -139,7 +139,7 @@ def test_a_join_names_the_step_that_issued_its_token(lab_plan, worker):
     # that step; join-worker names its URN in the error.
     issuer = lab_plan.named(f"{worker}-create-join-token").urn
     join = lab_plan.redact(lab_plan.named(f"{worker}-join-worker").inputs["stdin"])
-    assert f"export K0S_JOIN_TOKEN_URN='{issuer}'" in join
+    assert f"export K0S_JOIN_ISSUER_URN='{issuer}'" in join
 
 
 def test_node_labels_and_taints_come_from_config():

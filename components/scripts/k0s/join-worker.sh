@@ -20,7 +20,7 @@ set -euo pipefail
 #                      the instance's own credentials (cloud instances: the token is not
 #                      in their user data). K0S_JOIN_TOKEN wins when both are set. Either
 #                      is needed only until the worker has joined.
-#   K0S_JOIN_TOKEN_URN optional: the Pulumi URN of the resource that issued the token,
+#   K0S_JOIN_ISSUER_URN  optional: the Pulumi URN of the resource that issued the token,
 #                      named in the cure when the API refuses the token.
 #   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.
 
@@ -30,7 +30,7 @@ API_ANSWER_TIMEOUT=120
 PULUMI_URN='^urn:pulumi:[A-Za-z0-9:._$/-]+$'
 # An https URL of host (name, IPv4 or [IPv6]) and port, as k0s writes into a token.
 API_SERVER_URL='^https://[][A-Za-z0-9.:-]+$'
-BOOTSTRAP_TOKEN='^[a-z0-9]{6}\.[a-z0-9]{16}$'
+BOOTSTRAP_TOKEN_FORMAT='^[a-z0-9]{6}\.[a-z0-9]{16}$'
 
 worker_joined() {
   [[ -f "$ROOT$K0S_KUBELET_KUBECONFIG" ]]
@@ -44,7 +44,7 @@ token_from_ssm() {
 check_inputs() {
   local required=(K0S_VERSION)
   : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
-  : "${KUBELET_ROOT_DIR:=}" "${K0S_JOIN_TOKEN_SSM_PARAMETER:=}" "${K0S_JOIN_TOKEN_URN:=}"
+  : "${KUBELET_ROOT_DIR:=}" "${K0S_JOIN_TOKEN_SSM_PARAMETER:=}" "${K0S_JOIN_ISSUER_URN:=}"
   # Empty is a choice (the primary address); unset is a forgotten input.
   if [[ ! -v NODE_IP ]]; then
     required+=(NODE_IP)
@@ -56,8 +56,8 @@ check_inputs() {
   if ! worker_joined && [[ -z "${K0S_JOIN_TOKEN:-}" && -z "$K0S_JOIN_TOKEN_SSM_PARAMETER" ]]; then
     INPUT_PROBLEMS+=("instead of K0S_JOIN_TOKEN, K0S_JOIN_TOKEN_SSM_PARAMETER with AWS_REGION and SSM_READER may name an SSM SecureString holding the token")
   fi
-  if [[ -n "$K0S_JOIN_TOKEN_URN" && ! "$K0S_JOIN_TOKEN_URN" =~ $PULUMI_URN ]]; then
-    INPUT_PROBLEMS+=("K0S_JOIN_TOKEN_URN must be a Pulumi URN (urn:pulumi:...), got '$K0S_JOIN_TOKEN_URN'")
+  if [[ -n "$K0S_JOIN_ISSUER_URN" && ! "$K0S_JOIN_ISSUER_URN" =~ $PULUMI_URN ]]; then
+    INPUT_PROBLEMS+=("K0S_JOIN_ISSUER_URN must be a Pulumi URN (urn:pulumi:...), got '$K0S_JOIN_ISSUER_URN'")
   fi
   if token_from_ssm; then
     check_ssm_inputs K0S_JOIN_TOKEN_SSM_PARAMETER "the join token" /gpu-cluster/dev/join-token/a100
@@ -95,7 +95,7 @@ check_join_token() {
   server="$(token_field server <<<"$kubeconfig")"
   ca="$(token_field certificate-authority-data <<<"$kubeconfig")"
   bearer="$(token_field token <<<"$kubeconfig")"
-  if [[ ! "$server" =~ $API_SERVER_URL || -z "$ca" || ! "$bearer" =~ $BOOTSTRAP_TOKEN ]]; then
+  if [[ ! "$server" =~ $API_SERVER_URL || -z "$ca" || ! "$bearer" =~ $BOOTSTRAP_TOKEN_FORMAT ]]; then
     die "the join token's kubeconfig lacks an https server, a CA or a bootstrap token"
   fi
   make_temp_dir
@@ -109,8 +109,8 @@ check_join_token() {
     2??) log "the API at $server accepts the join token" ;;
     401)
       cure="issue a new one: pulumi up --replace on the resource that made it (README: Join tokens)"
-      if [[ -n "$K0S_JOIN_TOKEN_URN" ]]; then
-        cure="issue a new one: pulumi up --replace '$K0S_JOIN_TOKEN_URN'"
+      if [[ -n "$K0S_JOIN_ISSUER_URN" ]]; then
+        cure="issue a new one: pulumi up --replace '$K0S_JOIN_ISSUER_URN'"
       fi
       die "the API at $server refuses the join token (HTTP 401): it has expired or was deleted; $cure"
       ;;
