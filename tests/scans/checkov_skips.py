@@ -95,10 +95,6 @@ SECRETS = [
     (Skip("CKV_SECRET_13", "tests/scripts/envelope.bats", "a fake PEM block (base64 of the word "
           "server-key) that tests how the envelope passes keys"),
      "ae005b81041ab5c2946ff1619f1b118a5b5f4828"),
-    (Skip("CKV_SECRET_6", "tests/scripts/join-worker.bats", "a fake join token the script "
-          "test passes in and checks never reaches a log"), "ec34ed0b4c2c9d10adc4e99a7563599c9fb85f46"),
-    (Skip("CKV_SECRET_6", "tests/scripts/join-worker.bats", "a fake join token the script "
-          "test reads from a stubbed SSM"), "5aac286eeff50df2a8543b9c61432cba0132a485"),
     (Skip("CKV_SECRET_13", "tests/scripts/envelope.bats", "a fake CA key block the envelope "
           "test passes to install-controller"), "b83c9738d19c0c653be2f3bea24a7e7216c5bfb0"),
     (Skip("CKV_SECRET_6", "tests/scripts/install-controller.bats", "a fake CA key the script "
