@@ -4,9 +4,6 @@ applied by the Kubernetes provider, and the next stage waits until every Deploym
 Job of the previous one is ready. The Dex user's password hash and the OIDC and cookie
 secrets are Secrets the program creates; upstream's published values are never applied."""
 
-import base64
-import hashlib
-import hmac
 import ipaddress
 import os
 import tempfile
@@ -68,9 +65,8 @@ class Kubeflow(pulumi.ComponentResource):
         self.tls_certificate: Optional[pulumi.Output[str]] = None
         if kubeflow.access.tls.mode == "off":
             pulumi.log.warn(PLAIN_HTTP_WARNING.format(url=self.url), resource=self)
-        password_hash = dex_password_hash(settings.kubeflow_password.get_secret_value(),
-                                          settings.cluster_name, kubeflow.user.email)
-        self.overlay_dirs = write_overlays(settings, overlay.password_digest(password_hash))
+        password_hash = self._dex_password_hash()
+        self.overlay_dirs = write_overlays(settings)
         previous: list = list(args.depends_on)
         self.stages: dict[str, k8s.kustomize.v2.Directory] = {}
         for stage in catalog.stages_for(kubeflow):
@@ -85,12 +81,40 @@ class Kubeflow(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
                                             depends_on=previous))
             previous = [self.stages[stage.name]]
+        self._roll_dex_on_new_password(password_hash)
         if kubeflow.access.mode == "portForward":
             self._create_port_forward()
         # The stage that installs the Profile CRD and controller (with the apps).
         self.profiles_installed = [self.stages[catalog.APPS]] if catalog.APPS in self.stages \
             else []
         self.register_outputs({"url": self.url, "tlsCertificate": self.tls_certificate})
+
+    def _dex_password_hash(self) -> pulumi.Output[str]:
+        """Dex's bcrypt hash of the configured password (a configured hash as it is). Its
+        salt is random per stack, kept as secret state, so the hash is stable across runs
+        and nothing but bcrypt itself tests a guess."""
+        password = self._args.settings.kubeflow_password.get_secret_value()
+        if password.startswith("$2"):
+            return pulumi.Output.secret(password)
+        salt = random.RandomBytes(f"{self._name}-dex-password-salt", length=16,
+                                  opts=pulumi.ResourceOptions(parent=self))
+        return pulumi.Output.secret(salt.base64.apply(
+            lambda value: dex_password_hash(password, value)))
+
+    def _roll_dex_on_new_password(self, password_hash: pulumi.Output[str]) -> None:
+        """Dex reads the hash from its environment at start: a new hash restarts it. The
+        pod template's annotation is a random id renewed with the hash, not derived from
+        it, so the cluster publishes nothing about the password."""
+        version = random.RandomId(f"{self._name}-dex-password-version", byte_length=8,
+                                  keepers={"passwordHash": password_hash},
+                                  opts=pulumi.ResourceOptions(parent=self))
+        k8s.apps.v1.DeploymentPatch(
+            f"{self._name}-dex-password-rollout",
+            metadata={"name": "dex", "namespace": "auth"},
+            spec={"template": {"metadata": {"annotations": {
+                "gpu-cluster/dex-password-version": version.hex}}}},
+            opts=kube.k8s_provider_opts(self._args.provider, self,
+                                        [self.stages[catalog.AUTH.name]]))
 
     def _create_gateway_tls_secret(self) -> pulumi.Resource:
         """The gateway's certificate and key: from config, or made here for the names
@@ -130,7 +154,7 @@ class Kubeflow(pulumi.ComponentResource):
             opts=mine)
         return cert.cert_pem, pulumi.Output.secret(key.private_key_pem)
 
-    def _create_auth_secrets(self, password_hash: str) -> list[pulumi.Resource]:
+    def _create_auth_secrets(self, password_hash: pulumi.Output[str]) -> list[pulumi.Resource]:
         """Dex's password hash and the OIDC client and cookie secrets, in the namespaces
         the istio-crds stage created, before Dex and oauth2-proxy start."""
         opts = kube.k8s_provider_opts(self._args.provider, self,
@@ -148,7 +172,7 @@ class Kubeflow(pulumi.ComponentResource):
 
         return [
             secret(overlay.DEX_PASSWORDS_SECRET, "auth",
-                   {"DEX_USER_PASSWORD": pulumi.Output.secret(password_hash)}),
+                   {"DEX_USER_PASSWORD": password_hash}),
             secret(overlay.DEX_CLIENT_SECRET, "auth",
                    {"OIDC_CLIENT_ID": client_id, "OIDC_CLIENT_SECRET": client.hex}),
             secret(overlay.OAUTH2_PROXY_SECRET, "oauth2-proxy",
@@ -201,19 +225,13 @@ def gateway_names(settings: StackConfig,
     return dns_names, ip_addresses
 
 
-def dex_password_hash(password: str, cluster_name: str, email: str) -> str:
-    """A bcrypt hash for Dex; a configured hash is used as it is. A random salt would
-    change the hash, the Secret and Dex's pods at every run, so the salt is derived from
-    the password, the cluster and the user: stable across runs, different per cluster."""
-    if password.startswith("$2"):
-        return password
-    digest = hmac.new(password.encode(), f"{cluster_name}/{email}".encode(),
-                      hashlib.sha256).digest()[:16]
-    salt = base64.b64encode(digest).translate(_BCRYPT_ALPHABET)[:22]
+def dex_password_hash(password: str, salt_base64: str) -> str:
+    """bcrypt of `password` at BCRYPT_COST with the salt's first 128 bits."""
+    salt = salt_base64.encode().translate(_BCRYPT_ALPHABET)[:22]
     return bcrypt.hashpw(password.encode(), f"$2b${BCRYPT_COST:02d}$".encode() + salt).decode()
 
 
-def write_overlays(settings: StackConfig, password_digest: str) -> dict[str, str]:
+def write_overlays(settings: StackConfig) -> dict[str, str]:
     """Writes each stage's overlay under build/<stack>/kubeflow/NN-<stage>/ and returns
     the folders (relative to the project) the provider reads at `pulumi up`."""
     root = OVERLAYS_DIR.format(stack=pulumi.get_stack())
@@ -228,7 +246,7 @@ def write_overlays(settings: StackConfig, password_digest: str) -> dict[str, str
         relative = f"{root}/{number:02d}-{stage.name}"
         folder = PROJECT_DIR / relative
         folder.mkdir(parents=True, exist_ok=True)
-        files = overlay.render_stage(kubeflow, stage, folder, password_digest)
+        files = overlay.render_stage(kubeflow, stage, folder)
         for stale in set(os.listdir(folder)) - set(files):
             (folder / stale).unlink()
         for file_name, text in files.items():

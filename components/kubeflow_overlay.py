@@ -3,7 +3,6 @@ folders as resources (the pinned git ref, or a local copy), plus the project's p
 the known fixes, the Dex user, the gateway exposure and the image mirror. Pure data, so
 the tests build exactly these overlays with the real `kubectl kustomize`."""
 
-import hashlib
 import os
 import uuid
 from pathlib import Path
@@ -47,10 +46,9 @@ def base_reference(kubeflow: KubeflowSettings, path: str, overlay_dir: Path) -> 
     return f"{source.repository}//{path}?ref={source.ref}"
 
 
-def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage, overlay_dir: Path,
-                 password_digest: str) -> dict[str, str]:
-    """The files of one stage's overlay. `password_digest` (a SHA-256 of the Dex hash,
-    never the hash) rolls Dex when the password changes."""
+def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage,
+                 overlay_dir: Path) -> dict[str, str]:
+    """The files of one stage's overlay."""
     kustomization: dict = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -68,7 +66,7 @@ def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage, overlay_dir: 
     elif stage.name == catalog.ISTIO.name:
         patches.append(_gateway_patch(kubeflow))
     elif stage.name == catalog.AUTH.name:
-        patches += _auth_patches(kubeflow, password_digest)
+        patches += _auth_patches(kubeflow)
     elif stage.name == catalog.KUBEFLOW_BASE.name:
         if kubeflow.access.tls.mode != "off":
             patches.append(_gateway_tls_patch())
@@ -284,14 +282,10 @@ def dex_config(kubeflow: KubeflowSettings) -> str:
     return _dump(config)
 
 
-def _auth_patches(kubeflow: KubeflowSettings, password_digest: str) -> list[dict]:
+def _auth_patches(kubeflow: KubeflowSettings) -> list[dict]:
     dex_map = {"apiVersion": "v1", "kind": "ConfigMap",
                "metadata": {"name": "dex", "namespace": "auth"},
                "data": {"config.yaml": dex_config(kubeflow)}}
-    dex_rollout = {"apiVersion": "apps/v1", "kind": "Deployment",
-                   "metadata": {"name": "dex", "namespace": "auth"},
-                   "spec": {"template": {"metadata": {"annotations": {
-                       "gpu-cluster/dex-password-sha256": password_digest}}}}}
     env = [{"name": name, "valueFrom": {"secretKeyRef": {"name": OAUTH2_PROXY_SECRET, "key": key}}}
            for name, key in (("OAUTH2_PROXY_CLIENT_ID", "client-id"),
                              ("OAUTH2_PROXY_CLIENT_SECRET", "client-secret"),
@@ -305,7 +299,6 @@ def _auth_patches(kubeflow: KubeflowSettings, password_digest: str) -> list[dict
              "spec": {"template": {"spec": {"containers": [{"name": "oauth2-proxy", "env": env}]}}}}
     return [
         _patch(dex_map, "ConfigMap", "dex", "auth"),
-        _patch(dex_rollout, "Deployment", "dex", "auth"),
         _patch(proxy, "Deployment", "oauth2-proxy", "oauth2-proxy"),
         # Upstream's published values; the program creates these from config and randomness.
         _delete_all("", "v1", "Secret", DEX_PASSWORDS_SECRET, "auth"),
@@ -321,10 +314,6 @@ def user_profile(kubeflow: KubeflowSettings) -> dict:
     return {"apiVersion": "kubeflow.org/v1beta1", "kind": "Profile",
             "metadata": {"name": kubeflow.user.profile_name},
             "spec": {"owner": {"kind": "User", "name": kubeflow.user.email}}}
-
-
-def password_digest(bcrypt_hash: str) -> str:
-    return hashlib.sha256(bcrypt_hash.encode()).hexdigest()
 
 
 # --- MySQL (Katib's, Pipelines'): first initialisation on slow storage, NFS -----------

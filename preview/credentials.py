@@ -223,6 +223,14 @@ def random_bytes(inputs: dict) -> Generated:
                      derived=tuple(lines))
 
 
+def random_id(inputs: dict) -> Generated:
+    """random.RandomId: `byteLength` random bytes as hex and base64 (not secret)."""
+    data = secrets.token_bytes(int(inputs["byteLength"]))
+    url = base64.urlsafe_b64encode(data).decode().rstrip("=")
+    return Generated({"hex": data.hex(), "b64Std": base64.b64encode(data).decode(),
+                      "b64Url": url, "dec": str(int.from_bytes(data, "big"))})
+
+
 def _load_private_key(pem: str):
     return serialization.load_pem_private_key(pem.encode(), password=None)
 

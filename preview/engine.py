@@ -37,6 +37,7 @@ _GENERATED_OUTPUTS: dict[str, Callable[[dict], credentials.Generated]] = {
     "tls:index/certRequest:CertRequest": credentials.tls_cert_request,
     "tls:index/locallySignedCert:LocallySignedCert": credentials.tls_locally_signed_cert,
     "random:index/randomBytes:RandomBytes": credentials.random_bytes,
+    "random:index/randomId:RandomId": credentials.random_id,
 }
 
 
@@ -137,9 +138,9 @@ class Plan:
         secret parts are unknown are hidden whole."""
         if rpc.is_rpc_secret(value):
             inner = rpc.unwrap_rpc_secret(value)
-            if isinstance(inner, str) and not any(s in inner for s in self._long_secrets):
-                return REDACTED
-            return self.redact(inner)
+            if isinstance(inner, str) and any(s in inner for s in self._long_secrets):
+                return self.redact(inner)
+            return _hidden(inner)
         if isinstance(value, str):
             for secret in self._long_secrets:
                 if secret in value:
@@ -189,6 +190,16 @@ class PreviewMocks(mocks.Mocks):
     def call(self, args: mocks.MockCallArgs):
         self.plan.invokes.append((args.token, dict(args.args)))
         return aws_mocks.invoke(args.token, args.args) or {}, []
+
+
+def _hidden(value: Any) -> Any:
+    """A secret whole: a map or list keeps its shape (which keys a Secret has), every
+    value in it is hidden."""
+    if isinstance(value, dict):
+        return {key: _hidden(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_hidden(item) for item in value]
+    return REDACTED
 
 
 class RecordingMonitor(mocks.MockMonitor):

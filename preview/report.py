@@ -229,7 +229,9 @@ def _manifests(plan: Plan):
             continue
         document = _manifest(resource, match)
         name = document.get("metadata", {}).get("name", resource.name)
-        yield (f"manifests/{index:03d}-{document['kind'].lower()}-{name}.yaml",
+        # A patch (server-side apply of the fields it names) is not a whole object.
+        suffix = ".patch.yaml" if match["kind"].endswith("Patch") else ".yaml"
+        yield (f"manifests/{index:03d}-{document['kind'].lower()}-{name}{suffix}",
                yaml.safe_dump(plan.redact(document), sort_keys=True))
 
 

@@ -56,7 +56,8 @@ def test_stages_are_chained_in_install_order_after_nodes_and_storage():
                          "oauth2-proxy-secret-oauth2-proxy-credentials"}
             for secret in expected - {f"test-kubeflow-{before}"}:
                 assert deps(plan, secret) - {"test-kubeflow-oidc-client-secret",
-                                             "test-kubeflow-cookie-secret"} == {
+                                             "test-kubeflow-cookie-secret",
+                                             "test-kubeflow-dex-password-salt"} == {
                     "test-kubeflow-istio-crds"}
         assert deps(plan, f"test-kubeflow-{after}") == expected, after
     for stage in plan.of_type(DIRECTORY):
@@ -99,18 +100,44 @@ def test_kubeflow_is_refused_with_a_clear_error(change, key, fragment):
     assert "12341234" not in str(caught.value)  # a secret is never quoted
 
 
-def test_password_is_hashed_stably_and_never_shown():
-    first = dex_password_hash(PASSWORD, "test", "ada@example.com")
-    assert first == dex_password_hash(PASSWORD, "test", "ada@example.com")
-    assert first != dex_password_hash(PASSWORD, "other", "ada@example.com")
-    assert bcrypt.checkpw(PASSWORD.encode(), first.encode())
-    assert first.startswith("$2b$12$")
-    ready = bcrypt.hashpw(b"another passphrase", bcrypt.gensalt(rounds=10)).decode()
-    assert dex_password_hash(ready, "test", "ada@example.com") == ready
+def test_password_is_hashed_with_a_random_salt_kept_as_secret_state():
     plan = preview(with_kubeflow(bare_metal_config(workers=1)))
+    salt = plan.named("test-kubeflow-dex-password-salt")
+    assert salt.type == "random:index/randomBytes:RandomBytes" and salt.inputs["length"] == 16
     secret = plan.named("auth-secret-dex-passwords")
     assert rpc.is_rpc_secret(secret.inputs["stringData"])
-    assert rpc.unwrap_rpc_secret(secret.inputs["stringData"])["DEX_USER_PASSWORD"] == first
+    hashed = rpc.unwrap_rpc_secret(secret.inputs["stringData"])["DEX_USER_PASSWORD"]
+    assert hashed.startswith("$2b$12$") and bcrypt.checkpw(PASSWORD.encode(), hashed.encode())
+    # The salt is random (the mocks make new bytes per run, as a new stack would), not
+    # derived from the password: the same password hashes differently per stack.
+    again = preview(with_kubeflow(bare_metal_config(workers=1)))
+    assert rpc.unwrap_rpc_secret(again.named("auth-secret-dex-passwords").inputs[
+        "stringData"])["DEX_USER_PASSWORD"] != hashed
+    # Stable for a stack: the hash of a given salt is the same at every run.
+    assert dex_password_hash(PASSWORD, "c2FsdHNhbHRzYWx0c2FsdA==") == dex_password_hash(
+        PASSWORD, "c2FsdHNhbHRzYWx0c2FsdA==")
+    ready = bcrypt.hashpw(b"another passphrase", bcrypt.gensalt(rounds=10)).decode()
+    values = with_kubeflow(bare_metal_config(workers=1))
+    values["kubeflowPassword"] = ready
+    given = preview(values)
+    assert rpc.unwrap_rpc_secret(given.named("auth-secret-dex-passwords").inputs[
+        "stringData"])["DEX_USER_PASSWORD"] == ready
+
+
+def test_dex_rolls_on_a_new_password_without_publishing_anything_of_it():
+    plan = preview(with_kubeflow(bare_metal_config(workers=1)))
+    version = plan.named("test-kubeflow-dex-password-version")
+    # Renewed with the hash (a secret keeper), random otherwise.
+    assert rpc.is_rpc_secret(version.inputs["keepers"])
+    rollout = plan.named("test-kubeflow-dex-password-rollout")
+    assert rollout.type == "kubernetes:apps/v1:DeploymentPatch"
+    annotations = rollout.inputs["spec"]["template"]["metadata"]["annotations"]
+    assert list(annotations) == ["gpu-cluster/dex-password-version"]
+    assert not rpc.is_rpc_secret(annotations["gpu-cluster/dex-password-version"])
+    assert deps(plan, "test-kubeflow-dex-password-rollout") >= {
+        "test-kubeflow-auth", "test-kubeflow-dex-password-version"}
+    # No digest of the hash anywhere in the manifests the stages apply.
+    assert "dex-password-sha256" not in str([r.inputs for r in plan.of_type(DIRECTORY)])
 
 
 def test_preview_writes_the_overlays_and_hides_secret_values(tmp_path):
@@ -123,7 +150,9 @@ def test_preview_writes_the_overlays_and_hides_secret_values(tmp_path):
     assert "kubeflow/07-apps/user-profile.yaml" in overlays
     everything = "".join(p.read_text() for p in written)
     assert PASSWORD not in everything
-    assert dex_password_hash(PASSWORD, "test", "ada@example.com") not in everything
+    hashed = rpc.unwrap_rpc_secret(plan.named("auth-secret-dex-passwords").inputs[
+        "stringData"])["DEX_USER_PASSWORD"]
+    assert hashed not in everything
     apps = yaml.safe_load((tmp_path / "build/kubeflow/07-apps/kustomization.yaml").read_text())
     assert "https://github.com/kubeflow/manifests//applications/katib/upstream/installs/" \
            "katib-with-kubeflow?ref=v1.11.0" in apps["resources"]

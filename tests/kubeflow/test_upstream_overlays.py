@@ -70,7 +70,7 @@ def build(folder: Path) -> list[dict]:
 
 def write(kubeflow: KubeflowSettings, stage: catalog.Stage, folder: Path) -> dict:
     folder.mkdir(parents=True)
-    files = overlay.render_stage(kubeflow, stage, folder, "0" * 64)
+    files = overlay.render_stage(kubeflow, stage, folder)
     for name, text in files.items():
         (folder / name).write_text(text)
     return yaml.safe_load(files[overlay.KUSTOMIZATION])
@@ -167,8 +167,8 @@ def test_every_stage_builds_and_every_patch_hits_an_upstream_object_and_containe
         added = {key(o) for o in objects} - upstream_keys
         assert {k[0] for k in added} <= {"ServiceAccount", "Role", "RoleBinding", "Job",
                                          "Namespace", "ConfigMap", "Profile"}, (stage, added)
-    # 1 gateway Service, 8 auth, 1 Gateway (TLS), 3 katib-mysql (Deployment, claim, client)
-    assert checked == 13
+    # 1 gateway Service, 7 auth, 1 Gateway (TLS), 3 katib-mysql (Deployment, claim, client)
+    assert checked == 12
 
 
 def test_katib_mysql_survives_first_initialisation_and_nfs(built):

@@ -74,6 +74,10 @@ def test_rendered_manifests_and_scripts_pass_checkov(builds):
     assert checked > 500, "checkov checked almost nothing: were the manifests found?"
     used, left = set(), []
     for check_type, failed in failures(reports):
+        if check_type == "kubernetes" and failed["file_path"].endswith(".patch.yaml"):
+            # A patch names a few fields of an object upstream defines (Dex's rollout
+            # annotation), not a whole workload; tests/kubeflow checks it merged.
+            continue
         key = _kubernetes_key(failed)
         skip = next((s for s in checkov_skips.KUBERNETES if check_type == "kubernetes"
                      and s.check == failed["check_id"] and fnmatch.fnmatchcase(key, s.where)), None)
