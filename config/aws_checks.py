@@ -172,7 +172,8 @@ def _vpn_mode(cfg: PartialConfig, vpn: VpnSettings) -> list[Problem]:
     if vpn.existing_server_address is None:
         problems.append(Problem("vpn.existingServerAddress", "is required with "
                                 "client-to-existing: the existing OpenVPN server's LAN address"))
-    elif cfg.network is not None and ipaddress.ip_address(vpn.existing_server_address) \
+    elif cfg.network is not None and cfg.network.lan_cidr is not None and \
+            ipaddress.ip_address(vpn.existing_server_address) \
             not in ipaddress.ip_network(cfg.network.lan_cidr):
         problems.append(Problem("vpn.existingServerAddress",
                                 f"{vpn.existing_server_address} is outside "
@@ -213,7 +214,7 @@ def cloud_checks(cfg: PartialConfig) -> list[Problem]:
     if cfg.aws is not None:
         problems += _aws(cfg.aws)
         problems += _efs_on_aws(cfg, cfg.aws)
-    if not cfg.pools:
+    if not cfg.pools and cfg.all_pools_parsed:
         problems.append(Problem("pools", "add at least one worker pool (name, instanceType, "
                                 "count, gpus)"))
     seen: dict[str, int] = {}
@@ -242,7 +243,9 @@ def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
         problems.append(Problem("storage.efs.mountTargetAddress",
                                 "is required with an adopted VPC: the address of the file "
                                 "system's mount target in the first subnet"))
-    if efs is not None and efs.mount_target_address is not None and aws.vpc.id is None:
+    # A VPC too small for its subnets has its own problem, and no first subnet.
+    if efs is not None and efs.mount_target_address is not None and aws.vpc.id is None \
+            and not _vpc_size(aws.vpc, ipaddress.ip_network(aws.vpc.cidr)):
         first = ipaddress.ip_network(subnet_cidrs(aws.vpc)[0])
         if ipaddress.ip_address(efs.mount_target_address) not in first:
             problems.append(Problem("storage.efs.mountTargetAddress",

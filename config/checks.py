@@ -65,7 +65,7 @@ def _hosts_unique(cfg: PartialConfig) -> list[Problem]:
                     Problem(
                         f"hosts[{index}].{key}",
                         f"'{value}' is already used by gpu-cluster:hosts[{first_seen[value]}]; "
-                        f"host {key}s must be unique",
+                        f"host {'names' if key == 'name' else 'addresses'} must be unique",
                     )
                 )
             else:
@@ -163,10 +163,16 @@ def _kubelet_may_not_set(key: str) -> bool:
 
 def _ssh_keys(cfg: PartialConfig) -> list[Problem]:
     problems = []
-    if cfg.hosts and not cfg.has_ssh_private_key:
+    # Every layout uses it: SSH to the hosts, and on the AWS layouts the control-plane
+    # instance's EC2 key pair is made from it.
+    if (cfg.hosts or cfg.layout in ("bare-metal", "hybrid", "cloud")) \
+            and not cfg.has_ssh_private_key:
+        use = {"cloud": "for the control-plane instance's EC2 key pair (made from it)",
+               "hybrid": "to reach the hosts and the control-plane instance"}.get(
+                   cfg.layout, "to reach the hosts")
         problems.append(
             Problem("sshPrivateKey",
-                    "is required to reach the hosts; set it with "
+                    f"is required {use}; set it with "
                     "`pulumi config set --secret gpu-cluster:sshPrivateKey < ~/.ssh/id_ed25519`")
         )
     if cfg.has_bastion_private_key and cfg.ssh is not None and cfg.ssh.bastion is None:

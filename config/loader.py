@@ -1,8 +1,8 @@
 """Reads the stack config the way the Pulumi CLI hands it to the program, validates it
 and returns a typed StackConfig, or raises ConfigError listing every problem."""
 
-import difflib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
@@ -12,11 +12,17 @@ from cryptography.hazmat.primitives import serialization
 from pydantic import TypeAdapter, ValidationError
 
 from config.checks import cross_checks
+from config.messages import (QUOTE_LIMIT, cut, did_you_mean, finish, keys_at, namespace_typo,
+                             shown, string_leaves)
 from config.partial import PartialConfig
 from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, WorkerPool
 from config.problems import NAMESPACE, ConfigError, Problem
 
 _PRIVATE_KEY_MARKER = "PRIVATE KEY-----"
+# The most hosts and EC2 worker pools one stack holds: the largest whose offline preview
+# stays within benchmarks/preview_scale.py's goals (README, Config reference).
+MAX_HOSTS = 500
+MAX_POOLS = 50
 
 
 def load_from_pulumi() -> StackConfig:
@@ -39,6 +45,10 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
     for full_key, text in raw.items():
         namespace, _, key = full_key.partition(":")
         if namespace != NAMESPACE:
+            if namespace_typo(namespace):
+                problems.append(Problem(cut(key), f"unknown namespace '{cut(namespace)}'; did "
+                                        f"you mean '{NAMESPACE}:{cut(key)}'?",
+                                        namespace=cut(namespace)))
             continue
         if key not in known:
             problems.append(Problem(key, _unknown_key_message(key, known)))
@@ -58,17 +68,35 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
             problem = _private_key_problem(str(values[key]))
             if problem:
                 problems.append(Problem(key, problem))
+    # Before anything looks at the hosts one by one: a list far too long fails at once.
+    over_limit = _over_limits(values)
+    problems += over_limit
+    checked = {key: value for key, value in values.items()
+               if key not in {problem.path for problem in over_limit}}
+    secret_paths = {key for key in values if f"{NAMESPACE}:{key}" in secret_keys}
 
     try:
-        settings = StackConfig.model_validate(values)
+        settings = StackConfig.model_validate(checked)
     except ValidationError as error:
-        problems += _from_validation_error(error)
-        problems += cross_checks(_salvage(values))
-        raise ConfigError(problems) from None
+        problems += _from_validation_error(error, secret_paths)
+        settings = None
+    if settings is None or over_limit:
+        problems += cross_checks(_salvage(checked, set(values) - set(checked)))
+        raise ConfigError(finish(problems, values, secret_keys)) from None
     problems += cross_checks(_from_settings(settings))
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(finish(problems, values, secret_keys))
     return settings
+
+
+def _over_limits(values: dict[str, Any]) -> list[Problem]:
+    problems = []
+    for key, limit, what in (("hosts", MAX_HOSTS, "hosts"), ("pools", MAX_POOLS, "pools")):
+        entries = values.get(key)
+        if isinstance(entries, list) and len(entries) > limit:
+            problems.append(Problem(key, f"lists {len(entries)} {what}; a stack holds at most "
+                                    f"{limit} (split the cluster into several stacks)"))
+    return problems
 
 
 def _private_key_problem(text: str) -> Optional[str]:
@@ -101,41 +129,41 @@ def _decode(text: Any) -> Any:
 
 
 def _unknown_key_message(key: str, known: set[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(known), n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    return f"unknown key{hint}"
+    return f"unknown key{did_you_mean(key, known)}"
 
 
-def _from_validation_error(error: ValidationError) -> list[Problem]:
+def _from_validation_error(error: ValidationError, secret_paths: set[str]) -> list[Problem]:
     problems = []
     for item in error.errors(include_url=False):
         path = _path(item["loc"])
         message = item["msg"].removeprefix("Value error, ")
+        value = item.get("input")
+        secret = bool(item["loc"]) and str(item["loc"][0]) in secret_paths | set(SECRET_KEYS)
         if item["type"] == "missing":
             message = "is required"
         elif item["type"] == "extra_forbidden":
-            message = _unknown_nested_key(path)
-        elif not any(path.startswith(key) for key in SECRET_KEYS):
-            value = item.get("input")
+            message = _unknown_nested_key(item["loc"])
+        elif secret:
+            # A validator may quote the value, or a part of it: nothing quoted stays.
+            message = re.sub(r"'[^']*'", "[secret]", message)
+        else:
             if isinstance(value, (str, int, float, bool)) and str(value) not in message:
-                message += f" (got {_shown(value)})"
+                message += f" (got {shown(value)})"
+            # Validators quote the value whole; a long one is cut (the secret ones are
+            # taken out whole later, so they stay as they are here).
+            for leaf in sorted(set(string_leaves(value)), key=len, reverse=True):
+                if len(leaf) > QUOTE_LIMIT:
+                    message = message.replace(leaf, cut(leaf))
         problems.append(Problem(path, message))
     return problems
 
 
-def _shown(value: object, limit: int = 80) -> str:
-    """The value as the message quotes it; a long one (a PEM certificate) cut short."""
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit - 4]}...' ({len(str(value))} characters)"
-
-
-def _unknown_nested_key(path: str) -> str:
-    section, _, name = path.rpartition(".")
-    if section == "storage":
-        return f"unknown storage backend '{name}'; use nfs, efs or localPath"
-    return "unknown key"
+def _unknown_nested_key(loc: tuple) -> str:
+    name = str(loc[-1])
+    known = keys_at(loc)
+    if len(loc) == 2 and loc[0] == "storage":
+        return f"unknown storage backend '{cut(name)}'{did_you_mean(name, known)} (use nfs, efs or localPath)"
+    return f"unknown key{did_you_mean(name, known)}"
 
 
 def _path(loc: tuple) -> str:
@@ -146,12 +174,14 @@ def _path(loc: tuple) -> str:
         elif part == "[key]":
             path += " (the key)"
         else:
-            path += f".{part}" if path else str(part)
+            part = cut(str(part))
+            path += f".{part}" if path else part
     return path
 
 
-def _salvage(values: dict[str, Any]) -> PartialConfig:
-    """Parses each section on its own so cross checks can still run on the valid ones."""
+def _salvage(values: dict[str, Any], unchecked: set[str]) -> PartialConfig:
+    """Parses each section on its own so cross checks can still run on the valid ones;
+    `unchecked` lists were not looked at (over their limit)."""
     fields = {field.alias: field for field in StackConfig.model_fields.values()}
 
     def section(key: str):
@@ -191,7 +221,9 @@ def _salvage(values: dict[str, Any]) -> PartialConfig:
         has_aws="aws" in values,
         has_vpn="vpn" in values,
         hosts=hosts,
-        all_hosts_parsed=len(hosts) == len(raw_hosts),
+        all_hosts_parsed=len(hosts) == len(raw_hosts) and "hosts" not in unchecked,
+        all_pools_parsed=len(pools) == len(raw_pools if isinstance(raw_pools, list) else [])
+        and "pools" not in unchecked,
         has_ssh_private_key=bool(values.get("sshPrivateKey")),
         has_bastion_private_key=bool(values.get("bastionPrivateKey")),
         vpn_client_profile=str(values.get("vpnClientProfile") or ""),

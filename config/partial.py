@@ -22,6 +22,7 @@ class PartialConfig:
     aws: Optional[AwsSettings] = None
     vpn: Optional[VpnSettings] = None
     pools: list = field(default_factory=list)
+    all_pools_parsed: bool = True
     has_aws: bool = False
     has_vpn: bool = False
     has_ssh_private_key: bool = False

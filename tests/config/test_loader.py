@@ -92,15 +92,15 @@ INVALID_CASES = [
      "overlaps gpu-cluster:network.lanCidr"),
     ("service overlaps pod", _set("network.serviceCidr", "10.244.128.0/20"),
      "gpu-cluster:network.serviceCidr", "overlaps gpu-cluster:network.podCidr"),
-    ("bad address", _set("hosts[2].address", "192.168.2.300"), "gpu-cluster:hosts[2].address",
+    ("bad address", _set("hosts[2].address", "192.168.2.300"), "gpu-cluster:hosts[2] (gpu001).address",
      "not an IPv4 address"),
-    ("address off lan", _set("hosts[1].address", "10.9.9.9"), "gpu-cluster:hosts[1].address",
+    ("address off lan", _set("hosts[1].address", "10.9.9.9"), "gpu-cluster:hosts[1] (gpu000).address",
      "outside gpu-cluster:network.lanCidr"),
-    ("duplicate name", _set("hosts[3].name", "gpu000"), "gpu-cluster:hosts[3].name",
-     "already used by gpu-cluster:hosts[1]"),
-    ("duplicate address", _set("hosts[2].address", "192.168.2.1"), "gpu-cluster:hosts[2].address",
-     "already used by gpu-cluster:hosts[0]"),
-    ("negative gpus", _set("hosts[1].gpus", -1), "gpu-cluster:hosts[1].gpus",
+    ("duplicate name", _set("hosts[3].name", "gpu000"), "gpu-cluster:hosts[3] (gpu000).name",
+     "already used by gpu-cluster:hosts[1] (gpu000)"),
+    ("duplicate address", _set("hosts[2].address", "192.168.2.1"), "gpu-cluster:hosts[2] (gpu001).address",
+     "already used by gpu-cluster:hosts[0] (controller)"),
+    ("negative gpus", _set("hosts[1].gpus", -1), "gpu-cluster:hosts[1] (gpu000).gpus",
      "greater than or equal to 0"),
     ("uppercase name", _set("hosts[1].name", "GPU0"), "gpu-cluster:hosts[1].name", "DNS label"),
     ("duplicate user", _set("access", {
@@ -125,29 +125,29 @@ INVALID_CASES = [
     ("two groups", _set("access", {"users": [{"name": "root", "role": "admin",
                                               "groups": ["a", "b"]}]}),
      "gpu-cluster:access.users[0].groups", "at most 1 item"),
-    ("unknown role", _set("hosts[1].role", "master"), "gpu-cluster:hosts[1].role",
+    ("unknown role", _set("hosts[1].role", "master"), "gpu-cluster:hosts[1] (gpu000).role",
      "'controller', 'worker' or 'controller+worker'"),
-    ("two controllers", _set("hosts[1].role", "controller"), "gpu-cluster:hosts[1].role",
+    ("two controllers", _set("hosts[1].role", "controller"), "gpu-cluster:hosts[1] (gpu000).role",
      "a second control-plane host"),
     ("no controller", _set("hosts[0].role", "worker"), "gpu-cluster:hosts",
      "exactly one host with role"),
     ("no workers", _set("hosts", [{"name": "solo", "address": "192.168.2.1", "role": "controller"}]),
      "gpu-cluster:hosts", "no host runs workloads"),
-    ("unknown host key", _set("hosts[1].gpu", 2), "gpu-cluster:hosts[1].gpu", "unknown key"),
+    ("unknown host key", _set("hosts[1].gpu", 2), "gpu-cluster:hosts[1] (gpu000).gpu", "unknown key"),
     ("unknown top key", _set("tunning", {}), "gpu-cluster:tunning", "did you mean 'tuning'"),
     ("bad label", _set("hosts[1].labels", {"team": "ml research"}),
-     "gpu-cluster:hosts[1].labels.team", "label value"),
+     "gpu-cluster:hosts[1] (gpu000).labels.team", "label value"),
     ("restricted label", _set("hosts[1].labels", {"node-role.kubernetes.io/gpu": ""}),
-     "gpu-cluster:hosts[1].labels.node-role.kubernetes.io/gpu", "NodeRestriction"),
+     "gpu-cluster:hosts[1] (gpu000).labels.node-role.kubernetes.io/gpu", "NodeRestriction"),
     ("bad taint effect", _set("hosts[1].taints", [{"key": "gpu", "effect": "Never"}]),
-     "gpu-cluster:hosts[1].taints[0].effect", "'NoSchedule'"),
-    ("gpu model without gpus", _set("hosts[1].gpus", 0), "gpu-cluster:hosts[1].gpuModel",
+     "gpu-cluster:hosts[1] (gpu000).taints[0].effect", "'NoSchedule'"),
+    ("gpu model without gpus", _set("hosts[1].gpus", 0), "gpu-cluster:hosts[1] (gpu000).gpuModel",
      "gpus is 0"),
-    ("nvswitch without gpus", _set("hosts[0].nvswitch", True), "gpu-cluster:hosts[0].nvswitch",
+    ("nvswitch without gpus", _set("hosts[0].nvswitch", True), "gpu-cluster:hosts[0] (controller).nvswitch",
      "is true but gpus is 0"),
-    ("bad nvswitch", _set("hosts[1].nvswitch", "sometimes"), "gpu-cluster:hosts[1].nvswitch",
+    ("bad nvswitch", _set("hosts[1].nvswitch", "sometimes"), "gpu-cluster:hosts[1] (gpu000).nvswitch",
      "must be auto, true or false, got 'sometimes'"),
-    ("controller with gpus", _set("hosts[0].gpus", 2), "gpu-cluster:hosts[0].gpus",
+    ("controller with gpus", _set("hosts[0].gpus", 2), "gpu-cluster:hosts[0] (controller).gpus",
      "controller+worker"),
     ("static cpu manager needs reserved cpus", _set("tuning", {"cpuManagerPolicy": "static"}),
      "gpu-cluster:tuning.reservedCpus", "is required"),
@@ -158,11 +158,11 @@ INVALID_CASES = [
     ("missing key", _set("sshPrivateKey", DELETE), "gpu-cluster:sshPrivateKey",
      "pulumi config set --secret"),
     ("bad host key", _set("hosts[1].sshHostKey", "AAAAC3NzaC1lZDI1NTE5"),
-     "gpu-cluster:hosts[1].sshHostKey", "SSH public host key"),
+     "gpu-cluster:hosts[1] (gpu000).sshHostKey", "SSH public host key"),
     ("no storage", _set("storage", DELETE), "gpu-cluster:storage", "is required"),
     ("no storage backend", _set("storage", {}), "gpu-cluster:storage", "configure a backend"),
     ("unknown storage backend", _set("storage.ceph", {}), "gpu-cluster:storage.ceph",
-     "unknown storage backend 'ceph'; use nfs, efs or localPath"),
+     "unknown storage backend 'ceph' (use nfs, efs or localPath)"),
     ("efs without mount target", _set("storage.efs", {"default": False}),
      "gpu-cluster:storage.efs.mountTargetAddress", "is required"),
     ("two default backends", _set("storage", {"nfs": {"host": "controller", "default": True},
@@ -205,7 +205,7 @@ INVALID_CASES = [
     # Found by tests/fuzz: duplicate taints passed, then overflowed a pool's user data.
     ("duplicate taint", _set("hosts[1].taints", [{"key": "gpu", "effect": "NoSchedule"},
                                                  {"key": "gpu", "value": "x", "effect": "NoSchedule"}]),
-     "gpu-cluster:hosts[1].taints", "taint gpu:NoSchedule is listed twice"),
+     "gpu-cluster:hosts[1] (gpu000).taints", "taint gpu:NoSchedule is listed twice"),
 ]
 
 
@@ -222,7 +222,7 @@ HYBRID_CASES = [
      "gpu-cluster:vpn.onpremGateway", "is required"),
     ("ssh open to the world", _set("aws.adminCidrs", ["0.0.0.0/0"]), "gpu-cluster:aws.adminCidrs",
      "allowSshFromAnywhere"),
-    ("on-prem controller", _set("hosts[0].role", "controller"), "gpu-cluster:hosts[0].role",
+    ("on-prem controller", _set("hosts[0].role", "controller"), "gpu-cluster:hosts[0] (gpu000).role",
      "runs on EC2"),
     ("adopted vpc without subnets", _set("aws.vpc", {"id": "vpc-0123456789abcdef0"}),
      "gpu-cluster:aws.vpc.subnetIds", "at least two"),
@@ -259,21 +259,21 @@ def test_a_profile_must_be_an_openvpn_client_profile():
 
 CLOUD_CASES = [
     ("gpus on a cpu instance", _set("pools[0].instanceType", "m6i.4xlarge"),
-     "gpu-cluster:pools[0].instanceType", "'m6i.4xlarge' has no NVIDIA GPU but the pool claims 4"),
+     "gpu-cluster:pools[0] (gpu).instanceType", "'m6i.4xlarge' has no NVIDIA GPU but the pool claims 4"),
     ("no pools", _set("pools", []), "gpu-cluster:pools", "add at least one worker pool"),
     ("duplicate pool", _set("pools[1]", {"name": "gpu", "instanceType": "g5.xlarge", "count": 1}),
-     "gpu-cluster:pools[1].name", "already used by gpu-cluster:pools[0]"),
+     "gpu-cluster:pools[1] (gpu).name", "already used by gpu-cluster:pools[0] (gpu)"),
     ("vpn on cloud", _set("vpn", {"onpremGateway": "x", "clientSourceCidrs": ["198.51.100.7/32"]}),
      "gpu-cluster:vpn", "no on-prem network"),
     ("lan on cloud", _set("network", {"lanCidr": "192.168.2.0/24"}), "gpu-cluster:network.lanCidr",
      "no on-prem LAN"),
     ("nfs host on cloud", _set("storage", {"nfs": {"host": "x"}}), "gpu-cluster:storage.nfs.host",
      "no hosts to serve NFS"),
-    ("negative count", _set("pools[0].count", -1), "gpu-cluster:pools[0].count",
+    ("negative count", _set("pools[0].count", -1), "gpu-cluster:pools[0] (gpu).count",
      "greater than or equal to 0"),
     # Found by tests/fuzz (see the bare-metal case).
     ("duplicate pool taint", _set("pools[0].taints", [{"key": "gpu", "effect": "NoSchedule"}] * 2),
-     "gpu-cluster:pools[0].taints", "listed twice"),
+     "gpu-cluster:pools[0] (gpu).taints", "listed twice"),
     ("no aws", _set("aws", DELETE), "gpu-cluster:aws", "is required by the cloud layout"),
     ("pods overlap the vpc", _set("network", {"podCidr": "10.20.0.0/16"}),
      "gpu-cluster:aws.vpc.cidr", "overlaps gpu-cluster:network.podCidr"),
@@ -356,8 +356,8 @@ def test_all_problems_are_reported_at_once():
     problems = problems_of(values, secret=())        # plaintext SSH key
     paths = [p.split(": ")[0] for p in problems]
     assert paths == [
-        "gpu-cluster:hosts[2].name",
-        "gpu-cluster:hosts[3].address",
+        "gpu-cluster:hosts[2] (gpu000).name",
+        "gpu-cluster:hosts[3] (gpu002).address",
         "gpu-cluster:network.podCidr",
         "gpu-cluster:sshPrivateKey",
     ], problems
@@ -375,7 +375,7 @@ def test_hosts_are_sorted_naturally_in_the_error_list():
     values["hosts"][10]["gpus"] = -1
     values["hosts"][2]["gpus"] = -1
     paths = [p.split(": ")[0] for p in problems_of(values)]
-    assert paths == ["gpu-cluster:hosts[2].gpus", "gpu-cluster:hosts[10].gpus"]
+    assert paths == ["gpu-cluster:hosts[2] (gpu001).gpus", "gpu-cluster:hosts[10] (gpu009).gpus"]
 
 
 def test_invalid_lab_variant_prints_one_error_list_without_traceback(tmp_path):
@@ -399,7 +399,8 @@ def test_invalid_lab_variant_prints_one_error_list_without_traceback(tmp_path):
     )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr + result.stdout
-    assert "gpu-cluster:hosts[2].name: 'moscow' is already used by gpu-cluster:hosts[1]" in result.stderr
+    assert ("gpu-cluster:hosts[2] (moscow).name: 'moscow' is already used by "
+            "gpu-cluster:hosts[1] (moscow)") in result.stderr
     assert "gpu-cluster:network.podCidr: 192.168.0.0/16 overlaps" in result.stderr
     assert "gpu-cluster:sshPrivateKey: must be a secret" in result.stderr
     assert not (tmp_path / "build").exists()
