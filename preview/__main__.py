@@ -11,7 +11,7 @@ import acceptance
 from config import ConfigError, load
 from preview.engine import run_program
 from preview.report import tree, write_artifacts
-from preview.stack_file import read_stack
+from preview.stack_file import StackFileError, read_stack
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_STACK = "prod"
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stack_file = read_stack(PROJECT_DIR, args.stack)
         plan = run_program(PROJECT_DIR, stack_file)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except ConfigError as error:

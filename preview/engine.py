@@ -67,6 +67,8 @@ class Plan:
     # Plain text of every secret value seen, to be redacted wherever it appears.
     secrets: set[str] = field(default_factory=set)
     placeholders: list[str] = field(default_factory=list)
+    # Secrets the stack file does not set (placeholders too, but `pulumi up` refuses).
+    missing_secrets: list[str] = field(default_factory=list)
     # (token, arguments) of every provider function the program called (look-ups).
     invokes: list[tuple[str, dict]] = field(default_factory=list)
     # What the program warns about (pulumi.log.warn), as `pulumi preview` shows it.
@@ -303,7 +305,8 @@ def run_program(project_dir: Path, stack_file: StackConfigFile,
     """Runs `__main__.py` of `project_dir` (or `program`) for the stack and returns the plan.
     Errors the program raises (ConfigError among them) propagate."""
     plan = Plan(project=stack_file.project, stack=stack_file.stack,
-                placeholders=list(stack_file.placeholders))
+                placeholders=list(stack_file.placeholders),
+                missing_secrets=list(stack_file.missing))
     for key in stack_file.secret_keys:
         plan.secrets |= _secret_strings(stack_file.config[key])
     main = project_dir / "__main__.py"

@@ -44,10 +44,21 @@ def tree(plan: Plan) -> str:
     if plan.warnings:
         lines += ["", "Warnings:"]
         lines += [f"  warning: {plan.redact(message)}" for message in plan.warnings]
-    if plan.placeholders:
-        lines += ["", "Secrets are not decrypted offline; these use placeholders in this preview only:"]
-        lines += [f"  {key}" for key in plan.placeholders]
+    lines += _secrets_summary(plan)
     return "\n".join(lines) + "\n"
+
+
+def _secrets_summary(plan: Plan) -> list[str]:
+    """Which secrets the preview made up, and whether `pulumi up` will have them: an
+    encrypted one it decrypts, a missing one stops it."""
+    if not (plan.placeholders or plan.missing_secrets):
+        return []
+    lines = ["", "Secrets the preview uses placeholders for (in this preview only):"]
+    lines += [f"  {key}: not set: `pulumi up` will refuse; set it with "
+              f"`pulumi config set --secret {key}`" for key in plan.missing_secrets]
+    lines += [f"  {key}: encrypted: placeholder used (`pulumi up` decrypts it)"
+              for key in plan.placeholders]
+    return lines
 
 
 def _storage_summary(plan: Plan) -> list[str]:

@@ -7,12 +7,12 @@ gets an obvious placeholder, and the preview says so."""
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
 from config.problems import NAMESPACE
-from preview import credentials
+from preview import credentials, vpn_placeholder
 
 # Secrets every stack needs; a stack file without them still previews, with placeholders.
 REQUIRED_SECRETS = ("sshPrivateKey",)
@@ -22,7 +22,13 @@ REQUIRED_SECRETS = ("sshPrivateKey",)
 _PLACEHOLDERS = {
     "sshPrivateKey": credentials.ssh_private_key,
     "bastionPrivateKey": credentials.ssh_private_key,
+    "vpnClientProfile": vpn_placeholder.client_profile,
 }
+
+
+class StackFileError(ValueError):
+    """A project or stack file that is not YAML, or not shaped like one Pulumi reads;
+    the message names the file (and the line and column where YAML says)."""
 
 
 @dataclass
@@ -31,30 +37,80 @@ class StackConfigFile:
     stack: str
     config: dict[str, str]
     secret_keys: list[str]
+    # Encrypted in the stack file: a placeholder stands in (and `pulumi up` decrypts it).
     placeholders: list[str] = field(default_factory=list)
+    # Not in the stack file at all: a placeholder stands in, but `pulumi up` refuses.
+    missing: list[str] = field(default_factory=list)
 
 
 def read_stack(project_dir: Path, stack: str) -> StackConfigFile:
-    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    project = _mapping(_yaml(project_dir / "Pulumi.yaml"), "Pulumi.yaml")
+    if not isinstance(project.get("name"), str) or not project["name"]:
+        raise StackFileError("Pulumi.yaml: `name` must be the project's name (a string)")
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
         raise FileNotFoundError(f"no stack file {path.name} in {project_dir}")
-    document = yaml.safe_load(path.read_text()) or {}
+    document = _mapping(_yaml(path) or {}, path.name)
     result = StackConfigFile(project=project["name"], stack=stack, config={}, secret_keys=[])
-    for key, spec in (project.get("config") or {}).items():
+    project_config = project.get("config") or {}
+    for key, spec in _mapping(project_config, "Pulumi.yaml", "config").items():
         if isinstance(spec, dict) and "default" in spec:
-            _set(result, _full_key(key, project["name"]), spec["default"])
-    for key, value in (document.get("config") or {}).items():
-        _set(result, _full_key(key, project["name"]), value)
+            _set(result, _full_key(key, project["name"], "Pulumi.yaml"), spec["default"])
+    stack_config = _mapping(document.get("config") or {}, path.name, "config")
+    for key, value in stack_config.items():
+        _set(result, _full_key(key, project["name"], path.name), value)
     required = list(REQUIRED_SECRETS)
     if f"{NAMESPACE}:kubeflow" in result.config:
         required.append("kubeflowPassword")
+    if _vpn_mode(result) == "client-to-existing":
+        required.append("vpnClientProfile")
     for name in required:
         key = f"{NAMESPACE}:{name}"
         if key not in result.config:
             _set(result, key, {"secure": "missing"})
+            result.placeholders.remove(key)
+            result.missing.append(key)
     _stand_in_for_the_tls_key(result)
     return result
+
+
+def _yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as error:
+        # PyYAML's marks count from 0; editors count from 1.
+        mark, context = error.problem_mark or error.context_mark, error.context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = error.problem or error.context or "cannot be parsed"
+        if error.context and error.problem and context is not None:
+            what += (f" ({error.context} at line {context.line + 1}, column "
+                     f"{context.column + 1})")
+        raise StackFileError(f"{path.name}{where}: not valid YAML: {what}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise StackFileError(f"{path.name}: not valid YAML: {error}") from None
+
+
+def _mapping(value: Any, file: str, key: Optional[str] = None) -> dict:
+    if not isinstance(value, dict):
+        where = f"`{key}`" if key else "the file"
+        raise StackFileError(f"{file}: {where} must be a mapping of keys to values, not "
+                             f"{_kind(value)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "empty"
+    return f"a single value ({type(value).__name__})"
+
+
+def _vpn_mode(result: StackConfigFile) -> Any:
+    try:
+        return json.loads(result.config.get(f"{NAMESPACE}:vpn", "{}")).get("mode")
+    except (ValueError, AttributeError):
+        return None  # the config check reports what is wrong with it
 
 
 def _stand_in_for_the_tls_key(result: StackConfigFile) -> None:
@@ -77,7 +133,10 @@ def _stand_in_for_the_tls_key(result: StackConfigFile) -> None:
                                "the stand-in key)")
 
 
-def _full_key(key: str, project: str) -> str:
+def _full_key(key: Any, project: str, file: str) -> str:
+    if not isinstance(key, str):
+        raise StackFileError(f"{file}: config key {key!r} must be a string like "
+                             f"{NAMESPACE}:layout")
     return key if ":" in key else f"{project}:{key}"
 
 

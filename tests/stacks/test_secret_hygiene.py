@@ -45,7 +45,8 @@ def with_real_secrets(stack: str):
         keys.append(f"{NAMESPACE}:bastionPrivateKey")
     values = {key: made_up_secret(key.split(":", 1)[1]) for key in dict.fromkeys(keys)}
     config.update(values)
-    return replace(stack_file, config=config, secret_keys=list(values), placeholders=[]), values
+    return replace(stack_file, config=config, secret_keys=list(values), placeholders=[],
+                   missing=[]), values
 
 
 def needles(value: str) -> set:
