@@ -5,7 +5,7 @@ import difflib
 import re
 import types
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -117,7 +117,7 @@ def finish(problems: list[Problem], values: Mapping[str, Any],
                       if f"{NAMESPACE}:{key}" in secret_keys or key in SECRET_KEYS
                       for leaf in string_leaves(value) if len(leaf) >= _MIN_SCRUBBED},
                      key=len, reverse=True)
-    names = {kind: _entry_names(values.get(kind)) for kind in _NAMED_LISTS}
+    names = {kind: _EntryNames(values.get(kind)) for kind in _NAMED_LISTS}
     finished = []
     for problem in problems:
         message = problem.message
@@ -128,35 +128,37 @@ def finish(problems: list[Problem], values: Mapping[str, Any],
     return finished
 
 
-def _entry_names(entries: Any) -> dict[int, str]:
-    if not isinstance(entries, list):
-        return {}
-    names = {}
-    for index, entry in enumerate(entries):
+class _EntryNames:
+    """The names of a list's entries, each looked up when a problem needs it (a list over
+    its limit is not gone through)."""
+
+    def __init__(self, entries: Any):
+        self._entries = entries if isinstance(entries, list) else []
+
+    def get(self, index: int) -> Optional[str]:
+        entry = self._entries[index] if index < len(self._entries) else None
         name = entry.get("name") if isinstance(entry, Mapping) else None
-        if isinstance(name, str):
-            try:
-                names[index] = _NAME.validate_python(name)
-            except ValidationError:
-                pass  # not a usable name: its own problem says so
-    return names
+        try:
+            return _NAME.validate_python(name) if isinstance(name, str) else None
+        except ValidationError:
+            return None  # not a usable name: its own problem says so
 
 
 _ENTRY = re.compile(r"^(hosts|pools)\[(\d+)\]")
 _REFERENCE = re.compile(rf"{NAMESPACE}:(hosts|pools)\[(\d+)\](?! \()")
 
 
-def _named(path: str, names: dict[str, dict[int, str]]) -> str:
+def _named(path: str, names: dict[str, "_EntryNames"]) -> str:
     """`hosts[2].address` -> `hosts[2] (gpu-03).address`: the index stays, for tools and
     order, the name is what people look for."""
     return _ENTRY.sub(lambda m: _with_name(m, names), path, count=1)
 
 
-def _named_references(message: str, names: dict[str, dict[int, str]]) -> str:
+def _named_references(message: str, names: dict[str, "_EntryNames"]) -> str:
     return _REFERENCE.sub(lambda m: f"{NAMESPACE}:{_with_name(m, names)}", message)
 
 
-def _with_name(match: re.Match, names: dict[str, dict[int, str]]) -> str:
+def _with_name(match: re.Match, names: dict[str, "_EntryNames"]) -> str:
     kind, index = match.group(1), int(match.group(2))
-    name = names.get(kind, {}).get(index)
+    name = names[kind].get(index)
     return f"{kind}[{index}] ({name})" if name else f"{kind}[{index}]"
