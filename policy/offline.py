@@ -106,6 +106,7 @@ def main(argv=None) -> int:
     if str(PROJECT_DIR) not in sys.path:
         sys.path.insert(0, str(PROJECT_DIR))
     from config import ConfigError
+    from preview.stack_file import StackFileError
 
     failed = 0
     for path in args.plan:
@@ -115,7 +116,7 @@ def main(argv=None) -> int:
     for stack in args.stacks or ([] if args.plan else example_stacks()):
         try:
             plan = preview_plan(stack)
-        except (FileNotFoundError, ConfigError) as error:
+        except (FileNotFoundError, StackFileError, ConfigError) as error:
             print(f"stack {stack}: {error}", file=sys.stderr)
             return 2
         failed += _report(f"stack {stack}", resources_of_plan(plan),

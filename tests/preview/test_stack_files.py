@@ -104,6 +104,17 @@ def test_the_preview_prints_a_yaml_error_in_one_line(tmp_path):
                              "flow sequence at line 2, column 23)\n")
 
 
+def test_the_offline_policy_run_names_an_unreadable_stack_file(tmp_path, monkeypatch, capsys):
+    from policy import offline
+
+    folder = project(tmp_path, "- gpu-cluster:layout: cloud\n")
+    real = offline.preview_plan
+    monkeypatch.setattr(offline, "preview_plan", lambda stack: real(stack, folder))
+    assert offline.main(["test"]) == 2
+    assert capsys.readouterr().err == ("stack test: Pulumi.test.yaml: the file must be a "
+                                       "mapping of keys to values, not a list\n")
+
+
 SECRETS = [
     # (id, the stack's sshPrivateKey lines, the preview's line about it)
     ("not set", "", "gpu-cluster:sshPrivateKey: not set: `pulumi up` will refuse; set it with "
