@@ -152,8 +152,7 @@ def _from_validation_error(error: ValidationError, secret_paths: set[str]) -> li
         else:
             if isinstance(value, (str, int, float, bool)) and str(value) not in message:
                 message += f" (got {shown(value)})"
-            # Validators quote the value whole; a long one is cut (the secret ones are
-            # taken out whole later, so they stay as they are here).
+            # Validators quote the value whole; a long one is cut.
             for leaf in sorted(set(string_leaves(value)), key=len, reverse=True):
                 if len(leaf) > QUOTE_LIMIT:
                     message = message.replace(leaf, cut(leaf))
@@ -165,7 +164,8 @@ def _unknown_nested_key(loc: tuple) -> str:
     name = str(loc[-1])
     known = keys_at(loc)
     if len(loc) == 2 and loc[0] == "storage":
-        return f"unknown storage backend '{cut(name)}'{did_you_mean(name, known)} (use nfs, efs or localPath)"
+        return (f"unknown storage backend '{cut(name)}'{did_you_mean(name, known)} (use nfs, "
+                "efs or localPath)")
     return f"unknown key{did_you_mean(name, known)}"
 
 
