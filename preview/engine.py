@@ -140,7 +140,7 @@ class Plan:
         secret parts are unknown are hidden whole."""
         if rpc.is_rpc_secret(value):
             inner = rpc.unwrap_rpc_secret(value)
-            if isinstance(inner, str) and any(s in inner for s in self._long_secrets):
+            if self._holds_known_secret(inner):
                 return self.redact(inner)
             return _hidden(inner)
         if isinstance(value, str):
@@ -153,6 +153,16 @@ class Plan:
         if isinstance(value, (list, tuple)):
             return [self.redact(item) for item in value]
         return value
+
+    def _holds_known_secret(self, value: Any) -> bool:
+        """Whether a secret the plan knows is in `value`: then what makes it secret is
+        known, and the rest of it may be shown."""
+        if isinstance(value, str):
+            return any(secret in value for secret in self._long_secrets)
+        if isinstance(value, dict):
+            value = list(value.values())
+        return isinstance(value, (list, tuple)) and any(
+            self._holds_known_secret(item) for item in value)
 
     @property
     def _long_secrets(self) -> list[str]:

@@ -129,6 +129,8 @@ def test_dex_rolls_on_a_new_password_without_publishing_anything_of_it():
     version = plan.named("test-kubeflow-dex-password-version")
     # Renewed with the hash (a secret keeper), random otherwise.
     assert rpc.is_rpc_secret(version.inputs["keepers"])
+    # The plan shows the keeper, of which it knows no secret part, hidden whole.
+    assert plan.redact(version.inputs["keepers"]) == {"passwordHash": "[secret]"}
     rollout = plan.named("test-kubeflow-dex-password-rollout")
     assert rollout.type == "kubernetes:apps/v1:DeploymentPatch"
     annotations = rollout.inputs["spec"]["template"]["metadata"]["annotations"]
