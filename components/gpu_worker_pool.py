@@ -187,7 +187,7 @@ def oversized_user_data(settings: StackConfig, distribution: K0s) -> list[Proble
         size = len(multipart_gzip(pool_boot_scripts(settings, pool, distribution)))
         if size > USER_DATA_LIMIT_BYTES:
             problems.append(Problem(
-                f"pools[{index}]",
+                f"pools[{index}] ({pool.name})",
                 f"its boot user data would be {size} bytes gzipped, over EC2's "
                 f"{USER_DATA_LIMIT_BYTES}: use fewer or shorter labels and taints"))
     return problems

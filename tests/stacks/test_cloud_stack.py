@@ -267,5 +267,6 @@ def test_user_data_too_large_for_ec2_is_refused_before_anything_is_created():
         for i in range(600)}
     with pytest.raises(ConfigError) as error:
         preview(values)
-    assert "gpu-cluster:pools[0]: its boot user data would be" in str(error.value)
+    name = values["pools"][0]["name"]
+    assert f"gpu-cluster:pools[0] ({name}): its boot user data would be" in str(error.value)
     assert "over EC2's 16384" in str(error.value)
