@@ -12,13 +12,13 @@ from config.types import DnsLabel
 # Kubernetes' built-in user-facing ClusterRoles.
 AccessRole = Literal["admin", "edit", "view"]
 
-_QUANTITY = re.compile(r"^(\d+(\.\d+)?)(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$")
+_QUANTITY = re.compile(r"(\d+(\.\d+)?)(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?")
 
 
 def _quantity(value: str) -> str:
     if value.strip().startswith("-"):
         raise ValueError(f"'{value}' is negative; a quota or limit must be 0 or more")
-    if not _QUANTITY.match(value):
+    if not _QUANTITY.fullmatch(value):
         raise ValueError(f"'{value}' is not a Kubernetes quantity such as 500m, 8, 64Gi or 2Ti")
     return value
 
@@ -46,8 +46,26 @@ class ContainerDefaults(Section):
     memory_limit: Quantity = "4Gi"
 
 
+# Namespaces a team may not be: Kubernetes' own (default, and kube-*, "reserved for
+# Kubernetes system namespaces": https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/)
+# and those the program installs into (components/shared_storage.py, gpu_support.py, the
+# MPI operator's manifest, the Kubeflow stages of kubeflow/manifests v1.11.0, and
+# kubeflow-system, Kubeflow Trainer's own). A team's quota there would starve them.
+RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease",
+                       "nfs-provisioner", "efs-provisioner", "local-path-storage",
+                       "gpu-feature-discovery", "mpi-operator", "kubeflow", "kubeflow-system",
+                       "istio-system", "cert-manager", "auth", "oauth2-proxy")
+
+
+def _team_name(value: str) -> str:
+    if value in RESERVED_NAMESPACES or value.startswith("kube-"):
+        raise ValueError(f"'{value}' is a namespace of Kubernetes or of what the program "
+                         "installs; name the team something else")
+    return value
+
+
 class Team(Section):
-    name: DnsLabel
+    name: Annotated[DnsLabel, AfterValidator(_team_name)]
     quota: Quota = Quota()
     container_defaults: ContainerDefaults = ContainerDefaults()
 

@@ -5,6 +5,7 @@ allowed to hide them."""
 import ipaddress
 
 from config.aws_checks import cloud_checks, hybrid_checks
+from config.host_paths import host_path_problem
 from config.kubeflow_checks import kubeflow_checks
 from config.partial import PartialConfig
 from config.problems import Problem
@@ -216,6 +217,14 @@ def _storage(cfg: PartialConfig) -> list[Problem]:
         if (nfs.server is None) == (nfs.host is None):
             problems.append(Problem("storage.nfs", "set either server (an existing NFS server) "
                                     "or host (a cluster host to serve NFS), not both or neither"))
+        if nfs.host is not None:
+            # An external server's export is its admin's: there only the syntax is checked
+            # (and "/" is NFSv4's pseudo-root, a usual export).
+            path_problem = host_path_problem(nfs.path)
+            if path_problem:
+                problems.append(Problem("storage.nfs.path", f"{path_problem} (storage.nfs.host "
+                                        "exports it read-write to the LAN, without root "
+                                        "squashing)"))
         names = [host.name for _, host in cfg.hosts]
         if nfs.host is not None and cfg.all_hosts_parsed and nfs.host not in names:
             problems.append(Problem("storage.nfs.host", f"'{nfs.host}' is not one of the "

@@ -3,12 +3,50 @@ OpenVPN bridge between the VPC and the on-prem LAN."""
 
 import ipaddress
 import itertools
-from typing import Literal, Optional
+import re
+from typing import Annotated, Literal, Optional
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from config.model_base import Section
 from config.types import DnsLabel, IPv4, IPv4Cidr, Port, SshPublicKey
+
+
+# AWS's tag rules (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html,
+# "Tag naming limits and requirements"): keys of 1-128 and values of 0-256 Unicode letters,
+# digits, spaces and _ . : / = + - @; the aws: prefix is reserved for AWS and refused.
+_TAG_TEXT = r"[\w .:/=+\-@]"
+
+
+def _tag_key(value: str) -> str:
+    if not re.fullmatch(f"{_TAG_TEXT}{{1,128}}", value):
+        raise ValueError(f"tag key {value[:140]!r} is not 1-128 letters, digits, spaces or "
+                         "_ . : / = + - @ (AWS tag rules)")
+    if value.lower().startswith("aws:"):
+        raise ValueError(f"tag key '{value}' starts with aws:, a prefix AWS reserves for its "
+                         "own tags and refuses in yours")
+    return value
+
+
+def _tag_value(value: str) -> str:
+    if not re.fullmatch(f"{_TAG_TEXT}{{0,256}}", value):
+        raise ValueError(f"tag value {value[:140]!r} is not at most 256 letters, digits, "
+                         "spaces or _ . : / = + - @ (AWS tag rules)")
+    return value
+
+
+def _aws_id(kind: str, prefix: str):
+    def check(value: str) -> str:
+        if not re.fullmatch(rf"{prefix}-[0-9a-f]{{8,17}}", value):
+            raise ValueError(f"{value[:60]!r} is not {kind} id like {prefix}-0123456789abcdef0")
+        return value
+    return AfterValidator(check)
+
+
+SubnetId = Annotated[str, _aws_id("a subnet", "subnet")]
+RouteTableId = Annotated[str, _aws_id("a route table", "rtb")]
+TagKey = Annotated[str, AfterValidator(_tag_key)]
+TagValue = Annotated[str, AfterValidator(_tag_value)]
 
 
 class VpcSettings(Section):
@@ -17,9 +55,9 @@ class VpcSettings(Section):
     availability_zones: int = Field(default=2, ge=2, le=6)
     # Adopt an existing VPC and subnets (at least two, in different zones) by id.
     id: Optional[str] = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
-    subnet_ids: list[str] = []
+    subnet_ids: list[SubnetId] = []
     # Route tables of the adopted subnets; the on-prem LAN is routed through the VPN there.
-    route_table_ids: list[str] = []
+    route_table_ids: list[RouteTableId] = []
     # Subnet CIDRs when the program creates them; default: /24s at the VPC's start.
     subnet_cidrs: list[IPv4Cidr] = []
     # How instances reach SSM, the k0s release, apt and image registries at boot:
@@ -32,13 +70,14 @@ class VpcSettings(Section):
     # public ones.
     private_subnet_cidrs: list[IPv4Cidr] = []
     # nat with an adopted VPC: its private subnets, which must route to a NAT gateway.
-    private_subnet_ids: list[str] = []
+    private_subnet_ids: list[SubnetId] = []
 
 
 class ControlPlaneInstance(Section):
     # Host name of the instance (set at boot) and of its Kubernetes node.
     name: DnsLabel = "control-plane"
-    instance_type: str = Field(default="m6i.large", pattern=r"^[a-z0-9-]+\.[a-z0-9]+$")
+    instance_type: str = Field(default="m6i.large", pattern=r"^[a-z0-9-]+\.[a-z0-9]+$",
+                               max_length=64)
     # Default: Canonical's Ubuntu 24.04 LTS image pinned by name in config/versions.py.
     ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$")
     root_volume_gb: int = Field(default=100, ge=20, le=16384)
@@ -60,7 +99,7 @@ class AwsSettings(Section):
     # Opening SSH to 0.0.0.0/0 must be asked for explicitly.
     allow_ssh_from_anywhere: bool = False
     control_plane: ControlPlaneInstance = ControlPlaneInstance()
-    tags: dict[str, str] = {}
+    tags: dict[TagKey, TagValue] = {}
 
 
 class VpnSettings(Section):

@@ -10,7 +10,7 @@ from cryptography import x509
 from pydantic import AfterValidator, Field, field_validator
 
 from config import versions
-from config.model_base import Section
+from config.model_base import MULTI_LINE, Section
 from config.types import AbsolutePath, DnsLabel, HostOrIp, IPv4, IPv4Cidr, Port
 
 # Components a stack may select, in install order; see components/kubeflow_catalog.py.
@@ -22,23 +22,26 @@ DEFAULT_COMPONENTS = ["profiles", "dashboard", "notebooks", "volumes", "tensorbo
 COMPONENT_REQUIRES = {"dashboard": "profiles", "notebooks": "profiles", "volumes": "profiles",
                       "tensorboards": "profiles", "pipelines": "profiles"}
 
-_EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+")
 # An image reference prefix: a registry host[:port] and optional path, no tag.
-_REGISTRY_PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?(/[a-z0-9._-]+)*$")
-_GIT_URL = re.compile(r"^(https://|ssh://|git@)[^\s?]+$")
-_QUANTITY = re.compile(r"^[1-9][0-9]*(Mi|Gi|Ti)$")
+_REGISTRY_PREFIX = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?(/[a-z0-9._-]+)*")
+# No query (kustomize adds ?ref=) and nothing a shell or YAML would read specially.
+_GIT_URL = re.compile(r"(https://|ssh://|git@)[A-Za-z0-9._~:/@%+=-]{1,2048}")
+_QUANTITY = re.compile(r"[1-9][0-9]*(Mi|Gi|Ti)")
 _PEM_CHAIN = re.compile(r"\s*(-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+"
                         r"-----END CERTIFICATE-----\s*)+")
 
 
 def _email(value: str) -> str:
-    if not _EMAIL.match(value):
+    # RFC 5321 4.5.3.1: a path holds 256 octets, an address 254 of them.
+    if len(value) > 254 or not _EMAIL.fullmatch(value):
         raise ValueError(f"'{value}' is not an email address like admin@example.com")
     return value
 
 
 def _registry_prefix(value: str) -> str:
-    if not _REGISTRY_PREFIX.match(value):
+    # The distribution spec caps a repository name at 255 characters, prefix included.
+    if len(value) > 255 or not _REGISTRY_PREFIX.fullmatch(value):
         raise ValueError(f"'{value}' is not a registry prefix like registry.example.internal:5000"
                          "/kubeflow (host, optional port and path, no scheme or tag)")
     return value
@@ -56,7 +59,7 @@ def _pem_chain(value: str) -> str:
 
 
 Email = Annotated[str, AfterValidator(_email)]
-PemCertificateChain = Annotated[str, AfterValidator(_pem_chain)]
+PemCertificateChain = Annotated[str, AfterValidator(_pem_chain), MULTI_LINE]
 RegistryPrefix = Annotated[str, AfterValidator(_registry_prefix)]
 
 
@@ -73,14 +76,14 @@ class ManifestsSource(Section):
     @field_validator("repository")
     @classmethod
     def _git_url(cls, value: str) -> str:
-        if not _GIT_URL.match(value):
+        if not _GIT_URL.fullmatch(value):
             raise ValueError(f"'{value}' is not a git URL like {versions.KUBEFLOW_MANIFESTS_REPOSITORY}")
         return value.rstrip("/")
 
     @field_validator("ref")
     @classmethod
     def _ref(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z0-9._/-]+$", value):
+        if not re.fullmatch(r"[A-Za-z0-9._/-]{1,255}", value):
             raise ValueError(f"'{value}' is not a git tag, branch or commit")
         return value
 
@@ -124,7 +127,7 @@ class MysqlDatabase(Section):
     @field_validator("storage_size")
     @classmethod
     def _size(cls, value: str) -> str:
-        if not _QUANTITY.match(value):
+        if not _QUANTITY.fullmatch(value):
             raise ValueError(f"'{value}' is not a size like 10Gi")
         return value
 

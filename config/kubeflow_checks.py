@@ -17,9 +17,9 @@ from config.problems import Problem
 # kubeflow/manifests' example user: its password and the bcrypt hash it ships.
 UPSTREAM_EXAMPLE_PASSWORD = "12341234"
 UPSTREAM_EXAMPLE_HASH = "$2y$12$4K/VkmDd1q1Orb3xAt82zu8gk7Ad6ReFR4LCP9UeYE90NLiN9Df72"
-BCRYPT_HASH = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
+BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
 MIN_PASSWORD_LENGTH = 12
-_REGISTRY_HOST = re.compile(r"^([a-z0-9-]+\.)+[a-z0-9-]+(:\d{1,5})?$|^localhost(:\d{1,5})?$")
+_REGISTRY_HOST = re.compile(r"([a-z0-9-]+\.)+[a-z0-9-]+(:\d{1,5})?|localhost(:\d{1,5})?")
 _SET_PASSWORD = "pulumi config set --secret gpu-cluster:kubeflowPassword"
 _SET_TLS_KEY = "pulumi config set --secret gpu-cluster:kubeflowTlsKey < key.pem"
 
@@ -39,7 +39,8 @@ def kubeflow_checks(cfg: PartialConfig) -> list[Problem]:
         problems += [
             Problem(f"kubeflow.imageMirror.registries.{host}",
                     "must be a registry host like docker.io, ghcr.io or quay.io")
-            for host in kubeflow.image_mirror.registries if not _REGISTRY_HOST.match(host)
+            for host in kubeflow.image_mirror.registries
+            if len(host) > 253 or not _REGISTRY_HOST.fullmatch(host)
         ]
     problems += _access(cfg)
     problems += _tls(cfg)
@@ -56,7 +57,7 @@ def _password(password: str) -> list[Problem]:
         return [Problem("kubeflowPassword", "is kubeflow/manifests' published example password; "
                         "choose your own")]
     if password.startswith("$2"):
-        if not BCRYPT_HASH.match(password):
+        if not BCRYPT_HASH.fullmatch(password):
             return [Problem("kubeflowPassword", "looks like a bcrypt hash but is not one "
                             "($2a$/$2b$/$2y$, cost, 53 characters of salt and hash)")]
         return []

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from config.checks import cross_checks
 from config.messages import (QUOTE_LIMIT, cut, did_you_mean, finish, keys_at, namespace_typo,
                              shown, string_leaves)
+from config.model_base import without_field_names
 from config.partial import PartialConfig
 from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, WorkerPool
 from config.problems import NAMESPACE, ConfigError, Problem
@@ -65,6 +66,8 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
         except ValueError as error:
             problems.append(Problem(key, str(error)))
     values.setdefault("clusterName", stack)
+    snake_keys, values = without_field_names(StackConfig, values)
+    problems += [Problem(path, f"unknown key; did you mean '{key}'?") for path, key in snake_keys]
     for key in PRIVATE_KEY_KEYS:
         if key in values:
             problem = _private_key_problem(str(values[key]))

@@ -20,6 +20,7 @@ from pydantic import (
 from config import versions
 from config.access import AccessSettings
 from config.cloud import AwsSettings, VpnSettings
+from config.host_paths import HostDataPath
 from config.kubeflow import KubeflowSettings
 from config.model_base import Section
 from config.types import (
@@ -34,7 +35,9 @@ from config.types import (
     LabelValue,
     NfsMountOptions,
     Port,
+    MultiLineSecret,
     SshPublicKey,
+    UserName,
 )
 
 Layout = Literal["bare-metal", "hybrid", "cloud"]
@@ -60,7 +63,7 @@ class KubernetesSettings(Section):
     @field_validator("version")
     @classmethod
     def _k0s_version(cls, value: str) -> str:
-        if not re.match(r"^v\d+\.\d+\.\d+\+k0s\.\d+$", value):
+        if not re.fullmatch(r"v\d+\.\d+\.\d+\+k0s\.\d+", value):
             raise ValueError(f"'{value}' is not a k0s release version like {versions.K0S}")
         return value
 
@@ -86,13 +89,13 @@ class Bastion(Section):
     host: HostOrIp
     port: Port = 22
     # Defaults to gpu-cluster:ssh.user.
-    user: Optional[str] = None
+    user: Optional[UserName] = None
     # Pins the bastion's SSH host key; without it any key is accepted.
     host_key: Optional[SshPublicKey] = None
 
 
 class SshSettings(Section):
-    user: str = "ubuntu"
+    user: UserName = "ubuntu"
     port: Port = 22
     bastion: Optional[Bastion] = None
     # Retries while a host is unreachable (booting, flapping link) before a step fails.
@@ -138,7 +141,7 @@ class Host(Section):
     address: IPv4
     # Where SSH reaches the host, when not at `address`.
     ssh_address: Optional[HostOrIp] = None
-    ssh_user: Optional[str] = None
+    ssh_user: Optional[UserName] = None
     # Pins the host's SSH host key; without it any key is accepted.
     ssh_host_key: Optional[SshPublicKey] = None
     # The NIC that carries `address`; checked by preflight (multi-NIC hosts).
@@ -176,7 +179,7 @@ class HostTuning(Section):
     # CPUs kept for the system when cpuManagerPolicy is static, e.g. "0-1".
     reserved_cpus: Optional[str] = None
     # The real upstream resolvers, not systemd-resolved's 127.0.0.53 stub (DNS loops in pods).
-    kubelet_resolv_conf: str = "/run/systemd/resolve/resolv.conf"
+    kubelet_resolv_conf: AbsolutePath = "/run/systemd/resolve/resolv.conf"
     min_free_disk_gb: int = Field(default=50, ge=1)
     install_nfs_client: bool = True
     # Reboot a host that is not in the cluster yet when its steps need it (kernel
@@ -189,7 +192,7 @@ class HostTuning(Section):
     @field_validator("extra_kernel_args")
     @classmethod
     def _kernel_args(cls, value: list[str]) -> list[str]:
-        bad = [arg for arg in value if not re.match(r"^[A-Za-z0-9_.,:=/+-]+$", arg)]
+        bad = [arg for arg in value if not re.fullmatch(r"[A-Za-z0-9_.,:=/+-]{1,1024}", arg)]
         if bad:
             raise ValueError(f"kernel arguments must be single words without quotes: {bad}")
         return value
@@ -197,7 +200,7 @@ class HostTuning(Section):
     @field_validator("reserved_cpus")
     @classmethod
     def _cpuset(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and not re.match(r"^\d+(-\d+)?(,\d+(-\d+)?)*$", value):
+        if value is not None and not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", value):
             raise ValueError(f"'{value}' is not a CPU list like 0-1 or 0,2")
         return value
 
@@ -258,7 +261,7 @@ class EfsBackend(Section):
 
 class LocalPathBackend(Section):
     # Node-local folder for volumes (seed 000 pointed it at a mergerfs mount).
-    path: AbsolutePath = "/opt/local-path-provisioner"
+    path: HostDataPath = "/opt/local-path-provisioner"
     default: Optional[bool] = None
 
 
@@ -294,15 +297,15 @@ class StorageSettings(Section):
 # (pkg/apis/core/helper/helpers.go IsExtendedResourceName): a '/' outside kubernetes.io, no
 # "requests." prefix, and "requests.<name>" a qualified name (DNS-subdomain prefix of at most
 # 253 characters, name part of at most 63).
-_RESOURCE_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_RESOURCE_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_RESOURCE_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_RESOURCE_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
 def _extended_resource_name(value: str) -> str:
     prefix, slash, name = value.partition("/")
     if (not slash or "kubernetes.io" in prefix or value.startswith("requests.")
-            or len(f"requests.{prefix}") > 253 or not _RESOURCE_PREFIX.match(prefix)
-            or len(name) > 63 or not _RESOURCE_NAME.match(name)):
+            or len(f"requests.{prefix}") > 253 or not _RESOURCE_PREFIX.fullmatch(prefix)
+            or len(name) > 63 or not _RESOURCE_NAME.fullmatch(name)):
         raise ValueError(f"'{value}' is not an extended resource name like "
                          "rdma/rdma_shared_device_a (<domain>/<name>, outside kubernetes.io)")
     return value
@@ -345,7 +348,8 @@ class WorkerPool(Section):
     """EC2 instances of one type that join the cluster at boot (cloud layout)."""
 
     name: DnsLabel
-    instance_type: str = Field(pattern=r"^[a-z0-9-]+\.[a-z0-9]+$")
+    instance_type: str = Field(pattern=r"^[a-z0-9-]+\.[a-z0-9]+$",
+                               max_length=64)
     count: int = Field(ge=0, le=1000)
     # NVIDIA GPUs per instance; 0 for CPU-only pools.
     gpus: int = Field(default=0, ge=0, le=16)
@@ -372,10 +376,10 @@ class StackConfig(Section):
     kubernetes: KubernetesSettings = KubernetesSettings()
     network: NetworkSettings = NetworkSettings()
     ssh: SshSettings = SshSettings()
-    ssh_private_key: Optional[SecretStr] = None
-    bastion_private_key: Optional[SecretStr] = None
+    ssh_private_key: Optional[MultiLineSecret] = None
+    bastion_private_key: Optional[MultiLineSecret] = None
     # The EC2 side's OpenVPN profile when vpn.mode is client-to-existing.
-    vpn_client_profile: Optional[SecretStr] = None
+    vpn_client_profile: Optional[MultiLineSecret] = None
     hosts: list[Host] = []
     tuning: HostTuning = HostTuning()
     nvidia: NvidiaSettings = NvidiaSettings()
@@ -392,7 +396,7 @@ class StackConfig(Section):
     # The Kubeflow (Dex) user's password, or its bcrypt hash.
     kubeflow_password: Optional[SecretStr] = None
     # The private key of kubeflow.access.tls.certificate (PEM).
-    kubeflow_tls_key: Optional[SecretStr] = None
+    kubeflow_tls_key: Optional[MultiLineSecret] = None
 
     @property
     def cni_mtu(self) -> int:

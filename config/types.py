@@ -1,21 +1,31 @@
-"""Small annotated types the config models are built from."""
+"""Small annotated types the config models are built from. Every pattern matches the
+whole value (re.fullmatch): `$` in re.match also matches before a final line break, which
+a YAML block scalar (`name: |`) adds."""
 
 import ipaddress
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, SecretStr
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
-_DURATION = re.compile(r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$")
+from config.model_base import MULTI_LINE
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+# Kubernetes' own rules, k8s.io/apimachinery/pkg/util/validation/validation.go:
+# qualifiedNameFmt (label and taint keys' name part, label values; 63 characters at most)
+# and dns1123SubdomainFmt (a key's prefix; 253 characters at most, IsDNS1123Subdomain).
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS1123_LABEL_FORMAT = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL_FORMAT}(\.{_DNS1123_LABEL_FORMAT})*")
+_INTERFACE = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")
+_DURATION = re.compile(r"([0-9]+h)?([0-9]+m)?([0-9]+s)?")
+# useradd(8) ("[a-z_][a-z0-9_-]*[$]?", "up to 32 characters long") and Debian's
+# adduser.conf NAME_REGEX: what a login name may be, so it is safe on any command line.
+_USER_NAME = re.compile(r"[a-z_][a-z0-9_-]*[$]?")
 
 
 def _dns_label(value: str) -> str:
-    if not _DNS_LABEL.match(value):
+    if not _DNS_LABEL.fullmatch(value):
         raise ValueError(
             "must be a lowercase DNS label: letters, digits and '-', at most 63 characters, "
             "starting and ending with a letter or digit"
@@ -43,25 +53,44 @@ def _host_or_ip(value: str) -> str:
         return str(ipaddress.ip_address(value))
     except ValueError:
         pass
-    if len(value) > 253 or not all(_DNS_LABEL.match(part) for part in value.lower().split(".")):
+    if len(value) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in value.lower().split(".")):
         raise ValueError(f"'{value}' is neither an IP address nor a DNS name")
     return value.lower()
 
 
+def is_dns_subdomain(value: str) -> bool:
+    """IsDNS1123Subdomain: lowercase DNS-1123 labels joined by dots, 253 characters at most."""
+    return len(value) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(value))
+
+
+def qualified_name_problem(value: str) -> str | None:
+    """What IsQualifiedName finds wrong with a label or taint key, or None."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return "has more than one '/'"
+    name = parts[-1]
+    if len(parts) == 2:
+        if not parts[0]:
+            return "has an empty prefix before '/'"
+        if not is_dns_subdomain(parts[0]):
+            return ("has a prefix that is not a DNS subdomain (lowercase labels of letters, "
+                    "digits and '-' joined by single dots, at most 253 characters)")
+    if len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
+        return ("has an invalid name part: at most 63 characters of letters, digits, '-', "
+                "'_' or '.', starting and ending with a letter or digit")
+    return None
+
+
 def _label_key(value: str) -> str:
-    prefix, _, name = value.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        raise ValueError(f"label key '{value}' has an invalid prefix (a DNS subdomain)")
-    if not _LABEL_NAME.match(name):
-        raise ValueError(
-            f"label key '{value}' is invalid: name part must be at most 63 characters of "
-            "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
-        )
+    problem = qualified_name_problem(value)
+    if problem:
+        raise ValueError(f"label key '{value}' {problem}")
     return value
 
 
 def _label_value(value: str) -> str:
-    if not _LABEL_VALUE.match(value):
+    # IsValidLabelValue: empty, or a qualified name's name part.
+    if value and (len(value) > 63 or not _QUALIFIED_NAME.fullmatch(value)):
         raise ValueError(
             f"label value '{value}' is invalid: at most 63 characters of letters, digits, "
             "'-', '_' or '.', starting and ending with a letter or digit"
@@ -70,22 +99,25 @@ def _label_value(value: str) -> str:
 
 
 def _interface(value: str) -> str:
-    if not _INTERFACE.match(value):
+    if not _INTERFACE.fullmatch(value):
         raise ValueError(f"'{value}' is not a network interface name (at most 15 characters)")
     return value
 
 
 def _ssh_public_key(value: str) -> str:
     parts = value.split()
-    if len(parts) < 2 or not re.match(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521))$", parts[0]) \
-            or not re.match(r"^[A-Za-z0-9+/]+=*$", parts[1]):
+    # 8 KiB holds the longest key ssh-keygen makes (RSA 16384: about 2,800 characters).
+    if len(parts) < 2 or len(parts[1]) > 8192 \
+            or not re.fullmatch(r"ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)", parts[0]) \
+            or not re.fullmatch(r"[A-Za-z0-9+/]+=*", parts[1]):
         raise ValueError("is not an SSH public host key like 'ssh-ed25519 AAAAC3Nz...' "
                          "(see /etc/ssh/ssh_host_ed25519_key.pub on the host)")
     return f"{parts[0]} {parts[1]}"
 
 
 def _absolute_path(value: str) -> str:
-    if not re.match(r"^/[A-Za-z0-9._/-]*$", value) or "/../" in f"{value}/":
+    if not re.fullmatch(r"/[A-Za-z0-9._/-]*", value) or "/../" in f"{value}/" \
+            or len(value) > 4096:
         raise ValueError(f"'{value}' is not an absolute path")
     return value.rstrip("/") or "/"
 
@@ -146,8 +178,19 @@ def _distinct_mount_options(options: list[str]) -> list[str]:
 
 
 def _duration(value: str) -> str:
-    if not value or not _DURATION.match(value):
+    if not value or not _DURATION.fullmatch(value):
         raise ValueError(f"'{value}' is not a duration like 2h, 30m or 1h30m")
+    if not any(char in "123456789" for char in value):
+        # k0s reads a zero expiry as none: `k0s token create --expiry` defaults to "0s"
+        # (https://docs.k0sproject.io/stable/cli/k0s_token_create/), a token for good.
+        raise ValueError(f"'{value}' is zero; a duration must be longer than that")
+    return value
+
+
+def _user_name(value: str) -> str:
+    if len(value) > 32 or not _USER_NAME.fullmatch(value):
+        raise ValueError(f"'{value}' is not a login name: lowercase letters, digits, '_' and "
+                         "'-', starting with a letter or '_', at most 32 characters (useradd(8))")
     return value
 
 
@@ -161,6 +204,9 @@ InterfaceName = Annotated[str, AfterValidator(_interface)]
 Duration = Annotated[str, AfterValidator(_duration)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
+UserName = Annotated[str, AfterValidator(_user_name)]
+# A secret whose text spans lines (a private key, a VPN profile).
+MultiLineSecret = Annotated[SecretStr, MULTI_LINE]
 Port = Annotated[int, Field(ge=1, le=65535)]
 NfsMountOption = Annotated[str, AfterValidator(_nfs_mount_option)]
 NfsMountOptions = Annotated[list[NfsMountOption], AfterValidator(_distinct_mount_options)]
