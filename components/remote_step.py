@@ -174,7 +174,7 @@ def render_step_functions(host: str, step: str, create: Script, env: Mapping[str
                          + [without_comment_lines(read_script(script.path))])
 
     lines = [
-        f"# gpu-cluster step '{step}' on host '{host}' ({create.path}"
+        f"# gpu-cluster step '{_in_comment(step)}' on host '{_in_comment(host)}' ({create.path}"
         + (f", delete: {delete.path})" if delete else ")"),
     ]
     for name, value in {"GPU_CLUSTER_HOST": host, "GPU_CLUSTER_STEP": step, **env}.items():
@@ -193,11 +193,18 @@ def _single_quoted(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
+def _in_comment(value: str) -> str:
+    # A line break or other control character would end the comment and run the rest:
+    # the config refuses them, and here they are escaped regardless.
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in value)
+
+
 def _command(host: str, step: str, action: str, user_hint: str) -> str:
-    # Checked first so a missing sudo rule is reported as such, naming host and step.
+    # Checked first so a missing sudo rule is reported as such, naming host and step. The
+    # message is one quoted word whatever the names hold.
+    message = _single_quoted(f"gpu-cluster: {host}: {step}: {user_hint} needs passwordless sudo")
     return (
-        f"sudo -n true 2>/dev/null || {{ echo 'gpu-cluster: {host}: {step}: "
-        f"{user_hint} needs passwordless sudo' >&2; exit 1; }}; "
+        f"sudo -n true 2>/dev/null || {{ echo {message} >&2; exit 1; }}; "
         f"sudo -n bash -s -- {action}"
     )
 
