@@ -1,0 +1,159 @@
+"""What the hostile-value test starts each key from: the stack file it edits, the
+settings that put the key in use, and a valid value where the stack file has none."""
+
+from tests.kubeflow.certificates import make_certificate
+
+# Values for keys the stack files leave unset.
+CERTIFICATE, TLS_KEY = make_certificate("192.168.2.2", days=3650)
+PROFILE = "client\ndev tun\nproto udp\nremote 192.168.10.5 1194\n"
+EXAMPLES = {
+    "access.teams[].containerDefaults.cpuLimit": "2",
+    "access.teams[].containerDefaults.cpuRequest": "100m",
+    "access.teams[].containerDefaults.memoryLimit": "4Gi",
+    "access.teams[].containerDefaults.memoryRequest": "256Mi",
+    "access.teams[].quota.cpu": "8",
+    "access.teams[].quota.memory": "64Gi",
+    "access.teams[].quota.storage": "1Ti",
+    "access.users[].groups[]": "researchers",
+    "access.users[].namespaces[]": "vision",
+    "aws.controlPlane.ami": "ami-0123456789abcdef0",
+    "aws.controlPlane.name": "control-plane",
+    "aws.controlPlane.privateIp": "10.30.0.10",
+    "aws.controlPlane.sshHostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOKQ",
+    "aws.vpc.egress": "public",
+    "aws.vpc.id": "vpc-0123456789abcdef0",
+    "aws.vpc.privateSubnetCidrs[]": "10.30.10.0/24",
+    "aws.vpc.privateSubnetIds[]": "subnet-0123456789abcdef0",
+    "aws.vpc.routeTableIds[]": "rtb-0123456789abcdef0",
+    "aws.vpc.subnetCidrs[]": "10.30.0.0/24",
+    "aws.vpc.subnetIds[]": "subnet-0123456789abcdef1",
+    "bastionPrivateKey": None,  # the stack's SSH key
+    "gpu.migStrategy": "none",
+    "hosts[].labels{key}": "example.com/rack",
+    "hosts[].labels{value}": "r1",
+    "hosts[].nvswitch": "auto",
+    "hosts[].role": "worker",
+    "hosts[].sshAddress": "203.0.113.20",
+    "hosts[].sshHostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOKQ",
+    "hosts[].sshUser": "ops",
+    "hosts[].taints[].effect": "NoSchedule",
+    "hosts[].taints[].key": "nvidia.com/gpu",
+    "hosts[].taints[].value": "present",
+    "kubeflow.access.hostname": "kubeflow.example.com",
+    "kubeflow.access.listenAddress": "127.0.0.1",
+    "kubeflow.access.mode": "nodePort",
+    "kubeflow.access.sourceRanges[]": "198.51.100.0/24",
+    "kubeflow.access.tls.certificate": CERTIFICATE,
+    "kubeflow.access.tls.mode": "selfSigned",
+    "kubeflow.components[]": "profiles",
+    "kubeflow.imageMirror.pullPolicy": "IfNotPresent",
+    "kubeflow.imageMirror.registries{key}": "docker.io",
+    "kubeflow.imageMirror.registries{value}": "registry.example.internal/dockerhub",
+    "kubeflow.imageMirror.registry": "registry.example.internal/kubeflow",
+    "kubeflow.katib.mysql.storageClass": "nfs",
+    "kubeflow.katib.mysql.storageSize": "10Gi",
+    "kubeflow.pipelines.mysql.storageClass": "nfs",
+    "kubeflow.pipelines.mysql.storageSize": "20Gi",
+    "kubeflow.source.path": "/opt/kubeflow-manifests",
+    "kubeflow.source.ref": "v1.11.0",
+    "kubeflow.source.repository": "https://github.com/kubeflow/manifests",
+    "kubeflow.user.name": "ada",
+    "kubeflow.user.profile": "kubeflow-ada",
+    "kubeflowTlsKey": TLS_KEY,
+    "kubernetes.apiSans[]": "k8s.example.com",
+    "kubernetes.distribution": "k0s",
+    "kubernetes.version": "v1.36.3+k0s.2",
+    "kubernetes.workerTokenExpiry": "2h",
+    "mpi.nccl.debug": "INFO",
+    "mpi.nccl.rdmaResource": "rdma/rdma_shared_device_a",
+    "mpi.nccl.socketInterface": "eno1",
+    "network.cni": "calico",
+    "nvidia.containerToolkitVersion": "1.19.1-1",
+    "nvidia.driverBranch": "580",
+    "pools[].ami": "ami-0123456789abcdef0",
+    "pools[].gpuModel": "NVIDIA-A10G",
+    "pools[].labels{key}": "example.com/tier",
+    "pools[].labels{value}": "batch",
+    "pools[].taints[].effect": "NoSchedule",
+    "pools[].taints[].key": "example.com/batch",
+    "pools[].taints[].value": "yes",
+    "ssh.bastion.hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOKQ",
+    "ssh.bastion.user": "jump",
+    "storage.efs.mountTargetAddress": "10.20.0.20",
+    "storage.efs.mountOptions[]": "hard",
+    "storage.efs.path": "/",
+    "storage.localPath.path": "/opt/local-path-provisioner",
+    "storage.nfs.server": "192.168.2.50",
+    "storage.nfs.mountOptions[]": "hard",
+    "tuning.cpuManagerPolicy": "none",
+    "tuning.extraKernelArgs[]": "pcie_aspm=off",
+    "tuning.kubeletResolvConf": "/run/systemd/resolve/resolv.conf",
+    "tuning.reservedCpus": "0-1",
+    "vpn.existingServerAddress": "192.168.10.5",
+    "vpn.tunnelCidr": "10.8.0.0/24",
+    "vpn.mode": "server-on-ec2",
+    "vpn.protocol": "udp",
+    "vpnClientProfile": PROFILE,
+}
+
+
+def stack_for(path: str) -> str:
+    if path.startswith(("aws.", "pools")):
+        return "dev"  # cloud
+    if path.startswith(("vpn", "storage.efs", "kubeflow.access.sourceRanges")):
+        return "prod"  # hybrid
+    return "lab"  # bare metal
+
+
+def _client_to_existing(values: dict) -> None:
+    values["vpn"] = {"mode": "client-to-existing", "existingServerAddress": "192.168.10.5"}
+
+
+def _own_certificate(values: dict) -> None:
+    values["kubeflow"]["access"] = {"tls": {"mode": "certificate", "certificate": CERTIFICATE}}
+    values["kubeflowTlsKey"] = TLS_KEY
+
+
+def _local_path_beside_nfs(values: dict) -> None:
+    values["storage"]["nfs"]["default"] = True
+    values["storage"]["localPath"] = {}
+
+
+def _nat(values: dict) -> None:
+    values["aws"]["vpc"]["egress"] = "nat"
+    values["aws"]["vpc"]["privateSubnetCidrs"] = ["10.30.10.0/24", "10.30.11.0/24"]
+
+
+def _two_subnets(values: dict) -> None:
+    values["aws"]["vpc"]["subnetCidrs"] = ["10.30.0.0/24", "10.30.1.0/24"]
+
+
+def _adopted_vpc(values: dict) -> None:
+    values["aws"]["vpc"].update(id="vpc-0123456789abcdef0",
+                                subnetIds=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"])
+
+
+def _load_balancer(values: dict) -> None:
+    values["kubeflow"]["access"]["mode"] = "loadBalancer"
+
+
+# What a key needs around it to be in use.
+SETTINGS_FOR = {
+    "aws.vpc.privateSubnetCidrs[]": _nat,
+    "aws.vpc.privateSubnetIds[]": _nat,
+    "aws.vpc.subnetCidrs[]": _two_subnets,
+    "aws.vpc.subnetIds[]": _adopted_vpc,
+    "aws.vpc.routeTableIds[]": _adopted_vpc,
+    "kubeflow.access.sourceRanges[]": _load_balancer,
+    "vpnClientProfile": _client_to_existing,
+    "vpn.existingServerAddress": _client_to_existing,
+    "kubeflowTlsKey": _own_certificate,
+    "kubeflow.access.tls.certificate": _own_certificate,
+    "storage.localPath.path": _local_path_beside_nfs,
+}
+TEMPLATES = {  # first item of a list, or a section, a key needs
+    "hosts[].taints": {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+    "pools[].taints": {"key": "example.com/batch", "effect": "NoSchedule"},
+    "kubeflow.imageMirror": {"registry": "registry.example.internal/kubeflow"},
+    "storage.nfs": {"host": "controller"},
+}
