@@ -124,7 +124,7 @@ CASES = [
          "gpu-cluster:ssh.port", "less than or equal to 65535", absent=("99999",),
          secret=SECRET_KEYS + ("ssh",)),
     Case("nested secret that is not a number", changed(BARE, set_path("ssh.port", "22-s3cr3t")),
-         "gpu-cluster:ssh.port", "valid integer", absent=("s3cr3t",),
+         "gpu-cluster:ssh.port", "must be a whole number", absent=("s3cr3t",),
          secret=SECRET_KEYS + ("ssh",)),
     Case("nested secret quoted by a cross check", changed(BARE, set_path(
         "network.podCidr", "192.168.2.0/25")), "gpu-cluster:network.podCidr", "overlaps",

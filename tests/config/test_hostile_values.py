@@ -13,6 +13,7 @@ import email
 import gzip
 import json
 import os
+import re
 import subprocess
 import tempfile
 import types
@@ -166,8 +167,9 @@ def _load(values: dict, file: StackConfigFile) -> tuple[list[Problem], StackConf
 
 
 def _names(problem: Problem, key_path: str) -> bool:
-    return problem.path == key_path or problem.path.startswith(
-        (f"{key_path}.", f"{key_path}[", f"{key_path} "))
+    # Host and pool entries are named in paths (`pools[0] (a10g).count`).
+    path = re.sub(r"\] \([^)]*\)", "]", problem.path)
+    return path == key_path or path.startswith((f"{key_path}.", f"{key_path}[", f"{key_path} "))
 
 
 def _case(path: str, make_value):
