@@ -56,6 +56,8 @@ class ResourceRecord:
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     # inputs whose changes `pulumi up` does not apply (ignoreChanges)
     ignore_changes: list[str] = field(default_factory=list)
+    # earlier identities (`aliases`): a URN, or a spec of the fields that differ
+    aliases: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -238,9 +240,23 @@ class RecordingMonitor(mocks.MockMonitor):
                         key: list(value.urns)
                         for key, value in request.propertyDependencies.items()},
                     ignore_changes=list(request.ignoreChanges),
+                    aliases=[_alias(alias) for alias in request.aliases],
                 )
             )
         return response
+
+
+def _alias(alias) -> Any:
+    """An alias as the SDK sent it: the old URN, or the spec's fields that are set."""
+    if alias.WhichOneof("alias") == "urn":
+        return alias.urn
+    spec = alias.spec
+    found = {key: getattr(spec, key) for key in ("name", "type", "stack", "project")
+             if getattr(spec, key)}
+    parent = spec.WhichOneof("parent")
+    if parent:
+        found[parent] = getattr(spec, parent)
+    return found
 
 
 # YAML keys whose values are credentials inside a secret document (kubeconfigs).
