@@ -35,6 +35,13 @@ def kubeflow_checks(cfg: PartialConfig) -> list[Problem]:
     if kubeflow is None:  # the section itself did not parse; its problems are reported
         return problems
     problems += _components(kubeflow.components)
+    if cfg.access is not None:
+        # Kubeflow's profile controller owns the user's profile namespace.
+        problems += [Problem(f"access.teams[{index}].name", f"'{team.name}' is the Kubeflow "
+                             "user's profile namespace (kubeflow.user.profile); name the team "
+                             "or the profile differently")
+                     for index, team in enumerate(cfg.access.teams)
+                     if team.name == kubeflow.user.profile_name]
     if kubeflow.image_mirror is not None:
         problems += [
             Problem(f"kubeflow.imageMirror.registries.{host}",

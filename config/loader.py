@@ -20,6 +20,8 @@ from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, Worke
 from config.problems import NAMESPACE, ConfigError, Problem
 
 _PRIVATE_KEY_MARKER = "PRIVATE KEY-----"
+_KEY_BLOCK_ONLY = re.compile(r"\s*-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=:,\s-]*?"
+                             r"\r?\n-----END \1-----\s*")
 # The most hosts and EC2 worker pools one stack holds: about the largest whose offline
 # preview stays within benchmarks/preview_scale.py's goals (30 s, 1 GiB). Measured there:
 # 500 hosts 19-22 s and 1003-1021 MiB, 600 hosts 23 s and 1179 MiB, 1,000 hosts 52 s and
@@ -109,6 +111,9 @@ def _private_key_problem(text: str) -> Optional[str]:
     if _PRIVATE_KEY_MARKER not in text:
         return ("is not a private key (expected a PEM or OpenSSH private key; was a public "
                 "key given?)")
+    if not _KEY_BLOCK_ONLY.fullmatch(text):
+        # The key parser ignores what surrounds the block; nothing else may come with it.
+        return "holds text before or after its key block; give the key alone"
     data = text.encode()
     try:
         if b"OPENSSH PRIVATE KEY" in data:
@@ -237,6 +242,7 @@ def _salvage(values: dict[str, Any], unchecked: set[str]) -> PartialConfig:
         has_kubeflow="kubeflow" in values,
         kubeflow_password=str(values.get("kubeflowPassword") or ""),
         kubeflow_tls_key=str(values.get("kubeflowTlsKey") or ""),
+        access=section("access"),
     )
 
 
@@ -263,4 +269,5 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
                            if settings.kubeflow_password else ""),
         kubeflow_tls_key=(settings.kubeflow_tls_key.get_secret_value()
                           if settings.kubeflow_tls_key else ""),
+        access=settings.access,
     )

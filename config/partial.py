@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Optional
 
+from config.access import AccessSettings
 from config.cloud import AwsSettings, VpnSettings
 from config.kubeflow import KubeflowSettings
 from config.model import Host, HostTuning, NetworkSettings, SshSettings, StorageSettings
@@ -32,3 +33,4 @@ class PartialConfig:
     has_kubeflow: bool = False
     kubeflow_password: str = ""
     kubeflow_tls_key: str = ""
+    access: Optional[AccessSettings] = None

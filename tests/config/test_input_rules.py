@@ -48,6 +48,15 @@ def _host_taint(**taint):
     return _set("hosts", 1, "taints", [{"effect": "NoSchedule", **taint}])
 
 
+def _team_and_kubeflow(team: str, profile="research"):
+    def change(values: dict) -> None:
+        values["access"] = {"teams": [{"name": team}]}
+        user = {"email": "ada@example.com", **({"profile": profile} if profile else {})}
+        values["kubeflow"] = {"user": user}
+        values["kubeflowPassword"] = "a long test passphrase"
+    return change
+
+
 PREFIX_253 = ".".join(["a" * 63] * 4)[:253]
 # (id, layout, change, problem path, message fragment)
 REFUSED = [
@@ -85,6 +94,9 @@ REFUSED = [
     ("NUL in the SSH key", "bare-metal",
      lambda values: values.update(sshPrivateKey=values["sshPrivateKey"] + "\x00"),
      "sshPrivateKey", "control character (U+0000)"),
+    ("text after the SSH key block", "bare-metal",
+     lambda values: values.update(sshPrivateKey=values["sshPrivateKey"] + "$(touch /tmp/x)\n"),
+     "sshPrivateKey", "holds text before or after its key block"),
     # 2: login names as useradd(8) allows them, nothing a command line would read.
     ("ssh user with a command", "bare-metal", _set("ssh", "user", "ops;id"), "ssh.user",
      "is not a login name"),
@@ -128,6 +140,11 @@ REFUSED = [
       for name in ("kube-system", "default", "kube-public", "kube-node-lease", "kube-team",
                    "kubeflow", "nfs-provisioner", "local-path-storage", "mpi-operator",
                    "gpu-feature-discovery", "istio-system")],
+    ("team named as the Kubeflow user's profile", "bare-metal", _team_and_kubeflow("research"),
+     "access.teams[0].name", "is the Kubeflow user's profile namespace"),
+    ("team named as the Kubeflow user's default profile", "bare-metal",
+     _team_and_kubeflow("kubeflow-ada-example-com", profile=None),
+     "access.teams[0].name", "is the Kubeflow user's profile namespace"),
     ("label prefix with an empty label", "bare-metal", _host_label("example..com/x"),
      "hosts[1].labels.example..com/x (the key)", "prefix that is not a DNS subdomain"),
     ("gpus true", "bare-metal", _set("hosts", 1, "gpus", True), "hosts[1].gpus",
