@@ -1,6 +1,8 @@
-"""Hypothesis strategies that break the example stacks' config the ways users do: wrong
-types, missing keys, bad addresses, overlapping networks, huge lists and strings, unknown
-keys, unicode, broken JSON, secrets set in plain text. Each works on the config as the CLI
+"""Hypothesis strategies that break the example stacks' config the ways users and attackers
+do: wrong types, missing keys, bad addresses, overlapping networks, huge lists and strings,
+unknown keys, unicode, broken JSON, secrets set in plain text, hostile text (a trailing
+newline, shell and YAML syntax, control characters), booleans for numbers, snake_case
+keys and a misspelt namespace. Each works on the config as the CLI
 hands it to the program (full key -> string, objects as JSON)."""
 
 import copy
@@ -30,6 +32,11 @@ WRONG_TYPES = [0, -1, 1.5, 10 ** 30, True, False, None, "", "text", [], {}, ["a"
 # Drawn as copies: a later mutation may change them in place.
 WRONG_TYPE = st.sampled_from(WRONG_TYPES).map(copy.deepcopy)
 UNICODE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+# What a value may carry to break out of the script, unit or manifest it is rendered into;
+# {} is the value it replaces (YAML's `key: |` adds the trailing newline).
+HOSTILE = ["{}\n", "{}\n$(touch /tmp/pwned)", "$(touch /tmp/pwned)", "{}'; touch /tmp/pwned; '",
+           "{}`id`", "{}\x00", "\x1b[31m{}", "{}\r", "{} --privileged", "{}\u2028x",
+           "{}\ttab", '{}"', "{}\\", "{}%n", "{}: [", "{}#"]
 
 
 def cli_values(stack: str) -> tuple:
@@ -93,7 +100,9 @@ def mutation(draw, values: dict, secret_keys: list):
     """Applies one mutation to `values` (in place); returns its name for the report."""
     kind = draw(st.sampled_from(["wrong type", "missing key", "bad address", "overlap",
                                  "huge list", "huge string", "unknown key", "unicode",
-                                 "broken json", "plaintext secret", "duplicate entry"]))
+                                 "broken json", "plaintext secret", "duplicate entry",
+                                 "hostile text", "bool for number", "snake_case key",
+                                 "misspelt namespace"]))
     every = paths(values)
     if kind == "wrong type":
         draw(_set_at(values, every, WRONG_TYPE))
@@ -139,6 +148,27 @@ def mutation(draw, values: dict, secret_keys: list):
                                                 "{lanCidr: }", "null", "[]", "{}"]))
     elif kind == "plaintext secret" and secret_keys:
         secret_keys.remove(draw(st.sampled_from(sorted(secret_keys))))
+    elif kind == "hostile text":
+        leaves = _leaves(values)
+        if leaves:
+            path = draw(st.sampled_from(sorted(leaves, key=repr)))
+            template = draw(st.sampled_from(HOSTILE))
+            _parent(values, path)[path[-1]] = template.replace("{}", _get(values, path))
+    elif kind == "bool for number":
+        numbers = [p for p in every if type(_get(values, p)) is int]
+        draw(_set_at(values, numbers, st.sampled_from([True, False, "true", "4.0", 4.5])))
+    elif kind == "snake_case key":
+        keyed = [p for p in every if isinstance(p[-1], str) and re.search("[a-z][A-Z]", p[-1])
+                 and isinstance(_parent(values, p), dict)]
+        if keyed:
+            path = draw(st.sampled_from(sorted(keyed, key=repr)))
+            parent = _parent(values, path)
+            parent[re.sub("([a-z])([A-Z])", r"\1_\2", path[-1]).lower()] = parent.pop(path[-1])
+    elif kind == "misspelt namespace":
+        key = draw(st.sampled_from(sorted(values)))
+        namespace = draw(st.sampled_from(["gpu-clustr", "gpu_cluster", "GPU-Cluster",
+                                          "gpucluster", "gpu-clusters"]))
+        values[f"{namespace}:{key.partition(':')[2]}"] = values.pop(key)
     return kind
 
 
