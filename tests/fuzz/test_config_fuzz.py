@@ -151,9 +151,15 @@ def test_mutated_config_previews_or_lists_its_problems(case):
 
 
 def rendered_scripts(plan) -> list[str]:
-    """Every script the plan would run on a host: SSH steps' stdin, boot user data parts."""
-    scripts = [rpc.unwrap_rpc_secret(r.inputs["stdin"]) if rpc.is_rpc_secret(r.inputs["stdin"])
-               else r.inputs["stdin"] for r in plan.of_type("command:remote:Command")]
+    """Every script the plan would run on a host: SSH steps' command lines and stdin, boot
+    user data parts."""
+    scripts = []
+    for step in plan.of_type("command:remote:Command"):
+        for key in ("create", "update", "delete", "stdin"):
+            value = step.inputs.get(key)
+            value = rpc.unwrap_rpc_secret(value) if rpc.is_rpc_secret(value) else value
+            if isinstance(value, str):
+                scripts.append(value)
     for kind in ("aws:ec2/instance:Instance", "aws:ec2/launchTemplate:LaunchTemplate"):
         for resource in plan.of_type(kind):
             user_data = resource.inputs.get("userData") or resource.inputs.get("userDataBase64")
