@@ -90,7 +90,10 @@ def test_connection_uses_the_bastion_and_keeps_the_key_secret(plan):
         # The whole connection is a secret because it holds the private key.
         from pulumi.runtime import rpc
         assert rpc.is_rpc_secret(connection) or rpc.is_rpc_secret(connection.get("privateKey"))
+        # As the preview knows the stack's secrets: then the rest of the connection shows.
+        plan.secrets.add(values["sshPrivateKey"])
         plain = plan.redact(connection)
+        assert plain["privateKey"] == "[secret]"
         assert plain["host"] == "192.168.2.3" and plain["user"] == "ops"
         assert plain["proxy"]["host"] == "203.0.113.10" and plain["proxy"]["user"] == "jump"
         assert plain["hostKey"] == "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestOnlyKey"

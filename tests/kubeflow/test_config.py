@@ -41,7 +41,7 @@ KUBEFLOW_CASES = [
      "is required with gpu-cluster:kubeflow"),
     (bare_metal_config, "example password", _kubeflow(password="12341234"),
      "gpu-cluster:kubeflowPassword", "published example password"),
-    (bare_metal_config, "short password", _kubeflow(password="short"),
+    (bare_metal_config, "short password", _kubeflow(password="pw-4321"),
      "gpu-cluster:kubeflowPassword", "shorter than 12 characters"),
     (bare_metal_config, "broken hash", _kubeflow(password="$2b$12$tooshort"),
      "gpu-cluster:kubeflowPassword", "not one"),
