@@ -5,6 +5,7 @@ layout it installs the controller itself at boot (`boot`); on hybrid, steps over
 verifying the SSH host key the instance installed at boot."""
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
@@ -25,7 +26,7 @@ from components.aws_boot import (
 )
 from components.aws_network import AwsNetwork, pinned_image
 from components.cluster_pki import ClusterPki
-from components.distributions.k0s import K0s
+from components.distributions.base import Distribution
 from components.host_bootstrap import PREPARE_HOST, prepare_host_env
 from components.remote_step import Endpoint, Script
 from config import versions
@@ -38,15 +39,13 @@ UBUNTU_SSH_USER = "ubuntu"
 # minute or two after EC2 says "running"); until then every dial fails (refused, or the
 # boot's own host key) and is retried for this long.
 BOOT_WAIT_SECONDS = 480
-# k0s: worker join API, konnectivity agents (the API server's port is kubernetes.apiPort).
-K0S_CONTROLLER_PORTS = {"k0s-join-api": 9443, "konnectivity": 8132}
 
 
 @dataclass
 class ControllerBoot:
     """What the instance needs to install the controller itself from its user data."""
 
-    distribution: K0s
+    distribution: Distribution
     pki: ClusterPki
 
 
@@ -54,6 +53,8 @@ class ControllerBoot:
 class ControlPlaneHostArgs:
     settings: StackConfig
     network: AwsNetwork
+    # The distribution's ports nodes reach the control plane at, beyond the API's.
+    control_plane_ports: Mapping[str, int]
     boot: Optional[ControllerBoot] = None
 
 
@@ -103,13 +104,14 @@ class ControlPlaneHost(pulumi.ComponentResource):
             f"{self._name}-sg", vpc_id=self._args.network.vpc_id,
             description=f"{settings.cluster_name} control plane and VPN server",
             tags=self._tags(), opts=self._opts)
-        for name, protocol, port, cidrs in ingress_rules(settings):
+        rules = ingress_rules(settings, self._args.control_plane_ports)
+        for name, protocol, port, cidrs in rules:
             for index, cidr in enumerate(cidrs):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{self._name}-{name}-{index}", security_group_id=group.id,
                     ip_protocol=protocol, from_port=port, to_port=port, cidr_ipv4=cidr,
                     description=name, opts=self._opts)
-        # Packages, images and the k0s release are fetched from the internet.
+        # Packages, images and the distribution's release are fetched from the internet.
         aws.vpc.SecurityGroupEgressRule(
             f"{self._name}-egress", security_group_id=group.id, ip_protocol="-1",
             cidr_ipv4="0.0.0.0/0", description="all outbound", opts=self._opts)
@@ -146,7 +148,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             boot_status_path(settings.cluster_name, self.host.name), self._tags(), self._opts)
 
     def _boot_user_data(self, public_ip: Optional[pulumi.Output[str]]) -> pulumi.Output[str]:
-        """Its SSH host key; on cloud, then host settings and k0s as controller with the
+        """Its SSH host key; on cloud, then host settings and the controller with the
         program's CA: the same scripts the hybrid layout runs over SSH; the keys are read
         from SSM, never put in user data."""
         settings, boot, host = self._args.settings, self._args.boot, self.host
@@ -162,8 +164,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
                 BootStep("install-controller", boot.distribution.install_controller, {
                     **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
                                                        pulumi.Output.all(*sans)),
-                    "K0S_CA_KEY": "",
-                    "K0S_CA_KEY_SSM_PARAMETER": ca_key_parameter_name(settings),
+                    **boot.distribution.ca_key_from_ssm_env(ca_key_parameter_name(settings)),
                 }),
             ]
         report = BootReport(settings.aws.region,
@@ -201,7 +202,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
                 volume_size=spec.root_volume_gb, volume_type="gp3", encrypted=True,
                 delete_on_termination=True),
-            # The host name (k0s names the node after it) and the boot steps; no secret
+            # The host name (the node is named after it) and the boot steps; no secret
             # ever goes here.
             user_data_base64=user_data,
             tags=self._tags(),
@@ -235,7 +236,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
         ]
 
 
-def ingress_rules(settings: StackConfig) -> list[tuple[str, str, int, list[str]]]:
+def ingress_rules(settings: StackConfig, control_plane_ports: Mapping[str, int],
+                  ) -> list[tuple[str, str, int, list[str]]]:
     """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open.
     Each (protocol, port, network) appears once: EC2 refuses a second, identical rule
     (InvalidPermission.Duplicate), e.g. when the admins' network is the LAN."""
@@ -245,7 +247,7 @@ def ingress_rules(settings: StackConfig) -> list[tuple[str, str, int, list[str]]
     wanted = [("ssh", "tcp", EC2_SSH_PORT, admins),
               ("kubernetes-api", "tcp", settings.kubernetes.api_port, cluster_networks + admins)]
     wanted += [(name, "tcp", port, cluster_networks)
-               for name, port in K0S_CONTROLLER_PORTS.items()]
+               for name, port in control_plane_ports.items()]
     if vpn is not None and vpn.mode == "server-on-ec2":
         wanted.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
     seen: set[tuple[str, int, str]] = set()

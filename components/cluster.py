@@ -114,7 +114,9 @@ class Cluster(pulumi.ComponentResource):
                              opts=self._on_aws)
         boot = ControllerBoot(self._distribution, self.pki) if boots_itself else None
         instance = ControlPlaneHost(f"{self._name}-control-plane-host",
-                                    ControlPlaneHostArgs(settings, network, boot),
+                                    ControlPlaneHostArgs(
+                                        settings, network,
+                                        self._distribution.control_plane_ports, boot),
                                     opts=self._on_aws)
         controller = instance.host
         bootstrap = None if boots_itself else self._bootstrap(
@@ -245,7 +247,9 @@ class Cluster(pulumi.ComponentResource):
             # Its volumes are claimed on the default StorageClass: storage first.
             kubeflow = Kubeflow(f"{self._name}-kubeflow", KubeflowArgs(
                 settings, self.provider, self.nodes_ready + self.storage.resources,
-                controller=self.control_plane.host, controller_ssh=self.control_plane.ssh),
+                controller=self.control_plane.host, controller_ssh=self.control_plane.ssh,
+                controller_kubectl=self._distribution.kubectl_path,
+                controller_service=self._distribution.controller_service),
                 opts=opts)
             self.kubeflow_url = kubeflow.url
             self.kubeflow_tls_certificate = kubeflow.tls_certificate

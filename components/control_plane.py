@@ -12,31 +12,24 @@ import pulumi_random as random
 from pulumi_command import local, remote
 
 from components.cluster_pki import ClusterPki
-from components.distributions import k0s
-from components.distributions.k0s import K0s
+from components.distributions.base import Distribution, JoinToken
 from components.host_bootstrap import HostBootstrap
 from components.kubeconfig import client_kubeconfig
 from components.remote_step import Script, envelope, run_step
 from config.model import Host, StackConfig
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
-# k0s's bootstrap tokens: a 6-character id and a 16-character secret of [a-z0-9].
+# Kubernetes bootstrap tokens: a 6-character id and a 16-character secret of [a-z0-9]
+# (https://kubernetes.io/docs/reference/access-authn-authz/bootstrap-tokens/).
 BOOTSTRAP_TOKEN_BYTES = 11
-
-
-@dataclass(frozen=True)
-class JoinToken:
-    """A worker's join token, and the URN of the step that issued it: the join names it
-    when the API refuses the token, as `pulumi up --replace` on it issues a new one."""
-    value: pulumi.Output[str]
-    issued_by: pulumi.Output[str]
+BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
 
 
 @dataclass
 class ControlPlaneArgs:
     host: Host
     settings: StackConfig
-    distribution: K0s
+    distribution: Distribution
     pki: ClusterPki
     # How the controller gets installed: by these steps over SSH, or (None) by the host
     # itself from its user data at boot, once `booted` (the instance) exists.
@@ -93,7 +86,7 @@ class ControlPlane(pulumi.ComponentResource):
             "install-controller",
             distribution.install_controller,
             {**distribution.controller_env(self.host, args.pki.ca_cert_pem, sans),
-             "K0S_CA_KEY": args.pki.ca_private_key_pem},
+             **distribution.ca_key_env(args.pki.ca_private_key_pem)},
             delete=distribution.reset_node,
             depends_on=[args.bootstrap.ready],
         )
@@ -140,15 +133,33 @@ class ControlPlane(pulumi.ComponentResource):
         `<about>-bootstrap-token` RandomBytes."""
         token = random.RandomBytes(f"{about}-bootstrap-token", length=BOOTSTRAP_TOKEN_BYTES,
                                    opts=pulumi.ResourceOptions(parent=self))
-        manifest = token.hex.apply(lambda value: k0s.bootstrap_token_secret(
+        manifest = token.hex.apply(lambda value: bootstrap_token_secret(
             value[:6], value[6:22], f"gpu-cluster: joins {about}"))
         secret = k8s.core.v1.Secret(
             f"{about}-bootstrap-token",
             metadata=manifest.apply(lambda m: m["metadata"]),
-            type=k0s.BOOTSTRAP_TOKEN_TYPE,
+            type=BOOTSTRAP_TOKEN_TYPE,
             string_data=pulumi.Output.secret(manifest.apply(lambda m: m["stringData"])),
             opts=pulumi.ResourceOptions(parent=self, provider=provider),
         )
         return pulumi.Output.secret(pulumi.Output.all(
             self.node_endpoint, self._args.pki.ca_cert_pem, token.hex, secret.id,
-        ).apply(lambda v: k0s.join_token(v[0], v[1], f"{v[2][:6]}.{v[2][6:22]}")))
+        ).apply(lambda v: self._args.distribution.pool_join_token(
+            v[0], v[1], f"{v[2][:6]}.{v[2][6:22]}")))
+
+
+def bootstrap_token_secret(token_id: str, token_secret: str, description: str) -> dict:
+    """The kube-system Secret that makes bootstrap token `<token_id>.<token_secret>` valid
+    for worker joins, the form distributions' own token commands register."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"},
+        "type": BOOTSTRAP_TOKEN_TYPE,
+        "stringData": {
+            "token-id": token_id,
+            "token-secret": token_secret,
+            "description": description,
+            "usage-bootstrap-authentication": "true",
+        },
+    }

@@ -166,7 +166,8 @@ def gpu_manifests(settings: StackConfig) -> list[dict]:
                         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
                                       "limits": {"memory": "256Mi"}},
                         "volumeMounts": [
-                            # k0s runs the kubelet with --kubelet-root-dir=/var/lib/kubelet.
+                            # Every distribution runs the kubelet with this root
+                            # (components/distributions: kubelet_root_dir).
                             {"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"},
                             {"name": "config", "mountPath": "/config", "readOnly": True},
                         ],

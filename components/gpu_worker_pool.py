@@ -1,6 +1,6 @@
 """EC2 GPU workers (cloud layout) that join the cluster at boot, with no SSH from the
 program: the launch template's user data runs the same bootstrap scripts as bare metal
-(host settings, NVIDIA runtime, k0s join), and the join token is read at boot from an
+(host settings, NVIDIA runtime, the join), and the join token is read at boot from an
 SSM SecureString that only the pool's instance role may read. A changed launch template
 rolls the pool (instance refresh); an instance leaving the pool deletes its own node."""
 
@@ -22,7 +22,7 @@ from components.aws_boot import (
     secret_parameter,
 )
 from components.aws_network import AwsNetwork, pinned_image
-from components.distributions.k0s import K0s
+from components.distributions.base import Distribution
 from components.host_bootstrap import (
     INSTALL_NVIDIA,
     PREPARE_HOST,
@@ -45,7 +45,7 @@ class GpuWorkerPoolArgs:
     network: AwsNetwork
     # The pool's worker join token (secret); stored where only the pool's role reads it.
     join_token: pulumi.Output[str]
-    distribution: K0s
+    distribution: Distribution
     # Inbound rules between nodes reference it; the control plane's group allows the rest.
     node_security_group: aws.ec2.SecurityGroup
     # The credential a terminating instance deletes its own node with.
@@ -146,9 +146,9 @@ def token_parameter_name(settings: StackConfig, pool: WorkerPool) -> str:
     return f"/gpu-cluster/{settings.cluster_name}/{pool.name}/join-token"
 
 
-def pool_boot_steps(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> list[BootStep]:
+def pool_boot_steps(settings: StackConfig, pool: WorkerPool, distribution: Distribution) -> list[BootStep]:
     """Host settings, the NVIDIA runtime (GPU pools), the reboot those need and the check
-    after it, the k0s join, then the service that removes the node when the pool lets the
+    after it, the join, then the service that removes the node when the pool lets the
     instance go."""
     steps = [BootStep("prepare-host", PREPARE_HOST, prepare_host_env(settings))]
     if pool.gpus:
@@ -160,8 +160,7 @@ def pool_boot_steps(settings: StackConfig, pool: WorkerPool, distribution: K0s) 
     steps += reboot_boot_steps(settings, pool.gpus)
     steps.append(BootStep("join-worker", distribution.join_worker, {
         **distribution.node_env(pool, ""),
-        "K0S_JOIN_TOKEN": "",
-        "K0S_JOIN_TOKEN_SSM_PARAMETER": token_parameter_name(settings, pool),
+        **distribution.join_from_ssm_env(token_parameter_name(settings, pool)),
         # Only recorded: new kubelet settings roll the pool (new instances start with them).
         "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
     }))
@@ -170,16 +169,16 @@ def pool_boot_steps(settings: StackConfig, pool: WorkerPool, distribution: K0s) 
     return steps
 
 
-def pool_boot_scripts(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> list[str]:
+def pool_boot_scripts(settings: StackConfig, pool: WorkerPool, distribution: Distribution) -> list[str]:
     report = BootReport(settings.aws.region, boot_status_path(settings.cluster_name, pool.name))
     return render_boot_parts(pool.name, pool_boot_steps(settings, pool, distribution), report)
 
 
-def pool_user_data(settings: StackConfig, pool: WorkerPool, distribution: K0s) -> str:
+def pool_user_data(settings: StackConfig, pool: WorkerPool, distribution: Distribution) -> str:
     return multipart_gzip_base64(pool_boot_scripts(settings, pool, distribution))
 
 
-def oversized_user_data(settings: StackConfig, distribution: K0s) -> list[Problem]:
+def oversized_user_data(settings: StackConfig, distribution: Distribution) -> list[Problem]:
     """Pools whose user data EC2 would refuse (long label and taint lists make it grow):
     found before anything is created."""
     problems = []

@@ -8,7 +8,7 @@ from typing import Optional, Union
 import pulumi
 from pulumi_command import remote
 
-from components.distributions.k0s import K0s
+from components.distributions.base import Distribution
 from components.remote_step import Endpoint, Script, Ssh, connection_to, run_step
 from config.model import Host, StackConfig
 
@@ -28,7 +28,7 @@ NFS_EXPORT_OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
 class HostBootstrapArgs:
     host: Host
     settings: StackConfig
-    distribution: K0s
+    distribution: Distribution
     # Where workers must be able to reach the control plane from (checked by preflight);
     # empty when it is only reachable later (through the VPN).
     control_plane_address: str
@@ -148,7 +148,7 @@ def reboot_envs(settings: StackConfig, gpus: int, ssh_port: int,
              "NVSWITCH": nvswitch if nvswitch == "auto" else _flag(nvswitch)})
 
 
-def install_nvidia_env(settings: StackConfig, distribution: K0s, install_driver: bool = True,
+def install_nvidia_env(settings: StackConfig, distribution: Distribution, install_driver: bool = True,
                        nvswitch: Union[bool, str] = "auto") -> dict[str, str]:
     """NVSWITCH: true/false, or auto (Fabric Manager when NVSwitches are on the PCI bus)."""
     nvidia = settings.nvidia

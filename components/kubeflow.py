@@ -49,9 +49,12 @@ class KubeflowArgs:
     provider: k8s.Provider
     # The nodes and the default StorageClass Kubeflow's volumes are claimed on.
     depends_on: list
-    # The controller and its SSH connection, where the portForward unit runs.
+    # The controller and its SSH connection, where the portForward unit runs, with the
+    # distribution's kubectl there and the unit of its controller service.
     controller: Optional[Host] = None
     controller_ssh: Optional[Ssh] = None
+    controller_kubectl: str = ""
+    controller_service: str = ""
 
 
 class Kubeflow(pulumi.ComponentResource):
@@ -188,7 +191,9 @@ class Kubeflow(pulumi.ComponentResource):
                  env={"LISTEN_ADDRESS": access.listen_address, "LISTEN_PORT": str(access.port),
                       "GATEWAY_NAMESPACE": overlay.GATEWAY_NAMESPACE,
                       "GATEWAY_SERVICE": overlay.GATEWAY_SERVICE,
-                      "GATEWAY_PORT": str(overlay.gateway_port(self._args.settings.kubeflow))},
+                      "GATEWAY_PORT": str(overlay.gateway_port(self._args.settings.kubeflow)),
+                      "KUBECTL": self._args.controller_kubectl,
+                      "CONTROLLER_SERVICE": self._args.controller_service},
                  depends_on=[self.stages[catalog.ISTIO.name]], parent=self)
 
 

@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 from components import kube
 from components.aws_boot import secret_parameter
 from components.cluster_pki import ClusterPki
-from components.distributions.k0s import K0s
+from components.distributions.base import Distribution
 from components.kubeconfig import client_kubeconfig
 from components.remote_step import DataFile, Script
 from components.shell_text import without_comment_lines
@@ -35,7 +35,7 @@ def kubeconfig_parameter_name(cluster_name: str) -> str:
     return f"/gpu-cluster/{cluster_name}/node-cleanup/kubeconfig"
 
 
-def node_cleanup_env(cluster_name: str, distribution: K0s) -> dict[str, str]:
+def node_cleanup_env(cluster_name: str, distribution: Distribution) -> dict[str, str]:
     """The inputs of the watch-termination boot step."""
     return {
         # Installed without its comments: user data has a size limit.

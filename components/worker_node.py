@@ -7,7 +7,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.control_plane import ControlPlane
-from components.distributions.k0s import KUBELET_ROOT_DIR, K0s, node_labels
+from components.distributions.base import Distribution, node_labels
 from components.host_bootstrap import HostBootstrap
 from components.remote_step import run_step
 from config.model import Host, StackConfig
@@ -17,7 +17,7 @@ from config.model import Host, StackConfig
 class WorkerNodeArgs:
     host: Host
     settings: StackConfig
-    distribution: K0s
+    distribution: Distribution
     bootstrap: HostBootstrap
     control_plane: ControlPlane
     kubernetes: k8s.Provider
@@ -45,14 +45,13 @@ class WorkerNode(pulumi.ComponentResource):
                 delete=distribution.reset_node,
                 env={
                     **distribution.node_env(host, host.address),
-                    "K0S_JOIN_TOKEN": token.value,
-                    "K0S_JOIN_ISSUER_URN": token.issued_by,
+                    **distribution.join_env(token),
                 },
                 depends_on=ready_to_join,
                 parent=self,
             )
         # Runs on the controller: waits for Ready; on delete drains and removes the node
-        # (deleted before the join step, whose delete then resets k0s on the host).
+        # (deleted before the join step, whose delete then resets the host).
         admitted = run_step(
             host.name,
             "admit-node",
@@ -78,7 +77,7 @@ class WorkerNode(pulumi.ComponentResource):
                     "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
                     "CPU_MANAGER_POLICY": args.settings.tuning.cpu_manager_policy,
                     "NODE_NAME": host.name,
-                    "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
+                    "KUBELET_ROOT_DIR": distribution.kubelet_root_dir,
                 },
                 depends_on=[admitted, control_plane.installed],
                 parent=self,

@@ -1,10 +1,12 @@
-"""Kubernetes distributions behind one small boundary (k0s today)."""
+"""Kubernetes distributions behind one interface (components/distributions/base.py): the
+one `kubernetes.distribution` names is the only one the program knows."""
 
+from components.distributions.base import Distribution
 from components.distributions.k0s import K0s
 from config.model import StackConfig
 
+DISTRIBUTIONS = {"k0s": K0s}
 
-def distribution_for(settings: StackConfig) -> K0s:
-    if settings.kubernetes.distribution == "k0s":
-        return K0s(settings)
-    raise ValueError(f"unsupported distribution {settings.kubernetes.distribution}")
+
+def distribution_for(settings: StackConfig) -> Distribution:
+    return DISTRIBUTIONS[settings.kubernetes.distribution](settings)

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import pulumi
 import yaml
 
+from components.distributions.base import JoinToken, node_labels
 from components.remote_step import Script
-from config.model import POOL_LABEL, Host, StackConfig, WorkerPool
+from config.model import Host, StackConfig, WorkerPool
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.
 CONTAINERD_DROPIN_DIR = "/etc/k0s/containerd.d"
@@ -34,6 +35,11 @@ class K0s:
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
     # kubectl on a node, with the distribution's own binary.
     kubectl = "k0s kubectl"
+    kubectl_path = "/usr/local/bin/k0s kubectl"
+    controller_service = "k0scontroller.service"
+    kubelet_root_dir = KUBELET_ROOT_DIR
+    # Worker joins (k0s's join API) and konnectivity agents.
+    control_plane_ports = {"k0s-join-api": 9443, "konnectivity": 8132}
 
     def __init__(self, settings: StackConfig):
         self.settings = settings
@@ -120,6 +126,22 @@ class K0s:
             "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
         }
 
+    def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
+        return {"K0S_CA_KEY": ca_key_pem}
+
+    def ca_key_from_ssm_env(self, parameter: str) -> dict:
+        return {"K0S_CA_KEY": "", "K0S_CA_KEY_SSM_PARAMETER": parameter}
+
+    def join_env(self, token: JoinToken) -> dict:
+        return {"K0S_JOIN_TOKEN": token.value, "K0S_JOIN_ISSUER_URN": token.issued_by}
+
+    def join_from_ssm_env(self, parameter: str) -> dict:
+        return {"K0S_JOIN_TOKEN": "", "K0S_JOIN_TOKEN_SSM_PARAMETER": parameter}
+
+    def pool_join_token(self, api_endpoint: str, ca_cert_pem: str,
+                        bootstrap_token: str) -> str:
+        return join_token(api_endpoint, ca_cert_pem, bootstrap_token)
+
     def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:
         """install-controller's inputs but the CA key, which comes as K0S_CA_KEY (over
@@ -154,32 +176,3 @@ def join_token(api_endpoint: str, ca_cert_pem: str, bootstrap_token: str) -> str
     }
     data = yaml.safe_dump(kubeconfig, sort_keys=False).encode()
     return base64.b64encode(gzip.compress(data, mtime=0)).decode()
-
-
-BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
-
-
-def bootstrap_token_secret(token_id: str, token_secret: str, description: str) -> dict:
-    """The kube-system Secret that makes bootstrap token `<token_id>.<token_secret>` valid
-    for worker joins, as `k0s token create --role=worker` registers it."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"},
-        "type": BOOTSTRAP_TOKEN_TYPE,
-        "stringData": {
-            "token-id": token_id,
-            "token-secret": token_secret,
-            "description": description,
-            "usage-bootstrap-authentication": "true",
-        },
-    }
-def node_labels(node: "Host | WorkerPool") -> dict[str, str]:
-    """Labels from config plus the GPU labels the GPU add-ons select nodes by."""
-    labels = {POOL_LABEL: node.name} if isinstance(node, WorkerPool) else {}
-    if node.gpus:
-        labels["nvidia.com/gpu.present"] = "true"
-        if node.gpu_model:
-            labels["nvidia.com/gpu.product"] = node.gpu_model
-    labels.update(node.labels)
-    return labels

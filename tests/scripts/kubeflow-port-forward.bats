@@ -12,7 +12,8 @@ SCRIPT=../kubeflow/port-forward.sh
 setup() {
   setup_host
   export LISTEN_ADDRESS=127.0.0.1 LISTEN_PORT=8080 GATEWAY_NAMESPACE=istio-system \
-    GATEWAY_SERVICE=istio-ingressgateway GATEWAY_PORT=443
+    GATEWAY_SERVICE=istio-ingressgateway GATEWAY_PORT=443 \
+    KUBECTL="/usr/local/bin/k0s kubectl" CONTROLLER_SERVICE=k0scontroller.service
 }
 
 exec_start() {
@@ -24,6 +25,7 @@ exec_start() {
   assert_success
   [ "$(exec_start)" = "ExecStart=/usr/local/bin/k0s kubectl --namespace istio-system port-forward --address 127.0.0.1 service/istio-ingressgateway 8080:443" ]
   assert_mode "$UNIT_FILE" 644
+  grep -qx 'After=k0scontroller.service' "$GPU_CLUSTER_ROOT$UNIT_FILE"
   assert_call_order '^systemctl daemon-reload$' "^systemctl restart $UNIT$"
   assert_called "^systemctl enable $UNIT$"
   assert_output_contains "gpu-cluster: moscow: kubeflow-port-forward: changed: $UNIT forwards 127.0.0.1:8080 to istio-system/istio-ingressgateway:443"
@@ -81,4 +83,22 @@ exec_start() {
   run_script "$SCRIPT"
   assert_failure
   assert_output_contains "GATEWAY_PORT"
+}
+
+@test "kubeflow-port-forward: another distribution's kubectl and controller unit" {
+  export KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig=/etc/rancher/rke2/rke2.yaml" \
+    CONTROLLER_SERVICE=rke2-server.service
+  run_script "$SCRIPT"
+  assert_success
+  [ "$(exec_start)" = "ExecStart=/var/lib/rancher/rke2/bin/kubectl --kubeconfig=/etc/rancher/rke2/rke2.yaml --namespace istio-system port-forward --address 127.0.0.1 service/istio-ingressgateway 8080:443" ]
+  grep -qx 'Wants=rke2-server.service' "$GPU_CLUSTER_ROOT$UNIT_FILE"
+}
+
+@test "kubeflow-port-forward: a kubectl or unit that systemd would read otherwise is refused" {
+  export KUBECTL='/usr/bin/kubectl; reboot' CONTROLLER_SERVICE='k0s controller'
+  run_script "$SCRIPT"
+  assert_failure
+  assert_output_contains "KUBECTL must be an absolute path with plain arguments" \
+    "CONTROLLER_SERVICE must be a systemd service name"
+  [ "$(<"$STUB_CALLS")" = "" ]
 }
