@@ -16,7 +16,7 @@ from email.mime.text import MIMEText
 import pulumi
 import pulumi_aws as aws
 
-from components.host_bootstrap import REBOOT_IF_NEEDED, VERIFY_BOOT, reboot_envs
+from components.host_steps import HostStep
 from components.remote_step import (
     SSM_READER,
     DataFile,
@@ -78,15 +78,6 @@ def instance_profile(name: str, reads: Sequence[aws.ssm.Parameter], status_path:
 
 
 @dataclass(frozen=True)
-class BootStep:
-    """One step an instance runs at first boot: a part of its user data."""
-
-    step: str
-    script: Script
-    env: Mapping[str, pulumi.Input[str]]
-
-
-@dataclass(frozen=True)
 class BootReport:
     """Where a booting instance reports: its region and the SSM path its status goes under
     (one parameter per instance id)."""
@@ -95,17 +86,7 @@ class BootReport:
     status_parameter: str
 
 
-def reboot_boot_steps(settings: StackConfig, gpus: int) -> list[BootStep]:
-    """The reboot the steps before need (when the stack allows it) and the check after it,
-    at first boot: the parts after a reboot run at the next boot (boot/run-step.sh)."""
-    reboot_env, verify_env = reboot_envs(settings, gpus, EC2_SSH_PORT)
-    steps = [BootStep("verify-boot", VERIFY_BOOT, verify_env)]
-    if settings.tuning.reboot_when_needed:
-        steps.insert(0, BootStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env))
-    return steps
-
-
-def boot_user_data(host: str, steps: Sequence[BootStep], report: BootReport,
+def boot_user_data(host: str, steps: Sequence[HostStep], report: BootReport,
                    cloud_config: str = "") -> pulumi.Output[str]:
     """cloud-init runs each step's part in order, as root, once per instance, and a step
     runs only when the one before it completed; an optional #cloud-config part comes
@@ -117,7 +98,7 @@ def boot_user_data(host: str, steps: Sequence[BootStep], report: BootReport,
         rendered, at = [], 0
         for step, keys in zip(steps, names):
             env = dict(zip(keys, known[at:at + len(keys)]))
-            rendered.append(BootStep(step.step, step.script, env))
+            rendered.append(HostStep(step.step, step.script, env))
             at += len(keys)
         return multipart_gzip_base64(render_boot_parts(host, rendered, report), cloud_config)
 
@@ -128,7 +109,7 @@ def boot_user_data(host: str, steps: Sequence[BootStep], report: BootReport,
 BOOT_LIBRARY_DIR = '${GPU_CLUSTER_ROOT:-}/var/lib/gpu-cluster/boot/lib'
 
 
-def render_boot_parts(host: str, steps: Sequence[BootStep], report: BootReport) -> list[str]:
+def render_boot_parts(host: str, steps: Sequence[HostStep], report: BootReport) -> list[str]:
     """The executable part of each step, for inputs that are all known. The first part
     carries what every part needs once: the SSM client and the step libraries."""
     libraries = sorted({library for step in steps for library in step.script.libraries})

@@ -17,17 +17,15 @@ from cryptography.hazmat.primitives import serialization
 from components.aws_boot import (
     EC2_SSH_PORT,
     BootReport,
-    BootStep,
     boot_status_path,
     boot_user_data,
     instance_profile,
-    reboot_boot_steps,
     secret_parameter,
 )
 from components.aws_network import AwsNetwork, pinned_image
 from components.cluster_pki import ClusterPki
 from components.distributions.base import Distribution
-from components.host_bootstrap import PREPARE_HOST, prepare_host_env
+from components.host_steps import HostStep, Machine, preparation_steps
 from components.remote_step import Endpoint, Script
 from config import versions
 from config.cloud import control_plane_address
@@ -152,16 +150,17 @@ class ControlPlaneHost(pulumi.ComponentResource):
         program's CA: the same scripts the hybrid layout runs over SSH; the keys are read
         from SSM, never put in user data."""
         settings, boot, host = self._args.settings, self._args.boot, self.host
-        steps = [BootStep("install-ssh-host-key", INSTALL_SSH_HOST_KEY, {
+        steps = [HostStep("install-ssh-host-key", INSTALL_SSH_HOST_KEY, {
             "SSH_HOST_KEY_SSM_PARAMETER": ssh_host_key_parameter_name(settings),
             "SSH_HOST_PUBLIC_KEY": self._made_host_public_key,
         })]
         if boot is not None:
             sans = [public_ip] if public_ip is not None else []
+            machine = Machine(gpus=0, install_driver=False, nvswitch="auto",
+                              ssh_port=EC2_SSH_PORT)
             steps += [
-                BootStep("prepare-host", PREPARE_HOST, prepare_host_env(settings)),
-                *reboot_boot_steps(settings, gpus=0),
-                BootStep("install-controller", boot.distribution.install_controller, {
+                *preparation_steps(settings, boot.distribution, machine),
+                HostStep("install-controller", boot.distribution.install_controller, {
                     **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
                                                        pulumi.Output.all(*sans)),
                     **boot.distribution.ca_key_from_ssm_env(ca_key_parameter_name(settings)),

@@ -10,25 +10,19 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws_boot import (
+    EC2_SSH_PORT,
     USER_DATA_LIMIT_BYTES,
     BootReport,
-    BootStep,
     boot_status_path,
     instance_profile,
     multipart_gzip,
     multipart_gzip_base64,
-    reboot_boot_steps,
     render_boot_parts,
     secret_parameter,
 )
 from components.aws_network import AwsNetwork, pinned_image
 from components.distributions.base import Distribution
-from components.host_bootstrap import (
-    INSTALL_NVIDIA,
-    PREPARE_HOST,
-    install_nvidia_env,
-    prepare_host_env,
-)
+from components.host_steps import HostStep, Machine, preparation_steps
 from components.pool_node_cleanup import WATCH_TERMINATION, PoolNodeCleanup, node_cleanup_env
 from config import versions
 from config.model import StackConfig, WorkerPool
@@ -146,30 +140,30 @@ def token_parameter_name(settings: StackConfig, pool: WorkerPool) -> str:
     return f"/gpu-cluster/{settings.cluster_name}/{pool.name}/join-token"
 
 
-def pool_boot_steps(settings: StackConfig, pool: WorkerPool, distribution: Distribution) -> list[BootStep]:
+def pool_boot_steps(settings: StackConfig, pool: WorkerPool,
+                    distribution: Distribution) -> list[HostStep]:
     """Host settings, the NVIDIA runtime (GPU pools), the reboot those need and the check
     after it, the join, then the service that removes the node when the pool lets the
     instance go."""
-    steps = [BootStep("prepare-host", PREPARE_HOST, prepare_host_env(settings))]
-    if pool.gpus:
-        # NVSWITCH auto: on p4d/p5-class instances the NVSwitches are on the PCI bus, so
-        # install-nvidia installs Fabric Manager with the driver, or with the image's driver
-        # checks that the image's Fabric Manager runs.
-        steps.append(BootStep("install-nvidia", INSTALL_NVIDIA,
-                              install_nvidia_env(settings, distribution, pool.install_driver)))
-    steps += reboot_boot_steps(settings, pool.gpus)
-    steps.append(BootStep("join-worker", distribution.join_worker, {
+    # NVSWITCH auto: on p4d/p5-class instances the NVSwitches are on the PCI bus, so
+    # install-nvidia installs Fabric Manager with the driver, or with the image's driver
+    # checks that the image's Fabric Manager runs.
+    machine = Machine(gpus=pool.gpus, install_driver=pool.install_driver, nvswitch="auto",
+                      ssh_port=EC2_SSH_PORT)
+    steps = preparation_steps(settings, distribution, machine)
+    steps.append(HostStep("join-worker", distribution.join_worker, {
         **distribution.node_env(pool, ""),
         **distribution.join_from_ssm_env(token_parameter_name(settings, pool)),
         # Only recorded: new kubelet settings roll the pool (new instances start with them).
         "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
     }))
-    steps.append(BootStep("watch-termination", WATCH_TERMINATION,
+    steps.append(HostStep("watch-termination", WATCH_TERMINATION,
                           node_cleanup_env(settings.cluster_name, distribution)))
     return steps
 
 
-def pool_boot_scripts(settings: StackConfig, pool: WorkerPool, distribution: Distribution) -> list[str]:
+def pool_boot_scripts(settings: StackConfig, pool: WorkerPool,
+                      distribution: Distribution) -> list[str]:
     report = BootReport(settings.aws.region, boot_status_path(settings.cluster_name, pool.name))
     return render_boot_parts(pool.name, pool_boot_steps(settings, pool, distribution), report)
 

@@ -3,23 +3,17 @@ on GPU hosts the NVIDIA driver, container toolkit and containerd runtime, and th
 those need, checked before the host may join."""
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional
 
 import pulumi
 from pulumi_command import remote
 
 from components.distributions.base import Distribution
+from components.host_steps import Machine, preparation_steps
 from components.remote_step import Endpoint, Script, Ssh, connection_to, run_step
 from config.model import Host, StackConfig
 
-PREFLIGHT = Script("preflight.sh")
-PREPARE_HOST = Script("prepare-host.sh")
-INSTALL_NVIDIA = Script("install-nvidia.sh")
 SERVE_NFS = Script("serve-nfs.sh")
-REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
-# prepare-host's inputs that change the kernel's command line.
-REBOOT_REASONS = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
-VERIFY_BOOT = Script("verify-boot.sh")
 # root can own files on the export, so databases (MySQL) can chown their data directory.
 NFS_EXPORT_OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
 
@@ -37,8 +31,8 @@ class HostBootstrapArgs:
 
 
 class HostBootstrap(pulumi.ComponentResource):
-    """`<host>-preflight` -> `<host>-prepare-host` [-> `<host>-install-nvidia`]
-    [-> `<host>-reboot-if-needed`] -> `<host>-verify-boot` (`ready`)."""
+    """The host's preparation steps over SSH (components/host_steps.py), `<host>-preflight`
+    to `<host>-verify-boot` (`ready`), and `<host>-serve-nfs` on the NFS server."""
 
     def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:hosts:HostBootstrap", name, None, opts)
@@ -46,12 +40,7 @@ class HostBootstrap(pulumi.ComponentResource):
         self.ssh = Ssh(connection_to(args.host, args.settings, args.endpoint),
                        args.host.ssh_user or args.settings.ssh.user)
 
-        preflight = self._create_preflight()
-        prepared = self._create_prepare_host(preflight)
-        installed: pulumi.Resource = prepared
-        if args.host.gpus and args.settings.nvidia.install_driver:
-            installed = self._create_install_nvidia(prepared)
-        self.ready: pulumi.Resource = self._create_reboot(installed)
+        self.ready: pulumi.Resource = self._create_preparation()
         nfs = args.settings.storage.nfs
         self.nfs_server = (self._create_serve_nfs(self.ready)
                            if nfs is not None and nfs.host == args.host.name else None)
@@ -68,9 +57,29 @@ class HostBootstrap(pulumi.ComponentResource):
             parent=self,
         )
 
-    def _create_preflight(self) -> remote.Command:
+    def _create_preparation(self) -> pulumi.Resource:
+        """The preparation steps in order, each after the one before. The check after the
+        reboot dials until the host answers again, for tuning.rebootTimeoutSeconds."""
+        args = self._args
+        host, settings = args.host, args.settings
+        install = settings.nvidia.install_driver
+        machine = Machine(gpus=host.gpus if install else 0, install_driver=True,
+                          nvswitch=host.nvswitch,
+                          ssh_port=args.endpoint.port if args.endpoint else settings.ssh.port)
+        waiting = Ssh(connection_to(host, settings, args.endpoint,
+                                    wait_seconds=settings.tuning.reboot_timeout_seconds),
+                      self.ssh.user)
+        previous: list = []
+        for step in preparation_steps(settings, args.distribution, machine,
+                                      preflight_env=self._preflight_env()):
+            previous = [run_step(host.name, step.step, on=waiting if step.after_reboot
+                                 else self.ssh, create=step.script, env=dict(step.env),
+                                 depends_on=previous, parent=self)]
+        return previous[0]
+
+    def _preflight_env(self) -> dict[str, str]:
         host, settings = self._args.host, self._args.settings
-        return self.step("preflight", PREFLIGHT, {
+        return {
             "HOST_NAME": host.name,
             "HOST_ADDRESS": host.address,
             "HOST_INTERFACE": host.interface or "",
@@ -80,37 +89,7 @@ class HostBootstrap(pulumi.ComponentResource):
             "CONTROL_PLANE_PORT": str(settings.ssh.port),
             "MIN_FREE_DISK_GB": str(settings.tuning.min_free_disk_gb),
             "NVIDIA_DRIVER_BRANCH": settings.nvidia.driver_branch,
-        }, depends_on=[])
-
-    def _create_prepare_host(self, preflight: remote.Command) -> remote.Command:
-        return self.step("prepare-host", PREPARE_HOST, prepare_host_env(self._args.settings),
-                         depends_on=[preflight])
-
-    def _create_install_nvidia(self, prepared: remote.Command) -> remote.Command:
-        return self.step("install-nvidia", INSTALL_NVIDIA,
-                         install_nvidia_env(self._args.settings, self._args.distribution,
-                                            nvswitch=self._args.host.nvswitch),
-                         depends_on=[prepared])
-
-
-    def _create_reboot(self, installed: pulumi.Resource) -> pulumi.Resource:
-        """The reboot what came before needs (when the stack allows it), then the check that
-        the host runs as prepared. The check's connection keeps dialing while the host
-        reboots, for tuning.rebootTimeoutSeconds."""
-        args = self._args
-        tuning, host = args.settings.tuning, args.host
-        port = args.endpoint.port if args.endpoint else args.settings.ssh.port
-        gpus = host.gpus if args.settings.nvidia.install_driver else 0
-        reboot_env, verify_env = reboot_envs(args.settings, gpus, port, host.nvswitch)
-        after = installed
-        if tuning.reboot_when_needed:
-            after = self.step("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env,
-                              depends_on=[installed])
-        waiting = Ssh(connection_to(host, args.settings, args.endpoint,
-                                    wait_seconds=tuning.reboot_timeout_seconds),
-                      self.ssh.user)
-        return run_step(host.name, "verify-boot", on=waiting, create=VERIFY_BOOT,
-                        env=verify_env, depends_on=[after], parent=self)
+        }
 
     def _create_serve_nfs(self, prepared: pulumi.Resource) -> remote.Command:
         settings = self._args.settings
@@ -120,47 +99,3 @@ class HostBootstrap(pulumi.ComponentResource):
             "NFS_CLIENT_CIDRS": settings.network.lan_cidr,
             "NFS_EXPORT_OPTIONS": NFS_EXPORT_OPTIONS,
         }, depends_on=[prepared])
-
-
-def prepare_host_env(settings: StackConfig) -> dict[str, str]:
-    tuning = settings.tuning
-    return {
-        "DISABLE_IOMMU": _flag(tuning.disable_iommu),
-        "DISABLE_CPU_MITIGATIONS": _flag(tuning.disable_cpu_mitigations),
-        "EXTRA_KERNEL_ARGS": " ".join(tuning.extra_kernel_args),
-        "INOTIFY_MAX_USER_INSTANCES": str(tuning.inotify_max_user_instances),
-        "INOTIFY_MAX_USER_WATCHES": str(tuning.inotify_max_user_watches),
-        "INSTALL_NFS_CLIENT": _flag(tuning.install_nfs_client),
-    }
-
-
-def reboot_envs(settings: StackConfig, gpus: int, ssh_port: int,
-                nvswitch: Union[bool, str] = "auto") -> tuple[dict, dict]:
-    """The inputs of reboot-if-needed and verify-boot: what a reboot is for (the driver,
-    the kernel arguments; a change re-runs both), the SSH port held off until the reboot,
-    the GPUs nvidia-smi must list after it and whether Fabric Manager must run."""
-    prepared = prepare_host_env(settings)
-    reason = {key: prepared[key] for key in REBOOT_REASONS}
-    reason["NVIDIA_DRIVER_BRANCH"] = settings.nvidia.driver_branch if gpus else ""
-    return ({**reason, "SSH_PORT": str(ssh_port),
-             "REBOOT_TIMEOUT": str(settings.tuning.reboot_timeout_seconds)},
-            {**reason, "GPU_COUNT": str(gpus),
-             "NVSWITCH": nvswitch if nvswitch == "auto" else _flag(nvswitch)})
-
-
-def install_nvidia_env(settings: StackConfig, distribution: Distribution, install_driver: bool = True,
-                       nvswitch: Union[bool, str] = "auto") -> dict[str, str]:
-    """NVSWITCH: true/false, or auto (Fabric Manager when NVSwitches are on the PCI bus)."""
-    nvidia = settings.nvidia
-    return {
-        "INSTALL_DRIVER": _flag(install_driver),
-        "NVSWITCH": nvswitch if nvswitch == "auto" else _flag(nvswitch),
-        "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
-        "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
-        "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",
-        "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin(),
-    }
-
-
-def _flag(value: bool) -> str:
-    return "true" if value else "false"

@@ -1,0 +1,112 @@
+"""The steps that prepare a machine for the cluster, in one list: run over SSH on bare
+metal and hybrid hosts (components/host_bootstrap.py) and rendered into the boot user data
+of EC2 instances (components/aws_boot.py). A new step is added here once.
+
+prepare-host -> [install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH, preflight
+comes first."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import pulumi
+
+from components.distributions.base import Distribution
+from components.remote_step import Script
+from config.model import StackConfig
+
+PREFLIGHT = Script("preflight.sh")
+PREPARE_HOST = Script("prepare-host.sh")
+INSTALL_NVIDIA = Script("install-nvidia.sh")
+REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
+VERIFY_BOOT = Script("verify-boot.sh")
+# prepare-host's inputs that change the kernel's command line.
+REBOOT_REASONS = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """One step on a machine: `<machine>-<step>` over SSH, a user data part at boot."""
+
+    step: str
+    script: Script
+    env: Mapping[str, pulumi.Input[str]]
+    # Runs once the machine is back from the reboot before it (over SSH: keeps dialing).
+    after_reboot: bool = False
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the preparation depends on: the GPUs the NVIDIA stack is set up for (0: none),
+    whether the driver is installed or the image's is used, NVSwitches (auto: as found on
+    the PCI bus), and the SSH port held off until a reboot."""
+
+    gpus: int
+    install_driver: bool
+    nvswitch: Union[bool, str]
+    ssh_port: int
+
+
+def preparation_steps(settings: StackConfig, distribution: Distribution, machine: Machine,
+                      preflight_env: Optional[Mapping[str, str]] = None) -> list[HostStep]:
+    steps = []
+    if preflight_env is not None:
+        steps.append(HostStep("preflight", PREFLIGHT, preflight_env))
+    steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(settings)))
+    if machine.gpus:
+        steps.append(HostStep("install-nvidia", INSTALL_NVIDIA, install_nvidia_env(
+            settings, distribution, machine.install_driver, machine.nvswitch)))
+    reboot_env, verify_env = reboot_envs(settings, machine.gpus, machine.ssh_port,
+                                         machine.nvswitch)
+    if settings.tuning.reboot_when_needed:
+        steps.append(HostStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env))
+    steps.append(HostStep("verify-boot", VERIFY_BOOT, verify_env, after_reboot=True))
+    return steps
+
+
+def prepare_host_env(settings: StackConfig) -> dict[str, str]:
+    tuning = settings.tuning
+    return {
+        "DISABLE_IOMMU": _flag(tuning.disable_iommu),
+        "DISABLE_CPU_MITIGATIONS": _flag(tuning.disable_cpu_mitigations),
+        "EXTRA_KERNEL_ARGS": " ".join(tuning.extra_kernel_args),
+        "INOTIFY_MAX_USER_INSTANCES": str(tuning.inotify_max_user_instances),
+        "INOTIFY_MAX_USER_WATCHES": str(tuning.inotify_max_user_watches),
+        "INSTALL_NFS_CLIENT": _flag(tuning.install_nfs_client),
+    }
+
+
+def reboot_envs(settings: StackConfig, gpus: int, ssh_port: int,
+                nvswitch: Union[bool, str] = "auto") -> tuple[dict, dict]:
+    """The inputs of reboot-if-needed and verify-boot: what a reboot is for (the driver,
+    the kernel arguments; a change re-runs both), the SSH port held off until the reboot,
+    the GPUs nvidia-smi must list after it and whether Fabric Manager must run."""
+    prepared = prepare_host_env(settings)
+    reason = {key: prepared[key] for key in REBOOT_REASONS}
+    reason["NVIDIA_DRIVER_BRANCH"] = settings.nvidia.driver_branch if gpus else ""
+    return ({**reason, "SSH_PORT": str(ssh_port),
+             "REBOOT_TIMEOUT": str(settings.tuning.reboot_timeout_seconds)},
+            {**reason, "GPU_COUNT": str(gpus), "NVSWITCH": _nvswitch(nvswitch)})
+
+
+def install_nvidia_env(settings: StackConfig, distribution: Distribution,
+                       install_driver: bool = True,
+                       nvswitch: Union[bool, str] = "auto") -> dict[str, str]:
+    """NVSWITCH: true/false, or auto (Fabric Manager when NVSwitches are on the PCI bus)."""
+    nvidia = settings.nvidia
+    return {
+        "INSTALL_DRIVER": _flag(install_driver),
+        "NVSWITCH": _nvswitch(nvswitch),
+        "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
+        "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
+        "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",
+        "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin(),
+    }
+
+
+def _nvswitch(value: Union[bool, str]) -> str:
+    return value if value == "auto" else _flag(bool(value))
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
