@@ -4,6 +4,7 @@ the program never deletes a volume's folder."""
 
 import json
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -34,6 +35,9 @@ class SharedStorageArgs:
     provider: k8s.Provider
     # The NFS server step when a cluster host serves NFS, and the nodes.
     depends_on: list
+    # The address of the EFS file system the program created (AWS layouts); otherwise
+    # storage.efs.mountTargetAddress.
+    efs_address: Optional[pulumi.Input[str]] = None
 
 
 class SharedStorage(pulumi.ComponentResource):
@@ -41,7 +45,7 @@ class SharedStorage(pulumi.ComponentResource):
         super().__init__("gpu-cluster:addons:SharedStorage", name, None, opts)
         self.default_class = args.settings.storage.default_class
         self.resources = kube.apply_all(
-            storage_manifests(args.settings),
+            storage_manifests(args.settings, args.efs_address),
             kube.k8s_provider_opts(args.provider, self, args.depends_on))
         self.register_outputs({"defaultStorageClass": self.default_class})
 
@@ -53,7 +57,8 @@ def nfs_server_address(settings: StackConfig) -> str:
     return next(h.address for h in settings.hosts if h.name == nfs.host)
 
 
-def storage_manifests(settings: StackConfig) -> list[dict]:
+def storage_manifests(settings: StackConfig,
+                      efs_address: Optional[pulumi.Input[str]] = None) -> list[dict]:
     storage = settings.storage
     manifests: list[dict] = []
     for backend_name, backend in storage.backends.items():
@@ -67,7 +72,8 @@ def storage_manifests(settings: StackConfig) -> list[dict]:
             # By mount-target address: on-prem nodes need no AWS DNS to reach it.
             manifests += _nfs_subdir(
                 STORAGE_CLASS_NAMES["efs"], EFS_NAMESPACE, EFS_PROVISIONER,
-                "efs-subdir-provisioner", backend.mount_target_address, backend, is_default)
+                "efs-subdir-provisioner", efs_address or backend.mount_target_address, backend,
+                is_default)
         elif isinstance(backend, LocalPathBackend):
             manifests += _local_path(backend, is_default)
     return manifests

@@ -1,0 +1,221 @@
+"""The three layouts, each a strategy that makes the machines a cluster runs on and says
+how they reach each other; components/cluster.py then builds the same cluster on any of
+them. A fourth layout is a class here and an entry in LAYOUTS.
+
+- bare-metal: every host on-prem, prepared over SSH.
+- hybrid: the control plane (and the VPN server) on EC2, prepared over SSH at its public
+  address; on-prem GPU hosts join through OpenVPN.
+- cloud: the control plane on EC2 and GPU workers in EC2 pools, all installing themselves
+  at boot; the program runs no command on any machine."""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.aws_control_plane_host import (
+    ControllerBoot,
+    ControlPlaneHost,
+    ControlPlaneHostArgs,
+)
+from components.aws_network import AwsNetwork, AwsNetworkArgs
+from components.cluster_pki import ClusterPki
+from components.control_plane import ControlPlane
+from components.distributions.base import Distribution
+from components.efs_file_system import EfsFileSystem, EfsFileSystemArgs
+from components.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs
+from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
+from components.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
+from components.remote_step import Endpoint
+from components.vpn_bridge import VpnBridge, VpnBridgeArgs
+from config.model import Host, StackConfig
+
+
+@dataclass
+class ClusterContext:
+    """What every layout builds with; its resources are children of `parent`."""
+
+    name: str
+    settings: StackConfig
+    distribution: Distribution
+    pki: ClusterPki
+    parent: pulumi.Resource
+
+
+@dataclass
+class Machines:
+    """What a layout hands the cluster: the controller, the hosts prepared over SSH, what
+    each host's join waits for, where storage is served, and what users are told."""
+
+    controller: Host
+    # Hosts prepared over SSH, by name (none on cloud).
+    bootstraps: dict[str, HostBootstrap]
+    # Every host of the cluster, for the `nodes` output.
+    hosts: list[Host]
+    # What the storage add-on waits for: the NFS server step, EFS mount targets.
+    storage_servers: list
+    # What a host's join waits for beyond its preparation (its route through the VPN).
+    join_after: dict[str, list] = field(default_factory=dict)
+    # The address users and `pulumi up` reach the API at, when not the controller's own.
+    public_address: Optional[pulumi.Input[str]] = None
+    # The instance that installs the controller itself at boot (cloud).
+    booted: Optional[pulumi.Resource] = None
+    # The EFS file system the layout created.
+    efs_address: Optional[pulumi.Input[str]] = None
+    # Users reach the API at the controller's private address (through the VPN or LAN).
+    users_on_private_network: bool = False
+    vpn: Optional[VpnBridge] = None
+    gateways: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    images: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    control_plane_ssh_host_key: Optional[pulumi.Input[str]] = None
+    # Options of resources on AWS (its provider), on the layouts that use AWS.
+    aws_opts: Optional[pulumi.ResourceOptions] = None
+
+
+class Layout:
+    def __init__(self, context: ClusterContext):
+        self.context = context
+        self.pools: list[dict] = []
+
+    def machines(self) -> Machines:
+        raise NotImplementedError
+
+    def nodes_after(self, control_plane: ControlPlane, provider: k8s.Provider,
+                    machines: Machines) -> list[pulumi.Resource]:
+        """Nodes that join on their own once the control plane is up (cloud pools)."""
+        return []
+
+    def _bootstrap(self, host: Host, control_plane_address: pulumi.Input[str],
+                   endpoint: Optional[Endpoint] = None) -> HostBootstrap:
+        # Hosts bootstrap in parallel: no host's steps wait for another host's.
+        context = self.context
+        return HostBootstrap(
+            host.name,
+            HostBootstrapArgs(host, context.settings, context.distribution,
+                              control_plane_address, endpoint),
+            opts=pulumi.ResourceOptions(parent=context.parent))
+
+
+class BareMetal(Layout):
+    def machines(self) -> Machines:
+        settings = self.context.settings
+        controller = settings.controller
+        bootstraps = {h.name: self._bootstrap(h, controller.address) for h in settings.hosts}
+        return Machines(controller, bootstraps, list(settings.hosts),
+                        [b.nfs_server for b in bootstraps.values() if b.nfs_server])
+
+
+@dataclass
+class _AwsControlPlane:
+    network: AwsNetwork
+    instance: ControlPlaneHost
+    opts: pulumi.ResourceOptions
+
+
+class _OnAws(Layout):
+    """The AWS side both AWS layouts share: provider, VPC, the control-plane instance and
+    the EFS file system."""
+
+    boots_itself = False
+
+    def _aws_control_plane(self) -> _AwsControlPlane:
+        context, settings = self.context, self.context.settings
+        provider = aws.Provider(f"{context.name}-aws", region=settings.aws.region,
+                                opts=pulumi.ResourceOptions(parent=context.parent))
+        opts = pulumi.ResourceOptions(parent=context.parent, providers=[provider])
+        network = AwsNetwork(f"{context.name}-network",
+                             AwsNetworkArgs(settings.aws, settings.cluster_name,
+                                            node_security_group=self.boots_itself),
+                             opts=opts)
+        boot = ControllerBoot(context.distribution, context.pki) if self.boots_itself else None
+        instance = ControlPlaneHost(
+            f"{context.name}-control-plane-host",
+            ControlPlaneHostArgs(settings, network, context.distribution.control_plane_ports,
+                                 boot),
+            opts=opts)
+        return _AwsControlPlane(network, instance, opts)
+
+    def _machines(self, aws_side: _AwsControlPlane, **fields) -> Machines:
+        settings, instance = self.context.settings, aws_side.instance
+        machines = Machines(
+            public_address=(instance.public_ip if settings.aws.control_plane.elastic_ip
+                            else None),
+            gateways={"aws": instance.public_ip},
+            images={"controlPlane": instance.image},
+            control_plane_ssh_host_key=instance.ssh_host_public_key,
+            aws_opts=aws_side.opts,
+            **fields)
+        if settings.storage.efs is not None:
+            efs = EfsFileSystem(f"{self.context.name}-efs",
+                                EfsFileSystemArgs(settings, aws_side.network),
+                                opts=aws_side.opts)
+            machines.efs_address = efs.address
+            machines.storage_servers += efs.mount_targets
+        return machines
+
+
+class Hybrid(_OnAws):
+    def machines(self) -> Machines:
+        settings, context = self.context.settings, self.context
+        aws_side = self._aws_control_plane()
+        instance = aws_side.instance
+        controller = instance.host
+        bootstraps = {controller.name: self._bootstrap(controller, instance.private_ip,
+                                                       endpoint=instance.ssh_endpoint)}
+        # On-prem hosts reach the control plane only once the tunnel is up.
+        bootstraps.update({h.name: self._bootstrap(h, "") for h in settings.hosts})
+        vpn = VpnBridge(f"{context.name}-vpn", VpnBridgeArgs(
+            settings=settings,
+            server_host=controller,
+            server_ssh=bootstraps[controller.name].ssh,
+            server_public_address=instance.public_ip,
+            server_ready=bootstraps[controller.name].ready,
+            onprem={h.name: bootstraps[h.name] for h in settings.hosts},
+        ), opts=pulumi.ResourceOptions(parent=context.parent))
+        machines = self._machines(
+            aws_side, controller=controller, bootstraps=bootstraps,
+            hosts=[controller, *settings.hosts],
+            storage_servers=[b.nfs_server for b in bootstraps.values() if b.nfs_server],
+            join_after={h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts},
+            users_on_private_network=True, vpn=vpn)
+        machines.gateways["onPrem"] = next(
+            (h.address for h in settings.hosts if h.name == settings.vpn.onprem_gateway),
+            settings.vpn.existing_server_address)
+        return machines
+
+
+class Cloud(_OnAws):
+    boots_itself = True
+
+    def machines(self) -> Machines:
+        self._aws = self._aws_control_plane()
+        instance = self._aws.instance
+        return self._machines(self._aws, controller=instance.host, bootstraps={},
+                              hosts=[instance.host], storage_servers=[],
+                              booted=instance.instance)
+
+    def nodes_after(self, control_plane: ControlPlane, provider: k8s.Provider,
+                    machines: Machines) -> list[pulumi.Resource]:
+        """The EC2 pools, whose instances join at boot with a token the program registers,
+        and the agent that removes the node of an instance a pool lets go."""
+        context, settings = self.context, self.context.settings
+        cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(
+            settings.cluster_name, context.pki, control_plane.node_endpoint, provider,
+            settings.aws.tags), opts=self._aws.opts)
+        pools = [
+            GpuWorkerPool(f"{context.name}-{pool.name}", GpuWorkerPoolArgs(
+                settings, pool, self._aws.network,
+                control_plane.create_bootstrap_token(pool.name, provider),
+                context.distribution, self._aws.network.node_security_group, cleanup),
+                opts=self._aws.opts)
+            for pool in settings.pools
+        ]
+        machines.images.update({pool.name: p.image for pool, p in zip(settings.pools, pools)})
+        self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
+                       "gpus": p.gpus, "gpuModel": p.gpu_model} for p in settings.pools]
+        return [pool.group for pool in pools]
+
+
+LAYOUTS: dict[str, type[Layout]] = {"bare-metal": BareMetal, "hybrid": Hybrid, "cloud": Cloud}
