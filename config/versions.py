@@ -5,6 +5,10 @@ what the project is tested with. Python dependencies are pinned in requirements*
 """
 
 K0S = "v1.36.3+k0s.2"
+# RKE2, the second distribution (kubernetes.distribution: rke2): the release tag whose
+# rke2.linux-<arch>.tar.gz and sha256sum-<arch>.txt the rke2 scripts install
+# (github.com/rancher/rke2/releases; install.sh download_tarball/download_checksums).
+RKE2 = "v1.36.3+rke2r1"
 # NVIDIA's production driver branch, installed from Ubuntu's *-server packages.
 NVIDIA_DRIVER_BRANCH = "580"
 # apt version of nvidia-container-toolkit and its libraries.

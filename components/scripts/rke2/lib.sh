@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# RKE2 helpers for the rke2 step scripts: checksum-verified install from the release
+# tarball, its paths, secrets given directly or read from SSM, and the service.
+# shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
+
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+GPU_CLUSTER_RKE2_LIB_LOADED=1
+# install.sh's tar method unpacks the tarball below /usr/local: bin/rke2,
+# bin/rke2-killall.sh, bin/rke2-uninstall.sh, lib/systemd/system/rke2-{server,agent}.service
+# (rancher/rke2 install.sh unpack_tarball; bundle/).
+RKE2_PREFIX=/usr/local
+RKE2_BIN=$RKE2_PREFIX/bin/rke2
+RKE2_UNINSTALL=$RKE2_PREFIX/bin/rke2-uninstall.sh
+RKE2_RELEASES_URL=https://github.com/rancher/rke2/releases/download
+RKE2_ETC=/etc/rancher/rke2
+RKE2_CONFIG_FILE=$RKE2_ETC/config.yaml
+# Drop-ins are merged after config.yaml (docs: install/configuration.md, "Multiple Config
+# Files"); the kubelet's settings live in their own so that only apply-agent-args.sh
+# changes them on a node in service.
+RKE2_KUBELET_CONFIG_FILE=$RKE2_ETC/config.yaml.d/50-gpu-cluster-kubelet.yaml
+RKE2_TOKEN_FILE=$RKE2_ETC/server-token
+RKE2_AGENT_TOKEN_FILE=$RKE2_ETC/agent-token
+RKE2_ADMIN_KUBECONFIG=$RKE2_ETC/rke2.yaml
+# RKE2's default data dir (--data-dir is never passed).
+RKE2_DATA_DIR=/var/lib/rancher/rke2
+RKE2_KUBECTL=$RKE2_DATA_DIR/bin/kubectl
+# Written by the agent once it joined (k3s pkg/agent/config: KubeConfigKubelet).
+RKE2_KUBELET_KUBECONFIG=$RKE2_DATA_DIR/agent/kubelet.kubeconfig
+# RKE2's kubelet runs with the upstream default root (rke2-uninstall.sh removes it).
+RKE2_KUBELET_ROOT_DIR=/var/lib/kubelet
+RKE2_RELEASE='^v[0-9]+\.[0-9]+\.[0-9]+(-rc[0-9]+)?\+rke2r[0-9]+$'
+RKE2_BINARY_CHANGED=0
+RKE2_ARCH=""
+
+# rke2_detect_arch: sets RKE2_ARCH to the release architecture of this host.
+rke2_detect_arch() {
+  local machine
+  machine="$(uname -m)"
+  case "$machine" in
+    x86_64 | amd64) RKE2_ARCH=amd64 ;;
+    aarch64 | arm64) RKE2_ARCH=arm64 ;;
+    *) die "unsupported CPU architecture for RKE2: $machine" ;;
+  esac
+}
+
+# rke2_current_version: the version of the installed rke2, or nothing. `rke2 --version`
+# prints "rke2 version v1.36.3+rke2r1 (commit)" first.
+rke2_current_version() {
+  local line
+  if [[ -x "$ROOT$RKE2_BIN" ]] && line="$(rke2 --version 2>/dev/null | head -n 1)"; then
+    read -r _ _ line _ <<<"$line"
+    printf '%s\n' "${line:-}"
+  fi
+}
+
+# rke2_install VERSION: installs RKE2 VERSION from the release tarball after checking it
+# against the release's sha256sum-ARCH.txt, as install.sh does (download_checksums,
+# verify_tarball, unpack_tarball), then reloads systemd for its units. Sets
+# RKE2_BINARY_CHANGED=1 when it replaced the installation.
+rke2_install() {
+  local version=$1 current asset base expected actual
+  RKE2_BINARY_CHANGED=0
+  if [[ ! "$version" =~ $RKE2_RELEASE ]]; then
+    die "RKE2_VERSION '$version' does not look like an RKE2 release (e.g. v1.36.3+rke2r1)"
+  fi
+  current="$(rke2_current_version)"
+  if [[ "$current" == "$version" ]]; then
+    log "RKE2 $version already installed"
+    return 0
+  fi
+  rke2_detect_arch
+  asset="rke2.linux-$RKE2_ARCH.tar.gz"
+  base="$RKE2_RELEASES_URL/${version//+/%2B}"
+  make_temp_dir
+  log "downloading RKE2 $version for $RKE2_ARCH${current:+ (installed: $current)}"
+  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$base/$asset"
+  curl -fsSL --retry 5 -o "$TEMP_DIR/sha256sum.txt" "$base/sha256sum-$RKE2_ARCH.txt"
+  expected="$(awk -v name="$asset" \
+    '$2 == name || $2 == "*" name || $2 == "./" name { print $1; exit }' \
+    "$TEMP_DIR/sha256sum.txt")"
+  if [[ -z "$expected" ]]; then
+    die "sha256sum-$RKE2_ARCH.txt of RKE2 $version has no checksum for $asset"
+  fi
+  actual="$(sha256sum "$TEMP_DIR/$asset")"
+  actual="${actual%% *}"
+  if [[ "$actual" != "$expected" ]]; then
+    die "checksum mismatch for $asset: expected $expected, got $actual"
+  fi
+  log "verified sha256 of $asset"
+  mkdir -p -- "$ROOT$RKE2_PREFIX"
+  tar -xzf "$TEMP_DIR/$asset" -C "$ROOT$RKE2_PREFIX"
+  RKE2_BINARY_CHANGED=1
+  log "changed: installed RKE2 $version to $RKE2_PREFIX"
+  # New or changed units below /usr/local/lib/systemd/system.
+  systemd_reload
+  current="$(rke2_current_version)"
+  if [[ "$current" != "$version" ]]; then
+    die "rke2 reports '${current}' after installing $version to $RKE2_BIN"
+  fi
+}
+
+# rke2_check_secret VAR WHAT EXAMPLE: adds to INPUT_PROBLEMS what is wrong with secret
+# input VAR, given directly or as VAR_SSM_PARAMETER (with AWS_REGION and SSM_READER). The
+# value is never shown.
+rke2_check_secret() {
+  local var=$1 what=$2 example=$3 ssm="${1}_SSM_PARAMETER"
+  if [[ -n "${!var:-}" && -n "${!ssm:-}" ]]; then
+    INPUT_PROBLEMS+=("give $what either as $var or as $ssm, not both")
+  elif [[ -z "${!var:-}" && -z "${!ssm:-}" ]]; then
+    INPUT_PROBLEMS+=("missing $what: $var, or $ssm with AWS_REGION and SSM_READER naming an SSM SecureString holding it")
+  elif [[ -n "${!ssm:-}" ]]; then
+    check_ssm_inputs "$ssm" "$what" "$example"
+  fi
+}
+
+# rke2_read_secret VAR WHAT: reads VAR from VAR_SSM_PARAMETER when it was not given.
+rke2_read_secret() {
+  local ssm="${1}_SSM_PARAMETER"
+  if [[ -z "${!1:-}" ]]; then
+    read_ssm_parameter "$1" "${!ssm}" "$2"
+  fi
+}
+
+# rke2_service_active SERVICE: success when systemd runs SERVICE.
+rke2_service_active() {
+  systemctl is-active --quiet "$1"
+}
+
+# rke2_ensure_service SERVICE RESTART: SERVICE (rke2-server or rke2-agent) enabled and
+# running; restarted when RESTART=1 (binary, config or token changed), retried by the
+# next run if that fails. Starts without waiting: the units are Type=notify with
+# TimeoutStartSec=0 (bundle/lib/systemd/system/rke2-server.service), so a start that
+# never gets ready would block forever; the callers wait with a timeout instead.
+rke2_ensure_service() {
+  local service=$1 restart=$2
+  if ! systemctl is-enabled --quiet "$service"; then
+    systemd_enable "$service"
+    log "changed: enabled $service"
+  fi
+  if ! rke2_service_active "$service"; then
+    systemctl start --no-block "$service"
+    follow_up_done "restart-$service"
+    log "changed: started $service"
+  elif needs_follow_up "$restart" "restart-$service"; then
+    systemctl restart --no-block "$service"
+    follow_up_done "restart-$service"
+    log "changed: restarted $service"
+  else
+    log "$service is already running"
+  fi
+}
+
+# rke2_kubectl ARGS...: RKE2's kubectl with the admin kubeconfig (servers only).
+rke2_kubectl() {
+  "$ROOT$RKE2_KUBECTL" --kubeconfig "$ROOT$RKE2_ADMIN_KUBECONFIG" "$@"
+}
+
+# rke2_same_text A B: success when A and B differ at most in trailing newlines (files
+# written by write_text end in exactly one).
+rke2_same_text() {
+  local a=$1 b=$2
+  while [[ "$a" == *$'\n' ]]; do a=${a%$'\n'}; done
+  while [[ "$b" == *$'\n' ]]; do b=${b%$'\n'}; done
+  [[ "$a" == "$b" ]]
+}
+
+# rke2_write_kubelet_config TEXT: the kubelet drop-in on a node that has not started its
+# kubelet yet; on a node in service only apply-agent-args.sh changes it (a CPU manager
+# policy change needs the node drained first). Sets FILE_CHANGED.
+rke2_write_kubelet_config() {
+  FILE_CHANGED=0
+  if [[ -f "$ROOT$RKE2_KUBELET_CONFIG_FILE" && -f "$ROOT$RKE2_KUBELET_KUBECONFIG" ]]; then
+    if ! rke2_same_text "$(<"$ROOT$RKE2_KUBELET_CONFIG_FILE")" "$1"; then
+      log "the kubelet settings changed; the apply-agent-args step applies them"
+    fi
+    return 0
+  fi
+  write_text "$RKE2_KUBELET_CONFIG_FILE" 0600 "$1"
+}
