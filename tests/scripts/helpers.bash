@@ -6,13 +6,13 @@
 TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SCRIPTS_DIR="$(cd "$TESTS_DIR/../../components/scripts" && pwd)"
 STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip iptables k0s
-  modprobe nvidia-smi ping python3 sleep swapoff sysctl systemctl systemd-run timeout umount
-  uname update-grub update-initramfs)
+  modprobe nvidia-smi ping python3 rke2 rke2-killall.sh rke2-uninstall.sh sleep swapoff sysctl
+  systemctl systemd-run timeout umount uname update-grub update-initramfs)
 # How the scripts call apt-get, as a regular expression.
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
 # Commands whose call means the host was changed; a second run must not call them.
-STATE_CHANGING='^(systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|systemctl (start|restart|try-restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
+STATE_CHANGING='^(systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
 
 # setup_host: fresh fake root and stubs for one test.
 setup_host() {
@@ -22,7 +22,8 @@ setup_host() {
   export GPU_CLUSTER_HOST=moscow
   # Inputs the machine running the tests may have set.
   unset GPU_CLUSTER_STEP K0S_JOIN_TOKEN K0S_JOIN_TOKEN_SSM_PARAMETER K0S_CA_KEY \
-    K0S_CA_KEY_SSM_PARAMETER AWS_REGION SSM_READER
+    K0S_CA_KEY_SSM_PARAMETER AWS_REGION SSM_READER RKE2_CA_KEY RKE2_CA_KEY_SSM_PARAMETER \
+    RKE2_TOKEN RKE2_TOKEN_SSM_PARAMETER RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER
   mkdir -p "$STUB_STATE" "$BATS_TEST_TMPDIR/bin"
   : >"$STUB_CALLS"
   local command
@@ -90,6 +91,13 @@ hide_command() {
     done
   done
   export PATH="$BATS_TEST_TMPDIR/bin:$links"
+}
+
+# rke2_kubectl_installed: RKE2's kubectl in its data dir (the stub; RKE2 puts it there
+# when it starts: /var/lib/rancher/rke2/bin/kubectl).
+rke2_kubectl_installed() {
+  mkdir -p "${GPU_CLUSTER_ROOT:?}/var/lib/rancher/rke2/bin"
+  ln -sf "$TESTS_DIR/stubs/stub" "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/bin/kubectl"
 }
 
 # add_route CIDR GATEWAY: the stubbed kernel routes CIDR via GATEWAY (see stubs/stub).

@@ -49,8 +49,9 @@ rke2_detect_arch() {
 # prints "rke2 version v1.36.3+rke2r1 (commit)" first.
 rke2_current_version() {
   local line
-  if [[ -x "$ROOT$RKE2_BIN" ]] && line="$(rke2 --version 2>/dev/null | head -n 1)"; then
-    read -r _ _ line _ <<<"$line"
+  # The whole output first: `| head -n 1` could end rke2 early and fail under pipefail.
+  if [[ -x "$ROOT$RKE2_BIN" ]] && line="$(rke2 --version 2>/dev/null)"; then
+    read -r _ _ line _ <<<"${line%%$'\n'*}"
     printf '%s\n' "${line:-}"
   fi
 }
