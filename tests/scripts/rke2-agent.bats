@@ -1,0 +1,151 @@
+#!/usr/bin/env bats
+# rke2/join-agent.sh and rke2/apply-agent-args.sh: joining, the token's secrecy, and
+# kubelet settings changes (the CPU manager rule).
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+AGENT_SECRET='agent-token-secret-7d2b0a'
+AGENT_TOKEN="K10$(printf '%064d' 7)::node:$AGENT_SECRET"
+AGENT_CONFIG='server: https://10.20.0.10:9345
+token-file: /etc/rancher/rke2/agent-token
+node-name: moscow
+node-ip: 192.0.2.10'
+STATIC='kubelet-arg:
+- cpu-manager-policy=static
+- reserved-cpus=0-1
+resolv-conf: /run/systemd/resolve/resolv.conf'
+NONE='resolv-conf: /run/systemd/resolve/resolv.conf'
+DROPIN=/etc/rancher/rke2/config.yaml.d/50-gpu-cluster-kubelet.yaml
+STATE=/var/lib/kubelet/cpu_manager_state
+
+setup() {
+  setup_host
+  export RKE2_VERSION=v1.36.3+rke2r1 RKE2_CONFIG="$AGENT_CONFIG" RKE2_KUBELET_CONFIG="$NONE" \
+    RKE2_AGENT_TOKEN="$AGENT_TOKEN"
+}
+
+# agent_joined [POLICY]: the agent ran (its kubelet kubeconfig) with a CPU manager state.
+agent_joined() {
+  rke2_kubectl_installed
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/agent" "$GPU_CLUSTER_ROOT/var/lib/kubelet"
+  touch "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/agent/kubelet.kubeconfig"
+  printf '{"policyName":"%s","defaultCpuSet":"","checksum":1}\n' "${1:-none}" \
+    >"$GPU_CLUSTER_ROOT$STATE"
+}
+
+@test "join-agent: installs RKE2, writes token, config and kubelet settings, starts the agent" {
+  export STUB_RECORD_ENV=1
+  run --separate-stderr bash "$SCRIPTS_DIR/rke2/join-agent.sh"
+  assert_success
+  assert_file /etc/rancher/rke2/agent-token "$AGENT_TOKEN"
+  assert_mode /etc/rancher/rke2/agent-token 600
+  assert_file /etc/rancher/rke2/config.yaml "$AGENT_CONFIG"
+  assert_file "$DROPIN" "$NONE"
+  assert_call_order '^systemctl enable rke2-agent$' '^systemctl start --no-block rke2-agent$'
+  refute_called 'rke2-server'
+  [[ "$stderr" != *"$AGENT_SECRET"* ]]
+  refute_file_contains "$STUB_CALLS" "$AGENT_SECRET"
+  refute_file_contains "$STUB_STATE/env.log" "$AGENT_SECRET"
+}
+
+@test "join-agent: a second run changes nothing and says so" {
+  run_script rke2/join-agent.sh
+  assert_success
+  assert_idempotent rke2/join-agent.sh
+  assert_output_contains "rke2-agent is already running"
+}
+
+@test "join-agent: a new token restarts the agent" {
+  run_script rke2/join-agent.sh
+  assert_success
+  reset_calls
+  export RKE2_AGENT_TOKEN="K10$(printf '%064d' 8)::node:$AGENT_SECRET"
+  run_script rke2/join-agent.sh
+  assert_success
+  assert_called '^systemctl restart --no-block rke2-agent$'
+}
+
+@test "join-agent: a token without the CA hash or a config without token-file is refused, unshown" {
+  export RKE2_AGENT_TOKEN="$AGENT_SECRET" RKE2_CONFIG='server: https://10.20.0.10:9345'
+  unset RKE2_VERSION
+  run_script rke2/join-agent.sh
+  assert_failure
+  assert_output_contains "missing required environment variable(s): RKE2_VERSION" \
+    "RKE2_AGENT_TOKEN is not an agent token with the server's CA hash" \
+    "RKE2_CONFIG does not read the agent token from /etc/rancher/rke2/agent-token"
+  refute_output_contains "$AGENT_SECRET"
+  refute_called '^(curl|systemctl)'
+}
+
+@test "join-agent: a checksum mismatch installs nothing" {
+  export STUB_BAD_CHECKSUM=1
+  run_script rke2/join-agent.sh
+  assert_failure
+  assert_output_contains "join-agent: checksum mismatch for rke2.linux-amd64.tar.gz"
+  [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/rke2" ]
+}
+
+@test "apply-agent-args: unchanged settings leave the agent alone" {
+  agent_joined none
+  mkdir -p "$GPU_CLUSTER_ROOT${DROPIN%/*}"
+  printf '%s\n' "$NONE" >"$GPU_CLUSTER_ROOT$DROPIN"
+  export CPU_MANAGER_POLICY=none NODE_NAME=moscow RKE2_SERVICE=rke2-agent
+  run_script rke2/apply-agent-args.sh
+  assert_success
+  assert_output_contains "unchanged: the kubelet runs with the configured settings"
+  assert_no_state_changes
+}
+
+@test "apply-agent-args: a new CPU manager policy on a node in service is refused, nothing touched" {
+  agent_joined none
+  mkdir -p "$GPU_CLUSTER_ROOT${DROPIN%/*}"
+  printf '%s\n' "$NONE" >"$GPU_CLUSTER_ROOT$DROPIN"
+  export RKE2_KUBELET_CONFIG="$STATIC" CPU_MANAGER_POLICY=static NODE_NAME=moscow \
+    RKE2_SERVICE=rke2-agent
+  run_script rke2/apply-agent-args.sh
+  assert_failure
+  assert_output_contains "apply-agent-args: the CPU manager policy changes from none to static, which needs the node drained: kubectl drain moscow"
+  assert_called '^kubectl --kubeconfig .*/var/lib/rancher/rke2/agent/kubelet\.kubeconfig get node moscow -o jsonpath=\{\.spec\.unschedulable\}$'
+  assert_no_state_changes
+  assert_file "$DROPIN" "$NONE"
+  [ -f "$GPU_CLUSTER_ROOT$STATE" ]
+}
+
+@test "apply-agent-args: on a drained node the old CPU manager state goes before RKE2 starts" {
+  agent_joined none
+  mkdir -p "$GPU_CLUSTER_ROOT${DROPIN%/*}"
+  printf '%s\n' "$NONE" >"$GPU_CLUSTER_ROOT$DROPIN"
+  export STUB_NODE_UNSCHEDULABLE=true RKE2_KUBELET_CONFIG="$STATIC" CPU_MANAGER_POLICY=static \
+    NODE_NAME=moscow RKE2_SERVICE=rke2-agent
+  run_script rke2/apply-agent-args.sh
+  assert_success
+  [ ! -e "$GPU_CLUSTER_ROOT$STATE" ]
+  assert_file "$DROPIN" "$STATIC"
+  assert_call_order '^systemctl stop rke2-agent$' '^systemctl start --no-block rke2-agent$'
+  assert_output_contains "uncordon the node: kubectl uncordon moscow"
+  assert_idempotent rke2/apply-agent-args.sh
+}
+
+@test "apply-agent-args: other settings restart RKE2 without touching the CPU manager state" {
+  agent_joined static
+  mkdir -p "$GPU_CLUSTER_ROOT${DROPIN%/*}"
+  printf '%s\n' "$STATIC" >"$GPU_CLUSTER_ROOT$DROPIN"
+  export RKE2_KUBELET_CONFIG="${STATIC/0-1/0-3}" CPU_MANAGER_POLICY=static NODE_NAME=moscow \
+    RKE2_SERVICE=rke2-server
+  run_script rke2/apply-agent-args.sh
+  assert_success
+  [ -f "$GPU_CLUSTER_ROOT$STATE" ]
+  assert_called '^systemctl stop rke2-server$'
+  assert_output_contains "changed: rke2-server restarted with the new kubelet settings"
+}
+
+@test "apply-agent-args: inputs are checked, all at once" {
+  export CPU_MANAGER_POLICY=dynamic NODE_NAME=Moscow RKE2_SERVICE=rke2
+  unset RKE2_KUBELET_CONFIG
+  run_script rke2/apply-agent-args.sh
+  assert_failure
+  assert_output_contains "missing required environment variable(s): RKE2_KUBELET_CONFIG" \
+    "CPU_MANAGER_POLICY must be none or static" "NODE_NAME is not a node name" \
+    "RKE2_SERVICE must be rke2-agent or rke2-server"
+}

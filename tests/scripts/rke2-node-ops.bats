@@ -1,0 +1,95 @@
+#!/usr/bin/env bats
+# rke2/reset-node.sh, rke2/remove-node.sh and rke2/admit-node.sh.
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+setup() {
+  setup_host
+}
+
+# rke2_installed: what the tarball and a started RKE2 leave on the host.
+rke2_installed() {
+  local r=$GPU_CLUSTER_ROOT
+  mkdir -p "$r/usr/local/bin" "$r/etc/rancher/rke2" "$r/var/lib/rancher/rke2/server" \
+    "$r/var/lib/kubelet/pods"
+  printf '#!/bin/sh\n' >"$r/usr/local/bin/rke2-uninstall.sh"
+  printf 'token-file: /etc/rancher/rke2/agent-token\n' >"$r/etc/rancher/rke2/config.yaml"
+  touch "$STUB_STATE/active-rke2-agent"
+}
+
+@test "reset-node: kills RKE2, then uninstalls it" {
+  rke2_installed
+  nvidia_driver_loaded 580.95.05
+  run_script rke2/reset-node.sh
+  assert_success
+  assert_call_order '^rke2-killall\.sh$' '^rke2-uninstall\.sh$'
+  [ ! -e "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/rancher/rke2" ]
+  refute_gpu_detached
+  assert_idempotent rke2/reset-node.sh
+  assert_output_contains "RKE2 is not installed; nothing to reset"
+}
+
+@test "reset-node: shares mounted below the kubelet root are detached first" {
+  rke2_installed
+  printf '%s\n' '192.0.2.50:/export/data /var/lib/kubelet/pods/abc/volumes/kubernetes.io~nfs/data nfs4 rw 0 0' \
+    >>"$GPU_CLUSTER_ROOT/proc/mounts"
+  run_script rke2/reset-node.sh
+  assert_success
+  assert_call_order '^umount /var/lib/kubelet/pods/abc/volumes/kubernetes\.io~nfs/data$' '^rke2-uninstall\.sh$'
+}
+
+@test "reset-node: refuses to uninstall while a share stays mounted below the data dir" {
+  rke2_installed
+  printf '%s\n' '192.0.2.50:/export/data /var/lib/rancher/rke2/storage/pvc-1 nfs4 rw 0 0' \
+    >>"$GPU_CLUSTER_ROOT/proc/mounts"
+  export STUB_EXIT_UMOUNT=32
+  run_script rke2/reset-node.sh
+  assert_failure
+  assert_output_contains "reset-node: refusing to run rke2-uninstall.sh while these are still mounted" \
+    "/var/lib/rancher/rke2/storage/pvc-1"
+  refute_called '^rke2-uninstall\.sh'
+  [ -d "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2" ]
+}
+
+@test "reset-node: a data dir without the uninstall script is reported" {
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2"
+  run_script rke2/reset-node.sh
+  assert_failure
+  assert_output_contains "reset-node: /var/lib/rancher/rke2 exists but /usr/local/bin/rke2-uninstall.sh does not"
+}
+
+@test "remove-node: drains and deletes the node with RKE2's kubectl and admin kubeconfig" {
+  rke2_kubectl_installed
+  mkdir -p "$GPU_CLUSTER_ROOT/etc/rancher/rke2"
+  touch "$GPU_CLUSTER_ROOT/etc/rancher/rke2/rke2.yaml"
+  export STUB_NODES="tokyo" NODE_NAME=Tokyo
+  run_script rke2/remove-node.sh
+  assert_success
+  assert_call_order '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml drain tokyo --ignore-daemonsets' \
+    '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml delete node tokyo$'
+}
+
+@test "remove-node: a gone node or a gone server is a no-op" {
+  export NODE_NAME=tokyo
+  run_script rke2/remove-node.sh
+  assert_success
+  assert_output_contains "no RKE2 server on this host any more"
+  rke2_kubectl_installed
+  mkdir -p "$GPU_CLUSTER_ROOT/etc/rancher/rke2"
+  touch "$GPU_CLUSTER_ROOT/etc/rancher/rke2/rke2.yaml"
+  run_script rke2/remove-node.sh
+  assert_success
+  assert_output_contains "node tokyo does not exist; nothing to drain or delete"
+  refute_called ' (drain|delete) '
+}
+
+@test "admit-node: waits for the node to register and be Ready" {
+  rke2_kubectl_installed
+  export STUB_NODES="tokyo" NODE_NAME=tokyo NODE_READY_TIMEOUT=60
+  run_script rke2/admit-node.sh
+  assert_success
+  assert_called '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml wait --for=condition=Ready node/tokyo'
+  assert_output_contains "node tokyo is Ready"
+}
