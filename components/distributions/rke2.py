@@ -1,0 +1,230 @@
+"""The RKE2 boundary: the same attributes as K0s (scripts, kubectl, containerd paths,
+configs, step inputs) plus what RKE2 needs besides: its ports, the agent token and the
+Canal settings. Pure functions of the settings; no resources."""
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Optional
+
+import pulumi
+import yaml
+
+from components.distributions.k0s import node_labels
+from components.remote_step import Script
+from config import versions
+from config.model import Host, StackConfig, WorkerPool
+
+ETC = "/etc/rancher/rke2"
+DATA_DIR = "/var/lib/rancher/rke2"
+TOKEN_FILE = f"{ETC}/server-token"
+AGENT_TOKEN_FILE = f"{ETC}/agent-token"
+ADMIN_KUBECONFIG = f"{ETC}/rke2.yaml"
+# RKE2's embedded containerd: its config (and config-v3.toml.tmpl, when a template is
+# ever needed) and socket (k3s pkg/agent/config; docs: advanced.md).
+CONTAINERD_DROPIN_DIR = f"{DATA_DIR}/agent/etc/containerd"
+CONTAINERD_SOCKET = "/run/k3s/containerd/containerd.sock"
+# The supervisor agents register with; fixed (rancher/rke2 pkg/cli/cmds/server.go drops
+# supervisor-port and https-listen-port, so the API stays on 6443).
+SUPERVISOR_PORT = 9345
+API_PORT = 6443
+# docs (rancher/rke2-docs): install/requirements.md "Inbound Network Rules" and its Canal
+# tab. name -> (port, protocol); etcd's ports matter between servers only.
+CONTROL_PLANE_PORTS = {
+    "kubernetes-api": (API_PORT, "tcp"),
+    "rke2-supervisor": (SUPERVISOR_PORT, "tcp"),
+    "kubelet": (10250, "tcp"),
+    "canal-vxlan": (8472, "udp"),
+    "canal-health": (9099, "tcp"),
+}
+NODE_PORTS = (30000, 32767)
+# Keeps workloads off a server that is not to run them (docs: install/ha.md, "node-taint:
+# CriticalAddonsOnly=true:NoExecute"); an RKE2 server always runs a kubelet.
+SERVER_ONLY_TAINT = "CriticalAddonsOnly=true:NoExecute"
+# k3s pkg/clientaccess/token.go: "K10" + hex SHA-256 of the server CA + "::" + user:password.
+AGENT_TOKEN_USER = "node"
+RKE2_RELEASE = re.compile(r"v\d+\.\d+\.\d+(-rc\d+)?\+rke2r\d+")
+
+
+class Rke2:
+    name = "rke2"
+    containerd_dropin_dir = CONTAINERD_DROPIN_DIR
+    containerd_socket = CONTAINERD_SOCKET
+    install_controller = Script("rke2/install-server.sh")
+    join_worker = Script("rke2/join-agent.sh")
+    reset_node = Script("rke2/reset-node.sh")
+    # Agents join with the agent token the program generates (join_token below); RKE2
+    # issues no per-node tokens to fetch from the server.
+    create_join_token = None
+    admit_node = Script("rke2/admit-node.sh")
+    remove_node = Script("rke2/remove-node.sh")
+    apply_worker_profile = Script("rke2/apply-agent-args.sh")
+    kubectl = f"{DATA_DIR}/bin/kubectl --kubeconfig {ADMIN_KUBECONFIG}"
+    control_plane_ports = CONTROL_PLANE_PORTS
+    # Secret inputs the lead passes like K0S_CA_KEY (directly or as <NAME>_SSM_PARAMETER).
+    ca_key_env = "RKE2_CA_KEY"
+    server_token_env = "RKE2_TOKEN"
+    agent_token_env = "RKE2_AGENT_TOKEN"
+
+    def __init__(self, settings: StackConfig):
+        self.settings = settings
+
+    @property
+    def version(self) -> str:
+        """kubernetes.version when it names an RKE2 release, else the pinned one."""
+        version = self.settings.kubernetes.version
+        return version if RKE2_RELEASE.fullmatch(version) else versions.RKE2
+
+    def cluster_config(self, controller: Host, extra_sans: Sequence[str] = ()) -> str:
+        """/etc/rancher/rke2/config.yaml of the server; `extra_sans` for its public
+        address. Tokens are named by file, so the text holds no secret."""
+        settings = self.settings
+        config: dict = {
+            "node-name": controller.name,
+            "node-ip": controller.address,
+            "advertise-address": controller.address,
+            "tls-san": list(dict.fromkeys(
+                [controller.address, *extra_sans, *settings.kubernetes.api_sans])),
+            "cni": ["canal"],
+            "cluster-cidr": settings.network.pod_cidr,
+            "service-cidr": settings.network.service_cidr,
+            "write-kubeconfig-mode": "0600",
+            "token-file": TOKEN_FILE,
+            "agent-token-file": AGENT_TOKEN_FILE,
+            **self._node_settings(controller),
+        }
+        if not controller.runs_workloads:
+            config["node-taint"] = [*config.get("node-taint", []), SERVER_ONLY_TAINT]
+        return yaml.safe_dump(config, sort_keys=False)
+
+    def agent_config(self, node: "Host | WorkerPool", node_ip: str,
+                     server_address: Optional[str] = None) -> str:
+        """/etc/rancher/rke2/config.yaml of an agent; an empty `node_ip` lets it pick the
+        instance's address, a pool's node keeps its host name."""
+        server = server_address or self.settings.controller.address
+        config: dict = {"server": f"https://{server}:{SUPERVISOR_PORT}",
+                        "token-file": AGENT_TOKEN_FILE}
+        if isinstance(node, Host):
+            config["node-name"] = node.name
+        if node_ip:
+            config["node-ip"] = node_ip
+        config.update(self._node_settings(node))
+        return yaml.safe_dump(config, sort_keys=False)
+
+    def _node_settings(self, node: "Host | WorkerPool") -> dict:
+        values: dict = {}
+        labels = node_labels(node)
+        if labels:
+            values["node-label"] = [f"{k}={v}" for k, v in labels.items()]
+        if node.taints:
+            values["node-taint"] = [f"{t.key}={t.value}:{t.effect}" if t.value
+                                    else f"{t.key}:{t.effect}" for t in node.taints]
+        # RKE2 adds the `nvidia` runtime itself once nvidia-container-runtime is on the
+        # host (see nvidia_runtime_dropin); only GPU nodes have it to default to.
+        if node.gpus and self.settings.nvidia.default_runtime:
+            values["default-runtime"] = "nvidia"
+        return values
+
+    def worker_profile_values(self) -> str:
+        """The kubelet drop-in (config.yaml.d) every node runs with; a change restarts
+        RKE2 through apply-agent-args (RKE2 reads it only when it starts)."""
+        tuning = self.settings.tuning
+        values: dict = {"resolv-conf": tuning.kubelet_resolv_conf}
+        if tuning.cpu_manager_policy == "static":
+            values["kubelet-arg"] = ["cpu-manager-policy=static",
+                                     f"reserved-cpus={tuning.reserved_cpus}"]
+        return yaml.safe_dump(values, sort_keys=False)
+
+    def nvidia_runtime_dropin(self) -> None:
+        """None: RKE2's agent finds nvidia-container-runtime (PATH, /usr/bin, the GPU
+        operator's /usr/local/nvidia/toolkit) when it starts and adds an `nvidia` runtime
+        to the containerd config it renders (k3s pkg/agent/containerd/runtimes.go
+        findNvidiaContainerRuntimes; nvidia.go in older releases). install-nvidia must
+        therefore restart rke2-server/rke2-agent if the toolkit arrives after RKE2."""
+        return None
+
+    def canal_config(self, interface: Optional[str] = None, mtu: int = 0,
+                     interface_regex: Optional[str] = None) -> Optional[str]:
+        """The HelmChartConfig for /var/lib/rancher/rke2/server/manifests/
+        rke2-canal-config.yaml (docs: networking/basic_network_options.md, Canal), or
+        None when nothing differs from the chart's defaults. Keys of the rke2-canal
+        chart's values.yaml (rancher/rke2-charts packages/rke2-canal/charts/values.yaml):
+        flannel.iface / flannel.regexIface (flannel's --iface / --iface-regex, which
+        match an interface name or an address: flannel Documentation/configuration.md)
+        and calico.vethuMTU (the pods' MTU; the chart's default is 1450)."""
+        flannel: dict = {}
+        if interface:
+            flannel["iface"] = interface
+        if interface_regex:
+            flannel["regexIface"] = interface_regex
+        values: dict = {}
+        if flannel:
+            values["flannel"] = flannel
+        if mtu:
+            values["calico"] = {"vethuMTU": mtu}
+        if not values:
+            return None
+        document = {
+            "apiVersion": "helm.cattle.io/v1",
+            "kind": "HelmChartConfig",
+            "metadata": {"name": "rke2-canal", "namespace": "kube-system"},
+            "spec": {"valuesContent": yaml.safe_dump(values, sort_keys=False)},
+        }
+        return yaml.safe_dump(document, sort_keys=False)
+
+    def default_canal_config(self, extra_addresses: Sequence[str] = ()) -> Optional[str]:
+        """Canal pinned to the interface carrying each node's configured address (the
+        VPN's tun0 on a hybrid controller rather than the default route's eth0), when
+        every node is a configured host or in `extra_addresses` (a controller outside
+        `hosts`); the CNI MTU (below the tunnel's) in any case. Pools' instances have no
+        address known in advance, so with pools flannel keeps its default route."""
+        addresses = [*extra_addresses, *(host.address for host in self.settings.hosts)]
+        regex = address_regex(addresses) if addresses and not self.settings.pools else None
+        return self.canal_config(mtu=self.settings.cni_mtu, interface_regex=regex)
+
+    def node_env(self, node: "Host | WorkerPool", node_ip: str,
+                 server_address: Optional[str] = None) -> dict[str, str]:
+        """join-agent's inputs but the agent token (RKE2_AGENT_TOKEN or
+        RKE2_AGENT_TOKEN_SSM_PARAMETER, see join_token)."""
+        return {
+            "RKE2_VERSION": self.version,
+            "RKE2_CONFIG": self.agent_config(node, node_ip, server_address),
+            "RKE2_KUBELET_CONFIG": self.worker_profile_values(),
+        }
+
+    def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
+                       extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:
+        """install-server's inputs but its secrets: RKE2_CA_KEY, RKE2_TOKEN and
+        RKE2_AGENT_TOKEN (each also as <NAME>_SSM_PARAMETER)."""
+        return {
+            "RKE2_VERSION": self.version,
+            "RKE2_CONFIG": pulumi.Output.from_input(extra_sans).apply(
+                lambda sans: self.cluster_config(host, sans)),
+            "RKE2_KUBELET_CONFIG": self.worker_profile_values(),
+            "RKE2_CA_CERT": ca_cert_pem,
+            "RKE2_CANAL_CONFIG": self.default_canal_config([host.address]) or "",
+        }
+
+    def agent_args_env(self, node: "Host | WorkerPool", service: str = "rke2-agent") -> dict[str, str]:
+        """apply-agent-args' inputs (service rke2-server on the server)."""
+        return {
+            "RKE2_KUBELET_CONFIG": self.worker_profile_values(),
+            "CPU_MANAGER_POLICY": self.settings.tuning.cpu_manager_policy,
+            "NODE_NAME": node.name,
+            "RKE2_SERVICE": service,
+        }
+
+
+def join_token(ca_cert_pem: str, agent_secret: str) -> str:
+    """The agents' token: the server CA's hash pins the server they join (k3s
+    pkg/clientaccess/token.go hashCA: for a single certificate, SHA-256 of the bytes the
+    server serves at /cacerts, i.e. server-ca.crt, which install-server writes as the PEM
+    with one trailing newline)."""
+    served = ca_cert_pem.rstrip("\n") + "\n"
+    digest = hashlib.sha256(served.encode()).hexdigest()
+    return f"K10{digest}::{AGENT_TOKEN_USER}:{agent_secret}"
+
+
+def address_regex(addresses: Sequence[str]) -> str:
+    """An anchored regular expression matching exactly these IPv4 addresses."""
+    return "^(" + "|".join(re.escape(a) for a in sorted(set(addresses))) + ")$"
