@@ -205,7 +205,8 @@ assert_call_free_order() {
 @test "dev-char: the Kubeflow port-forward on a controller+worker GPU node" {
   nvidia_driver_loaded 580.95.05
   export LISTEN_ADDRESS=127.0.0.1 LISTEN_PORT=8080 GATEWAY_NAMESPACE=istio-system \
-    GATEWAY_SERVICE=istio-ingressgateway GATEWAY_PORT=443
+    GATEWAY_SERVICE=istio-ingressgateway GATEWAY_PORT=443 \
+    KUBECTL="/usr/local/bin/k0s kubectl" CONTROLLER_SERVICE=k0scontroller.service
   run_script ../kubeflow/port-forward.sh
   assert_success
   assert_called '^systemctl daemon-reload$'
