@@ -3,6 +3,7 @@ offline preview engine (the same one `python -m preview` uses)."""
 
 import copy
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -78,7 +79,11 @@ def as_cli_config(values: dict, secret: tuple = SECRET_KEYS,
                            secret_keys=secret_keys)
 
 
-def preview(values: dict, stack: str = "test") -> Plan:
+def preview(values: dict, stack: str = "") -> Plan:
+    # Under pytest-xdist each worker previews its own stack name: the program writes
+    # Kubeflow's overlays under build/<stack>/, and two workers' settings would mix there.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    stack = stack or (f"test-{worker}" if worker else "test")
     return run_program(PROJECT_DIR, as_cli_config(values, stack=stack))
 
 

@@ -13,6 +13,9 @@ from acceptance import nccl_results
 from tests.acceptance.rendering import mpijob_parts, only, rendered, smoke_jobs_by_node
 from tests.conftest import require_tool
 
+# The launcher's check writes /tmp/all_reduce_perf.log, as in its pod: one worker (xdist).
+pytestmark = pytest.mark.xdist_group("launcher-log")
+
 
 def rwx_script() -> str:
     (container,) = only(rendered("lab")["rwx-check.yaml"], "Job")["spec"]["template"]["spec"][

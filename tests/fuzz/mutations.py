@@ -55,7 +55,9 @@ BASES = {stack: cli_values(stack) for stack in STACKS}
 def as_stack_file(stack: str, values: dict, secret_keys: list) -> StackConfigFile:
     config = {key: value if isinstance(value, str) else json.dumps(value)
               for key, value in values.items()}
-    return replace(read_stack(PROJECT_DIR, stack), config=config,
+    # Its own stack name: the build folder the program writes (Kubeflow's overlays) is
+    # not the example stack's, which other tests read at the same time.
+    return replace(read_stack(PROJECT_DIR, stack), stack=f"fuzz-{stack}", config=config,
                    secret_keys=[k for k in secret_keys if k in config], placeholders=[])
 
 

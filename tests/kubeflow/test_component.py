@@ -61,7 +61,7 @@ def test_stages_are_chained_in_install_order_after_nodes_and_storage():
                     "test-kubeflow-istio-crds"}
         assert deps(plan, f"test-kubeflow-{after}") == expected, after
     for stage in plan.of_type(DIRECTORY):
-        assert stage.inputs["directory"].startswith("build/test/kubeflow/")
+        assert stage.inputs["directory"].startswith(f"build/{plan.stack}/kubeflow/")
 
 
 @pytest.mark.parametrize("components, stages", [
@@ -205,8 +205,9 @@ def test_catalog_pins_the_release_in_one_place():
 def test_load_balancer_is_open_to_the_admin_networks_by_default():
     values = with_kubeflow(hybrid_config(), access={"mode": "loadBalancer",
                                                     "hostname": "kubeflow.example.com"})
-    preview(values)
-    istio = yaml.safe_load((PROJECT_DIR / "build/test/kubeflow/04-istio/kustomization.yaml").read_text())
+    plan = preview(values)
+    istio = yaml.safe_load(
+        (PROJECT_DIR / f"build/{plan.stack}/kubeflow/04-istio/kustomization.yaml").read_text())
     [patch] = [yaml.safe_load(p["patch"]) for p in istio["patches"] if p["target"]["kind"] == "Service"]
     assert patch["spec"]["type"] == "LoadBalancer"
     assert patch["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
