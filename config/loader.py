@@ -24,8 +24,8 @@ _KEY_BLOCK_ONLY = re.compile(r"\s*-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=
                              r"\r?\n-----END \1-----\s*")
 # The most hosts and EC2 worker pools one stack holds: about the largest whose offline
 # preview stays within benchmarks/preview_scale.py's goals (30 s, 1 GiB). Measured there:
-# 500 hosts 19-22 s and 1003-1021 MiB, 600 hosts 23 s and 1179 MiB, 1,000 hosts 52 s and
-# 1860 MiB; 200 pools 14-15 s and 341 MiB.
+# 500 hosts 13.6 s and 1022 MiB, 600 hosts 1179 MiB, 1,000 hosts 1860 MiB (memory is the
+# limit); 200 pools 10.8 s and 343 MiB.
 MAX_HOSTS = 500
 MAX_POOLS = 200
 

@@ -3,6 +3,7 @@ stack, and records every resource (type, name, parent, dependencies, inputs) and
 stack outputs. Used by the offline preview command and by the tests."""
 
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -310,6 +311,23 @@ def _warnings_logger(plan: Plan) -> logging.Logger:
 
 
 @contextlib.contextmanager
+def _fewer_gc_passes():
+    """The cycle collector spent about a third of a large stack's preview rescanning the
+    SDK's Outputs and futures, which live until the run ends anyway. For one run: what
+    exists before it is frozen out of the scans, and the youngest generation is collected
+    every 50,000 allocations instead of 700 (500 hosts: 17.6 s -> 13.3 s, the same peak
+    memory; turning the collector off gave 10.1 s but 40 MiB more)."""
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
+@contextlib.contextmanager
 def _cli_environment(stack_file: StackConfigFile):
     """PULUMI_CONFIG and PULUMI_CONFIG_SECRET_KEYS, as the CLI passes them."""
     saved = {k: os.environ.get(k) for k in ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS")}
@@ -342,7 +360,7 @@ def run_program(project_dir: Path, stack_file: StackConfigFile,
 
     if str(project_dir) not in sys.path:
         sys.path.insert(0, str(project_dir))
-    with _cli_environment(stack_file):
+    with _cli_environment(stack_file), _fewer_gc_passes():
         settings.set_root_resource(None)
         monitor = RecordingMonitor(plan)
         pulumi.runtime.set_mocks(
