@@ -6,7 +6,7 @@ verifying the SSH host key the instance installed at boot."""
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import pulumi
@@ -45,14 +45,17 @@ class ControllerBoot:
 
     distribution: Distribution
     pki: ClusterPki
+    # The distribution's cluster_secrets, by name: stored like the CA key.
+    secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
 
 
 @dataclass
 class ControlPlaneHostArgs:
     settings: StackConfig
     network: AwsNetwork
-    # The distribution's ports nodes reach the control plane at, beyond the API's.
-    control_plane_ports: Mapping[str, int]
+    # The distribution's ports nodes reach the control plane at, beyond the API's:
+    # name -> (port, protocol).
+    control_plane_ports: Mapping[str, tuple[int, str]]
     boot: Optional[ControllerBoot] = None
 
 
@@ -133,7 +136,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
 
     def _create_boot_profile(self) -> aws.iam.InstanceProfile:
         """What the instance reads at boot, readable by its role only: its SSH host key and,
-        when it installs the controller itself, the CA key."""
+        when it installs the controller itself, the CA key and the cluster's secrets."""
         settings = self._args.settings
         reads = [self.ssh_host_key_parameter]
         if self._args.boot is not None:
@@ -141,6 +144,10 @@ class ControlPlaneHost(pulumi.ComponentResource):
                 f"{self._name}-ca-key", ca_key_parameter_name(settings),
                 self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts)
             reads.append(self.ca_key_parameter)
+            reads += [secret_parameter(f"{self._name}-{name}",
+                                       secret_parameter_name(settings, name), value,
+                                       self._tags(), self._opts)
+                      for name, value in self._args.boot.secrets.items()]
         return instance_profile(
             f"{self._name}-role", reads,
             boot_status_path(settings.cluster_name, self.host.name), self._tags(), self._opts)
@@ -164,6 +171,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
                     **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
                                                        pulumi.Output.all(*sans)),
                     **boot.distribution.ca_key_from_ssm_env(ca_key_parameter_name(settings)),
+                    **boot.distribution.cluster_secrets_from_ssm_env(
+                        {name: secret_parameter_name(settings, name) for name in boot.secrets}),
                 }),
             ]
         report = BootReport(settings.aws.region,
@@ -235,7 +244,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
         ]
 
 
-def ingress_rules(settings: StackConfig, control_plane_ports: Mapping[str, int],
+def ingress_rules(settings: StackConfig, control_plane_ports: Mapping[str, tuple[int, str]],
                   ) -> list[tuple[str, str, int, list[str]]]:
     """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open.
     Each (protocol, port, network) appears once: EC2 refuses a second, identical rule
@@ -245,8 +254,8 @@ def ingress_rules(settings: StackConfig, control_plane_ports: Mapping[str, int],
     admins = list(aws_settings.admin_cidrs)
     wanted = [("ssh", "tcp", EC2_SSH_PORT, admins),
               ("kubernetes-api", "tcp", settings.kubernetes.api_port, cluster_networks + admins)]
-    wanted += [(name, "tcp", port, cluster_networks)
-               for name, port in control_plane_ports.items()]
+    wanted += [(name, protocol, port, cluster_networks)
+               for name, (port, protocol) in control_plane_ports.items()]
     if vpn is not None and vpn.mode == "server-on-ec2":
         wanted.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
     seen: set[tuple[str, int, str]] = set()
@@ -279,6 +288,10 @@ def ssh_host_key_parameter_name(settings: StackConfig) -> str:
 
 def ca_key_parameter_name(settings: StackConfig) -> str:
     return f"/gpu-cluster/{settings.cluster_name}/control-plane/ca-key"
+
+
+def secret_parameter_name(settings: StackConfig, secret: str) -> str:
+    return f"/gpu-cluster/{settings.cluster_name}/control-plane/{secret}"
 
 
 def cloud_config(hostname: str) -> str:

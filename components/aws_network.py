@@ -3,7 +3,8 @@ availability zone and its route table, or an existing VPC adopted by id; with eg
 `nat`, also a private subnet per zone for the pools, behind a NAT gateway, with an
 interface endpoint for SSM."""
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -19,6 +20,9 @@ class AwsNetworkArgs:
     cluster_name: str
     # A security group for EC2 nodes (cloud pools).
     node_security_group: bool = False
+    # What the nodes' group opens to the VPC besides: name -> (port, protocol), the ports
+    # the distribution's control plane reaches nodes at.
+    node_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class AwsNetwork(pulumi.ComponentResource):
@@ -127,8 +131,8 @@ class AwsNetwork(pulumi.ComponentResource):
         return subnets
 
     def _create_node_security_group(self) -> aws.ec2.SecurityGroup:
-        """For EC2 nodes: all traffic among themselves (pod network, kubelets), nothing in
-        from elsewhere (they dial out to the control plane), everything out."""
+        """For EC2 nodes: all traffic among themselves (pod network, kubelets), from the
+        VPC (the control plane) only the distribution's node_ports, everything out."""
         opts = pulumi.ResourceOptions(parent=self)
         group = aws.ec2.SecurityGroup(
             f"{self._name}-nodes", vpc_id=self.vpc_id,
@@ -137,6 +141,11 @@ class AwsNetwork(pulumi.ComponentResource):
         aws.vpc.SecurityGroupIngressRule(
             f"{self._name}-nodes-from-nodes", security_group_id=group.id, ip_protocol="-1",
             referenced_security_group_id=group.id, description="nodes", opts=opts)
+        for name, (port, protocol) in self._args.node_ports.items():
+            aws.vpc.SecurityGroupIngressRule(
+                f"{self._name}-nodes-{name}", security_group_id=group.id,
+                ip_protocol=protocol, from_port=port, to_port=port,
+                cidr_ipv4=self._args.settings.vpc.cidr, description=name, opts=opts)
         aws.vpc.SecurityGroupEgressRule(
             f"{self._name}-nodes-egress", security_group_id=group.id, ip_protocol="-1",
             cidr_ipv4="0.0.0.0/0", description="all outbound", opts=opts)

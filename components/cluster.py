@@ -6,6 +6,7 @@ from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
 from components.access import Access, AccessArgs
 from components.cluster_pki import ClusterPki, ClusterPkiArgs
@@ -20,6 +21,9 @@ from components.shared_storage import SharedStorage, SharedStorageArgs
 from components.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
 from config.problems import ConfigError
+
+# The distribution's cluster secrets, as hex (safe in any config file or token).
+SECRET_BYTES = 32
 
 
 @dataclass
@@ -43,8 +47,14 @@ class Cluster(pulumi.ComponentResource):
         self._name, self._settings, self._distribution = name, settings, distribution
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(settings.cluster_name),
                               opts=pulumi.ResourceOptions(parent=self))
+        self.secrets = {
+            secret: pulumi.Output.secret(random.RandomBytes(
+                f"{name}-{secret}", length=SECRET_BYTES,
+                opts=pulumi.ResourceOptions(parent=self)).hex)
+            for secret in distribution.cluster_secrets}
         layout = LAYOUTS[settings.layout](
-            ClusterContext(name, settings, distribution, self.pki, parent=self))
+            ClusterContext(name, settings, distribution, self.pki, parent=self,
+                           secrets=self.secrets))
         machines = layout.machines()
         control_plane = self._create_kubernetes(machines)
         self.nodes_ready += layout.nodes_after(control_plane, self.provider, machines)
@@ -74,7 +84,7 @@ class Cluster(pulumi.ComponentResource):
             f"{self._name}-control-plane",
             ControlPlaneArgs(machines.controller, settings, self._distribution, self.pki,
                              machines.bootstraps.get(machines.controller.name),
-                             machines.public_address, machines.booted),
+                             machines.public_address, machines.booted, self.secrets),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.control_plane = control_plane

@@ -2,8 +2,8 @@
 controller is installed over SSH (bare metal, hybrid) or installs itself from its user
 data at boot (cloud); the admin kubeconfig is built here from the CA, never read back."""
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Optional
 
 import pulumi
@@ -38,6 +38,8 @@ class ControlPlaneArgs:
     # the host's own; it is added to the API certificate.
     public_address: Optional[pulumi.Input[str]] = None
     booted: Optional[pulumi.Resource] = None
+    # The distribution's cluster_secrets, by name.
+    secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -60,9 +62,17 @@ class ControlPlane(pulumi.ComponentResource):
         if args.bootstrap is not None:
             self.ssh = args.bootstrap.ssh
             self.installed: pulumi.Resource = self._create_install_controller()
+            if args.distribution.controller_runs_kubelet:
+                # Its kubelet restarts with new settings: nothing uses the API meanwhile.
+                self.installed = self._step(
+                    "apply-worker-profile", args.distribution.apply_worker_profile,
+                    args.distribution.worker_profile_env(self.host),
+                    depends_on=[self.installed])
         else:
             self.ssh = None
             self.installed = self._create_wait_for_api()
+        self._shared_token = (self._cluster_join_token()
+                              if args.distribution.create_join_token is None else None)
         self.register_outputs({"apiEndpoint": self.api_endpoint, "kubeconfig": self.kubeconfig})
 
     def _step(self, step: str, script, env: dict, about: str = None,
@@ -86,7 +96,8 @@ class ControlPlane(pulumi.ComponentResource):
             "install-controller",
             distribution.install_controller,
             {**distribution.controller_env(self.host, args.pki.ca_cert_pem, sans),
-             **distribution.ca_key_env(args.pki.ca_private_key_pem)},
+             **distribution.ca_key_env(args.pki.ca_private_key_pem),
+             **distribution.cluster_secrets_env(args.secrets)},
             delete=distribution.reset_node,
             depends_on=[args.bootstrap.ready],
         )
@@ -109,6 +120,30 @@ class ControlPlane(pulumi.ComponentResource):
             logging=local.Logging.STDERR,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.booted]),
         )
+
+    def join_token_for(self, node: str, after: Sequence[pulumi.Resource] = ()) -> JoinToken:
+        """The token `node` joins with: its own, issued once `after` is done, or the one
+        every node shares, usable once the control plane is installed."""
+        if self._shared_token is not None:
+            return self._shared_token
+        return self.create_join_token(node, self._args.settings.kubernetes.worker_token_expiry,
+                                      after)
+
+    def pool_join_token(self, pool: str, provider: k8s.Provider) -> pulumi.Output[str]:
+        """The token a pool's instances join with (secret)."""
+        if self._shared_token is not None:
+            return self._shared_token.value
+        return self.create_bootstrap_token(pool, provider)
+
+    def _cluster_join_token(self) -> JoinToken:
+        """The distribution's one join token, from the CA and the cluster's secrets; it
+        waits for the control plane (a pool's instances use it as soon as it is stored)."""
+        args = self._args
+        names = list(args.secrets)
+        value = pulumi.Output.all(
+            args.pki.ca_cert_pem, self.installed.urn, *(args.secrets[n] for n in names),
+        ).apply(lambda v: args.distribution.cluster_join_token(v[0], dict(zip(names, v[2:]))))
+        return JoinToken(pulumi.Output.secret(value), self.installed.urn)
 
     def create_join_token(self, node: str, expiry: str,
                           after: Sequence[pulumi.Resource] = ()) -> JoinToken:

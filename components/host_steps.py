@@ -100,7 +100,8 @@ def install_nvidia_env(settings: StackConfig, distribution: Distribution,
         "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
         "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
         "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",
-        "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin(),
+        # Empty: the distribution adds the runtime itself; install-nvidia writes no drop-in.
+        "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin() or "",
     }
 
 

@@ -8,6 +8,7 @@ them. A fourth layout is a class here and an entry in LAYOUTS.
 - cloud: the control plane on EC2 and GPU workers in EC2 pools, all installing themselves
   at boot; the program runs no command on any machine."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -42,6 +43,8 @@ class ClusterContext:
     distribution: Distribution
     pki: ClusterPki
     parent: pulumi.Resource
+    # The distribution's cluster_secrets, by name.
+    secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -127,9 +130,11 @@ class _OnAws(Layout):
         opts = pulumi.ResourceOptions(parent=context.parent, providers=[provider])
         network = AwsNetwork(f"{context.name}-network",
                              AwsNetworkArgs(settings.aws, settings.cluster_name,
-                                            node_security_group=self.boots_itself),
+                                            node_security_group=self.boots_itself,
+                                            node_ports=context.distribution.node_ports),
                              opts=opts)
-        boot = ControllerBoot(context.distribution, context.pki) if self.boots_itself else None
+        boot = (ControllerBoot(context.distribution, context.pki, context.secrets)
+                if self.boots_itself else None)
         instance = ControlPlaneHost(
             f"{context.name}-control-plane-host",
             ControlPlaneHostArgs(settings, network, context.distribution.control_plane_ports,
@@ -207,7 +212,7 @@ class Cloud(_OnAws):
         pools = [
             GpuWorkerPool(f"{context.name}-{pool.name}", GpuWorkerPoolArgs(
                 settings, pool, self._aws.network,
-                control_plane.create_bootstrap_token(pool.name, provider),
+                control_plane.pool_join_token(pool.name, provider),
                 context.distribution, self._aws.network.node_security_group, cleanup),
                 opts=self._aws.opts)
             for pool in settings.pools

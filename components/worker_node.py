@@ -35,8 +35,7 @@ class WorkerNode(pulumi.ComponentResource):
             joined = control_plane.installed
         else:
             ready_to_join = [args.bootstrap.ready, *args.join_after]
-            token = control_plane.create_join_token(
-                host.name, args.settings.kubernetes.worker_token_expiry, after=ready_to_join)
+            token = control_plane.join_token_for(host.name, after=ready_to_join)
             joined = run_step(
                 host.name,
                 "join-worker",
@@ -73,12 +72,7 @@ class WorkerNode(pulumi.ComponentResource):
                 "apply-worker-profile",
                 on=args.bootstrap.ssh,
                 create=distribution.apply_worker_profile,
-                env={
-                    "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
-                    "CPU_MANAGER_POLICY": args.settings.tuning.cpu_manager_policy,
-                    "NODE_NAME": host.name,
-                    "KUBELET_ROOT_DIR": distribution.kubelet_root_dir,
-                },
+                env=distribution.worker_profile_env(host),
                 depends_on=[admitted, control_plane.installed],
                 parent=self,
             )

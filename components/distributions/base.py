@@ -21,25 +21,40 @@ class JoinToken:
     issued_by: pulumi.Output[str]
 
 
+# A port a node or the control plane must accept: (number, "tcp" or "udp").
+Port = tuple[int, str]
+
+
 class Distribution(Protocol):
     name: str
     install_controller: Script
     join_worker: Script
     reset_node: Script
-    # Run on the controller for each worker right before its join; prints the token.
-    create_join_token: Script
+    # Run on the controller for each worker right before its join; prints the token. None:
+    # every node joins with the one token of cluster_join_token, and so do pools.
+    create_join_token: Optional[Script]
     admit_node: Script
     remove_node: Script
     apply_worker_profile: Script
-    # kubectl on a node, as a command line, and by absolute path for systemd units.
+    # The controller runs a kubelet even when it runs no workloads, so the kubelet
+    # settings step (worker_profile_env) runs there too.
+    controller_runs_kubelet: bool
+    # kubectl on a node: a command to which --kubeconfig is added (the node-cleanup agent of
+    # a pool's instance); on the controller with its admin credential, by absolute path
+    # for systemd units.
     kubectl: str
     kubectl_path: str
     controller_service: str
     kubelet_root_dir: str
     containerd_dropin_dir: str
-    # Ports beyond the API's that nodes reach the control plane at: name -> TCP port. The
-    # names become the security group rules' names.
-    control_plane_ports: Mapping[str, int]
+    # Ports beyond the API's that nodes reach the control plane at: name -> (port,
+    # protocol). The names become the security group rules' names.
+    control_plane_ports: Mapping[str, Port]
+    # Ports the control plane reaches nodes at (EC2 nodes open them to the VPC).
+    node_ports: Mapping[str, Port]
+    # Secrets the program generates for the cluster (random, kept in its state), by name:
+    # given to install-controller (cluster_secrets_env) and to cluster_join_token.
+    cluster_secrets: Sequence[str]
 
     def node_env(self, node: Host | WorkerPool, node_ip: str) -> dict[str, str]: ...
 
@@ -52,20 +67,36 @@ class Distribution(Protocol):
     def ca_key_from_ssm_env(self, parameter: str) -> dict:
         """The same, read by the instance at boot from an SSM SecureString."""
 
+    def cluster_secrets_env(self, secrets: Mapping[str, pulumi.Input[str]]) -> dict:
+        """The cluster_secrets for install-controller, given over SSH."""
+
+    def cluster_secrets_from_ssm_env(self, parameters: Mapping[str, str]) -> dict:
+        """The same, each read at boot from the SSM SecureString named for it."""
+
     def join_env(self, token: JoinToken) -> dict:
         """join-worker's token inputs, over SSH."""
 
     def join_from_ssm_env(self, parameter: str) -> dict:
         """The same, read by a pool's instance at boot from an SSM SecureString."""
 
+    def cluster_join_token(self, ca_cert_pem: str, secrets: Mapping[str, str]) -> str:
+        """The join token every node shares (only when create_join_token is None)."""
+
     def pool_join_token(self, api_endpoint: str, ca_cert_pem: str,
                         bootstrap_token: str) -> str:
         """The join token a pool's instances share, holding `bootstrap_token` (a Kubernetes
-        bootstrap token `<id>.<secret>` the program registers)."""
+        bootstrap token `<id>.<secret>` the program registers); only when nodes get tokens
+        from create_join_token."""
 
     def worker_profile_values(self) -> str: ...
 
-    def nvidia_runtime_dropin(self) -> Optional[str]: ...
+    def worker_profile_env(self, host: Host) -> dict[str, str]:
+        """apply-worker-profile's inputs on `host` (the controller's own, when
+        controller_runs_kubelet)."""
+
+    def nvidia_runtime_dropin(self) -> Optional[str]:
+        """The containerd drop-in adding the `nvidia` runtime, or None when the
+        distribution adds it by itself."""
 
 
 def node_labels(node: "Host | WorkerPool") -> dict[str, str]:

@@ -4,7 +4,7 @@ and k0s's own containerd paths. A second distribution implements the same attrib
 import base64
 import gzip
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import yaml
@@ -33,13 +33,20 @@ class K0s:
     admit_node = Script("k0s/admit-node.sh")
     remove_node = Script("k0s/remove-node.sh")
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
+    # A pure controller runs no kubelet (K0S_ENABLE_WORKER false).
+    controller_runs_kubelet = False
     # kubectl on a node, with the distribution's own binary.
     kubectl = "k0s kubectl"
     kubectl_path = "/usr/local/bin/k0s kubectl"
     controller_service = "k0scontroller.service"
     kubelet_root_dir = KUBELET_ROOT_DIR
     # Worker joins (k0s's join API) and konnectivity agents.
-    control_plane_ports = {"k0s-join-api": 9443, "konnectivity": 8132}
+    control_plane_ports = {"k0s-join-api": (9443, "tcp"), "konnectivity": (8132, "tcp")}
+    # None: the control plane reaches kubelets through the konnectivity tunnels that
+    # the nodes open.
+    node_ports: Mapping[str, tuple[int, str]] = {}
+    # The CA key is its only secret; join tokens are issued per node.
+    cluster_secrets: Sequence[str] = ()
 
     def __init__(self, settings: StackConfig):
         self.settings = settings
@@ -131,6 +138,23 @@ class K0s:
 
     def ca_key_from_ssm_env(self, parameter: str) -> dict:
         return {"K0S_CA_KEY": "", "K0S_CA_KEY_SSM_PARAMETER": parameter}
+
+    def cluster_secrets_env(self, secrets: Mapping[str, pulumi.Input[str]]) -> dict:
+        return {}
+
+    def cluster_secrets_from_ssm_env(self, parameters: Mapping[str, str]) -> dict:
+        return {}
+
+    def cluster_join_token(self, ca_cert_pem: str, secrets: Mapping[str, str]) -> str:
+        raise NotImplementedError("k0s issues a join token per node (create_join_token)")
+
+    def worker_profile_env(self, host: Host) -> dict[str, str]:
+        return {
+            "WORKER_PROFILE_VALUES": self.worker_profile_values(),
+            "CPU_MANAGER_POLICY": self.settings.tuning.cpu_manager_policy,
+            "NODE_NAME": host.name,
+            "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
+        }
 
     def join_env(self, token: JoinToken) -> dict:
         return {"K0S_JOIN_TOKEN": token.value, "K0S_JOIN_ISSUER_URN": token.issued_by}

@@ -1,18 +1,18 @@
-"""The RKE2 boundary: the same attributes as K0s (scripts, kubectl, containerd paths,
-configs, step inputs) plus what RKE2 needs besides: its ports, the agent token and the
-Canal settings. Pure functions of the settings; no resources."""
+"""The RKE2 boundary (components/distributions/base.py): its scripts, configs, step
+inputs, ports, the agent token and the Canal settings. Pure functions of the settings;
+no resources."""
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 import pulumi
 import yaml
 
-from components.distributions.k0s import node_labels
+from components.distributions.base import JoinToken, node_labels
 from components.remote_step import Script
-from config import versions
+from config.cloud import control_plane_address
 from config.model import Host, StackConfig, WorkerPool
 
 ETC = "/etc/rancher/rke2"
@@ -29,21 +29,24 @@ CONTAINERD_SOCKET = "/run/k3s/containerd/containerd.sock"
 SUPERVISOR_PORT = 9345
 API_PORT = 6443
 # docs (rancher/rke2-docs): install/requirements.md "Inbound Network Rules" and its Canal
-# tab. name -> (port, protocol); etcd's ports matter between servers only.
-CONTROL_PLANE_PORTS = {
-    "kubernetes-api": (API_PORT, "tcp"),
-    "rke2-supervisor": (SUPERVISOR_PORT, "tcp"),
+# tab. name -> (port, protocol); etcd's ports matter between servers only. The API's
+# (6443) is every distribution's rule. Between all nodes: the kubelet (the API server
+# dials it: logs, exec), Canal's VXLAN and its health checks.
+NODE_PORTS = {
     "kubelet": (10250, "tcp"),
     "canal-vxlan": (8472, "udp"),
     "canal-health": (9099, "tcp"),
 }
-NODE_PORTS = (30000, 32767)
+CONTROL_PLANE_PORTS = {"rke2-supervisor": (SUPERVISOR_PORT, "tcp"), **NODE_PORTS}
 # Keeps workloads off a server that is not to run them (docs: install/ha.md, "node-taint:
 # CriticalAddonsOnly=true:NoExecute"); an RKE2 server always runs a kubelet.
 SERVER_ONLY_TAINT = "CriticalAddonsOnly=true:NoExecute"
 # k3s pkg/clientaccess/token.go: "K10" + hex SHA-256 of the server CA + "::" + user:password.
 AGENT_TOKEN_USER = "node"
-RKE2_RELEASE = re.compile(r"v\d+\.\d+\.\d+(-rc\d+)?\+rke2r\d+")
+# The program's random secrets (base.py cluster_secrets): RKE2's server token and the
+# agents' secret.
+SERVER_TOKEN, AGENT_SECRET = "server-token", "agent-token"
+SECRET_ENV = {SERVER_TOKEN: "RKE2_TOKEN", AGENT_SECRET: "RKE2_AGENT_TOKEN"}
 
 
 class Rke2:
@@ -59,21 +62,31 @@ class Rke2:
     admit_node = Script("rke2/admit-node.sh")
     remove_node = Script("rke2/remove-node.sh")
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
-    kubectl = f"{DATA_DIR}/bin/kubectl --kubeconfig {ADMIN_KUBECONFIG}"
+    # An RKE2 server always runs a kubelet (SERVER_ONLY_TAINT keeps workloads off it).
+    controller_runs_kubelet = True
+    # Every node has RKE2's kubectl (the runtime image's bin/, k3s pkg/agent/config); the
+    # admin kubeconfig is on the server only.
+    kubectl = f"{DATA_DIR}/bin/kubectl"
+    kubectl_path = f"{DATA_DIR}/bin/kubectl --kubeconfig {ADMIN_KUBECONFIG}"
+    controller_service = "rke2-server.service"
+    # RKE2's kubelet runs with the upstream default root (rke2/lib.sh).
+    kubelet_root_dir = "/var/lib/kubelet"
     control_plane_ports = CONTROL_PLANE_PORTS
-    # Secret inputs the lead passes like K0S_CA_KEY (directly or as <NAME>_SSM_PARAMETER).
-    ca_key_env = "RKE2_CA_KEY"
-    server_token_env = "RKE2_TOKEN"
-    agent_token_env = "RKE2_AGENT_TOKEN"
+    node_ports = NODE_PORTS
+    cluster_secrets = (SERVER_TOKEN, AGENT_SECRET)
 
     def __init__(self, settings: StackConfig):
         self.settings = settings
 
     @property
     def version(self) -> str:
-        """kubernetes.version when it names an RKE2 release, else the pinned one."""
-        version = self.settings.kubernetes.version
-        return version if RKE2_RELEASE.fullmatch(version) else versions.RKE2
+        return self.settings.kubernetes.version
+
+    def server_address(self) -> str:
+        """Where agents reach the server: the controller host's address, or the fixed
+        private address of the EC2 control plane (hybrid, cloud)."""
+        controller = next((h for h in self.settings.hosts if h.runs_control_plane), None)
+        return controller.address if controller else control_plane_address(self.settings.aws)
 
     def cluster_config(self, controller: Host, extra_sans: Sequence[str] = ()) -> str:
         """/etc/rancher/rke2/config.yaml of the server; `extra_sans` for its public
@@ -101,7 +114,7 @@ class Rke2:
                      server_address: Optional[str] = None) -> str:
         """/etc/rancher/rke2/config.yaml of an agent; an empty `node_ip` lets it pick the
         instance's address, a pool's node keeps its host name."""
-        server = server_address or self.settings.controller.address
+        server = server_address or self.server_address()
         config: dict = {"server": f"https://{server}:{SUPERVISOR_PORT}",
                         "token-file": AGENT_TOKEN_FILE}
         if isinstance(node, Host):
@@ -213,6 +226,38 @@ class Rke2:
             "NODE_NAME": node.name,
             "RKE2_SERVICE": service,
         }
+
+    def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
+        return {"RKE2_CA_KEY": ca_key_pem}
+
+    def ca_key_from_ssm_env(self, parameter: str) -> dict:
+        return {"RKE2_CA_KEY": "", "RKE2_CA_KEY_SSM_PARAMETER": parameter}
+
+    def cluster_secrets_env(self, secrets: Mapping[str, pulumi.Input[str]]) -> dict:
+        return {SECRET_ENV[name]: value for name, value in secrets.items()}
+
+    def cluster_secrets_from_ssm_env(self, parameters: Mapping[str, str]) -> dict:
+        env: dict = {}
+        for name, parameter in parameters.items():
+            env.update({SECRET_ENV[name]: "", f"{SECRET_ENV[name]}_SSM_PARAMETER": parameter})
+        return env
+
+    def join_env(self, token: JoinToken) -> dict:
+        return {"RKE2_AGENT_TOKEN": token.value}
+
+    def join_from_ssm_env(self, parameter: str) -> dict:
+        return {"RKE2_AGENT_TOKEN": "", "RKE2_AGENT_TOKEN_SSM_PARAMETER": parameter}
+
+    def cluster_join_token(self, ca_cert_pem: str, secrets: Mapping[str, str]) -> str:
+        return join_token(ca_cert_pem, secrets[AGENT_SECRET])
+
+    def pool_join_token(self, api_endpoint: str, ca_cert_pem: str,
+                        bootstrap_token: str) -> str:
+        raise NotImplementedError("RKE2 pools join with the agent token (cluster_join_token)")
+
+    def worker_profile_env(self, host: Host) -> dict[str, str]:
+        return self.agent_args_env(
+            host, "rke2-server" if host.runs_control_plane else "rke2-agent")
 
 
 def join_token(ca_cert_pem: str, agent_secret: str) -> str:

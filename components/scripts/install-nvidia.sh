@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# GPU hosts only: Ubuntu's NVIDIA server driver (with Fabric Manager on NVSwitch hosts),
-# the pinned NVIDIA Container Toolkit, the /dev/char links and the containerd drop-in k0s
-# picks up to offer the nvidia runtime. Never reboots; flags /var/run/reboot-required.
+# GPU hosts only: Ubuntu's NVIDIA server driver (with Fabric Manager on NVSwitch hosts), the
+# pinned NVIDIA Container Toolkit, the /dev/char links and the distribution's containerd
+# drop-in for the nvidia runtime (if it needs one). Never reboots; flags reboot-required.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,8 +21,10 @@ FABRIC_MANAGER_UNIT=nvidia-fabricmanager.service
 
 check_inputs() {
   : "${INSTALL_DRIVER:=true}" "${NVSWITCH:=auto}"
-  require_env NVIDIA_DRIVER_BRANCH NVIDIA_CONTAINER_TOOLKIT_VERSION CONTAINERD_DROPIN_PATH \
-    CONTAINERD_DROPIN_CONTENT
+  local required=(NVIDIA_DRIVER_BRANCH NVIDIA_CONTAINER_TOOLKIT_VERSION CONTAINERD_DROPIN_PATH)
+  # Given but empty: no drop-in (RKE2 adds the runtime when it finds the toolkit).
+  [[ -v CONTAINERD_DROPIN_CONTENT ]] || required+=(CONTAINERD_DROPIN_CONTENT)
+  require_env "${required[@]}"
   require_uint NVIDIA_DRIVER_BRANCH
   require_bool INSTALL_DRIVER
   if [[ ! "$NVSWITCH" =~ ^(auto|true|false)$ ]]; then
@@ -176,6 +178,10 @@ install_toolkit() {
 }
 
 configure_runtime() {
+  if [[ -z "$CONTAINERD_DROPIN_CONTENT" ]]; then
+    log "no containerd drop-in: the distribution adds the nvidia runtime itself"
+    return 0
+  fi
   # k0s watches this folder and reloads its containerd when a drop-in changes.
   write_text "$CONTAINERD_DROPIN_PATH" 0644 "$CONTAINERD_DROPIN_CONTENT"
 }

@@ -56,6 +56,8 @@ CA = "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n"
 
 
 def rke2_for(values: dict = None) -> Rke2:
+    values = values or bare_metal_config()
+    values.setdefault("kubernetes", {})["distribution"] = "rke2"
     return Rke2(settings_for(values))
 
 
@@ -197,8 +199,9 @@ def test_nvidia_runtime_needs_no_dropin():
 
 
 def test_control_plane_ports_cover_rke2s_inbound_rules():
+    # The API's rule (6443) is every distribution's (aws_control_plane_host.ingress_rules).
     ports = Rke2.control_plane_ports
     assert ports["rke2-supervisor"] == (9345, "tcp")
-    assert ports["kubernetes-api"] == (6443, "tcp")
+    assert 6443 not in {port for port, _ in ports.values()}
     assert ports["canal-vxlan"] == (8472, "udp")
     assert ports["kubelet"] == (10250, "tcp")

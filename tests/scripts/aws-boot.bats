@@ -83,6 +83,24 @@ watch_step() {
   assert_idempotent aws/watch-termination.sh
 }
 
+@test "watch-termination: a kubectl by absolute path (RKE2's) is kept quoted" {
+  watch_step
+  export KUBECTL=/var/lib/rancher/rke2/bin/kubectl
+  run_script aws/watch-termination.sh
+  assert_success
+  grep -qx 'KUBECTL="/var/lib/rancher/rke2/bin/kubectl"' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/node-cleanup.env"
+}
+
+@test "watch-termination: a kubectl path with a relative part or quotes is refused" {
+  watch_step
+  for bad in 'bin/kubectl' '/usr/bin/kubectl"x' '/opt/kube ctl/$x'; do
+    export KUBECTL="$bad"
+    run_script aws/watch-termination.sh
+    assert_failure
+    assert_output_contains "KUBECTL is not a command with plain words"
+  done
+}
+
 @test "watch-termination: names every bad input at once" {
   watch_step
   export KUBECTL='k0s kubectl; reboot' SSM_CLIENT=relative/path AWS_REGION=mars

@@ -114,6 +114,17 @@ options nouveau modeset=0'
   [ "$(<"$STUB_CALLS")" = "" ]
 }
 
+@test "install-nvidia: an empty drop-in (RKE2 adds the runtime itself) writes none, twice the same" {
+  export CONTAINERD_DROPIN_PATH=/var/lib/rancher/rke2/agent/etc/containerd/nvidia.toml \
+    CONTAINERD_DROPIN_CONTENT=
+  run_script install-nvidia.sh
+  assert_success
+  assert_called "^$APT "'install -y --allow-downgrades --allow-change-held-packages nvidia-container-toolkit=1\.19\.1-1 '
+  [ ! -e "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/agent/etc/containerd/nvidia.toml" ]
+  assert_output_contains "no containerd drop-in: the distribution adds the nvidia runtime itself"
+  assert_idempotent install-nvidia.sh
+}
+
 @test "install-nvidia: a relative drop-in path is rejected" {
   export CONTAINERD_DROPIN_PATH=../etc/nvidia.toml
   run_script install-nvidia.sh

@@ -11,7 +11,8 @@ set -euo pipefail
 #   NODE_CLEANUP_AGENT   the text of node-cleanup-agent.sh.
 #   NODE_CLEANUP_KUBECONFIG_PARAMETER  SSM SecureString with the kubeconfig that may delete nodes.
 #   BOOT_STATUS_PARAMETER, AWS_REGION  where the instance's boot status is (deleted with it).
-#   KUBECTL              the distribution's kubectl command, e.g. "k0s kubectl".
+#   KUBECTL              the distribution's kubectl command, e.g. "k0s kubectl" or
+#                        "/var/lib/rancher/rke2/bin/kubectl".
 #   SSM_CLIENT           path of ssm-parameter.py on the instance (kept by the boot).
 
 AGENT=/usr/local/libexec/gpu-cluster/node-cleanup-agent
@@ -32,7 +33,7 @@ check_inputs() {
   if [[ -n "${AWS_REGION:-}" && ! "$AWS_REGION" =~ $AWS_REGION_NAME ]]; then
     INPUT_PROBLEMS+=("AWS_REGION is not a region name: '$AWS_REGION'")
   fi
-  if [[ -n "${KUBECTL:-}" && ! "$KUBECTL" =~ ^[a-z0-9]+( [a-z0-9-]+)*$ ]]; then
+  if [[ -n "${KUBECTL:-}" && ! "$KUBECTL" =~ ^([a-z0-9]+|(/[A-Za-z0-9_.-]+)+)( [a-z0-9-]+)*$ ]]; then
     INPUT_PROBLEMS+=("KUBECTL is not a command with plain words: '$KUBECTL'")
   fi
   if [[ -n "${SSM_CLIENT:-}" && ! "$SSM_CLIENT" =~ ^(/[A-Za-z0-9_.-]+)+$ ]]; then
