@@ -19,7 +19,7 @@ GPU_NODE_LABEL = ("nvidia.com/gpu.present", "true")
 
 # Ports that must never be open to the internet, with what listens there.
 ADMIN_PORTS = {22: "SSH", 2049: "NFS", 6443: "the Kubernetes API", 9443: "the k0s join API",
-               10250: "the kubelet API"}
+               9345: "the RKE2 supervisor (agent joins)", 10250: "the kubelet API"}
 WORLD = ("0.0.0.0/0", "::/0")
 
 # Workloads that may run privileged (or with SYS_ADMIN / the host's PID namespace), by

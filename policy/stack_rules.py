@@ -94,7 +94,7 @@ def _machines(stack: _Stack):
 
 
 def instances_reach_the_internet(resources: Sequence[StackResource]) -> list:
-    """Every machine the program starts fetches packages, the k0s release and images, and
+    """Every machine the program starts fetches packages, the distribution's release and images, and
     boots with SSM reads: its subnets must route to a NAT gateway, or to an internet
     gateway while it has a public address (an internet gateway serves no other:
     https://docs.aws.amazon.com/vpc/latest/userguide/VPC_Internet_Gateway.html). Subnets
