@@ -18,7 +18,7 @@ import pytest
 import preview.__main__ as preview_command
 from config.model import PRIVATE_KEY_KEYS
 from policy.user_data import decode_user_data
-from preview import credentials
+from preview import credentials, vpn_placeholder
 from preview.engine import _secret_strings
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR
@@ -32,6 +32,9 @@ def made_up_secret(name: str) -> str:
     """A real value of the kind the key holds, made for this run."""
     if name in PRIVATE_KEY_KEYS:
         return credentials.ssh_private_key()
+    if name == "vpnClientProfile":
+        # A whole profile (its keys made for this run): config refuses anything else.
+        return vpn_placeholder.client_profile()
     return "Tt1-" + secrets.token_urlsafe(24)
 
 
