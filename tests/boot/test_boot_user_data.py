@@ -1,6 +1,7 @@
-"""The program's boot user data, from every example stack, through Debian's real cloud-init
-(tests/boot/cloud_init.py) against the bats suite's stubbed host (tests/boot/stub_host.py):
-every part runs, in order, and completes; a step that fails stops the steps after it.
+"""The program's boot user data, from every example stack and the variants below, through
+Debian's real cloud-init (tests/boot/cloud_init.py) against the bats suite's stubbed host
+(tests/boot/stub_host.py): every part runs, in order, and completes; a step that fails
+stops the steps after it.
 
 The stacks' offline previews are made once, while the tests are collected, so that every
 EC2 instance and launch template with user data is a test case of its own."""
@@ -20,18 +21,20 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from components.aws_boot import boot_scripts
-from components.distributions import k0s
+from components.distributions import k0s, rke2
 from config import load as load_config
 from preview.engine import Plan, ResourceRecord, run_program
 from preview.report import step_inputs
 from preview.stack_file import read_stack
 from tests.boot.cloud_init import STAGES, CloudInitRun, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host
-from tests.conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR, as_cli_config, cloud_config, preview
 
 INSTANCE = "aws:ec2/instance:Instance"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 STACKS = sorted(path.name.split(".")[1] for path in PROJECT_DIR.glob("Pulumi.*.yaml"))
+# Stacks beyond the examples: (name, config values).
+VARIANTS = {"cloud-rke2": {**cloud_config(), "kubernetes": {"distribution": "rke2"}}}
 
 # A join token in k0s's format, which join-worker checks with the API (the stub plays it).
 JOIN_TOKEN = k0s.join_token("https://10.0.1.10:6443",
@@ -45,13 +48,22 @@ CA_KEY = ec.generate_private_key(ec.SECP256R1()).private_bytes(
 HOST_KEY = ed25519.Ed25519PrivateKey.generate().private_bytes(
     serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
     serialization.NoEncryption()).decode()
+# An RKE2 agent token (its format is checked: K10<CA hash>::node:<secret>); the server
+# takes the same form as its agent token.
+RKE2_AGENT_TOKEN = rke2.join_token(
+    "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n", "0" * 64)
 # What the stubbed SSM reader returns for the parameter an input names, and where on the
 # host the step puts the value.
 SSM_VALUES = {"K0S_JOIN_TOKEN_SSM_PARAMETER": JOIN_TOKEN, "K0S_CA_KEY_SSM_PARAMETER": CA_KEY,
-              "SSH_HOST_KEY_SSM_PARAMETER": HOST_KEY}
+              "SSH_HOST_KEY_SSM_PARAMETER": HOST_KEY,
+              "RKE2_CA_KEY_SSM_PARAMETER": CA_KEY, "RKE2_TOKEN_SSM_PARAMETER": "1" * 64,
+              "RKE2_AGENT_TOKEN_SSM_PARAMETER": RKE2_AGENT_TOKEN}
 SSM_TARGETS = {"K0S_JOIN_TOKEN_SSM_PARAMETER": "/etc/k0s/worker-token",
                "K0S_CA_KEY_SSM_PARAMETER": "/var/lib/k0s/pki/ca.key",
-               "SSH_HOST_KEY_SSM_PARAMETER": "/etc/ssh/ssh_host_ed25519_key"}
+               "SSH_HOST_KEY_SSM_PARAMETER": "/etc/ssh/ssh_host_ed25519_key",
+               "RKE2_CA_KEY_SSM_PARAMETER": "/var/lib/rancher/rke2/server/tls/server-ca.key",
+               "RKE2_TOKEN_SSM_PARAMETER": "/etc/rancher/rke2/server-token",
+               "RKE2_AGENT_TOKEN_SSM_PARAMETER": "/etc/rancher/rke2/agent-token"}
 # The instance id the stubbed IMDS gives (tests/scripts/stubs/stub).
 INSTANCE_ID = "i-0123456789abcdef0"
 # Stub calls (regular expressions) that show a step did its work.
@@ -80,6 +92,16 @@ DONE = {
     "watch-termination": "gpu-cluster-node-cleanup.service watches for this instance's "
                          "termination",
 }
+# What differs with RKE2: its steps' work, last words and a call only they make.
+RKE2_WORK = {
+    "join-worker": (r"^systemctl enable rke2-agent", r"^systemctl start --no-block rke2-agent$"),
+    "install-controller": (r"^systemctl enable rke2-server",
+                           r"^systemctl start --no-block rke2-server$",
+                           r"^kubectl --kubeconfig \S+/etc/rancher/rke2/rke2\.yaml get --raw=/readyz$"),
+}
+RKE2_DONE = {"join-worker": "ready: the rke2-agent service to be active",
+             "install-controller": "ready: the Kubernetes API"}
+RKE2_FAIL = {"join-worker": r"^systemctl enable rke2-agent"}
 # A stub call (STUB_FAIL_CALL) only that step makes.
 FAIL = {"install-ssh-host-key": r"^systemctl try-restart ssh", "prepare-host":
         r"^modprobe overlay$", "install-nvidia": r"^gpg ",
@@ -89,6 +111,8 @@ FAIL = {"install-ssh-host-key": r"^systemctl try-restart ssh", "prepare-host":
 
 @functools.cache
 def plan(stack: str) -> Plan:
+    if stack in VARIANTS:
+        return preview(VARIANTS[stack], stack="test")
     return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, stack))
 
 
@@ -120,7 +144,7 @@ class Boot:
 
 def boots() -> list[Boot]:
     found = []
-    for stack in STACKS:
+    for stack in [*STACKS, *VARIANTS]:
         found += [Boot(stack, r, r.inputs["userDataBase64"])
                   for r in plan(stack).of_type(INSTANCE) if r.inputs.get("userDataBase64")]
         found += [Boot(stack, r, r.inputs["userData"])
@@ -131,9 +155,19 @@ def boots() -> list[Boot]:
 BOOTS = boots()
 
 
+@functools.cache
+def _settings(stack: str):
+    stack_file = (as_cli_config(VARIANTS[stack]) if stack in VARIANTS
+                  else read_stack(PROJECT_DIR, stack))
+    return load_config(stack_file.config, stack_file.secret_keys, stack_file.stack)
+
+
 def settings_of(case: Boot):
-    stack_file = read_stack(PROJECT_DIR, case.stack)
-    return load_config(stack_file.config, stack_file.secret_keys, case.stack)
+    return _settings(case.stack)
+
+
+def is_rke2(case: Boot) -> bool:
+    return settings_of(case).kubernetes.distribution == "rke2"
 
 
 def gpus(case: Boot) -> int:
@@ -161,7 +195,15 @@ def work(case: Boot, step: str) -> tuple[str, ...]:
     """Stub calls that show `step` did its work on this machine."""
     if step == "verify-boot" and gpus(case):
         return (r"^nvidia-smi -L$",)
-    return WORK[step]
+    return RKE2_WORK.get(step, WORK[step]) if is_rke2(case) else WORK[step]
+
+
+def done(case: Boot, step: str) -> str:
+    return RKE2_DONE.get(step, DONE[step]) if is_rke2(case) else DONE[step]
+
+
+def fail_call(case: Boot, step: str) -> str:
+    return RKE2_FAIL.get(step, FAIL[step]) if is_rke2(case) else FAIL[step]
 
 
 def boot_status(case: Boot, host: StubHost) -> str:
@@ -192,6 +234,11 @@ def run_boot(case: Boot, tmp_path: Path, **stub_controls: str
     host, and every boot's run."""
     ssm = {(region, parameter): SSM_VALUES[name] for name, region, parameter in ssm_reads(case)}
     host = stub_host(tmp_path / "host", ssm)
+    if is_rke2(case):
+        # RKE2 puts its kubectl in its data dir when it starts (the stub answers for it).
+        kubectl = host.root / "var/lib/rancher/rke2/bin/kubectl"
+        kubectl.parent.mkdir(parents=True, exist_ok=True)
+        kubectl.symlink_to(PROJECT_DIR / "tests/scripts/stubs/stub")
     env = {**host.env, "STUB_GPU_COUNT": str(gpus(case)), **stub_controls}
     runs = [run_user_data(case.user_data, tmp_path / "sandbox", env)]
     if "rebooting in" in runs[0].output:
@@ -212,7 +259,7 @@ def report(run: CloudInitRun, steps: list[str]) -> str:
 
 
 def test_every_stack_with_boot_user_data_is_covered():
-    assert "dev" in {case.stack for case in BOOTS}
+    assert {"dev", "cloud-rke2"} <= {case.stack for case in BOOTS}
     assert {case.resource.type for case in BOOTS} == {INSTANCE, TEMPLATE}
 
 
@@ -240,7 +287,7 @@ def test_every_part_runs_in_order_and_completes(case, tmp_path):
     for step in steps[:rebooted + 1] if len(runs) == 2 else []:
         assert f"gpu-cluster: {case.host}: {step}: completed in an earlier boot" in run.output
     for step in steps:
-        assert f"gpu-cluster: {case.host}: {step}: {DONE[step]}" in first.output + run.output, step
+        assert f"gpu-cluster: {case.host}: {step}: {done(case, step)}" in first.output + run.output, step
     # Each step's work, step after step.
     calls = host.calls()
     positions = [[first_call(calls, pattern) for pattern in work(case, step)] for step in steps]
@@ -269,7 +316,7 @@ def test_a_failed_step_stops_the_steps_after_it(case, step, tmp_path):
     steps = case.steps
     failed = steps.index(step)
 
-    run, host, _ = run_boot(case, tmp_path, STUB_FAIL_CALL=FAIL[step])
+    run, host, _ = run_boot(case, tmp_path, STUB_FAIL_CALL=fail_call(case, step))
 
     # cloud-init starts every part whatever the earlier ones returned (cloudinit/subp.py
     # runparts), so each later part has to refuse on its own.
