@@ -18,6 +18,8 @@ class Skip:
 DEVICE_PLUGIN = "*:DaemonSet.kube-system.nvidia-device-plugin"
 PROVISIONERS = "*:Deployment.*-provisioner.*-provisioner"
 GPU_SMOKE = "*:Job.gpu-acceptance.gpu-smoke-*"
+# The device plugin of the stacks with the static CPU manager.
+STATIC_CPU_STACKS = ("prod", "rke2")
 
 KUBERNETES = [
     Skip("CKV_K8S_15", "*", "imagePullPolicy Always: every image is pinned to a release tag "
@@ -51,15 +53,16 @@ KUBERNETES = [
          "writes the driver's libraries and ld.so.cache into the container's root"),
     Skip("CKV_K8S_22", GPU_SMOKE, "read-only root filesystem: the NVIDIA runtime's hook writes "
          "into the container's root, see the device plugin"),
-    Skip("CKV_K8S_16", "prod:DaemonSet.kube-system.nvidia-device-plugin", "privileged: with "
-         "the static CPU manager (prod) the plugin passes device specs, which upstream's chart "
-         "runs privileged; the policy pack allows it for this component only"),
-    Skip("CKV_K8S_20", "prod:DaemonSet.kube-system.nvidia-device-plugin", "privilege "
-         "escalation: implied by privileged, see CKV_K8S_16"),
-    Skip("CKV_K8S_28", "prod:DaemonSet.kube-system.nvidia-device-plugin", "NET_RAW: a "
-         "privileged container has every capability, see CKV_K8S_16"),
-    Skip("CKV_K8S_37", "prod:DaemonSet.kube-system.nvidia-device-plugin", "capabilities: a "
-         "privileged container has every capability, see CKV_K8S_16"),
+    *[Skip(check, f"{stack}:DaemonSet.kube-system.nvidia-device-plugin", reason)
+      for stack in STATIC_CPU_STACKS for check, reason in (
+          ("CKV_K8S_16", "privileged: with the static CPU manager the plugin passes device "
+           "specs, which upstream's chart runs privileged; the policy pack allows it for this "
+           "component only"),
+          ("CKV_K8S_20", "privilege escalation: implied by privileged, see CKV_K8S_16"),
+          ("CKV_K8S_28", "NET_RAW: a privileged container has every capability, see "
+           "CKV_K8S_16"),
+          ("CKV_K8S_37", "capabilities: a privileged container has every capability, see "
+           "CKV_K8S_16"))],
     Skip("CKV_K8S_38", PROVISIONERS, "the provisioner watches claims and creates volumes "
          "through the API server with its service account's token"),
     # Hardening not done yet in the add-ons' manifests (components/gpu_support.py,
@@ -121,6 +124,16 @@ SECRETS = [
           "not a password"), "e46b271d746b89b5fc5b524653935f46ebbbf1fc"),
     (Skip("CKV_SECRET_6", "tests/kubeflow/test_component.py", "the command that sets the "
           "password, not a password"), "e46b271d746b89b5fc5b524653935f46ebbbf1fc"),
+    (Skip("CKV_SECRET_6", "tests/scripts/rke2-agent.bats", "a made-up agent secret the "
+          "script test checks never reaches a log"), "df5308667a06bc652f1c9625d5ba0225ece53b69"),
+    (Skip("CKV_SECRET_6", "tests/scripts/rke2-server.bats", "a made-up agent secret the "
+          "script test checks never reaches a log"), "df5308667a06bc652f1c9625d5ba0225ece53b69"),
+    (Skip("CKV_SECRET_6", "tests/scripts/rke2-server.bats", "a fake CA key the script test "
+          "checks never reaches a log"), "142cf0879103b42c1cc5bf4a33921ffc07aaea1c"),
+    (Skip("CKV_SECRET_6", "tests/scripts/rke2-server.bats", "a made-up server token the "
+          "script test checks never reaches a log"), "4b073b54ed968a0aac09986837a90ebcfc6aa71d"),
+    (Skip("CKV_SECRET_6", "tests/scripts/rke2-server.bats", "a made-up second server token "
+          "the script test refuses to apply"), "55ee0bcfba1260bbec3dab425ed4800733a1e3ca"),
     (Skip("CKV_SECRET_6", "tests/distribute/test_merge.py", "a placeholder token in a made-up "
           "kubeconfig the merge test reads"), "ef05976d5672d9a762350e7cb52ce20cc13326a8"),
 ]

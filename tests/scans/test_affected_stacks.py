@@ -14,20 +14,22 @@ _SPEC = importlib.util.spec_from_file_location(
 affected_stacks = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(affected_stacks)
 
+# Every example stack: a change to the program previews (and updates) them all.
+EVERY = ["dev", "lab", "prod", "rke2"]
 CASES = [
     (["README.md"], []),
     (["tests/policy/test_rules.py", "preview/report.py", "Makefile"], []),
     (["Pulumi.dev.yaml"], ["dev"]),
     (["Pulumi.dev.yaml", "Pulumi.prod.yaml", "docs/x.md"], ["dev", "prod"]),
     (["Pulumi.gone.yaml"], []),
-    (["components/gpu_support.py"], ["dev", "lab", "prod"]),
-    (["config/model.py"], ["dev", "lab", "prod"]),
-    (["__main__.py"], ["dev", "lab", "prod"]),
-    (["requirements.txt"], ["dev", "lab", "prod"]),
+    (["components/gpu_support.py"], EVERY),
+    (["config/model.py"], EVERY),
+    (["__main__.py"], EVERY),
+    (["requirements.txt"], EVERY),
     (["requirements-dev.txt"], []),
-    (["policy/rules.py"], ["dev", "lab", "prod"]),
+    (["policy/rules.py"], EVERY),
     (["components.md"], []),
-    ([".github/workflows/up.yml"], ["dev", "lab", "prod"]),
+    ([".github/workflows/up.yml"], EVERY),
 ]
 
 
@@ -37,10 +39,11 @@ def test_affected(changed, expected):
 
 
 def test_layouts_decide_aws_credentials_and_region():
-    described = {s: affected_stacks.describe(s, PROJECT_DIR) for s in ("lab", "prod", "dev")}
+    described = {s: affected_stacks.describe(s, PROJECT_DIR) for s in EVERY}
     assert described["lab"]["aws"] is False
     assert described["prod"] == {"stack": "prod", "aws": True, "region": "us-east-1"}
     assert described["dev"] == {"stack": "dev", "aws": True, "region": "us-west-2"}
+    assert described["rke2"] == {"stack": "rke2", "aws": True, "region": "ap-northeast-2"}
 
 
 def _outputs(capsys, argv, project_dir=PROJECT_DIR) -> dict:
@@ -51,12 +54,12 @@ def _outputs(capsys, argv, project_dir=PROJECT_DIR) -> dict:
 
 def test_prod_is_apart_from_the_other_stacks(capsys):
     found = _outputs(capsys, ["--all"])
-    assert [i["stack"] for i in found["stacks"]] == ["dev", "lab"]
+    assert [i["stack"] for i in found["stacks"]] == ["dev", "lab", "rke2"]
     assert [i["stack"] for i in found["prod"]] == ["prod"]
-    assert [i["stack"] for i in found["all"]] == ["dev", "lab", "prod"]
+    assert [i["stack"] for i in found["all"]] == EVERY
     assert _outputs(capsys, ["--stack", "lab"])["prod"] == []
     # A first push has no commit before it: every stack.
-    assert len(_outputs(capsys, ["--base", "0" * 40])["all"]) == 3
+    assert len(_outputs(capsys, ["--base", "0" * 40])["all"]) == len(EVERY)
     assert affected_stacks.main(["--stack", "nope"], PROJECT_DIR) == 2
 
 
