@@ -112,7 +112,7 @@ FAIL = {"install-ssh-host-key": r"^systemctl try-restart ssh", "prepare-host":
 @functools.cache
 def plan(stack: str) -> Plan:
     if stack in VARIANTS:
-        return preview(VARIANTS[stack], stack="test")
+        return preview(VARIANTS[stack])
     return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, stack))
 
 
