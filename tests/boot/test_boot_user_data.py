@@ -149,7 +149,9 @@ def boots() -> list[Boot]:
                   for r in plan(stack).of_type(INSTANCE) if r.inputs.get("userDataBase64")]
         found += [Boot(stack, r, r.inputs["userData"])
                   for r in plan(stack).of_type(TEMPLATE) if r.inputs.get("userData")]
-    return found
+    # In a fixed order: resources register concurrently, and every xdist worker must
+    # collect the same tests.
+    return sorted(found, key=lambda boot: boot.id)
 
 
 BOOTS = boots()
