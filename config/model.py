@@ -49,19 +49,12 @@ CONTROL_PLANE_ROLES = ("controller", "controller+worker")
 WORKER_ROLES = ("worker", "controller+worker")
 
 
-# Each distribution's release tags, matched whole (k0s: github.com/k0sproject/k0s/releases;
-# RKE2: github.com/rancher/rke2/releases, the form rke2/lib.sh RKE2_RELEASE checks).
-DISTRIBUTION_RELEASES = {
-    "k0s": (versions.K0S, re.compile(r"v\d+\.\d+\.\d+\+k0s\.\d+")),
-    "rke2": (versions.RKE2, re.compile(r"v\d+\.\d+\.\d+(-rc\d+)?\+rke2r\d+")),
-}
-# RKE2 serves the API on 6443 only: its server drops --https-listen-port (rancher/rke2
-# pkg/cli/cmds/server.go, the flags it hides and overrides).
-RKE2_API_PORT = 6443
+# The distributions' names, from config/versions.py.
+DistributionName = Literal[tuple(versions.DISTRIBUTIONS)]  # type: ignore[valid-type]
 
 
 class KubernetesSettings(Section):
-    distribution: Literal["k0s", "rke2"] = "k0s"
+    distribution: DistributionName = "k0s"
     # Defaults to the distribution's pin (config/versions.py).
     version: str = Field(default="", validate_default=True)
     api_port: Port = 6443
@@ -77,20 +70,24 @@ class KubernetesSettings(Section):
     @classmethod
     def _release_version(cls, value: str, info: ValidationInfo) -> str:
         distribution = info.data.get("distribution")
-        if distribution not in DISTRIBUTION_RELEASES:
+        if distribution not in versions.DISTRIBUTIONS:
             return value
-        pin, form = DISTRIBUTION_RELEASES[distribution]
+        release = versions.DISTRIBUTIONS[distribution]
         if not value:
-            return pin
-        if not form.fullmatch(value):
-            raise ValueError(f"'{value}' is not a {distribution} release version like {pin}")
+            return release.pin
+        if not release.release_form.fullmatch(value):
+            raise ValueError(f"'{value}' is not a {distribution} release version like "
+                             f"{release.pin}")
         return value
 
     @field_validator("api_port")
     @classmethod
-    def _rke2_api_port(cls, value: int, info: ValidationInfo) -> int:
-        if info.data.get("distribution") == "rke2" and value != RKE2_API_PORT:
-            raise ValueError(f"must be {RKE2_API_PORT} with distribution rke2: RKE2 serves "
+    def _fixed_api_port(cls, value: int, info: ValidationInfo) -> int:
+        distribution = info.data.get("distribution")
+        fixed = versions.DISTRIBUTIONS[distribution].fixed_api_port \
+            if distribution in versions.DISTRIBUTIONS else None
+        if fixed is not None and value != fixed:
+            raise ValueError(f"must be {fixed} with distribution {distribution}: it serves "
                              "the API on that port only")
         return value
 

@@ -4,11 +4,36 @@ Stack config may override these under `gpu-cluster:versions`; the defaults below
 what the project is tested with. Python dependencies are pinned in requirements*.txt.
 """
 
+import re
+from dataclasses import dataclass
+from typing import Optional
+
 K0S = "v1.36.3+k0s.2"
 # RKE2, the second distribution (kubernetes.distribution: rke2): the release tag whose
 # rke2.linux-<arch>.tar.gz and sha256sum-<arch>.txt the rke2 scripts install
 # (github.com/rancher/rke2/releases; install.sh download_tarball/download_checksums).
 RKE2 = "v1.36.3+rke2r1"
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A Kubernetes distribution the program installs: its pinned release, the form of
+    its release tags (matched whole), and the API port when it cannot serve another."""
+
+    pin: str
+    release_form: re.Pattern
+    fixed_api_port: Optional[int] = None
+
+
+# kubernetes.distribution's values; each has its module components/distributions/<name>.py
+# and its scripts in components/scripts/<name>/. Tags: github.com/k0sproject/k0s/releases;
+# github.com/rancher/rke2/releases (the form rke2/lib.sh RKE2_RELEASE checks). RKE2's server
+# drops --https-listen-port (rancher/rke2 pkg/cli/cmds/server.go).
+DISTRIBUTIONS = {
+    "k0s": Distribution(K0S, re.compile(r"v\d+\.\d+\.\d+\+k0s\.\d+")),
+    "rke2": Distribution(RKE2, re.compile(r"v\d+\.\d+\.\d+(-rc\d+)?\+rke2r\d+"),
+                         fixed_api_port=6443),
+}
 # NVIDIA's production driver branch, installed from Ubuntu's *-server packages.
 NVIDIA_DRIVER_BRANCH = "580"
 # apt version of nvidia-container-toolkit and its libraries.

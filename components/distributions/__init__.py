@@ -1,12 +1,19 @@
 """Kubernetes distributions behind one interface (components/distributions/base.py): the
-one `kubernetes.distribution` names is the only one the program knows."""
+one `kubernetes.distribution` names (config/versions.py DISTRIBUTIONS) is the only one the
+program knows. Each lives in components/distributions/<name>.py as its DISTRIBUTION."""
+
+import importlib
 
 from components.distributions.base import Distribution
-from components.distributions.k0s import K0s
-from components.distributions.rke2 import Rke2
+from config import versions
 from config.model import StackConfig
 
-DISTRIBUTIONS = {"k0s": K0s, "rke2": Rke2}
+
+def distribution_class(name: str) -> type:
+    return importlib.import_module(f"components.distributions.{name}").DISTRIBUTION
+
+
+DISTRIBUTIONS = {name: distribution_class(name) for name in versions.DISTRIBUTIONS}
 
 
 def distribution_for(settings: StackConfig) -> Distribution:

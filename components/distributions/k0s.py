@@ -200,3 +200,7 @@ def join_token(api_endpoint: str, ca_cert_pem: str, bootstrap_token: str) -> str
     }
     data = yaml.safe_dump(kubeconfig, sort_keys=False).encode()
     return base64.b64encode(gzip.compress(data, mtime=0)).decode()
+
+
+# What components/distributions/__init__.py loads for this distribution.
+DISTRIBUTION = K0s

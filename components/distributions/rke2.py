@@ -273,3 +273,7 @@ def join_token(ca_cert_pem: str, agent_secret: str) -> str:
 def address_regex(addresses: Sequence[str]) -> str:
     """An anchored regular expression matching exactly these IPv4 addresses."""
     return "^(" + "|".join(re.escape(a) for a in sorted(set(addresses))) + ")$"
+
+
+# What components/distributions/__init__.py loads for this distribution.
+DISTRIBUTION = Rke2
