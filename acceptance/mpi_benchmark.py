@@ -53,7 +53,7 @@ ALL_REDUCE_ARGS = ("-b", "8", "-e", "8G", "-f", "2", "-g", "1")
 # rules in Python; tests/acceptance run both on the same logs.
 LAUNCHER_SCRIPT = """\
 set -u
-log=/tmp/all_reduce_perf.log
+log="${TMPDIR:-/tmp}/all_reduce_perf.log"
 fail() {
   echo "FAIL: $*" >&2
   exit 1

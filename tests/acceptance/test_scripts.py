@@ -13,9 +13,6 @@ from acceptance import nccl_results
 from tests.acceptance.rendering import mpijob_parts, only, rendered, smoke_jobs_by_node
 from tests.conftest import require_tool
 
-# The launcher's check writes /tmp/all_reduce_perf.log, as in its pod: one worker (xdist).
-pytestmark = pytest.mark.xdist_group("launcher-log")
-
 
 def rwx_script() -> str:
     (container,) = only(rendered("lab")["rwx-check.yaml"], "Job")["spec"]["template"]["spec"][
@@ -118,7 +115,9 @@ def run_launcher(tmp_path: Path, log: str, network: str, nodes: int, mpirun_rc: 
     _, _, _, launcher_container, _ = mpijob_parts(case)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
            "FAKE_LOG": str(tmp_path / "recorded.log"), "FAKE_MPIRUN_RC": str(mpirun_rc),
-           "CHECK_NETWORK": network, "CHECK_NODES": str(nodes)}
+           "CHECK_NETWORK": network, "CHECK_NODES": str(nodes),
+           # Its log in the test's own folder (in the pod: /tmp).
+           "TMPDIR": str(tmp_path)}
     return subprocess.run([*launcher_container["command"], *launcher_container["args"]],
                           env=env, capture_output=True, text=True, timeout=60)
 
