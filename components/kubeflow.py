@@ -252,8 +252,11 @@ def write_overlays(settings: StackConfig) -> dict[str, str]:
         folder = PROJECT_DIR / relative
         folder.mkdir(parents=True, exist_ok=True)
         files = overlay.render_stage(kubeflow, stage, folder)
-        for stale in set(os.listdir(folder)) - set(files):
-            (folder / stale).unlink()
+        # Hidden names are other runs' files being written; a file another run removed
+        # first is gone all the same.
+        for stale in {name for name in os.listdir(folder) if not name.startswith(".")} \
+                - set(files):
+            (folder / stale).unlink(missing_ok=True)
         for file_name, text in files.items():
             _write_atomically(folder / file_name, text)
         folders[stage.name] = relative
@@ -262,6 +265,7 @@ def write_overlays(settings: StackConfig) -> dict[str, str]:
 
 def _write_atomically(path: Path, text: str) -> None:
     # Another run (a preview in a second shell) never reads half a file.
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as temporary:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".", suffix=".tmp",
+                                     delete=False) as temporary:
         temporary.write(text)
     os.replace(temporary.name, path)
