@@ -30,8 +30,10 @@ class Distribution:
 # github.com/rancher/rke2/releases (the form rke2/lib.sh RKE2_RELEASE checks). RKE2's server
 # drops --https-listen-port (rancher/rke2 pkg/cli/cmds/server.go).
 DISTRIBUTIONS = {
-    "k0s": Distribution(K0S, re.compile(r"v\d+\.\d+\.\d+\+k0s\.\d+")),
-    "rke2": Distribution(RKE2, re.compile(r"v\d+\.\d+\.\d+(-rc\d+)?\+rke2r\d+"),
+    # The same forms as the scripts' checks (k0s/lib.sh k0s_install_binary, rke2/lib.sh
+    # RKE2_RELEASE; tests/config/test_release_forms.py has bash judge both alike).
+    "k0s": Distribution(K0S, re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+")),
+    "rke2": Distribution(RKE2, re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+(-rc[0-9]+)?\+rke2r[0-9]+"),
                          fixed_api_port=6443),
 }
 # NVIDIA's production driver branch, installed from Ubuntu's *-server packages.
