@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import kube
+from components import kube, ssm_paths
 from components.cluster_pki import ClusterPki
 from components.kubeconfig import client_kubeconfig
 from config.access import Team, User
@@ -104,7 +104,7 @@ class Access(pulumi.ComponentResource):
             for user in access.users:
                 parameter = aws.ssm.Parameter(
                     f"{name}-{user.name}-kubeconfig",
-                    name=user_parameter_name(args.settings, user),
+                    name=ssm_paths.user_kubeconfig(args.settings.cluster_name, user.name),
                     type="SecureString",
                     # A kubeconfig can exceed the standard tier's 4 KB.
                     tier="Intelligent-Tiering",
@@ -138,9 +138,6 @@ class Access(pulumi.ComponentResource):
         ).apply(lambda v: client_kubeconfig(cluster, v[0], v[1], f"{cluster}-{user.name}",
                                             v[2], v[3])))
 
-
-def user_parameter_name(settings: StackConfig, user: User) -> str:
-    return f"/gpu-cluster/{settings.cluster_name}/users/{user.name}/kubeconfig"
 
 
 def team_objects(team: Team, kubeflow_owner: Optional[str] = None) -> list[dict]:

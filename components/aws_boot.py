@@ -8,7 +8,7 @@ import email
 import gzip
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
@@ -20,12 +20,10 @@ from components.host_steps import HostStep
 from components.remote_step import (
     SSM_READER,
     DataFile,
-    Script,
     read_script,
     render_step_functions,
 )
 from components.shell_text import python_without_docs, without_comment_lines
-from config.model import StackConfig
 
 # EC2 refuses larger user data, even compressed.
 USER_DATA_LIMIT_BYTES = 16384
@@ -39,11 +37,6 @@ def secret_parameter(name: str, parameter_name: str, value: pulumi.Input[str], t
     return aws.ssm.Parameter(name, name=parameter_name, type="SecureString",
                              value=pulumi.Output.secret(value), tags=tags, opts=opts)
 
-
-def boot_status_path(cluster_name: str, machine: str) -> str:
-    """Where the instances of `machine` (the controller or a pool) report their boot, one
-    parameter per instance id."""
-    return f"/gpu-cluster/{cluster_name}/boot-status/{machine}"
 
 
 def instance_policy(read_arns: Sequence[str], status_path: str) -> str:

@@ -14,10 +14,10 @@ import pulumi_aws as aws
 import pulumi_tls as tls
 from cryptography.hazmat.primitives import serialization
 
+from components import ssm_paths
 from components.aws_boot import (
     EC2_SSH_PORT,
     BootReport,
-    boot_status_path,
     boot_user_data,
     instance_profile,
     secret_parameter,
@@ -127,12 +127,15 @@ class ControlPlaneHost(pulumi.ComponentResource):
         settings = self._args.settings
         key = tls.PrivateKey(f"{self._name}-ssh-host-key", algorithm="ED25519", opts=self._opts)
         self.ssh_host_key_parameter = secret_parameter(
-            f"{self._name}-ssh-host-key", ssh_host_key_parameter_name(settings),
+            f"{self._name}-ssh-host-key", self._parameter("ssh-host-key"),
             key.private_key_openssh, self._tags(), self._opts)
         self._made_host_public_key = key.public_key_openssh.apply(str.strip)
         configured = settings.aws.control_plane.ssh_host_key
         self.ssh_host_public_key: pulumi.Input[str] = (
             configured if configured else self._made_host_public_key)
+
+    def _parameter(self, secret: str) -> str:
+        return ssm_paths.control_plane_secret(self._args.settings.cluster_name, secret)
 
     def _create_boot_profile(self) -> aws.iam.InstanceProfile:
         """What the instance reads at boot, readable by its role only: its SSH host key and,
@@ -141,16 +144,16 @@ class ControlPlaneHost(pulumi.ComponentResource):
         reads = [self.ssh_host_key_parameter]
         if self._args.boot is not None:
             self.ca_key_parameter = secret_parameter(
-                f"{self._name}-ca-key", ca_key_parameter_name(settings),
+                f"{self._name}-ca-key", self._parameter("ca-key"),
                 self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts)
             reads.append(self.ca_key_parameter)
             reads += [secret_parameter(f"{self._name}-{name}",
-                                       secret_parameter_name(settings, name), value,
+                                       self._parameter(name), value,
                                        self._tags(), self._opts)
                       for name, value in self._args.boot.secrets.items()]
         return instance_profile(
             f"{self._name}-role", reads,
-            boot_status_path(settings.cluster_name, self.host.name), self._tags(), self._opts)
+            ssm_paths.boot_status(settings.cluster_name, self.host.name), self._tags(), self._opts)
 
     def _boot_user_data(self, public_ip: Optional[pulumi.Output[str]]) -> pulumi.Output[str]:
         """Its SSH host key; on cloud, then host settings and the controller with the
@@ -158,7 +161,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
         from SSM, never put in user data."""
         settings, boot, host = self._args.settings, self._args.boot, self.host
         steps = [HostStep("install-ssh-host-key", INSTALL_SSH_HOST_KEY, {
-            "SSH_HOST_KEY_SSM_PARAMETER": ssh_host_key_parameter_name(settings),
+            "SSH_HOST_KEY_SSM_PARAMETER": self._parameter("ssh-host-key"),
             "SSH_HOST_PUBLIC_KEY": self._made_host_public_key,
         })]
         if boot is not None:
@@ -170,13 +173,13 @@ class ControlPlaneHost(pulumi.ComponentResource):
                 HostStep("install-controller", boot.distribution.install_controller, {
                     **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
                                                        pulumi.Output.all(*sans)),
-                    **boot.distribution.ca_key_from_ssm_env(ca_key_parameter_name(settings)),
+                    **boot.distribution.ca_key_from_ssm_env(self._parameter("ca-key")),
                     **boot.distribution.cluster_secrets_from_ssm_env(
-                        {name: secret_parameter_name(settings, name) for name in boot.secrets}),
+                        {name: self._parameter(name) for name in boot.secrets}),
                 }),
             ]
         report = BootReport(settings.aws.region,
-                            boot_status_path(settings.cluster_name, host.name))
+                            ssm_paths.boot_status(settings.cluster_name, host.name))
         return boot_user_data(host.name, steps, report, cloud_config(host.name))
 
     def _create_instance(self, user_data: pulumi.Input[str],
@@ -282,16 +285,7 @@ def cluster_cidrs(settings: StackConfig) -> list[str]:
     return cidrs
 
 
-def ssh_host_key_parameter_name(settings: StackConfig) -> str:
-    return f"/gpu-cluster/{settings.cluster_name}/control-plane/ssh-host-key"
 
-
-def ca_key_parameter_name(settings: StackConfig) -> str:
-    return f"/gpu-cluster/{settings.cluster_name}/control-plane/ca-key"
-
-
-def secret_parameter_name(settings: StackConfig, secret: str) -> str:
-    return f"/gpu-cluster/{settings.cluster_name}/control-plane/{secret}"
 
 
 def cloud_config(hostname: str) -> str:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components import ssm_paths
 from components.aws_boot import (
     EC2_SSH_PORT,
     USER_DATA_LIMIT_BYTES,
     BootReport,
-    boot_status_path,
     instance_profile,
     multipart_gzip,
     multipart_gzip_base64,
@@ -97,14 +97,15 @@ class GpuWorkerPool(pulumi.ComponentResource):
 
     def _store_join_token(self) -> aws.ssm.Parameter:
         settings, pool = self._args.settings, self._args.pool
-        return secret_parameter(f"{self._name}-join-token", token_parameter_name(settings, pool),
+        return secret_parameter(f"{self._name}-join-token",
+                                ssm_paths.pool_join_token(settings.cluster_name, pool.name),
                                 self._args.join_token, self._tags(), self._opts)
 
     def _create_instance_profile(self) -> aws.iam.InstanceProfile:
         settings, pool = self._args.settings, self._args.pool
         return instance_profile(
             f"{self._name}-node", [self.token_parameter, self._args.node_cleanup.parameter],
-            boot_status_path(settings.cluster_name, pool.name), self._tags(), self._opts)
+            ssm_paths.boot_status(settings.cluster_name, pool.name), self._tags(), self._opts)
 
     def _create_launch_template(self, profile: aws.iam.InstanceProfile) -> aws.ec2.LaunchTemplate:
         settings, pool, network = self._args.settings, self._args.pool, self._args.network
@@ -136,9 +137,6 @@ class GpuWorkerPool(pulumi.ComponentResource):
         )
 
 
-def token_parameter_name(settings: StackConfig, pool: WorkerPool) -> str:
-    return f"/gpu-cluster/{settings.cluster_name}/{pool.name}/join-token"
-
 
 def pool_boot_steps(settings: StackConfig, pool: WorkerPool,
                     distribution: Distribution) -> list[HostStep]:
@@ -153,7 +151,8 @@ def pool_boot_steps(settings: StackConfig, pool: WorkerPool,
     steps = preparation_steps(settings, distribution, machine)
     steps.append(HostStep("join-worker", distribution.join_worker, {
         **distribution.node_env(pool, ""),
-        **distribution.join_from_ssm_env(token_parameter_name(settings, pool)),
+        **distribution.join_from_ssm_env(
+            ssm_paths.pool_join_token(settings.cluster_name, pool.name)),
         # Only recorded: new kubelet settings roll the pool (new instances start with them).
         "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
     }))
@@ -164,7 +163,8 @@ def pool_boot_steps(settings: StackConfig, pool: WorkerPool,
 
 def pool_boot_scripts(settings: StackConfig, pool: WorkerPool,
                       distribution: Distribution) -> list[str]:
-    report = BootReport(settings.aws.region, boot_status_path(settings.cluster_name, pool.name))
+    report = BootReport(settings.aws.region,
+                        ssm_paths.boot_status(settings.cluster_name, pool.name))
     return render_boot_parts(pool.name, pool_boot_steps(settings, pool, distribution), report)
 
 

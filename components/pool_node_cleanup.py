@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import kube
+from components import kube, ssm_paths
 from components.aws_boot import secret_parameter
 from components.cluster_pki import ClusterPki
 from components.distributions.base import Distribution
@@ -31,16 +31,13 @@ SSM_CLIENT_PATH = "/var/lib/gpu-cluster/boot/ssm-parameter.py"
 HOLD_SECONDS = 120
 
 
-def kubeconfig_parameter_name(cluster_name: str) -> str:
-    return f"/gpu-cluster/{cluster_name}/node-cleanup/kubeconfig"
-
 
 def node_cleanup_env(cluster_name: str, distribution: Distribution) -> dict[str, str]:
     """The inputs of the watch-termination boot step."""
     return {
         # Installed without its comments: user data has a size limit.
         "NODE_CLEANUP_AGENT": without_comment_lines(NODE_CLEANUP_AGENT.text()),
-        "NODE_CLEANUP_KUBECONFIG_PARAMETER": kubeconfig_parameter_name(cluster_name),
+        "NODE_CLEANUP_KUBECONFIG_PARAMETER": ssm_paths.node_cleanup_kubeconfig(cluster_name),
         "KUBECTL": distribution.kubectl,
         "SSM_CLIENT": SSM_CLIENT_PATH,
     }
@@ -85,7 +82,7 @@ class PoolNodeCleanup(pulumi.ComponentResource):
         ).apply(lambda v: client_kubeconfig(args.cluster_name, v[0], v[1],
                                             "node-cleanup", v[2], v[3]))
         self.parameter = secret_parameter(
-            f"{name}-kubeconfig", kubeconfig_parameter_name(args.cluster_name), kubeconfig,
+            f"{name}-kubeconfig", ssm_paths.node_cleanup_kubeconfig(args.cluster_name), kubeconfig,
             {**args.tags, "gpu-cluster/cluster": args.cluster_name},
             pulumi.ResourceOptions(parent=self))
         self.register_outputs({"parameter": self.parameter.name})

@@ -1,0 +1,31 @@
+"""Where the program keeps its SSM parameters on the AWS layouts: one scheme,
+/gpu-cluster/<cluster>/..., so each instance role's policy (its own parameters only, see
+aws_boot.instance_profile) and users' fetch commands follow from the names here."""
+
+
+def cluster_prefix(cluster_name: str) -> str:
+    return f"/gpu-cluster/{cluster_name}"
+
+
+def control_plane_secret(cluster_name: str, secret: str) -> str:
+    """A secret the control-plane instance reads at boot: ssh-host-key, ca-key, or one of
+    the distribution's cluster secrets."""
+    return f"{cluster_prefix(cluster_name)}/control-plane/{secret}"
+
+
+def pool_join_token(cluster_name: str, pool: str) -> str:
+    return f"{cluster_prefix(cluster_name)}/{pool}/join-token"
+
+
+def boot_status(cluster_name: str, machine: str) -> str:
+    """Where the instances of `machine` (the controller or a pool) report their boot, one
+    parameter per instance id."""
+    return f"{cluster_prefix(cluster_name)}/boot-status/{machine}"
+
+
+def node_cleanup_kubeconfig(cluster_name: str) -> str:
+    return f"{cluster_prefix(cluster_name)}/node-cleanup/kubeconfig"
+
+
+def user_kubeconfig(cluster_name: str, user: str) -> str:
+    return f"{cluster_prefix(cluster_name)}/users/{user}/kubeconfig"
