@@ -12,7 +12,7 @@ import pulumi_random as random
 from pulumi_command import local, remote
 
 from components.cluster_pki import ClusterPki
-from components.distributions.base import Distribution, JoinToken
+from components.distributions.base import BOOTSTRAP_TOKEN, Distribution, JoinToken
 from components.host_bootstrap import HostBootstrap
 from components.kubeconfig import client_kubeconfig
 from components.remote_step import Script, envelope, run_step
@@ -142,7 +142,8 @@ class ControlPlane(pulumi.ComponentResource):
         names = list(args.secrets)
         value = pulumi.Output.all(
             args.pki.ca_cert_pem, self.installed.urn, *(args.secrets[n] for n in names),
-        ).apply(lambda v: args.distribution.cluster_join_token(v[0], dict(zip(names, v[2:]))))
+        ).apply(lambda v: args.distribution.shared_join_token(
+            self.node_endpoint, v[0], dict(zip(names, v[2:]))))
         return JoinToken(pulumi.Output.secret(value), self.installed.urn)
 
     def create_join_token(self, node: str, expiry: str,
@@ -179,8 +180,8 @@ class ControlPlane(pulumi.ComponentResource):
         )
         return pulumi.Output.secret(pulumi.Output.all(
             self.node_endpoint, self._args.pki.ca_cert_pem, token.hex, secret.id,
-        ).apply(lambda v: self._args.distribution.pool_join_token(
-            v[0], v[1], f"{v[2][:6]}.{v[2][6:22]}")))
+        ).apply(lambda v: self._args.distribution.shared_join_token(
+            v[0], v[1], {BOOTSTRAP_TOKEN: f"{v[2][:6]}.{v[2][6:22]}"})))
 
 
 def bootstrap_token_secret(token_id: str, token_secret: str, description: str) -> dict:

@@ -9,6 +9,7 @@ them. A fourth layout is a class here and an entry in LAYOUTS.
   at boot; the program runs no command on any machine."""
 
 from collections.abc import Mapping
+import abc
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -77,13 +78,14 @@ class Machines:
     aws_opts: Optional[pulumi.ResourceOptions] = None
 
 
-class Layout:
+class Layout(abc.ABC):
     def __init__(self, context: ClusterContext):
         self.context = context
         self.pools: list[dict] = []
 
+    @abc.abstractmethod
     def machines(self) -> Machines:
-        raise NotImplementedError
+        """The machines of the cluster, prepared as this layout does it."""
 
     def nodes_after(self, control_plane: ControlPlane, provider: k8s.Provider,
                     machines: Machines) -> list[pulumi.Resource]:

@@ -21,6 +21,8 @@ class JoinToken:
     issued_by: pulumi.Output[str]
 
 
+# The secret shared_join_token gets for a pool: a bootstrap token the program registers.
+BOOTSTRAP_TOKEN = "bootstrap-token"
 # A port a node or the control plane must accept: (number, "tcp" or "udp").
 Port = tuple[int, str]
 
@@ -31,7 +33,7 @@ class Distribution(Protocol):
     join_worker: Script
     reset_node: Script
     # Run on the controller for each worker right before its join; prints the token. None:
-    # every node joins with the one token of cluster_join_token, and so do pools.
+    # every node joins with the one token of shared_join_token, and so do pools.
     create_join_token: Optional[Script]
     admit_node: Script
     remove_node: Script
@@ -53,7 +55,7 @@ class Distribution(Protocol):
     # Ports the control plane reaches nodes at (EC2 nodes open them to the VPC).
     node_ports: Mapping[str, Port]
     # Secrets the program generates for the cluster (random, kept in its state), by name:
-    # given to install-controller (cluster_secrets_env) and to cluster_join_token.
+    # given to install-controller (cluster_secrets_env) and to shared_join_token.
     cluster_secrets: Sequence[str]
 
     def node_env(self, node: Host | WorkerPool, node_ip: str) -> dict[str, str]: ...
@@ -79,14 +81,12 @@ class Distribution(Protocol):
     def join_from_ssm_env(self, parameter: str) -> dict:
         """The same, read by a pool's instance at boot from an SSM SecureString."""
 
-    def cluster_join_token(self, ca_cert_pem: str, secrets: Mapping[str, str]) -> str:
-        """The join token every node shares (only when create_join_token is None)."""
-
-    def pool_join_token(self, api_endpoint: str, ca_cert_pem: str,
-                        bootstrap_token: str) -> str:
-        """The join token a pool's instances share, holding `bootstrap_token` (a Kubernetes
-        bootstrap token `<id>.<secret>` the program registers); only when nodes get tokens
-        from create_join_token."""
+    def shared_join_token(self, api_endpoint: str, ca_cert_pem: str,
+                          secrets: Mapping[str, str]) -> str:
+        """A join token several nodes share, from the secrets the program made: the
+        cluster_secrets (every node's, when create_join_token is None) or, for a pool of a
+        distribution that issues tokens per node, BOOTSTRAP_TOKEN (a Kubernetes bootstrap
+        token `<id>.<secret>` the program registers)."""
 
     def worker_profile_values(self) -> str: ...
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import yaml
 
-from components.distributions.base import JoinToken, node_labels
+from components.distributions.base import BOOTSTRAP_TOKEN, JoinToken, node_labels
 from components.remote_step import Script
 from config.model import Host, StackConfig, WorkerPool
 
@@ -145,9 +145,6 @@ class K0s:
     def cluster_secrets_from_ssm_env(self, parameters: Mapping[str, str]) -> dict:
         return {}
 
-    def cluster_join_token(self, ca_cert_pem: str, secrets: Mapping[str, str]) -> str:
-        raise NotImplementedError("k0s issues a join token per node (create_join_token)")
-
     def worker_profile_env(self, host: Host) -> dict[str, str]:
         return {
             "WORKER_PROFILE_VALUES": self.worker_profile_values(),
@@ -162,9 +159,9 @@ class K0s:
     def join_from_ssm_env(self, parameter: str) -> dict:
         return {"K0S_JOIN_TOKEN": "", "K0S_JOIN_TOKEN_SSM_PARAMETER": parameter}
 
-    def pool_join_token(self, api_endpoint: str, ca_cert_pem: str,
-                        bootstrap_token: str) -> str:
-        return join_token(api_endpoint, ca_cert_pem, bootstrap_token)
+    def shared_join_token(self, api_endpoint: str, ca_cert_pem: str,
+                          secrets: Mapping[str, str]) -> str:
+        return join_token(api_endpoint, ca_cert_pem, secrets[BOOTSTRAP_TOKEN])
 
     def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:

@@ -248,12 +248,10 @@ class Rke2:
     def join_from_ssm_env(self, parameter: str) -> dict:
         return {"RKE2_AGENT_TOKEN": "", "RKE2_AGENT_TOKEN_SSM_PARAMETER": parameter}
 
-    def cluster_join_token(self, ca_cert_pem: str, secrets: Mapping[str, str]) -> str:
+    def shared_join_token(self, api_endpoint: str, ca_cert_pem: str,
+                          secrets: Mapping[str, str]) -> str:
         return join_token(ca_cert_pem, secrets[AGENT_SECRET])
 
-    def pool_join_token(self, api_endpoint: str, ca_cert_pem: str,
-                        bootstrap_token: str) -> str:
-        raise NotImplementedError("RKE2 pools join with the agent token (cluster_join_token)")
 
     def worker_profile_env(self, host: Host) -> dict[str, str]:
         return self.agent_args_env(

@@ -54,7 +54,8 @@ def test_a_distribution_without_a_token_step_makes_the_cluster_token():
         distribution = cls(settings_for(values))
         secrets = {secret: "0" * 64 for secret in distribution.cluster_secrets}
         if distribution.create_join_token is None:
-            assert distribution.cluster_join_token("-----BEGIN CERTIFICATE-----\n", secrets)
+            assert distribution.shared_join_token("https://10.0.0.1:6443",
+                                                  "-----BEGIN CERTIFICATE-----\n", secrets)
             assert set(distribution.cluster_secrets_env(secrets).values()) == {"0" * 64}
         else:
             assert distribution.cluster_secrets_env(secrets) == {}
