@@ -6,7 +6,7 @@ import pytest
 import config
 from config import versions
 from tests.conftest import as_cli_config
-from tests.config.test_input_rules import BASES, _at, _problems, _set
+from tests.config.test_input_rules import BASES, _problems, _set, assert_refused_at
 
 
 def _rke2(*changes):
@@ -41,12 +41,7 @@ REFUSED = [
 @pytest.mark.parametrize("layout, change, path, fragment", [row[1:] for row in REFUSED],
                          ids=[row[0] for row in REFUSED])
 def test_refused_at_its_key(layout, change, path, fragment):
-    values = BASES[layout]()
-    change(values)
-    problems = _problems(values)
-    at_path = [problem for problem in problems if _at(problem.path, path)]
-    assert at_path, problems
-    assert any(fragment in problem.message for problem in at_path), at_path
+    assert_refused_at(layout, change, path, fragment)
 
 
 def test_both_rke2_problems_at_once():

@@ -232,10 +232,15 @@ def _at(shown: str, path: str) -> bool:
 @pytest.mark.parametrize("layout, change, path, fragment",
                          [row[1:] for row in REFUSED], ids=[row[0] for row in REFUSED])
 def test_refused_at_its_key(layout, change, path, fragment):
+    assert_refused_at(layout, change, path, fragment)
+
+
+def assert_refused_at(layout: str, change, path: str, fragment: str) -> None:
+    """The config of `layout`, changed, is refused at `path` with `fragment` in the
+    message. Host and pool entries are named in paths; rows give the index."""
     values = BASES[layout]()
     change(values)
     problems = _problems(values)
-    # Host and pool entries are named in paths (`hosts[1] (gpu000).gpus`); rows give the index.
     at_path = [problem for problem in problems if _at(problem.path, path)]
     assert at_path, problems
     assert any(fragment in problem.message for problem in at_path), at_path
