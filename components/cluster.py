@@ -8,17 +8,17 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.access import Access, AccessArgs
-from components.cluster_pki import ClusterPki, ClusterPkiArgs
-from components.control_plane import ControlPlane, ControlPlaneArgs
+from components.access.teams import Access, AccessArgs
+from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
+from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for
-from components.gpu_support import GpuSupport, GpuSupportArgs
-from components.gpu_worker_pool import oversized_user_data
-from components.kubeflow import Kubeflow, KubeflowArgs
+from components.addons.gpu_support import GpuSupport, GpuSupportArgs
+from components.aws.gpu_worker_pool import oversized_user_data
+from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import LAYOUTS, ClusterContext, Machines
-from components.mpi_operator import MpiOperator, MpiOperatorArgs
-from components.shared_storage import SharedStorage, SharedStorageArgs
-from components.worker_node import WorkerNode, WorkerNodeArgs
+from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
+from components.addons.shared_storage import SharedStorage, SharedStorageArgs
+from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
 from config.problems import ConfigError
 

@@ -17,21 +17,21 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.aws_control_plane_host import (
+from components.aws.control_plane_host import (
     ControllerBoot,
     ControlPlaneHost,
     ControlPlaneHostArgs,
 )
-from components.aws_network import AwsNetwork, AwsNetworkArgs
-from components.cluster_pki import ClusterPki
-from components.control_plane import ControlPlane
+from components.aws.network import AwsNetwork, AwsNetworkArgs
+from components.kubernetes.pki import ClusterPki
+from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution
-from components.efs_file_system import EfsFileSystem, EfsFileSystemArgs
-from components.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs
-from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
-from components.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
-from components.remote_step import Endpoint
-from components.vpn_bridge import VpnBridge, VpnBridgeArgs
+from components.aws.efs import EfsFileSystem, EfsFileSystemArgs
+from components.aws.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs
+from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
+from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
+from components.common.remote_step import Endpoint
+from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.model import Host, StackConfig
 
 

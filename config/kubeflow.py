@@ -13,7 +13,7 @@ from config import versions
 from config.model_base import MULTI_LINE, Section
 from config.types import AbsolutePath, DnsLabel, HostOrIp, IPv4, IPv4Cidr, Port
 
-# Components a stack may select, in install order; see components/kubeflow_catalog.py.
+# Components a stack may select, in install order; see components/addons/kubeflow/catalog.py.
 KubeflowComponent = Literal["profiles", "dashboard", "notebooks", "volumes", "tensorboards",
                             "katib", "trainer", "pipelines"]
 DEFAULT_COMPONENTS = ["profiles", "dashboard", "notebooks", "volumes", "tensorboards", "katib",

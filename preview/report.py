@@ -11,7 +11,7 @@ from typing import Any, Optional
 import yaml
 from pulumi.runtime import rpc
 
-from components.aws_boot import boot_scripts
+from components.aws.boot import boot_scripts
 from config.model import STORAGE_CLASS_NAMES
 from preview.engine import Plan, ResourceRecord
 

@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from components.openvpn_config import static_key
+from components.network.openvpn_config import static_key
 
 # RFC 5737 TEST-NET-1: an address that is never a real server.
 PLACEHOLDER_REMOTE = "192.0.2.1"

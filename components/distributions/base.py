@@ -9,7 +9,7 @@ from typing import Optional, Protocol
 
 import pulumi
 
-from components.remote_step import Script
+from components.common.remote_step import Script
 from config.model import POOL_LABEL, Host, WorkerPool
 
 

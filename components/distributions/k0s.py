@@ -10,7 +10,7 @@ import pulumi
 import yaml
 
 from components.distributions.base import BOOTSTRAP_TOKEN, JoinToken, node_labels
-from components.remote_step import Script
+from components.common.remote_step import Script
 from config.model import Host, StackConfig, WorkerPool
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.

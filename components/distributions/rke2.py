@@ -11,7 +11,7 @@ import pulumi
 import yaml
 
 from components.distributions.base import JoinToken, node_labels
-from components.remote_step import Script
+from components.common.remote_step import Script
 from config.cloud import control_plane_address
 from config.model import Host, StackConfig, WorkerPool
 

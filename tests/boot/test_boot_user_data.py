@@ -20,7 +20,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from components.aws_boot import boot_scripts
+from components.aws.boot import boot_scripts
 from components.distributions import k0s, rke2
 from config import load as load_config
 from preview.engine import Plan, ResourceRecord, run_program

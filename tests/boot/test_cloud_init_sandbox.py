@@ -17,7 +17,7 @@ ALL_STAGES_PASSED = dict.fromkeys(STAGES, 0)
 def user_data(scripts: list[str], cloud_config: str = "") -> str:
     """Gzipped multipart MIME user data, base64-encoded, shaped like the program's but made
     here, so that these tests keep their parts as written whatever the program's encoder
-    (components/aws_boot.py) adds to its own."""
+    (components/aws/boot.py) adds to its own."""
     message = MIMEMultipart()
     if cloud_config:
         message.attach(MIMEText(cloud_config, "cloud-config"))

@@ -4,7 +4,7 @@ import pulumi
 import pytest
 
 from components.distributions import distribution_for
-from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
+from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from tests.components.conftest import settings_for
 from tests.conftest import bare_metal_config
 

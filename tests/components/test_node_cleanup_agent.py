@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from components.pool_node_cleanup import NODE_CLEANUP_AGENT, SSM_CLIENT_PATH
-from components.remote_step import SCRIPTS_DIR, SSM_READER
+from components.aws.pool_node_cleanup import NODE_CLEANUP_AGENT, SSM_CLIENT_PATH
+from components.common.remote_step import SCRIPTS_DIR, SSM_READER
 from tests.boot.stub_host import stub_host
 
 REGION = "us-west-2"

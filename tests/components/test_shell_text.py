@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from components.remote_step import SCRIPTS_DIR
-from components.shell_text import without_comment_lines
+from components.common.remote_step import SCRIPTS_DIR
+from components.common.shell_text import without_comment_lines
 
 SCRIPTS = sorted(p for p in SCRIPTS_DIR.parent.rglob("*.sh"))
 

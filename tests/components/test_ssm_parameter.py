@@ -30,8 +30,8 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from moto.server import ThreadedMotoServer
 
-from components.remote_step import SCRIPTS_DIR, SSM_READER
-from components.shell_text import python_without_docs
+from components.common.remote_step import SCRIPTS_DIR, SSM_READER
+from components.common.shell_text import python_without_docs
 
 SCRIPT = SCRIPTS_DIR / SSM_READER.path
 # Instances run their distribution's python3. INSTANCE_PYTHON runs the client with another
@@ -47,7 +47,7 @@ INSTANCE_ID = "i-0123456789abcdef0"
 TIMEOUT_SECONDS = 30
 # No proxy from the environment: every request goes straight to loopback.
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-# What the boot user data carries (components/aws_boot.py): the tests below run it as the
+# What the boot user data carries (components/aws/boot.py): the tests below run it as the
 # boot does, on stdin, and the file as it is.
 BOOT_TEXT = python_without_docs(SSM_READER.text())
 

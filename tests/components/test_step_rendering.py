@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.remote_step import Script, _command, render_envelope, render_step_functions
+from components.common.remote_step import Script, _command, render_envelope, render_step_functions
 
 MARKER = Path(tempfile.gettempdir()) / f"gpu-cluster-rendering-{os.getpid()}"
 

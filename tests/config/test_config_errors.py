@@ -5,7 +5,7 @@ message bounded and free of secret values."""
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable
 
 import pytest
 

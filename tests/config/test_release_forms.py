@@ -3,11 +3,10 @@ itself judges each sample with the pattern the script checks, beside the config'
 
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from components.remote_step import SCRIPTS_DIR
+from components.common.remote_step import SCRIPTS_DIR
 from config import versions
 
 SAMPLES = ["v1.36.3+k0s.2", "v1.30.0-rc.1+k0s.0", "v1.36.3+rke2r1", "v1.36.3-rc1+rke2r2",

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from components.kubeconfig import client_kubeconfig
+from components.kubernetes.kubeconfig import client_kubeconfig
 from tests.conftest import PROJECT_DIR
 from tests.k8s_tools import tool
 

@@ -16,7 +16,7 @@ import subprocess
 from hypothesis import HealthCheck, example, given, seed, settings
 from pulumi.runtime import rpc
 
-from components.aws_boot import boot_scripts
+from components.aws.boot import boot_scripts
 from config import ConfigError, load
 from preview.engine import _secret_strings, run_program
 from tests.conftest import PROJECT_DIR

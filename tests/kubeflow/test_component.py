@@ -10,9 +10,9 @@ import yaml
 from cryptography import x509
 from pulumi.runtime import rpc
 
-from components import kubeflow_catalog as catalog
-from components import kubeflow_overlay as overlay
-from components.kubeflow import PLAIN_HTTP_WARNING, dex_password_hash
+from components.addons.kubeflow import catalog
+from components.addons.kubeflow import overlay
+from components.addons.kubeflow.install import PLAIN_HTTP_WARNING, dex_password_hash
 from config import ConfigError
 from preview.engine import run_program
 from preview.report import tree, write_artifacts

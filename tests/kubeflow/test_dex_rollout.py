@@ -9,7 +9,7 @@ import subprocess
 import yaml
 from pulumi.runtime import rpc
 
-from components import kubeflow_catalog as catalog
+from components.addons.kubeflow import catalog
 from config import versions
 from tests.conftest import bare_metal_config, preview, require_tool
 from tests.kubeflow.test_component import with_kubeflow

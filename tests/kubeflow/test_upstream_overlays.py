@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import kubeflow_catalog as catalog
-from components import kubeflow_overlay as overlay
+from components.addons.kubeflow import catalog
+from components.addons.kubeflow import overlay
 from config import versions
 from config.kubeflow import KubeflowSettings
 from config.kubeflow_checks import UPSTREAM_EXAMPLE_HASH

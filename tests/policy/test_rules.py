@@ -261,7 +261,7 @@ def test_messages_never_quote_a_secret():
 
 
 def test_the_gpu_label_is_the_one_the_project_schedules_on():
-    from components.gpu_support import GPU_NODE_SELECTOR
+    from components.addons.gpu_support import GPU_NODE_SELECTOR
 
     assert dict([GPU_NODE_LABEL]) == GPU_NODE_SELECTOR
 

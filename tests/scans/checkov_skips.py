@@ -65,8 +65,8 @@ KUBERNETES = [
            "CKV_K8S_16"))],
     Skip("CKV_K8S_38", PROVISIONERS, "the provisioner watches claims and creates volumes "
          "through the API server with its service account's token"),
-    # Hardening not done yet in the add-ons' manifests (components/gpu_support.py,
-    # components/shared_storage.py): accepted until they set it, then these entries go
+    # Hardening not done yet in the add-ons' manifests (components/addons/gpu_support.py,
+    # components/addons/shared_storage.py): accepted until they set it, then these entries go
     # (the test fails on an entry that matches nothing).
     Skip("CKV_K8S_31", DEVICE_PLUGIN, "follow-up: seccompProfile RuntimeDefault on the pod "
          "(upstream's chart sets none)"),
@@ -85,7 +85,7 @@ KUBERNETES = [
 
 # (check, repository path, SHA-1 of the value as checkov reports it)
 SECRETS = [
-    (Skip("CKV_SECRET_6", "components/kubeflow_overlay.py", "the name of the Secret the "
+    (Skip("CKV_SECRET_6", "components/addons/kubeflow/overlay.py", "the name of the Secret the "
           "Kubeflow gateway reads its certificate from, not a secret value"),
      "c2961a0e0bfd04d83a715ba7c960d5c677a277a2"),
     (Skip("CKV_SECRET_13", "tests/scripts/aws-boot.bats", "a fake OpenSSH key block (only the "
@@ -109,9 +109,9 @@ SECRETS = [
     (Skip("CKV_SECRET_2", "tests/components/test_ssm_parameter.py", "AWS's documented "
           "example access key, in a stubbed credentials answer"),
      "25910f981e85ca04baf359199dd0bd4a3ae738b6"),
-    (Skip("CKV_SECRET_6", "components/kubeflow_overlay.py", "the name of a Kubernetes Secret "
+    (Skip("CKV_SECRET_6", "components/addons/kubeflow/overlay.py", "the name of a Kubernetes Secret "
           "(oauth2-proxy-credentials), not its value"), "bbd8ac609aefe4addc19754aecda67f07a733dc8"),
-    (Skip("CKV_SECRET_6", "components/kubeflow_overlay.py", "the name of an environment "
+    (Skip("CKV_SECRET_6", "components/addons/kubeflow/overlay.py", "the name of an environment "
           "variable Dex reads its client secret from (OIDC_CLIENT_SECRET)"),
      "797ca1ab12ee9088580bd97899de59427758a911"),
     (Skip("CKV_SECRET_6", "tests/config/test_config_errors.py", "a made-up Kubeflow password "

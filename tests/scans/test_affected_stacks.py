@@ -22,7 +22,7 @@ CASES = [
     (["Pulumi.dev.yaml"], ["dev"]),
     (["Pulumi.dev.yaml", "Pulumi.prod.yaml", "docs/x.md"], ["dev", "prod"]),
     (["Pulumi.gone.yaml"], []),
-    (["components/gpu_support.py"], EVERY),
+    (["components/addons/gpu_support.py"], EVERY),
     (["config/model.py"], EVERY),
     (["__main__.py"], EVERY),
     (["requirements.txt"], EVERY),

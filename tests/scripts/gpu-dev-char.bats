@@ -207,12 +207,12 @@ assert_call_free_order() {
   export LISTEN_ADDRESS=127.0.0.1 LISTEN_PORT=8080 GATEWAY_NAMESPACE=istio-system \
     GATEWAY_SERVICE=istio-ingressgateway GATEWAY_PORT=443 \
     KUBECTL="/usr/local/bin/k0s kubectl" CONTROLLER_SERVICE=k0scontroller.service
-  run_script ../kubeflow/port-forward.sh
+  run_script kubeflow/port-forward.sh
   assert_success
   assert_called '^systemctl daemon-reload$'
   refute_gpu_detached
   rm -rf "$GPU_CLUSTER_ROOT/dev/char"
-  run_script ../kubeflow/port-forward-remove.sh
+  run_script kubeflow/port-forward-remove.sh
   assert_success
   assert_called '^systemctl disable --now '
   refute_gpu_detached

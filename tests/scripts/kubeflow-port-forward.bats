@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# components/kubeflow/port-forward.sh: the controller's systemd unit forwarding the
+# components/scripts/kubeflow/port-forward.sh: the controller's systemd unit forwarding the
 # Kubeflow UI to the Istio ingress gateway, on the port the gateway serves users on.
 
 bats_require_minimum_version 1.5.0
@@ -7,7 +7,7 @@ load helpers
 
 UNIT=gpu-cluster-kubeflow-port-forward
 UNIT_FILE=/etc/systemd/system/gpu-cluster-kubeflow-port-forward.service
-SCRIPT=../kubeflow/port-forward.sh
+SCRIPT=kubeflow/port-forward.sh
 
 setup() {
   setup_host

@@ -13,8 +13,8 @@ from pulumi.output import Unknown
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from components.aws_boot import boot_scripts
-from components.remote_step import dial_attempts_for
+from components.aws.boot import boot_scripts
+from components.common.remote_step import dial_attempts_for
 from config import versions
 from config.problems import ConfigError
 from policy.offline import evaluate_stack, stack_resources_of_plan
@@ -291,7 +291,7 @@ def test_two_runs_give_every_resource_the_same_inputs(stack, provider_state):
 
 
 def test_unchanged_config_renders_the_same_user_data():
-    from components.aws_boot import multipart_gzip_base64
+    from components.aws.boot import multipart_gzip_base64
 
     scripts = ["#!/bin/bash\necho one\n", "#!/bin/bash\necho two\n"]
     assert multipart_gzip_base64(scripts) == multipart_gzip_base64(copy.deepcopy(scripts))

@@ -9,7 +9,7 @@ import yaml
 from cryptography import x509
 from pulumi.runtime import rpc
 
-import components.remote_step as remote_step
+import components.common.remote_step as remote_step
 from preview.report import step_inputs, write_artifacts
 from tests.conftest import bare_metal_config, preview
 
@@ -204,7 +204,7 @@ def test_preview_artifacts_hold_no_secret(lab_plan, tmp_path):
 
 
 def test_a_host_reboots_before_it_joins_and_ssh_waits_for_it(lab_plan):
-    from components.remote_step import dial_attempts_for
+    from components.common.remote_step import dial_attempts_for
 
     verify = lab_plan.named("moscow-verify-boot")
     connection = lab_plan.redact(verify.inputs["connection"])

@@ -13,7 +13,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 from pulumi.runtime import rpc
 
-from components.aws_boot import boot_scripts as boot_scripts_of
+from components.aws.boot import boot_scripts as boot_scripts_of
 from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
 from preview.report import step_inputs

@@ -5,7 +5,7 @@ IMDSv2, and no secret in user data."""
 import pytest
 from pulumi.runtime import rpc
 
-from components.aws_boot import boot_scripts
+from components.aws.boot import boot_scripts
 from policy.user_data import decode_user_data
 from preview.engine import run_program
 from preview.report import step_inputs

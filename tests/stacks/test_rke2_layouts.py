@@ -9,7 +9,7 @@ import hashlib
 import pytest
 import yaml
 
-from components.aws_boot import USER_DATA_LIMIT_BYTES, boot_scripts
+from components.aws.boot import USER_DATA_LIMIT_BYTES, boot_scripts
 from components.distributions.rke2 import SUPERVISOR_PORT
 from preview.engine import unwrap_secrets as unwrap
 from preview.report import step_inputs

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 import yaml
 
-from components.gpu_support import gpu_manifests
-from components.shared_storage import NFS_PROVISIONER, storage_manifests
+from components.addons.gpu_support import gpu_manifests
+from components.addons.shared_storage import NFS_PROVISIONER, storage_manifests
 from config import load, versions
 from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config
 from tests.k8s_tools import tool
@@ -196,7 +196,7 @@ def test_local_path_provisioner_matches_the_upstream_release_manifest():
 
 
 def test_feature_discovery_chart_values_render_gfd_and_nfd_only(tmp_path):
-    from components.gpu_support import feature_discovery_values
+    from components.addons.gpu_support import feature_discovery_values
 
     settings = settings_with(gpu={"featureDiscovery": True})
     values = feature_discovery_values(settings)

@@ -11,9 +11,9 @@ from pulumi.runtime import rpc
 from pulumi_command import remote
 
 from components.distributions import distribution_for
-from components.host_bootstrap import HostBootstrap, HostBootstrapArgs
-from components.remote_step import Ssh
-from components.vpn_bridge import VpnBridge, VpnBridgeArgs
+from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
+from components.common.remote_step import Ssh
+from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.model import Host, StackConfig
 from preview.engine import Plan, run_program
 from tests.conftest import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config

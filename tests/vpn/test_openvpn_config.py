@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from components import openvpn_config
-from components.openvpn_config import Tunnel
+from components.network import openvpn_config
+from components.network.openvpn_config import Tunnel
 
 DEFAULT = Tunnel(cidr="10.8.0.0/24", port=1194, protocol="udp", mtu=1400,
                  server_name="lab-vpn-server")

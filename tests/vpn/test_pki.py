@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from components.vpn_pki import VpnPki, VpnPkiArgs
+from components.network.vpn_pki import VpnPki, VpnPkiArgs
 from preview.engine import REDACTED, Plan, run_program
 from tests.conftest import PROJECT_DIR, as_cli_config
 from tests.vpn.conftest import HYBRID_VALUES, exported

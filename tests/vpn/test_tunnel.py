@@ -26,7 +26,7 @@ import pytest
 
 from preview.engine import Plan
 from tests.conftest import PROJECT_DIR
-from components.openvpn_config import mss_fix
+from components.network.openvpn_config import mss_fix
 from tests.vpn.conftest import (HYBRID_VALUES, SERVER, SERVER_PUBLIC_ADDRESS, VPC_HOST_ADDRESS,
                                 build_plan, exported, hybrid_values, stdin_of)
 from tests.vpn.netns import TCP_CLIENT, TCP_SERVER, Lab, ping, require_network_namespaces, \

@@ -7,7 +7,7 @@ import pytest
 from cryptography import x509
 from pulumi.runtime import rpc
 
-from components import openvpn_config
+from components.network import openvpn_config
 from preview.engine import REDACTED
 from tests.vpn.conftest import (SERVER_PUBLIC_ADDRESS, build_plan, exported, hybrid_values,
                                 plain, stdin_of)

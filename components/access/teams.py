@@ -12,9 +12,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import kube, ssm_paths
-from components.cluster_pki import ClusterPki
-from components.kubeconfig import client_kubeconfig
+from components.common import kube
+
+from components.aws import ssm_paths
+from components.kubernetes.pki import ClusterPki
+from components.kubernetes.kubeconfig import client_kubeconfig
 from config.access import Team, User
 from config.model import StackConfig
 

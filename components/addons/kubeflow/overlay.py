@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from components import kubeflow_catalog as catalog
+from components.addons.kubeflow import catalog
 from config import versions
 from config.kubeflow import ImageMirror, KubeflowSettings
 

@@ -1,7 +1,7 @@
 """The cluster's certificate authority, owned by the program and kept as secret state:
-k0s signs every cluster certificate with it (the controller gets it before k0s first
-starts), and the program issues the admin client certificate with it, so the admin
-kubeconfig is built here instead of being read back from the controller."""
+the distribution signs every cluster certificate with it (the controller gets it before
+the distribution first starts), and the program issues the admin client certificate with
+it, so the admin kubeconfig is built here instead of being read back from the controller."""
 
 from dataclasses import dataclass
 from typing import Optional
@@ -9,9 +9,9 @@ from typing import Optional
 import pulumi
 import pulumi_tls as tls
 
-from components.certificates import IssuedCertificate, Issuer
+from components.common.certificates import IssuedCertificate, Issuer
 
-# k0s's own CA is RSA 2048 too; every Kubernetes client accepts it.
+# The CAs k0s and RKE2 make themselves are RSA 2048 too; every Kubernetes client accepts it.
 CA_KEY_BITS = 2048
 CA_VALIDITY_HOURS = 10 * 365 * 24
 CLIENT_CERT_VALIDITY_HOURS = 365 * 24

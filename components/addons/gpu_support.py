@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components import kube
+from components.common import kube
 from config import versions
 from config.model import StackConfig
 

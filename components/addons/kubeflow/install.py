@@ -1,5 +1,5 @@
 """Kubeflow from the pinned kubeflow/manifests release, installed in stages so one
-`pulumi up` succeeds: each stage is a kustomize overlay (components/kubeflow_overlay.py)
+`pulumi up` succeeds: each stage is a kustomize overlay (components/addons/kubeflow/overlay.py)
 applied by the Kubernetes provider, and the next stage waits until every Deployment and
 Job of the previous one is ready. The Dex user's password hash and the OIDC and cookie
 secrets are Secrets the program creates; upstream's published values are never applied."""
@@ -17,18 +17,18 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 import pulumi_tls as tls
 
-from components import kube
-from components import kubeflow_catalog as catalog
-from components import kubeflow_overlay as overlay
-from components.remote_step import Script, Ssh, run_step
+from components.common import kube
+from components.addons.kubeflow import catalog
+from components.addons.kubeflow import overlay
+from components.common.remote_step import Script, Ssh, run_step
 from config.model import Host, StackConfig
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT_DIR = Path(__file__).resolve().parents[3]
 # The overlays live in the (git-ignored) build folder, at a path relative to the project
 # so the provider's input is the same on every machine.
 OVERLAYS_DIR = "build/{stack}/kubeflow"
-PORT_FORWARD = Script("../kubeflow/port-forward.sh")
-PORT_FORWARD_REMOVE = Script("../kubeflow/port-forward-remove.sh")
+PORT_FORWARD = Script("kubeflow/port-forward.sh")
+PORT_FORWARD_REMOVE = Script("kubeflow/port-forward-remove.sh")
 BCRYPT_COST = 12
 # The self-signed gateway certificate: a `pulumi up` in its last 30 days makes a new one.
 SELF_SIGNED_VALIDITY_HOURS = 365 * 24

@@ -16,14 +16,14 @@ from email.mime.text import MIMEText
 import pulumi
 import pulumi_aws as aws
 
-from components.host_steps import HostStep
-from components.remote_step import (
+from components.hosts.steps import HostStep
+from components.common.remote_step import (
     SSM_READER,
     DataFile,
     read_script,
     render_step_functions,
 )
-from components.shell_text import python_without_docs, without_comment_lines
+from components.common.shell_text import python_without_docs, without_comment_lines
 
 # EC2 refuses larger user data, even compressed.
 USER_DATA_LIMIT_BYTES = 16384

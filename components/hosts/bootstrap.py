@@ -9,8 +9,8 @@ import pulumi
 from pulumi_command import remote
 
 from components.distributions.base import Distribution
-from components.host_steps import Machine, preparation_steps
-from components.remote_step import Endpoint, Script, Ssh, connection_to, run_step
+from components.hosts.steps import Machine, preparation_steps
+from components.common.remote_step import Endpoint, Script, Ssh, connection_to, run_step
 from config.model import Host, StackConfig
 
 SERVE_NFS = Script("serve-nfs.sh")
@@ -31,7 +31,7 @@ class HostBootstrapArgs:
 
 
 class HostBootstrap(pulumi.ComponentResource):
-    """The host's preparation steps over SSH (components/host_steps.py), `<host>-preflight`
+    """The host's preparation steps over SSH (components/hosts/steps.py), `<host>-preflight`
     to `<host>-verify-boot` (`ready`), and `<host>-serve-nfs` on the NFS server."""
 
     def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):

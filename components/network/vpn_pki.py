@@ -8,8 +8,8 @@ import pulumi
 import pulumi_random as random
 import pulumi_tls as tls
 
-from components import openvpn_config
-from components.certificates import IssuedCertificate, Issuer
+from components.network import openvpn_config
+from components.common.certificates import IssuedCertificate, Issuer
 
 CA_VALIDITY_HOURS = 10 * 365 * 24
 CERT_VALIDITY_HOURS = 3 * 365 * 24

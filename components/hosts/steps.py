@@ -1,6 +1,6 @@
 """The steps that prepare a machine for the cluster, in one list: run over SSH on bare
-metal and hybrid hosts (components/host_bootstrap.py) and rendered into the boot user data
-of EC2 instances (components/aws_boot.py). A new step is added here once.
+metal and hybrid hosts (components/hosts/bootstrap.py) and rendered into the boot user data
+of EC2 instances (components/aws/boot.py). A new step is added here once.
 
 prepare-host -> [install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH, preflight
 comes first."""
@@ -12,7 +12,7 @@ from typing import Optional, Union
 import pulumi
 
 from components.distributions.base import Distribution
-from components.remote_step import Script
+from components.common.remote_step import Script
 from config.model import StackConfig
 
 PREFLIGHT = Script("preflight.sh")

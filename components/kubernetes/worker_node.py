@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.control_plane import ControlPlane
+from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
-from components.host_bootstrap import HostBootstrap
-from components.remote_step import run_step
+from components.hosts.bootstrap import HostBootstrap
+from components.common.remote_step import run_step
 from config.model import Host, StackConfig
 
 

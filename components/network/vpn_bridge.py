@@ -14,10 +14,10 @@ from typing import Optional
 import pulumi
 from pulumi_command import remote
 
-from components import openvpn_config
-from components.host_bootstrap import HostBootstrap
-from components.remote_step import Script, Ssh, run_step
-from components.vpn_pki import VpnPki, VpnPkiArgs
+from components.network import openvpn_config
+from components.hosts.bootstrap import HostBootstrap
+from components.common.remote_step import Script, Ssh, run_step
+from components.network.vpn_pki import VpnPki, VpnPkiArgs
 from config.model import Host, StackConfig
 
 INSTALL_SERVER = Script("openvpn/server.sh")

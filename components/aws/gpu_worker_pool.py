@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components import ssm_paths
-from components.aws_boot import (
+from components.aws import ssm_paths
+from components.aws.boot import (
     EC2_SSH_PORT,
     USER_DATA_LIMIT_BYTES,
     BootReport,
@@ -20,10 +20,10 @@ from components.aws_boot import (
     render_boot_parts,
     secret_parameter,
 )
-from components.aws_network import AwsNetwork, pinned_image
+from components.aws.network import AwsNetwork, pinned_image
 from components.distributions.base import Distribution
-from components.host_steps import HostStep, Machine, preparation_steps
-from components.pool_node_cleanup import WATCH_TERMINATION, PoolNodeCleanup, node_cleanup_env
+from components.hosts.steps import HostStep, Machine, preparation_steps
+from components.aws.pool_node_cleanup import WATCH_TERMINATION, PoolNodeCleanup, node_cleanup_env
 from config import versions
 from config.model import StackConfig, WorkerPool
 from config.problems import Problem

@@ -11,11 +11,11 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 from pulumi_command import local, remote
 
-from components.cluster_pki import ClusterPki
+from components.kubernetes.pki import ClusterPki
 from components.distributions.base import BOOTSTRAP_TOKEN, Distribution, JoinToken
-from components.host_bootstrap import HostBootstrap
-from components.kubeconfig import client_kubeconfig
-from components.remote_step import Script, envelope, run_step
+from components.hosts.bootstrap import HostBootstrap
+from components.kubernetes.kubeconfig import client_kubeconfig
+from components.common.remote_step import Script, envelope, run_step
 from config.model import Host, StackConfig
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
@@ -104,7 +104,7 @@ class ControlPlane(pulumi.ComponentResource):
 
     def _create_wait_for_api(self) -> local.Command:
         """Runs where `pulumi up` runs: waits until the API the instance installs at boot
-        answers, with the admin certificate (k0s allows no anonymous requests)."""
+        answers, with the admin certificate (the distributions allow no anonymous requests)."""
         args = self._args
         stdin = envelope(self.host.name, "wait-for-api", WAIT_FOR_API, {
             "API_SERVER": self.api_endpoint,

@@ -9,7 +9,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import kube
+from components.common import kube
 from config import versions
 from config.model import (
     STORAGE_CLASS_NAMES,

@@ -6,7 +6,7 @@ secrets in `ps`). The command itself is constant: `sudo -n bash -s -- create|del
 
 A changed script or input changes stdin, which Pulumi applies as an *update* that re-runs
 the step on that host only. The provider's `triggers` are deliberately not used: a
-trigger change *replaces* the command, which would run its delete script (reset k0s).
+trigger change *replaces* the command, which would run its delete script (a node reset).
 """
 
 import functools
@@ -18,17 +18,17 @@ from typing import Optional
 import pulumi
 from pulumi_command import remote
 
-from components.shell_text import without_comment_lines
+from components.common.shell_text import without_comment_lines
 from config.model import Host, StackConfig
 
-SCRIPTS_DIR = Path(__file__).parent / "scripts"
+SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
 
 
 @dataclass(frozen=True)
 class Script:
     """A script under components/scripts/ plus the libraries it sources."""
 
-    path: str  # relative to components/scripts/, e.g. "k0s/join-worker.sh"
+    path: str  # relative to components/scripts/, e.g. "boot/run-step.sh"
 
     @property
     def libraries(self) -> list[str]:

@@ -13,13 +13,15 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import kube, ssm_paths
-from components.aws_boot import secret_parameter
-from components.cluster_pki import ClusterPki
+from components.common import kube
+
+from components.aws import ssm_paths
+from components.aws.boot import secret_parameter
+from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution
-from components.kubeconfig import client_kubeconfig
-from components.remote_step import DataFile, Script
-from components.shell_text import without_comment_lines
+from components.kubernetes.kubeconfig import client_kubeconfig
+from components.common.remote_step import DataFile, Script
+from components.common.shell_text import without_comment_lines
 
 WATCH_TERMINATION = Script("aws/watch-termination.sh")
 NODE_CLEANUP_AGENT = DataFile("aws/node-cleanup-agent.sh")

@@ -3,8 +3,8 @@
 # distribution's) to the Istio ingress gateway, restarted whenever it drops (gateway pod
 # restarts).
 set -euo pipefail
-# shellcheck source=../scripts/lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=kubeflow-port-forward}"
 
 # Inputs (environment):
@@ -59,7 +59,7 @@ WantedBy=multi-user.target
 UNIT
 }
 
-create() {
+main() {
   check_inputs
   write_text "$UNIT_FILE" 0644 "$(unit_text)"
   # A changed unit (another port, TLS switched) is reloaded and restarted; a restart an
@@ -78,4 +78,4 @@ create() {
   fi
 }
 
-create
+main "$@"

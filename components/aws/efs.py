@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.aws_control_plane_host import cluster_cidrs
-from components.aws_network import AwsNetwork
+from components.aws.control_plane_host import cluster_cidrs
+from components.aws.network import AwsNetwork
 from config.cloud import efs_mount_target_addresses
 from config.model import StackConfig
 

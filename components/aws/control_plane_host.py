@@ -14,19 +14,19 @@ import pulumi_aws as aws
 import pulumi_tls as tls
 from cryptography.hazmat.primitives import serialization
 
-from components import ssm_paths
-from components.aws_boot import (
+from components.aws import ssm_paths
+from components.aws.boot import (
     EC2_SSH_PORT,
     BootReport,
     boot_user_data,
     instance_profile,
     secret_parameter,
 )
-from components.aws_network import AwsNetwork, pinned_image
-from components.cluster_pki import ClusterPki
+from components.aws.network import AwsNetwork, pinned_image
+from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution
-from components.host_steps import HostStep, Machine, preparation_steps
-from components.remote_step import Endpoint, Script
+from components.hosts.steps import HostStep, Machine, preparation_steps
+from components.common.remote_step import Endpoint, Script
 from config import versions
 from config.cloud import control_plane_address
 from config.model import Host, StackConfig

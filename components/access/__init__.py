@@ -1,0 +1,1 @@
+"""Who may use the cluster: teams, users and their kubeconfigs."""

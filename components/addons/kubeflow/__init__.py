@@ -1,0 +1,1 @@
+"""Kubeflow from the pinned kubeflow/manifests release: what it installs, its overlays, the install."""

@@ -1,0 +1,1 @@
+"""Building blocks every concern uses: Kubernetes objects as manifests, certificates, script text."""
