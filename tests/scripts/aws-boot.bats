@@ -214,3 +214,10 @@ status() {
   assert_output_contains joined
   [ "$(status)" == ready ]
 }
+
+@test "watch-termination: systemd accepts the unit as written" {
+  watch_step
+  run_script aws/watch-termination.sh
+  assert_success
+  assert_unit_verifies /etc/systemd/system/gpu-cluster-node-cleanup.service
+}

@@ -321,3 +321,28 @@ refute_file_contains() {
     return 1
   fi
 }
+
+# assert_unit_verifies PATH [EXECUTABLE...]: systemd itself reads the unit (or drop-in's
+# unit) at host path PATH below GPU_CLUSTER_ROOT: `systemd-analyze verify` fails on a
+# command it cannot start and warns of unknown keys and bad values, so any output fails
+# too. The root gets this machine's own units (the targets a unit orders itself against,
+# a packaged unit a drop-in extends) and each EXECUTABLE (a host path the unit starts,
+# installed by another step on a real host).
+assert_unit_verifies() {
+  local unit=$1 executable output
+  shift
+  if [[ ! -d "$GPU_CLUSTER_ROOT/usr/lib/systemd/system" ]]; then
+    mkdir -p "$GPU_CLUSTER_ROOT/usr/lib/systemd"
+    cp -r /usr/lib/systemd/system "$GPU_CLUSTER_ROOT/usr/lib/systemd/"
+  fi
+  for executable in "$@"; do
+    mkdir -p "$GPU_CLUSTER_ROOT${executable%/*}"
+    printf '#!/bin/sh\n' >"$GPU_CLUSTER_ROOT$executable"
+    chmod 0755 "$GPU_CLUSTER_ROOT$executable"
+  done
+  if ! output="$(systemd-analyze verify --man=no --root="$GPU_CLUSTER_ROOT" "$unit" 2>&1)" ||
+    [[ -n "$output" ]]; then
+    printf 'systemd-analyze verify %s:\n%s\n' "$unit" "${output:-<failed without output>}" >&2
+    return 1
+  fi
+}

@@ -102,3 +102,13 @@ exec_start() {
     "CONTROLLER_SERVICE must be a systemd service name"
   [ "$(<"$STUB_CALLS")" = "" ]
 }
+
+@test "kubeflow-port-forward: systemd accepts the unit as written, for each distribution's kubectl" {
+  run_script "$SCRIPT"
+  assert_success
+  assert_unit_verifies "$UNIT_FILE" /usr/local/bin/k0s
+  KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml" \
+    CONTROLLER_SERVICE=rke2-server.service run_script "$SCRIPT"
+  assert_success
+  assert_unit_verifies "$UNIT_FILE" /var/lib/rancher/rke2/bin/kubectl
+}

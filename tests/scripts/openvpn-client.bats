@@ -189,3 +189,12 @@ setup() {
   [ "$status" -eq 1 ]
   assert_output_contains "missing required environment variable(s): OPENVPN_CERT OPENVPN_TLS_CRYPT"
 }
+
+@test "openvpn-client: systemd accepts the packaged unit with the drop-in as written" {
+  # The unit is the openvpn package's (Debian's and Ubuntu's openvpn-client@.service).
+  [[ -f /usr/lib/systemd/system/openvpn-client@.service ]] ||
+    { echo "the openvpn package's units are needed: apt-get install openvpn" >&2; return 1; }
+  run_script openvpn/client.sh
+  assert_success
+  assert_unit_verifies "/etc/systemd/system/$UNIT.service" /usr/sbin/openvpn
+}

@@ -179,3 +179,11 @@ ManageForeignRoutes=no"
   [ -z "$(routes)" ]
   refute_called '^systemctl (stop|disable|daemon-reload)'
 }
+
+@test "route-to-vpc: systemd accepts the unit as written" {
+  run_script route-to-vpc.sh
+  assert_success
+  # ExecStart=ip ...: systemd finds a command given without a path in its fixed search
+  # path (systemd.service(5), "Command lines"), here /usr/sbin/ip as on Debian and Ubuntu.
+  assert_unit_verifies "$UNIT_FILE" /usr/sbin/ip
+}
