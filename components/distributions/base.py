@@ -47,6 +47,9 @@ class Distribution(Protocol):
     kubectl: str
     kubectl_path: str
     controller_service: str
+    # The systemd units that run a node, controller or worker: a host with one of them
+    # installed is in the cluster (reboot-if-needed leaves it alone).
+    node_services: Sequence[str]
     kubelet_root_dir: str
     containerd_dropin_dir: str
     # Ports beyond the API's that nodes reach the control plane at: name -> (port,

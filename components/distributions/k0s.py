@@ -39,6 +39,9 @@ class K0s:
     kubectl = "k0s kubectl"
     kubectl_path = "/usr/local/bin/k0s kubectl"
     controller_service = "k0scontroller.service"
+    # What `k0s install controller|worker` creates (k0s docs/install.md, "Run k0s as a
+    # service").
+    node_services = ("k0scontroller.service", "k0sworker.service")
     kubelet_root_dir = KUBELET_ROOT_DIR
     # Worker joins (k0s's join API) and konnectivity agents.
     control_plane_ports = {"k0s-join-api": (9443, "tcp"), "konnectivity": (8132, "tcp")}

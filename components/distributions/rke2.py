@@ -69,6 +69,8 @@ class Rke2:
     kubectl = f"{DATA_DIR}/bin/kubectl"
     kubectl_path = f"{DATA_DIR}/bin/kubectl --kubeconfig {ADMIN_KUBECONFIG}"
     controller_service = "rke2-server.service"
+    # The tarball install's units (rke2 install.sh; bundle/lib/systemd/system).
+    node_services = ("rke2-server.service", "rke2-agent.service")
     # RKE2's kubelet runs with the upstream default root (rke2/lib.sh).
     kubelet_root_dir = "/var/lib/kubelet"
     control_plane_ports = CONTROL_PLANE_PORTS

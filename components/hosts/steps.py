@@ -56,7 +56,7 @@ def preparation_steps(settings: StackConfig, distribution: Distribution, machine
     if machine.gpus:
         steps.append(HostStep("install-nvidia", INSTALL_NVIDIA, install_nvidia_env(
             settings, distribution, machine.install_driver, machine.nvswitch)))
-    reboot_env, verify_env = reboot_envs(settings, machine.gpus, machine.ssh_port,
+    reboot_env, verify_env = reboot_envs(settings, distribution, machine.gpus, machine.ssh_port,
                                          machine.nvswitch)
     if settings.tuning.reboot_when_needed:
         steps.append(HostStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env))
@@ -76,16 +76,18 @@ def prepare_host_env(settings: StackConfig) -> dict[str, str]:
     }
 
 
-def reboot_envs(settings: StackConfig, gpus: int, ssh_port: int,
+def reboot_envs(settings: StackConfig, distribution: Distribution, gpus: int, ssh_port: int,
                 nvswitch: Union[bool, str] = "auto") -> tuple[dict, dict]:
     """The inputs of reboot-if-needed and verify-boot: what a reboot is for (the driver,
     the kernel arguments; a change re-runs both), the SSH port held off until the reboot,
-    the GPUs nvidia-smi must list after it and whether Fabric Manager must run."""
+    the units that make a host a node (never rebooted here), the GPUs nvidia-smi must list
+    after it and whether Fabric Manager must run."""
     prepared = prepare_host_env(settings)
     reason = {key: prepared[key] for key in REBOOT_REASONS}
     reason["NVIDIA_DRIVER_BRANCH"] = settings.nvidia.driver_branch if gpus else ""
     return ({**reason, "SSH_PORT": str(ssh_port),
-             "REBOOT_TIMEOUT": str(settings.tuning.reboot_timeout_seconds)},
+             "REBOOT_TIMEOUT": str(settings.tuning.reboot_timeout_seconds),
+             "NODE_SERVICES": " ".join(distribution.node_services)},
             {**reason, "GPU_COUNT": str(gpus), "NVSWITCH": _nvswitch(nvswitch)})
 
 

@@ -11,6 +11,9 @@ set -euo pipefail
 #   SSH_PORT            the port the program reaches this host's sshd at.
 #   REBOOT_TIMEOUT      seconds the program waits for the host to come back; if the
 #                       reboot has not happened by then, SSH is let in again.
+#   NODE_SERVICES       the systemd units that run the distribution's node (space-separated,
+#                       e.g. "k0scontroller.service k0sworker.service"): with one installed,
+#                       the host is in the cluster.
 #   NVIDIA_DRIVER_BRANCH, DISABLE_IOMMU, DISABLE_CPU_MITIGATIONS, EXTRA_KERNEL_ARGS
 #                       what a reboot is for (as prepare-host and install-nvidia get them);
 #                       only recorded, so that a change re-runs the step.
@@ -25,7 +28,7 @@ RULE=(INPUT -p tcp --dport "${SSH_PORT:-22}" -m conntrack --ctstate NEW -m comme
   --comment gpu-cluster-reboot -j REJECT --reject-with tcp-reset)
 
 check_inputs() {
-  check_missing_env SSH_PORT REBOOT_TIMEOUT
+  check_missing_env SSH_PORT REBOOT_TIMEOUT NODE_SERVICES
   : "${NVIDIA_DRIVER_BRANCH:=}" "${DISABLE_IOMMU:=}" "${DISABLE_CPU_MITIGATIONS:=}"
   : "${EXTRA_KERNEL_ARGS:=}"
   if [[ -n "${SSH_PORT:-}" ]] && ! [[ "$SSH_PORT" =~ ^[1-9][0-9]{0,4}$ && "$SSH_PORT" -le 65535 ]]; then
@@ -34,13 +37,25 @@ check_inputs() {
   if [[ -n "${REBOOT_TIMEOUT:-}" && ! "$REBOOT_TIMEOUT" =~ ^[1-9][0-9]{1,4}$ ]]; then
     INPUT_PROBLEMS+=("REBOOT_TIMEOUT is not a number of seconds (10 or more): '$REBOOT_TIMEOUT'")
   fi
+  if [[ -n "${NODE_SERVICES:-}" && ! "$NODE_SERVICES" =~ ^[A-Za-z0-9_.@-]+\.service(\ [A-Za-z0-9_.@-]+\.service)*$ ]]; then
+    INPUT_PROBLEMS+=("NODE_SERVICES is not a list of systemd service names: '$NODE_SERVICES'")
+  fi
   die_on_input_problems
 }
 
-# in_cluster: k0s runs here already (a controller or a joined worker).
+# in_cluster: one of NODE_SERVICES is installed (a controller or a joined worker), where
+# systemd looks for units: administrators', then locally installed, then packaged ones
+# (systemd.unit(5), "System Unit Search Path"; RKE2's tarball install puts its units in
+# /usr/local/lib/systemd/system).
 in_cluster() {
-  [[ -f "$ROOT/etc/systemd/system/k0scontroller.service" ||
-    -f "$ROOT/etc/systemd/system/k0sworker.service" ]]
+  local service folder
+  for service in $NODE_SERVICES; do
+    for folder in /etc/systemd/system /usr/local/lib/systemd/system /usr/lib/systemd/system \
+      /lib/systemd/system; do
+      [[ -f "$ROOT$folder/$service" ]] && return 0
+    done
+  done
+  return 1
 }
 
 main() {

@@ -10,7 +10,8 @@ RULE='INPUT -p tcp --dport 22 -m conntrack --ctstate NEW -m comment --comment gp
 setup() {
   setup_host
   export SSH_PORT=22 REBOOT_TIMEOUT=900 NVIDIA_DRIVER_BRANCH=580 DISABLE_IOMMU=true \
-    DISABLE_CPU_MITIGATIONS=false EXTRA_KERNEL_ARGS="" GPU_COUNT=2
+    DISABLE_CPU_MITIGATIONS=false EXTRA_KERNEL_ARGS="" GPU_COUNT=2 \
+    NODE_SERVICES="k0scontroller.service k0sworker.service"
 }
 
 reboot_required() {
@@ -81,12 +82,33 @@ kernel_args_configured() {
   assert_no_state_changes
 }
 
+@test "reboot-if-needed: an RKE2 node, its unit where RKE2's tarball install puts it, is not rebooted" {
+  export NODE_SERVICES="rke2-server.service rke2-agent.service"
+  reboot_required
+  mkdir -p "$GPU_CLUSTER_ROOT/usr/local/lib/systemd/system"
+  touch "$GPU_CLUSTER_ROOT/usr/local/lib/systemd/system/rke2-agent.service"
+  run_script reboot-if-needed.sh
+  assert_success
+  assert_output_contains "but this host is in the cluster: drain it"
+  assert_no_state_changes
+}
+
+@test "reboot-if-needed: another distribution's unit does not make the host a node" {
+  export NODE_SERVICES="rke2-server.service rke2-agent.service"
+  reboot_required
+  touch "$GPU_CLUSTER_ROOT/etc/systemd/system/k0sworker.service"
+  run_script reboot-if-needed.sh
+  assert_success
+  assert_called '^systemd-run '
+}
+
 @test "reboot-if-needed: inputs are checked, all at once" {
-  export SSH_PORT=99999 REBOOT_TIMEOUT=5
+  export SSH_PORT=99999 REBOOT_TIMEOUT=5 NODE_SERVICES="k0sworker.service; reboot"
   run_script reboot-if-needed.sh
   assert_failure
   assert_output_contains "SSH_PORT is not a port number: '99999'" \
-    "REBOOT_TIMEOUT is not a number of seconds (10 or more): '5'"
+    "REBOOT_TIMEOUT is not a number of seconds (10 or more): '5'" \
+    "NODE_SERVICES is not a list of systemd service names: 'k0sworker.service; reboot'"
 }
 
 @test "verify-boot: after the reboot the host runs as prepared" {
