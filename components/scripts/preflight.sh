@@ -73,7 +73,7 @@ check_hostname() {
   if [[ "$name" == "$HOST_NAME" ]]; then
     ok "hostname is $name"
   else
-    fail "hostname is '$name' but the host is configured as '$HOST_NAME'; k0s registers" \
+    fail "hostname is '$name' but the host is configured as '$HOST_NAME'; the kubelet registers" \
       "nodes by hostname, so clones with one name collide (fix: hostnamectl set-hostname $HOST_NAME)"
   fi
 }
