@@ -29,7 +29,7 @@ test: $(VENV)/.installed  ## the whole suite: config, components, stacks, script
 policy: $(VENV)/.installed  ## the policy pack's rules over the offline preview of every stack
 	$(PY) -m policy.offline
 
-bench: $(VENV)/.installed  ## offline preview up to the largest stack allowed, beside the SDK floor
+bench: $(VENV)/.installed  ## offline preview at 10 to 10,000 workers, each beside the SDK floor
 	$(PY) benchmarks/preview_scale.py
 
 clean:
