@@ -1,0 +1,68 @@
+"""The checks: pure functions from what was read (the stack's outputs, the API's objects,
+the hosts' command outputs) to findings. One module per area; `CHECKS` is their order in
+the report."""
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from doctor.findings import Finding, unchecked
+from doctor.kubeapi import Snapshot
+from doctor.stack import Stack
+
+
+@dataclass
+class Context:
+    stack: Stack
+    snapshot: Snapshot
+    # host name -> command name -> its output (doctor/hosts.py); empty: host checks skipped.
+    hosts: dict[str, dict[str, Optional[str]]] = field(default_factory=dict)
+
+    @property
+    def now(self) -> datetime.datetime:
+        return self.snapshot.now
+
+    def missing(self, check: str, *names: str) -> list[Finding]:
+        """could-not-check findings for the lists a check needs and the API refused."""
+        return [unchecked(check, "cluster", f"cannot list {name}: {self.snapshot.errors[name]}",
+                          "read access to them is needed (the admin kubeconfig has it)")
+                for name in names if name in self.snapshot.errors]
+
+
+Check = Callable[[Context], list[Finding]]
+
+
+def all_checks() -> list[Check]:
+    from doctor.checks import gpus, hosts, namespaces, nodes, storage, tokens, workloads
+    return [nodes.registered, nodes.readiness, nodes.left_over, nodes.internal_ip,
+            gpus.allocatable, gpus.device_plugin_nvml, storage.default_class,
+            storage.pending_claims, workloads.mysql_crash_loop, namespaces.terminating,
+            tokens.client_certificate, tokens.bootstrap_tokens, *hosts.CHECKS]
+
+
+def run(context: Context) -> list[Finding]:
+    findings: list[Finding] = []
+    for check in all_checks():
+        try:
+            findings.extend(check(context))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            # An object of a shape no check expected: said, and the other checks still run.
+            findings.append(unchecked(check.__name__.replace("_", "-"), "cluster",
+                                      f"unexpected data ({type(error).__name__}: {error})"))
+    return findings
+
+
+def name_of(obj: dict) -> str:
+    return obj["metadata"]["name"]
+
+
+def namespaced(obj: dict) -> str:
+    metadata = obj["metadata"]
+    return f"{metadata.get('namespace', '')}/{metadata['name']}"
+
+
+def parse_time(value: Optional[str]) -> Optional[datetime.datetime]:
+    """An RFC 3339 time as the API writes it ("2026-11-23T06:24:44Z")."""
+    if not value:
+        return None
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))

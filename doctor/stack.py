@@ -1,0 +1,94 @@
+"""What the stack says the cluster is: its outputs `nodes`, `pools`, `defaultStorageClass`
+(built in components/cluster.py and components/layouts.py), read as distribute/ reads them."""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from distribute import DistributeError
+from distribute import outputs as stack_outputs
+from distribute.kubeconfigs import Handout, parse_handout
+from doctor import DoctorError
+
+# config/model.py CONTROL_PLANE_ROLES / WORKER_ROLES and POOL_LABEL, not imported: the
+# doctor runs without the program's dependencies.
+WORKER_ROLES = ("worker", "controller+worker")
+POOL_LABEL = "gpu-cluster/pool"
+
+
+@dataclass(frozen=True)
+class ExpectedNode:
+    name: str
+    address: str
+    role: str
+    gpus: int
+    gpu_model: Optional[str] = None
+
+    @property
+    def runs_kubelet(self) -> bool:
+        # A k0s controller-only host runs no kubelet; an RKE2 server does: either is fine.
+        return self.role in WORKER_ROLES
+
+
+@dataclass(frozen=True)
+class ExpectedPool:
+    name: str
+    count: int
+    gpus: int
+
+
+@dataclass
+class Stack:
+    source: str
+    kubeconfig: Handout
+    nodes: list[ExpectedNode] = field(default_factory=list)
+    pools: list[ExpectedPool] = field(default_factory=list)
+    default_storage_class: Optional[str] = None
+
+    def node(self, name: str) -> Optional[ExpectedNode]:
+        return next((node for node in self.nodes if node.name == name), None)
+
+    def pool(self, name: str) -> Optional[ExpectedPool]:
+        return next((pool for pool in self.pools if pool.name == name), None)
+
+
+def read(stack: Optional[str], outputs_file: Optional[str], cwd: Optional[str]) -> Stack:
+    try:
+        if outputs_file is not None:
+            values = stack_outputs.from_file(outputs_file)
+        else:
+            values = stack_outputs.from_stack(stack, cwd)
+        kubeconfig = parse_handout(values.admin_kubeconfig(),
+                                   f"output 'kubeconfig' of {values.source}")
+        nodes = _list(values, "nodes", required=True)
+        pools = _list(values, "pools", required=False)
+    except DistributeError as error:
+        raise DoctorError(str(error)) from None
+    source = values.source
+    try:
+        return Stack(
+            source, kubeconfig,
+            nodes=[ExpectedNode(str(n["name"]), str(n["address"]), str(n.get("role", "worker")),
+                                int(n.get("gpus") or 0), n.get("gpuModel")) for n in nodes],
+            pools=[ExpectedPool(str(p["name"]), int(p.get("count") or 0),
+                                int(p.get("gpus") or 0)) for p in pools],
+            default_storage_class=_optional_string(values.values.get("defaultStorageClass")))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise DoctorError(f"outputs 'nodes'/'pools' of {source} are not lists of objects with "
+                          "name, address, role and gpus (as the program exports them)") from None
+
+
+def _list(values: stack_outputs.StackOutputs, name: str, required: bool) -> list[dict]:
+    value: Any = values.require(name) if required else values.values.get(name) or []
+    if isinstance(value, str):  # a stringified output
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise DoctorError(f"output '{name}' of {values.source} is not a list of objects")
+    return value
+
+
+def _optional_string(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) and value and value != stack_outputs.REDACTED else None
