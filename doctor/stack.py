@@ -44,6 +44,10 @@ class Stack:
     nodes: list[ExpectedNode] = field(default_factory=list)
     pools: list[ExpectedPool] = field(default_factory=list)
     default_storage_class: Optional[str] = None
+    # Hybrid stacks export their VPN's on-premises end (`gateways.onPrem`,
+    # components/layouts.py): nodes on the other side are reached through the tunnel, never
+    # the default route.
+    vpn: bool = False
 
     def node(self, name: str) -> Optional[ExpectedNode]:
         return next((node for node in self.nodes if node.name == name), None)
@@ -72,7 +76,8 @@ def read(stack: Optional[str], outputs_file: Optional[str], cwd: Optional[str]) 
                                 int(n.get("gpus") or 0), n.get("gpuModel")) for n in nodes],
             pools=[ExpectedPool(str(p["name"]), int(p.get("count") or 0),
                                 int(p.get("gpus") or 0)) for p in pools],
-            default_storage_class=_optional_string(values.values.get("defaultStorageClass")))
+            default_storage_class=_optional_string(values.values.get("defaultStorageClass")),
+            vpn="onPrem" in (values.values.get("gateways") or {}))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise DoctorError(f"outputs 'nodes'/'pools' of {source} are not lists of objects with "
                           "name, address, role and gpus (as the program exports them)") from None

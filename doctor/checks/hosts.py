@@ -127,7 +127,7 @@ def routes(context: Context) -> list[Finding]:
                 bad.append(("problem", f"{peer.name} ({peer.address}) is routed through "
                                        f"{route['dev']}, which is {state}"))
             elif route.get("dst") == "default":
-                bad.append(("warning", f"{peer.name} ({peer.address}) is reached only through "
+                bad.append(("problem" if context.stack.vpn else "warning", f"{peer.name} ({peer.address}) is reached only through "
                                        f"the default route (via {route.get('gateway', '?')})"))
         subject = f"host {expected.name}"
         if not bad:
