@@ -15,6 +15,8 @@ PLUGIN_LABELS = (("app.kubernetes.io/name", "nvidia-device-plugin"),
 # What the plugin logs when it cannot use the driver, e.g. "Failed to initialize NVML: could
 # not load NVML library" or "... ERROR_UNKNOWN" (NVIDIA/k8s-device-plugin issues #47, #221,
 # #303), and the driver/library mismatch after a driver upgrade without a reboot.
+# klog's line header ("E1123 05:41:02.121577       1 factory.go:112] "), left out of messages.
+KLOG_HEADER = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.-]+:\d+\] ")
 NVML_ERROR = re.compile(r"failed to initialize nvml|could not load nvml library|"
                         r"nvml[^\n]*(?:error|mismatch)", re.IGNORECASE)
 
@@ -99,12 +101,14 @@ def device_plugin_nvml(context: Context) -> list[Finding]:
     for pod in plugins:
         subject, node = f"pod {namespaced(pod)}", (pod.get("spec") or {}).get("nodeName", "?")
         keys = [key for key in wanted_logs([pod])]
-        errors = [line.strip() for key in keys
+        errors = [KLOG_HEADER.sub("", line.strip()) for key in keys
                   for line in snapshot.logs.get(key, "").splitlines() if NVML_ERROR.search(line)]
+        # The plugin's own words first ("Failed to initialize NVML: ..."), then the rest.
+        errors.sort(key=lambda line: "failed to initialize nvml" not in line.lower())
         unread = [snapshot.log_errors[key] for key in keys if key in snapshot.log_errors]
         if errors:
             findings.append(problem(
-                check, subject, f"on node {node}: {errors[-1][:240]}",
+                check, subject, f"on node {node}: {errors[0][:240]}",
                 f"the plugin cannot use the driver on {node}: check that nvidia-smi works there "
                 "(reboot after a driver upgrade), that the pod runs with the nvidia runtime "
                 "class, then delete the pod to restart it."))

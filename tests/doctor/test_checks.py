@@ -85,8 +85,8 @@ def test_nvml_error_in_the_device_plugin_log(cluster):
     [finding] = bad(cluster, "gpu-device-plugin")
     assert finding.verdict == PROBLEM
     assert finding.subject == f"pod kube-system/{PLUGIN_PODS['madrid']}"
-    assert finding.message.startswith("on node madrid: E1123")
-    assert "nvml init failed: ERROR_DRIVER_NOT_LOADED" in finding.message
+    # The plugin's own line, without klog's header, before the error it leads to.
+    assert finding.message == "on node madrid: Failed to initialize NVML: ERROR_DRIVER_NOT_LOADED"
     assert "madrid" in finding.fix
 
 
@@ -96,7 +96,8 @@ def test_failed_to_initialize_nvml_is_found_in_the_current_log(cluster):
                           "NVML: Driver/library version mismatch\n")
     [finding] = bad(cluster, "gpu-device-plugin")
     assert finding.subject == f"pod kube-system/{PLUGIN_PODS['moscow']}"
-    assert "Failed to initialize NVML: Driver/library version mismatch" in finding.message
+    assert finding.message == ("on node moscow: Failed to initialize NVML: Driver/library "
+                               "version mismatch")
 
 
 def test_gpu_node_without_a_device_plugin(cluster):
