@@ -152,3 +152,58 @@ def test_outputs_unreadable(tmp_path):
     assert redacted.returncode == 2 and "--show-secrets" in redacted.stderr
     neither = run_doctor()
     assert neither.returncode == 2 and "name a STACK or give --outputs" in neither.stderr
+
+
+FAKE_SSH = r"""#!/bin/bash
+# ssh as the doctor calls it: options, the target, --, one command line.
+printf '%s\n' "$*" >> "$SSH_LOG"
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do [[ ${args[i]} == -- ]] && break; done
+target=${args[i-1]} command=${args[i+1]}
+if [[ $target != ubuntu@192.168.2.2 ]]; then
+  echo "ssh: connect to host ${target#*@} port 22: Connection timed out" >&2
+  exit 255
+fi
+case $command in
+  "ip -j addr show") cat "$HOSTS/ip-addr.json" ;;
+  "ip -j route show table main") cat "$HOSTS/ip-route.json" ;;
+  "sysctl -n fs.inotify.max_user_instances fs.inotify.max_user_watches") cat "$HOSTS/inotify.txt" ;;
+  "readlink -f /run/systemd/resolve/resolv.conf") cat "$HOSTS/resolv-target.txt" ;;
+  "cat /run/systemd/resolve/resolv.conf") cat "$HOSTS/resolv-conf.txt" ;;
+  nvidia-smi\ --query-gpu=*\ --format=csv) cat "$HOSTS/nvidia-smi.csv" ;;
+  *) echo "unexpected command: $command" >&2; exit 127 ;;
+esac
+"""
+
+
+def test_host_outputs_collected_over_ssh(served, cluster, authority, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(FAKE_SSH)
+    (bin_dir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("SSH_LOG", str(tmp_path / "ssh.log"))
+    monkeypatch.setenv("HOSTS", str(FIXTURES / "hosts" / "moscow"))
+    outputs, _ = write_outputs(tmp_path, cluster, authority, served.url)
+    record = tmp_path / "recorded"
+    done = run_doctor("--outputs", str(outputs), "--json", "--ssh", "--ssh-user", "ubuntu",
+                      "--host-outputs", str(record))
+    report = json.loads(done.stdout)
+    host = [f for f in report["findings"] if f["check"].startswith("host-")]
+    # moscow collected and healthy; the others not reached, said per host and check.
+    assert {(f["subject"], f["verdict"]) for f in host} == {
+        ("host moscow", "ok"), *(((f"host {name}", "could-not-check")
+                                  for name in ("controller", "madrid", "campos")))}
+    unreached = next(f for f in host if f["subject"] == "host madrid")
+    assert unreached["message"] == ("ssh ubuntu@192.168.2.3 failed: ssh: connect to host "
+                                    "192.168.2.3 port 22: Connection timed out")
+    assert done.returncode == 2
+    calls = (tmp_path / "ssh.log").read_text().splitlines()
+    assert all(call.startswith("-o BatchMode=yes -o ConnectTimeout=10") for call in calls)
+    assert len([c for c in calls if "ubuntu@192.168.2.2" in c]) == 6
+    # What was collected is recorded for a later run with --host-outputs alone.
+    for file in ("ip-addr.json", "ip-route.json", "nvidia-smi.csv"):
+        assert (record / "moscow" / file).read_text() == \
+            (FIXTURES / "hosts" / "moscow" / file).read_text()
+    again = run_doctor("--outputs", str(outputs), "--host-outputs", str(record))
+    assert again.returncode == 0, again.stdout
