@@ -47,7 +47,8 @@ def run(context: Context) -> list[Finding]:
             findings.extend(check(context))
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             # An object of a shape no check expected: said, and the other checks still run.
-            findings.append(unchecked(check.__name__.replace("_", "-"), "cluster",
+            name = f"{check.__module__.rsplit('.', 1)[-1]}.{check.__name__}"
+            findings.append(unchecked(name, "cluster",
                                       f"unexpected data ({type(error).__name__}: {error})"))
     return findings
 

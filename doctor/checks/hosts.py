@@ -20,8 +20,8 @@ from doctor.stack import ExpectedNode
 INOTIFY_MINIMUMS = (("fs.inotify.max_user_instances", 2280),
                     ("fs.inotify.max_user_watches", 1255360))
 # The pod network's devices and the bytes their encapsulation adds to each packet: VXLAN
-# (flannel.1 of RKE2's Canal, vxlan.calico) 50, IP-in-IP (tunl0; kube-router's kube-bridge,
-# k0s's default) 20 (https://docs.tigera.io/calico/latest/networking/configuring/mtu).
+# (flannel.1 of RKE2's Canal, vxlan.calico) 50, IP-in-IP (tunl0; kube-router's kube-bridge
+# when it tunnels) 20 (https://docs.tigera.io/calico/latest/networking/configuring/mtu).
 OVERLAYS = {"flannel.1": 50, "vxlan.calico": 50, "tunl0": 20, "kube-bridge": 20}
 # systemd-resolved's stub listener (resolved.conf(5)): pods given it loop DNS through
 # CoreDNS's `forward . /etc/resolv.conf`.
@@ -142,6 +142,13 @@ def routes(context: Context) -> list[Finding]:
     return findings
 
 
+def _ipip_tunnels(links: dict[str, dict]) -> bool:
+    """kube-router encapsulates only towards nodes in other subnets, through its own
+    tun-<hash> IP-in-IP devices; without them kube-bridge's packets go out as they are."""
+    return any(name.startswith("tun-") and link.get("link_type") == "ipip"
+               for name, link in links.items())
+
+
 def mtu(context: Context) -> list[Finding]:
     check = "host-mtu"
     found, findings = _per_host(context, check, ("ip-addr.json", "ip-route.json"))
@@ -149,7 +156,7 @@ def mtu(context: Context) -> list[Finding]:
         links = _interfaces(_json(outputs, "ip-addr.json") or [])
         table = _json(outputs, "ip-route.json") or []
         overlays = [(name, links[name]["mtu"], extra) for name, extra in OVERLAYS.items()
-                    if name in links]
+                    if name in links and (name != "kube-bridge" or _ipip_tunnels(links))]
         subject = f"host {expected.name}"
         if not overlays:
             findings.append(ok(check, subject, "no pod network overlay device (yet)"))

@@ -179,3 +179,42 @@ def test_read_recorded_folder(tmp_path):
     assert set(found["moscow"]) == {command.file for command in commands()}
     with pytest.raises(DoctorError, match="is not a folder"):
         read_recorded(str(tmp_path / "nothing"), ["moscow"])
+
+
+KUBE_BRIDGE = {"ifindex": 5, "ifname": "kube-bridge",
+               "flags": ["BROADCAST", "MULTICAST", "UP", "LOWER_UP"], "mtu": 1500,
+               "qdisc": "noqueue", "operstate": "UP", "group": "default", "txqlen": 1000,
+               "link_type": "ether", "address": "9a:1c:52:0e:7d:41",
+               "broadcast": "ff:ff:ff:ff:ff:ff",
+               "addr_info": [{"family": "inet", "local": "10.244.1.1", "prefixlen": 24,
+                              "scope": "global", "label": "kube-bridge",
+                              "valid_life_time": 4294967295,
+                              "preferred_life_time": 4294967295}]}
+KUBE_ROUTER_TUNNEL = {"ifindex": 14, "ifname": "tun-c0a80705", "flags": [
+    "POINTOPOINT", "NOARP", "UP", "LOWER_UP"], "mtu": 1480, "qdisc": "noqueue",
+    "operstate": "UNKNOWN", "group": "default", "txqlen": 1000, "link_type": "ipip",
+    "address": "192.168.2.2", "link_pointtopoint": True, "broadcast": "192.168.7.5",
+    "addr_info": []}
+
+
+def kube_router(cluster, tunnel: bool):
+    """moscow on k0s's kube-router instead of Calico, a 1500 byte bridge."""
+    def change(links):
+        links[:] = [l for l in links if not l["ifname"].startswith(("vxlan.", "cali"))]
+        links.append(dict(KUBE_BRIDGE))
+        if tunnel:
+            links.append(dict(KUBE_ROUTER_TUNNEL))
+    edit(cluster, "ip-addr.json", change)
+
+
+def test_kube_router_bridge_without_tunnels_adds_nothing(cluster):
+    kube_router(cluster, tunnel=False)
+    assert bad(cluster, host_checks.mtu) == []
+
+
+def test_kube_router_bridge_that_tunnels(cluster):
+    kube_router(cluster, tunnel=True)
+    [finding] = bad(cluster, host_checks.mtu)
+    assert finding.message.startswith("kube-bridge MTU 1500 + 20 bytes of encapsulation "
+                                      "exceeds eno2's MTU 1500")
+    assert "network.mtu to 1480" in finding.fix
