@@ -8,16 +8,20 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from components.access.teams import Access, AccessArgs
+from components.access.teams import Access, AccessArgs, KubeflowProfiles, job_kinds
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for
-from components.addons.gpu_support import GpuSupport, GpuSupportArgs
+from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_taints
 from components.aws.gpu_worker_pool import oversized_user_data
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import LAYOUTS, ClusterContext, Machines
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
-from components.addons.shared_storage import SharedStorage, SharedStorageArgs
+from components.addons.shared_storage import (
+    SharedStorage,
+    SharedStorageArgs,
+    nfs_server_address,
+)
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
 from config.problems import ConfigError
@@ -117,38 +121,48 @@ class Cluster(pulumi.ComponentResource):
     def _create_addons(self, machines: Machines) -> None:
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs, Kubeflow."""
         settings, opts = self._settings, pulumi.ResourceOptions(parent=self)
-        GpuSupport(f"{self._name}-gpu",
-                   GpuSupportArgs(settings, self.provider, self.nodes_ready), opts=opts)
+        GpuSupport(f"{self._name}-gpu", GpuSupportArgs(
+            settings.gpu, gpu_node_taints([*settings.hosts, *settings.pools]),
+            settings.tuning.cpu_manager_policy, self.provider, self.nodes_ready), opts=opts)
+        storage = settings.storage
         self.storage = SharedStorage(
             f"{self._name}-storage",
-            SharedStorageArgs(settings, self.provider,
-                              self.nodes_ready + machines.storage_servers, machines.efs_address),
+            SharedStorageArgs(
+                storage, self.provider, self.nodes_ready + machines.storage_servers,
+                nfs_server=(nfs_server_address(storage.nfs, settings.hosts)
+                            if storage.nfs is not None else None),
+                efs_address=machines.efs_address),
             opts=opts)
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
                         MpiOperatorArgs(self.provider, self.nodes_ready), opts=opts)
         self.kubeflow_url: Optional[str] = None
         self.kubeflow_tls_certificate: Optional[pulumi.Output[str]] = None
+        profiles = None
         if settings.kubeflow is not None:
             # Its volumes are claimed on the default StorageClass: storage first.
             kubeflow = Kubeflow(f"{self._name}-kubeflow", KubeflowArgs(
-                settings, self.provider, self.nodes_ready + self.storage.resources,
+                settings.kubeflow, settings.kubeflow_password, settings.cluster_name,
+                self.provider, self.nodes_ready + self.storage.resources,
+                tls_key=settings.kubeflow_tls_key,
+                workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],
+                admin_cidrs=settings.aws.admin_cidrs if settings.aws else (),
                 controller=self.control_plane.host, controller_ssh=self.control_plane.ssh,
                 controller_kubectl=self._distribution.kubectl_path,
                 controller_service=self._distribution.controller_service),
                 opts=opts)
             self.kubeflow_url = kubeflow.url
             self.kubeflow_tls_certificate = kubeflow.tls_certificate
-        profiles_after = (kubeflow.profiles_installed
-                          if settings.kubeflow and "profiles" in settings.kubeflow.components
-                          else None)
+            if "profiles" in settings.kubeflow.components:
+                profiles = KubeflowProfiles(settings.kubeflow.user.email,
+                                            kubeflow.profiles_installed)
         # On hybrid, users reach the API at its private address (VPN or LAN); admins may
         # use the public one from aws.adminCidrs.
         users_endpoint = (self.control_plane.node_endpoint if machines.users_on_private_network
                           else self.api_endpoint)
         self.access = Access(f"{self._name}-access", AccessArgs(
-            settings, self.provider, self.pki, users_endpoint, self.nodes_ready,
-            aws_opts=machines.aws_opts,
+            settings.access, settings.cluster_name, self.provider, self.pki, users_endpoint,
+            self.nodes_ready, job_kinds=job_kinds(settings.mpi.operator, settings.kubeflow),
+            aws_opts=machines.aws_opts, aws_tags=settings.aws.tags if settings.aws else {},
             vpn_profile=machines.vpn.user_profile if machines.vpn else None,
-            kubeflow_profiles_after=profiles_after), opts=opts)
-
+            kubeflow_profiles=profiles), opts=opts)

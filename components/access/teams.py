@@ -4,8 +4,8 @@ Kubernetes' admin/edit/view role in the user's namespaces. Those roles also cove
 kinds the cluster installs (MPIJob; Trainer's TrainJob with Kubeflow). Each user's
 kubeconfig is a secret output and, on AWS layouts, an SSM SecureString the user can fetch."""
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Optional
 
 import pulumi
@@ -17,8 +17,8 @@ from components.common import kube
 from components.aws import ssm_paths
 from components.kubernetes.pki import ClusterPki
 from components.kubernetes.kubeconfig import client_kubeconfig
-from config.access import Team, User
-from config.model import StackConfig
+from config.access import AccessSettings, Team, User
+from config.kubeflow import KubeflowSettings
 
 GPU_QUOTA = "requests.nvidia.com/gpu"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-cluster"}
@@ -60,20 +60,33 @@ TRAIN_JOBS = JobKind("trainjobs", "trainer.kubeflow.org", ("trainjobs",),
                      ("trainjobs", "trainjobs/status", "trainingruntimes"))
 
 
+@dataclass(frozen=True)
+class KubeflowProfiles:
+    """With Kubeflow's profiles: who owns each team's Profile (kubeflow.user.email) and
+    what installs the Profile CRD and its controller."""
+
+    owner: str
+    after: Sequence[pulumi.Resource]
+
+
 @dataclass
 class AccessArgs:
-    settings: StackConfig
+    access: AccessSettings
+    cluster_name: str
     provider: k8s.Provider
     pki: ClusterPki
     # The API address in users' kubeconfigs (hybrid: the private one, through the VPN).
     api_endpoint: pulumi.Input[str]
     depends_on: list
-    # AWS layouts: where each user's kubeconfig is also stored (an SSM SecureString).
+    # The job kinds the cluster installs (job_kinds), which the built-in roles cover.
+    job_kinds: Sequence[JobKind] = ()
+    # AWS layouts: where each user's kubeconfig is also stored (an SSM SecureString),
+    # tagged with aws.tags.
     aws_opts: Optional[pulumi.ResourceOptions] = None
+    aws_tags: Mapping[str, str] = field(default_factory=dict)
     # Hybrid with the VPN server on EC2: a user's own VPN profile.
     vpn_profile: Optional[Callable[[str], Optional[pulumi.Output[str]]]] = None
-    # With Kubeflow's profiles: what installs the Profile CRD and its controller.
-    kubeflow_profiles_after: Optional[list] = None
+    kubeflow_profiles: Optional[KubeflowProfiles] = None
 
 
 class Access(pulumi.ComponentResource):
@@ -84,16 +97,16 @@ class Access(pulumi.ComponentResource):
     def __init__(self, name: str, args: AccessArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:access:Access", name, None, opts)
         self._name, self._args = name, args
-        access = args.settings.access
+        access = args.access
         on_cluster = kube.k8s_provider_opts(args.provider, self, args.depends_on)
-        owner = (args.settings.kubeflow.user.email
-                 if args.kubeflow_profiles_after is not None else None)
+        profiles = args.kubeflow_profiles
+        owner = profiles.owner if profiles is not None else None
         manifests = [obj for team in access.teams for obj in team_objects(team, owner)]
         manifests += [obj for user in access.users for obj in user_bindings(user)]
-        manifests += job_roles(job_kinds(args.settings))
+        manifests += job_roles(list(args.job_kinds))
         created = kube.apply_all(manifests, on_cluster)
-        if owner is not None:
-            self._create_kubeflow_profiles(owner, created)
+        if profiles is not None:
+            self._create_kubeflow_profiles(profiles, created)
         kubeconfigs = {user.name: self._kubeconfig(user) for user in access.users}
         self.user_kubeconfigs = pulumi.Output.secret(pulumi.Output.all(**kubeconfigs))
         profiles = {user.name: args.vpn_profile(user.name)
@@ -106,32 +119,32 @@ class Access(pulumi.ComponentResource):
             for user in access.users:
                 parameter = aws.ssm.Parameter(
                     f"{name}-{user.name}-kubeconfig",
-                    name=ssm_paths.user_kubeconfig(args.settings.cluster_name, user.name),
+                    name=ssm_paths.user_kubeconfig(args.cluster_name, user.name),
                     type="SecureString",
                     # A kubeconfig can exceed the standard tier's 4 KB.
                     tier="Intelligent-Tiering",
                     value=kubeconfigs[user.name],
-                    tags={**args.settings.aws.tags, "gpu-cluster/user": user.name},
+                    tags={**args.aws_tags, "gpu-cluster/user": user.name},
                     opts=pulumi.ResourceOptions.merge(
                         args.aws_opts, pulumi.ResourceOptions(parent=self)))
                 self.user_kubeconfig_parameters[user.name] = parameter.name
         self.register_outputs({"users": [user.name for user in access.users]})
 
-    def _create_kubeflow_profiles(self, owner: str, namespaces: list) -> None:
+    def _create_kubeflow_profiles(self, profiles: KubeflowProfiles, namespaces: list) -> None:
         """A Kubeflow Profile per team: the profile controller adopts the team's namespace
         (its `owner` annotation names the profile's owner) and adds Kubeflow's roles and
         Istio policies, so the team's namespace is also its Kubeflow workspace."""
         args = self._args
-        opts = kube.k8s_provider_opts(args.provider, self,
-                                      [*namespaces, *args.kubeflow_profiles_after])
-        for team in args.settings.access.teams:
+        opts = kube.k8s_provider_opts(args.provider, self, [*namespaces, *profiles.after])
+        for team in args.access.teams:
             k8s.apiextensions.CustomResource(
-                f"{team.name}-kubeflow-profile", **kubeflow_profile(team, owner), opts=opts)
+                f"{team.name}-kubeflow-profile", **kubeflow_profile(team, profiles.owner),
+                opts=opts)
 
     def _kubeconfig(self, user: User) -> pulumi.Output[str]:
         args = self._args
-        cluster = args.settings.cluster_name
-        hours = args.settings.access.certificate_validity_days * 24
+        cluster = args.cluster_name
+        hours = args.access.certificate_validity_days * 24
         cert = args.pki.client_certificate(
             f"user-{user.name}", user.name, user.groups[0] if user.groups else None,
             validity_hours=hours, early_renewal_hours=min(MAX_EARLY_RENEWAL_HOURS, hours // 3))
@@ -199,10 +212,11 @@ def user_bindings(user: User) -> list[dict]:
             for namespace in user.namespaces]
 
 
-def job_kinds(settings: StackConfig) -> list[JobKind]:
-    """The job kinds whose CRDs this stack installs."""
-    kinds = [MPI_JOBS] if settings.mpi.operator else []
-    if settings.kubeflow is not None and "trainer" in settings.kubeflow.components:
+def job_kinds(mpi_operator: bool, kubeflow: Optional[KubeflowSettings]) -> list[JobKind]:
+    """The job kinds whose CRDs the stack installs: mpi.operator's MPIJob, Kubeflow
+    Trainer's TrainJob."""
+    kinds = [MPI_JOBS] if mpi_operator else []
+    if kubeflow is not None and "trainer" in kubeflow.components:
         kinds.append(TRAIN_JOBS)
     return kinds
 

@@ -2,6 +2,7 @@
 only on GPU nodes, with optional time-slicing and MIG strategy."""
 
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -10,7 +11,7 @@ import yaml
 
 from components.common import kube
 from config import versions
-from config.model import StackConfig
+from config.model import GpuSettings, Host, Taint, WorkerPool
 
 NAMESPACE = "kube-system"
 FEATURE_DISCOVERY_NAMESPACE = "gpu-feature-discovery"
@@ -21,7 +22,11 @@ GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
 
 @dataclass
 class GpuSupportArgs:
-    settings: StackConfig
+    gpu: GpuSettings
+    # The taints of the nodes with GPUs (gpu_node_taints), which the plugin tolerates.
+    gpu_node_taints: Sequence[Taint]
+    # tuning.cpuManagerPolicy of the hosts.
+    cpu_manager_policy: str
     provider: k8s.Provider
     # Nodes must be registered (and labelled) first.
     depends_on: list
@@ -31,12 +36,13 @@ class GpuSupport(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuSupportArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:addons:GpuSupport", name, None, opts)
         opts = kube.k8s_provider_opts(args.provider, self, args.depends_on)
-        self.resources = kube.apply_all(gpu_manifests(args.settings), opts)
-        if args.settings.gpu.feature_discovery:
-            self.resources.append(self._create_feature_discovery(name, args.settings, opts))
+        self.resources = kube.apply_all(
+            gpu_manifests(args.gpu, args.gpu_node_taints, args.cpu_manager_policy), opts)
+        if args.gpu.feature_discovery:
+            self.resources.append(self._create_feature_discovery(name, args, opts))
         self.register_outputs({})
 
-    def _create_feature_discovery(self, name: str, settings: StackConfig,
+    def _create_feature_discovery(self, name: str, args: GpuSupportArgs,
                                   opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
         namespace = kube.apply({"apiVersion": "v1", "kind": "Namespace",
                                 "metadata": {"name": FEATURE_DISCOVERY_NAMESPACE}}, opts)
@@ -47,79 +53,78 @@ class GpuSupport(pulumi.ComponentResource):
             repository_opts=k8s.helm.v4.RepositoryOptsArgs(
                 repo=versions.NVIDIA_DEVICE_PLUGIN_CHART_REPO),
             namespace=FEATURE_DISCOVERY_NAMESPACE,
-            values=feature_discovery_values(settings),
+            values=feature_discovery_values(args.gpu, args.gpu_node_taints),
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
         )
 
 
-def gpu_tolerations(settings: StackConfig) -> list[dict]:
-    """Tolerate the taints of every GPU host and pool (and the usual nvidia.com/gpu one)."""
+def gpu_node_taints(nodes: Iterable["Host | WorkerPool"]) -> tuple[Taint, ...]:
+    """The taints of the hosts and pools that have GPUs, in their order."""
+    return tuple(taint for node in nodes if node.gpus for taint in node.taints)
+
+
+def gpu_tolerations(taints: Sequence[Taint]) -> list[dict]:
+    """Tolerate the GPU nodes' taints (and the usual nvidia.com/gpu one)."""
     seen = {("nvidia.com/gpu", "NoSchedule")}
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    for node in [*settings.hosts, *settings.pools]:
-        if not node.gpus:
-            continue
-        for taint in node.taints:
-            if (taint.key, taint.effect) not in seen:
-                seen.add((taint.key, taint.effect))
-                tolerations.append({"key": taint.key, "operator": "Exists", "effect": taint.effect})
+    for taint in taints:
+        if (taint.key, taint.effect) not in seen:
+            seen.add((taint.key, taint.effect))
+            tolerations.append({"key": taint.key, "operator": "Exists", "effect": taint.effect})
     return tolerations
 
 
-def feature_discovery_values(settings: StackConfig) -> dict:
+def feature_discovery_values(gpu: GpuSettings, taints: Sequence[Taint]) -> dict:
     """Chart values: GFD and node-feature-discovery only, scheduled like our plugin."""
     return {
         "devicePlugin": {"enabled": False},
         "gfd": {"enabled": True},
-        "migStrategy": settings.gpu.mig_strategy,
+        "migStrategy": gpu.mig_strategy,
         "runtimeClassName": RUNTIME_CLASS,
         "nodeSelector": GPU_NODE_SELECTOR,
-        "tolerations": gpu_tolerations(settings),
-        "nfd": {"worker": {"tolerations": gpu_tolerations(settings)}},
+        "tolerations": gpu_tolerations(taints),
+        "nfd": {"worker": {"tolerations": gpu_tolerations(taints)}},
     }
 
 
-def device_plugin_config(settings: StackConfig) -> str:
+def device_plugin_config(gpu: GpuSettings) -> str:
     """The device plugin's config file (its v1 config API)."""
-    config: dict = {"version": "v1", "flags": {"migStrategy": settings.gpu.mig_strategy}}
-    replicas = settings.gpu.time_slicing_replicas
+    config: dict = {"version": "v1", "flags": {"migStrategy": gpu.mig_strategy}}
+    replicas = gpu.time_slicing_replicas
     if replicas > 1:
         config["sharing"] = {"timeSlicing": {
             "resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}}
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def plugin_env(settings: StackConfig) -> list[dict]:
+def plugin_env(gpu: GpuSettings, cpu_manager_policy: str) -> list[dict]:
     env = {
         "CONFIG_FILE": "/config/config.yaml",
         # The nvidia runtime mounts the driver into the plugin's own container.
         "NVIDIA_VISIBLE_DEVICES": "all",
         "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
     }
-    if settings.gpu.mig_strategy != "none":
+    if gpu.mig_strategy != "none":
         env["NVIDIA_MIG_MONITOR_DEVICES"] = "all"
-    if _cpu_manager_static(settings):
+    if cpu_manager_policy == "static":
         # With the static CPU manager the kubelet re-applies cgroups; the plugin must
         # pass device specs or containers lose their GPUs.
         env["PASS_DEVICE_SPECS"] = "true"
     return [{"name": name, "value": value} for name, value in env.items()]
 
 
-def plugin_security_context(settings: StackConfig) -> dict:
+def plugin_security_context(gpu: GpuSettings, cpu_manager_policy: str) -> dict:
     """The least privilege the plugin works with, as the upstream chart chooses it."""
-    if _cpu_manager_static(settings):
+    if cpu_manager_policy == "static":
         return {"privileged": True}
-    if settings.gpu.mig_strategy != "none":
+    if gpu.mig_strategy != "none":
         return {"capabilities": {"add": ["SYS_ADMIN"]}}
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def _cpu_manager_static(settings: StackConfig) -> bool:
-    return settings.tuning.cpu_manager_policy == "static"
-
-
-def gpu_manifests(settings: StackConfig) -> list[dict]:
-    config = device_plugin_config(settings)
+def gpu_manifests(gpu: GpuSettings, taints: Sequence[Taint],
+                  cpu_manager_policy: str) -> list[dict]:
+    config = device_plugin_config(gpu)
     labels = {"app.kubernetes.io/name": "nvidia-device-plugin"}
     runtime_class = {
         "apiVersion": "node.k8s.io/v1",
@@ -129,7 +134,7 @@ def gpu_manifests(settings: StackConfig) -> list[dict]:
         "handler": "nvidia",
         # Pods asking for this runtime can only run on GPU nodes.
         "scheduling": {"nodeSelector": GPU_NODE_SELECTOR,
-                       "tolerations": gpu_tolerations(settings)},
+                       "tolerations": gpu_tolerations(taints)},
     }
     config_map = {
         "apiVersion": "v1",
@@ -153,7 +158,7 @@ def gpu_manifests(settings: StackConfig) -> list[dict]:
                 },
                 "spec": {
                     "nodeSelector": GPU_NODE_SELECTOR,
-                    "tolerations": gpu_tolerations(settings),
+                    "tolerations": gpu_tolerations(taints),
                     "priorityClassName": "system-node-critical",
                     # The plugin talks to the driver through the NVIDIA runtime.
                     "runtimeClassName": RUNTIME_CLASS,
@@ -161,8 +166,8 @@ def gpu_manifests(settings: StackConfig) -> list[dict]:
                         "name": "nvidia-device-plugin",
                         "image": versions.NVIDIA_DEVICE_PLUGIN_IMAGE,
                         "command": ["nvidia-device-plugin"],
-                        "env": plugin_env(settings),
-                        "securityContext": plugin_security_context(settings),
+                        "env": plugin_env(gpu, cpu_manager_policy),
+                        "securityContext": plugin_security_context(gpu, cpu_manager_policy),
                         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
                                       "limits": {"memory": "256Mi"}},
                         "volumeMounts": [

@@ -3,6 +3,7 @@ exactly one the default. Data outlives claims and the stack: reclaim policy Reta
 the program never deletes a volume's folder."""
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -14,9 +15,10 @@ from config import versions
 from config.model import (
     STORAGE_CLASS_NAMES,
     EfsBackend,
+    Host,
     LocalPathBackend,
     NfsBackend,
-    StackConfig,
+    StorageSettings,
 )
 
 NFS_NAMESPACE = "nfs-provisioner"
@@ -31,10 +33,12 @@ DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 @dataclass
 class SharedStorageArgs:
-    settings: StackConfig
+    storage: StorageSettings
     provider: k8s.Provider
     # The NFS server step when a cluster host serves NFS, and the nodes.
     depends_on: list
+    # With storage.nfs: the server's address (nfs_server_address).
+    nfs_server: Optional[str] = None
     # The address of the EFS file system the program created (AWS layouts); otherwise
     # storage.efs.mountTargetAddress.
     efs_address: Optional[pulumi.Input[str]] = None
@@ -43,30 +47,31 @@ class SharedStorageArgs:
 class SharedStorage(pulumi.ComponentResource):
     def __init__(self, name: str, args: SharedStorageArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:addons:SharedStorage", name, None, opts)
-        self.default_class = args.settings.storage.default_class
+        self.default_class = args.storage.default_class
         self.resources = kube.apply_all(
-            storage_manifests(args.settings, args.efs_address),
+            storage_manifests(args.storage, args.nfs_server, args.efs_address),
             kube.k8s_provider_opts(args.provider, self, args.depends_on))
         self.register_outputs({"defaultStorageClass": self.default_class})
 
 
-def nfs_server_address(settings: StackConfig) -> str:
-    nfs = settings.storage.nfs
+def nfs_server_address(nfs: NfsBackend, hosts: Sequence[Host]) -> str:
+    """storage.nfs.server, or the address of the cluster host storage.nfs.host names."""
     if nfs.server:
         return nfs.server
-    return next(h.address for h in settings.hosts if h.name == nfs.host)
+    return next(h.address for h in hosts if h.name == nfs.host)
 
 
-def storage_manifests(settings: StackConfig,
+def storage_manifests(storage: StorageSettings, nfs_server: Optional[str] = None,
                       efs_address: Optional[pulumi.Input[str]] = None) -> list[dict]:
-    storage = settings.storage
     manifests: list[dict] = []
     for backend_name, backend in storage.backends.items():
         is_default = backend_name == storage.default_backend
         if isinstance(backend, NfsBackend):
+            if not nfs_server:
+                raise ValueError("storage.nfs is configured but no NFS server address was given")
             manifests += _nfs_subdir(
                 STORAGE_CLASS_NAMES["nfs"], NFS_NAMESPACE, NFS_PROVISIONER,
-                "nfs-subdir-external-provisioner", nfs_server_address(settings), backend,
+                "nfs-subdir-external-provisioner", nfs_server, backend,
                 is_default)
         elif isinstance(backend, EfsBackend):
             # By mount-target address: on-prem nodes need no AWS DNS to reach it.

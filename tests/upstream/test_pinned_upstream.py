@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import yaml
 
-from components.addons.gpu_support import gpu_manifests
+from components.addons.gpu_support import gpu_manifests, gpu_node_taints
 from components.addons.shared_storage import NFS_PROVISIONER, storage_manifests
 from config import load, versions
 from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config
@@ -89,7 +89,9 @@ def chart_plugin(objects: list[dict]) -> tuple[dict, dict]:
                          ids=[c[0] for c in DEVICE_PLUGIN_CASES])
 def test_device_plugin_matches_the_upstream_chart_rendered_with_the_same_settings(
         tmp_path, gpu, tuning, chart_values):
-    ours = gpu_manifests(settings_with(gpu=gpu, tuning=tuning))
+    settings = settings_with(gpu=gpu, tuning=tuning)
+    ours = gpu_manifests(settings.gpu, gpu_node_taints(settings.hosts),
+                         settings.tuning.cpu_manager_policy)
     [our_config] = by_kind(ours, "ConfigMap")
     [our_ds] = by_kind(ours, "DaemonSet")
     our_pod = our_ds["spec"]["template"]["spec"]
@@ -126,7 +128,7 @@ def test_device_plugin_matches_the_upstream_chart_rendered_with_the_same_setting
 def test_nfs_provisioner_matches_the_upstream_chart(tmp_path):
     chart = fixture("nfs-subdir-external-provisioner-v4.0.2/charts/nfs-subdir-external-provisioner")
     settings = settings_with(storage={"nfs": {"server": "192.0.2.20", "path": "/export/ml"}})
-    ours = storage_manifests(settings)
+    ours = storage_manifests(settings.storage, nfs_server="192.0.2.20")
     [our_class] = by_kind(ours, "StorageClass")
     [our_deployment] = by_kind(ours, "Deployment")
     values = {
@@ -171,7 +173,7 @@ def test_local_path_provisioner_matches_the_upstream_release_manifest():
     upstream = fixture("local-path-provisioner-v0.0.37/deploy/local-path-storage.yaml")
     objects = list(yaml.safe_load_all(upstream.read_text()))
     settings = settings_with(storage={"localPath": {"path": "/dfs"}})
-    ours = storage_manifests(settings)
+    ours = storage_manifests(settings.storage)
     [their_deployment] = by_kind(objects, "Deployment")
     [our_deployment] = by_kind(ours, "Deployment")
     theirs = their_deployment["spec"]["template"]["spec"]["containers"][0]
@@ -199,7 +201,7 @@ def test_feature_discovery_chart_values_render_gfd_and_nfd_only(tmp_path):
     from components.addons.gpu_support import feature_discovery_values
 
     settings = settings_with(gpu={"featureDiscovery": True})
-    values = feature_discovery_values(settings)
+    values = feature_discovery_values(settings.gpu, gpu_node_taints(settings.hosts))
     assert values["gfd"] == {"enabled": True}
     objects = render_chart(tmp_path, values)
     daemon_sets = {d["metadata"]["name"]: d for d in by_kind(objects, "DaemonSet")}

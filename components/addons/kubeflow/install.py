@@ -7,6 +7,7 @@ secrets are Secrets the program creates; upstream's published values are never a
 import ipaddress
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -16,12 +17,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 import pulumi_tls as tls
+from pydantic import SecretStr
 
 from components.common import kube
 from components.addons.kubeflow import catalog
 from components.addons.kubeflow import overlay
 from components.common.remote_step import Script, Ssh, run_step
-from config.model import Host, StackConfig
+from config.kubeflow import KubeflowAccess, KubeflowSettings
+from config.model import Host
 
 PROJECT_DIR = Path(__file__).resolve().parents[3]
 # The overlays live in the (git-ignored) build folder, at a path relative to the project
@@ -45,10 +48,22 @@ _BCRYPT_ALPHABET = bytes.maketrans(
 
 @dataclass
 class KubeflowArgs:
-    settings: StackConfig
+    kubeflow: KubeflowSettings
+    # gpu-cluster:kubeflowPassword (or its bcrypt hash).
+    password: SecretStr
+    # In the self-signed certificate's subject.
+    cluster_name: str
     provider: k8s.Provider
     # The nodes and the default StorageClass Kubeflow's volumes are claimed on.
     depends_on: list
+    # gpu-cluster:kubeflowTlsKey, with kubeflow.access.tls.mode certificate.
+    tls_key: Optional[SecretStr] = None
+    # The addresses of the configured hosts that run workloads: nodePort reaches the
+    # gateway at any of them.
+    workload_addresses: Sequence[str] = ()
+    # aws.adminCidrs: who may reach a load balancer when kubeflow.access.sourceRanges
+    # is empty.
+    admin_cidrs: Sequence[str] = ()
     # The controller and its SSH connection, where the portForward unit runs, with the
     # distribution's kubectl there and the unit of its controller service.
     controller: Optional[Host] = None
@@ -61,15 +76,14 @@ class Kubeflow(pulumi.ComponentResource):
     def __init__(self, name: str, args: KubeflowArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:addons:Kubeflow", name, None, opts)
         self._name, self._args = name, args
-        settings = args.settings
-        kubeflow = settings.kubeflow
-        self.url = kubeflow_url(settings, args.controller)
+        kubeflow = args.kubeflow
+        self.url = kubeflow_url(kubeflow.access, args.workload_addresses, args.controller)
         # The self-signed certificate users trust (None with tls certificate or off).
         self.tls_certificate: Optional[pulumi.Output[str]] = None
         if kubeflow.access.tls.mode == "off":
             pulumi.log.warn(PLAIN_HTTP_WARNING.format(url=self.url), resource=self)
         password_hash = self._dex_password_hash()
-        self.overlay_dirs = write_overlays(settings)
+        self.overlay_dirs = write_overlays(kubeflow, args.admin_cidrs)
         previous: list = list(args.depends_on)
         self.stages: dict[str, k8s.kustomize.v2.Directory] = {}
         for stage in catalog.stages_for(kubeflow):
@@ -96,7 +110,7 @@ class Kubeflow(pulumi.ComponentResource):
         """Dex's bcrypt hash of the configured password (a configured hash as it is). Its
         salt is random per stack, kept as secret state, so the hash is stable across runs
         and nothing but bcrypt itself tests a guess."""
-        password = self._args.settings.kubeflow_password.get_secret_value()
+        password = self._args.password.get_secret_value()
         if password.startswith("$2"):
             return pulumi.Output.secret(password)
         salt = random.RandomBytes(f"{self._name}-dex-password-salt", length=16,
@@ -122,11 +136,10 @@ class Kubeflow(pulumi.ComponentResource):
     def _create_gateway_tls_secret(self) -> pulumi.Resource:
         """The gateway's certificate and key: from config, or made here for the names
         users open (served by the gateway as Kubeflow's Gateway names it)."""
-        settings = self._args.settings
-        tls_settings = settings.kubeflow.access.tls
+        tls_settings = self._args.kubeflow.access.tls
         if tls_settings.mode == "certificate":
             certificate = tls_settings.certificate
-            key = pulumi.Output.secret(settings.kubeflow_tls_key.get_secret_value())
+            key = pulumi.Output.secret(self._args.tls_key.get_secret_value())
         else:
             certificate, key = self._self_signed_certificate()
             self.tls_certificate = certificate
@@ -140,7 +153,9 @@ class Kubeflow(pulumi.ComponentResource):
     def _self_signed_certificate(self) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """A server certificate (not a CA: browsers refuse a CA certificate as a server's)
         for every name that reaches the gateway, so one trusted file works for all."""
-        dns_names, ip_addresses = gateway_names(self._args.settings, self._args.controller)
+        args = self._args
+        dns_names, ip_addresses = gateway_names(args.kubeflow.access, args.workload_addresses,
+                                                args.controller)
         mine = pulumi.ResourceOptions(parent=self)
         key = tls.PrivateKey(f"{self._name}-gateway-tls-key", algorithm="ECDSA",
                              ecdsa_curve="P256", opts=mine)
@@ -149,7 +164,7 @@ class Kubeflow(pulumi.ComponentResource):
             private_key_pem=key.private_key_pem,
             subject=tls.SelfSignedCertSubjectArgs(
                 common_name=(dns_names + ip_addresses)[0][:64],
-                organization=f"gpu-cluster {self._args.settings.cluster_name}"),
+                organization=f"gpu-cluster {args.cluster_name}"),
             dns_names=dns_names, ip_addresses=ip_addresses,
             allowed_uses=["digital_signature", "server_auth"],
             validity_period_hours=SELF_SIGNED_VALIDITY_HOURS,
@@ -185,35 +200,30 @@ class Kubeflow(pulumi.ComponentResource):
 
     def _create_port_forward(self) -> None:
         """A systemd unit on the controller forwarding to the gateway (seed 000)."""
-        access = self._args.settings.kubeflow.access
+        access = self._args.kubeflow.access
         run_step(self._args.controller.name, "kubeflow-port-forward",
                  on=self._args.controller_ssh, create=PORT_FORWARD, delete=PORT_FORWARD_REMOVE,
                  env={"LISTEN_ADDRESS": access.listen_address, "LISTEN_PORT": str(access.port),
                       "GATEWAY_NAMESPACE": overlay.GATEWAY_NAMESPACE,
                       "GATEWAY_SERVICE": overlay.GATEWAY_SERVICE,
-                      "GATEWAY_PORT": str(overlay.gateway_port(self._args.settings.kubeflow)),
+                      "GATEWAY_PORT": str(overlay.gateway_port(self._args.kubeflow)),
                       "KUBECTL": self._args.controller_kubectl,
                       "CONTROLLER_SERVICE": self._args.controller_service},
                  depends_on=[self.stages[catalog.ISTIO.name]], parent=self)
 
 
-def _addresses(settings: StackConfig,
-               controller: Optional[Host]) -> tuple[list[str], Optional[str]]:
-    workloads = [h.address for h in settings.hosts if h.runs_workloads]
-    return workloads, controller.address if controller else None
+def kubeflow_url(access: KubeflowAccess, workload_addresses: Sequence[str],
+                 controller: Optional[Host]) -> str:
+    return access.url(list(workload_addresses), controller.address if controller else None)
 
 
-def kubeflow_url(settings: StackConfig, controller: Optional[Host]) -> str:
-    return settings.kubeflow.access.url(*_addresses(settings, controller))
-
-
-def gateway_names(settings: StackConfig,
+def gateway_names(access: KubeflowAccess, workload_addresses: Sequence[str],
                   controller: Optional[Host]) -> tuple[list[str], list[str]]:
     """(DNS names, IP addresses) users reach the gateway by: `hostname`, the URL's host,
     and for nodePort every workload node (any node answers), for portForward the
     forwarder's address."""
-    access = settings.kubeflow.access
-    workloads, controller_address = _addresses(settings, controller)
+    workloads = list(workload_addresses)
+    controller_address = controller.address if controller else None
     names = [access.url_host(workloads, controller_address)]
     if access.mode == "nodePort":
         names += workloads
@@ -236,15 +246,17 @@ def dex_password_hash(password: str, salt_base64: str) -> str:
     return bcrypt.hashpw(password.encode(), f"$2b${BCRYPT_COST:02d}$".encode() + salt).decode()
 
 
-def write_overlays(settings: StackConfig) -> dict[str, str]:
+def write_overlays(kubeflow: KubeflowSettings, admin_cidrs: Sequence[str]) -> dict[str, str]:
     """Writes each stage's overlay under build/<stack>/kubeflow/NN-<stage>/ and returns
     the folders (relative to the project) the provider reads at `pulumi up`."""
     root = OVERLAYS_DIR.format(stack=pulumi.get_stack())
-    kubeflow = settings.kubeflow
     access = kubeflow.access
     if access.mode == "loadBalancer" and not access.source_ranges:
-        # Never a load balancer open to the world by default: the admins' networks.
-        access = access.model_copy(update={"source_ranges": list(settings.aws.admin_cidrs)})
+        # Never a load balancer open to the world by default: the admins' networks (an
+        # empty loadBalancerSourceRanges would admit every address).
+        if not admin_cidrs:
+            raise ValueError("a loadBalancer without sourceRanges needs aws.adminCidrs")
+        access = access.model_copy(update={"source_ranges": list(admin_cidrs)})
         kubeflow = kubeflow.model_copy(update={"access": access})
     folders = {}
     for number, stage in enumerate(catalog.stages_for(kubeflow), start=1):
