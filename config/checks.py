@@ -202,12 +202,10 @@ def _storage(cfg: PartialConfig) -> list[Problem]:
         return [Problem("storage", "configure a backend: nfs or efs (shared, ReadWriteMany) or "
                         "localPath (node-local); it becomes the default StorageClass")]
     problems = []
-    defaults = [name for name, backend in backends.items() if backend.default]
-    if len(backends) == 1:
-        name, backend = next(iter(backends.items()))
-        if backend.default is False:
-            problems.append(Problem(f"storage.{name}.default",
-                                    "the only backend must be the default StorageClass"))
+    defaults = storage.default_backends
+    if len(defaults) != 1 and len(backends) == 1:
+        problems.append(Problem(f"storage.{next(iter(backends))}.default",
+                                "the only backend must be the default StorageClass"))
     elif len(defaults) != 1:
         listed = " and ".join(defaults) if defaults else "none"
         problems.append(Problem("storage", "exactly one backend must set default: true "

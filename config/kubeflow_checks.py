@@ -81,10 +81,7 @@ def _default_storage_class(cfg: PartialConfig) -> list[Problem]:
     storage = cfg.storage
     if storage is None:
         return []
-    backends = storage.backends
-    defaults = [b for b in backends.values() if b.default] if len(backends) > 1 else \
-        [b for b in backends.values() if b.default is not False]
-    if len(defaults) != 1:
+    if len(storage.default_backends) != 1:
         return [Problem("kubeflow", "needs the stack's default StorageClass (Kubeflow's volumes "
                         "claim it: Katib's and Pipelines' databases, notebook workspaces); "
                         "gpu-cluster:storage has none")]

@@ -306,11 +306,19 @@ class StorageSettings(Section):
         return {name: backend for name, backend in found.items() if backend is not None}
 
     @property
-    def default_backend(self) -> str:
+    def default_backends(self) -> list[str]:
+        """The one rule for which backend is the default StorageClass: the only backend
+        unless it sets default: false; of several, those that set default: true. A valid
+        config has exactly one (config/checks.py); everything else asks default_backend."""
         backends = self.backends
         if len(backends) == 1:
-            return next(iter(backends))
-        return next(name for name, backend in backends.items() if backend.default)
+            return [name for name, backend in backends.items() if backend.default is not False]
+        return [name for name, backend in backends.items() if backend.default]
+
+    @property
+    def default_backend(self) -> str:
+        [backend] = self.default_backends
+        return backend
 
     @property
     def default_class(self) -> str:

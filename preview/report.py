@@ -11,6 +11,7 @@ from typing import Any, Optional
 import yaml
 from pulumi.runtime import rpc
 
+from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
 from components.aws.boot import boot_scripts
 from config.model import STORAGE_CLASS_NAMES
 from preview.engine import Plan, ResourceRecord
@@ -71,7 +72,7 @@ def _storage_summary(plan: Plan) -> list[str]:
     for resource in classes:
         name = resource.inputs["metadata"]["name"]
         default = resource.inputs["metadata"]["annotations"].get(
-            "storageclass.kubernetes.io/is-default-class") == "true"
+            DEFAULT_CLASS_ANNOTATION) == "true"
         why = ""
         if default:
             why = (" (default: the only backend configured)" if len(classes) == 1 else

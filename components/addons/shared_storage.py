@@ -28,6 +28,8 @@ EFS_NAMESPACE = "efs-provisioner"
 EFS_PROVISIONER = "gpu-cluster/efs-subdir-provisioner"
 LOCAL_PATH_NAMESPACE = "local-path-storage"
 LOCAL_PATH_PROVISIONER = "rancher.io/local-path"
+# What marks the default StorageClass (kubernetes pkg/apis/storage/util/helpers.go,
+# IsDefaultStorageClassAnnotation); which class gets it is StorageSettings.default_backend.
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
