@@ -40,6 +40,9 @@ def test_device_plugin_runs_only_where_the_bootstrap_labels_gpu_nodes():
 
 def test_device_plugin_tolerates_the_gpu_hosts_taints():
     values = bare_metal_config(workers=2)
+    # A node without GPUs: its taints keep other pods away and are none of the plugin's.
+    values["hosts"][0]["role"] = "controller+worker"
+    values["hosts"][0]["taints"] = [{"key": "infra", "effect": "NoSchedule"}]
     values["hosts"][1]["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
     values["hosts"][2]["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
                                     {"key": "team", "value": "vision", "effect": "NoExecute"}]
