@@ -14,6 +14,9 @@ LAYERS = ["common", "distributions", "hosts", "kubernetes", "network", "aws", "a
 # The composition on top may import from every package.
 COMPOSITION = {"cluster", "layouts"}
 DISTRIBUTION_NAMES = ("k0s", "rke2")
+# Packages whose components and helpers take config sections and plain values, never the
+# whole stack config (the composition derives what needs all of it).
+SECTION_ONLY = ["addons", "access"]
 
 
 def modules() -> list[Path]:
@@ -86,3 +89,12 @@ def test_only_the_distributions_name_one(path):
     words = code_strings_and_names(ast.parse(path.read_text()))
     named = [word for word in words if any(name in word.lower() for name in DISTRIBUTION_NAMES)]
     assert not named, f"{path.relative_to(COMPONENTS)} names a distribution in its code: {named}"
+
+
+@pytest.mark.parametrize("path", [p for p in modules() if package_of(p) in SECTION_ONLY],
+                         ids=lambda p: str(p.relative_to(COMPONENTS)))
+def test_section_only_packages_never_take_the_whole_stack_config(path):
+    words = code_strings_and_names(ast.parse(path.read_text()))
+    assert "StackConfig" not in words, (
+        f"{path.relative_to(COMPONENTS)} uses StackConfig: take the config sections and "
+        "values it reads, and let components/cluster.py derive what needs the whole config")
