@@ -11,7 +11,7 @@ import pulumi_random as random
 from components.access.teams import Access, AccessArgs, KubeflowProfiles, job_kinds
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
-from components.distributions import distribution_for
+from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_taints
 from components.aws.gpu_worker_pool import oversized_user_data
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
@@ -42,7 +42,7 @@ class Cluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions = None):
         settings = args.settings
-        distribution = distribution_for(settings)
+        distribution = distribution_for(distribution_settings(settings))
         # What only the rendered boot scripts can tell, refused before anything exists.
         problems = oversized_user_data(settings, distribution)
         if problems:

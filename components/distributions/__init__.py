@@ -4,8 +4,9 @@ program knows. Each lives in components/distributions/<name>.py as its DISTRIBUT
 
 import importlib
 
-from components.distributions.base import Distribution
+from components.distributions.base import Distribution, DistributionSettings
 from config import versions
+from config.cloud import control_plane_address
 from config.model import StackConfig
 
 
@@ -16,5 +17,25 @@ def distribution_class(name: str) -> type:
 DISTRIBUTIONS = {name: distribution_class(name) for name in versions.DISTRIBUTIONS}
 
 
-def distribution_for(settings: StackConfig) -> Distribution:
+def distribution_settings(config: StackConfig) -> DistributionSettings:
+    """The one place a distribution's settings are read from the stack config."""
+    controller = next((host for host in config.hosts if host.runs_control_plane), None)
+    return DistributionSettings(
+        cluster_name=config.cluster_name,
+        kubernetes=config.kubernetes,
+        pod_cidr=config.network.pod_cidr,
+        service_cidr=config.network.service_cidr,
+        cni=config.network.cni,
+        cni_mtu=config.cni_mtu,
+        tuning=config.tuning,
+        nvidia_default_runtime=config.nvidia.default_runtime,
+        # No controller among the hosts: it is the EC2 instance (hybrid, cloud).
+        server_address=(controller.address if controller
+                        else control_plane_address(config.aws)),
+        host_addresses=tuple(host.address for host in config.hosts),
+        has_pools=bool(config.pools),
+    )
+
+
+def distribution_for(settings: DistributionSettings) -> Distribution:
     return DISTRIBUTIONS[settings.kubernetes.distribution](settings)

@@ -10,7 +10,34 @@ from typing import Optional, Protocol
 import pulumi
 
 from components.common.remote_step import Script
-from config.model import POOL_LABEL, Host, WorkerPool
+from config.model import POOL_LABEL, Host, HostTuning, KubernetesSettings, WorkerPool
+
+
+@dataclass(frozen=True)
+class DistributionSettings:
+    """What a distribution reads of the stack config, gathered once by
+    components/distributions/__init__.py distribution_settings."""
+
+    cluster_name: str
+    # The distribution, its version, the API's port and certificate names.
+    kubernetes: KubernetesSettings
+    # network.podCidr, serviceCidr, cni.
+    pod_cidr: str
+    service_cidr: str
+    cni: str
+    # The CNI's MTU (0: detected), below the VPN tunnel's on hybrid (StackConfig.cni_mtu).
+    cni_mtu: int
+    # Its kubelet settings: resolvConf and the CPU manager.
+    tuning: HostTuning
+    # nvidia.defaultRuntime: `nvidia` as GPU nodes' default container runtime.
+    nvidia_default_runtime: bool
+    # Where agents reach the server: the controller host's address or the EC2 control
+    # plane's fixed private one.
+    server_address: str
+    # The configured hosts' addresses, and whether pools' instances (addresses not known in
+    # advance) join too: what the CNI's interface can be pinned by.
+    host_addresses: tuple[str, ...]
+    has_pools: bool
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,14 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import yaml
 
-from components.distributions.base import BOOTSTRAP_TOKEN, JoinToken, node_labels
+from components.distributions.base import (
+    BOOTSTRAP_TOKEN,
+    DistributionSettings,
+    JoinToken,
+    node_labels,
+)
 from components.common.remote_step import Script
-from config.model import Host, StackConfig, WorkerPool
+from config.model import Host, WorkerPool
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.
 CONTAINERD_DROPIN_DIR = "/etc/k0s/containerd.d"
@@ -51,13 +56,12 @@ class K0s:
     # The CA key is its only secret; join tokens are issued per node.
     cluster_secrets: Sequence[str] = ()
 
-    def __init__(self, settings: StackConfig):
+    def __init__(self, settings: DistributionSettings):
         self.settings = settings
 
     def cluster_config(self, controller: Host, extra_sans: Sequence[str] = ()) -> str:
         """/etc/k0s/k0s.yaml for the controller; `extra_sans` for its public address."""
         settings = self.settings
-        network = settings.network
         spec: dict = {
             "api": {
                 "address": controller.address,
@@ -65,14 +69,14 @@ class K0s:
                 "sans": [controller.address, *extra_sans, *settings.kubernetes.api_sans],
             },
             "network": {
-                "provider": network.cni,
-                "podCIDR": network.pod_cidr,
-                "serviceCIDR": network.service_cidr,
+                "provider": settings.cni,
+                "podCIDR": settings.pod_cidr,
+                "serviceCIDR": settings.service_cidr,
             },
             "workerProfiles": [{"name": WORKER_PROFILE, "values": self._kubelet_settings()}],
             "telemetry": {"enabled": False},
         }
-        if network.cni == "calico":
+        if settings.cni == "calico":
             # The node IP is pinned per host (kubelet --node-ip); Calico uses the same
             # address, so multi-NIC and VPN hosts never pick the wrong interface.
             spec["network"]["calico"] = {
@@ -107,7 +111,7 @@ class K0s:
         """containerd 2 (config v3) drop-in adding the `nvidia` runtime."""
         lines = ["# Written by gpu-cluster: the NVIDIA container runtime for k0s's containerd.",
                  "version = 3", ""]
-        if self.settings.nvidia.default_runtime:
+        if self.settings.nvidia_default_runtime:
             lines += ['[plugins."io.containerd.cri.v1.runtime".containerd]',
                       '  default_runtime_name = "nvidia"', ""]
         lines += [

@@ -10,10 +10,9 @@ from typing import Optional
 import pulumi
 import yaml
 
-from components.distributions.base import JoinToken, node_labels
+from components.distributions.base import DistributionSettings, JoinToken, node_labels
 from components.common.remote_step import Script
-from config.cloud import control_plane_address
-from config.model import Host, StackConfig, WorkerPool
+from config.model import Host, WorkerPool
 
 ETC = "/etc/rancher/rke2"
 DATA_DIR = "/var/lib/rancher/rke2"
@@ -77,7 +76,7 @@ class Rke2:
     node_ports = NODE_PORTS
     cluster_secrets = (SERVER_TOKEN, AGENT_SECRET)
 
-    def __init__(self, settings: StackConfig):
+    def __init__(self, settings: DistributionSettings):
         self.settings = settings
 
     @property
@@ -87,8 +86,7 @@ class Rke2:
     def server_address(self) -> str:
         """Where agents reach the server: the controller host's address, or the fixed
         private address of the EC2 control plane (hybrid, cloud)."""
-        controller = next((h for h in self.settings.hosts if h.runs_control_plane), None)
-        return controller.address if controller else control_plane_address(self.settings.aws)
+        return self.settings.server_address
 
     def cluster_config(self, controller: Host, extra_sans: Sequence[str] = ()) -> str:
         """/etc/rancher/rke2/config.yaml of the server; `extra_sans` for its public
@@ -101,8 +99,8 @@ class Rke2:
             "tls-san": list(dict.fromkeys(
                 [controller.address, *extra_sans, *settings.kubernetes.api_sans])),
             "cni": ["canal"],
-            "cluster-cidr": settings.network.pod_cidr,
-            "service-cidr": settings.network.service_cidr,
+            "cluster-cidr": settings.pod_cidr,
+            "service-cidr": settings.service_cidr,
             "write-kubeconfig-mode": "0600",
             "token-file": TOKEN_FILE,
             "agent-token-file": AGENT_TOKEN_FILE,
@@ -136,7 +134,7 @@ class Rke2:
                                     else f"{t.key}:{t.effect}" for t in node.taints]
         # RKE2 adds the `nvidia` runtime itself once nvidia-container-runtime is on the
         # host (see nvidia_runtime_dropin); only GPU nodes have it to default to.
-        if node.gpus and self.settings.nvidia.default_runtime:
+        if node.gpus and self.settings.nvidia_default_runtime:
             values["default-runtime"] = "nvidia"
         return values
 
@@ -193,8 +191,8 @@ class Rke2:
         every node is a configured host or in `extra_addresses` (a controller outside
         `hosts`); the CNI MTU (below the tunnel's) in any case. Pools' instances have no
         address known in advance, so with pools flannel keeps its default route."""
-        addresses = [*extra_addresses, *(host.address for host in self.settings.hosts)]
-        regex = address_regex(addresses) if addresses and not self.settings.pools else None
+        addresses = [*extra_addresses, *self.settings.host_addresses]
+        regex = address_regex(addresses) if addresses and not self.settings.has_pools else None
         return self.canal_config(mtu=self.settings.cni_mtu, interface_regex=regex)
 
     def node_env(self, node: "Host | WorkerPool", node_ip: str,

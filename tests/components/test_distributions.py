@@ -7,7 +7,7 @@ import typing
 
 import pytest
 
-from components.distributions import DISTRIBUTIONS, distribution_for
+from components.distributions import DISTRIBUTIONS, distribution_for, distribution_settings
 from components.distributions.base import Distribution
 from config.model import KubernetesSettings
 from tests.components.conftest import settings_for
@@ -27,7 +27,7 @@ def test_every_configurable_distribution_has_a_class():
 def test_it_has_every_attribute_of_the_protocol(name):
     values = bare_metal_config()
     values["kubernetes"] = {"distribution": name}
-    distribution = distribution_for(settings_for(values))
+    distribution = distribution_for(distribution_settings(settings_for(values)))
     assert distribution.name == name
     missing = [attribute for attribute in ATTRIBUTES if not hasattr(distribution, attribute)]
     assert not missing
@@ -51,7 +51,7 @@ def test_a_distribution_without_a_token_step_makes_the_cluster_token():
     for cls in DISTRIBUTIONS.values():
         values = bare_metal_config()
         values["kubernetes"] = {"distribution": cls.name}
-        distribution = cls(settings_for(values))
+        distribution = cls(distribution_settings(settings_for(values)))
         secrets = {secret: "0" * 64 for secret in distribution.cluster_secrets}
         if distribution.create_join_token is None:
             assert distribution.shared_join_token("https://10.0.0.1:6443",

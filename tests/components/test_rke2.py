@@ -8,10 +8,12 @@ import re
 
 import yaml
 
+from components.distributions import distribution_settings
 from components.distributions.k0s import K0s
 from components.distributions.rke2 import (AGENT_TOKEN_FILE, SERVER_ONLY_TAINT, Rke2,
                                            address_regex, join_token)
 from config import versions
+from config.model import StackConfig
 from tests.components.conftest import settings_for
 from tests.conftest import bare_metal_config, cloud_config
 
@@ -55,10 +57,14 @@ CANAL_VALUES = {("flannel", "iface"): str, ("flannel", "regexIface"): str,
 CA = "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n"
 
 
-def rke2_for(values: dict = None) -> Rke2:
+def rke2_config(values: dict = None) -> StackConfig:
     values = values or bare_metal_config()
     values.setdefault("kubernetes", {})["distribution"] = "rke2"
-    return Rke2(settings_for(values))
+    return settings_for(values)
+
+
+def rke2_for(values: dict = None) -> Rke2:
+    return Rke2(distribution_settings(rke2_config(values)))
 
 
 def config_keys(text: str) -> set[str]:
@@ -90,8 +96,8 @@ def test_rke2_offers_what_k0s_offers():
 
 
 def test_server_config_uses_only_rke2_server_keys():
-    rke2 = rke2_for(static_cpu_config())
-    settings = rke2.settings
+    settings = rke2_config(static_cpu_config())
+    rke2 = Rke2(distribution_settings(settings))
     text = rke2.cluster_config(settings.controller, ["203.0.113.9"])
     config = yaml.safe_load(text)
     assert config_keys(text) <= RKE2_SERVER_KEYS, config_keys(text) - RKE2_SERVER_KEYS
@@ -107,8 +113,8 @@ def test_server_config_uses_only_rke2_server_keys():
 
 
 def test_agent_config_uses_only_rke2_agent_keys():
-    rke2 = rke2_for(static_cpu_config())
-    worker = rke2.settings.hosts[1]
+    settings = rke2_config(static_cpu_config())
+    rke2, worker = Rke2(distribution_settings(settings)), settings.hosts[1]
     text = rke2.agent_config(worker, worker.address)
     config = yaml.safe_load(text)
     assert config_keys(text) <= RKE2_AGENT_KEYS, config_keys(text) - RKE2_AGENT_KEYS
@@ -121,9 +127,10 @@ def test_agent_config_uses_only_rke2_agent_keys():
 
 
 def test_no_secret_in_any_config():
-    rke2 = rke2_for()
-    env = rke2.node_env(rke2.settings.hosts[1], "192.168.2.3")
-    for text in (rke2.cluster_config(rke2.settings.controller), env["RKE2_CONFIG"]):
+    settings = rke2_config()
+    rke2 = Rke2(distribution_settings(settings))
+    env = rke2.node_env(settings.hosts[1], "192.168.2.3")
+    for text in (rke2.cluster_config(settings.controller), env["RKE2_CONFIG"]):
         assert not {"token", "agent-token"} & config_keys(text)
 
 

@@ -82,6 +82,7 @@ def test_variant_manifests_pass_kubernetes_validate_strict(tmp_path, changes):
 def test_k0s_config_is_a_cluster_config_with_pinned_networking(lab_plan):
     import yaml
 
+    from components.distributions import distribution_settings
     from components.distributions.k0s import K0s
     from config import load
     from preview.stack_file import read_stack
@@ -89,7 +90,7 @@ def test_k0s_config_is_a_cluster_config_with_pinned_networking(lab_plan):
 
     stack = read_stack(PROJECT_DIR, "lab")
     settings = load(stack.config, stack.secret_keys, "lab")
-    config = yaml.safe_load(K0s(settings).cluster_config(settings.controller))
+    config = yaml.safe_load(K0s(distribution_settings(settings)).cluster_config(settings.controller))
     assert config["kind"] == "ClusterConfig"
     assert config["spec"]["api"]["address"] == "192.168.2.1"
     assert config["spec"]["network"]["calico"]["ipAutodetectionMethod"] == "kubernetes-internal-ip"

@@ -10,7 +10,7 @@ import pytest
 from pulumi.runtime import rpc
 from pulumi_command import remote
 
-from components.distributions import distribution_for
+from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from components.common.remote_step import Ssh
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
@@ -54,7 +54,7 @@ def build_plan(values: Optional[dict] = None, exports: bool = True) -> Plan:
 
     def program() -> None:
         settings = StackConfig.model_validate(values)
-        distribution = distribution_for(settings)
+        distribution = distribution_for(distribution_settings(settings))
         server = HostBootstrap(SERVER.name, HostBootstrapArgs(
             SERVER, settings, distribution, SERVER.address))
         onprem = {
