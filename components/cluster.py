@@ -86,7 +86,8 @@ class Cluster(pulumi.ComponentResource):
         settings = self._settings
         control_plane = ControlPlane(
             f"{self._name}-control-plane",
-            ControlPlaneArgs(machines.controller, settings, self._distribution, self.pki,
+            ControlPlaneArgs(machines.controller, settings.cluster_name, settings.kubernetes,
+                             self._distribution, self.pki,
                              machines.bootstraps.get(machines.controller.name),
                              machines.public_address, machines.booted, self.secrets),
             opts=pulumi.ResourceOptions(parent=self),
@@ -111,7 +112,8 @@ class Cluster(pulumi.ComponentResource):
             if host.runs_workloads:
                 self.nodes_ready.append(WorkerNode(
                     f"{host.name}-node",
-                    WorkerNodeArgs(host, settings, self._distribution,
+                    WorkerNodeArgs(host, settings.kubernetes.node_ready_timeout_seconds,
+                                   self._distribution,
                                    machines.bootstraps[host.name], control_plane,
                                    self.provider, machines.join_after.get(host.name, [])),
                     opts=pulumi.ResourceOptions(parent=self),

@@ -16,7 +16,7 @@ from components.distributions.base import BOOTSTRAP_TOKEN, Distribution, JoinTok
 from components.hosts.bootstrap import HostBootstrap
 from components.kubernetes.kubeconfig import client_kubeconfig
 from components.common.remote_step import Script, envelope, run_step
-from config.model import Host, StackConfig
+from config.model import Host, KubernetesSettings
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
 # Kubernetes bootstrap tokens: a 6-character id and a 16-character secret of [a-z0-9]
@@ -28,7 +28,11 @@ BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
 @dataclass
 class ControlPlaneArgs:
     host: Host
-    settings: StackConfig
+    # The admin kubeconfig's and certificate's cluster name.
+    cluster_name: str
+    # The API's port, the workers' join token expiry, how long to wait for an API the
+    # controller installs at boot.
+    kubernetes: KubernetesSettings
     distribution: Distribution
     pki: ClusterPki
     # How the controller gets installed: by these steps over SSH, or (None) by the host
@@ -47,17 +51,17 @@ class ControlPlane(pulumi.ComponentResource):
         super().__init__("gpu-cluster:cluster:ControlPlane", name, None, opts)
         self._args = args
         self.host = args.host
-        port = args.settings.kubernetes.api_port
+        port = args.kubernetes.api_port
         # Where nodes reach the API (the join tokens' address).
         self.node_endpoint = f"https://{args.host.address}:{port}"
         self.api_endpoint: pulumi.Input[str] = self.node_endpoint
         if args.public_address is not None:
             self.api_endpoint = pulumi.Output.concat("https://", args.public_address, f":{port}")
         pki = args.pki
-        admin = f"{args.settings.cluster_name}-admin"
+        admin = f"{args.cluster_name}-admin"
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
             self.api_endpoint, pki.ca_cert_pem, pki.admin.cert_pem, pki.admin.private_key_pem,
-        ).apply(lambda v: client_kubeconfig(args.settings.cluster_name, v[0], v[1], admin,
+        ).apply(lambda v: client_kubeconfig(args.cluster_name, v[0], v[1], admin,
                                             v[2], v[3])))
         if args.bootstrap is not None:
             self.ssh = args.bootstrap.ssh
@@ -111,7 +115,7 @@ class ControlPlane(pulumi.ComponentResource):
             "API_CA_CERT": args.pki.ca_cert_pem,
             "API_CLIENT_CERT": args.pki.admin.cert_pem,
             "API_CLIENT_KEY": args.pki.admin.private_key_pem,
-            "API_READY_TIMEOUT": str(args.settings.kubernetes.api_ready_timeout_seconds),
+            "API_READY_TIMEOUT": str(args.kubernetes.api_ready_timeout_seconds),
         })
         return local.Command(
             f"{self.host.name}-wait-for-api",
@@ -126,7 +130,7 @@ class ControlPlane(pulumi.ComponentResource):
         every node shares, usable once the control plane is installed."""
         if self._shared_token is not None:
             return self._shared_token
-        return self.create_join_token(node, self._args.settings.kubernetes.worker_token_expiry,
+        return self.create_join_token(node, self._args.kubernetes.worker_token_expiry,
                                       after)
 
     def pool_join_token(self, pool: str, provider: k8s.Provider) -> pulumi.Output[str]:

@@ -10,13 +10,14 @@ from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import HostBootstrap
 from components.common.remote_step import run_step
-from config.model import Host, StackConfig
+from config.model import Host
 
 
 @dataclass
 class WorkerNodeArgs:
     host: Host
-    settings: StackConfig
+    # How long admit-node waits for the node to be Ready (kubernetes.nodeReadyTimeoutSeconds).
+    node_ready_timeout_seconds: int
     distribution: Distribution
     bootstrap: HostBootstrap
     control_plane: ControlPlane
@@ -60,7 +61,7 @@ class WorkerNode(pulumi.ComponentResource):
             delete=None if host.runs_control_plane else distribution.remove_node,
             env={
                 "NODE_NAME": host.name,
-                "NODE_READY_TIMEOUT": str(args.settings.kubernetes.node_ready_timeout_seconds),
+                "NODE_READY_TIMEOUT": str(args.node_ready_timeout_seconds),
             },
             depends_on=[joined],
             parent=self,
