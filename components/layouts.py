@@ -28,9 +28,9 @@ from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution
 from components.aws.efs import EfsFileSystem, EfsFileSystemArgs
 from components.aws.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs
-from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
+from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs, NfsExport
 from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
-from components.common.remote_step import Endpoint
+from components.common.remote_step import Endpoint, SshAccess
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.model import Host, StackConfig
 
@@ -95,11 +95,17 @@ class Layout(abc.ABC):
     def _bootstrap(self, host: Host, control_plane_address: pulumi.Input[str],
                    endpoint: Optional[Endpoint] = None) -> HostBootstrap:
         # Hosts bootstrap in parallel: no host's steps wait for another host's.
-        context = self.context
+        context, settings = self.context, self.context.settings
+        nfs = settings.storage.nfs
         return HostBootstrap(
             host.name,
-            HostBootstrapArgs(host, context.settings, context.distribution,
-                              control_plane_address, endpoint),
+            HostBootstrapArgs(
+                host,
+                SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
+                settings.tuning, settings.nvidia, context.distribution, control_plane_address,
+                endpoint,
+                nfs_export=(NfsExport(nfs.path, settings.network.lan_cidr)
+                            if nfs is not None and nfs.host == host.name else None)),
             opts=pulumi.ResourceOptions(parent=context.parent))
 
 

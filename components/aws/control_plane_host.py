@@ -169,7 +169,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
             machine = Machine(gpus=0, install_driver=False, nvswitch="auto",
                               ssh_port=EC2_SSH_PORT)
             steps += [
-                *preparation_steps(settings, boot.distribution, machine),
+                *preparation_steps(settings.tuning, settings.nvidia, boot.distribution,
+                                   machine),
                 HostStep("install-controller", boot.distribution.install_controller, {
                     **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
                                                        pulumi.Output.all(*sans)),

@@ -148,7 +148,7 @@ def pool_boot_steps(settings: StackConfig, pool: WorkerPool,
     # checks that the image's Fabric Manager runs.
     machine = Machine(gpus=pool.gpus, install_driver=pool.install_driver, nvswitch="auto",
                       ssh_port=EC2_SSH_PORT)
-    steps = preparation_steps(settings, distribution, machine)
+    steps = preparation_steps(settings.tuning, settings.nvidia, distribution, machine)
     steps.append(HostStep("join-worker", distribution.join_worker, {
         **distribution.node_env(pool, ""),
         **distribution.join_from_ssm_env(

@@ -17,9 +17,10 @@ from typing import Optional
 
 import pulumi
 from pulumi_command import remote
+from pydantic import SecretStr
 
 from components.common.shell_text import without_comment_lines
-from config.model import Host, StackConfig
+from config.model import Host, SshSettings
 
 SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
 
@@ -98,15 +99,25 @@ def dial_attempts_for(seconds: float) -> int:
     return attempts
 
 
-def connection_to(host: Host, settings: StackConfig, endpoint: Optional[Endpoint] = None,
+@dataclass(frozen=True)
+class SshAccess:
+    """How the program logs in to hosts: gpu-cluster:ssh and the secret keys
+    (sshPrivateKey, bastionPrivateKey; the bastion's defaults to the hosts')."""
+
+    settings: SshSettings
+    private_key: SecretStr
+    bastion_private_key: Optional[SecretStr] = None
+
+
+def connection_to(host: Host, access: SshAccess, endpoint: Optional[Endpoint] = None,
                   wait_seconds: float = 0) -> remote.ConnectionArgs:
     """SSH connection to a host, through the bastion when one is configured, or to
     `endpoint` directly; it keeps dialing for at least `wait_seconds` (a rebooting host)."""
-    ssh = settings.ssh
-    private_key = pulumi.Output.secret(settings.ssh_private_key.get_secret_value())
+    ssh = access.settings
+    private_key = pulumi.Output.secret(access.private_key.get_secret_value())
     proxy = None
     if ssh.bastion is not None and endpoint is None:
-        bastion_key = settings.bastion_private_key or settings.ssh_private_key
+        bastion_key = access.bastion_private_key or access.private_key
         proxy = remote.ProxyConnectionArgs(
             host=ssh.bastion.host,
             port=ssh.bastion.port,

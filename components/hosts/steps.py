@@ -13,7 +13,7 @@ import pulumi
 
 from components.distributions.base import Distribution
 from components.common.remote_step import Script
-from config.model import StackConfig
+from config.model import HostTuning, NvidiaSettings
 
 PREFLIGHT = Script("preflight.sh")
 PREPARE_HOST = Script("prepare-host.sh")
@@ -47,25 +47,25 @@ class Machine:
     ssh_port: int
 
 
-def preparation_steps(settings: StackConfig, distribution: Distribution, machine: Machine,
+def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
+                      machine: Machine,
                       preflight_env: Optional[Mapping[str, str]] = None) -> list[HostStep]:
     steps = []
     if preflight_env is not None:
         steps.append(HostStep("preflight", PREFLIGHT, preflight_env))
-    steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(settings)))
+    steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(tuning)))
     if machine.gpus:
         steps.append(HostStep("install-nvidia", INSTALL_NVIDIA, install_nvidia_env(
-            settings, distribution, machine.install_driver, machine.nvswitch)))
-    reboot_env, verify_env = reboot_envs(settings, distribution, machine.gpus, machine.ssh_port,
-                                         machine.nvswitch)
-    if settings.tuning.reboot_when_needed:
+            nvidia, distribution, machine.install_driver, machine.nvswitch)))
+    reboot_env, verify_env = reboot_envs(tuning, nvidia, distribution, machine.gpus,
+                                         machine.ssh_port, machine.nvswitch)
+    if tuning.reboot_when_needed:
         steps.append(HostStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env))
     steps.append(HostStep("verify-boot", VERIFY_BOOT, verify_env, after_reboot=True))
     return steps
 
 
-def prepare_host_env(settings: StackConfig) -> dict[str, str]:
-    tuning = settings.tuning
+def prepare_host_env(tuning: HostTuning) -> dict[str, str]:
     return {
         "DISABLE_IOMMU": _flag(tuning.disable_iommu),
         "DISABLE_CPU_MITIGATIONS": _flag(tuning.disable_cpu_mitigations),
@@ -76,26 +76,26 @@ def prepare_host_env(settings: StackConfig) -> dict[str, str]:
     }
 
 
-def reboot_envs(settings: StackConfig, distribution: Distribution, gpus: int, ssh_port: int,
+def reboot_envs(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
+                gpus: int, ssh_port: int,
                 nvswitch: Union[bool, str] = "auto") -> tuple[dict, dict]:
     """The inputs of reboot-if-needed and verify-boot: what a reboot is for (the driver,
     the kernel arguments; a change re-runs both), the SSH port held off until the reboot,
     the units that make a host a node (never rebooted here), the GPUs nvidia-smi must list
     after it and whether Fabric Manager must run."""
-    prepared = prepare_host_env(settings)
+    prepared = prepare_host_env(tuning)
     reason = {key: prepared[key] for key in REBOOT_REASONS}
-    reason["NVIDIA_DRIVER_BRANCH"] = settings.nvidia.driver_branch if gpus else ""
+    reason["NVIDIA_DRIVER_BRANCH"] = nvidia.driver_branch if gpus else ""
     return ({**reason, "SSH_PORT": str(ssh_port),
-             "REBOOT_TIMEOUT": str(settings.tuning.reboot_timeout_seconds),
+             "REBOOT_TIMEOUT": str(tuning.reboot_timeout_seconds),
              "NODE_SERVICES": " ".join(distribution.node_services)},
             {**reason, "GPU_COUNT": str(gpus), "NVSWITCH": _nvswitch(nvswitch)})
 
 
-def install_nvidia_env(settings: StackConfig, distribution: Distribution,
+def install_nvidia_env(nvidia: NvidiaSettings, distribution: Distribution,
                        install_driver: bool = True,
                        nvswitch: Union[bool, str] = "auto") -> dict[str, str]:
     """NVSWITCH: true/false, or auto (Fabric Manager when NVSwitches are on the PCI bus)."""
-    nvidia = settings.nvidia
     return {
         "INSTALL_DRIVER": _flag(install_driver),
         "NVSWITCH": _nvswitch(nvswitch),

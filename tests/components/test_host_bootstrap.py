@@ -3,6 +3,7 @@
 import pulumi
 import pytest
 
+from components.common.remote_step import SshAccess
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from tests.components.conftest import settings_for
@@ -12,7 +13,9 @@ from tests.conftest import bare_metal_config
 def bootstrap(settings, host_name: str) -> HostBootstrap:
     host = next(h for h in settings.hosts if h.name == host_name)
     return HostBootstrap(host.name, HostBootstrapArgs(
-        host, settings, distribution_for(distribution_settings(settings)), settings.controller.address))
+        host, SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
+        settings.tuning, settings.nvidia, distribution_for(distribution_settings(settings)),
+        settings.controller.address))
 
 
 def _dependency_names(plan, name):

@@ -12,7 +12,7 @@ from pulumi_command import remote
 
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
-from components.common.remote_step import Ssh
+from components.common.remote_step import Ssh, SshAccess
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.model import Host, StackConfig
 from preview.engine import Plan, run_program
@@ -55,11 +55,12 @@ def build_plan(values: Optional[dict] = None, exports: bool = True) -> Plan:
     def program() -> None:
         settings = StackConfig.model_validate(values)
         distribution = distribution_for(distribution_settings(settings))
+        access = SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key)
         server = HostBootstrap(SERVER.name, HostBootstrapArgs(
-            SERVER, settings, distribution, SERVER.address))
+            SERVER, access, settings.tuning, settings.nvidia, distribution, SERVER.address))
         onprem = {
             host.name: HostBootstrap(host.name, HostBootstrapArgs(
-                host, settings, distribution, SERVER.address))
+                host, access, settings.tuning, settings.nvidia, distribution, SERVER.address))
             for host in settings.hosts
         }
         bridge = VpnBridge("lab-vpn", VpnBridgeArgs(
