@@ -14,9 +14,6 @@ LAYERS = ["common", "distributions", "hosts", "kubernetes", "network", "aws", "a
 # The composition on top may import from every package.
 COMPOSITION = {"cluster", "layouts"}
 DISTRIBUTION_NAMES = ("k0s", "rke2")
-# Packages whose components and helpers take config sections and plain values, never the
-# whole stack config (the composition derives what needs all of it).
-SECTION_ONLY = ["addons", "access"]
 
 
 def modules() -> list[Path]:
@@ -91,10 +88,19 @@ def test_only_the_distributions_name_one(path):
     assert not named, f"{path.relative_to(COMPONENTS)} names a distribution in its code: {named}"
 
 
-@pytest.mark.parametrize("path", [p for p in modules() if package_of(p) in SECTION_ONLY],
-                         ids=lambda p: str(p.relative_to(COMPONENTS)))
-def test_section_only_packages_never_take_the_whole_stack_config(path):
+# Packages whose components take only the sections and facts they read: the whole stack
+# config is for the composition (cluster, layouts) and for the one function that gathers
+# a distribution's settings.
+TAKE_THEIR_SETTINGS = ("common", "distributions", "hosts", "kubernetes", "addons", "access")
+READ_THE_WHOLE_CONFIG = {Path("distributions/__init__.py")}
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in modules() if package_of(p) in TAKE_THEIR_SETTINGS
+             and p.relative_to(COMPONENTS) not in READ_THE_WHOLE_CONFIG],
+    ids=lambda p: str(p.relative_to(COMPONENTS)))
+def test_components_take_only_the_settings_they_read(path):
     words = code_strings_and_names(ast.parse(path.read_text()))
     assert "StackConfig" not in words, (
-        f"{path.relative_to(COMPONENTS)} uses StackConfig: take the config sections and "
-        "values it reads, and let components/cluster.py derive what needs the whole config")
+        f"{path.relative_to(COMPONENTS)} takes the whole stack config; give it the "
+        "sections or derived facts it reads")
