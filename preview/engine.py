@@ -59,6 +59,8 @@ class ResourceRecord:
     ignore_changes: list[str] = field(default_factory=list)
     # earlier identities (`aliases`): a URN, or a spec of the fields that differ
     aliases: list[Any] = field(default_factory=list)
+    # the provider it is created with, as `URN::ID` ("": its package's default provider)
+    provider: str = ""
 
 
 @dataclass
@@ -242,6 +244,7 @@ class RecordingMonitor(mocks.MockMonitor):
                         for key, value in request.propertyDependencies.items()},
                     ignore_changes=list(request.ignoreChanges),
                     aliases=[_alias(alias) for alias in request.aliases],
+                    provider=request.provider,
                 )
             )
         return response
