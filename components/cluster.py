@@ -15,7 +15,7 @@ from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_taints
 from components.aws.gpu_worker_pool import oversized_user_data
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
-from components.layouts import LAYOUTS, ClusterContext, Machines
+from components.layouts import LAYOUTS, ClusterContext, Machines, pool_boots
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.addons.shared_storage import (
     SharedStorage,
@@ -43,8 +43,9 @@ class Cluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions = None):
         settings = args.settings
         distribution = distribution_for(distribution_settings(settings))
+        boots = pool_boots(settings, distribution)
         # What only the rendered boot scripts can tell, refused before anything exists.
-        problems = oversized_user_data(settings, distribution)
+        problems = oversized_user_data(boots, distribution)
         if problems:
             raise ConfigError(problems)
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
@@ -58,7 +59,7 @@ class Cluster(pulumi.ComponentResource):
             for secret in distribution.cluster_secrets}
         layout = LAYOUTS[settings.layout](
             ClusterContext(name, settings, distribution, self.pki, parent=self,
-                           secrets=self.secrets))
+                           secrets=self.secrets, pool_boots=boots))
         machines = layout.machines()
         control_plane = self._create_kubernetes(machines)
         self.nodes_ready += layout.nodes_after(control_plane, self.provider, machines)
@@ -165,6 +166,6 @@ class Cluster(pulumi.ComponentResource):
         self.access = Access(f"{self._name}-access", AccessArgs(
             settings.access, settings.cluster_name, self.provider, self.pki, users_endpoint,
             self.nodes_ready, job_kinds=job_kinds(settings.mpi.operator, settings.kubeflow),
-            aws_opts=machines.aws_opts, aws_tags=settings.aws.tags if settings.aws else {},
+            aws_opts=machines.aws_opts,
             vpn_profile=machines.vpn.user_profile if machines.vpn else None,
             kubeflow_profiles=profiles), opts=opts)

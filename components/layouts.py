@@ -18,20 +18,30 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.aws.control_plane_host import (
+    CONTROLLER_MACHINE,
     ControllerBoot,
     ControlPlaneHost,
     ControlPlaneHostArgs,
+    openssh_public_key,
 )
 from components.aws.network import AwsNetwork, AwsNetworkArgs
+from components.aws.tags import default_tags
 from components.kubernetes.pki import ClusterPki
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution
 from components.aws.efs import EfsFileSystem, EfsFileSystemArgs
-from components.aws.gpu_worker_pool import GpuWorkerPool, GpuWorkerPoolArgs
+from components.aws.gpu_worker_pool import (
+    GpuWorkerPool,
+    GpuWorkerPoolArgs,
+    PoolBoot,
+    pool_machine,
+)
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs, NfsExport
+from components.hosts.steps import preparation_steps
 from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
 from components.common.remote_step import Endpoint, SshAccess
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
+from config.cloud import cluster_cidrs
 from config.model import Host, StackConfig
 
 
@@ -46,6 +56,18 @@ class ClusterContext:
     parent: pulumi.Resource
     # The distribution's cluster_secrets, by name.
     secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
+    # What each cloud pool runs at boot, in the order of the stack's pools (pool_boots).
+    pool_boots: list[PoolBoot] = field(default_factory=list)
+
+
+def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBoot]:
+    """What each pool's instances run at boot, worked out once from the whole stack."""
+    if settings.aws is None:
+        return []
+    return [PoolBoot(settings.cluster_name, settings.aws.region, pool,
+                     tuple(preparation_steps(settings.tuning, settings.nvidia, distribution,
+                                           pool_machine(pool))))
+            for pool in settings.pools]
 
 
 @dataclass
@@ -133,7 +155,13 @@ class _OnAws(Layout):
 
     def _aws_control_plane(self) -> _AwsControlPlane:
         context, settings = self.context, self.context.settings
+        self.default_tags = default_tags(settings.cluster_name, settings.aws.tags)
+        # Changing default_tags updates the provider in place and re-tags its resources:
+        # pulumi-aws forces a provider replacement only for `region` (ForcesProviderReplace
+        # in provider/resources.go), which pulumi-terraform-bridge's DiffConfig honours
+        # (pkg/tfbridge/provider.go, configDiffer.DiffConfig).
         provider = aws.Provider(f"{context.name}-aws", region=settings.aws.region,
+                                default_tags=aws.ProviderDefaultTagsArgs(tags=self.default_tags),
                                 opts=pulumi.ResourceOptions(parent=context.parent))
         opts = pulumi.ResourceOptions(parent=context.parent, providers=[provider])
         network = AwsNetwork(f"{context.name}-network",
@@ -141,12 +169,22 @@ class _OnAws(Layout):
                                             node_security_group=self.boots_itself,
                                             node_ports=context.distribution.node_ports),
                              opts=opts)
-        boot = (ControllerBoot(context.distribution, context.pki, context.secrets)
+        boot = (ControllerBoot(context.distribution, context.pki,
+                               tuple(preparation_steps(settings.tuning, settings.nvidia,
+                                                       context.distribution, CONTROLLER_MACHINE)),
+                               context.secrets)
                 if self.boots_itself else None)
+        self.cluster_cidrs = cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr,
+                                           settings.vpn)
         instance = ControlPlaneHost(
             f"{context.name}-control-plane-host",
-            ControlPlaneHostArgs(settings, network, context.distribution.control_plane_ports,
-                                 boot),
+            ControlPlaneHostArgs(
+                cluster_name=settings.cluster_name, aws=settings.aws, network=network,
+                ssh_public_key=openssh_public_key(settings.ssh_private_key.get_secret_value()),
+                api_port=settings.kubernetes.api_port,
+                control_plane_ports=context.distribution.control_plane_ports,
+                cluster_cidrs=self.cluster_cidrs, vpn=settings.vpn,
+                lan_cidr=settings.network.lan_cidr, boot=boot),
             opts=opts)
         return _AwsControlPlane(network, instance, opts)
 
@@ -161,9 +199,10 @@ class _OnAws(Layout):
             aws_opts=aws_side.opts,
             **fields)
         if settings.storage.efs is not None:
-            efs = EfsFileSystem(f"{self.context.name}-efs",
-                                EfsFileSystemArgs(settings, aws_side.network),
-                                opts=aws_side.opts)
+            efs = EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
+                settings.cluster_name, settings.storage.efs, settings.aws.vpc,
+                aws_side.network, self.cluster_cidrs,
+                by_address=settings.layout == "hybrid"), opts=aws_side.opts)
             machines.efs_address = efs.address
             machines.storage_servers += efs.mount_targets
         return machines
@@ -180,12 +219,17 @@ class Hybrid(_OnAws):
         # On-prem hosts reach the control plane only once the tunnel is up.
         bootstraps.update({h.name: self._bootstrap(h, "") for h in settings.hosts})
         vpn = VpnBridge(f"{context.name}-vpn", VpnBridgeArgs(
-            settings=settings,
+            cluster_name=settings.cluster_name,
+            vpn=settings.vpn,
+            vpc_cidr=settings.aws.vpc.cidr,
+            lan_cidr=settings.network.lan_cidr,
+            hosts=settings.hosts,
             server_host=controller,
             server_ssh=bootstraps[controller.name].ssh,
             server_public_address=instance.public_ip,
             server_ready=bootstraps[controller.name].ready,
             onprem={h.name: bootstraps[h.name] for h in settings.hosts},
+            client_profile=settings.vpn_client_profile,
         ), opts=pulumi.ResourceOptions(parent=context.parent))
         machines = self._machines(
             aws_side, controller=controller, bootstraps=bootstraps,
@@ -215,15 +259,16 @@ class Cloud(_OnAws):
         and the agent that removes the node of an instance a pool lets go."""
         context, settings = self.context, self.context.settings
         cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(
-            settings.cluster_name, context.pki, control_plane.node_endpoint, provider,
-            settings.aws.tags), opts=self._aws.opts)
+            settings.cluster_name, context.pki, control_plane.node_endpoint, provider),
+            opts=self._aws.opts)
         pools = [
-            GpuWorkerPool(f"{context.name}-{pool.name}", GpuWorkerPoolArgs(
-                settings, pool, self._aws.network,
-                control_plane.pool_join_token(pool.name, provider),
-                context.distribution, self._aws.network.node_security_group, cleanup),
+            GpuWorkerPool(f"{context.name}-{boot.pool.name}", GpuWorkerPoolArgs(
+                boot, self._aws.network,
+                control_plane.pool_join_token(boot.pool.name, provider),
+                context.distribution, self._aws.network.node_security_group, cleanup,
+                self.default_tags),
                 opts=self._aws.opts)
-            for pool in settings.pools
+            for boot in context.pool_boots
         ]
         machines.images.update({pool.name: p.image for pool, p in zip(settings.pools, pools)})
         self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,

@@ -168,10 +168,22 @@ def control_plane_address(aws: AwsSettings) -> str:
     return aws.control_plane.private_ip or _host_in(subnet_cidrs(aws.vpc)[0], 10)
 
 
-def efs_mount_target_addresses(aws: AwsSettings) -> list[str]:
+def efs_mount_target_addresses(vpc: VpcSettings) -> list[str]:
     """Fixed mount-target addresses (.20 of each created subnet): known before `pulumi up`,
     so on-prem nodes mount by address with no AWS DNS."""
-    return [_host_in(cidr, 20) for cidr in subnet_cidrs(aws.vpc)]
+    return [_host_in(cidr, 20) for cidr in subnet_cidrs(vpc)]
+
+
+def cluster_cidrs(vpc: VpcSettings, lan_cidr: Optional[str],
+                  vpn: Optional[VpnSettings]) -> list[str]:
+    """The networks cluster nodes talk to the AWS side from: the VPC, on hybrid the LAN,
+    and the tunnel our VPN gateway (a node too) sends from."""
+    cidrs = [vpc.cidr]
+    if lan_cidr:
+        cidrs.append(lan_cidr)
+    if vpn is not None and vpn.mode == "server-on-ec2":
+        cidrs.append(vpn.tunnel_cidr)
+    return cidrs
 
 
 def tunnel_server_address(vpn: VpnSettings) -> str:

@@ -4,8 +4,8 @@ Kubernetes' admin/edit/view role in the user's namespaces. Those roles also cove
 kinds the cluster installs (MPIJob; Trainer's TrainJob with Kubeflow). Each user's
 kubeconfig is a secret output and, on AWS layouts, an SSM SecureString the user can fetch."""
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
@@ -83,7 +83,6 @@ class AccessArgs:
     # AWS layouts: where each user's kubeconfig is also stored (an SSM SecureString),
     # tagged with aws.tags.
     aws_opts: Optional[pulumi.ResourceOptions] = None
-    aws_tags: Mapping[str, str] = field(default_factory=dict)
     # Hybrid with the VPN server on EC2: a user's own VPN profile.
     vpn_profile: Optional[Callable[[str], Optional[pulumi.Output[str]]]] = None
     kubeflow_profiles: Optional[KubeflowProfiles] = None
@@ -124,7 +123,8 @@ class Access(pulumi.ComponentResource):
                     # A kubeconfig can exceed the standard tier's 4 KB.
                     tier="Intelligent-Tiering",
                     value=kubeconfigs[user.name],
-                    tags={**args.aws_tags, "gpu-cluster/user": user.name},
+                    # With the provider's default_tags (aws_opts): the stack's, the cluster's.
+                    tags={"gpu-cluster/user": user.name},
                     opts=pulumi.ResourceOptions.merge(
                         args.aws_opts, pulumi.ResourceOptions(parent=self)))
                 self.user_kubeconfig_parameters[user.name] = parameter.name

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
+from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -31,8 +32,8 @@ EC2_SSH_PORT = 22
 BOOT_RUNNER = DataFile("boot/run-step.sh")
 
 
-def secret_parameter(name: str, parameter_name: str, value: pulumi.Input[str], tags: dict,
-                     opts: pulumi.ResourceOptions) -> aws.ssm.Parameter:
+def secret_parameter(name: str, parameter_name: str, value: pulumi.Input[str],
+                     tags: Optional[dict], opts: pulumi.ResourceOptions) -> aws.ssm.Parameter:
     """A SecureString (encrypted with the account's AWS-managed SSM key)."""
     return aws.ssm.Parameter(name, name=parameter_name, type="SecureString",
                              value=pulumi.Output.secret(value), tags=tags, opts=opts)

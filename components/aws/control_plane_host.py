@@ -5,7 +5,7 @@ layout it installs the controller itself at boot (`boot`); on hybrid, steps over
 verifying the SSH host key the instance installed at boot."""
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -25,11 +25,11 @@ from components.aws.boot import (
 from components.aws.network import AwsNetwork, pinned_image
 from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution
-from components.hosts.steps import HostStep, Machine, preparation_steps
+from components.hosts.steps import HostStep, Machine
 from components.common.remote_step import Endpoint, Script
 from config import versions
-from config.cloud import control_plane_address
-from config.model import Host, StackConfig
+from config.cloud import AwsSettings, VpnSettings, control_plane_address
+from config.model import Host
 
 INSTALL_SSH_HOST_KEY = Script("aws/install-ssh-host-key.sh")
 UBUNTU_SSH_USER = "ubuntu"
@@ -37,6 +37,9 @@ UBUNTU_SSH_USER = "ubuntu"
 # minute or two after EC2 says "running"); until then every dial fails (refused, or the
 # boot's own host key) and is retried for this long.
 BOOT_WAIT_SECONDS = 480
+# What the controller's host preparation is for: no GPUs, SSH on EC2's port.
+CONTROLLER_MACHINE = Machine(gpus=0, install_driver=False, nvswitch="auto",
+                             ssh_port=EC2_SSH_PORT)
 
 
 @dataclass
@@ -45,17 +48,28 @@ class ControllerBoot:
 
     distribution: Distribution
     pki: ClusterPki
+    # The host preparation steps for CONTROLLER_MACHINE (components/hosts/steps.py).
+    preparation: Sequence[HostStep]
     # The distribution's cluster_secrets, by name: stored like the CA key.
     secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
 
 
 @dataclass
 class ControlPlaneHostArgs:
-    settings: StackConfig
+    cluster_name: str
+    aws: AwsSettings
     network: AwsNetwork
+    # The public half of the stack's SSH key, for the EC2 key pair (openssh_public_key).
+    ssh_public_key: str
+    api_port: int
     # The distribution's ports nodes reach the control plane at, beyond the API's:
     # name -> (port, protocol).
     control_plane_ports: Mapping[str, tuple[int, str]]
+    # The networks nodes reach the AWS side from (config.cloud.cluster_cidrs).
+    cluster_cidrs: Sequence[str]
+    # Hybrid: the VPN the instance serves or dials, and the on-prem LAN routed through it.
+    vpn: Optional[VpnSettings] = None
+    lan_cidr: Optional[str] = None
     boot: Optional[ControllerBoot] = None
 
 
@@ -64,7 +78,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
         super().__init__("gpu-cluster:aws:ControlPlaneHost", name, None, opts)
         self._name, self._args = name, args
         self._opts = pulumi.ResourceOptions(parent=self)
-        aws_settings = args.settings.aws
+        aws_settings = args.aws
         self.private_ip = control_plane_address(aws_settings)
         self.host = Host(name=aws_settings.control_plane.name, address=self.private_ip,
                          role="controller", ssh_user=UBUNTU_SSH_USER)
@@ -95,17 +109,17 @@ class ControlPlaneHost(pulumi.ComponentResource):
         self.register_outputs({"privateIp": self.private_ip, "publicIp": self.public_ip})
 
     def _tags(self) -> dict:
-        settings = self._args.settings
-        return {**settings.aws.tags, "Name": f"{settings.cluster_name}-control-plane",
-                "gpu-cluster/cluster": settings.cluster_name}
+        # The stack's and the cluster's tags are the provider's default_tags.
+        return {"Name": f"{self._args.cluster_name}-control-plane"}
 
     def _create_security_group(self) -> aws.ec2.SecurityGroup:
-        settings = self._args.settings
+        args = self._args
         group = aws.ec2.SecurityGroup(
-            f"{self._name}-sg", vpc_id=self._args.network.vpc_id,
-            description=f"{settings.cluster_name} control plane and VPN server",
+            f"{self._name}-sg", vpc_id=args.network.vpc_id,
+            description=f"{args.cluster_name} control plane and VPN server",
             tags=self._tags(), opts=self._opts)
-        rules = ingress_rules(settings, self._args.control_plane_ports)
+        rules = ingress_rules(args.aws.admin_cidrs, args.api_port, args.cluster_cidrs,
+                              args.control_plane_ports, args.vpn)
         for name, protocol, port, cidrs in rules:
             for index, cidr in enumerate(cidrs):
                 aws.vpc.SecurityGroupIngressRule(
@@ -124,23 +138,21 @@ class ControlPlaneHost(pulumi.ComponentResource):
         (`ssh_host_public_key`, the stack output `controlPlaneSshHostKey`). A control plane
         created before the program made its key keeps its own: `aws.controlPlane.sshHostKey`
         names it."""
-        settings = self._args.settings
         key = tls.PrivateKey(f"{self._name}-ssh-host-key", algorithm="ED25519", opts=self._opts)
         self.ssh_host_key_parameter = secret_parameter(
             f"{self._name}-ssh-host-key", self._parameter("ssh-host-key"),
             key.private_key_openssh, self._tags(), self._opts)
         self._made_host_public_key = key.public_key_openssh.apply(str.strip)
-        configured = settings.aws.control_plane.ssh_host_key
+        configured = self._args.aws.control_plane.ssh_host_key
         self.ssh_host_public_key: pulumi.Input[str] = (
             configured if configured else self._made_host_public_key)
 
     def _parameter(self, secret: str) -> str:
-        return ssm_paths.control_plane_secret(self._args.settings.cluster_name, secret)
+        return ssm_paths.control_plane_secret(self._args.cluster_name, secret)
 
     def _create_boot_profile(self) -> aws.iam.InstanceProfile:
         """What the instance reads at boot, readable by its role only: its SSH host key and,
         when it installs the controller itself, the CA key and the cluster's secrets."""
-        settings = self._args.settings
         reads = [self.ssh_host_key_parameter]
         if self._args.boot is not None:
             self.ca_key_parameter = secret_parameter(
@@ -153,24 +165,22 @@ class ControlPlaneHost(pulumi.ComponentResource):
                       for name, value in self._args.boot.secrets.items()]
         return instance_profile(
             f"{self._name}-role", reads,
-            ssm_paths.boot_status(settings.cluster_name, self.host.name), self._tags(), self._opts)
+            ssm_paths.boot_status(self._args.cluster_name, self.host.name), self._tags(),
+            self._opts)
 
     def _boot_user_data(self, public_ip: Optional[pulumi.Output[str]]) -> pulumi.Output[str]:
         """Its SSH host key; on cloud, then host settings and the controller with the
         program's CA: the same scripts the hybrid layout runs over SSH; the keys are read
         from SSM, never put in user data."""
-        settings, boot, host = self._args.settings, self._args.boot, self.host
+        args, boot, host = self._args, self._args.boot, self.host
         steps = [HostStep("install-ssh-host-key", INSTALL_SSH_HOST_KEY, {
             "SSH_HOST_KEY_SSM_PARAMETER": self._parameter("ssh-host-key"),
             "SSH_HOST_PUBLIC_KEY": self._made_host_public_key,
         })]
         if boot is not None:
             sans = [public_ip] if public_ip is not None else []
-            machine = Machine(gpus=0, install_driver=False, nvswitch="auto",
-                              ssh_port=EC2_SSH_PORT)
             steps += [
-                *preparation_steps(settings.tuning, settings.nvidia, boot.distribution,
-                                   machine),
+                *boot.preparation,
                 HostStep("install-controller", boot.distribution.install_controller, {
                     **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
                                                        pulumi.Output.all(*sans)),
@@ -179,17 +189,13 @@ class ControlPlaneHost(pulumi.ComponentResource):
                         {name: self._parameter(name) for name in boot.secrets}),
                 }),
             ]
-        report = BootReport(settings.aws.region,
-                            ssm_paths.boot_status(settings.cluster_name, host.name))
+        report = BootReport(args.aws.region, ssm_paths.boot_status(args.cluster_name, host.name))
         return boot_user_data(host.name, steps, report, cloud_config(host.name))
 
     def _create_instance(self, user_data: pulumi.Input[str],
                          profile: aws.iam.InstanceProfile) -> aws.ec2.Instance:
-        settings = self._args.settings
-        spec = settings.aws.control_plane
-        key = aws.ec2.KeyPair(f"{self._name}-key",
-                              public_key=openssh_public_key(
-                                  settings.ssh_private_key.get_secret_value()),
+        spec = self._args.aws.control_plane
+        key = aws.ec2.KeyPair(f"{self._name}-key", public_key=self._args.ssh_public_key,
                               tags=self._tags(), opts=self._opts)
         self.image = spec.ami or pinned_image(versions.UBUNTU_IMAGE_OWNER,
                                               versions.UBUNTU_IMAGE_NAME, parent=self)
@@ -208,7 +214,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             key_name=key.key_name,
             iam_instance_profile=profile.name,
             # On hybrid it forwards between the VPN and the VPC.
-            source_dest_check=self._args.settings.vpn is None,
+            source_dest_check=self._args.vpn is None,
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
                 http_tokens="required", http_endpoint="enabled", http_put_response_hop_limit=1),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
@@ -232,12 +238,12 @@ class ControlPlaneHost(pulumi.ComponentResource):
     def _route_lan_through_instance(self) -> list[aws.ec2.Route]:
         """The on-prem LAN, and the tunnel the gateway and admins send from, are reached
         through the instance (the VPN server)."""
-        settings = self._args.settings
-        if settings.vpn is None:
+        vpn = self._args.vpn
+        if vpn is None:
             return []
-        destinations = {"lan": settings.network.lan_cidr}
-        if settings.vpn.mode == "server-on-ec2":
-            destinations["tunnel"] = settings.vpn.tunnel_cidr
+        destinations = {"lan": self._args.lan_cidr}
+        if vpn.mode == "server-on-ec2":
+            destinations["tunnel"] = vpn.tunnel_cidr
         return [
             aws.ec2.Route(f"{self._name}-route-{what}-{index}", route_table_id=table,
                           destination_cidr_block=cidr,
@@ -248,16 +254,16 @@ class ControlPlaneHost(pulumi.ComponentResource):
         ]
 
 
-def ingress_rules(settings: StackConfig, control_plane_ports: Mapping[str, tuple[int, str]],
-                  ) -> list[tuple[str, str, int, list[str]]]:
+def ingress_rules(admin_cidrs: Sequence[str], api_port: int, cluster_cidrs: Sequence[str],
+                  control_plane_ports: Mapping[str, tuple[int, str]],
+                  vpn: Optional[VpnSettings]) -> list[tuple[str, str, int, list[str]]]:
     """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open.
     Each (protocol, port, network) appears once: EC2 refuses a second, identical rule
     (InvalidPermission.Duplicate), e.g. when the admins' network is the LAN."""
-    aws_settings, vpn = settings.aws, settings.vpn
-    cluster_networks = cluster_cidrs(settings)
-    admins = list(aws_settings.admin_cidrs)
+    cluster_networks = list(cluster_cidrs)
+    admins = list(admin_cidrs)
     wanted = [("ssh", "tcp", EC2_SSH_PORT, admins),
-              ("kubernetes-api", "tcp", settings.kubernetes.api_port, cluster_networks + admins)]
+              ("kubernetes-api", "tcp", api_port, cluster_networks + admins)]
     wanted += [(name, protocol, port, cluster_networks)
                for name, (port, protocol) in control_plane_ports.items()]
     if vpn is not None and vpn.mode == "server-on-ec2":
@@ -273,20 +279,6 @@ def ingress_rules(settings: StackConfig, control_plane_ports: Mapping[str, tuple
                 unique.append(cidr)
         rules.append((name, protocol, port, unique))
     return rules
-
-
-def cluster_cidrs(settings: StackConfig) -> list[str]:
-    """The networks cluster nodes talk to the AWS side from: the VPC, on hybrid the LAN,
-    and the tunnel our VPN gateway (a node too) sends from."""
-    cidrs = [settings.aws.vpc.cidr]
-    if settings.network.lan_cidr:
-        cidrs.append(settings.network.lan_cidr)
-    if settings.vpn is not None and settings.vpn.mode == "server-on-ec2":
-        cidrs.append(settings.vpn.tunnel_cidr)
-    return cidrs
-
-
-
 
 
 def cloud_config(hostname: str) -> str:

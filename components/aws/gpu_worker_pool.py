@@ -4,6 +4,7 @@ program: the launch template's user data runs the same bootstrap scripts as bare
 SSM SecureString that only the pool's instance role may read. A changed launch template
 rolls the pool (instance refresh); an instance leaving the pool deletes its own node."""
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -22,20 +23,40 @@ from components.aws.boot import (
 )
 from components.aws.network import AwsNetwork, pinned_image
 from components.distributions.base import Distribution
-from components.hosts.steps import HostStep, Machine, preparation_steps
+from components.aws.tags import propagated_tags
+from components.hosts.steps import HostStep, Machine
 from components.aws.pool_node_cleanup import WATCH_TERMINATION, PoolNodeCleanup, node_cleanup_env
 from config import versions
-from config.model import StackConfig, WorkerPool
+from config.model import WorkerPool
 from config.problems import Problem
 
 # A refresh replaces instances a few at a time, keeping this share of the pool in service.
 REFRESH_MIN_HEALTHY_PERCENT = 90
 
 
+def pool_machine(pool: WorkerPool) -> Machine:
+    """What a pool's host preparation is for. NVSWITCH auto: on p4d/p5-class instances the
+    NVSwitches are on the PCI bus, so install-nvidia installs Fabric Manager with the
+    driver, or with the image's driver checks that the image's Fabric Manager runs."""
+    return Machine(gpus=pool.gpus, install_driver=pool.install_driver, nvswitch="auto",
+                   ssh_port=EC2_SSH_PORT)
+
+
+@dataclass(frozen=True)
+class PoolBoot:
+    """What one pool's instances run at boot, from facts the composer works out once: the
+    cluster and region they report to, the pool, and the host preparation steps for
+    `pool_machine(pool)` (components/hosts/steps.py)."""
+
+    cluster_name: str
+    region: str
+    pool: WorkerPool
+    preparation: Sequence[HostStep]
+
+
 @dataclass
 class GpuWorkerPoolArgs:
-    settings: StackConfig
-    pool: WorkerPool
+    boot: PoolBoot
     network: AwsNetwork
     # The pool's worker join token (secret); stored where only the pool's role reads it.
     join_token: pulumi.Output[str]
@@ -44,6 +65,9 @@ class GpuWorkerPoolArgs:
     node_security_group: aws.ec2.SecurityGroup
     # The credential a terminating instance deletes its own node with.
     node_cleanup: PoolNodeCleanup
+    # The provider's default_tags (components/aws/tags.py): what the group and the launch
+    # template's instances and volumes carry explicitly, since default tags miss them.
+    default_tags: Mapping[str, str]
 
 
 class GpuWorkerPool(pulumi.ComponentResource):
@@ -51,7 +75,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
         super().__init__("gpu-cluster:aws:GpuWorkerPool", name, None, opts)
         self._name, self._args = name, args
         self._opts = pulumi.ResourceOptions(parent=self)
-        pool = args.pool
+        pool = args.boot.pool
         self.token_parameter = self._store_join_token()
         profile = self._create_instance_profile()
         self.image = pool.ami or pinned_image(versions.GPU_IMAGE_OWNER, versions.GPU_IMAGE_NAME,
@@ -81,7 +105,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
                 preferences=aws.autoscaling.GroupInstanceRefreshPreferencesArgs(
                     min_healthy_percentage=REFRESH_MIN_HEALTHY_PERCENT, skip_matching=True)),
             tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
-                  for k, v in self._tags().items()],
+                  for k, v in self._propagated_tags().items()],
             # The token must be readable before the first instance boots.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.token_parameter]),
         )
@@ -90,25 +114,29 @@ class GpuWorkerPool(pulumi.ComponentResource):
         self.register_outputs({"tokenParameter": self.token_parameter.name})
 
     def _tags(self) -> dict:
-        settings = self._args.settings
-        return {**settings.aws.tags, "Name": f"{settings.cluster_name}-{self._args.pool.name}",
-                "gpu-cluster/cluster": settings.cluster_name,
-                "gpu-cluster/pool": self._args.pool.name}
+        """The pool's own tags; the stack's and the cluster's are the provider's defaults."""
+        boot = self._args.boot
+        return {"Name": f"{boot.cluster_name}-{boot.pool.name}",
+                "gpu-cluster/pool": boot.pool.name}
+
+    def _propagated_tags(self) -> dict:
+        return propagated_tags(self._args.default_tags, self._tags())
 
     def _store_join_token(self) -> aws.ssm.Parameter:
-        settings, pool = self._args.settings, self._args.pool
+        boot = self._args.boot
         return secret_parameter(f"{self._name}-join-token",
-                                ssm_paths.pool_join_token(settings.cluster_name, pool.name),
+                                ssm_paths.pool_join_token(boot.cluster_name, boot.pool.name),
                                 self._args.join_token, self._tags(), self._opts)
 
     def _create_instance_profile(self) -> aws.iam.InstanceProfile:
-        settings, pool = self._args.settings, self._args.pool
+        boot = self._args.boot
         return instance_profile(
             f"{self._name}-node", [self.token_parameter, self._args.node_cleanup.parameter],
-            ssm_paths.boot_status(settings.cluster_name, pool.name), self._tags(), self._opts)
+            ssm_paths.boot_status(boot.cluster_name, boot.pool.name), self._tags(), self._opts)
 
     def _create_launch_template(self, profile: aws.iam.InstanceProfile) -> aws.ec2.LaunchTemplate:
-        settings, pool, network = self._args.settings, self._args.pool, self._args.network
+        boot, network = self._args.boot, self._args.network
+        pool = boot.pool
         return aws.ec2.LaunchTemplate(
             f"{self._name}-template",
             image_id=self.image,
@@ -128,9 +156,10 @@ class GpuWorkerPool(pulumi.ComponentResource):
                 ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                     volume_size=pool.root_volume_gb, volume_type="gp3", encrypted="true",
                     delete_on_termination="true"))],
-            user_data=pool_user_data(settings, pool, self._args.distribution),
+            user_data=pool_user_data(boot, self._args.distribution),
             tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
-                resource_type=kind, tags=self._tags()) for kind in ("instance", "volume")],
+                resource_type=kind, tags=self._propagated_tags())
+                for kind in ("instance", "volume")],
             tags=self._tags(),
             update_default_version=True,
             opts=self._opts,
@@ -138,46 +167,40 @@ class GpuWorkerPool(pulumi.ComponentResource):
 
 
 
-def pool_boot_steps(settings: StackConfig, pool: WorkerPool,
-                    distribution: Distribution) -> list[HostStep]:
+def pool_boot_steps(boot: PoolBoot, distribution: Distribution) -> list[HostStep]:
     """Host settings, the NVIDIA runtime (GPU pools), the reboot those need and the check
     after it, the join, then the service that removes the node when the pool lets the
     instance go."""
-    # NVSWITCH auto: on p4d/p5-class instances the NVSwitches are on the PCI bus, so
-    # install-nvidia installs Fabric Manager with the driver, or with the image's driver
-    # checks that the image's Fabric Manager runs.
-    machine = Machine(gpus=pool.gpus, install_driver=pool.install_driver, nvswitch="auto",
-                      ssh_port=EC2_SSH_PORT)
-    steps = preparation_steps(settings.tuning, settings.nvidia, distribution, machine)
+    pool = boot.pool
+    steps = list(boot.preparation)
     steps.append(HostStep("join-worker", distribution.join_worker, {
         **distribution.node_env(pool, ""),
         **distribution.join_from_ssm_env(
-            ssm_paths.pool_join_token(settings.cluster_name, pool.name)),
+            ssm_paths.pool_join_token(boot.cluster_name, pool.name)),
         # Only recorded: new kubelet settings roll the pool (new instances start with them).
         "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
     }))
     steps.append(HostStep("watch-termination", WATCH_TERMINATION,
-                          node_cleanup_env(settings.cluster_name, distribution)))
+                          node_cleanup_env(boot.cluster_name, distribution)))
     return steps
 
 
-def pool_boot_scripts(settings: StackConfig, pool: WorkerPool,
-                      distribution: Distribution) -> list[str]:
-    report = BootReport(settings.aws.region,
-                        ssm_paths.boot_status(settings.cluster_name, pool.name))
-    return render_boot_parts(pool.name, pool_boot_steps(settings, pool, distribution), report)
+def pool_boot_scripts(boot: PoolBoot, distribution: Distribution) -> list[str]:
+    report = BootReport(boot.region, ssm_paths.boot_status(boot.cluster_name, boot.pool.name))
+    return render_boot_parts(boot.pool.name, pool_boot_steps(boot, distribution), report)
 
 
-def pool_user_data(settings: StackConfig, pool: WorkerPool, distribution: Distribution) -> str:
-    return multipart_gzip_base64(pool_boot_scripts(settings, pool, distribution))
+def pool_user_data(boot: PoolBoot, distribution: Distribution) -> str:
+    return multipart_gzip_base64(pool_boot_scripts(boot, distribution))
 
 
-def oversized_user_data(settings: StackConfig, distribution: Distribution) -> list[Problem]:
+def oversized_user_data(boots: Sequence[PoolBoot], distribution: Distribution) -> list[Problem]:
     """Pools whose user data EC2 would refuse (long label and taint lists make it grow):
-    found before anything is created."""
+    found before anything is created. `boots` in the order of the stack's `pools`."""
     problems = []
-    for index, pool in enumerate(settings.pools):
-        size = len(multipart_gzip(pool_boot_scripts(settings, pool, distribution)))
+    for index, boot in enumerate(boots):
+        pool = boot.pool
+        size = len(multipart_gzip(pool_boot_scripts(boot, distribution)))
         if size > USER_DATA_LIMIT_BYTES:
             problems.append(Problem(
                 f"pools[{index}] ({pool.name})",

@@ -151,9 +151,10 @@ class AwsNetwork(pulumi.ComponentResource):
             cidr_ipv4="0.0.0.0/0", description="all outbound", opts=opts)
         return group
 
-    def _tags(self, name: str) -> dict:
-        return {**self._args.settings.tags, "Name": name,
-                "gpu-cluster/cluster": self._args.cluster_name}
+    @staticmethod
+    def _tags(name: str) -> dict:
+        # The stack's and the cluster's tags are the provider's default_tags.
+        return {"Name": name}
 
 
 def pinned_image(owner: str, name: str, parent: pulumi.Resource) -> pulumi.Output[str]:

@@ -68,7 +68,6 @@ class PoolNodeCleanupArgs:
     # Where pool instances reach the API (the controller's private address).
     api_endpoint: pulumi.Input[str]
     kubernetes: k8s.Provider
-    tags: dict
 
 
 class PoolNodeCleanup(pulumi.ComponentResource):
@@ -85,8 +84,8 @@ class PoolNodeCleanup(pulumi.ComponentResource):
                                             "node-cleanup", v[2], v[3]))
         self.parameter = secret_parameter(
             f"{name}-kubeconfig", ssm_paths.node_cleanup_kubeconfig(args.cluster_name), kubeconfig,
-            {**args.tags, "gpu-cluster/cluster": args.cluster_name},
-            pulumi.ResourceOptions(parent=self))
+            # No tags of its own: the provider's default_tags are all it carries.
+            None, pulumi.ResourceOptions(parent=self))
         self.register_outputs({"parameter": self.parameter.name})
 
     def hold_terminating_instances(self, name: str, group: aws.autoscaling.Group,

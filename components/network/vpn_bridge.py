@@ -8,17 +8,20 @@ the VPC's route tables, turn the instance's source/destination check off, and op
 VPN port to the gateway's public addresses.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
 from pulumi_command import remote
+from pydantic import SecretStr
 
 from components.network import openvpn_config
 from components.hosts.bootstrap import HostBootstrap
 from components.common.remote_step import Script, Ssh, run_step
 from components.network.vpn_pki import VpnPki, VpnPkiArgs
-from config.model import Host, StackConfig
+from config.cloud import VpnSettings
+from config.model import Host
 
 INSTALL_SERVER = Script("openvpn/server.sh")
 INSTALL_CLIENT = Script("openvpn/client.sh")
@@ -29,13 +32,21 @@ REMOVE_ROUTE_TO_VPC = Script("route-to-vpc-remove.sh")
 
 @dataclass
 class VpnBridgeArgs:
-    settings: StackConfig
+    cluster_name: str
+    vpn: VpnSettings
+    # The networks the tunnel joins: the VPC's and the on-prem LAN's.
+    vpc_cidr: str
+    lan_cidr: str
+    # The on-prem hosts (the gateway among them on server-on-ec2).
+    hosts: Sequence[Host]
     server_host: Host  # the EC2 instance as a Host (name, address = private IP)
     server_ssh: Ssh
     server_public_address: pulumi.Input[str]  # the Elastic IP: the clients' `remote`
     server_ready: pulumi.Resource  # its bootstrap is done
     # On-prem host name -> its HostBootstrap (connection, ssh_user, ready).
     onprem: dict[str, HostBootstrap]
+    # client-to-existing: the profile the instance dials the existing server with (secret).
+    client_profile: Optional[SecretStr] = None
 
 
 class VpnBridge(pulumi.ComponentResource):
@@ -50,12 +61,11 @@ class VpnBridge(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: VpnBridgeArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:network:VpnBridge", name, None, opts)
-        settings = args.settings
-        if settings.vpn is None or settings.aws is None:
+        if args.vpn is None or not args.vpc_cidr:
             raise ValueError("VpnBridge needs the gpu-cluster:vpn and gpu-cluster:aws settings")
         self._args = args
-        self._vpn = settings.vpn
-        self._hosts = {host.name: host for host in settings.hosts}
+        self._vpn = args.vpn
+        self._hosts = {host.name: host for host in args.hosts}
         self.pki = None
         self.admin_profile = None
         self.server_tunnel_address = None
@@ -79,7 +89,7 @@ class VpnBridge(pulumi.ComponentResource):
             raise ValueError(f"VpnBridge: on-prem hosts {missing or []} are not configured, or "
                              f"the gateway '{self._vpn.onprem_gateway}' has no bootstrap")
         self._gateway = self._hosts[self._vpn.onprem_gateway]
-        self.pki = VpnPki(f"{name}-pki", VpnPkiArgs(args.settings.cluster_name),
+        self.pki = VpnPki(f"{name}-pki", VpnPkiArgs(args.cluster_name),
                           opts=pulumi.ResourceOptions(parent=self))
         self._tunnel = openvpn_config.Tunnel(
             cidr=self._vpn.tunnel_cidr,
@@ -116,7 +126,10 @@ class VpnBridge(pulumi.ComponentResource):
         """The instance dials the existing on-prem server with the profile it issued; that
         server routes the VPC to this client (configured there, e.g. Access Server's
         site-to-site routing for the profile's user)."""
-        args, settings = self._args, self._args.settings
+        args = self._args
+        if args.client_profile is None:
+            raise ValueError("VpnBridge: client-to-existing needs the client profile "
+                             "(gpu-cluster:vpnClientProfile)")
         return run_step(
             args.server_host.name,
             "install-openvpn-client",
@@ -124,9 +137,8 @@ class VpnBridge(pulumi.ComponentResource):
             create=INSTALL_CLIENT,
             delete=REMOVE_OPENVPN,
             env={
-                "OPENVPN_CONFIG": pulumi.Output.secret(
-                    settings.vpn_client_profile.get_secret_value()),
-                "REMOTE_CIDR": settings.network.lan_cidr,
+                "OPENVPN_CONFIG": pulumi.Output.secret(args.client_profile.get_secret_value()),
+                "REMOTE_CIDR": args.lan_cidr,
                 "TUNNEL_CHECK_ADDRESS": self._vpn.existing_server_address,
                 "OPENVPN_UNIT": openvpn_config.CLIENT_UNIT,
             },
@@ -140,8 +152,7 @@ class VpnBridge(pulumi.ComponentResource):
         return [self._client] + ([route] if route is not None else [])
 
     def _create_server(self) -> remote.Command:
-        args, settings = self._args, self._args.settings
-        pki = self.pki
+        args, pki = self._args, self.pki
         return run_step(
             args.server_host.name,
             "install-openvpn-server",
@@ -150,13 +161,13 @@ class VpnBridge(pulumi.ComponentResource):
             delete=REMOVE_OPENVPN,
             env={
                 "OPENVPN_CONFIG": openvpn_config.server_config(
-                    self._tunnel, settings.aws.vpc.cidr, settings.network.lan_cidr),
+                    self._tunnel, args.vpc_cidr, args.lan_cidr),
                 "OPENVPN_CA": pki.ca_cert_pem,
                 "OPENVPN_CERT": pki.server.cert_pem,
                 "OPENVPN_KEY": pki.server.private_key_pem,
                 "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
                 "OPENVPN_CCD_NAME": pki.gateway.common_name,
-                "OPENVPN_CCD": openvpn_config.gateway_ccd(settings.network.lan_cidr),
+                "OPENVPN_CCD": openvpn_config.gateway_ccd(args.lan_cidr),
                 "OPENVPN_UNIT": openvpn_config.SERVER_UNIT,
             },
             depends_on=[args.server_ready],
@@ -165,7 +176,7 @@ class VpnBridge(pulumi.ComponentResource):
 
     def _create_gateway_client(self, server: remote.Command,
                                public_address: pulumi.Output[str]) -> remote.Command:
-        args, settings = self._args, self._args.settings
+        args = self._args
         bootstrap, pki, tunnel = args.onprem[self._gateway.name], self.pki, self._tunnel
         return run_step(
             self._gateway.name,
@@ -180,7 +191,7 @@ class VpnBridge(pulumi.ComponentResource):
                 "OPENVPN_CERT": pki.gateway.cert_pem,
                 "OPENVPN_KEY": pki.gateway.private_key_pem,
                 "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
-                "REMOTE_CIDR": settings.aws.vpc.cidr,
+                "REMOTE_CIDR": args.vpc_cidr,
                 "TUNNEL_CHECK_ADDRESS": self.server_tunnel_address,
                 "OPENVPN_UNIT": openvpn_config.CLIENT_UNIT,
             },
@@ -191,7 +202,6 @@ class VpnBridge(pulumi.ComponentResource):
     def _create_routes(self, gateway: "Host | None") -> dict[str, remote.Command]:
         """Every on-prem host but the gateway routes the VPC via the gateway (our client,
         or the existing server)."""
-        settings = self._args.settings
         gateway_address = gateway.address if gateway else self._vpn.existing_server_address
         routes = {}
         for name, bootstrap in self._args.onprem.items():
@@ -205,7 +215,7 @@ class VpnBridge(pulumi.ComponentResource):
                 create=ROUTE_TO_VPC,
                 delete=REMOVE_ROUTE_TO_VPC,
                 env={
-                    "VPC_CIDR": settings.aws.vpc.cidr,
+                    "VPC_CIDR": self._args.vpc_cidr,
                     "GATEWAY_ADDRESS": gateway_address,
                     # Replies to the VPN server and to administrators' VPN clients (our
                     # tunnel only; an existing server routes its own clients).

@@ -91,7 +91,8 @@ def test_only_the_distributions_name_one(path):
 # Packages whose components take only the sections and facts they read: the whole stack
 # config is for the composition (cluster, layouts) and for the one function that gathers
 # a distribution's settings.
-TAKE_THEIR_SETTINGS = ("common", "distributions", "hosts", "kubernetes", "addons", "access")
+TAKE_THEIR_SETTINGS = ("common", "distributions", "hosts", "kubernetes", "network", "aws",
+                       "addons", "access")
 READ_THE_WHOLE_CONFIG = {Path("distributions/__init__.py")}
 
 

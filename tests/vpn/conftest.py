@@ -64,7 +64,11 @@ def build_plan(values: Optional[dict] = None, exports: bool = True) -> Plan:
             for host in settings.hosts
         }
         bridge = VpnBridge("lab-vpn", VpnBridgeArgs(
-            settings=settings,
+            cluster_name=settings.cluster_name,
+            vpn=settings.vpn,
+            vpc_cidr=settings.aws.vpc.cidr,
+            lan_cidr=settings.network.lan_cidr,
+            hosts=settings.hosts,
             server_host=SERVER,
             server_ssh=Ssh(remote.ConnectionArgs(
                 host=SERVER_PUBLIC_ADDRESS, user="ubuntu",
@@ -72,6 +76,7 @@ def build_plan(values: Optional[dict] = None, exports: bool = True) -> Plan:
             server_public_address=pulumi.Output.from_input(SERVER_PUBLIC_ADDRESS),
             server_ready=server.ready,
             onprem=onprem,
+            client_profile=settings.vpn_client_profile,
         ))
         if not exports:
             return
