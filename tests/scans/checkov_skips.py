@@ -118,6 +118,8 @@ SECRETS = [
           "of a test stack"), "05bd3590733c6111684eb85adbeed0b50799c15e"),
     (Skip("CKV_SECRET_6", "tests/config/test_config_errors.py", "the assignment of a made-up "
           "Kubeflow password in a test stack"), "e46b271d746b89b5fc5b524653935f46ebbbf1fc"),
+    (Skip("CKV_SECRET_6", "tests/components/test_default_storage_class.py", "the assignment of "
+          "a made-up Kubeflow password in a test stack"), "e46b271d746b89b5fc5b524653935f46ebbbf1fc"),
     (Skip("CKV_SECRET_6", "tests/config/test_input_rules.py", "the assignment of a made-up "
           "Kubeflow password in a test stack"), "e46b271d746b89b5fc5b524653935f46ebbbf1fc"),
     (Skip("CKV_SECRET_6", "config/kubeflow_checks.py", "the command that sets the password, "
