@@ -151,6 +151,17 @@ def _host_fields(cfg: PartialConfig) -> list[Problem]:
                         "a 'controller' host runs no kubelet, so it has no node to carry GPUs, "
                         "labels or taints; use role 'controller+worker'")
             )
+        if host.role == "controller" and host.maintenance is not None:
+            problems.append(
+                Problem(f"hosts[{index}].maintenance",
+                        "a 'controller' host runs no kubelet, so it has no node to cordon or drain")
+            )
+        if host.runs_control_plane and host.generation:
+            problems.append(
+                Problem(f"hosts[{index}].generation",
+                        "the control-plane host cannot be replaced by rejoining it: the cluster's "
+                        "state lives on it; only workers take a generation")
+            )
     return problems
 
 

@@ -63,6 +63,9 @@ class KubernetesSettings(Section):
     # Join tokens are single-purpose and short-lived: one per worker, valid this long.
     worker_token_expiry: Duration = "2h"
     node_ready_timeout_seconds: int = Field(default=600, ge=30, le=7200)
+    # How long draining a node (hosts[].maintenance, a replaced machine) may take before
+    # the step fails; evictions respect PodDisruptionBudgets.
+    drain_timeout_seconds: int = Field(default=300, ge=30, le=7200)
     # Cloud: how long `pulumi up` waits for the API the controller installs at boot.
     api_ready_timeout_seconds: int = Field(default=900, ge=60, le=7200)
 
@@ -180,6 +183,12 @@ class Host(Section):
     nvswitch: NvSwitch = "auto"
     labels: dict[LabelKey, LabelValue] = {}
     taints: Taints = []
+    # true: cordon and drain the node (it stays in the cluster); false: uncordon it. Unset:
+    # the program leaves the cordon alone.
+    maintenance: Optional[bool] = None
+    # Raised by the user when the machine behind this name is new hardware: its steps run
+    # again on it, and the old node object is removed before it joins (README, Day-2).
+    generation: int = Field(default=0, ge=0, le=1_000_000)
 
     @property
     def runs_control_plane(self) -> bool:
@@ -374,6 +383,8 @@ class MpiSettings(Section):
 
 # Every node of a cloud pool carries it (value: the pool's name).
 POOL_LABEL = "gpu-cluster/pool"
+# The machine generation (hosts[].generation) of a replaced host's node.
+MACHINE_GENERATION_LABEL = "gpu-cluster/machine-generation"
 
 
 class WorkerPool(Section):
