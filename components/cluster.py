@@ -116,7 +116,8 @@ class Cluster(pulumi.ComponentResource):
                     WorkerNodeArgs(host, settings.kubernetes.node_ready_timeout_seconds,
                                    self._distribution,
                                    machines.bootstraps[host.name], control_plane,
-                                   self.provider, machines.join_after.get(host.name, [])),
+                                   self.provider, machines.join_after.get(host.name, []),
+                                   settings.kubernetes.drain_timeout_seconds),
                     opts=pulumi.ResourceOptions(parent=self),
                 ))
         return control_plane

@@ -220,6 +220,15 @@ def _command(host: str, step: str, action: str, user_hint: str) -> str:
     )
 
 
+def machine_env(host: Host) -> dict[str, str]:
+    """MACHINE_GENERATION for every step of a host whose hardware was replaced
+    (hosts[].generation): a changed input makes `pulumi up` run each step again, on the new
+    machine, as an update. Not a replacement, whose delete would run on the old machine
+    (gone, or answering with another host key) and fail on every `pulumi up` (pulumi-command
+    issue #104)."""
+    return {"MACHINE_GENERATION": str(host.generation)} if host.generation else {}
+
+
 @dataclass(frozen=True)
 class Ssh:
     """Where a step runs: an SSH connection and the user it logs in as."""

@@ -10,7 +10,7 @@ from typing import Optional, Protocol
 import pulumi
 
 from components.common.remote_step import Script
-from config.model import POOL_LABEL, Host, HostTuning, KubernetesSettings, WorkerPool
+from config.model import MACHINE_GENERATION_LABEL, POOL_LABEL, Host, HostTuning, KubernetesSettings, WorkerPool
 
 
 @dataclass(frozen=True)
@@ -136,5 +136,8 @@ def node_labels(node: "Host | WorkerPool") -> dict[str, str]:
         labels["nvidia.com/gpu.present"] = "true"
         if node.gpu_model:
             labels["nvidia.com/gpu.product"] = node.gpu_model
+    if isinstance(node, Host) and node.generation:
+        # retire-node compares it: the node of an old machine does not carry it.
+        labels[MACHINE_GENERATION_LABEL] = str(node.generation)
     labels.update(node.labels)
     return labels

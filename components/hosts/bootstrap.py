@@ -16,6 +16,7 @@ from components.common.remote_step import (
     Ssh,
     SshAccess,
     connection_to,
+    machine_env,
     run_step,
 )
 from config.model import Host, HostTuning, NvidiaSettings
@@ -72,7 +73,7 @@ class HostBootstrap(pulumi.ComponentResource):
             step,
             on=self.ssh,
             create=script,
-            env=env,
+            env={**env, **machine_env(self._args.host)},
             depends_on=depends_on,
             parent=self,
         )
@@ -93,7 +94,8 @@ class HostBootstrap(pulumi.ComponentResource):
         for step in preparation_steps(args.tuning, args.nvidia, args.distribution, machine,
                                       preflight_env=self._preflight_env()):
             previous = [run_step(host.name, step.step, on=waiting if step.after_reboot
-                                 else self.ssh, create=step.script, env=dict(step.env),
+                                 else self.ssh, create=step.script,
+                                 env={**step.env, **machine_env(host)},
                                  depends_on=previous, parent=self)]
         return previous[0]
 

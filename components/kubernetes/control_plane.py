@@ -125,13 +125,15 @@ class ControlPlane(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.booted]),
         )
 
-    def join_token_for(self, node: str, after: Sequence[pulumi.Resource] = ()) -> JoinToken:
-        """The token `node` joins with: its own, issued once `after` is done, or the one
-        every node shares, usable once the control plane is installed."""
+    def join_token_for(self, node: str, after: Sequence[pulumi.Resource] = (),
+                       env: Optional[dict] = None) -> JoinToken:
+        """The token `node` joins with: its own, issued once `after` is done (again when
+        `env` changes: a replaced machine), or the one every node shares, usable once the
+        control plane is installed."""
         if self._shared_token is not None:
             return self._shared_token
         return self.create_join_token(node, self._args.kubernetes.worker_token_expiry,
-                                      after)
+                                      after, env)
 
     def pool_join_token(self, pool: str, provider: k8s.Provider) -> pulumi.Output[str]:
         """The token a pool's instances join with (secret)."""
@@ -151,14 +153,15 @@ class ControlPlane(pulumi.ComponentResource):
         return JoinToken(pulumi.Output.secret(value), self.installed.urn)
 
     def create_join_token(self, node: str, expiry: str,
-                          after: Sequence[pulumi.Resource] = ()) -> JoinToken:
+                          after: Sequence[pulumi.Resource] = (),
+                          env: Optional[dict] = None) -> JoinToken:
         """A worker-role join token for one worker, issued on the controller over SSH once
         `after` (the worker's own preparation) is done: right before its join, so a host
         that takes long to prepare does not get a token that expires before it joins."""
         step = self._step(
             "create-join-token",
             self._args.distribution.create_join_token,
-            {"TOKEN_EXPIRY": expiry},
+            {"TOKEN_EXPIRY": expiry, **(env or {})},
             about=node,
             secret_stdout=True,
             depends_on=[self.installed, *after],

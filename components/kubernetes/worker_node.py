@@ -1,5 +1,6 @@
 """A host joining the cluster as a worker: join, wait until Ready, keep labels and taints
-in sync; on removal, drain and delete the node before resetting the host."""
+in sync; on removal, drain and delete the node before resetting the host. From the
+controller: cordon and drain it for maintenance, remove the node of a replaced machine."""
 
 from dataclasses import dataclass, field
 
@@ -9,8 +10,12 @@ import pulumi_kubernetes as k8s
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import HostBootstrap
-from components.common.remote_step import run_step
-from config.model import Host
+from components.common.remote_step import Script, machine_env, run_step
+from config.model import MACHINE_GENERATION_LABEL, Host
+
+MAINTAIN_NODE = Script("maintenance/maintain-node.sh")
+END_MAINTENANCE = Script("maintenance/end-maintenance.sh")
+RETIRE_NODE = Script("maintenance/retire-node.sh")
 
 
 @dataclass
@@ -24,6 +29,8 @@ class WorkerNodeArgs:
     kubernetes: k8s.Provider
     # What must be up before the node can reach the control plane (the VPN tunnel).
     join_after: list = field(default_factory=list)
+    # How long a drain may take (kubernetes.drainTimeoutSeconds).
+    drain_timeout_seconds: int = 300
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -31,12 +38,27 @@ class WorkerNode(pulumi.ComponentResource):
         super().__init__("gpu-cluster:cluster:WorkerNode", name, None, opts)
         host, distribution, control_plane = args.host, args.distribution, args.control_plane
 
+        kubectl = {"NODE_NAME": host.name, "KUBECTL": distribution.kubectl_path}
         if host.runs_control_plane:
             # A controller+worker host registers its node when the controller starts.
             joined = control_plane.installed
         else:
             ready_to_join = [args.bootstrap.ready, *args.join_after]
-            token = control_plane.join_token_for(host.name, after=ready_to_join)
+            token = control_plane.join_token_for(host.name, after=ready_to_join,
+                                                 env=machine_env(host))
+            if host.generation:
+                # New hardware under the old name: the old machine's node goes first.
+                ready_to_join = ready_to_join + [run_step(
+                    host.name,
+                    "retire-node",
+                    on=control_plane.ssh,
+                    create=RETIRE_NODE,
+                    env={**kubectl, **machine_env(host),
+                         "DRAIN_TIMEOUT": str(args.drain_timeout_seconds),
+                         "GENERATION_LABEL": MACHINE_GENERATION_LABEL},
+                    depends_on=[control_plane.installed, *ready_to_join],
+                    parent=self,
+                )]
             joined = run_step(
                 host.name,
                 "join-worker",
@@ -46,6 +68,7 @@ class WorkerNode(pulumi.ComponentResource):
                 env={
                     **distribution.node_env(host, host.address),
                     **distribution.join_env(token),
+                    **machine_env(host),
                 },
                 depends_on=ready_to_join,
                 parent=self,
@@ -62,6 +85,7 @@ class WorkerNode(pulumi.ComponentResource):
             env={
                 "NODE_NAME": host.name,
                 "NODE_READY_TIMEOUT": str(args.node_ready_timeout_seconds),
+                **machine_env(host),
             },
             depends_on=[joined],
             parent=self,
@@ -73,8 +97,22 @@ class WorkerNode(pulumi.ComponentResource):
                 "apply-worker-profile",
                 on=args.bootstrap.ssh,
                 create=distribution.apply_worker_profile,
-                env=distribution.worker_profile_env(host),
+                env={**distribution.worker_profile_env(host), **machine_env(host)},
                 depends_on=[admitted, control_plane.installed],
+                parent=self,
+            )
+        if host.maintenance is not None:
+            # Reads the wanted cordon on every run; taking the key out uncordons.
+            run_step(
+                host.name,
+                "maintenance",
+                on=control_plane.ssh,
+                create=MAINTAIN_NODE,
+                delete=END_MAINTENANCE,
+                env={**kubectl, **machine_env(host),
+                     "MAINTENANCE": "true" if host.maintenance else "false",
+                     "DRAIN_TIMEOUT": str(args.drain_timeout_seconds)},
+                depends_on=[admitted],
                 parent=self,
             )
         self.node = node_metadata_patch(
