@@ -50,7 +50,8 @@ class Cluster(pulumi.ComponentResource):
             raise ConfigError(problems)
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution
-        self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(settings.cluster_name),
+        self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
+            settings.cluster_name, settings.kubernetes.admin_certificate_generation),
                               opts=pulumi.ResourceOptions(parent=self))
         self.secrets = {
             secret: pulumi.Output.secret(random.RandomBytes(

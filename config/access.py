@@ -98,6 +98,8 @@ class User(Section):
 class AccessSettings(Section):
     # Users' client certificates are valid this long; `pulumi up` renews them near the end.
     certificate_validity_days: int = Field(default=90, ge=1, le=825)
+    # Raising it issues every user a new key and client certificate (Day-2 rotation).
+    certificate_generation: int = Field(default=0, ge=0, le=1_000_000)
     teams: list[Team] = []
     users: list[User] = []
 

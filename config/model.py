@@ -68,6 +68,8 @@ class KubernetesSettings(Section):
     drain_timeout_seconds: int = Field(default=300, ge=30, le=7200)
     # Cloud: how long `pulumi up` waits for the API the controller installs at boot.
     api_ready_timeout_seconds: int = Field(default=900, ge=60, le=7200)
+    # Raising it issues the admin a new key and client certificate (Day-2 rotation).
+    admin_certificate_generation: int = Field(default=0, ge=0, le=1_000_000)
 
     @field_validator("version")
     @classmethod

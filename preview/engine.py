@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pulumi
+from google.protobuf import json_format
 from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
@@ -61,6 +62,8 @@ class ResourceRecord:
     aliases: list[Any] = field(default_factory=list)
     # the provider it is created with, as `URN::ID` ("": its package's default provider)
     provider: str = ""
+    # the replacementTrigger option: a change of it replaces the resource (None: unset)
+    replacement_trigger: Any = None
 
 
 @dataclass
@@ -245,6 +248,9 @@ class RecordingMonitor(mocks.MockMonitor):
                     ignore_changes=list(request.ignoreChanges),
                     aliases=[_alias(alias) for alias in request.aliases],
                     provider=request.provider,
+                    replacement_trigger=(
+                        json_format.MessageToDict(request.replacement_trigger)
+                        if request.HasField("replacement_trigger") else None),
                 )
             )
         return response

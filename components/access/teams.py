@@ -147,7 +147,8 @@ class Access(pulumi.ComponentResource):
         hours = args.access.certificate_validity_days * 24
         cert = args.pki.client_certificate(
             f"user-{user.name}", user.name, user.groups[0] if user.groups else None,
-            validity_hours=hours, early_renewal_hours=min(MAX_EARLY_RENEWAL_HOURS, hours // 3))
+            validity_hours=hours, early_renewal_hours=min(MAX_EARLY_RENEWAL_HOURS, hours // 3),
+            generation=args.access.certificate_generation)
         return pulumi.Output.secret(pulumi.Output.all(
             args.api_endpoint, args.pki.ca_cert_pem, cert.cert_pem, cert.private_key_pem,
         ).apply(lambda v: client_kubeconfig(cluster, v[0], v[1], f"{cluster}-{user.name}",

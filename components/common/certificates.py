@@ -24,15 +24,29 @@ class Issuer:
 
     def issue(self, role: str, common_name: str, organization: Optional[str],
               uses: list[str], validity_hours: int,
-              early_renewal_hours: int) -> IssuedCertificate:
-        """A `pulumi up` within `early_renewal_hours` of the end issues a new one."""
+              early_renewal_hours: int, generation: Optional[int] = None
+              ) -> IssuedCertificate:
+        """A `pulumi up` within `early_renewal_hours` of the end issues a new one; so does
+        a raised `generation` (a rotation), with a new key too."""
+        # pulumi-tls has no keepers, and a PrivateKey's inputs (algorithm, curve, bits)
+        # cannot carry a generation; its name cannot either (the URN is its identity). The
+        # engine replaces a resource whose replacementTrigger changed, but only when both
+        # the old and the new value are set (pulumi/pulumi pkg/resource/deploy/
+        # step_generator.go shouldTriggerReplace): so it is set from generation 0 on.
+        key_opts = self.opts if generation is None else pulumi.ResourceOptions.merge(
+            self.opts, pulumi.ResourceOptions(replacement_trigger=generation))
         key = tls.PrivateKey(f"{self.prefix}-{role}-key", algorithm="ECDSA",
-                             ecdsa_curve="P256", opts=self.opts)
+                             ecdsa_curve="P256", opts=key_opts)
+        # A new key replaces the request (private_key_pem) and so the certificate
+        # (cert_request_pem); the generation in the subject (every subject field forces
+        # replacement: terraform-provider-tls internal/provider/resource_cert_request.go)
+        # replaces them even where the key's trigger was not recorded yet.
         request = tls.CertRequest(
             f"{self.prefix}-{role}-csr",
             private_key_pem=key.private_key_pem,
-            subject=tls.CertRequestSubjectArgs(common_name=common_name,
-                                               organization=organization),
+            subject=tls.CertRequestSubjectArgs(
+                common_name=common_name, organization=organization,
+                serial_number=str(generation) if generation else None),
             opts=self.opts,
         )
         cert = tls.LocallySignedCert(

@@ -26,6 +26,8 @@ ADMIN_GROUP = "system:masters"
 @dataclass
 class ClusterPkiArgs:
     cluster_name: str
+    # kubernetes.adminCertificateGeneration: raising it issues a new admin key and cert.
+    admin_generation: int = 0
 
 
 class ClusterPki(pulumi.ComponentResource):
@@ -53,13 +55,14 @@ class ClusterPki(pulumi.ComponentResource):
         self.ca_cert_pem = ca.cert_pem
         self._issuer = Issuer(name, self.ca_private_key_pem, self.ca_cert_pem, self._opts)
         self.admin = self.client_certificate("admin", f"{args.cluster_name}-admin",
-                                             ADMIN_GROUP)
+                                             ADMIN_GROUP, generation=args.admin_generation)
         self.register_outputs({"caCertPem": self.ca_cert_pem})
 
     def client_certificate(self, role: str, user: str, group: Optional[str] = None,
                            validity_hours: int = CLIENT_CERT_VALIDITY_HOURS,
-                           early_renewal_hours: int = CLIENT_CERT_EARLY_RENEWAL_HOURS
-                           ) -> IssuedCertificate:
-        """A client certificate for Kubernetes user `user` (in `group`), signed by the CA."""
+                           early_renewal_hours: int = CLIENT_CERT_EARLY_RENEWAL_HOURS,
+                           generation: int = 0) -> IssuedCertificate:
+        """A client certificate for Kubernetes user `user` (in `group`), signed by the CA;
+        a raised `generation` issues a new key and certificate."""
         return self._issuer.issue(role, user, group, CLIENT_USES, validity_hours,
-                                  early_renewal_hours)
+                                  early_renewal_hours, generation)

@@ -1,0 +1,134 @@
+"""Credential rotation through whole stacks: raising a generation in config replaces the
+credential it names (its key, request and certificate) and changes what carries it, and
+nothing else: no other resource is replaced or updated.
+
+Two previews differ in every generated key and certificate, so plans are compared with
+generated material masked (PEM blocks, secrets, long base64 and hex runs); what a changed
+resource's outputs feed is followed through the inputs' property dependencies."""
+
+import copy
+import re
+from typing import Any
+
+import pytest
+from pulumi.output import Unknown
+
+from preview.engine import Plan, ResourceRecord
+from tests.conftest import bare_metal_config, hybrid_config, preview
+
+_GENERATED = [re.compile(r"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----", re.S),
+              re.compile(r"[A-Za-z0-9+/]{40,}={0,2}"), re.compile(r"\b[0-9a-f]{16,}\b")]
+
+
+def _masked(plan: Plan, value: Any) -> Any:
+    value = plan.redact(value)
+    if isinstance(value, Unknown):  # one object per unknown value, equal to no other
+        return "<unknown>"
+    if isinstance(value, str):
+        for pattern in _GENERATED:
+            value = pattern.sub("<generated>", value)
+        return value
+    if isinstance(value, dict):
+        return {key: _masked(plan, item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_masked(plan, item) for item in value]
+    return value
+
+
+def _state(plan: Plan, record: ResourceRecord) -> tuple:
+    return _masked(plan, record.inputs), record.replacement_trigger
+
+
+def changed(before: Plan, after: Plan) -> set[str]:
+    """Resources in both plans whose own inputs (masked) or replacement trigger differ."""
+    old = before.by_urn
+    return {r.name for r in after.resources
+            if r.urn in old and _state(before, old[r.urn]) != _state(after, r)}
+
+
+def fed_by(plan: Plan, names: set[str]) -> dict[str, set[str]]:
+    """Every resource whose inputs take outputs of `names` (directly or through others
+    fed by them), with the inputs that do."""
+    urns = {r.urn for r in plan.resources if r.name in names}
+    found: dict[str, set[str]] = {}
+    grew = True
+    while grew:
+        grew = False
+        for record in plan.resources:
+            inputs = {key for key, sources in record.property_dependencies.items()
+                      if urns & set(sources)}
+            if inputs and record.urn not in urns:
+                found[record.name] = inputs
+                urns.add(record.urn)
+                grew = True
+    return found
+
+
+def with_values(values: dict, section: str, **fields) -> dict:
+    values = copy.deepcopy(values)
+    values.setdefault(section, {}).update(fields)
+    return values
+
+
+USERS = {"teams": [{"name": "research"}],
+         "users": [{"name": "carol", "namespaces": ["research"]},
+                   {"name": "dave", "role": "admin"}]}
+
+
+@pytest.fixture(scope="module")
+def hybrid() -> tuple[dict, Plan]:
+    values = hybrid_config()
+    values["access"] = copy.deepcopy(USERS)
+    plan = preview(values)
+    assert not changed(plan, preview(values)), "two previews of one stack differ"
+    return values, plan
+
+
+def test_users_certificate_generation_replaces_only_the_users_credentials(hybrid):
+    values, before = hybrid
+    after = preview(with_values(values, "access", certificateGeneration=1))
+    credentials = {f"test-pki-user-{user}-{part}"
+                   for user in ("carol", "dave") for part in ("key", "csr")}
+    assert changed(before, after) == credentials
+    for user in ("carol", "dave"):
+        # The key is replaced by its trigger (0 -> 1), the request by its subject.
+        assert before.named(f"test-pki-user-{user}-key").replacement_trigger == 0
+        assert after.named(f"test-pki-user-{user}-key").replacement_trigger == 1
+        assert after.named(f"test-pki-user-{user}-csr").inputs["subject"] == {
+            "commonName": user, "serialNumber": "1"}
+    # The new request replaces the certificate (cert_request_pem forces it); the new
+    # key and certificate reach the users' kubeconfigs, stored in SSM: an update.
+    assert fed_by(after, credentials) == {
+        "test-pki-user-carol-cert": {"certRequestPem"},
+        "test-pki-user-dave-cert": {"certRequestPem"},
+        "test-access-carol-kubeconfig": {"value"},
+        "test-access-dave-kubeconfig": {"value"},
+    }
+    # The admin's credential is not the users'.
+    assert after.named("test-pki-admin-key").replacement_trigger == 0
+
+
+def test_admin_certificate_generation_replaces_only_the_admin_credential(hybrid):
+    values, before = hybrid
+    after = preview(with_values(values, "kubernetes", adminCertificateGeneration=3))
+    credentials = {"test-pki-admin-key", "test-pki-admin-csr"}
+    assert changed(before, after) == credentials
+    assert after.named("test-pki-admin-key").replacement_trigger == 3
+    assert after.named("test-pki-admin-csr").inputs["subject"] == {
+        "commonName": "test-admin", "organization": "system:masters", "serialNumber": "3"}
+    # The new certificate reaches the admin kubeconfig and with it the provider, which
+    # its cluster_identifier keeps from being replaced (components/cluster.py).
+    fed = fed_by(after, credentials)
+    assert fed == {"test-pki-admin-cert": {"certRequestPem"},
+                   "test-kubernetes": {"kubeconfig"}}
+    assert after.named("test-kubernetes").inputs["clusterIdentifier"] == "test"
+    assert after.outputs["kubeconfig"][0] != before.outputs["kubeconfig"][0]
+
+
+def test_generation_zero_leaves_the_request_as_it_was():
+    plan = preview(bare_metal_config())
+    assert plan.named("test-pki-admin-csr").inputs["subject"] == {
+        "commonName": "test-admin", "organization": "system:masters"}
+    # The trigger is set from the start: the engine replaces only on a change from one
+    # set value to another.
+    assert plan.named("test-pki-admin-key").replacement_trigger == 0
