@@ -30,11 +30,14 @@ def test_generations_load_and_default_to_zero():
     assert settings.kubernetes.admin_certificate_generation == 5
 
 
-@pytest.mark.parametrize("value", [-1, 1.5, True, 1_000_001])
-def test_bad_generations_are_named_together(value):
+@pytest.mark.parametrize("value, why", [
+    (-1, "greater than or equal to 0"), (1.5, "whole number"), (True, "whole number"),
+    (1_000_001, "less than or equal to 1000000")])
+def test_bad_generations_are_named_together(value, why):
     values = bare_metal_config()
     for section, key in KEYS:
         values[section] = {key: value}
     found = problems(values)
     for section, key in KEYS:
-        assert any(p.startswith(f"gpu-cluster:{section}.{key}") for p in found), found
+        assert any(p.startswith(f"gpu-cluster:{section}.{key}: ") and why in p
+                   for p in found), found
