@@ -13,6 +13,7 @@ from pulumi.runtime import rpc
 
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
 from components.aws.boot import boot_scripts
+from components.common.remote_step import step_inputs
 from config.model import STORAGE_CLASS_NAMES
 from preview.engine import Plan, ResourceRecord
 
@@ -194,10 +195,9 @@ def _user_data(plan: Plan):
             yield resource, resource.inputs["userData"]
 
 
-def _envelope_names(stdin: str) -> tuple[Optional[str], Optional[str]]:
-    host = re.search(r"^export GPU_CLUSTER_HOST='?([^'\n]+)'?$", stdin, re.M)
-    step = re.search(r"^export GPU_CLUSTER_STEP='?([^'\n]+)'?$", stdin, re.M)
-    return (host.group(1) if host else None), (step.group(1) if step else None)
+def _envelope_names(text: str) -> tuple[Optional[str], Optional[str]]:
+    inputs = step_inputs(text)
+    return inputs.get("GPU_CLUSTER_HOST"), inputs.get("GPU_CLUSTER_STEP")
 
 
 # Components the provider expands itself (from a URL or chart) at `pulumi up`.
@@ -216,14 +216,6 @@ def _kustomize_overlays(plan: Plan) -> list[tuple[str, str]]:
             if file.is_file() and not file.name.startswith("."):
                 found.append((f"kubeflow/{folder.name}/{file.name}", file.read_text()))
     return found
-
-
-_EXPORT = re.compile(r"^export (\w+)='((?:[^']|'\\'')*)'$", re.M)
-
-
-def step_inputs(stdin: str) -> dict[str, str]:
-    """The inputs a step's envelope exports (values are always single-quoted)."""
-    return {name: value.replace("'\\''", "'") for name, value in _EXPORT.findall(stdin)}
 
 
 def _vpn_configs(plan: Plan):

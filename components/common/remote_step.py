@@ -10,6 +10,7 @@ trigger change *replaces* the command, which would run its delete script (a node
 """
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +141,10 @@ def connection_to(host: Host, access: SshAccess, endpoint: Optional[Endpoint] = 
     )
 
 
+_HEADER = "# gpu-cluster step "
+_SHELLCHECK_LITERAL_DOLLAR = "# shellcheck disable=SC2016"
+
+
 def envelope(
     host: str,
     step: str,
@@ -185,18 +190,37 @@ def render_step_functions(host: str, step: str, create: Script, env: Mapping[str
                          + [without_comment_lines(read_script(script.path))])
 
     lines = [
-        f"# gpu-cluster step '{_in_comment(step)}' on host '{_in_comment(host)}' ({create.path}"
+        f"{_HEADER}'{_in_comment(step)}' on host '{_in_comment(host)}' ({create.path}"
         + (f", delete: {delete.path})" if delete else ")"),
     ]
     for name, value in {"GPU_CLUSTER_HOST": host, "GPU_CLUSTER_STEP": step, **env}.items():
         if "$" in str(value) and "\n" not in str(value):
             # A `$` in a value (a URN's parent types) is literal on purpose.
-            lines.append("# shellcheck disable=SC2016")
+            lines.append(_SHELLCHECK_LITERAL_DOLLAR)
         lines.append(f"export {name}={_single_quoted(str(value))}")
     lines += ["gpu_cluster_create() {", text(create), "}"]
     if delete:
         lines += ["gpu_cluster_delete() {", text(delete), "}"]
     return "\n".join(lines) + "\n"
+
+
+# One export line as render_step_functions writes it: inside the quotes every `'` is the
+# escape `'\''`, so the value ends at the first `'` that is not one.
+_EXPORT = re.compile(rf"(?:{_SHELLCHECK_LITERAL_DOLLAR}\n)?export (\w+)='([^']*(?:'\\''[^']*)*)'\n")
+
+
+def step_inputs(text: str) -> dict[str, str]:
+    """The exports of a step's envelope or boot part (GPU_CLUSTER_HOST, GPU_CLUSTER_STEP
+    and its inputs), decoded: the inverse of render_step_functions. Only the block after
+    the step's header is read, never an `export` in the scripts; {} without a header."""
+    header = re.search(rf"^{_HEADER}.*\n", text, re.M)
+    if header is None:
+        return {}
+    inputs, position = {}, header.end()
+    while (line := _EXPORT.match(text, position)) is not None:
+        inputs[line[1]] = line[2].replace("'\\''", "'")
+        position = line.end()
+    return inputs
 
 
 def _single_quoted(value: str) -> str:

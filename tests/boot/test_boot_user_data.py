@@ -22,9 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from components.aws.boot import boot_scripts
 from components.distributions import k0s, rke2
+from components.common.remote_step import step_inputs
 from config import load as load_config
 from preview.engine import Plan, ResourceRecord, run_program
-from preview.report import step_inputs
 from preview.stack_file import read_stack
 from tests.boot.cloud_init import STAGES, CloudInitRun, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.common.remote_step import Script, _command, render_envelope, render_step_functions
+import components.common.remote_step as remote_step
+from components.common.remote_step import (Script, _command, render_envelope,
+                                           render_step_functions, step_inputs)
+from tests.conftest import TEST_PRIVATE_KEY
 
 MARKER = Path(tempfile.gettempdir()) / f"gpu-cluster-rendering-{os.getpid()}"
 
@@ -54,3 +57,57 @@ def test_the_ssh_command_line_holds_any_host_step_and_user(value, tmp_path):
                             env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     assert not MARKER.exists()
     assert result.returncode == 1 and "needs passwordless sudo" in result.stderr
+
+
+# Values a step's inputs may hold: the renderers quote them, step_inputs reads them back.
+HOSTILE_INPUTS = {
+    "SINGLE_QUOTES": "it's 'quoted'",
+    "ESCAPE_ITSELF": "'\\''",
+    "ENDS_WITH_QUOTE": "x'",
+    "ONLY_QUOTES": "''",
+    "COMMAND_SUBSTITUTION": "$(touch marker) `touch marker` ${HOME}",
+    "PEM": TEST_PRIVATE_KEY,
+    "EXPORT_LINE_INSIDE": "a\nexport GPU_CLUSTER_STEP='forged'\n'\nexport B='c",
+    "FUNCTION_LINE_INSIDE": "\ngpu_cluster_create() {\n}\n",
+    "BACKSLASHES_AND_CR": "C:\\path\\\r\n\\'",
+    "EMPTY": "",
+    "NEWLINES_ONLY": "\n\n",
+}
+
+
+def _with_exports_in_its_scripts(monkeypatch, tmp_path) -> Script:
+    """A step whose scripts export variables of their own, as scripts may."""
+    (tmp_path / "lib.sh").write_text("export GPU_CLUSTER_STEP='from-the-library'\n")
+    (tmp_path / "step.sh").write_text("export EXTRA='from-the-script'\necho done\n")
+    monkeypatch.setattr(remote_step, "SCRIPTS_DIR", tmp_path)
+    return Script("step.sh")
+
+
+def test_step_inputs_reads_back_what_the_renderers_wrote(monkeypatch, tmp_path):
+    script = _with_exports_in_its_scripts(monkeypatch, tmp_path)
+    host, step = "gpu-01", "install-nvidia"
+    expected = {"GPU_CLUSTER_HOST": host, "GPU_CLUSTER_STEP": step, **HOSTILE_INPUTS}
+    texts = {
+        "ssh stdin": render_envelope(host, step, script, HOSTILE_INPUTS, delete=script),
+        "boot part": "#!/bin/bash\n" + render_step_functions(
+            host, step, script, HOSTILE_INPUTS, boot_libraries="/lib"),
+    }
+    for where, text in texts.items():
+        assert step_inputs(text) == expected, where
+    assert step_inputs("#!/bin/bash\nexport A='b'\n") == {}
+
+
+def test_step_inputs_agrees_with_bash(monkeypatch, tmp_path):
+    """What step_inputs decodes is what the step's script sees when bash runs the
+    envelope from stdin, as the SSH command does."""
+    names = ["GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP", *HOSTILE_INPUTS]
+    (tmp_path / "lib.sh").write_text("")
+    (tmp_path / "dump.sh").write_text("".join(f'printf "%s\\0" "${name}"\n' for name in names))
+    monkeypatch.setattr(remote_step, "SCRIPTS_DIR", tmp_path)
+    text = render_envelope("gpu-01", "join-worker", Script("dump.sh"), HOSTILE_INPUTS)
+    result = subprocess.run(["bash", "--norc", "-s", "--", "create"], input=text.encode(),
+                            capture_output=True, cwd=tmp_path, timeout=30, check=True)
+    seen = dict(zip(names, result.stdout.decode().split("\0")[:-1]))
+    assert step_inputs(text) == seen == {"GPU_CLUSTER_HOST": "gpu-01",
+                                         "GPU_CLUSTER_STEP": "join-worker", **HOSTILE_INPUTS}
+    assert not (tmp_path / "marker").exists()

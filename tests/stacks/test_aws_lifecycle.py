@@ -14,13 +14,12 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from components.aws.boot import boot_scripts
-from components.common.remote_step import dial_attempts_for
+from components.common.remote_step import dial_attempts_for, step_inputs
 from config import versions
 from config.problems import ConfigError
 from policy.offline import evaluate_stack, stack_resources_of_plan
 from preview import aws_mocks, credentials, engine
 from preview.engine import run_program, unwrap_secrets
-from preview.report import step_inputs
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR, cloud_config, hybrid_config, preview
 

@@ -10,7 +10,8 @@ from cryptography import x509
 from pulumi.runtime import rpc
 
 import components.common.remote_step as remote_step
-from preview.report import step_inputs, write_artifacts
+from components.common.remote_step import step_inputs
+from preview.report import write_artifacts
 from tests.conftest import bare_metal_config, preview
 
 WORKERS = ["moscow", "madrid", "campos"]
@@ -228,7 +229,7 @@ def test_a_stack_can_leave_reboots_to_its_admins():
 
 
 def test_a_new_cpu_manager_policy_restarts_only_the_workers_kubelets():
-    from preview.report import step_inputs as inputs
+    from components.common.remote_step import step_inputs as inputs
 
     before = preview(bare_metal_config(workers=2))
     values = bare_metal_config(workers=2)

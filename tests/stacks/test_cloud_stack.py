@@ -14,9 +14,9 @@ from cryptography.x509.oid import NameOID
 from pulumi.runtime import rpc
 
 from components.aws.boot import boot_scripts as boot_scripts_of
+from components.common.remote_step import step_inputs
 from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
-from preview.report import step_inputs
 from preview.engine import run_program
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR

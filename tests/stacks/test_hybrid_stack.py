@@ -6,9 +6,9 @@ import pytest
 from pulumi.runtime import rpc
 
 from components.aws.boot import boot_scripts
+from components.common.remote_step import step_inputs
 from policy.user_data import decode_user_data
 from preview.engine import run_program
-from preview.report import step_inputs
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR, hybrid_config, preview
 

@@ -11,8 +11,8 @@ import yaml
 
 from components.aws.boot import USER_DATA_LIMIT_BYTES, boot_scripts
 from components.distributions.rke2 import SUPERVISOR_PORT
+from components.common.remote_step import step_inputs
 from preview.engine import unwrap_secrets as unwrap
-from preview.report import step_inputs
 from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
