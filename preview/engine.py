@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 
 import pulumi
 from google.protobuf import json_format
+from pulumi.output import Unknown
 from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
@@ -25,6 +26,11 @@ from preview import aws_mocks, credentials
 from preview.stack_file import StackConfigFile
 
 REDACTED = "[secret]"
+# An input that is another resource's output the mocks do not make up (a role's name, a
+# launch template's version): the SDK sends rpc.UNKNOWN, it reads back as
+# pulumi.output.Unknown, and `pulumi preview` shows it as output<string> (pulumi
+# sdk/go/common/resource/properties.go, PropertyValue.TypeString).
+UNKNOWN = "[known after pulumi up]"
 
 # Outputs that only a real host produces, by step (the end of the command's name).
 _STEP_OUTPUTS: dict[str, Callable[[], str]] = {
@@ -144,8 +150,11 @@ class Plan:
         return max(self._depths.values(), default=0)
 
     def redact(self, value: Any) -> Any:
-        """`value` with every secret replaced by [secret]; secret-wrapped values whose
-        secret parts are unknown are hidden whole."""
+        """`value` as a reviewer may read it: every secret replaced by [secret] (secret-
+        wrapped values whose secret parts are unknown hidden whole), every value unknown
+        until `pulumi up` by UNKNOWN."""
+        if isinstance(value, Unknown):
+            return UNKNOWN
         if rpc.is_rpc_secret(value):
             inner = rpc.unwrap_rpc_secret(value)
             if self._holds_known_secret(inner):

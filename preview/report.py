@@ -105,7 +105,7 @@ def write_artifacts(plan: Plan, build_dir: Path,
         written.append(path)
 
     write("plan.txt", tree(plan))
-    write("plan.json", json.dumps(_plan_document(plan), indent=2, default=str) + "\n")
+    write("plan.json", json.dumps(_plan_document(plan), indent=2) + "\n")
     write("outputs.json", json.dumps(
         {name: "[secret]" if secret else plan.redact(value)
          for name, (value, secret) in plan.outputs.items()}, indent=2) + "\n")
