@@ -92,6 +92,32 @@ class Plan:
     def by_urn(self) -> dict[str, ResourceRecord]:
         return {resource.urn: resource for resource in self.resources}
 
+    @cached_property
+    def children(self) -> dict[str, list[ResourceRecord]]:
+        """Parent URN -> its children, by name (the order registration took varies)."""
+        found: dict[str, list[ResourceRecord]] = {}
+        for resource in self.resources:
+            found.setdefault(resource.parent, []).append(resource)
+        for resources in found.values():
+            resources.sort(key=_stable_key)
+        return found
+
+    @cached_property
+    def roots(self) -> list[ResourceRecord]:
+        return sorted((r for r in self.resources if r.parent not in self.by_urn), key=_stable_key)
+
+    @cached_property
+    def in_tree_order(self) -> list[ResourceRecord]:
+        """Every resource, each after its parent and before its next sibling, siblings by
+        name: the same order on every run, unlike the order of registration."""
+        found: list[ResourceRecord] = []
+        todo = list(reversed(self.roots))
+        while todo:
+            resource = todo.pop()
+            found.append(resource)
+            todo += reversed(self.children.get(resource.urn, []))
+        return found
+
     def named(self, name: str) -> ResourceRecord:
         return next(r for r in self.resources if r.name == name)
 
@@ -185,6 +211,10 @@ class Plan:
     def _long_secrets(self) -> list[str]:
         # Longest first, so a secret that contains another is replaced whole.
         return sorted((s for s in self.secrets if len(s) >= 6), key=len, reverse=True)
+
+
+def _stable_key(resource: ResourceRecord) -> tuple[str, str, str]:
+    return resource.name, resource.type, resource.urn
 
 
 class PreviewMocks(mocks.Mocks):

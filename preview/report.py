@@ -15,25 +15,23 @@ from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
 from components.aws.boot import boot_scripts
 from components.common.remote_step import step_inputs
 from config.model import STORAGE_CLASS_NAMES
-from preview.engine import Plan, ResourceRecord
+from preview.engine import REDACTED, UNKNOWN, Plan, ResourceRecord
 
 _KUBERNETES_TYPE = re.compile(r"^kubernetes:(?P<group>[^/]+)/(?P<version>[^:]+):(?P<kind>\w+)$")
 
 
 def tree(plan: Plan) -> str:
     lines = [f"Plan for stack '{plan.stack}' of project '{plan.project}':", ""]
-    roots = [r for r in plan.resources if r.parent not in plan.by_urn]
 
     def walk(resource: ResourceRecord, prefix: str, last: bool) -> None:
         branch = "└─ " if last else "├─ "
         lines.append(f"{prefix}{branch}{resource.type}  {resource.name}")
-        children = sorted((r for r in plan.resources if r.parent == resource.urn),
-                          key=lambda r: r.name)
+        children = plan.children.get(resource.urn, [])
         for index, child in enumerate(children):
             walk(child, prefix + ("   " if last else "│  "), index == len(children) - 1)
 
-    for index, root in enumerate(roots):
-        walk(root, "", index == len(roots) - 1)
+    for index, root in enumerate(plan.roots):
+        walk(root, "", index == len(plan.roots) - 1)
     counts = Counter(r.type for r in plan.resources)
     lines += ["", f"Resources: {len(plan.resources)} to create"]
     lines += [f"  {count:5d}  {type_}" for type_, count in sorted(counts.items())]
@@ -65,7 +63,7 @@ def _secrets_summary(plan: Plan) -> list[str]:
 
 def _storage_summary(plan: Plan) -> list[str]:
     """Which storage backend is the default, and why."""
-    classes = plan.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    classes = _of_type(plan, "kubernetes:storage.k8s.io/v1:StorageClass")
     if not classes:
         return []
     backend_of = {name: backend for backend, name in STORAGE_CLASS_NAMES.items()}
@@ -146,7 +144,7 @@ def _plan_document(plan: Plan) -> dict:
                 "retainOnDelete": r.retain_on_delete,
                 "inputs": plan.redact(_without_secret_data(r)),
             }
-            for r in plan.resources
+            for r in plan.in_tree_order
         ],
     }
 
@@ -155,7 +153,7 @@ def _host_scripts(plan: Plan):
     """Each step's stdin (scripts and inputs), per host the step is about, numbered in the
     order the steps run: over SSH, on the machine running `pulumi up`, or at boot from an
     instance's or launch template's user data."""
-    commands = plan.of_type("command:remote:Command") + plan.of_type("command:local:Command")
+    commands = _of_type(plan, "command:remote:Command") + _of_type(plan, "command:local:Command")
     for resource in commands:
         stdin = plan.redact(resource.inputs.get("stdin", ""))
         host, step = _envelope_names(stdin)
@@ -185,12 +183,16 @@ def _host_scripts(plan: Plan):
             yield f"hosts/{host}/boot-{index:02d}-{step}.sh", text
 
 
+def _of_type(plan: Plan, type_: str) -> list[ResourceRecord]:
+    return [r for r in plan.in_tree_order if r.type == type_]
+
+
 def _user_data(plan: Plan):
     """(resource, gzipped multipart user data) of instances and launch templates."""
-    for resource in plan.of_type("aws:ec2/instance:Instance"):
+    for resource in _of_type(plan, "aws:ec2/instance:Instance"):
         if resource.inputs.get("userDataBase64"):
             yield resource, resource.inputs["userDataBase64"]
-    for resource in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
+    for resource in _of_type(plan, "aws:ec2/launchTemplate:LaunchTemplate"):
         if resource.inputs.get("userData"):
             yield resource, resource.inputs["userData"]
 
@@ -208,7 +210,7 @@ _PROJECT_DIR = Path(__file__).resolve().parent.parent
 def _kustomize_overlays(plan: Plan) -> list[tuple[str, str]]:
     """(kubeflow/<folder>/<file>, text) of each kustomize Directory's local overlay."""
     found = []
-    for resource in plan.of_type("kubernetes:kustomize/v2:Directory"):
+    for resource in _of_type(plan, "kubernetes:kustomize/v2:Directory"):
         folder = _PROJECT_DIR / resource.inputs.get("directory", "")
         if not folder.is_dir():
             continue
@@ -220,29 +222,42 @@ def _kustomize_overlays(plan: Plan) -> list[tuple[str, str]]:
 
 def _vpn_configs(plan: Plan):
     """The OpenVPN configs the VPN steps install, as files to read on their own."""
-    for resource in plan.of_type("command:remote:Command"):
+    for resource in _of_type(plan, "command:remote:Command"):
         inputs = step_inputs(plan.redact(resource.inputs.get("stdin", "")))
         if "OPENVPN_CONFIG" in inputs:
             yield f"vpn/{resource.name}.conf", inputs["OPENVPN_CONFIG"]
 
 
 def _manifests(plan: Plan):
-    for index, resource in enumerate(plan.resources):
+    """manifests/[<namespace>/]<kind>-<name>.yaml: named by the object, so a file keeps
+    its name from run to run and objects of one name in two namespaces do not meet."""
+    for resource in plan.resources:
         match = _KUBERNETES_TYPE.match(resource.type)
         if not match or match["group"] in _PROVIDER_EXPANDED:
             continue
-        document = _manifest(resource, match)
-        name = document.get("metadata", {}).get("name", resource.name)
+        document = plan.redact(_manifest(resource, match))
+        metadata = document.get("metadata", {})
+        name = _plain(metadata.get("name")) or resource.name
+        # A namespace is a DNS label (no dots), never "upstream.txt" or a file's name.
+        namespace = _plain(metadata.get("namespace"))
+        folder = f"{namespace}/" if namespace else ""
         # A patch (server-side apply of the fields it names) is not a whole object.
         suffix = ".patch.yaml" if match["kind"].endswith("Patch") else ".yaml"
-        yield (f"manifests/{index:03d}-{document['kind'].lower()}-{name}{suffix}",
-               yaml.safe_dump(plan.redact(document), sort_keys=True))
+        yield (f"manifests/{folder}{document['kind'].lower()}-{name}{suffix}",
+               yaml.safe_dump(document, sort_keys=True))
+
+
+def _plain(value: Any) -> Optional[str]:
+    """A redacted value as a file name may hold it: not hidden as secret, not unknown."""
+    if isinstance(value, str) and value and REDACTED not in value and UNKNOWN not in value:
+        return value
+    return None
 
 
 def _upstream_manifests(plan: Plan) -> str:
     """Pinned upstream manifests the Kubernetes provider fetches and applies itself."""
     lines = []
-    for resource in plan.resources:
+    for resource in sorted(plan.in_tree_order, key=_apply_order(plan)):
         match = _KUBERNETES_TYPE.match(resource.type)
         if match and match["group"] == "yaml":
             for file in [resource.inputs.get("file"), *resource.inputs.get("files", [])]:
@@ -262,6 +277,20 @@ def _upstream_manifests(plan: Plan) -> str:
     header = ("# Applied server-side by the Kubernetes provider at `pulumi up` from these pinned\n"
               "# upstream files and charts (CRDs and namespaces first); not expanded offline.\n")
     return header + "\n".join(lines) + "\n"
+
+
+def _apply_order(plan: Plan):
+    """Sort key: the longest chain of resources (components too) a resource waits for,
+    so Kubeflow's stages list in the order they apply."""
+    waves: dict[str, int] = {}
+
+    def wave(urn: str) -> int:
+        if urn not in waves:
+            waves[urn] = 1 + max((wave(d) for d in plan.by_urn[urn].dependencies
+                                  if d in plan.by_urn), default=0)
+        return waves[urn]
+
+    return lambda resource: wave(resource.urn)
 
 
 def _without_secret_data(resource: ResourceRecord) -> dict[str, Any]:

@@ -15,7 +15,7 @@ if str(PROJECT_DIR) not in sys.path:
     sys.path.insert(0, str(PROJECT_DIR))
 
 from config.model import SECRET_KEYS  # noqa: E402
-from preview import credentials  # noqa: E402
+from preview import credentials, engine  # noqa: E402
 from preview.engine import Plan, run_program  # noqa: E402
 from preview.stack_file import StackConfigFile, read_stack  # noqa: E402
 
@@ -95,6 +95,28 @@ def base_config() -> dict:
 @pytest.fixture(scope="session")
 def lab_plan() -> Plan:
     return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "lab"))
+
+
+@pytest.fixture
+def provider_state(monkeypatch):
+    """Values providers make (keys, certificates, tokens, a step's output) as a stack's
+    state holds them: made once, then the same on every later run, and known to each
+    run's plan as the secrets they are."""
+    made: dict = {}
+    original = engine.PreviewMocks.new_resource
+
+    def new_resource(self, args):
+        if args.typ in engine._GENERATED_OUTPUTS or args.typ.startswith("command:"):
+            key = (args.typ, args.name)
+            if key not in made:
+                before = set(self.plan.secrets)
+                made[key] = original(self, args), set(self.plan.secrets) - before
+            result, secrets = made[key]
+            self.plan.secrets |= secrets
+            return result
+        return original(self, args)
+
+    monkeypatch.setattr(engine.PreviewMocks, "new_resource", new_resource)
 
 
 def require_tool(name: str) -> str:

@@ -1,6 +1,7 @@
 """What build/<stack>/ holds, as a reviewer reads it: values unknown until `pulumi up`
 marked as such (never a Python repr)."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -67,3 +68,26 @@ def test_values_unknown_until_up_read_as_such_in_plan_json(builds, stack):
         assert found >= 10
         profile = shown["aws:iam/instanceProfile:InstanceProfile", "dev-a10g-node"]
         assert profile["role"] == UNKNOWN
+
+
+def files_of(build: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(build)): p.read_bytes() for p in sorted(build.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("stack", ["dev", "lab"])
+def test_two_previews_write_the_same_files(stack, provider_state, tmp_path):
+    """Same stack, same provider state: the same file names with the same bytes, whatever
+    order the resources registered in (it varies: registration goes through a thread
+    pool). lab has one ResourceQuota name in two namespaces."""
+    stack_file = read_stack(PROJECT_DIR, stack)
+    first = run_program(PROJECT_DIR, stack_file)
+    second = run_program(PROJECT_DIR, stack_file)
+    reordered = dataclasses.replace(first, resources=first.resources[::-1])
+    for plan, folder in ((first, "first"), (second, "second"), (reordered, "reordered")):
+        write_artifacts(plan, tmp_path / folder)
+    written = files_of(tmp_path / "first")
+    for other in ("second", "reordered"):
+        again = files_of(tmp_path / other)
+        assert sorted(again) == sorted(written), other
+        assert [name for name in written if again[name] != written[name]] == [], other

@@ -45,15 +45,15 @@ VARIANTS = {
 
 
 def validate_manifests(plan, build, validate) -> list:
-    written = sorted(build.glob("manifests/*.yaml"))
+    written = sorted(build.glob("manifests/**/*.yaml"))
     rendered = [r for r in plan.resources if r.type.startswith("kubernetes:") and r.custom
                 and not r.type.startswith(("kubernetes:yaml", "kubernetes:helm"))]
     assert len(written) == len(rendered)
     # A patch is checked merged onto the object it patches: a node's metadata is a whole
     # Node (the kubelet registers the rest); Dex's rollout patch in tests/kubeflow.
     manifests = [path for path in written if not path.name.endswith(".patch.yaml")
-                 or "-node-" in path.name]
-    assert {path.name.split("-", 1)[1] for path in written if path not in manifests} <= {
+                 or path.name.startswith("node-")]
+    assert {path.name for path in written if path not in manifests} <= {
         "deployment-dex.patch.yaml"}
     version = ".".join(versions.K0S.lstrip("v").split(".")[:2]) + ".0"
     result = subprocess.run([validate, "--strict", "-k", version, *map(str, manifests)],
@@ -64,7 +64,7 @@ def validate_manifests(plan, build, validate) -> list:
 
 def test_lab_manifests_pass_kubernetes_validate_strict(lab_build, lab_plan):
     validate = require_tool("kubernetes-validate")
-    kinds = {path.name.split("-")[1] for path in validate_manifests(lab_plan, lab_build, validate)}
+    kinds = {path.name.split("-")[0] for path in validate_manifests(lab_plan, lab_build, validate)}
     assert {"node", "runtimeclass", "daemonset", "storageclass", "deployment"} <= kinds
 
 

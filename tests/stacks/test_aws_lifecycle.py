@@ -18,7 +18,7 @@ from components.common.remote_step import dial_attempts_for, step_inputs
 from config import versions
 from config.problems import ConfigError
 from policy.offline import evaluate_stack, stack_resources_of_plan
-from preview import aws_mocks, credentials, engine
+from preview import aws_mocks, credentials
 from preview.engine import run_program, unwrap_secrets
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR, cloud_config, hybrid_config, preview
@@ -246,24 +246,6 @@ def test_ssh_to_the_hybrid_control_plane_verifies_the_host_key_it_installs():
     # On-prem hosts keep their own settings (but wait out a reboot).
     assert all(c.get("hostKey") is None and c["dialErrorLimit"] in (10, dial_attempts_for(900))
                for c in connections if c["host"] != address)
-
-
-@pytest.fixture
-def provider_state(monkeypatch):
-    """Values providers make (keys, certificates, tokens, a step's output) as a stack's
-    state holds them: made once, then the same on every later run."""
-    made: dict = {}
-    original = engine.PreviewMocks.new_resource
-
-    def new_resource(self, args):
-        if args.typ in engine._GENERATED_OUTPUTS or args.typ.startswith("command:"):
-            key = (args.typ, args.name)
-            if key not in made:
-                made[key] = original(self, args)
-            return made[key]
-        return original(self, args)
-
-    monkeypatch.setattr(engine.PreviewMocks, "new_resource", new_resource)
 
 
 def serialised_inputs(plan) -> dict:
