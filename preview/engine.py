@@ -23,9 +23,9 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from preview import aws_mocks, credentials
+from preview.redaction import REDACTED, Redactor
 from preview.stack_file import StackConfigFile
 
-REDACTED = "[secret]"
 # An input that is another resource's output the mocks do not make up (a role's name, a
 # launch template's version): the SDK sends rpc.UNKNOWN, it reads back as
 # pulumi.output.Unknown, and `pulumi preview` shows it as output<string> (pulumi
@@ -78,8 +78,9 @@ class Plan:
     stack: str
     resources: list[ResourceRecord] = field(default_factory=list)
     outputs: dict[str, tuple[Any, bool]] = field(default_factory=dict)
-    # Plain text of every secret value seen, to be redacted wherever it appears.
-    secrets: set[str] = field(default_factory=set)
+    # Plain text of every secret value seen, to be redacted wherever it appears; a new
+    # set on each change (`plan.secrets |= ...`), so the redactor knows when to rebuild.
+    secrets: frozenset[str] = frozenset()
     placeholders: list[str] = field(default_factory=list)
     # Secrets the stack file does not set (placeholders too, but `pulumi up` refuses).
     missing_secrets: list[str] = field(default_factory=list)
@@ -87,6 +88,8 @@ class Plan:
     invokes: list[tuple[str, dict]] = field(default_factory=list)
     # What the program warns about (pulumi.log.warn), as `pulumi preview` shows it.
     warnings: list[str] = field(default_factory=list)
+    _redactor: Optional[tuple[frozenset[str], Redactor]] = field(
+        default=None, init=False, repr=False, compare=False)
 
     @cached_property
     def by_urn(self) -> dict[str, ResourceRecord]:
@@ -149,7 +152,7 @@ class Plan:
         return {self.by_urn[urn].name for urn in seen}
 
     def descendants(self, resource: ResourceRecord) -> list[ResourceRecord]:
-        children = [r for r in self.resources if r.parent == resource.urn]
+        children = self.children.get(resource.urn, [])
         return children + [d for child in children for d in self.descendants(child)]
 
     def depth_of(self, resource: ResourceRecord) -> int:
@@ -187,10 +190,7 @@ class Plan:
                 return self.redact(inner)
             return _hidden(inner)
         if isinstance(value, str):
-            for secret in self._long_secrets:
-                if secret in value:
-                    value = value.replace(secret, REDACTED)
-            return value
+            return self.redactor.redact(value)
         if isinstance(value, dict):
             return {key: self.redact(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
@@ -201,16 +201,18 @@ class Plan:
         """Whether a secret the plan knows is in `value`: then what makes it secret is
         known, and the rest of it may be shown."""
         if isinstance(value, str):
-            return any(secret in value for secret in self._long_secrets)
+            return self.redactor.holds_secret(value)
         if isinstance(value, dict):
             value = list(value.values())
         return isinstance(value, (list, tuple)) and any(
             self._holds_known_secret(item) for item in value)
 
     @property
-    def _long_secrets(self) -> list[str]:
-        # Longest first, so a secret that contains another is replaced whole.
-        return sorted((s for s in self.secrets if len(s) >= 6), key=len, reverse=True)
+    def redactor(self) -> Redactor:
+        """Built once for the secrets as they are (the run adds some as it goes)."""
+        if self._redactor is None or self._redactor[0] is not self.secrets:
+            self._redactor = (self.secrets, Redactor(self.secrets))
+        return self._redactor[1]
 
 
 def _stable_key(resource: ResourceRecord) -> tuple[str, str, str]:
