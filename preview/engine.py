@@ -22,6 +22,7 @@ from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components.common.remote_step import quoted_text
 from preview import aws_mocks, credentials
 from preview.redaction import REDACTED, Redactor
 from preview.stack_file import StackConfigFile
@@ -211,7 +212,9 @@ class Plan:
     def redactor(self) -> Redactor:
         """Built once for the secrets as they are (the run adds some as it goes)."""
         if self._redactor is None or self._redactor[0] is not self.secrets:
-            self._redactor = (self.secrets, Redactor(self.secrets))
+            # A step's stdin holds a secret with a ' in its quoted form only.
+            written = {quoted_text(secret) for secret in self.secrets if "'" in secret}
+            self._redactor = (self.secrets, Redactor(self.secrets | written))
         return self._redactor[1]
 
 

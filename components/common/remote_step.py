@@ -225,7 +225,13 @@ def step_inputs(text: str) -> dict[str, str]:
 
 def _single_quoted(value: str) -> str:
     # Always quoted, so a value (or its redaction in the preview) is never word-split or globbed.
-    return "'" + value.replace("'", "'\\''") + "'"
+    return "'" + quoted_text(value) + "'"
+
+
+def quoted_text(value: str) -> str:
+    """`value` as it stands between the single quotes of an envelope's export: a ' closes
+    the quotes, adds an escaped quote and opens them again."""
+    return value.replace("'", "'\\''")
 
 
 def _in_comment(value: str) -> str:

@@ -84,3 +84,17 @@ def test_a_secret_value_without_a_known_secret_stays_hidden_whole_however_often_
     assert plan.redact(wrapped) == {"name": REDACTED, "namespace": REDACTED}
     assert plan.redact(rpc.wrap_rpc_secret({"name": again, "token": "known-secret"})) == {
         "name": again, "token": REDACTED}
+
+
+def test_a_secret_with_a_quote_is_hidden_as_the_envelope_writes_it():
+    """A step's inputs are single-quoted in its stdin, a ' written as '\\'' (remote_step):
+    the secret is hidden in that form too, not only as the plain value."""
+    from components.common.remote_step import Script, render_step_functions
+
+    secret = "it's-a-long-passphrase"
+    stdin = render_step_functions("moscow", "demo", Script("preflight.sh"),
+                                  {"PASSPHRASE": secret})
+    assert secret not in stdin  # only its quoted form is there
+    shown = Plan(project="p", stack="s", secrets=frozenset({secret})).redact(stdin)
+    assert "passphrase" not in shown
+    assert f"export PASSPHRASE='{REDACTED}'" in shown
