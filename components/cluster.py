@@ -109,16 +109,28 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.installed]),
         )
         self.nodes_ready = []
+        upgrade = settings.kubernetes.upgrade
+        joining = [h for h in settings.workers if not h.runs_control_plane]
+        batch_size = upgrade.batch_size(len(joining))
+        # Workers upgrade a batch at a time, each batch after the one before.
+        previous_batch: list = []
+        batch: list = []
         for host in [machines.controller, *settings.workers]:
             if host.runs_workloads:
-                self.nodes_ready.append(WorkerNode(
+                node = WorkerNode(
                     f"{host.name}-node",
                     WorkerNodeArgs(host, settings.kubernetes.node_ready_timeout_seconds,
                                    self._distribution,
                                    machines.bootstraps[host.name], control_plane,
-                                   self.provider, machines.join_after.get(host.name, [])),
+                                   self.provider, machines.join_after.get(host.name, []),
+                                   upgrade.drain_timeout_seconds, list(previous_batch)),
                     opts=pulumi.ResourceOptions(parent=self),
-                ))
+                )
+                self.nodes_ready.append(node)
+                if node.upgraded is not None:
+                    batch.append(node.upgraded)
+                    if len(batch) == batch_size:
+                        previous_batch, batch = batch, []
         return control_plane
 
     def _create_addons(self, machines: Machines) -> None:

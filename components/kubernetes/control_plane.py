@@ -16,6 +16,7 @@ from components.distributions.base import BOOTSTRAP_TOKEN, Distribution, JoinTok
 from components.hosts.bootstrap import HostBootstrap
 from components.kubernetes.kubeconfig import client_kubeconfig
 from components.common.remote_step import Script, envelope, run_step
+from components.kubernetes.upgrade import check_version
 from config.model import Host, KubernetesSettings
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
@@ -96,6 +97,10 @@ class ControlPlane(pulumi.ComponentResource):
         args = self._args
         distribution = args.distribution
         sans = [args.public_address] if args.public_address else []
+        # A version bump upgrades the controller first, through this step: refused
+        # before anything changes when the running cluster cannot take it.
+        checked = check_version(self.host, distribution, self.ssh,
+                                depends_on=[args.bootstrap.ready], parent=self)
         return self._step(
             "install-controller",
             distribution.install_controller,
@@ -103,7 +108,7 @@ class ControlPlane(pulumi.ComponentResource):
              **distribution.ca_key_env(args.pki.ca_private_key_pem),
              **distribution.cluster_secrets_env(args.secrets)},
             delete=distribution.reset_node,
-            depends_on=[args.bootstrap.ready],
+            depends_on=[args.bootstrap.ready, checked],
         )
 
     def _create_wait_for_api(self) -> local.Command:

@@ -10,6 +10,7 @@ from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import HostBootstrap
 from components.common.remote_step import run_step
+from components.kubernetes.upgrade import worker_upgrade
 from config.model import Host
 
 
@@ -24,6 +25,10 @@ class WorkerNodeArgs:
     kubernetes: k8s.Provider
     # What must be up before the node can reach the control plane (the VPN tunnel).
     join_after: list = field(default_factory=list)
+    # kubernetes.upgrade.drainTimeoutSeconds, and what the worker's upgrade waits for:
+    # the previous batch's upgraded workers (components/kubernetes/upgrade.py).
+    drain_timeout_seconds: int = 600
+    upgrade_after: list = field(default_factory=list)
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -31,11 +36,22 @@ class WorkerNode(pulumi.ComponentResource):
         super().__init__("gpu-cluster:cluster:WorkerNode", name, None, opts)
         host, distribution, control_plane = args.host, args.distribution, args.control_plane
 
+        # The last step of this worker's upgrade; None on the controller, which its
+        # install step upgrades.
+        self.upgraded = None
         if host.runs_control_plane:
             # A controller+worker host registers its node when the controller starts.
             joined = control_plane.installed
         else:
-            ready_to_join = [args.bootstrap.ready, *args.join_after]
+            # Installs the release before the join, upgrades it on a version bump; the
+            # join itself carries no version, so a bump never re-runs it.
+            installed, self.upgraded = worker_upgrade(
+                host, distribution, controller=control_plane.ssh, node=args.bootstrap.ssh,
+                drain_timeout_seconds=args.drain_timeout_seconds,
+                node_ready_timeout_seconds=args.node_ready_timeout_seconds,
+                after=[control_plane.installed, *args.upgrade_after],
+                node_ready=[args.bootstrap.ready], parent=self)
+            ready_to_join = [args.bootstrap.ready, *args.join_after, installed]
             token = control_plane.join_token_for(host.name, after=ready_to_join)
             joined = run_step(
                 host.name,
@@ -44,7 +60,8 @@ class WorkerNode(pulumi.ComponentResource):
                 create=distribution.join_worker,
                 delete=distribution.reset_node,
                 env={
-                    **distribution.node_env(host, host.address),
+                    **{key: value for key, value in distribution.node_env(
+                        host, host.address).items() if key not in distribution.version_env()},
                     **distribution.join_env(token),
                 },
                 depends_on=ready_to_join,

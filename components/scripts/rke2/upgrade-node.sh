@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs the wanted RKE2 on an agent, or upgrades it there after drain-node drained the
+# node: install the new release from its tarball, restart rke2-agent (RKE2 docs, "Manual
+# Upgrades": https://docs.rke2.io/upgrades/manual_upgrade, servers first, then agents).
+# Runs before the join on a new host, which then uses this installation.
+set -euo pipefail
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=../upgrade/lib.sh
+[[ -n "${GPU_CLUSTER_UPGRADE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../upgrade/lib.sh"
+: "${GPU_CLUSTER_STEP:=upgrade-node}"
+
+# Inputs (environment):
+#   RKE2_VERSION   the RKE2 release to run, e.g. v1.36.3+rke2r1.
+
+SERVICE_ACTIVE_TIMEOUT=300
+
+main() {
+  local current problem
+  require_env RKE2_VERSION
+  current="$(rke2_current_version)"
+  if [[ -n "$current" && "$current" != "$RKE2_VERSION" ]]; then
+    problem="$(version_skew_problem "$current" "$RKE2_VERSION")"
+    if [[ -n "$problem" ]]; then
+      die "refusing to change RKE2 here: $problem; nothing was changed"
+    fi
+  fi
+  rke2_install "$RKE2_VERSION"
+  if ! systemctl is-enabled --quiet rke2-agent; then
+    log "RKE2 $RKE2_VERSION is installed; the join step starts the agent"
+    return 0
+  fi
+  if needs_follow_up "$RKE2_BINARY_CHANGED" restart-rke2-agent; then
+    systemctl restart --no-block rke2-agent
+    follow_up_done restart-rke2-agent
+    log "changed: restarted rke2-agent at $RKE2_VERSION"
+  else
+    log "unchanged: rke2-agent already runs RKE2 $RKE2_VERSION"
+  fi
+  wait_until "$SERVICE_ACTIVE_TIMEOUT" "the rke2-agent service to be active" \
+    systemctl is-active --quiet rke2-agent
+}
+
+main "$@"
