@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
-# Installs the wanted k0s on a worker, or upgrades it there after drain-node drained the
-# node: replace the binary, restart the service (k0s docs, "Upgrade":
-# https://docs.k0sproject.io/stable/upgrade/; k0sctl's upgrade phase does the same, on
-# controllers first). Runs before the join on a new host, which then uses this binary.
+# Installs the wanted k0s on a worker before its join, or upgrades it after drain-node:
+# replaces the binary and restarts the service.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -11,6 +9,10 @@ set -euo pipefail
 # shellcheck source=../upgrade/lib.sh
 [[ -n "${GPU_CLUSTER_UPGRADE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../upgrade/lib.sh"
 : "${GPU_CLUSTER_STEP:=upgrade-node}"
+
+# How k0s is upgraded: replace the binary, restart the service (k0s docs, "Upgrade":
+# https://docs.k0sproject.io/stable/upgrade/; k0sctl's upgrade phase does the same, on
+# controllers first). A new host's join then uses this binary.
 
 # Inputs (environment):
 #   K0S_VERSION   the k0s release to run, e.g. v1.36.3+k0s.2.

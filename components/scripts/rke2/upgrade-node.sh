@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
-# Installs the wanted RKE2 on an agent, or upgrades it there after drain-node drained the
-# node: install the new release from its tarball, restart rke2-agent (RKE2 docs, "Manual
-# Upgrades": https://docs.rke2.io/upgrades/manual_upgrade, servers first, then agents).
-# Runs before the join on a new host, which then uses this installation.
+# Installs the wanted RKE2 on an agent before its join, or upgrades it after drain-node:
+# installs the new release from its tarball and restarts rke2-agent.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -11,6 +9,10 @@ set -euo pipefail
 # shellcheck source=../upgrade/lib.sh
 [[ -n "${GPU_CLUSTER_UPGRADE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../upgrade/lib.sh"
 : "${GPU_CLUSTER_STEP:=upgrade-node}"
+
+# How RKE2 is upgraded: install the new release, restart rke2-server, then rke2-agent
+# (RKE2 docs, "Manual Upgrades": https://docs.rke2.io/upgrades/manual_upgrade). A new
+# host's join then uses this installation.
 
 # Inputs (environment):
 #   RKE2_VERSION   the RKE2 release to run, e.g. v1.36.3+rke2r1.

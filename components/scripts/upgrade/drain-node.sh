@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Runs on the controller before a worker is upgraded: cordons and drains the node unless
-# its kubelet already runs the wanted Kubernetes version. kubectl drain evicts pods
-# through the Eviction API, which respects PodDisruptionBudgets
-# (https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/); evictions
-# still refused after DRAIN_TIMEOUT seconds fail this step, and the rollout stops here.
+# its kubelet already runs the wanted Kubernetes version.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_UPGRADE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=drain-node}"
+
+# kubectl drain evicts pods through the Eviction API, which respects
+# PodDisruptionBudgets (https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/);
+# evictions still refused after DRAIN_TIMEOUT seconds fail this step, and the rollout
+# stops here.
 
 # Inputs (environment):
 #   NODE_NAME, KUBERNETES_VERSION (the release to upgrade to), DRAIN_TIMEOUT (seconds),

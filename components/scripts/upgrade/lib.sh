@@ -10,16 +10,19 @@ GPU_CLUSTER_UPGRADE_LIB_LOADED=1
 # Set on a node its drain-node step drained, to the version it is upgraded to: only such a
 # node is uncordoned by uncordon-node (one an admin cordoned stays so).
 UPGRADE_ANNOTATION=gpu-cluster.io/upgrading-to
-# vMAJOR.MINOR.PATCH, then anything (a pre-release, +k0s.N, +rke2rN); the build number is
-# the last digits after "+".
-KUBE_VERSION_FORM='^v([0-9]+)\.([0-9]+)\.([0-9]+)([^+]*)(\+[A-Za-z.]*([0-9]+))?'
+# vMAJOR.MINOR.PATCH, then anything (a pre-release, +k0s.N, +rke2rN).
+KUBE_VERSION_FORM='^v([0-9]+)\.([0-9]+)\.([0-9]+)'
 
-# version_parts VERSION: prints "MAJOR MINOR PATCH BUILD" (BUILD -1 when absent); fails
-# for a text that is not a version.
+# version_parts VERSION: prints "MAJOR MINOR PATCH BUILD", BUILD the distribution's build
+# number (the digits ending a version with a "+", -1 without); fails for a text that is
+# not a version.
 version_parts() {
+  local build=-1
   [[ "$1" =~ $KUBE_VERSION_FORM ]] || return 1
-  printf '%s %s %s %s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" \
-    "${BASH_REMATCH[6]:--1}"
+  if [[ "$1" == *+*[0-9] ]]; then
+    build=$((10#${1##*[!0-9]}))
+  fi
+  printf '%s %s %s %s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" "$build"
 }
 
 # kube_version VERSION: the Kubernetes part, vMAJOR.MINOR.PATCH.
@@ -70,7 +73,7 @@ check_kubectl_input() {
 admin_kubectl() {
   local words
   read -r -a words <<<"$KUBECTL"
-  "${words[@]}" "$@"
+  "$ROOT${words[0]}" "${words[@]:1}" "$@"
 }
 
 # controller_installed: success when the controller's kubectl is there (its first word).
