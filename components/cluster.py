@@ -111,26 +111,20 @@ class Cluster(pulumi.ComponentResource):
         self.nodes_ready = []
         upgrade = settings.kubernetes.upgrade
         joining = [h for h in settings.workers if not h.runs_control_plane]
-        batch_size = upgrade.batch_size(len(joining))
-        # Workers upgrade a batch at a time, each batch after the one before.
-        previous_batch: list = []
-        batch: list = []
+        # The bound the drain steps keep on the controller at run time; workers' steps do
+        # not wait for each other in the graph, so a new cluster joins them all at once.
+        max_unavailable = upgrade.unavailable_count(len(joining))
         for host in [machines.controller, *settings.workers]:
             if host.runs_workloads:
-                node = WorkerNode(
+                self.nodes_ready.append(WorkerNode(
                     f"{host.name}-node",
                     WorkerNodeArgs(host, settings.kubernetes.node_ready_timeout_seconds,
                                    self._distribution,
                                    machines.bootstraps[host.name], control_plane,
                                    self.provider, machines.join_after.get(host.name, []),
-                                   upgrade.drain_timeout_seconds, list(previous_batch)),
+                                   upgrade.drain_timeout_seconds, max_unavailable),
                     opts=pulumi.ResourceOptions(parent=self),
-                )
-                self.nodes_ready.append(node)
-                if node.upgraded is not None:
-                    batch.append(node.upgraded)
-                    if len(batch) == batch_size:
-                        previous_batch, batch = batch, []
+                ))
         return control_plane
 
     def _create_addons(self, machines: Machines) -> None:

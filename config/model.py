@@ -80,8 +80,8 @@ class UpgradeSettings(Section):
     # the worker's drain step (and so stop the rollout).
     drain_timeout_seconds: int = Field(default=600, ge=30, le=7200)
 
-    def batch_size(self, workers: int) -> int:
-        """Workers per batch: a percentage rounds down, as a Deployment's maxUnavailable
+    def unavailable_count(self, workers: int) -> int:
+        """Workers upgraded at once: a percentage rounds down, as a Deployment's maxUnavailable
         does (kubernetes.io/docs/concepts/workloads/controllers/deployment/#max-unavailable),
         but never below one."""
         value = self.max_unavailable

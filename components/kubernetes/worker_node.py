@@ -25,10 +25,11 @@ class WorkerNodeArgs:
     kubernetes: k8s.Provider
     # What must be up before the node can reach the control plane (the VPN tunnel).
     join_after: list = field(default_factory=list)
-    # kubernetes.upgrade.drainTimeoutSeconds, and what the worker's upgrade waits for:
-    # the previous batch's upgraded workers (components/kubernetes/upgrade.py).
+    # kubernetes.upgrade.drainTimeoutSeconds, and kubernetes.upgrade.maxUnavailable as a
+    # count of workers: the bound drain-node keeps on the controller
+    # (components/kubernetes/upgrade.py).
     drain_timeout_seconds: int = 600
-    upgrade_after: list = field(default_factory=list)
+    max_unavailable: int = 1
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -36,20 +37,18 @@ class WorkerNode(pulumi.ComponentResource):
         super().__init__("gpu-cluster:cluster:WorkerNode", name, None, opts)
         host, distribution, control_plane = args.host, args.distribution, args.control_plane
 
-        # The last step of this worker's upgrade; None on the controller, which its
-        # install step upgrades.
-        self.upgraded = None
         if host.runs_control_plane:
             # A controller+worker host registers its node when the controller starts.
             joined = control_plane.installed
         else:
             # Installs the release before the join, upgrades it on a version bump; the
             # join itself carries no version, so a bump never re-runs it.
-            installed, self.upgraded = worker_upgrade(
+            installed = worker_upgrade(
                 host, distribution, controller=control_plane.ssh, node=args.bootstrap.ssh,
                 drain_timeout_seconds=args.drain_timeout_seconds,
                 node_ready_timeout_seconds=args.node_ready_timeout_seconds,
-                after=[control_plane.installed, *args.upgrade_after],
+                max_unavailable=args.max_unavailable,
+                after=[control_plane.installed],
                 node_ready=[args.bootstrap.ready], parent=self)
             ready_to_join = [args.bootstrap.ready, *args.join_after, installed]
             token = control_plane.join_token_for(host.name, after=ready_to_join)

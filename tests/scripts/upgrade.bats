@@ -11,6 +11,14 @@ setup() {
   setup_host
   rke2_kubectl_installed
   export KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml"
+  # drain-node's bound (a count) and how long it waits without a slot freeing.
+  export MAX_UNAVAILABLE=1 SLOT_WAIT_TIMEOUT=30 NODE_NAME=kazan
+}
+
+# marks NODE: "UPGRADING-TO|UPGRADE-FAILED" of NODE, as the stub API holds them.
+marks() {
+  printf '%s|%s' "$(cat "$STUB_STATE/annotation-$1" 2>/dev/null)" \
+    "$(cat "$STUB_STATE/failed-$1" 2>/dev/null)"
 }
 
 # k0s_worker_running VERSION: a joined k0s worker running VERSION.
@@ -27,9 +35,134 @@ k0s_worker_running() {
   export STUB_KUBELET_VERSION=v1.36.3+rke2r1
   run_script upgrade/drain-node.sh
   assert_success
-  assert_call_order "$ADMIN annotate node kazan --overwrite gpu-cluster\\.io/upgrading-to=v1\\.37\\.0\\+rke2r1$" \
+  assert_call_order "$ADMIN get nodes -o jsonpath=.*upgrading-to.*upgrade-failed" \
+    "$ADMIN annotate node kazan --overwrite gpu-cluster\\.io/upgrading-to=v1\\.37\\.0\\+rke2r1 gpu-cluster\\.io/upgrade-failed-$"
+  assert_call_order "$ADMIN annotate node kazan " \
     "$ADMIN drain kazan --ignore-daemonsets --delete-emptydir-data --timeout=120s$"
-  assert_output_contains "gpu-cluster: moscow: drain-node: changed: drained node kazan"
+  assert_output_contains "took an upgrade slot for node kazan (0 other node(s) being upgraded, at most 1 at once)" \
+    "gpu-cluster: moscow: drain-node: changed: drained node kazan"
+  [ "$(marks kazan)" = "v1.37.0+rke2r1|" ]
+}
+
+@test "drain-node: takes a free slot beside the nodes already being upgraded, under the lock" {
+  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 MAX_UNAVAILABLE=2
+  export STUB_NODES="kazan tokyo omsk" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
+  run_script upgrade/drain-node.sh
+  assert_success
+  assert_output_contains "took an upgrade slot for node kazan (1 other node(s) being upgraded, at most 2 at once)"
+  refute_output_contains "waiting"
+  [ "$(marks kazan)" = "v1.37.0+rke2r1|" ]
+  [ -f "$GPU_CLUSTER_ROOT/run/gpu-cluster/upgrade-slots.lock" ]
+}
+
+@test "drain-node: waits while maxUnavailable nodes are being upgraded, then takes the freed slot" {
+  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 MAX_UNAVAILABLE=2
+  export STUB_NODES="kazan tokyo omsk" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
+  printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-omsk"
+  export STUB_SLOT_FREED_AFTER="2 tokyo"
+  run_script upgrade/drain-node.sh
+  assert_success
+  assert_output_contains "waiting for an upgrade slot for node kazan: 2 node(s) at once, being upgraded: tokyo omsk (up to 30s without progress)" \
+    "took an upgrade slot for node kazan (1 other node(s) being upgraded, at most 2 at once)"
+  [ "$(grep -c '^sleep 10$' "$STUB_CALLS")" -eq 2 ]
+  assert_call_order '^sleep 10$' "$ADMIN annotate node kazan "
+  assert_call_order "$ADMIN annotate node kazan " "$ADMIN drain kazan "
+  [ "$(marks kazan)" = "v1.37.0+rke2r1|" ]
+}
+
+@test "drain-node: no slot freeing within SLOT_WAIT_TIMEOUT changes nothing and says who holds them" {
+  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120
+  export STUB_NODES="kazan tokyo" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
+  run_script upgrade/drain-node.sh
+  assert_failure
+  assert_output_contains "waiting for an upgrade slot for node kazan: 1 node(s) at once, being upgraded: tokyo" \
+    "gpu-cluster: moscow: drain-node: no upgrade slot freed within 30s for node kazan; being upgraded: tokyo. Nothing was changed on kazan"
+  # 30 s at one look every 10 s.
+  [ "$(grep -c '^sleep 10$' "$STUB_CALLS")" -eq 3 ]
+  refute_called ' (drain|annotate) '
+  [ "$(marks kazan)" = "|" ]
+}
+
+@test "drain-node: a node marked as failed stops the rollout: nothing else starts, the way on is named" {
+  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 MAX_UNAVAILABLE=3
+  export STUB_NODES="kazan tokyo" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
+  printf 'drain-node: could not drain node tokyo within 600s' >"$STUB_STATE/failed-tokyo"
+  run_script upgrade/drain-node.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: drain-node: refusing to start the upgrade of node kazan: node(s) failed theirs: tokyo (drain-node: could not drain node tokyo within 600s). The rollout stops here; nodes already being upgraded finish." \
+    "run pulumi up again, which retries its failed step" \
+    "kubectl annotate node NODE gpu-cluster.io/upgrade-failed-"
+  refute_called ' (drain|annotate) '
+  refute_called '^sleep'
+  [ "$(marks kazan)" = "|" ]
+}
+
+@test "drain-node: the retry of a node's own failed drain clears its mark and keeps its slot" {
+  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120
+  export STUB_NODES="kazan tokyo" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-kazan"
+  printf 'drain-node: could not drain node kazan within 120s' >"$STUB_STATE/failed-kazan"
+  run_script upgrade/drain-node.sh
+  assert_success
+  assert_called "$ADMIN drain kazan "
+  [ "$(marks kazan)" = "v1.37.0+rke2r1|" ]
+}
+
+@test "drain-node: a new node or one at the wanted version takes no slot and waits for none" {
+  export KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 STUB_NODES=tokyo
+  printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
+  printf 'uncordon-node: not Ready' >"$STUB_STATE/failed-tokyo"
+  NODE_NAME=kazan run_script upgrade/drain-node.sh
+  assert_success
+  assert_output_contains "node kazan is not registered yet: nothing to drain"
+  export STUB_NODES="kazan tokyo" STUB_KUBELET_VERSION=v1.37.0+rke2r1
+  NODE_NAME=kazan run_script upgrade/drain-node.sh
+  assert_success
+  assert_output_contains "unchanged: node kazan already runs v1.37.0+rke2r1; not drained"
+  refute_called ' (drain|annotate) |get nodes|^sleep'
+  [ "$(marks kazan)" = "|" ]
+}
+
+@test "drain-node: drain steps running at once take no more than maxUnavailable slots (the lock)" {
+  export KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 SLOT_WAIT_TIMEOUT=20
+  export STUB_NODES="kazan tokyo" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  # Each look at the marks takes a second, so unlocked steps would both see no holder.
+  export STUB_MARKS_DELAY=1
+  NODE_NAME=kazan bash "$SCRIPTS_DIR/upgrade/drain-node.sh" >"$BATS_TEST_TMPDIR/kazan.out" 2>&1 &
+  local kazan=$!
+  NODE_NAME=tokyo bash "$SCRIPTS_DIR/upgrade/drain-node.sh" >"$BATS_TEST_TMPDIR/tokyo.out" 2>&1 &
+  local tokyo=$! statuses=""
+  wait "$kazan" && statuses+=0 || statuses+=1
+  wait "$tokyo" && statuses+=0 || statuses+=1
+  cat "$BATS_TEST_TMPDIR/kazan.out" "$BATS_TEST_TMPDIR/tokyo.out"
+  # One took the slot and drained; the other waited and gave up, changing nothing.
+  [[ "$statuses" == 01 || "$statuses" == 10 ]]
+  [ "$(grep -c ' drain ' "$STUB_CALLS")" -eq 1 ]
+  [ "$(ls "$STUB_STATE" | grep -c '^annotation-')" -eq 1 ]
+  grep -q "no upgrade slot freed within 20s" "$BATS_TEST_TMPDIR/kazan.out" "$BATS_TEST_TMPDIR/tokyo.out"
+}
+
+@test "drain-node, upgrade, uncordon-node: a second run changes nothing" {
+  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 NODE_READY_TIMEOUT=300
+  export STUB_NODES=kazan STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  run_script upgrade/drain-node.sh
+  assert_success
+  export STUB_KUBELET_VERSION=v1.37.0+rke2r1
+  run_script upgrade/uncordon-node.sh
+  assert_success
+  [ "$(marks kazan)" = "|" ]
+  reset_calls
+  run_script upgrade/drain-node.sh
+  assert_success
+  refute_changes_logged
+  run_script upgrade/uncordon-node.sh
+  assert_success
+  refute_changes_logged
+  refute_called ' (drain|annotate|uncordon) '
 }
 
 @test "drain-node: a node that already runs the version is left alone, and a second run changes nothing" {
@@ -56,7 +189,8 @@ k0s_worker_running() {
   run_script upgrade/drain-node.sh
   assert_failure
   assert_output_contains "gpu-cluster: moscow: drain-node: could not drain node kazan within 30s"
-  assert_output_contains "the upgrade stops here, before kazan is changed"
+  assert_output_contains "the upgrade stops here, before kazan is changed, and kazan is marked as failed"
+  [ "$(marks kazan)" = "v1.37.0+rke2r1|drain-node: could not drain node kazan within 30s" ]
 }
 
 @test "drain-node: refuses a KUBECTL that is not a path and options" {
@@ -70,10 +204,15 @@ k0s_worker_running() {
 @test "uncordon-node: waits for Ready and uncordons the node drain-node cordoned, once" {
   export NODE_NAME=kazan NODE_READY_TIMEOUT=300 STUB_NODES=kazan
   printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-kazan"
+  printf 'uncordon-node: an earlier try' >"$STUB_STATE/failed-kazan"
   run_script upgrade/uncordon-node.sh
   assert_success
   assert_call_order "$ADMIN wait --for=condition=Ready node/kazan --timeout=300s$" \
-    "$ADMIN uncordon kazan$" "$ADMIN annotate node kazan gpu-cluster\\.io/upgrading-to-$"
+    "$ADMIN uncordon kazan$"
+  assert_call_order "$ADMIN uncordon kazan$" \
+    "$ADMIN annotate node kazan gpu-cluster\\.io/upgrading-to- gpu-cluster\\.io/upgrade-failed-$"
+  # The slot is free, and so is a failed mark of an earlier try.
+  [ "$(marks kazan)" = "|" ]
   assert_output_contains "changed: node kazan is Ready at v1.37.0+rke2r1 and uncordoned"
   reset_calls
   run_script upgrade/uncordon-node.sh
@@ -87,8 +226,39 @@ k0s_worker_running() {
   printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-kazan"
   run_script upgrade/uncordon-node.sh
   assert_failure
-  assert_output_contains "gpu-cluster: moscow: uncordon-node: node kazan did not become Ready within 60s"
+  assert_output_contains "gpu-cluster: moscow: uncordon-node: node kazan did not become Ready within 60s" \
+    "(the node is marked as failed)"
   refute_called ' uncordon '
+  [ "$(marks kazan)" = "v1.37.0+rke2r1|uncordon-node: node kazan did not become Ready within 60s after its upgrade" ]
+}
+
+@test "upgrade-node: a failure on a node holding an upgrade slot marks it as failed with the kubelet's credential" {
+  k0s_worker_running v1.36.3+k0s.2
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s"
+  touch "$GPU_CLUSTER_ROOT/var/lib/k0s/kubelet.conf"
+  export K0S_VERSION=v1.37.0+k0s.0 NODE_NAME=Kazan STUB_NODES=kazan STUB_FAIL_CALL='^systemctl restart'
+  printf 'v1.37.0+k0s.0' >"$STUB_STATE/annotation-kazan"
+  run_script k0s/upgrade-node.sh
+  assert_failure
+  assert_called '^k0s kubectl --kubeconfig .*/var/lib/k0s/kubelet\.conf annotate node kazan --overwrite gpu-cluster\.io/upgrade-failed='
+  assert_output_contains "marked node kazan as failed: no other node starts its upgrade"
+  [ "$(marks kazan)" = "v1.37.0+k0s.0|upgrade-node: failed (exit 1) restarting k0sworker at v1.37.0+k0s.0" ]
+}
+
+@test "upgrade-node: a failure on a node without a slot, or on a new host, marks nothing" {
+  k0s_worker_running v1.36.3+k0s.2
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s"
+  touch "$GPU_CLUSTER_ROOT/var/lib/k0s/kubelet.conf"
+  export K0S_VERSION=v1.37.0+k0s.0 NODE_NAME=kazan STUB_NODES=kazan STUB_FAIL_CALL='^systemctl restart'
+  run_script k0s/upgrade-node.sh
+  assert_failure
+  refute_called ' annotate '
+  rm "$GPU_CLUSTER_ROOT/var/lib/k0s/kubelet.conf"
+  printf 'v1.37.0+k0s.0' >"$STUB_STATE/annotation-kazan"
+  run_script k0s/upgrade-node.sh
+  assert_failure
+  refute_called ' annotate '
+  [ "$(marks kazan)" = "v1.37.0+k0s.0|" ]
 }
 
 @test "check-version: one minor up passes; a skipped minor or a downgrade is refused, naming what runs" {

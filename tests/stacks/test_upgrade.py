@@ -1,6 +1,7 @@
 """A raised kubernetes.version through the offline preview: only the upgrade steps (and
 the controller's install step, which upgrades the controller) change, the controller
-first, the workers in batches of kubernetes.upgrade.maxUnavailable."""
+first; no worker's steps wait for another's (the drain steps keep
+kubernetes.upgrade.maxUnavailable on the controller, tests/scripts/upgrade.bats)."""
 
 import re
 
@@ -56,28 +57,37 @@ def test_a_version_bump_changes_only_the_upgrade_steps(distribution, version):
     assert sorted(r.urn for r in before.resources) == sorted(r.urn for r in after.resources)
 
 
-@pytest.mark.parametrize("max_unavailable,batches", [
-    (None, [[0], [1], [2], [3], [4]]),
-    (2, [[0, 1], [2, 3], [4]]),
-    ("40%", [[0, 1], [2, 3], [4]]),
-    ("10%", [[0], [1], [2], [3], [4]]),
-    ("100%", [[0, 1, 2, 3, 4]]),
-])
-def test_workers_upgrade_in_batches_after_the_controller(max_unavailable, batches):
-    plan = preview(_config(5, max_unavailable=max_unavailable))
-    previous: list[str] = []
-    for batch in batches:
-        for index in batch:
-            drain = _deps(plan, f"gpu{index:03d}-drain-node")
-            # Controller first; then each batch after the whole previous one is Ready.
-            assert drain == {"controller-install-controller"} | {
-                f"gpu{p:03d}-uncordon-node" for p in previous}
-            assert _deps(plan, f"gpu{index:03d}-upgrade-node") == {
-                f"gpu{index:03d}-drain-node", f"gpu{index:03d}-verify-boot"}
-            assert _deps(plan, f"gpu{index:03d}-uncordon-node") == {
-                f"gpu{index:03d}-upgrade-node"}
-        previous = batch
+def test_workers_steps_wait_for_the_controller_and_their_own_only():
+    plan = preview(_config(5))
+    workers = [f"gpu{i:03d}" for i in range(5)]
+    for worker in workers:
+        assert _deps(plan, f"{worker}-drain-node") == {"controller-install-controller"}
+        assert _deps(plan, f"{worker}-upgrade-node") == {
+            f"{worker}-drain-node", f"{worker}-verify-boot"}
+        assert _deps(plan, f"{worker}-uncordon-node") == {f"{worker}-upgrade-node"}
+        # No step of this worker waits for another worker's: a new cluster joins its
+        # workers at once, whatever maxUnavailable is.
+        for command in plan.of_type("command:remote:Command"):
+            if command.name.startswith(f"{worker}-"):
+                others = {d for d in _deps(plan, command.name)
+                          if d.split("-")[0] in workers and not d.startswith(f"{worker}-")}
+                assert not others, (command.name, others)
     assert _deps(plan, "controller-install-controller") >= {"controller-check-version"}
+
+
+@pytest.mark.parametrize("max_unavailable,count", [
+    (None, 1), (2, 2), ("40%", 2), ("10%", 1), ("100%", 5), (9, 5), ("59%", 2)])
+def test_max_unavailable_reaches_the_drain_steps_as_a_count(max_unavailable, count):
+    # A percentage of the 5 workers rounds down, at least 1; a count above the workers
+    # is all of them.
+    from preview.report import step_inputs
+
+    plan = preview(_config(5, max_unavailable=max_unavailable))
+    for index in range(5):
+        inputs = step_inputs(plan.redact(plan.named(f"gpu{index:03d}-drain-node").inputs["stdin"]))
+        assert inputs["MAX_UNAVAILABLE"] == str(count)
+        # One worker's whole upgrade: drain (600) + upgrade-node (900) + Ready (600).
+        assert inputs["SLOT_WAIT_TIMEOUT"] == "2100"
 
 
 def test_the_steps_inputs_name_the_version_and_the_bounds():
@@ -92,7 +102,8 @@ def test_the_steps_inputs_name_the_version_and_the_bounds():
     assert inputs("gpu000-drain-node").items() >= {
         "NODE_NAME": "gpu000", "KUBERNETES_VERSION": NEXT_K0S, "DRAIN_TIMEOUT": "120",
         "KUBECTL": "/usr/local/bin/k0s kubectl"}.items()
-    assert inputs("gpu000-upgrade-node")["K0S_VERSION"] == NEXT_K0S
+    assert inputs("gpu000-upgrade-node").items() >= {
+        "K0S_VERSION": NEXT_K0S, "NODE_NAME": "gpu000"}.items()
     assert inputs("gpu000-uncordon-node")["NODE_READY_TIMEOUT"] == "600"
     assert inputs("controller-check-version")["KUBERNETES_VERSION"] == NEXT_K0S
     # The join carries no version: a bump never re-runs it.

@@ -16,12 +16,20 @@ set -euo pipefail
 
 # Inputs (environment):
 #   RKE2_VERSION   the RKE2 release to run, e.g. v1.36.3+rke2r1.
+#   NODE_NAME      this host's node: marked as failed when an upgrade fails here.
 
 SERVICE_ACTIVE_TIMEOUT=300
 
 main() {
   local current problem
-  require_env RKE2_VERSION
+  # Read by the exit handler mark_own_node_failed_on_exit sets (upgrade/lib.sh).
+  UPGRADE_PHASE=""
+  require_env RKE2_VERSION NODE_NAME
+  if [[ -f "$ROOT$RKE2_KUBELET_KUBECONFIG" ]]; then
+    mark_own_node_failed_on_exit "${NODE_NAME,,}" "$ROOT$RKE2_KUBECTL" --kubeconfig \
+      "$ROOT$RKE2_KUBELET_KUBECONFIG"
+  fi
+  UPGRADE_PHASE="installing RKE2 $RKE2_VERSION"
   current="$(rke2_current_version)"
   if [[ -n "$current" && "$current" != "$RKE2_VERSION" ]]; then
     problem="$(version_skew_problem "$current" "$RKE2_VERSION")"
@@ -35,12 +43,14 @@ main() {
     return 0
   fi
   if needs_follow_up "$RKE2_BINARY_CHANGED" restart-rke2-agent; then
+    UPGRADE_PHASE="restarting rke2-agent at $RKE2_VERSION"
     systemctl restart --no-block rke2-agent
     follow_up_done restart-rke2-agent
     log "changed: restarted rke2-agent at $RKE2_VERSION"
   else
     log "unchanged: rke2-agent already runs RKE2 $RKE2_VERSION"
   fi
+  UPGRADE_PHASE="waiting for rke2-agent to be active at $RKE2_VERSION"
   wait_until "$SERVICE_ACTIVE_TIMEOUT" "the rke2-agent service to be active" \
     systemctl is-active --quiet rke2-agent
 }

@@ -8,8 +8,13 @@
 
 GPU_CLUSTER_UPGRADE_LIB_LOADED=1
 # Set on a node its drain-node step drained, to the version it is upgraded to: only such a
-# node is uncordoned by uncordon-node (one an admin cordoned stays so).
+# node is uncordoned by uncordon-node (one an admin cordoned stays so). It is also the
+# node's slot: drain-node starts a node only while fewer than MAX_UNAVAILABLE carry it.
 UPGRADE_ANNOTATION=gpu-cluster.io/upgrading-to
+# Set on a node whose drain-node, upgrade-node or uncordon-node failed, to why: no other
+# node starts its upgrade while one carries it. uncordon-node removes it once the node
+# is Ready; `kubectl annotate node NODE gpu-cluster.io/upgrade-failed-` clears it by hand.
+UPGRADE_FAILED_ANNOTATION=gpu-cluster.io/upgrade-failed
 # vMAJOR.MINOR.PATCH, then anything (a pre-release, +k0s.N, +rke2rN).
 KUBE_VERSION_FORM='^v([0-9]+)\.([0-9]+)\.([0-9]+)'
 
@@ -86,4 +91,66 @@ controller_installed() {
 # node_field NODE JSONPATH: the field of node NODE, nothing when the node does not exist.
 node_field() {
   admin_kubectl get node "$1" --ignore-not-found -o "jsonpath=$2"
+}
+
+# annotation_path KEY: KEY as a jsonpath member of .metadata.annotations (dots escaped).
+annotation_path() {
+  printf '{.metadata.annotations.%s}' "${1//./\\.}"
+}
+
+# upgrade_marks: "NODE<TAB>UPGRADING-TO<TAB>UPGRADE-FAILED" for every node.
+upgrade_marks() {
+  admin_kubectl get nodes -o "jsonpath={range .items[*]}{.metadata.name}{\"\t\"}$(
+    annotation_path "$UPGRADE_ANNOTATION"){\"\t\"}$(
+    annotation_path "$UPGRADE_FAILED_ANNOTATION"){\"\n\"}{end}"
+}
+
+# one_line TEXT...: TEXT on one line, tabs and newlines as spaces (an annotation's value
+# that upgrade_marks prints as one field).
+one_line() {
+  local text="$*"
+  text="${text//$'\t'/ }"
+  printf '%s' "${text//$'\n'/ }"
+}
+
+# mark_failed NODE REASON...: NODE carries UPGRADE_FAILED_ANNOTATION (from the controller).
+mark_failed() {
+  local node=$1
+  shift
+  if ! admin_kubectl annotate node "$node" --overwrite \
+    "$UPGRADE_FAILED_ANNOTATION=$(one_line "$GPU_CLUSTER_STEP: $*")" >&2; then
+    warn "could not mark node $node as failed; the rollout may carry on with other nodes"
+  fi
+}
+
+# mark_own_node_failed_on_exit NODE KUBECTL...: on a worker host; when the script then
+# fails while NODE carries the slot drain-node gave it, NODE is marked as failed with the
+# kubelet's own credential (KUBECTL: a kubectl with the kubelet's kubeconfig). A kubelet
+# may change its own Node object but labels and taints the NodeRestriction admission
+# plugin guards (kubernetes plugin/pkg/admission/noderestriction/admission.go,
+# admitNode); annotations are not among them. UPGRADE_PHASE says what was being done.
+mark_own_node_failed_on_exit() {
+  _UPGRADE_OWN_NODE=$1
+  shift
+  _UPGRADE_NODE_KUBECTL=("$@")
+  trap '_upgrade_on_exit "$?"' EXIT
+}
+
+_upgrade_on_exit() {
+  local status=$1 slot=""
+  if ((status != 0)); then
+    slot="$("${_UPGRADE_NODE_KUBECTL[@]}" get node "$_UPGRADE_OWN_NODE" --ignore-not-found \
+      -o "jsonpath=$(annotation_path "$UPGRADE_ANNOTATION")" 2>/dev/null)" || slot=""
+  fi
+  if [[ -n "$slot" ]]; then
+    if "${_UPGRADE_NODE_KUBECTL[@]}" annotate node "$_UPGRADE_OWN_NODE" --overwrite \
+      "$UPGRADE_FAILED_ANNOTATION=$(one_line "$GPU_CLUSTER_STEP: failed (exit $status)" \
+        "${UPGRADE_PHASE:-}")" >/dev/null 2>&1; then
+      log "marked node $_UPGRADE_OWN_NODE as failed: no other node starts its upgrade" \
+        "until it is fixed (the next pulumi up retries this step)"
+    else
+      warn "could not mark node $_UPGRADE_OWN_NODE as failed; it keeps its upgrade slot"
+    fi
+  fi
+  _gc_cleanup
 }
