@@ -90,7 +90,8 @@ class Cluster(pulumi.ComponentResource):
             ControlPlaneArgs(machines.controller, settings.cluster_name, settings.kubernetes,
                              self._distribution, self.pki,
                              machines.bootstraps.get(machines.controller.name),
-                             machines.public_address, machines.booted, self.secrets),
+                             machines.public_address, machines.booted, self.secrets,
+                             machines.booted_ssh),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.control_plane = control_plane

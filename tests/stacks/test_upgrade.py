@@ -122,3 +122,34 @@ def test_max_unavailable_is_a_count_or_a_percentage(value):
         return
     with pytest.raises(ValidationError, match="count of workers"):
         UpgradeSettings(maxUnavailable=value)
+
+
+@pytest.mark.parametrize("distribution,version", [
+    ("k0s", NEXT_K0S), ("rke2", "v1.37.0+rke2r1")])
+def test_cloud_upgrades_its_controller_over_ssh_before_the_pools_boot_the_new_version(
+        distribution, version):
+    from preview.report import step_inputs
+    from tests.conftest import cloud_config
+
+    def config(new_version=None):
+        values = cloud_config()
+        values["kubernetes"] = {"distribution": distribution,
+                                **({"version": new_version} if new_version else {})}
+        return values
+    before, after = preview(config()), preview(config(version))
+    # The instance installs itself at boot; once its API answers, the same check and
+    # install step run over SSH, which a raised version re-runs: the controller first.
+    assert _deps(after, "control-plane-check-version") >= {"control-plane-wait-for-api"}
+    assert _deps(after, "control-plane-install-controller") >= {
+        "control-plane-wait-for-api", "control-plane-check-version"}
+    assert _changed(before, after) == {
+        "control-plane-check-version", "control-plane-install-controller"}
+    install = step_inputs(after.redact(after.named("control-plane-install-controller")
+                                       .inputs["stdin"]))
+    assert version in install.values()
+    # Each pool's launch template (the version in its user data) waits for that upgrade.
+    templates = after.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert templates
+    for template in templates:
+        assert "control-plane-install-controller" in {
+            after.by_urn[d].name for d in after.custom_dependencies(template)}
