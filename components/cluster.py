@@ -91,7 +91,8 @@ class Cluster(pulumi.ComponentResource):
             ControlPlaneArgs(machines.controller, settings.cluster_name, settings.kubernetes,
                              self._distribution, self.pki,
                              machines.bootstraps.get(machines.controller.name),
-                             machines.public_address, machines.booted, self.secrets),
+                             machines.public_address, machines.booted, self.secrets,
+                             machines.booted_ssh),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.control_plane = control_plane
@@ -110,6 +111,11 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.installed]),
         )
         self.nodes_ready = []
+        upgrade = settings.kubernetes.upgrade
+        joining = [h for h in settings.workers if not h.runs_control_plane]
+        # The bound the drain steps keep on the controller at run time; workers' steps do
+        # not wait for each other in the graph, so a new cluster joins them all at once.
+        max_unavailable = upgrade.unavailable_count(len(joining))
         for host in [machines.controller, *settings.workers]:
             if host.runs_workloads:
                 self.nodes_ready.append(WorkerNode(
@@ -118,7 +124,7 @@ class Cluster(pulumi.ComponentResource):
                                    self._distribution,
                                    machines.bootstraps[host.name], control_plane,
                                    self.provider, machines.join_after.get(host.name, []),
-                                   settings.kubernetes.drain_timeout_seconds),
+                                   settings.kubernetes.drain_timeout_seconds, max_unavailable),
                     opts=pulumi.ResourceOptions(parent=self),
                 ))
         return control_plane

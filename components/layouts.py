@@ -39,7 +39,7 @@ from components.aws.gpu_worker_pool import (
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs, NfsExport
 from components.hosts.steps import preparation_steps
 from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
-from components.common.remote_step import Endpoint, SshAccess
+from components.common.remote_step import Endpoint, Ssh, SshAccess, connection_to
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.cloud import cluster_cidrs
 from config.model import Host, StackConfig
@@ -86,8 +86,10 @@ class Machines:
     join_after: dict[str, list] = field(default_factory=dict)
     # The address users and `pulumi up` reach the API at, when not the controller's own.
     public_address: Optional[pulumi.Input[str]] = None
-    # The instance that installs the controller itself at boot (cloud).
+    # The instance that installs the controller itself at boot (cloud), and SSH to it:
+    # a raised kubernetes.version upgrades it over SSH, as on the other layouts.
     booted: Optional[pulumi.Resource] = None
+    booted_ssh: Optional[Ssh] = None
     # The EFS file system the layout created.
     efs_address: Optional[pulumi.Input[str]] = None
     # Users reach the API at the controller's private address (through the VPN or LAN).
@@ -248,10 +250,15 @@ class Cloud(_OnAws):
 
     def machines(self) -> Machines:
         self._aws = self._aws_control_plane()
-        instance = self._aws.instance
+        instance, settings = self._aws.instance, self.context.settings
+        # The instance's public address, its port and the host key it installs at boot,
+        # as on hybrid (aws.adminCidrs opens SSH to where `pulumi up` runs).
+        ssh = Ssh(connection_to(instance.host, SshAccess(
+            settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
+            instance.ssh_endpoint), instance.host.ssh_user)
         return self._machines(self._aws, controller=instance.host, bootstraps={},
                               hosts=[instance.host], storage_servers=[],
-                              booted=instance.instance)
+                              booted=instance.instance, booted_ssh=ssh)
 
     def nodes_after(self, control_plane: ControlPlane, provider: k8s.Provider,
                     machines: Machines) -> list[pulumi.Resource]:
@@ -266,7 +273,7 @@ class Cloud(_OnAws):
                 boot, self._aws.network,
                 control_plane.pool_join_token(boot.pool.name, provider),
                 context.distribution, self._aws.network.node_security_group, cleanup,
-                self.default_tags),
+                self.default_tags, after=[control_plane.installed]),
                 opts=self._aws.opts)
             for boot in context.pool_boots
         ]

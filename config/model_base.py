@@ -75,7 +75,8 @@ def is_multi_line(annotation: Any) -> bool:
 
 def _is_whole_number(annotation: Any) -> bool:
     leaves = _leaves(annotation)
-    return int in leaves and bool not in leaves
+    # A field that also takes text (a count or a percentage) checks its own values.
+    return int in leaves and bool not in leaves and str not in leaves
 
 
 def _strings(value: Any, where: str = "") -> typing.Iterator[tuple[str, str]]:

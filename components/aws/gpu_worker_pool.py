@@ -68,6 +68,10 @@ class GpuWorkerPoolArgs:
     # The provider's default_tags (components/aws/tags.py): what the group and the launch
     # template's instances and volumes carry explicitly, since default tags miss them.
     default_tags: Mapping[str, str]
+    # What the launch template waits for: the controller's upgrade, so a raised
+    # kubernetes.version reaches new instances only once the API server runs it (kubelets
+    # may not be newer than the API server: https://kubernetes.io/releases/version-skew-policy/#kubelet).
+    after: Sequence[pulumi.Resource] = ()
 
 
 class GpuWorkerPool(pulumi.ComponentResource):
@@ -162,7 +166,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
                 for kind in ("instance", "volume")],
             tags=self._tags(),
             update_default_version=True,
-            opts=self._opts,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self._args.after)),
         )
 
 

@@ -31,6 +31,8 @@ class Script:
     """A script under components/scripts/ plus the libraries it sources."""
 
     path: str  # relative to components/scripts/, e.g. "boot/run-step.sh"
+    # Libraries of other folders it sources too, after its own (e.g. "upgrade/lib.sh").
+    extra_libraries: tuple[str, ...] = ()
 
     @property
     def libraries(self) -> list[str]:
@@ -38,7 +40,7 @@ class Script:
         folder = Path(self.path).parent
         if str(folder) != "." and (SCRIPTS_DIR / folder / "lib.sh").exists():
             libraries.append(str(folder / "lib.sh"))
-        return libraries
+        return libraries + list(self.extra_libraries)
 
     def text(self) -> str:
         parts = [read_script(library) for library in self.libraries] + [read_script(self.path)]

@@ -65,6 +65,9 @@ class Distribution(Protocol):
     admit_node: Script
     remove_node: Script
     apply_worker_profile: Script
+    # On a worker host: installs the distribution before its join, upgrades it after
+    # drain-node (version_env's inputs).
+    upgrade_node: Script
     # The controller runs a kubelet even when it runs no workloads, so the kubelet
     # settings step (worker_profile_env) runs there too.
     controller_runs_kubelet: bool
@@ -89,6 +92,10 @@ class Distribution(Protocol):
     cluster_secrets: Sequence[str]
 
     def node_env(self, node: Host | WorkerPool, node_ip: str) -> dict[str, str]: ...
+
+    def version_env(self) -> dict[str, str]:
+        """The release to install: upgrade_node's inputs, also part of node_env (a pool's
+        instance installs at boot) and of controller_env."""
 
     def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict: ...

@@ -38,6 +38,7 @@ class K0s:
     admit_node = Script("k0s/admit-node.sh")
     remove_node = Script("k0s/remove-node.sh")
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
+    upgrade_node = Script("k0s/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
     # A pure controller runs no kubelet (K0S_ENABLE_WORKER false).
     controller_runs_kubelet = False
     # kubectl on a node, with the distribution's own binary.
@@ -128,7 +129,7 @@ class K0s:
         """Inputs shared by install-controller (controller+worker) and join-worker; an
         empty `node_ip` lets the kubelet pick the instance's address (cloud pools)."""
         return {
-            "K0S_VERSION": self.settings.kubernetes.version,
+            **self.version_env(),
             "NODE_IP": node_ip,
             "KUBELET_EXTRA_ARGS": "",
             "NODE_LABELS": ",".join(f"{k}={v}" for k, v in node_labels(node).items()),
@@ -139,6 +140,9 @@ class K0s:
             "K0S_PROFILE": WORKER_PROFILE,
             "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
         }
+
+    def version_env(self) -> dict[str, str]:
+        return {"K0S_VERSION": self.settings.kubernetes.version}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"K0S_CA_KEY": ca_key_pem}

@@ -61,6 +61,7 @@ class Rke2:
     admit_node = Script("rke2/admit-node.sh")
     remove_node = Script("rke2/remove-node.sh")
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
+    upgrade_node = Script("rke2/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
     # An RKE2 server always runs a kubelet (SERVER_ONLY_TAINT keeps workloads off it).
     controller_runs_kubelet = True
     # Every node has RKE2's kubectl (the runtime image's bin/, k3s pkg/agent/config); the
@@ -200,7 +201,7 @@ class Rke2:
         """join-agent's inputs but the agent token (RKE2_AGENT_TOKEN or
         RKE2_AGENT_TOKEN_SSM_PARAMETER, see join_token)."""
         return {
-            "RKE2_VERSION": self.version,
+            **self.version_env(),
             "RKE2_CONFIG": self.agent_config(node, node_ip, server_address),
             "RKE2_KUBELET_CONFIG": self.worker_profile_values(),
         }
@@ -226,6 +227,9 @@ class Rke2:
             "NODE_NAME": node.name,
             "RKE2_SERVICE": service,
         }
+
+    def version_env(self) -> dict[str, str]:
+        return {"RKE2_VERSION": self.version}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"RKE2_CA_KEY": ca_key_pem}

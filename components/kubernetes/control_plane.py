@@ -15,7 +15,8 @@ from components.kubernetes.pki import ClusterPki
 from components.distributions.base import BOOTSTRAP_TOKEN, Distribution, JoinToken
 from components.hosts.bootstrap import HostBootstrap
 from components.kubernetes.kubeconfig import client_kubeconfig
-from components.common.remote_step import Script, envelope, run_step
+from components.common.remote_step import Script, Ssh, envelope, run_step
+from components.kubernetes.upgrade import check_version
 from config.model import Host, KubernetesSettings
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
@@ -44,6 +45,10 @@ class ControlPlaneArgs:
     booted: Optional[pulumi.Resource] = None
     # The distribution's cluster_secrets, by name.
     secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
+    # SSH to the host that installed itself at boot (cloud): once its API answers, the
+    # version check and the install step run there too, so a raised kubernetes.version
+    # upgrades it as on the other layouts (cloud-init runs user data only once).
+    booted_ssh: Optional[Ssh] = None
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -73,8 +78,10 @@ class ControlPlane(pulumi.ComponentResource):
                     args.distribution.worker_profile_env(self.host),
                     depends_on=[self.installed])
         else:
-            self.ssh = None
+            self.ssh = args.booted_ssh
             self.installed = self._create_wait_for_api()
+            if self.ssh is not None:
+                self.installed = self._create_install_controller(after=[self.installed])
         self._shared_token = (self._cluster_join_token()
                               if args.distribution.create_join_token is None else None)
         self.register_outputs({"apiEndpoint": self.api_endpoint, "kubeconfig": self.kubeconfig})
@@ -92,18 +99,27 @@ class ControlPlane(pulumi.ComponentResource):
             **kwargs,
         )
 
-    def _create_install_controller(self) -> remote.Command:
+    def _create_install_controller(self, after: Sequence[pulumi.Resource] = ()
+                                   ) -> remote.Command:
+        """The install step; `after`: what it waits for besides the host's preparation."""
         args = self._args
+        ready = [args.bootstrap.ready] if args.bootstrap is not None else []
         distribution = args.distribution
         sans = [args.public_address] if args.public_address else []
+        # A version bump upgrades the controller first, through this step: refused
+        # before anything changes when the running cluster cannot take it.
+        checked = check_version(self.host, distribution, self.ssh,
+                                depends_on=[*ready, *after], parent=self)
         return self._step(
             "install-controller",
             distribution.install_controller,
             {**distribution.controller_env(self.host, args.pki.ca_cert_pem, sans),
              **distribution.ca_key_env(args.pki.ca_private_key_pem),
              **distribution.cluster_secrets_env(args.secrets)},
-            delete=distribution.reset_node,
-            depends_on=[args.bootstrap.ready],
+            # A controller that installed itself at boot goes with its instance: no reset
+            # over SSH (which would hold up `pulumi destroy` when SSH is closed).
+            delete=distribution.reset_node if args.bootstrap is not None else None,
+            depends_on=[*ready, *after, checked],
         )
 
     def _create_wait_for_api(self) -> local.Command:

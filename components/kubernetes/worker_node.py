@@ -11,6 +11,7 @@ from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import HostBootstrap
 from components.common.remote_step import Script, machine_env, run_step
+from components.kubernetes.upgrade import worker_upgrade
 from config.model import MACHINE_GENERATION_LABEL, Host
 
 MAINTAIN_NODE = Script("maintenance/maintain-node.sh")
@@ -29,8 +30,12 @@ class WorkerNodeArgs:
     kubernetes: k8s.Provider
     # What must be up before the node can reach the control plane (the VPN tunnel).
     join_after: list = field(default_factory=list)
-    # How long a drain may take (kubernetes.drainTimeoutSeconds).
-    drain_timeout_seconds: int = 300
+    # How long a drain may take (kubernetes.drainTimeoutSeconds): maintenance, a replaced
+    # machine, an upgrade.
+    drain_timeout_seconds: int = 600
+    # kubernetes.upgrade.maxUnavailable as a count of workers: the bound drain-node keeps
+    # on the controller (components/kubernetes/upgrade.py).
+    max_unavailable: int = 1
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -43,7 +48,16 @@ class WorkerNode(pulumi.ComponentResource):
             # A controller+worker host registers its node when the controller starts.
             joined = control_plane.installed
         else:
-            ready_to_join = [args.bootstrap.ready, *args.join_after]
+            # Installs the release before the join, upgrades it on a version bump; the
+            # join itself carries no version, so a bump never re-runs it.
+            installed = worker_upgrade(
+                host, distribution, controller=control_plane.ssh, node=args.bootstrap.ssh,
+                drain_timeout_seconds=args.drain_timeout_seconds,
+                node_ready_timeout_seconds=args.node_ready_timeout_seconds,
+                max_unavailable=args.max_unavailable,
+                after=[control_plane.installed],
+                node_ready=[args.bootstrap.ready], parent=self)
+            ready_to_join = [args.bootstrap.ready, *args.join_after, installed]
             token = control_plane.join_token_for(host.name, after=ready_to_join,
                                                  env=machine_env(host))
             if host.generation:
@@ -66,7 +80,8 @@ class WorkerNode(pulumi.ComponentResource):
                 create=distribution.join_worker,
                 delete=distribution.reset_node,
                 env={
-                    **distribution.node_env(host, host.address),
+                    **{key: value for key, value in distribution.node_env(
+                        host, host.address).items() if key not in distribution.version_env()},
                     **distribution.join_env(token),
                     **machine_env(host),
                 },

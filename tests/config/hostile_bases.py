@@ -64,6 +64,7 @@ EXAMPLES = {
     "kubernetes.distribution": "k0s",
     "kubernetes.version": "v1.36.3+k0s.2",
     "kubernetes.workerTokenExpiry": "2h",
+    "kubernetes.upgrade.maxUnavailable": "25%",
     "mpi.nccl.debug": "INFO",
     "mpi.nccl.rdmaResource": "rdma/rdma_shared_device_a",
     "mpi.nccl.socketInterface": "eno1",

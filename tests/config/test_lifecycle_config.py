@@ -16,12 +16,12 @@ def problems(values: dict) -> list[str]:
 def test_maintenance_and_generation_load_on_workers():
     values = bare_metal_config()
     values["hosts"][1].update(maintenance=True, generation=3)
-    values["kubernetes"] = {"drainTimeoutSeconds": 600}
+    values["kubernetes"] = {"drainTimeoutSeconds": 900}
     cli = as_cli_config(values)
     settings = load(cli.config, cli.secret_keys, stack="test")
     assert settings.hosts[1].maintenance is True and settings.hosts[1].generation == 3
     assert settings.hosts[2].maintenance is None and settings.hosts[2].generation == 0
-    assert settings.kubernetes.drain_timeout_seconds == 600
+    assert settings.kubernetes.drain_timeout_seconds == 900
 
 
 def test_a_controller_has_no_node_to_drain_and_cannot_be_rejoined():

@@ -126,7 +126,7 @@ setup() {
   unset K0S_VERSION K0S_JOIN_TOKEN NODE_IP
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): K0S_VERSION NODE_IP K0S_JOIN_TOKEN"
+  assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): NODE_IP K0S_JOIN_TOKEN"
   [ "$(<"$STUB_CALLS")" = "" ]
 }
 
@@ -300,7 +300,7 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   export K0S_JOIN_TOKEN_SSM_PARAMETER=$PARAMETER
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): K0S_VERSION NODE_IP; missing required environment variable(s): AWS_REGION SSM_READER (needed to read the join token from SSM parameter $PARAMETER)"
+  assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): NODE_IP; missing required environment variable(s): AWS_REGION SSM_READER (needed to read the join token from SSM parameter $PARAMETER)"
   refute_output_contains "K0S_JOIN_TOKEN "
   [ "$(<"$STUB_CALLS")" = "" ]
 }

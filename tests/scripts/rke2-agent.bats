@@ -68,10 +68,10 @@ agent_joined() {
 
 @test "join-agent: a token without the CA hash or a config without token-file is refused, unshown" {
   export RKE2_AGENT_TOKEN="$AGENT_SECRET" RKE2_CONFIG='server: https://10.20.0.10:9345'
-  unset RKE2_VERSION
+  unset RKE2_KUBELET_CONFIG
   run_script rke2/join-agent.sh
   assert_failure
-  assert_output_contains "missing required environment variable(s): RKE2_VERSION" \
+  assert_output_contains "missing required environment variable(s): RKE2_KUBELET_CONFIG" \
     "RKE2_AGENT_TOKEN is not an agent token with the server's CA hash" \
     "RKE2_CONFIG does not read the agent token from /etc/rancher/rke2/agent-token"
   refute_output_contains "$AGENT_SECRET"

@@ -26,10 +26,12 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     assert not any(t.startswith("aws:") for t in types)
     commands = {r.name for r in lab_plan.of_type("command:remote:Command")}
     expected = {"controller-preflight", "controller-prepare-host", "controller-reboot-if-needed",
-                "controller-verify-boot", "controller-install-controller", "controller-serve-nfs"}
+                "controller-verify-boot", "controller-check-version",
+                "controller-install-controller", "controller-serve-nfs"}
     for worker in WORKERS:
         expected |= {f"{worker}-{step}" for step in (
             "preflight", "prepare-host", "install-nvidia", "reboot-if-needed", "verify-boot",
+            "drain-node", "upgrade-node", "uncordon-node",
             "create-join-token", "join-worker", "admit-node", "apply-worker-profile")}
     assert commands == expected
     assert {r.name for r in lab_plan.of_type("kubernetes:core/v1:NodePatch")} == {
@@ -50,9 +52,12 @@ def test_worker_steps_run_in_order(lab_plan, worker):
     # The token is made right before the join, once the worker is prepared: a slow host
     # does not wait with a token that expires meanwhile.
     assert deps(lab_plan, f"{worker}-create-join-token") == {
-        "controller-install-controller", f"{worker}-verify-boot"}
+        "controller-install-controller", f"{worker}-verify-boot", f"{worker}-upgrade-node"}
+    # The release is installed by upgrade-node (the join carries no version).
+    assert deps(lab_plan, f"{worker}-upgrade-node") == {
+        f"{worker}-drain-node", f"{worker}-verify-boot"}
     assert deps(lab_plan, f"{worker}-join-worker") == {
-        f"{worker}-verify-boot", f"{worker}-create-join-token"}
+        f"{worker}-verify-boot", f"{worker}-create-join-token", f"{worker}-upgrade-node"}
     assert deps(lab_plan, f"{worker}-admit-node") == {f"{worker}-join-worker"}
     # Kubelet settings changed on the controller reach a joined worker by its restart.
     assert deps(lab_plan, f"{worker}-apply-worker-profile") == {
@@ -64,7 +69,8 @@ def test_controller_steps_run_in_order(lab_plan):
     assert deps(lab_plan, "controller-prepare-host") == {"controller-preflight"}
     assert deps(lab_plan, "controller-reboot-if-needed") == {"controller-prepare-host"}
     assert deps(lab_plan, "controller-install-controller") == {
-        "controller-verify-boot", "lab-pki-ca-key", "lab-pki-ca-cert"}
+        "controller-verify-boot", "controller-check-version", "lab-pki-ca-key",
+        "lab-pki-ca-cert"}
     # The admin kubeconfig is built from the program's CA; the API is used only once the
     # controller is installed.
     provider = lab_plan.of_type("pulumi:providers:kubernetes")[0]
@@ -94,6 +100,8 @@ def test_no_host_waits_for_another_hosts_bootstrap(lab_plan):
 
 
 def test_depth_does_not_grow_with_the_number_of_workers():
+    # With the default kubernetes.upgrade.maxUnavailable (1): the bound is kept at run
+    # time by the drain steps, never by a chain between workers.
     depths = {n: preview(bare_metal_config(workers=n)).depth for n in (1, 10, 40)}
     assert len(set(depths.values())) == 1, depths
 
@@ -196,8 +204,8 @@ def test_preview_artifacts_hold_no_secret(lab_plan, tmp_path):
     names = {p.relative_to(tmp_path / "lab").as_posix() for p in written}
     assert {"plan.txt", "plan.json", "outputs.json", "kubeconfig/admin.template.yaml",
             "hosts/moscow/01-preflight.sh", "hosts/moscow/04-reboot-if-needed.sh",
-            "hosts/moscow/05-verify-boot.sh", "hosts/moscow/07-join-worker.sh",
-            "hosts/controller/05-install-controller.sh"} <= names
+            "hosts/moscow/05-verify-boot.sh", "hosts/moscow/10-join-worker.sh",
+            "hosts/controller/06-install-controller.sh"} <= names
     for path in written:
         text = path.read_text()
         for secret in lab_plan.secrets:

@@ -45,13 +45,21 @@ def ca_cert(plan) -> str:
     return base64.b64decode(cluster["cluster"]["certificate-authority-data"]).decode()
 
 
-def test_the_program_runs_no_remote_command(dev):
-    assert not dev.of_type("command:remote:Command")
-    # Only a wait, where `pulumi up` runs, for the API the controller installs at boot.
+def test_the_program_runs_remote_commands_only_to_upgrade_the_controller(dev):
+    # The controller installs itself at boot; over SSH, once its API answers, only the
+    # version check and the install step run (again), which a raised kubernetes.version
+    # re-runs (tests/stacks/test_upgrade.py).
+    assert {c.name for c in dev.of_type("command:remote:Command")} == {
+        "control-plane-check-version", "control-plane-install-controller"}
+    # A wait, where `pulumi up` runs, for the API the controller installs at boot.
     [wait] = dev.of_type("command:local:Command")
     assert wait.name == "control-plane-wait-for-api"
     [provider] = dev.of_type("pulumi:providers:kubernetes")
-    assert "control-plane-wait-for-api" in {dev.by_urn[d].name for d in provider.dependencies}
+    # The API is used once the controller is up and at the wanted version.
+    assert "control-plane-install-controller" in {
+        dev.by_urn[d].name for d in provider.dependencies}
+    assert "control-plane-wait-for-api" in {
+        dev.by_urn[d].name for d in dev.named("control-plane-install-controller").dependencies}
     assert not dev.of_type("kubernetes:core/v1:NodePatch")
 
 

@@ -48,7 +48,7 @@ def test_maintenance_is_one_step_on_the_controller_after_the_node_is_admitted(ba
     assert plan.redact(step.inputs["connection"])["host"] == "192.168.2.1"
     text = stdin(plan, f"{HOST}-maintenance")
     assert f"export MAINTENANCE='{str(wanted).lower()}'" in text
-    assert "export DRAIN_TIMEOUT='300'" in text
+    assert "export DRAIN_TIMEOUT='600'" in text
     assert "export KUBECTL='/usr/local/bin/k0s kubectl'" in text
     # Taking the key out runs the delete: it uncordons.
     assert "gpu_cluster_delete()" in text and "uncordon" in text

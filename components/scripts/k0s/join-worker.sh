@@ -10,7 +10,8 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=join-worker}"
 
 # Inputs (environment):
-#   K0S_VERSION        k0s release to install, e.g. v1.34.1+k0s.0.
+#   K0S_VERSION        k0s release to install, e.g. v1.34.1+k0s.0; empty: the one an
+#                      earlier step installed (upgrade-node, on hosts over SSH).
 #   NODE_IP            address the kubelet registers; must be set, may be empty: then no
 #                      --node-ip is passed and the kubelet picks the primary address.
 #   K0S_JOIN_TOKEN     the worker join token, or
@@ -42,8 +43,8 @@ token_from_ssm() {
 }
 
 check_inputs() {
-  local required=(K0S_VERSION)
-  : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
+  local required=()
+  : "${K0S_VERSION:=}" "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
   : "${KUBELET_ROOT_DIR:=}" "${K0S_JOIN_TOKEN_SSM_PARAMETER:=}" "${K0S_JOIN_ISSUER_URN:=}"
   # Empty is a choice (the primary address); unset is a forgotten input.
   if [[ ! -v NODE_IP ]]; then
@@ -135,7 +136,8 @@ main() {
   if ! worker_joined; then
     check_join_token
   fi
-  k0s_install_binary "$K0S_VERSION"
+  # Empty on hosts: upgrade-node installed it.
+  [[ -z "$K0S_VERSION" ]] || k0s_install_binary "$K0S_VERSION"
   if ((K0S_BINARY_CHANGED)); then
     restart=1
   fi

@@ -10,7 +10,8 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=join-agent}"
 
 # Inputs (environment):
-#   RKE2_VERSION        release to install, e.g. v1.36.3+rke2r1.
+#   RKE2_VERSION        release to install, e.g. v1.36.3+rke2r1; empty: the one an earlier
+#                       step installed (upgrade-node, on hosts over SSH).
 #   RKE2_CONFIG         /etc/rancher/rke2/config.yaml of the agent (server URL, token-file,
 #                       node-ip, node-name, node-label, node-taint; no secrets).
 #   RKE2_KUBELET_CONFIG the kubelet drop-in, written before the first start only.
@@ -24,7 +25,8 @@ SERVICE_ACTIVE_TIMEOUT=300
 AGENT_TOKEN_FORMAT='^K10[0-9a-f]{64}::node:[^[:space:]]+$'
 
 check_inputs() {
-  check_missing_env RKE2_VERSION RKE2_CONFIG RKE2_KUBELET_CONFIG
+  check_missing_env RKE2_CONFIG RKE2_KUBELET_CONFIG
+  : "${RKE2_VERSION:=}"
   rke2_check_secret RKE2_AGENT_TOKEN "the agent token" /gpu-cluster/dev/rke2-agent-token/a100
   if [[ -n "${RKE2_AGENT_TOKEN:-}" ]] && ! [[ "$RKE2_AGENT_TOKEN" =~ $AGENT_TOKEN_FORMAT ]]; then
     INPUT_PROBLEMS+=("RKE2_AGENT_TOKEN is not an agent token with the server's CA hash (K10<64 hex digits>::node:<secret>)")
@@ -44,7 +46,8 @@ main() {
   if ! [[ "$RKE2_AGENT_TOKEN" =~ $AGENT_TOKEN_FORMAT ]]; then
     die "the agent token read from SSM is not an agent token with the server's CA hash"
   fi
-  rke2_install "$RKE2_VERSION"
+  # Empty on hosts: upgrade-node installed it.
+  [[ -z "$RKE2_VERSION" ]] || rke2_install "$RKE2_VERSION"
   ((RKE2_BINARY_CHANGED == 0)) || restart=1
   write_text "$RKE2_AGENT_TOKEN_FILE" 0600 "$RKE2_AGENT_TOKEN"
   ((FILE_CHANGED == 0)) || restart=1

@@ -1,0 +1,80 @@
+"""Upgrades by version bump: the steps around a worker's upgrade and the controller's
+version check. A raised kubernetes.version changes only these steps' inputs (and the
+controller's install step, which upgrades the controller first); each worker is drained
+from the controller, upgraded on its host and uncordoned once Ready, at most
+kubernetes.upgrade.maxUnavailable workers at a time (a bound the drain steps keep on the
+controller, not the graph)."""
+
+from collections.abc import Sequence
+
+import pulumi
+from pulumi_command import remote
+
+from components.common.remote_step import Script, Ssh, machine_env, run_step
+from components.distributions.base import Distribution
+from config.model import Host
+
+CHECK_VERSION = Script("upgrade/check-version.sh")
+DRAIN_NODE = Script("upgrade/drain-node.sh")
+UNCORDON_NODE = Script("upgrade/uncordon-node.sh")
+# upgrade-node's share of one worker's upgrade: a release download, then up to 300 s for
+# the service to be active (SERVICE_ACTIVE_TIMEOUT in its scripts).
+UPGRADE_NODE_SECONDS = 900
+
+
+def kubernetes_version(distribution: Distribution) -> str:
+    """The release kubernetes.version names (the one value of version_env)."""
+    return next(iter(distribution.version_env().values()))
+
+
+def check_version(host: Host, distribution: Distribution, ssh: Ssh,
+                  depends_on: Sequence[pulumi.Resource], parent: pulumi.Resource
+                  ) -> remote.Command:
+    """On the controller, before its install step: refuses a version the running cluster
+    cannot take (a skipped minor, a downgrade)."""
+    return run_step(host.name, "check-version", on=ssh, create=CHECK_VERSION, env={
+        "KUBERNETES_VERSION": kubernetes_version(distribution),
+        "KUBECTL": distribution.kubectl_path,
+    }, depends_on=depends_on, parent=parent)
+
+
+def slot_wait_seconds(drain_timeout_seconds: int, node_ready_timeout_seconds: int) -> int:
+    """How long a drain step waits without any slot freeing: one worker's whole upgrade
+    (its drain, upgrade-node's download and service start, its wait for Ready)."""
+    return drain_timeout_seconds + UPGRADE_NODE_SECONDS + node_ready_timeout_seconds
+
+
+def worker_upgrade(host: Host, distribution: Distribution, *, controller: Ssh, node: Ssh,
+                   drain_timeout_seconds: int, node_ready_timeout_seconds: int,
+                   max_unavailable: int, after: Sequence[pulumi.Resource],
+                   node_ready: Sequence[pulumi.Resource], parent: pulumi.Resource
+                   ) -> remote.Command:
+    """drain-node (controller) -> upgrade-node (host) -> uncordon-node (controller).
+    `after`: the controller's install only. No worker's steps wait for another's in the
+    graph (Pulumi's dependencies order creation too, so a chain between workers would
+    join a new cluster's workers one batch at a time); the drain steps keep
+    `max_unavailable` on the controller instead, and stop the rollout at the first
+    failure (upgrade/drain-node.sh). Returns upgrade-node: a new host's join follows it."""
+    # A replaced machine (hosts[].generation) runs every step again, on the new hardware.
+    kubectl = {"KUBECTL": distribution.kubectl_path, **machine_env(host)}
+    drain = run_step(host.name, "drain-node", on=controller, create=DRAIN_NODE, env={
+        "NODE_NAME": host.name,
+        "KUBERNETES_VERSION": kubernetes_version(distribution),
+        "DRAIN_TIMEOUT": str(drain_timeout_seconds),
+        "MAX_UNAVAILABLE": str(max_unavailable),
+        "SLOT_WAIT_TIMEOUT": str(slot_wait_seconds(drain_timeout_seconds,
+                                                   node_ready_timeout_seconds)),
+        **kubectl,
+    }, depends_on=after, parent=parent)
+    upgrade = run_step(host.name, "upgrade-node", on=node, create=distribution.upgrade_node,
+                       env={**distribution.version_env(), "NODE_NAME": host.name,
+                            **machine_env(host)},
+                       depends_on=[drain, *node_ready], parent=parent)
+    run_step(host.name, "uncordon-node", on=controller, create=UNCORDON_NODE, env={
+        "NODE_NAME": host.name,
+        "NODE_READY_TIMEOUT": str(node_ready_timeout_seconds),
+        **kubectl,
+        # Changes with the version, so the node is waited for after each upgrade.
+        "KUBERNETES_VERSION": kubernetes_version(distribution),
+    }, depends_on=[upgrade], parent=parent)
+    return upgrade

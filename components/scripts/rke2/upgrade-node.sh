@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs the wanted RKE2 on an agent before its join, or upgrades it after drain-node:
+# installs the new release from its tarball and restarts rke2-agent.
+set -euo pipefail
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=../upgrade/lib.sh
+[[ -n "${GPU_CLUSTER_UPGRADE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../upgrade/lib.sh"
+: "${GPU_CLUSTER_STEP:=upgrade-node}"
+
+# How RKE2 is upgraded: install the new release, restart rke2-server, then rke2-agent
+# (RKE2 docs, "Manual Upgrades": https://docs.rke2.io/upgrades/manual_upgrade). A new
+# host's join then uses this installation.
+
+# Inputs (environment):
+#   RKE2_VERSION   the RKE2 release to run, e.g. v1.36.3+rke2r1.
+#   NODE_NAME      this host's node: marked as failed when an upgrade fails here.
+
+SERVICE_ACTIVE_TIMEOUT=300
+
+main() {
+  local current problem
+  # Read by the exit handler mark_own_node_failed_on_exit sets (upgrade/lib.sh).
+  UPGRADE_PHASE=""
+  require_env RKE2_VERSION NODE_NAME
+  if [[ -f "$ROOT$RKE2_KUBELET_KUBECONFIG" ]]; then
+    mark_own_node_failed_on_exit "${NODE_NAME,,}" "$ROOT$RKE2_KUBECTL" --kubeconfig \
+      "$ROOT$RKE2_KUBELET_KUBECONFIG"
+  fi
+  UPGRADE_PHASE="installing RKE2 $RKE2_VERSION"
+  current="$(rke2_current_version)"
+  if [[ -n "$current" && "$current" != "$RKE2_VERSION" ]]; then
+    problem="$(version_skew_problem "$current" "$RKE2_VERSION")"
+    if [[ -n "$problem" ]]; then
+      die "refusing to change RKE2 here: $problem; nothing was changed"
+    fi
+  fi
+  rke2_install "$RKE2_VERSION"
+  if ! systemctl is-enabled --quiet rke2-agent; then
+    log "RKE2 $RKE2_VERSION is installed; the join step starts the agent"
+    return 0
+  fi
+  if needs_follow_up "$RKE2_BINARY_CHANGED" restart-rke2-agent; then
+    UPGRADE_PHASE="restarting rke2-agent at $RKE2_VERSION"
+    systemctl restart --no-block rke2-agent
+    follow_up_done restart-rke2-agent
+    log "changed: restarted rke2-agent at $RKE2_VERSION"
+  else
+    log "unchanged: rke2-agent already runs RKE2 $RKE2_VERSION"
+  fi
+  UPGRADE_PHASE="waiting for rke2-agent to be active at $RKE2_VERSION"
+  wait_until "$SERVICE_ACTIVE_TIMEOUT" "the rke2-agent service to be active" \
+    systemctl is-active --quiet rke2-agent
+}
+
+main "$@"

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Helpers of the upgrade steps: Kubernetes versions compared by the version skew policy,
+# and the admin kubectl on the controller.
+# shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
+
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+GPU_CLUSTER_UPGRADE_LIB_LOADED=1
+# Set on a node its drain-node step drained, to the version it is upgraded to: only such a
+# node is uncordoned by uncordon-node (one an admin cordoned stays so). It is also the
+# node's slot: drain-node starts a node only while fewer than MAX_UNAVAILABLE carry it.
+UPGRADE_ANNOTATION=gpu-cluster.io/upgrading-to
+# Set on a node whose drain-node, upgrade-node or uncordon-node failed, to why: no other
+# node starts its upgrade while one carries it. uncordon-node removes it once the node
+# is Ready; `kubectl annotate node NODE gpu-cluster.io/upgrade-failed-` clears it by hand.
+UPGRADE_FAILED_ANNOTATION=gpu-cluster.io/upgrade-failed
+# vMAJOR.MINOR.PATCH, then anything (a pre-release, +k0s.N, +rke2rN).
+KUBE_VERSION_FORM='^v([0-9]+)\.([0-9]+)\.([0-9]+)'
+
+# version_parts VERSION: prints "MAJOR MINOR PATCH BUILD", BUILD the distribution's build
+# number (the digits ending a version with a "+", -1 without); fails for a text that is
+# not a version.
+version_parts() {
+  local build=-1
+  [[ "$1" =~ $KUBE_VERSION_FORM ]] || return 1
+  if [[ "$1" == *+*[0-9] ]]; then
+    build=$((10#${1##*[!0-9]}))
+  fi
+  printf '%s %s %s %s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" "$build"
+}
+
+# kube_version VERSION: the Kubernetes part, vMAJOR.MINOR.PATCH.
+kube_version() {
+  local major minor patch build
+  read -r major minor patch build <<<"$(version_parts "$1")"
+  printf 'v%s.%s.%s\n' "$major" "$minor" "$patch"
+}
+
+# version_skew_problem RUNNING WANTED: prints why WANTED may not replace RUNNING, nothing
+# when it may. Kubernetes supports upgrades one minor version at a time and no
+# downgrades (https://kubernetes.io/releases/version-skew-policy/, "Supported component
+# upgrade order": from 1.y to 1.y+1). A distribution build of the same Kubernetes
+# version (+k0s.N, +rke2rN) may go up, not down.
+version_skew_problem() {
+  local running=$1 wanted=$2 r w
+  if ! r="$(version_parts "$running")"; then
+    printf 'cannot read the running version %s\n' "'$running'"
+    return 0
+  fi
+  if ! w="$(version_parts "$wanted")"; then
+    printf '%s is not a version\n' "'$wanted'"
+    return 0
+  fi
+  local rmaj rmin rpat rbld wmaj wmin wpat wbld
+  read -r rmaj rmin rpat rbld <<<"$r"
+  read -r wmaj wmin wpat wbld <<<"$w"
+  if ((wmaj != rmaj)); then
+    printf 'from %s to %s changes the major version\n' "$running" "$wanted"
+  elif ((wmin > rmin + 1)); then
+    printf 'from %s to %s skips minor version(s): upgrade one minor at a time (first to v%s.%s)\n' \
+      "$running" "$wanted" "$rmaj" "$((rmin + 1))"
+  elif ((wmin < rmin || (wmin == rmin && (wpat < rpat || (wpat == rpat && wbld < rbld))))); then
+    printf 'from %s to %s is a downgrade, which Kubernetes does not support\n' "$running" "$wanted"
+  fi
+}
+
+# check_kubectl_input: KUBECTL (the controller's kubectl with its admin credential, as
+# words: an absolute path, then options) is set and safe to split into words.
+check_kubectl_input() {
+  check_missing_env KUBECTL
+  if [[ -n "${KUBECTL:-}" && ! "$KUBECTL" =~ ^/[A-Za-z0-9_./-]+([\ ][A-Za-z0-9_./=-]+)*$ ]]; then
+    INPUT_PROBLEMS+=("KUBECTL must be an absolute path and plain options, got '$KUBECTL'")
+  fi
+}
+
+# admin_kubectl ARGS...: the controller's kubectl (KUBECTL) with ARGS.
+admin_kubectl() {
+  local words
+  read -r -a words <<<"$KUBECTL"
+  "$ROOT${words[0]}" "${words[@]:1}" "$@"
+}
+
+# controller_installed: success when the controller's kubectl is there (its first word).
+controller_installed() {
+  local words
+  read -r -a words <<<"$KUBECTL"
+  [[ -x "$ROOT${words[0]}" ]]
+}
+
+# node_field NODE JSONPATH: the field of node NODE, nothing when the node does not exist.
+node_field() {
+  admin_kubectl get node "$1" --ignore-not-found -o "jsonpath=$2"
+}
+
+# annotation_path KEY: KEY as a jsonpath member of .metadata.annotations (dots escaped).
+annotation_path() {
+  printf '{.metadata.annotations.%s}' "${1//./\\.}"
+}
+
+# upgrade_marks: "NODE<TAB>UPGRADING-TO<TAB>UPGRADE-FAILED" for every node.
+upgrade_marks() {
+  admin_kubectl get nodes -o "jsonpath={range .items[*]}{.metadata.name}{\"\t\"}$(
+    annotation_path "$UPGRADE_ANNOTATION"){\"\t\"}$(
+    annotation_path "$UPGRADE_FAILED_ANNOTATION"){\"\n\"}{end}"
+}
+
+# one_line TEXT...: TEXT on one line, tabs and newlines as spaces (an annotation's value
+# that upgrade_marks prints as one field).
+one_line() {
+  local text="$*"
+  text="${text//$'\t'/ }"
+  printf '%s' "${text//$'\n'/ }"
+}
+
+# mark_failed NODE REASON...: NODE carries UPGRADE_FAILED_ANNOTATION (from the controller).
+mark_failed() {
+  local node=$1
+  shift
+  if ! admin_kubectl annotate node "$node" --overwrite \
+    "$UPGRADE_FAILED_ANNOTATION=$(one_line "$GPU_CLUSTER_STEP: $*")" >&2; then
+    warn "could not mark node $node as failed; the rollout may carry on with other nodes"
+  fi
+}
+
+# mark_own_node_failed_on_exit NODE KUBECTL...: on a worker host; when the script then
+# fails while NODE carries the slot drain-node gave it, NODE is marked as failed with the
+# kubelet's own credential (KUBECTL: a kubectl with the kubelet's kubeconfig). A kubelet
+# may change its own Node object but labels and taints the NodeRestriction admission
+# plugin guards (kubernetes plugin/pkg/admission/noderestriction/admission.go,
+# admitNode); annotations are not among them. UPGRADE_PHASE says what was being done.
+mark_own_node_failed_on_exit() {
+  _UPGRADE_OWN_NODE=$1
+  shift
+  _UPGRADE_NODE_KUBECTL=("$@")
+  trap '_upgrade_on_exit "$?"' EXIT
+}
+
+_upgrade_on_exit() {
+  local status=$1 slot=""
+  if ((status != 0)); then
+    slot="$("${_UPGRADE_NODE_KUBECTL[@]}" get node "$_UPGRADE_OWN_NODE" --ignore-not-found \
+      -o "jsonpath=$(annotation_path "$UPGRADE_ANNOTATION")" 2>/dev/null)" || slot=""
+  fi
+  if [[ -n "$slot" ]]; then
+    if "${_UPGRADE_NODE_KUBECTL[@]}" annotate node "$_UPGRADE_OWN_NODE" --overwrite \
+      "$UPGRADE_FAILED_ANNOTATION=$(one_line "$GPU_CLUSTER_STEP: failed (exit $status)" \
+        "${UPGRADE_PHASE:-}")" >/dev/null 2>&1; then
+      log "marked node $_UPGRADE_OWN_NODE as failed: no other node starts its upgrade" \
+        "until it is fixed (the next pulumi up retries this step)"
+    else
+      warn "could not mark node $_UPGRADE_OWN_NODE as failed; it keeps its upgrade slot"
+    fi
+  fi
+  _gc_cleanup
+}
