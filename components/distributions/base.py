@@ -65,6 +65,9 @@ class Distribution(Protocol):
     admit_node: Script
     remove_node: Script
     apply_worker_profile: Script
+    # The file under components/scripts/ whose functions take and restore a snapshot of the
+    # control plane's state (cluster_state_snapshot, cluster_state_restore) for backups.
+    cluster_state: str
     # The controller runs a kubelet even when it runs no workloads, so the kubelet
     # settings step (worker_profile_env) runs there too.
     controller_runs_kubelet: bool

@@ -38,6 +38,7 @@ class K0s:
     admit_node = Script("k0s/admit-node.sh")
     remove_node = Script("k0s/remove-node.sh")
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
+    cluster_state = "k0s/cluster-state.sh"
     # A pure controller runs no kubelet (K0S_ENABLE_WORKER false).
     controller_runs_kubelet = False
     # kubectl on a node, with the distribution's own binary.
