@@ -13,7 +13,7 @@ TIMER=/etc/systemd/system/gpu-cluster-backup.timer
 COMMAND=/usr/local/lib/gpu-cluster/backup/backup.sh
 RESTORE=/usr/local/sbin/gpu-cluster-restore
 KEY_FILE=/etc/gpu-cluster/backup.key
-KEY=0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0
+KEY=test-only-backup-key
 
 # command_text DISTRIBUTION NAME: the installed command, in the order of
 # components/kubernetes/backups.py command_text.
