@@ -106,8 +106,13 @@ def backup_checks(cfg: "PartialConfig") -> list[Problem]:
         problems.append(Problem("backup.path", "is for bare metal; on the AWS layouts the "
                                 "snapshots go to an S3 bucket the program creates"))
     controller = next((host.name for _, host in cfg.hosts if host.runs_control_plane), None)
-    if backup.enabled and cfg.layout == "bare-metal" \
-            and backup_store(cfg.layout, backup, cfg.storage, controller) is None:
+    store = backup_store(cfg.layout, backup, cfg.storage, controller)
+    if store == "nfs" and cfg.tuning is not None and not cfg.tuning.install_nfs_client:
+        problems.append(Problem("backup", "the snapshots go to the NFS export, which the "
+                                "controller mounts with the NFS client that "
+                                "tuning.installNfsClient: false leaves out; set backup.path "
+                                "or backup.enabled: false, or install the client"))
+    if backup.enabled and cfg.layout == "bare-metal" and store is None:
         problems.append(Problem("backup.enabled", "there is nowhere outside the controller "
                                 "to keep the snapshots: set backup.path (a folder on the "
                                 "controller where other storage is mounted) or storage.nfs "

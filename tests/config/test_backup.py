@@ -94,6 +94,16 @@ def test_enabled_without_a_place_outside_the_controller_is_refused():
     assert path == "backup.enabled" and "backup.path" in message
 
 
+def test_the_nfs_export_needs_the_nfs_client_on_the_controller():
+    values = bare_metal_config()
+    values["storage"] = {"nfs": {"server": "192.168.2.50"}}
+    values["tuning"] = {"installNfsClient": False}
+    [(path, message)] = problems_of(values)
+    assert path == "backup" and "tuning.installNfsClient" in message
+    values["backup"] = {"enabled": False}
+    assert loads(values).backup.enabled is False
+
+
 def test_unset_it_stays_off_where_there_is_nowhere_to_keep_them():
     settings = loads(bare_metal_config())
     assert backup_store(settings.layout, settings.backup, settings.storage,
