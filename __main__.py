@@ -32,3 +32,5 @@ if cluster.gateways:
     pulumi.export("gateways", cluster.gateways)
 if cluster.vpn_admin_profile is not None:
     pulumi.export("vpnAdminProfile", cluster.vpn_admin_profile)
+if cluster.backup_location is not None:
+    pulumi.export("backupLocation", cluster.backup_location)

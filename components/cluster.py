@@ -22,6 +22,7 @@ from components.addons.shared_storage import (
     SharedStorageArgs,
     nfs_server_address,
 )
+from components.kubernetes.backups import install_backup_env, install_backup_over_ssh
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
 from config.problems import ConfigError
@@ -65,6 +66,7 @@ class Cluster(pulumi.ComponentResource):
         control_plane = self._create_kubernetes(machines)
         self.nodes_ready += layout.nodes_after(control_plane, self.provider, machines)
         self._create_addons(machines)
+        self._create_backups(machines, control_plane)
         self.gateways = machines.gateways
         self.images = machines.images
         self.control_plane_ssh_host_key = machines.control_plane_ssh_host_key
@@ -81,7 +83,25 @@ class Cluster(pulumi.ComponentResource):
             "nodes": self.nodes,
             "defaultStorageClass": self.storage.default_class,
             "kubeflowUrl": self.kubeflow_url,
+            "backupLocation": self.backup_location,
         })
+
+    def _create_backups(self, machines: Machines, control_plane: ControlPlane) -> None:
+        """Scheduled snapshots of the control plane, installed over SSH where the layout
+        does not install them at boot; off-AWS encrypted with a key the program keeps."""
+        self.backup_location = machines.backup_location
+        target = machines.backup
+        if target is None:
+            return
+        key = None
+        if target.store != "s3":
+            key = pulumi.Output.secret(random.RandomBytes(
+                f"{self._name}-backup-key", length=SECRET_BYTES,
+                opts=pulumi.ResourceOptions(parent=self)).hex)
+        env = install_backup_env(self._distribution, self._settings.backup,
+                                 self._settings.cluster_name, target, key)
+        install_backup_over_ssh(machines.controller.name, control_plane.ssh, env,
+                                [control_plane.installed], parent=self)
 
     def _create_kubernetes(self, machines: Machines) -> ControlPlane:
         """The control plane, the API provider and the hosts' nodes."""

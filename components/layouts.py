@@ -17,6 +17,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.aws.backup_bucket import BackupBucket, BackupBucketArgs
 from components.aws.control_plane_host import (
     CONTROLLER_MACHINE,
     ControllerBoot,
@@ -24,6 +25,7 @@ from components.aws.control_plane_host import (
     ControlPlaneHostArgs,
     openssh_public_key,
 )
+from components.aws import ssm_paths
 from components.aws.network import AwsNetwork, AwsNetworkArgs
 from components.aws.tags import default_tags
 from components.kubernetes.pki import ClusterPki
@@ -37,10 +39,18 @@ from components.aws.gpu_worker_pool import (
     pool_machine,
 )
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs, NfsExport
+from components.kubernetes.backups import (
+    BackupTarget,
+    backup_boot_step,
+    check_envelope_fits,
+    envelope_chunks,
+    install_backup_env,
+)
 from components.hosts.steps import preparation_steps
 from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
 from components.common.remote_step import Endpoint, Ssh, SshAccess, connection_to
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
+from config.backup import BACKUP_FOLDER, backup_store
 from config.cloud import cluster_cidrs
 from config.model import Host, StackConfig
 
@@ -100,6 +110,10 @@ class Machines:
     control_plane_ssh_host_key: Optional[pulumi.Input[str]] = None
     # Options of resources on AWS (its provider), on the layouts that use AWS.
     aws_opts: Optional[pulumi.ResourceOptions] = None
+    # Where the control plane's snapshots go (the stack output backupLocation), and what
+    # the cluster installs over SSH for them (none when off, or installed at boot).
+    backup_location: Optional[pulumi.Input[str]] = None
+    backup: Optional[BackupTarget] = None
 
 
 class Layout(abc.ABC):
@@ -138,8 +152,30 @@ class BareMetal(Layout):
         settings = self.context.settings
         controller = settings.controller
         bootstraps = {h.name: self._bootstrap(h, controller.address) for h in settings.hosts}
-        return Machines(controller, bootstraps, list(settings.hosts),
-                        [b.nfs_server for b in bootstraps.values() if b.nfs_server])
+        machines = Machines(controller, bootstraps, list(settings.hosts),
+                            [b.nfs_server for b in bootstraps.values() if b.nfs_server])
+        machines.backup = bare_metal_backup_target(settings)
+        machines.backup_location = machines.backup.location if machines.backup else None
+        return machines
+
+
+def bare_metal_backup_target(settings: StackConfig) -> Optional[BackupTarget]:
+    """backup.path on the controller, or a folder of the NFS export another machine
+    serves (config/backup.py backup_store)."""
+    store = backup_store(settings.layout, settings.backup, settings.storage,
+                         settings.controller.name)
+    if store == "path":
+        return BackupTarget("path", settings.backup.path, {"BACKUP_DIR": settings.backup.path})
+    if store != "nfs":
+        return None
+    nfs = settings.storage.nfs
+    server = nfs.server or next(h.address for h in settings.hosts if h.name == nfs.host)
+    folder = f"{BACKUP_FOLDER}/{settings.cluster_name}"
+    return BackupTarget("nfs", f"nfs://{server}{nfs.path.rstrip('/')}/{folder}", {
+        "BACKUP_NFS_SOURCE": f"{server}:{nfs.path}",
+        "BACKUP_NFS_OPTIONS": ",".join(nfs.mount_options),
+        "BACKUP_DIR": folder,
+    })
 
 
 @dataclass
@@ -147,6 +183,7 @@ class _AwsControlPlane:
     network: AwsNetwork
     instance: ControlPlaneHost
     opts: pulumi.ResourceOptions
+    backup_bucket: Optional[BackupBucket] = None
 
 
 class _OnAws(Layout):
@@ -171,11 +208,16 @@ class _OnAws(Layout):
                                             node_security_group=self.boots_itself,
                                             node_ports=context.distribution.node_ports),
                              opts=opts)
+        bucket = (BackupBucket(f"{context.name}-backups", BackupBucketArgs(
+            settings.cluster_name, settings.backup.retention), opts=opts)
+            if backup_store(settings.layout, settings.backup, None, None) else None)
         boot = (ControllerBoot(context.distribution, context.pki,
                                tuple(preparation_steps(settings.tuning, settings.nvidia,
                                                        context.distribution, CONTROLLER_MACHINE)),
                                context.secrets)
                 if self.boots_itself else None)
+        if boot is not None and bucket is not None:
+            self._install_backup_at_boot(boot, bucket)
         self.cluster_cidrs = cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr,
                                            settings.vpn)
         instance = ControlPlaneHost(
@@ -188,7 +230,31 @@ class _OnAws(Layout):
                 cluster_cidrs=self.cluster_cidrs, vpn=settings.vpn,
                 lan_cidr=settings.network.lan_cidr, boot=boot),
             opts=opts)
-        return _AwsControlPlane(network, instance, opts)
+        if bucket is not None:
+            bucket.allow_writes_by(f"{context.name}-backup-writer", instance.role_name,
+                                   settings.cluster_name, opts)
+        return _AwsControlPlane(network, instance, opts, bucket)
+
+    def _backup_target(self, bucket: BackupBucket) -> BackupTarget:
+        return BackupTarget("s3", bucket.location, {
+            "BACKUP_BUCKET": bucket.bucket.bucket, "BACKUP_OBJECT": bucket.object_key,
+            "AWS_REGION": self.context.settings.aws.region})
+
+    def _install_backup_at_boot(self, boot: ControllerBoot, bucket: BackupBucket) -> None:
+        """install-backup among the controller's boot steps, its envelope in SSM."""
+        context, settings = self.context, self.context.settings
+        host = settings.aws.control_plane.name
+        target = self._backup_target(bucket)
+        env = install_backup_env(context.distribution, settings.backup, settings.cluster_name,
+                                 target, None)
+        # A bucket's name is at most 63 characters (the only value not known yet).
+        check_envelope_fits(host, {**env, "BACKUP_BUCKET": "b" * 63})
+        chunks = envelope_chunks(host, env)
+        names = [f"backup-step-{index}" for index in range(len(chunks))]
+        boot.stored = dict(zip(names, chunks))
+        boot.after_install = (backup_boot_step(
+            [ssm_paths.control_plane_secret(settings.cluster_name, name) for name in names],
+            settings.aws.region),)
 
     def _machines(self, aws_side: _AwsControlPlane, **fields) -> Machines:
         settings, instance = self.context.settings, aws_side.instance
@@ -200,6 +266,10 @@ class _OnAws(Layout):
             control_plane_ssh_host_key=instance.ssh_host_public_key,
             aws_opts=aws_side.opts,
             **fields)
+        if aws_side.backup_bucket is not None:
+            machines.backup_location = aws_side.backup_bucket.location
+            if not self.boots_itself:
+                machines.backup = self._backup_target(aws_side.backup_bucket)
         if settings.storage.efs is not None:
             efs = EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
                 settings.cluster_name, settings.storage.efs, settings.aws.vpc,

@@ -5,6 +5,7 @@ allowed to hide them."""
 import ipaddress
 
 from config.aws_checks import cloud_checks, hybrid_checks
+from config.backup import backup_checks
 from config.host_paths import host_path_problem
 from config.kubeflow_checks import kubeflow_checks
 from config.partial import PartialConfig
@@ -27,6 +28,7 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += hybrid_checks(cfg)
     problems += cloud_checks(cfg)
     problems += kubeflow_checks(cfg)
+    problems += backup_checks(cfg)
     return problems
 
 

@@ -243,6 +243,7 @@ def _salvage(values: dict[str, Any], unchecked: set[str]) -> PartialConfig:
         kubeflow_password=str(values.get("kubeflowPassword") or ""),
         kubeflow_tls_key=str(values.get("kubeflowTlsKey") or ""),
         access=section("access"),
+        backup=section("backup"),
     )
 
 
@@ -270,4 +271,5 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         kubeflow_tls_key=(settings.kubeflow_tls_key.get_secret_value()
                           if settings.kubeflow_tls_key else ""),
         access=settings.access,
+        backup=settings.backup,
     )

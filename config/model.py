@@ -20,6 +20,7 @@ from pydantic import (
 
 from config import versions
 from config.access import AccessSettings
+from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
 from config.host_paths import HostDataPath
 from config.kubeflow import KubeflowSettings
@@ -478,6 +479,8 @@ class StackConfig(Section):
     kubeflow_password: Optional[SecretStr] = None
     # The private key of kubeflow.access.tls.certificate (PEM).
     kubeflow_tls_key: Optional[MultiLineSecret] = None
+    # Scheduled snapshots of the control plane's state (config/backup.py).
+    backup: BackupSettings = BackupSettings()
 
     @property
     def cni_mtu(self) -> int:

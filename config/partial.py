@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from config.access import AccessSettings
+from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
 from config.kubeflow import KubeflowSettings
 from config.model import Host, HostTuning, NetworkSettings, SshSettings, StorageSettings
@@ -34,3 +35,4 @@ class PartialConfig:
     kubeflow_password: str = ""
     kubeflow_tls_key: str = ""
     access: Optional[AccessSettings] = None
+    backup: Optional[BackupSettings] = None

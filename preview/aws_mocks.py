@@ -48,6 +48,10 @@ def resource(type_: str, name: str, inputs: dict) -> Optional[tuple[str, dict[st
     elif type_ == "aws:ssm/parameter:Parameter":
         # arn:aws:ssm:REGION:ACCOUNT:parameter/NAME, as AWS forms it.
         outputs["arn"] = f"arn:aws:ssm:{PREVIEW_REGION}:{PREVIEW_ACCOUNT}:parameter{inputs['name']}"
+    elif type_ == "aws:s3/bucket:Bucket":
+        # S3 names a bucket from its prefix and a unique suffix of 26 characters.
+        outputs["bucket"] = inputs.get("bucket") or f"{inputs.get('bucketPrefix', '')}{_hex(name, 26)}"
+        outputs["arn"] = f"arn:aws:s3:::{outputs['bucket']}"
     elif type_ == "aws:efs/fileSystem:FileSystem":
         outputs["dnsName"] = f"{resource_id}.efs.preview.amazonaws.com"
     return resource_id, outputs

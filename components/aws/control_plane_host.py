@@ -52,6 +52,10 @@ class ControllerBoot:
     preparation: Sequence[HostStep]
     # The distribution's cluster_secrets, by name: stored like the CA key.
     secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
+    # More values its steps read, stored and readable the same way, by name, and the
+    # steps that run once the controller is installed (the backups').
+    stored: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
+    after_install: Sequence[HostStep] = ()
 
 
 @dataclass
@@ -162,11 +166,15 @@ class ControlPlaneHost(pulumi.ComponentResource):
             reads += [secret_parameter(f"{self._name}-{name}",
                                        self._parameter(name), value,
                                        self._tags(), self._opts)
-                      for name, value in self._args.boot.secrets.items()]
-        return instance_profile(
+                      for name, value in {**self._args.boot.secrets,
+                                          **self._args.boot.stored}.items()]
+        profile = instance_profile(
             f"{self._name}-role", reads,
             ssm_paths.boot_status(self._args.cluster_name, self.host.name), self._tags(),
             self._opts)
+        # What other components grant the instance (writing its backups).
+        self.role_name = profile.role
+        return profile
 
     def _boot_user_data(self, public_ip: Optional[pulumi.Output[str]]) -> pulumi.Output[str]:
         """Its SSH host key; on cloud, then host settings and the controller with the
@@ -188,6 +196,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
                     **boot.distribution.cluster_secrets_from_ssm_env(
                         {name: self._parameter(name) for name in boot.secrets}),
                 }),
+                *boot.after_install,
             ]
         report = BootReport(args.aws.region, ssm_paths.boot_status(args.cluster_name, host.name))
         return boot_user_data(host.name, steps, report, cloud_config(host.name))

@@ -68,6 +68,9 @@ class Distribution(Protocol):
     # On a worker host: installs the distribution before its join, upgrades it after
     # drain-node (version_env's inputs).
     upgrade_node: Script
+    # The file under components/scripts/ whose functions take and restore a snapshot of the
+    # control plane's state (cluster_state_snapshot, cluster_state_restore) for backups.
+    cluster_state: str
     # The controller runs a kubelet even when it runs no workloads, so the kubelet
     # settings step (worker_profile_env) runs there too.
     controller_runs_kubelet: bool

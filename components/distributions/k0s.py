@@ -39,6 +39,7 @@ class K0s:
     remove_node = Script("k0s/remove-node.sh")
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
     upgrade_node = Script("k0s/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
+    cluster_state = "k0s/cluster-state.sh"
     # A pure controller runs no kubelet (K0S_ENABLE_WORKER false).
     controller_runs_kubelet = False
     # kubectl on a node, with the distribution's own binary.

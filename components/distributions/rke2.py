@@ -62,6 +62,7 @@ class Rke2:
     remove_node = Script("rke2/remove-node.sh")
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
     upgrade_node = Script("rke2/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
+    cluster_state = "rke2/cluster-state.sh"
     # An RKE2 server always runs a kubelet (SERVER_ONLY_TAINT keeps workloads off it).
     controller_runs_kubelet = True
     # Every node has RKE2's kubectl (the runtime image's bin/, k3s pkg/agent/config); the

@@ -24,7 +24,7 @@ from components.aws.boot import boot_scripts
 from components.distributions import k0s, rke2
 from components.common.remote_step import step_inputs
 from config import load as load_config
-from preview.engine import Plan, ResourceRecord, run_program
+from preview.engine import Plan, ResourceRecord, run_program, unwrap_secrets
 from preview.stack_file import read_stack
 from tests.boot.cloud_init import STAGES, CloudInitRun, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host
@@ -79,6 +79,9 @@ WORK = {
                            r"^k0s kubectl get --raw=/readyz$"),
     "watch-termination": (r"^systemctl enable gpu-cluster-node-cleanup\.service$",
                           r"^systemctl restart gpu-cluster-node-cleanup\.service$"),
+    # Its envelope, read from SSM, run: the backups' timer.
+    "install-backup": (r"^systemctl enable gpu-cluster-backup\.timer$",
+                       r"^systemctl restart gpu-cluster-backup\.timer$"),
 }
 # What each step logs last when it completes.
 DONE = {
@@ -91,6 +94,7 @@ DONE = {
     "verify-boot": "boot verified: kernel arguments active",
     "watch-termination": "gpu-cluster-node-cleanup.service watches for this instance's "
                          "termination",
+    "install-backup": "changed: gpu-cluster-backup.timer starts a snapshot at",
 }
 # What differs with RKE2: its steps' work, last words and a call only they make.
 RKE2_WORK = {
@@ -101,12 +105,14 @@ RKE2_WORK = {
 }
 RKE2_DONE = {"join-worker": "ready: the rke2-agent service to be active",
              "install-controller": "ready: the Kubernetes API"}
-RKE2_FAIL = {"join-worker": r"^systemctl enable rke2-agent"}
+RKE2_FAIL = {"join-worker": r"^systemctl enable rke2-agent",
+             "install-controller": r"^systemctl enable rke2-server"}
 # A stub call (STUB_FAIL_CALL) only that step makes.
 FAIL = {"install-ssh-host-key": r"^systemctl try-restart ssh", "prepare-host":
         r"^modprobe overlay$", "install-nvidia": r"^gpg ",
         "reboot-if-needed": r"^systemd-run --unit=gpu-cluster-reboot-fallback ",
-        "verify-boot": r"^nvidia-smi -L$", "join-worker": r"^k0s install worker"}
+        "verify-boot": r"^nvidia-smi -L$", "join-worker": r"^k0s install worker",
+        "install-controller": r"^k0s install controller"}
 
 
 @functools.cache
@@ -187,7 +193,8 @@ def expected_steps(case: Boot) -> list[str]:
     if case.resource.type == INSTANCE:
         # Only the cloud layout's control plane installs itself; every one installs the
         # SSH host key the program verifies.
-        return ["install-ssh-host-key", *(["prepare-host", *reboot, "install-controller"]
+        return ["install-ssh-host-key", *(["prepare-host", *reboot, "install-controller",
+                                           "install-backup"]
                                           if settings.layout == "cloud" else [])]
     return ["prepare-host", *(["install-nvidia"] if gpus(case) else []), *reboot,
             "join-worker", "watch-termination"]
@@ -229,12 +236,23 @@ def ssm_reads(case: Boot) -> list[tuple[str, str, str]]:
             for name, value in inputs.items() if name.endswith("_SSM_PARAMETER") and value]
 
 
+def envelope_parameters(case: Boot) -> dict[tuple[str, str], str]:
+    """The SSM parameters holding a step's envelope (aws/run-step-from-ssm.sh), with the
+    values the program stores in them."""
+    wanted = {(inputs["AWS_REGION"], name) for inputs in map(step_inputs, case.scripts)
+              for name in inputs.get("STEP_ENVELOPE_SSM_PARAMETERS", "").split()}
+    stored = {r.inputs["name"]: unwrap_secrets(r.inputs["value"])
+              for r in plan(case.stack).of_type("aws:ssm/parameter:Parameter")}
+    return {(region, name): stored[name] for region, name in wanted}
+
+
 def run_boot(case: Boot, tmp_path: Path, **stub_controls: str
              ) -> tuple[CloudInitRun, StubHost, list[CloudInitRun]]:
     """Boots the machine on a stubbed host that serves the SSM parameters it names; when a
     step reboots it, boots it again as the reboot would. Returns the last boot's run, the
     host, and every boot's run."""
     ssm = {(region, parameter): SSM_VALUES[name] for name, region, parameter in ssm_reads(case)}
+    ssm.update(envelope_parameters(case))
     host = stub_host(tmp_path / "host", ssm)
     if is_rke2(case):
         # RKE2 puts its kubectl in its data dir when it starts (the stub answers for it).

@@ -53,6 +53,8 @@ EXAMPLES = {
     "kubeflow.katib.mysql.storageClass": "nfs",
     "kubeflow.katib.mysql.storageSize": "10Gi",
     "kubeflow.pipelines.mysql.storageClass": "nfs",
+    "backup.path": "/mnt/backups",
+    "backup.schedule": "*-*-* 03:30:00",
     "kubeflow.pipelines.mysql.storageSize": "20Gi",
     "kubeflow.source.path": "/opt/kubeflow-manifests",
     "kubeflow.source.ref": "v1.11.0",

@@ -111,11 +111,11 @@ def test_lab_access_objects_pass_kubernetes_validate_strict(tmp_path):
     lab = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "lab"))
     write_artifacts(lab, tmp_path / "lab")
     manifests = validate_manifests(lab, tmp_path / "lab", validate)
-    kinds = {path.name.split("-")[1] for path in manifests}
+    kinds = {path.name.split("-")[0] for path in manifests}
     assert {"namespace", "resourcequota", "limitrange", "rolebinding",
             "clusterrolebinding"} <= kinds
     # The job kinds' roles the built-in roles aggregate (MPIJob, and Trainer with Kubeflow).
-    names = {path.name.split("-", 1)[1] for path in manifests}
+    names = {path.name for path in manifests}
     assert {f"clusterrole-gpu-cluster-{kind}-{role}.yaml" for kind in ("mpijobs", "trainjobs")
             for role in ("edit", "view")} <= names
 

@@ -68,8 +68,8 @@ def test_the_controller_installs_itself_at_boot_with_the_programs_ca(dev):
     scripts = boot_scripts_of(instance.inputs["userDataBase64"])
     assert [step_inputs(s)["GPU_CLUSTER_STEP"] for s in scripts] == [
         "install-ssh-host-key", "prepare-host", "reboot-if-needed", "verify-boot",
-        "install-controller"]
-    install = step_inputs(scripts[-1])
+        "install-controller", "install-backup"]
+    install = step_inputs(scripts[-2])
     assert install["K0S_CA_KEY"] == ""
     assert install["K0S_CA_KEY_SSM_PARAMETER"] == "/gpu-cluster/dev/control-plane/ca-key"
     assert install["K0S_CA_CERT"] == ca_cert(dev)
@@ -187,8 +187,12 @@ def test_nvswitch_pools_check_the_images_fabric_manager_at_boot(dev):
 def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
     parameters = {p.inputs["name"]: p for p in dev.of_type("aws:ssm/parameter:Parameter")}
     tokens = {f"/gpu-cluster/dev/{p}/join-token" for p in ("a10g", "h100", "cpu")}
+    # The backups' install step, too large for user data (components/kubernetes/backups.py).
+    backup_step = {name for name in parameters if name.startswith(
+        "/gpu-cluster/dev/control-plane/backup-step-")}
+    assert backup_step
     controller = {"/gpu-cluster/dev/control-plane/ca-key",
-                  "/gpu-cluster/dev/control-plane/ssh-host-key"}
+                  "/gpu-cluster/dev/control-plane/ssh-host-key", *backup_step}
     cleanup = "/gpu-cluster/dev/node-cleanup/kubeconfig"
     assert set(parameters) == tokens | controller | {cleanup}
     for parameter in parameters.values():
@@ -199,7 +203,9 @@ def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
         parameter = parameters[name]
         return aws_mocks.resource(parameter.type, parameter.name, parameter.inputs)[1]["arn"]
 
-    policies = dev.of_type("aws:iam/rolePolicy:RolePolicy")
+    # The controller's role may also put its backups (tests/stacks/test_backups.py).
+    policies = [p for p in dev.of_type("aws:iam/rolePolicy:RolePolicy")
+                if p.name != "dev-backup-writer"]
     assert len(policies) == 4
     reads = {"a10g": {"/gpu-cluster/dev/a10g/join-token", cleanup},
              "h100": {"/gpu-cluster/dev/h100/join-token", cleanup},

@@ -147,8 +147,9 @@ def test_cloud_pools_join_with_the_agent_token_from_ssm(cloud):
 def test_cloud_controller_reads_its_secrets_from_ssm(cloud):
     [instance] = cloud.of_type(INSTANCE)
     scripts = boot_scripts(instance.inputs["userDataBase64"])
-    install = step_inputs(scripts[-1])
+    install = step_inputs(scripts[-2])
     assert install["GPU_CLUSTER_STEP"] == "install-controller"
+    assert step_inputs(scripts[-1])["GPU_CLUSTER_STEP"] == "install-backup"
     for name, secret in (("RKE2_CA_KEY", "ca-key"), ("RKE2_TOKEN", "server-token"),
                          ("RKE2_AGENT_TOKEN", "agent-token")):
         assert install[name] == ""

@@ -1,0 +1,99 @@
+"""usage: s3-object.py put REGION BUCKET KEY FILE   upload FILE as object KEY
+
+S3 PutObject with the EC2 instance's own role (IMDSv2), standard library only: images that
+run our steps have python3, not the AWS CLI. The role's credentials and the HTTP calls are
+ssm-parameter.py's (the copy the instance's boot keeps, or SSM_CLIENT): one client of the
+instance metadata service. The bucket encrypts the object (its default encryption); with
+versioning on, a PUT to the same key adds a version. Errors go to stderr (AWS's error
+body names the problem). Exit 1 on any failure, 2 on a usage error. S3_ENDPOINT_URL
+(path-style, e.g. http://127.0.0.1:5000) overrides the endpoint (tests, VPC endpoints).
+"""
+
+import datetime
+import hashlib
+import hmac
+import importlib.util
+import os
+import sys
+import urllib.parse
+
+SSM_CLIENT = os.environ.get("SSM_CLIENT", "/var/lib/gpu-cluster/boot/ssm-parameter.py")
+
+
+def ssm_client():
+    """ssm-parameter.py as a module."""
+    spec = importlib.util.spec_from_file_location("ssm_parameter", SSM_CLIENT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def object_url(region, bucket, key):
+    """(URL, host, path) of object KEY: virtual-hosted style on AWS, path style on an
+    endpoint given in S3_ENDPOINT_URL."""
+    quoted = urllib.parse.quote(key, safe="/-_.~")
+    endpoint = os.environ.get("S3_ENDPOINT_URL")
+    if endpoint:
+        path = f"/{bucket}/{quoted}"
+        base = endpoint.rstrip("/")
+    else:
+        path = f"/{quoted}"
+        base = f"https://{bucket}.s3.{region}.amazonaws.com"
+    return base + path, urllib.parse.urlsplit(base).netloc, path
+
+
+def signed_put_headers(credentials, region, host, path, payload_hash, now, sign):
+    """AWS Signature Version 4 headers of an S3 PUT to `path` (no query); `sign` is
+    ssm-parameter.py's HMAC-SHA256 (key, text) -> digest."""
+    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+    date = amz_date[:8]
+    # urllib would send a PUT's body as a form (application/x-www-form-urlencoded).
+    headers = {"content-type": "application/octet-stream", "host": host,
+               "x-amz-content-sha256": payload_hash, "x-amz-date": amz_date}
+    if credentials.get("Token"):
+        headers["x-amz-security-token"] = credentials["Token"]
+    names = sorted(headers)
+    canonical = "\n".join(["PUT", path, "",
+                           "".join(f"{name}:{headers[name]}\n" for name in names),
+                           ";".join(names), payload_hash])
+    scope = f"{date}/{region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
+                         hashlib.sha256(canonical.encode()).hexdigest()])
+    key = sign(("AWS4" + credentials["SecretAccessKey"]).encode(), date)
+    for part in (region, "s3", "aws4_request"):
+        key = sign(key, part)
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={credentials['AccessKeyId']}/{scope}, "
+        f"SignedHeaders={';'.join(names)}, Signature={signature}")
+    return headers
+
+
+def put(region, bucket, key, file):
+    client = ssm_client()
+    with open(file, "rb") as stream:
+        body = stream.read()
+    url, host, path = object_url(region, bucket, key)
+    headers = signed_put_headers(client.instance_credentials(), region, host, path,
+                                 hashlib.sha256(body).hexdigest(),
+                                 datetime.datetime.now(datetime.timezone.utc), client._hmac)
+    try:
+        client.http("PUT", url, headers, body)
+    except client.HttpError as error:
+        raise OSError(str(error)) from None
+
+
+def main(argv):
+    if len(argv) != 6 or argv[1] != "put":
+        print(__doc__.split("\n\n")[0], file=sys.stderr)
+        return 2
+    try:
+        put(*argv[2:])
+    except (OSError, ValueError, KeyError, IndexError) as error:
+        print(f"{type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

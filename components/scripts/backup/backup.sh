@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One snapshot of the control plane's state, kept outside the controller: run by
+# gpu-cluster-backup.service at the times of its timer, or `systemctl start gpu-cluster-backup`.
+set -euo pipefail
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=backup}"
+
+# install-backup installs it with the distribution's cluster_state_snapshot
+# (components/scripts/<distribution>/cluster-state.sh) ahead of it.
+#
+# Settings (environment, from /etc/gpu-cluster/backup.env; see backup/lib.sh):
+#   BACKUP_STORE      s3: PUT to s3://BACKUP_BUCKET/BACKUP_OBJECT with the instance's role
+#                     (S3_CLIENT, s3-object.py), a new version each time: the bucket keeps
+#                     BACKUP_RETENTION of them and encrypts them (its lifecycle and default
+#                     encryption); nfs: the folder BACKUP_DIR of the NFS export
+#                     BACKUP_NFS_SOURCE; path: the folder BACKUP_DIR on the controller.
+#                     In both, files BACKUP_NAME-<UTC time>-<snapshot>.enc, encrypted with
+#                     the key in /etc/gpu-cluster/backup.key, the newest BACKUP_RETENTION kept.
+
+# encrypt_into FILE FOLDER NAME: FILE encrypted as FOLDER/NAME; a file only appears
+# complete (written under a temporary name, then renamed).
+encrypt_into() {
+  local partial="$2/.$3.partial"
+  # AES-256 with a key derived from the key file's secret by PBKDF2; `openssl enc -d` with
+  # the same options decrypts (backup/restore.sh).
+  openssl enc -aes-256-cbc -pbkdf2 -iter 200000 -salt -in "$1" -out "$partial" \
+    -pass "file:$ROOT$BACKUP_KEY_FILE" ||
+    { rm -f -- "$partial"; die "could not encrypt the snapshot into $2"; }
+  mv -f -- "$partial" "$2/$3"
+}
+
+# prune FOLDER: removes all but the newest BACKUP_RETENTION snapshots of this cluster
+# (their names sort by time).
+prune() {
+  local -a kept=()
+  local file
+  mapfile -t kept < <(find "$1" -maxdepth 1 -type f -name "$BACKUP_NAME-*.enc" -printf '%f\n' | sort -r)
+  for file in "${kept[@]:BACKUP_RETENTION}"; do
+    rm -f -- "${1:?}/$file"
+    log "changed: removed $file (over the $BACKUP_RETENTION kept)"
+  done
+}
+
+# keep_in SNAPSHOT NAME FOLDER: the snapshot encrypted into FOLDER, then the old ones pruned.
+keep_in() {
+  encrypt_into "$1" "$3" "$2"
+  log "changed: kept $2 in $(backup_location)"
+  prune "$3"
+}
+
+backup_location() {
+  case "$BACKUP_STORE" in
+    s3) printf 's3://%s/%s' "$BACKUP_BUCKET" "$BACKUP_OBJECT" ;;
+    nfs) printf '%s/%s' "$BACKUP_NFS_SOURCE" "$BACKUP_DIR" ;;
+    path) printf '%s' "$BACKUP_DIR" ;;
+  esac
+}
+
+main() {
+  local snapshot name
+  load_backup_settings
+  if backup_encrypted "$BACKUP_STORE" && [[ ! -s "$ROOT$BACKUP_KEY_FILE" ]]; then
+    die "no encryption key in $BACKUP_KEY_FILE: has \`pulumi up\` run the install-backup step?"
+  fi
+  make_temp_dir
+  snapshot="$(cluster_state_snapshot "$TEMP_DIR")" || die "could not take a snapshot"
+  name="$BACKUP_NAME-$(date -u +%Y%m%dT%H%M%SZ)-${snapshot##*/}.enc"
+  case "$BACKUP_STORE" in
+    s3)
+      python3 "$ROOT$S3_CLIENT" put "$AWS_REGION" "$BACKUP_BUCKET" "$BACKUP_OBJECT" "$snapshot" ||
+        die "could not upload the snapshot to $(backup_location)"
+      log "changed: uploaded ${snapshot##*/} to $(backup_location)"
+      ;;
+    nfs | path) with_backup_folder keep_in "$snapshot" "$name" ;;
+  esac
+}
+
+main "$@"

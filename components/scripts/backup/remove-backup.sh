@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Undoes install-backup: no more scheduled snapshots. The snapshots already kept, and the
+# key they are encrypted with (/etc/gpu-cluster/backup.key), stay.
+set -euo pipefail
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=install-backup}"
+
+UNIT=gpu-cluster-backup
+
+main() {
+  local path changed=0
+  if [[ -f "$ROOT/etc/systemd/system/$UNIT.timer" ]]; then
+    systemctl disable --now "$UNIT.timer" >&2 || warn "could not stop $UNIT.timer"
+  fi
+  for path in "/etc/systemd/system/$UNIT.timer" "/etc/systemd/system/$UNIT.service" \
+    "$BACKUP_LIB_DIR/backup.sh" "$BACKUP_LIB_DIR/s3-object.py" /usr/local/sbin/gpu-cluster-restore \
+    "$BACKUP_ENV_FILE"; do
+    remove_file "$path"
+    changed=$((changed | FILE_CHANGED))
+  done
+  if ((changed)); then
+    systemd_reload
+    log "changed: removed the scheduled snapshots (the kept ones and their key stay)"
+  else
+    log "unchanged: no scheduled snapshots"
+  fi
+}
+
+main "$@"

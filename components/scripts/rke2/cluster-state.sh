@@ -1,0 +1,29 @@
+# shellcheck shell=bash
+# The control plane's state as RKE2 backs it up and restores it, for backup/backup.sh and
+# backup/restore.sh: an on-demand etcd snapshot (`rke2 etcd-snapshot save`), restored by
+# resetting the cluster to it (`rke2 server --cluster-reset --cluster-reset-restore-path`
+# with rke2-server stopped; https://docs.rke2.io/backup_restore). RKE2 encrypts
+# the snapshot's bootstrap data with the server token, which install-server keeps in its
+# config: restore on a server `pulumi up` installed.
+
+CLUSTER_STATE_SERVICE=rke2-server
+CLUSTER_STATE_SNAPSHOT_NAME=gpu-cluster
+
+# cluster_state_snapshot DIR: a new snapshot in the empty folder DIR; prints its path.
+cluster_state_snapshot() {
+  local file
+  # Named <name>-<node>-<unix time> (RKE2's scheduled ones keep their own folder).
+  rke2 etcd-snapshot save --name "$CLUSTER_STATE_SNAPSHOT_NAME" --dir "$1" >&2
+  file="$(find "$1" -maxdepth 1 -type f -name "$CLUSTER_STATE_SNAPSHOT_NAME-*" -print -quit)"
+  [[ -n "$file" ]] || die "rke2 etcd-snapshot save wrote no $CLUSTER_STATE_SNAPSHOT_NAME-* to $1"
+  printf '%s\n' "$file"
+}
+
+# cluster_state_restore FILE: the server's etcd from snapshot FILE. RKE2 moves the etcd
+# data in place aside to server/db/etcd-old-<date> itself.
+cluster_state_restore() {
+  systemctl stop "$CLUSTER_STATE_SERVICE"
+  rke2 server --cluster-reset --cluster-reset-restore-path="$1" >&2
+  systemctl start "$CLUSTER_STATE_SERVICE"
+  log "changed: restored the control plane from $1; rke2-server started"
+}

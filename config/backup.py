@@ -1,0 +1,120 @@
+"""`gpu-cluster:backup`: scheduled snapshots of the control plane's state, kept outside the
+controller, and where they go on each layout."""
+
+import re
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
+
+from pydantic import AfterValidator, Field
+
+from config.model_base import Section
+from config.problems import Problem
+from config.types import AbsolutePath
+
+if TYPE_CHECKING:  # config/partial.py imports config/model.py, which imports this
+    from config.partial import PartialConfig
+
+# systemd.time(7) "Calendar Events": the shorthands, and `[WEEKDAYS] [DATE] TIME [UTC]`
+# with `*`, lists (`,`), ranges (`..`) and repetitions (`/`) in each field. A subset:
+# what a backup schedule needs, every character of it safe on a unit's line.
+_SHORTHANDS = ("minutely", "hourly", "daily", "weekly", "monthly", "quarterly",
+               "semiannually", "yearly", "annually")
+_DAY_NAME = r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_DAYS = rf"{_DAY_NAME}(\.\.{_DAY_NAME})?(,{_DAY_NAME}(\.\.{_DAY_NAME})?)*"
+_VALUE = r"\d{1,4}(\.\.\d{1,4})?(/\d{1,4})?"
+_FIELD = rf"(\*(/\d{{1,4}})?|{_VALUE}(,{_VALUE})*)"
+_CALENDAR = re.compile(
+    rf"(?:(?P<days>{_DAYS}) )?"
+    rf"(?:(?P<date>{_FIELD}-{_FIELD}(-{_FIELD})?) )?"
+    rf"(?P<time>{_FIELD}:{_FIELD}(:{_FIELD})?)"
+    r"(?: UTC)?")
+# Range of each field, in the order they are written.
+_DATE_RANGES = ((1970, 2199), (1, 12), (1, 31))
+_TIME_RANGES = ((0, 23), (0, 59), (0, 59))
+
+
+def _numbers_within(text: str, ranges: tuple) -> bool:
+    fields = text.split("-" if "-" in text else ":")
+    if len(fields) == 2 and ranges is _DATE_RANGES:
+        ranges = ranges[1:]  # MONTH-DAY
+    for field, (low, high) in zip(fields, ranges):
+        for value in re.split(r"[,.]+", field):
+            number, _, step = value.partition("/")
+            if number != "*" and not low <= int(number) <= high:
+                return False
+            if step and int(step) == 0:
+                return False
+    return True
+
+
+def _on_calendar(value: str) -> str:
+    match = _CALENDAR.fullmatch(value)
+    if value in _SHORTHANDS or (
+            match and _numbers_within(match["time"], _TIME_RANGES)
+            and (match["date"] is None or _numbers_within(match["date"], _DATE_RANGES))):
+        return value
+    raise ValueError(f"'{value}' is not a systemd calendar event like 'daily' or "
+                     "'*-*-* 03:00:00' (systemd.time(7); check one with `systemd-analyze "
+                     "calendar`)")
+
+
+OnCalendar = Annotated[str, AfterValidator(_on_calendar)]
+# S3 keeps at most 100 noncurrent versions by count (NewerNoncurrentVersions, "up to
+# 100", https://docs.aws.amazon.com/AmazonS3/latest/API/API_NoncurrentVersionExpiration.html).
+MAX_RETENTION = 101
+
+
+class BackupSettings(Section):
+    # Unset: on wherever there is a place outside the controller to keep them (S3 on the
+    # AWS layouts; on bare metal `path`, or the NFS export of a server other than it).
+    enabled: Optional[bool] = None
+    # When a snapshot is taken, as systemd's OnCalendar= (the controller's time zone).
+    schedule: OnCalendar = "*-*-* 03:30:00"
+    # How many snapshots are kept.
+    retention: int = Field(default=7, ge=1, le=MAX_RETENTION)
+    # Bare metal: a folder on the controller to keep them in (off-host storage mounted
+    # there); the default is the NFS export's folder BACKUP_FOLDER.
+    path: Optional[AbsolutePath] = None
+
+
+# The folder of the NFS export the snapshots go to.
+BACKUP_FOLDER = "gpu-cluster-backups"
+Store = Literal["s3", "nfs", "path"]
+
+
+def backup_store(layout: Optional[str], backup: BackupSettings, storage,
+                 controller: Optional[str]) -> Optional[Store]:
+    """Where the snapshots go, or None when backups are off: S3 on the AWS layouts; on
+    bare metal `backup.path`, else the NFS export when another machine serves it."""
+    if backup.enabled is False:
+        return None
+    if layout in ("hybrid", "cloud"):
+        return "s3"
+    if backup.path is not None:
+        return "path"
+    nfs = storage.nfs if storage is not None else None
+    if nfs is not None and (nfs.server is not None or nfs.host != controller):
+        return "nfs"
+    return None
+
+
+def backup_checks(cfg: "PartialConfig") -> list[Problem]:
+    backup = cfg.backup
+    if backup is None or not cfg.all_hosts_parsed:
+        return []
+    problems = []
+    if backup.path is not None and cfg.layout in ("hybrid", "cloud"):
+        problems.append(Problem("backup.path", "is for bare metal; on the AWS layouts the "
+                                "snapshots go to an S3 bucket the program creates"))
+    controller = next((host.name for _, host in cfg.hosts if host.runs_control_plane), None)
+    store = backup_store(cfg.layout, backup, cfg.storage, controller)
+    if store == "nfs" and cfg.tuning is not None and not cfg.tuning.install_nfs_client:
+        problems.append(Problem("backup", "the snapshots go to the NFS export, which the "
+                                "controller mounts with the NFS client that "
+                                "tuning.installNfsClient: false leaves out; set backup.path "
+                                "or backup.enabled: false, or install the client"))
+    if backup.enabled and cfg.layout == "bare-metal" and store is None:
+        problems.append(Problem("backup.enabled", "there is nowhere outside the controller "
+                                "to keep the snapshots: set backup.path (a folder on the "
+                                "controller where other storage is mounted) or storage.nfs "
+                                "on a server other than the controller"))
+    return problems

@@ -1,0 +1,130 @@
+"""gpu-cluster:backup: the schedule is a calendar event systemd itself accepts, every
+problem is named by its key and reported at once, and where the snapshots go on each
+layout (config/backup.py backup_store)."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from config import ConfigError, load
+from config.backup import BackupSettings, backup_store
+from config.model import NfsBackend, StorageSettings
+from tests.conftest import as_cli_config, bare_metal_config, cloud_config, hybrid_config
+
+ACCEPTED = ["*-*-* 03:30:00", "daily", "hourly", "Mon..Fri 02:00", "Sat,Sun *-*-* 04:15:00 UTC",
+            "*-*-01 00:00", "*-*-* 00/6:00:00", "*:0/15", "12-31 23:59:59"]
+REFUSED = ["*-*-* 25:00", "*-13-01 00:00", "*:60", "*-*-* 03:30:00; rm -rf /",
+           "*-*-* 03:30:00\nExecStart=/bin/sh", "every day", "", "*-*-* 03:00 Europe/Berlin%n",
+           "00/0:00"]
+
+
+def problems_of(values: dict) -> list:
+    file = as_cli_config(values)
+    with pytest.raises(ConfigError) as error:
+        load(file.config, file.secret_keys, file.stack)
+    return [(p.path, p.message) for p in error.value.problems]
+
+
+def loads(values: dict):
+    file = as_cli_config(values)
+    return load(file.config, file.secret_keys, file.stack)
+
+
+def systemd_accepts(schedule: str) -> bool:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    return subprocess.run([analyze, "calendar", schedule], capture_output=True,
+                          timeout=30).returncode == 0
+
+
+def test_the_default_schedule_is_one_systemd_accepts():
+    assert systemd_accepts(BackupSettings().schedule)
+
+
+@pytest.mark.parametrize("schedule", ACCEPTED)
+def test_an_accepted_schedule_is_one_systemd_accepts(schedule):
+    values = bare_metal_config()
+    values["backup"] = {"schedule": schedule, "path": "/mnt/backups"}
+    assert loads(values).backup.schedule == schedule
+    assert systemd_accepts(schedule)
+
+
+@pytest.mark.parametrize("schedule", REFUSED)
+def test_a_schedule_outside_the_grammar_is_refused_at_its_key(schedule):
+    values = bare_metal_config()
+    values["backup"] = {"schedule": schedule}
+    assert [path for path, _ in problems_of(values)] == ["backup.schedule"]
+
+
+@pytest.mark.parametrize("schedule", ["*-*-* 25:00", "*-13-01 00:00", "*:60", "every day"])
+def test_what_is_refused_for_its_values_systemd_refuses_too(schedule):
+    assert not systemd_accepts(schedule)
+
+
+def test_every_problem_of_the_section_is_reported_at_once():
+    values = hybrid_config()
+    values["backup"] = {"schedule": "soon", "retention": 0, "path": "relative/folder"}
+    paths = sorted(path for path, _ in problems_of(values))
+    assert paths == ["backup.path", "backup.retention", "backup.schedule"]
+
+
+@pytest.mark.parametrize("retention, ok", [(1, True), (101, True), (0, False), (102, False)])
+def test_retention_is_a_count_s3_can_keep(retention, ok):
+    values = cloud_config()
+    values["backup"] = {"retention": retention}
+    if ok:
+        assert loads(values).backup.retention == retention
+    else:
+        assert [path for path, _ in problems_of(values)] == ["backup.retention"]
+
+
+def test_a_path_is_for_bare_metal():
+    values = cloud_config()
+    values["backup"] = {"path": "/mnt/backups"}
+    [(path, message)] = problems_of(values)
+    assert path == "backup.path" and "S3 bucket" in message
+
+
+def test_enabled_without_a_place_outside_the_controller_is_refused():
+    values = bare_metal_config()  # NFS served by the controller itself
+    values["backup"] = {"enabled": True}
+    [(path, message)] = problems_of(values)
+    assert path == "backup.enabled" and "backup.path" in message
+
+
+def test_the_nfs_export_needs_the_nfs_client_on_the_controller():
+    values = bare_metal_config()
+    values["storage"] = {"nfs": {"server": "192.168.2.50"}}
+    values["tuning"] = {"installNfsClient": False}
+    [(path, message)] = problems_of(values)
+    assert path == "backup" and "tuning.installNfsClient" in message
+    values["backup"] = {"enabled": False}
+    assert loads(values).backup.enabled is False
+
+
+def test_unset_it_stays_off_where_there_is_nowhere_to_keep_them():
+    settings = loads(bare_metal_config())
+    assert backup_store(settings.layout, settings.backup, settings.storage,
+                        settings.controller.name) is None
+
+
+NFS_ON_CONTROLLER = StorageSettings(nfs=NfsBackend(host="controller"))
+NFS_ON_WORKER = StorageSettings(nfs=NfsBackend(host="gpu000"))
+NFS_SERVER = StorageSettings(nfs=NfsBackend(server="192.168.2.50"))
+
+
+@pytest.mark.parametrize("layout, backup, storage, store", [
+    ("cloud", {}, None, "s3"),
+    ("hybrid", {}, NFS_SERVER, "s3"),
+    ("hybrid", {"enabled": False}, None, None),
+    ("bare-metal", {}, NFS_ON_CONTROLLER, None),
+    ("bare-metal", {}, NFS_ON_WORKER, "nfs"),
+    ("bare-metal", {}, NFS_SERVER, "nfs"),
+    ("bare-metal", {"path": "/mnt/backups"}, NFS_ON_CONTROLLER, "path"),
+    ("bare-metal", {"path": "/mnt/backups"}, NFS_SERVER, "path"),
+    ("bare-metal", {"enabled": False}, NFS_SERVER, None),
+])
+def test_where_the_snapshots_go(layout, backup, storage, store):
+    assert backup_store(layout, BackupSettings(**backup), storage, "controller") == store

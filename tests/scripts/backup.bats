@@ -1,0 +1,301 @@
+#!/usr/bin/env bats
+# components/scripts/backup/: install-backup puts the timer, the backup command and
+# gpu-cluster-restore on the controller; the backup command keeps encrypted snapshots in a
+# folder (backup.path) or the NFS export and prunes them to the retention, or uploads to
+# S3; gpu-cluster-restore puts one back. k0s and RKE2 take and restore the snapshot
+# (<distribution>/cluster-state.sh): stubbed here, their own commands faked below.
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+SERVICE=/etc/systemd/system/gpu-cluster-backup.service
+TIMER=/etc/systemd/system/gpu-cluster-backup.timer
+COMMAND=/usr/local/lib/gpu-cluster/backup/backup.sh
+RESTORE=/usr/local/sbin/gpu-cluster-restore
+KEY_FILE=/etc/gpu-cluster/backup.key
+KEY=test-only-backup-key
+
+# command_text DISTRIBUTION NAME: the installed command, in the order of
+# components/kubernetes/backups.py command_text.
+command_text() {
+  cat "$SCRIPTS_DIR/lib.sh" "$SCRIPTS_DIR/backup/lib.sh" "$SCRIPTS_DIR/$1/cluster-state.sh" \
+    "$SCRIPTS_DIR/backup/$2.sh"
+}
+
+# fake NAME BODY: command NAME on PATH runs BODY (bash), logging its call as the stubs do.
+fake() {
+  rm -f "$BATS_TEST_TMPDIR/bin/$1"
+  printf '#!/usr/bin/env bash\nset -euo pipefail\nprintf "%%s\\n" "%s${*:+ $*}" >>"$STUB_CALLS"\n%s\n' \
+    "$1" "$2" >"$BATS_TEST_TMPDIR/bin/$1"
+  chmod +x "$BATS_TEST_TMPDIR/bin/$1"
+}
+
+setup() {
+  setup_host
+  mkdir -p "$STUB_STATE/export" "$STUB_STATE/s3"
+  # k0s backup writes a new archive each time; k0s restore records what it restored.
+  fake k0s '
+    n=$(($(cat "$STUB_STATE/snapshots" 2>/dev/null || echo 0) + 1)); echo $n >"$STUB_STATE/snapshots"
+    case "$1" in
+      backup) [[ -z "${STUB_SNAPSHOT_FAILS:-}" ]] || { echo "etcd: context deadline exceeded" >&2; exit 1; }
+        printf "k0s state %s\n" $n >"$3/k0s_backup_2026-11-23T03_30_0${n}Z.tar.gz" ;;
+      restore) cp "${!#}" "$STUB_STATE/restored" ;;
+    esac'
+  fake rke2 '
+    n=$(($(cat "$STUB_STATE/snapshots" 2>/dev/null || echo 0) + 1)); echo $n >"$STUB_STATE/snapshots"
+    case "$1 $2" in
+      "etcd-snapshot save") printf "etcd state %s\n" $n >"$6/$4-moscow-176386500$n" ;;
+      "server --cluster-reset") cp "${3#--cluster-reset-restore-path=}" "$STUB_STATE/restored" ;;
+    esac'
+  # The NFS export is a folder of the test; mounting links the mount point to it.
+  fake mount 'mp="${!#}"; rmdir -- "$mp"; ln -s "$STUB_STATE/export" "$mp"'
+  fake umount 'rm -- "${!#}"; mkdir -p -- "${!#}"'
+  fake mountpoint '[[ -L "${!#}" ]]'
+  fake python3 'mkdir -p "$STUB_STATE/s3/$4/${5%/*}"; cp "$6" "$STUB_STATE/s3/$4/$5"'
+  export BACKUP_SCHEDULE="*-*-* 03:30:00" BACKUP_RETENTION=3 BACKUP_NAME=lab \
+    CONTROLLER_SERVICE=k0scontroller.service
+  use_path_store k0s
+}
+
+# use_path_store DISTRIBUTION / use_nfs_store / use_s3_store: install-backup's inputs.
+use_path_store() {
+  export BACKUP_STORE=path BACKUP_DIR=/mnt/backups BACKUP_ENCRYPTION_KEY=$KEY \
+    BACKUP_SCRIPT="$(command_text "$1" backup)" RESTORE_SCRIPT="$(command_text "$1" restore)"
+}
+
+use_nfs_store() {
+  use_path_store k0s
+  export BACKUP_STORE=nfs BACKUP_NFS_SOURCE=192.168.2.50:/srv/nfs BACKUP_DIR=gpu-cluster-backups/lab \
+    BACKUP_NFS_OPTIONS=nfsvers=4.1,hard,timeo=600
+}
+
+use_s3_store() {
+  export BACKUP_STORE=s3 BACKUP_BUCKET=research-backups-0123456789 \
+    BACKUP_OBJECT=research/control-plane/snapshot AWS_REGION=eu-central-1 \
+    S3_CLIENT=/usr/local/lib/gpu-cluster/backup/s3-object.py \
+    SSM_CLIENT=/var/lib/gpu-cluster/boot/ssm-parameter.py \
+    S3_CLIENT_SCRIPT="$(<"$SCRIPTS_DIR/aws/s3-object.py")" CONTROLLER_SERVICE=rke2-server.service \
+    BACKUP_SCRIPT="$(command_text rke2 backup)" RESTORE_SCRIPT="$(command_text rke2 restore)"
+  unset BACKUP_ENCRYPTION_KEY BACKUP_DIR
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/boot"
+  cp "$SCRIPTS_DIR/ssm-parameter.py" "$GPU_CLUSTER_ROOT$SSM_CLIENT"
+}
+
+# run_installed COMMAND [ARGS]: an installed command as systemd (or an admin) runs it: its
+# settings from the file install-backup wrote, not from the test's environment.
+run_installed() {
+  local command=$1
+  shift
+  run env -u BACKUP_STORE -u BACKUP_DIR -u BACKUP_NAME -u BACKUP_RETENTION \
+    GPU_CLUSTER_STEP="${STEP:-backup}" bash "$GPU_CLUSTER_ROOT$command" "$@"
+}
+
+# kept: the snapshot files in the folder of the store, oldest first.
+kept() {
+  find "$GPU_CLUSTER_ROOT/mnt/backups" "$STUB_STATE/export" -type f -name 'lab-*.enc' -printf '%f\n' 2>/dev/null | sort
+}
+
+decrypted() {
+  openssl enc -d -aes-256-cbc -pbkdf2 -iter 200000 -in "$1" -pass "pass:$KEY"
+}
+
+@test "install-backup: installs the commands, the settings, the key and a timer systemd accepts" {
+  run_script backup/install-backup.sh
+  assert_success
+  assert_mode "$COMMAND" 700
+  assert_mode "$RESTORE" 700
+  assert_mode "$KEY_FILE" 600
+  assert_file "$KEY_FILE" "$KEY"
+  assert_mode /etc/gpu-cluster/backup.env 600
+  grep -qx 'BACKUP_DIR=/mnt/backups' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/backup.env"
+  refute_file_contains "$GPU_CLUSTER_ROOT/etc/gpu-cluster/backup.env" "$KEY"
+  grep -qx 'OnCalendar=\*-\*-\* 03:30:00' "$GPU_CLUSTER_ROOT$TIMER"
+  grep -qx 'After=k0scontroller.service network-online.target' "$GPU_CLUSTER_ROOT$SERVICE"
+  assert_unit_verifies "$SERVICE" "$COMMAND"
+  assert_unit_verifies "$TIMER"
+  assert_call_order '^systemctl daemon-reload$' '^systemctl restart gpu-cluster-backup.timer$'
+  assert_called '^systemctl enable gpu-cluster-backup.timer$'
+  assert_output_contains "gpu-cluster: moscow: install-backup: changed: gpu-cluster-backup.timer starts a snapshot at '*-*-* 03:30:00'"
+}
+
+@test "install-backup: a second run changes nothing; a new schedule restarts the timer" {
+  run_script backup/install-backup.sh
+  assert_success
+  assert_idempotent backup/install-backup.sh
+  assert_output_contains "unchanged: gpu-cluster-backup.timer is enabled and running"
+  reset_calls
+  BACKUP_SCHEDULE=daily run_script backup/install-backup.sh
+  assert_success
+  grep -qx 'OnCalendar=daily' "$GPU_CLUSTER_ROOT$TIMER"
+  assert_called '^systemctl restart gpu-cluster-backup.timer$'
+}
+
+@test "install-backup: names every bad input at once, with host and step, changing nothing" {
+  BACKUP_SCHEDULE=$'daily\nExecStart=/bin/sh' BACKUP_RETENTION=0 BACKUP_DIR=relative \
+    BACKUP_ENCRYPTION_KEY='' run_script backup/install-backup.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: install-backup:" "BACKUP_ENCRYPTION_KEY" \
+    "BACKUP_RETENTION must be a count" "BACKUP_DIR is not valid" "BACKUP_SCHEDULE is not a calendar event"
+  [ ! -e "$GPU_CLUSTER_ROOT$TIMER" ]
+  assert_no_state_changes
+}
+
+@test "backup: keeps an encrypted snapshot in backup.path" {
+  run_script backup/install-backup.sh
+  run_installed "$COMMAND"
+  assert_success
+  [ "$(kept | wc -l)" = 1 ]
+  file="$GPU_CLUSTER_ROOT/mnt/backups/$(kept)"
+  [[ "$(kept)" =~ ^lab-[0-9]{8}T[0-9]{6}Z-k0s_backup_.*\.tar\.gz\.enc$ ]]
+  refute_file_contains "$file" "k0s state 1"
+  [ "$(decrypted "$file")" = "k0s state 1" ]
+  assert_called '^k0s backup --save-path '
+  assert_output_contains "gpu-cluster: moscow: backup: changed: kept lab-"
+}
+
+@test "backup: keeps the newest retention snapshots and removes older ones" {
+  run_script backup/install-backup.sh
+  for _ in 1 2 3 4 5; do
+    run_installed "$COMMAND"
+    assert_success
+  done
+  [ "$(kept | wc -l)" = 3 ]
+  [ "$(decrypted "$GPU_CLUSTER_ROOT/mnt/backups/$(kept | tail -n 1)")" = "k0s state 5" ]
+  [ "$(decrypted "$GPU_CLUSTER_ROOT/mnt/backups/$(kept | head -n 1)")" = "k0s state 3" ]
+  assert_output_contains "changed: removed lab-"
+}
+
+@test "backup: a snapshot that fails names host and step and keeps nothing" {
+  run_script backup/install-backup.sh
+  STUB_SNAPSHOT_FAILS=1 run_installed "$COMMAND"
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: backup: could not take a snapshot"
+  [ -z "$(kept)" ]
+}
+
+@test "backup: without the key it refuses, naming the step that installs it" {
+  run_script backup/install-backup.sh
+  rm "$GPU_CLUSTER_ROOT$KEY_FILE"
+  run_installed "$COMMAND"
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: backup: no encryption key in $KEY_FILE" "install-backup"
+  refute_called '^k0s backup'
+}
+
+@test "backup: to the NFS export, mounted for the copy only" {
+  use_nfs_store
+  run_script backup/install-backup.sh
+  assert_success
+  run_installed "$COMMAND"
+  assert_success
+  assert_called '^mount -t nfs -o nfsvers=4.1,hard,timeo=600 192.168.2.50:/srv/nfs .*/run/gpu-cluster/backup-mount$'
+  assert_called '^umount '
+  [ "$(find "$STUB_STATE/export/gpu-cluster-backups/lab" -name 'lab-*.enc' | wc -l)" = 1 ]
+  [ ! -L "$GPU_CLUSTER_ROOT/run/gpu-cluster/backup-mount" ]
+}
+
+@test "backup: RKE2's etcd snapshot uploaded to S3 with the instance's role" {
+  use_s3_store
+  run_script backup/install-backup.sh
+  assert_success
+  assert_file "$S3_CLIENT" "$(<"$SCRIPTS_DIR/aws/s3-object.py")"
+  [ ! -e "$GPU_CLUSTER_ROOT$KEY_FILE" ]
+  run_installed "$COMMAND"
+  assert_success
+  assert_called "^rke2 etcd-snapshot save --name gpu-cluster --dir "
+  assert_called "^python3 $GPU_CLUSTER_ROOT$S3_CLIENT put eu-central-1 research-backups-0123456789 research/control-plane/snapshot "
+  [ "$(<"$STUB_STATE/s3/research-backups-0123456789/research/control-plane/snapshot")" = "etcd state 1" ]
+}
+
+@test "install-backup: S3 needs the SSM client the instance's boot keeps" {
+  use_s3_store
+  rm "$GPU_CLUSTER_ROOT$SSM_CLIENT"
+  run_script backup/install-backup.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: install-backup: no $SSM_CLIENT"
+}
+
+@test "gpu-cluster-restore: restores the newest snapshot (k0s), backups paused meanwhile" {
+  run_script backup/install-backup.sh
+  for _ in 1 2; do run_installed "$COMMAND"; done
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s/pki"
+  reset_calls
+  STEP=restore run_installed "$RESTORE" --yes latest
+  assert_success
+  [ "$(<"$STUB_STATE/restored")" = "k0s state 2" ]
+  [ -d "$(echo "$GPU_CLUSTER_ROOT"/var/lib/k0s.before-restore-*/pki)" ]
+  assert_call_order '^systemctl stop gpu-cluster-backup.timer$' '^systemctl stop k0scontroller$'
+  assert_call_order '^k0s restore --config-out ' '^systemctl start k0scontroller$'
+  assert_called '^systemctl start gpu-cluster-backup.timer$'
+  assert_output_contains "gpu-cluster: moscow: restore: changed: moved /var/lib/k0s aside"
+}
+
+@test "gpu-cluster-restore: a given RKE2 snapshot resets the cluster to it" {
+  use_s3_store
+  run_script backup/install-backup.sh
+  printf 'etcd state 9\n' >"$BATS_TEST_TMPDIR/downloaded"
+  STEP=restore run_installed "$RESTORE" --yes "$BATS_TEST_TMPDIR/downloaded"
+  assert_success
+  assert_call_order '^systemctl stop rke2-server$' "^rke2 server --cluster-reset --cluster-reset-restore-path=$BATS_TEST_TMPDIR/downloaded$"
+  assert_called '^systemctl start rke2-server$'
+  [ "$(<"$STUB_STATE/restored")" = "etcd state 9" ]
+}
+
+@test "gpu-cluster-restore: refuses without --yes, and a snapshot of another key" {
+  run_script backup/install-backup.sh
+  run_installed "$COMMAND"
+  STEP=restore run_installed "$RESTORE" latest
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: restore: restoring replaces the cluster's state" "--yes"
+  printf '%s' "another-stacks-key" >"$GPU_CLUSTER_ROOT$KEY_FILE"
+  STEP=restore run_installed "$RESTORE" --yes latest
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: restore: could not decrypt"
+  refute_called '^systemctl stop k0scontroller'
+  [ ! -e "$STUB_STATE/restored" ]
+}
+
+@test "gpu-cluster-restore: --list names the snapshots, newest first" {
+  run_script backup/install-backup.sh
+  for _ in 1 2; do run_installed "$COMMAND"; done
+  STEP=restore run_installed "$RESTORE" --list
+  assert_success
+  [ "$(grep -c '^lab-' <<<"$output")" = 2 ]
+  [ "$(grep '^lab-' <<<"$output" | head -n 1)" = "$(kept | tail -n 1)" ]
+}
+
+@test "remove-backup: stops the timer and removes the commands; the key and snapshots stay" {
+  run_script backup/install-backup.sh
+  run_installed "$COMMAND"
+  run_script backup/remove-backup.sh
+  assert_success
+  assert_called '^systemctl disable --now gpu-cluster-backup.timer$'
+  [ ! -e "$GPU_CLUSTER_ROOT$TIMER" ] && [ ! -e "$GPU_CLUSTER_ROOT$COMMAND" ]
+  assert_file "$KEY_FILE" "$KEY"
+  [ "$(kept | wc -l)" = 1 ]
+  assert_idempotent backup/remove-backup.sh
+}
+
+@test "run-step-from-ssm: runs the envelope kept in SSM parameters, in order" {
+  ln -sf "$TESTS_DIR/stubs/stub" "$BATS_TEST_TMPDIR/bin/python3"
+  export_ssm_reader
+  export AWS_REGION=eu-central-1
+  printf '#!/bin/bash\ncase "$1" in create) echo "ran $GPU_CLUSTER_STEP on $GPU_CLUSTER_HOST" >"%s/ran" ;; esac\n' \
+    "$STUB_STATE" >"$BATS_TEST_TMPDIR/envelope"
+  encoded="$(gzip -c "$BATS_TEST_TMPDIR/envelope" | base64 -w0)"
+  ssm_parameter eu-central-1 /gpu-cluster/dev/control-plane/backup-step-0 "${encoded:0:20}"
+  ssm_parameter eu-central-1 /gpu-cluster/dev/control-plane/backup-step-1 "${encoded:20}"
+  GPU_CLUSTER_STEP=install-backup STEP_ENVELOPE_SSM_PARAMETERS="/gpu-cluster/dev/control-plane/backup-step-0 /gpu-cluster/dev/control-plane/backup-step-1" \
+    run_script aws/run-step-from-ssm.sh
+  assert_success
+  [ "$(<"$STUB_STATE/ran")" = "ran install-backup on moscow" ]
+}
+
+@test "run-step-from-ssm: a bad parameter name fails naming host and step" {
+  export_ssm_reader
+  export AWS_REGION=eu-central-1
+  GPU_CLUSTER_STEP=install-backup STEP_ENVELOPE_SSM_PARAMETERS="not a/parameter name!" \
+    run_script aws/run-step-from-ssm.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: install-backup:" "is not an SSM parameter name"
+}

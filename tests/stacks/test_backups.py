@@ -1,0 +1,184 @@
+"""Scheduled snapshots of the control plane through the offline preview, on each layout:
+where they go (the stack output backupLocation), the step that installs them on the
+controller and when it runs, the S3 bucket private and encrypted with its retention, the
+controller's role allowed to put its own snapshots only, and the key of the snapshots kept
+off AWS a secret."""
+
+import base64
+import os
+import copy
+import gzip
+import json
+
+import pytest
+from pulumi.runtime import rpc
+
+from components.aws.boot import boot_scripts
+from preview.engine import run_program, unwrap_secrets
+from preview.report import step_inputs
+from preview.stack_file import read_stack
+from tests.conftest import PROJECT_DIR, bare_metal_config, preview
+
+COMMAND = "command:remote:Command"
+BUCKET = "aws:s3/bucket:Bucket"
+
+
+@pytest.fixture(scope="module")
+def stacks():
+    return {stack: run_program(PROJECT_DIR, read_stack(PROJECT_DIR, stack))
+            for stack in ("lab", "prod", "dev", "rke2")}
+
+
+def bare_metal(**changes) -> dict:
+    values = copy.deepcopy(bare_metal_config())
+    values.update(changes)
+    return values
+
+
+def install_step(plan):
+    [step] = [r for r in plan.of_type(COMMAND) if r.name.endswith("-install-backup")]
+    return step, step_inputs(unwrap_secrets(step.inputs["stdin"]))
+
+
+def test_bare_metal_keeps_them_encrypted_in_the_nfs_export_of_another_machine():
+    plan = preview(bare_metal(storage={"nfs": {"server": "192.168.2.50", "path": "/export"}}))
+    step, inputs = install_step(plan)
+    assert step.name == "controller-install-backup"
+    assert inputs["BACKUP_STORE"] == "nfs"
+    assert inputs["BACKUP_NFS_SOURCE"] == "192.168.2.50:/export"
+    assert inputs["BACKUP_DIR"] == "gpu-cluster-backups/test"
+    assert inputs["BACKUP_NFS_OPTIONS"] == "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2"
+    assert inputs["BACKUP_SCHEDULE"] == "*-*-* 03:30:00" and inputs["BACKUP_RETENTION"] == "7"
+    assert plan.outputs["backupLocation"][0] == "nfs://192.168.2.50/export/gpu-cluster-backups/test"
+    # The key is the program's, a secret: in the step's stdin (secret) only.
+    [key] = [r for r in plan.of_type("random:index/randomBytes:RandomBytes")
+             if r.name == "test-backup-key"]
+    assert inputs["BACKUP_ENCRYPTION_KEY"] in plan.secrets
+    assert len(inputs["BACKUP_ENCRYPTION_KEY"]) == 64
+    assert rpc.is_rpc_secret(step.inputs["stdin"])
+    assert inputs["BACKUP_ENCRYPTION_KEY"] not in plan.redact(step.inputs["stdin"])
+    # After the controller is installed; the k0s backup and restore commands.
+    assert "controller-install-controller" in plan.all_dependencies(step)
+    assert "k0s backup --save-path" in inputs["BACKUP_SCRIPT"]
+    assert "k0s restore --config-out" in inputs["RESTORE_SCRIPT"]
+    assert key.inputs["length"] == 32
+
+
+def test_bare_metal_keeps_them_in_backup_path_when_set():
+    plan = preview(bare_metal(backup={"path": "/mnt/backups", "schedule": "daily",
+                                      "retention": 14}))
+    _, inputs = install_step(plan)
+    assert (inputs["BACKUP_STORE"], inputs["BACKUP_DIR"]) == ("path", "/mnt/backups")
+    assert (inputs["BACKUP_SCHEDULE"], inputs["BACKUP_RETENTION"]) == ("daily", "14")
+    assert plan.outputs["backupLocation"][0] == "/mnt/backups"
+
+
+@pytest.mark.parametrize("values", [
+    bare_metal(),  # the NFS export is the controller's own disk
+    bare_metal(storage={"nfs": {"server": "192.168.2.50"}}, backup={"enabled": False}),
+], ids=["nowhere-else", "off"])
+def test_without_a_place_outside_the_controller_or_turned_off_there_are_none(values):
+    plan = preview(values)
+    assert not [r for r in plan.resources if "backup" in r.name]
+    assert "backupLocation" not in plan.outputs
+
+
+def test_the_lab_stack_serves_nfs_from_its_controller_and_has_none(stacks):
+    assert "backupLocation" not in stacks["lab"].outputs
+    assert not [r for r in stacks["lab"].resources if "backup" in r.name]
+
+
+@pytest.mark.parametrize("stack, distribution_command", [
+    ("prod", "k0s backup --save-path"), ("rke2", "rke2 etcd-snapshot save")])
+def test_hybrid_puts_them_to_its_bucket_over_ssh(stacks, stack, distribution_command):
+    plan = stacks[stack]
+    step, inputs = install_step(plan)
+    [bucket] = plan.of_type(BUCKET)
+    cluster = inputs["BACKUP_NAME"]
+    assert inputs["BACKUP_STORE"] == "s3"
+    assert inputs["BACKUP_BUCKET"].startswith(f"{cluster}-backups-")
+    assert inputs["BACKUP_OBJECT"] == f"{cluster}/control-plane/snapshot"
+    assert "BACKUP_ENCRYPTION_KEY" not in inputs
+    assert inputs["S3_CLIENT_SCRIPT"].startswith('"""usage: s3-object.py put')
+    assert distribution_command in inputs["BACKUP_SCRIPT"]
+    assert "control-plane-install-controller" in plan.all_dependencies(step)
+    assert plan.outputs["backupLocation"][0] == (
+        f"s3://{inputs['BACKUP_BUCKET']}/{cluster}/control-plane/snapshot")
+    assert bucket.retain_on_delete
+
+
+def test_cloud_installs_them_at_boot_from_its_envelope_in_ssm(stacks):
+    dev = stacks["dev"]
+    # Over SSH the cloud controller only gets its upgrades (check-version, install).
+    assert not [step for step in dev.of_type(COMMAND) if "backup" in step.name]
+    [instance] = dev.of_type("aws:ec2/instance:Instance")
+    boot = step_inputs(boot_scripts(instance.inputs["userDataBase64"])[-1])
+    assert boot["GPU_CLUSTER_STEP"] == "install-backup"
+    names = boot["STEP_ENVELOPE_SSM_PARAMETERS"].split()
+    stored = {r.inputs["name"]: r for r in dev.of_type("aws:ssm/parameter:Parameter")}
+    pieces = [unwrap_secrets(stored[name].inputs["value"]) for name in names]
+    assert all(0 < len(piece) <= 4096 for piece in pieces)  # SSM's standard tier
+    envelope = gzip.decompress(base64.b64decode("".join(pieces))).decode()
+    inputs = step_inputs(envelope)
+    assert (inputs["GPU_CLUSTER_HOST"], inputs["GPU_CLUSTER_STEP"]) == (
+        "control-plane", "install-backup")
+    assert inputs["BACKUP_STORE"] == "s3" and inputs["BACKUP_BUCKET"].startswith("dev-backups-")
+    assert "gpu_cluster_create" in envelope and "case \"${1:-create}\"" in envelope
+    # Its role reads them (as the CA key: read_ssm_parameter retries until they exist).
+    [role_policy] = [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy")
+                     if r.name == "dev-control-plane-host-role-read-parameter"]
+    readable = json.loads(role_policy.inputs["policy"])["Statement"][0]["Resource"]
+    assert all(any(arn.endswith(name) for arn in readable) for name in names)
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "rke2"])
+def test_the_bucket_is_private_encrypted_versioned_and_tls_only(stacks, stack):
+    plan = stacks[stack]
+    inputs = {r.type.split(":")[-1]: r.inputs for r in plan.resources
+              if r.type.startswith("aws:s3/")}
+    assert inputs["BucketPublicAccessBlock"] | {"bucket": None} == {
+        "bucket": None, "blockPublicAcls": True, "blockPublicPolicy": True,
+        "ignorePublicAcls": True, "restrictPublicBuckets": True}
+    assert inputs["BucketOwnershipControls"]["rule"] == {"objectOwnership": "BucketOwnerEnforced"}
+    [rule] = inputs["BucketServerSideEncryptionConfiguration"]["rules"]
+    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "aws:kms"}
+    assert inputs["BucketVersioning"]["versioningConfiguration"] == {"status": "Enabled"}
+    [statement] = json.loads(inputs["BucketPolicy"]["policy"])["Statement"]
+    assert statement["Effect"] == "Deny" and statement["Principal"] == "*"
+    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    [lifecycle] = inputs["BucketLifecycleConfiguration"]["rules"]
+    # The current version and 6 older ones: backup.retention's default of 7.
+    assert lifecycle["noncurrentVersionExpiration"] == {"noncurrentDays": 1,
+                                                        "newerNoncurrentVersions": 6}
+    assert lifecycle["status"] == "Enabled"
+    for resource in plan.resources:
+        if resource.type.startswith("aws:s3/"):
+            assert resource.retain_on_delete, resource.name
+
+
+@pytest.mark.parametrize("stack", ["prod", "dev", "rke2"])
+def test_the_controllers_role_may_only_put_its_own_snapshots(stacks, stack):
+    plan = stacks[stack]
+    [writer] = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy")
+                if r.name.endswith("-backup-writer")]
+    [bucket] = plan.of_type(BUCKET)
+    cluster = bucket.inputs["bucketPrefix"].split("-backups-")[0]
+    [statement] = json.loads(writer.inputs["policy"])["Statement"]
+    assert statement["Action"] == ["s3:PutObject"]
+    assert statement["Resource"].startswith(f"arn:aws:s3:::{cluster}-backups-")
+    assert statement["Resource"].endswith(f"/{cluster}/control-plane/*")
+    # On the controller's instance role.
+    [role] = [r for r in plan.of_type("aws:iam/role:Role") if r.name.endswith(
+        "control-plane-host-role")]
+    assert role.name in plan.all_dependencies(writer)
+
+
+def test_an_envelope_the_ssm_parameters_cannot_hold_is_refused():
+    from components.kubernetes.backups import check_envelope_fits
+
+    check_envelope_fits("control-plane", {"BACKUP_SCRIPT": "echo small"})
+    # Random text does not compress: 40,000 bytes are over 8 parameters of 4,000 characters.
+    noise = base64.b64encode(bytes(range(256)) * 118).decode() + base64.b64encode(
+        os.urandom(30000)).decode()
+    with pytest.raises(ValueError, match="over the 8 SSM parameters"):
+        check_envelope_fits("control-plane", {"BACKUP_SCRIPT": noise})
