@@ -13,7 +13,7 @@ UNIT=gpu-cluster-backup
 main() {
   local path changed=0
   if [[ -f "$ROOT/etc/systemd/system/$UNIT.timer" ]]; then
-    systemctl disable --now "$UNIT.timer" >&2 || warn "could not stop $UNIT.timer"
+    systemd_disable --now "$UNIT.timer" >&2 || warn "could not stop $UNIT.timer"
   fi
   for path in "/etc/systemd/system/$UNIT.timer" "/etc/systemd/system/$UNIT.service" \
     "$BACKUP_LIB_DIR/backup.sh" "$BACKUP_LIB_DIR/s3-object.py" /usr/local/sbin/gpu-cluster-restore \
