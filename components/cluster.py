@@ -7,6 +7,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
+from pulumi_command import local
 
 from components.access.teams import Access, AccessArgs, KubeflowProfiles, job_kinds
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
@@ -64,7 +65,14 @@ class Cluster(pulumi.ComponentResource):
                            secrets=self.secrets, pool_boots=boots))
         machines = layout.machines()
         control_plane = self._create_kubernetes(machines)
-        self.nodes_ready += layout.nodes_after(control_plane, self.provider, machines)
+        nodes = self.nodes_ready + layout.nodes_after(control_plane, self.provider, machines)
+        # One resource stands for "every node is ready" and the add-ons wait for it: a
+        # component in depends_on stands for all its resources, so each add-on object
+        # would otherwise list every step of every node (objects x nodes edges). A local
+        # Command without a create command runs nothing (pulumi-command
+        # provider/pkg/provider/local/commandController.go, Create).
+        self.nodes_ready = [local.Command(f"{name}-nodes-ready", opts=pulumi.ResourceOptions(
+            parent=self, depends_on=nodes))]
         self._create_addons(machines)
         self._create_backups(machines, control_plane)
         self.gateways = machines.gateways

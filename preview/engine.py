@@ -10,6 +10,7 @@ import os
 import re
 import runpy
 import sys
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -225,8 +226,12 @@ def _stable_key(resource: ResourceRecord) -> tuple[str, str, str]:
 class PreviewMocks(mocks.Mocks):
     def __init__(self, plan: Plan):
         self.plan = plan
+        # The inputs the SDK's mock monitor decoded for the resource it is registering
+        # on this thread, kept for the recording monitor instead of decoding them again.
+        self.decoded = threading.local()
 
     def new_resource(self, args: mocks.MockResourceArgs):
+        self.decoded.inputs = args.inputs
         on_aws = aws_mocks.resource(args.typ, args.name, args.inputs)
         if on_aws is not None:
             return on_aws
@@ -268,13 +273,17 @@ def _hidden(value: Any) -> Any:
 
 class RecordingMonitor(mocks.MockMonitor):
     def __init__(self, plan: Plan):
-        super().__init__(PreviewMocks(plan))
+        self.preview_mocks = PreviewMocks(plan)
+        super().__init__(self.preview_mocks)
         self.plan = plan
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            inputs = rpc.deserialize_properties(request.object)
+            # Decoded by the mock monitor when it called new_resource on this thread.
+            inputs = self.preview_mocks.decoded.__dict__.pop("inputs", None)
+            if inputs is None:
+                inputs = rpc.deserialize_properties(request.object)
             self.plan.resources.append(
                 ResourceRecord(
                     urn=response.urn,

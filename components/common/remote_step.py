@@ -153,10 +153,14 @@ def envelope(
     create: Script,
     env: Mapping[str, pulumi.Input[str]],
     delete: Optional[Script] = None,
-) -> pulumi.Output[str]:
+) -> pulumi.Input[str]:
     """The stdin of a step: its inputs as exports, then the scripts wrapped in functions
     so bash has read all of stdin before any command runs (an apt-get reading stdin
     cannot swallow the rest of the script)."""
+    if all(isinstance(value, str) for value in env.values()):
+        # The same text, without the Outputs an apply over plain values would make (most
+        # host steps' inputs are plain: a large stack registers faster).
+        return render_envelope(host, step, create, dict(env), delete)
     names = list(env.keys())
     return pulumi.Output.all(*env.values()).apply(
         lambda values: render_envelope(host, step, create, dict(zip(names, values)), delete))

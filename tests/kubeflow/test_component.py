@@ -43,7 +43,9 @@ def test_stages_are_chained_in_install_order_after_nodes_and_storage():
                       "kubeflow-base", "apps", "trainer-runtimes"]
     first = {plan.by_urn[d].name for d in plan.custom_dependencies(
         plan.named("test-kubeflow-cert-manager"))}
-    assert {"gpu000-node-metadata", "gpu001-node-metadata", "storageclass-nfs"} <= first
+    assert {"test-nodes-ready", "storageclass-nfs"} <= first
+    assert {"gpu000-node-metadata", "gpu001-node-metadata"} <= plan.all_dependencies(
+        plan.named("test-kubeflow-cert-manager"))
     for before, after in zip(stages, stages[1:]):
         expected = {f"test-kubeflow-{before}"}
         if after == "istio":  # the gateway's certificate, in istio-system (istio-crds)

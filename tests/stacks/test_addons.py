@@ -186,7 +186,7 @@ def test_mpi_operator_is_pinned_applied_server_side_after_the_nodes():
     assert operator.name == "test-mpi-operator-manifest"
     [provider] = plan.of_type("pulumi:providers:kubernetes")
     assert provider.inputs["enableServerSideApply"] == "true"
-    assert {"gpu000-node-metadata", "gpu001-node-metadata"} <= deps(plan, operator.name)
+    assert {"gpu000-node-metadata", "gpu001-node-metadata"} <= plan.all_dependencies(operator)
 
 
 def test_mpi_operator_can_be_left_out():
@@ -201,6 +201,19 @@ def test_addons_wait_for_every_node():
     for resource in plan.resources:
         if resource.type.startswith("kubernetes:") and "NodePatch" not in resource.type:
             assert nodes <= plan.all_dependencies(resource), resource.name
+
+
+def test_addons_wait_for_the_nodes_through_one_resource():
+    """Each add-on object lists the one "nodes ready" resource, not every node's steps: the
+    graph grows with objects plus nodes, not objects times nodes."""
+    plan = preview(bare_metal_config(workers=3))
+    barrier = plan.named("test-nodes-ready")
+    assert barrier.type == "command:local:Command" and "create" not in barrier.inputs
+    assert {f"gpu00{i}-node-metadata" for i in range(3)} <= deps(plan, barrier.name)
+    for resource in plan.resources:
+        if resource.type.startswith("kubernetes:") and "NodePatch" not in resource.type:
+            assert not any(name.startswith("gpu00") for name in deps(plan, resource.name)), \
+                resource.name
 
 
 @pytest.mark.parametrize("storage, reason", [

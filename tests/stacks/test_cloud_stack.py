@@ -52,8 +52,8 @@ def test_the_program_runs_remote_commands_only_to_upgrade_the_controller(dev):
     assert {c.name for c in dev.of_type("command:remote:Command")} == {
         "control-plane-check-version", "control-plane-install-controller"}
     # A wait, where `pulumi up` runs, for the API the controller installs at boot.
-    [wait] = dev.of_type("command:local:Command")
-    assert wait.name == "control-plane-wait-for-api"
+    assert {c.name for c in dev.of_type("command:local:Command")} == {
+        "control-plane-wait-for-api", "dev-nodes-ready"}
     [provider] = dev.of_type("pulumi:providers:kubernetes")
     # The API is used once the controller is up and at the wanted version.
     assert "control-plane-install-controller" in {
