@@ -38,7 +38,12 @@ from components.aws.gpu_worker_pool import (
     PoolBoot,
     pool_machine,
 )
-from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs, NfsExport
+from components.hosts.bootstrap import (
+    HostBootstrap,
+    HostBootstrapArgs,
+    NfsExport,
+    PreparedMachine,
+)
 from components.kubernetes.backups import (
     BackupTarget,
     backup_boot_step,
@@ -87,7 +92,7 @@ class Machines:
 
     controller: Host
     # Hosts prepared over SSH, by name (none on cloud).
-    bootstraps: dict[str, HostBootstrap]
+    prepared: dict[str, PreparedMachine]
     # Every host of the cluster, for the `nodes` output.
     hosts: list[Host]
     # What the storage add-on waits for: the NFS server step, EFS mount targets.
@@ -147,12 +152,16 @@ class Layout(abc.ABC):
             opts=pulumi.ResourceOptions(parent=context.parent))
 
 
+
+def _machines_of(bootstraps: dict[str, HostBootstrap]) -> dict[str, PreparedMachine]:
+    return {name: bootstrap.machine for name, bootstrap in bootstraps.items()}
+
 class BareMetal(Layout):
     def machines(self) -> Machines:
         settings = self.context.settings
         controller = settings.controller
         bootstraps = {h.name: self._bootstrap(h, controller.address) for h in settings.hosts}
-        machines = Machines(controller, bootstraps, list(settings.hosts),
+        machines = Machines(controller, _machines_of(bootstraps), list(settings.hosts),
                             [b.nfs_server for b in bootstraps.values() if b.nfs_server])
         machines.backup = bare_metal_backup_target(settings)
         machines.backup_location = machines.backup.location if machines.backup else None
@@ -300,11 +309,11 @@ class Hybrid(_OnAws):
             server_ssh=bootstraps[controller.name].ssh,
             server_public_address=instance.public_ip,
             server_ready=bootstraps[controller.name].ready,
-            onprem={h.name: bootstraps[h.name] for h in settings.hosts},
+            onprem={h.name: bootstraps[h.name].machine for h in settings.hosts},
             client_profile=settings.vpn_client_profile,
         ), opts=pulumi.ResourceOptions(parent=context.parent))
         machines = self._machines(
-            aws_side, controller=controller, bootstraps=bootstraps,
+            aws_side, controller=controller, prepared=_machines_of(bootstraps),
             hosts=[controller, *settings.hosts],
             storage_servers=[b.nfs_server for b in bootstraps.values() if b.nfs_server],
             join_after={h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts},
@@ -326,7 +335,7 @@ class Cloud(_OnAws):
         ssh = Ssh(connection_to(instance.host, SshAccess(
             settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
             instance.ssh_endpoint), instance.host.ssh_user)
-        return self._machines(self._aws, controller=instance.host, bootstraps={},
+        return self._machines(self._aws, controller=instance.host, prepared={},
                               hosts=[instance.host], storage_servers=[],
                               booted=instance.instance, booted_ssh=ssh)
 

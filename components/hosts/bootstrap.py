@@ -52,6 +52,15 @@ class HostBootstrapArgs:
     nfs_export: Optional[NfsExport] = None
 
 
+@dataclass(frozen=True)
+class PreparedMachine:
+    """What the rest of the program needs of a prepared machine: how to run a step on it,
+    and the resource after which it is prepared (its verify-boot)."""
+
+    ssh: Ssh
+    ready: pulumi.Resource
+
+
 class HostBootstrap(pulumi.ComponentResource):
     """The host's preparation steps over SSH (components/hosts/steps.py), `<host>-preflight`
     to `<host>-verify-boot` (`ready`), and `<host>-serve-nfs` on the NFS server."""
@@ -65,6 +74,7 @@ class HostBootstrap(pulumi.ComponentResource):
         self.ready: pulumi.Resource = self._create_preparation()
         self.nfs_server = (self._create_serve_nfs(self.ready, args.nfs_export)
                            if args.nfs_export is not None else None)
+        self.machine = PreparedMachine(self.ssh, self.ready)
         self.register_outputs({})
 
     def step(self, step: str, script: Script, env: dict, depends_on: list) -> remote.Command:

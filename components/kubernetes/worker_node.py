@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
-from components.hosts.bootstrap import HostBootstrap
+from components.hosts.bootstrap import PreparedMachine
 from components.common.remote_step import Script, machine_env, run_step
 from components.kubernetes.upgrade import worker_upgrade
 from config.model import MACHINE_GENERATION_LABEL, Host
@@ -25,7 +25,7 @@ class WorkerNodeArgs:
     # How long admit-node waits for the node to be Ready (kubernetes.nodeReadyTimeoutSeconds).
     node_ready_timeout_seconds: int
     distribution: Distribution
-    bootstrap: HostBootstrap
+    machine: PreparedMachine
     control_plane: ControlPlane
     kubernetes: k8s.Provider
     # What must be up before the node can reach the control plane (the VPN tunnel).
@@ -51,13 +51,13 @@ class WorkerNode(pulumi.ComponentResource):
             # Installs the release before the join, upgrades it on a version bump; the
             # join itself carries no version, so a bump never re-runs it.
             installed = worker_upgrade(
-                host, distribution, controller=control_plane.ssh, node=args.bootstrap.ssh,
+                host, distribution, controller=control_plane.ssh, node=args.machine.ssh,
                 drain_timeout_seconds=args.drain_timeout_seconds,
                 node_ready_timeout_seconds=args.node_ready_timeout_seconds,
                 max_unavailable=args.max_unavailable,
                 after=[control_plane.installed],
-                node_ready=[args.bootstrap.ready], parent=self)
-            ready_to_join = [args.bootstrap.ready, *args.join_after, installed]
+                node_ready=[args.machine.ready], parent=self)
+            ready_to_join = [args.machine.ready, *args.join_after, installed]
             token = control_plane.join_token_for(host.name, after=ready_to_join,
                                                  env=machine_env(host))
             if host.generation:
@@ -76,7 +76,7 @@ class WorkerNode(pulumi.ComponentResource):
             joined = run_step(
                 host.name,
                 "join-worker",
-                on=args.bootstrap.ssh,
+                on=args.machine.ssh,
                 create=distribution.join_worker,
                 delete=distribution.reset_node,
                 env={
@@ -110,7 +110,7 @@ class WorkerNode(pulumi.ComponentResource):
             admitted = run_step(
                 host.name,
                 "apply-worker-profile",
-                on=args.bootstrap.ssh,
+                on=args.machine.ssh,
                 create=distribution.apply_worker_profile,
                 env={**distribution.worker_profile_env(host), **machine_env(host)},
                 depends_on=[admitted, control_plane.installed],

@@ -17,7 +17,7 @@ from pulumi_command import remote
 from pydantic import SecretStr
 
 from components.network import openvpn_config
-from components.hosts.bootstrap import HostBootstrap
+from components.hosts.bootstrap import PreparedMachine
 from components.common.remote_step import Script, Ssh, run_step
 from components.network.vpn_pki import VpnPki, VpnPkiArgs
 from config.cloud import VpnSettings
@@ -43,8 +43,8 @@ class VpnBridgeArgs:
     server_ssh: Ssh
     server_public_address: pulumi.Input[str]  # the Elastic IP: the clients' `remote`
     server_ready: pulumi.Resource  # its bootstrap is done
-    # On-prem host name -> its HostBootstrap (connection, ssh_user, ready).
-    onprem: dict[str, HostBootstrap]
+    # On-prem host name -> the machine prepared for it (SSH, ready).
+    onprem: dict[str, PreparedMachine]
     # client-to-existing: the profile the instance dials the existing server with (secret).
     client_profile: Optional[SecretStr] = None
 

@@ -75,7 +75,7 @@ def build_plan(values: Optional[dict] = None, exports: bool = True) -> Plan:
                 private_key=pulumi.Output.secret(TEST_PRIVATE_KEY)), "ubuntu"),
             server_public_address=pulumi.Output.from_input(SERVER_PUBLIC_ADDRESS),
             server_ready=server.ready,
-            onprem=onprem,
+            onprem={name: bootstrap.machine for name, bootstrap in onprem.items()},
             client_profile=settings.vpn_client_profile,
         ))
         if not exports:
