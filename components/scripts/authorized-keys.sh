@@ -79,7 +79,7 @@ main() {
   dir="$home/.ssh"
   file="$dir/authorized_keys"
   if [[ ! -d "$ROOT$dir" ]]; then
-    mkdir -p -m 700 -- "$ROOT$dir"
+    mkdir -m 700 -- "$ROOT$dir" || die "could not create $dir"
     log "changed: created $dir"
   fi
   owned_by "$dir" "$SSH_USER"

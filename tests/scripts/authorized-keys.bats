@@ -23,7 +23,8 @@ grep "^$2:" "$GPU_CLUSTER_ROOT/etc/passwd"
 SH
   chmod +x "$BATS_TEST_TMPDIR/bin/getent"
   echo "$USER_NAME:x:1000:1000::/home/ops:/bin/bash" >"$GPU_CLUSTER_ROOT/etc/passwd"
-  mkdir -p -m 700 "$GPU_CLUSTER_ROOT/home/ops/.ssh"
+  mkdir -p "$GPU_CLUSTER_ROOT/home/ops"
+  mkdir -m 700 "$GPU_CLUSTER_ROOT/home/ops/.ssh"
   printf '%s\n' "$OWN" >"$GPU_CLUSTER_ROOT/home/ops/.ssh/authorized_keys"
   chmod 600 "$GPU_CLUSTER_ROOT/home/ops/.ssh/authorized_keys"
 }
