@@ -27,6 +27,7 @@ from config.kubeflow import KubeflowSettings
 from config.model_base import Section
 from config.types import (
     AbsolutePath,
+    AuthorizedKey,
     Duration,
     DnsLabel,
     HostOrIp,
@@ -167,6 +168,9 @@ class SshSettings(Section):
     # Retries while a host is unreachable (booting, flapping link) before a step fails.
     dial_error_limit: int = Field(default=10, ge=1, le=1000)
     per_dial_timeout_seconds: int = Field(default=15, ge=1, le=600)
+    # Public keys the authorized-keys step keeps on every host reached over SSH, beside
+    # the user's own (README, "Rotating credentials").
+    authorized_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
 
 
 class Taint(Section):

@@ -115,6 +115,23 @@ def _ssh_public_key(value: str) -> str:
     return f"{parts[0]} {parts[1]}"
 
 
+# An authorized_keys line without options: type, base64 body, optional comment (sshd(8),
+# "AUTHORIZED_KEYS FILE FORMAT"); the types OpenSSH 9 accepts by default, no ssh-dss (off
+# since OpenSSH 7.0). Mirrored by KEY_PATTERN in components/scripts/authorized-keys.sh.
+_AUTHORIZED_KEY = re.compile(
+    r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com"
+    r"|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]{16,8192}={0,2}( [^\x00-\x1f\x7f]*)?")
+
+
+def _authorized_key(value: str) -> str:
+    value = value.strip()
+    if len(value) > 9000 or not _AUTHORIZED_KEY.fullmatch(value):
+        raise ValueError("is not an OpenSSH public key line like 'ssh-ed25519 AAAAC3Nz... "
+                         "comment' (the .pub file's one line; no options, no control "
+                         "characters)")
+    return value
+
+
 def _absolute_path(value: str) -> str:
     if not re.fullmatch(r"/[A-Za-z0-9._/-]*", value) or "/../" in f"{value}/" \
             or len(value) > 4096:
@@ -204,6 +221,7 @@ InterfaceName = Annotated[str, AfterValidator(_interface)]
 Duration = Annotated[str, AfterValidator(_duration)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
+AuthorizedKey = Annotated[str, AfterValidator(_authorized_key)]
 UserName = Annotated[str, AfterValidator(_user_name)]
 # A secret whose text spans lines (a private key, a VPN profile).
 MultiLineSecret = Annotated[SecretStr, MULTI_LINE]
