@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 from pulumi_command import local
 
+from components.hosts.authorized_keys import authorized_keys_step
 from components.access.teams import Access, AccessArgs, KubeflowProfiles, job_kinds
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
@@ -124,6 +125,12 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.control_plane = control_plane
+        if machines.booted_ssh is not None:
+            # The controller that installed itself at boot (cloud) has no HostBootstrap,
+            # which makes this step on the other hosts reached over SSH.
+            authorized_keys_step(machines.controller.name, machines.booted_ssh,
+                                 settings.ssh.authorized_keys,
+                                 depends_on=[control_plane.installed], parent=self)
         self.api_endpoint = control_plane.api_endpoint
         self.kubeconfig = control_plane.kubeconfig
         self.provider = k8s.Provider(

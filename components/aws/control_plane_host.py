@@ -204,8 +204,14 @@ class ControlPlaneHost(pulumi.ComponentResource):
     def _create_instance(self, user_data: pulumi.Input[str],
                          profile: aws.iam.InstanceProfile) -> aws.ec2.Instance:
         spec = self._args.aws.control_plane
+        # A changed public_key forces a new key pair (terraform-provider-aws
+        # internal/service/ec2/ec2_key_pair.go: public_key ForceNew) while the instance
+        # ignores its key_name below: a rotated sshPrivateKey keeps the key pair, which only
+        # seeded authorized_keys at first boot (ssh.authorizedKeys carries the new key).
         key = aws.ec2.KeyPair(f"{self._name}-key", public_key=self._args.ssh_public_key,
-                              tags=self._tags(), opts=self._opts)
+                              tags=self._tags(),
+                              opts=pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(
+                                  ignore_changes=["publicKey"])))
         self.image = spec.ami or pinned_image(versions.UBUNTU_IMAGE_OWNER,
                                               versions.UBUNTU_IMAGE_NAME, parent=self)
         return aws.ec2.Instance(

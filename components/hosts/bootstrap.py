@@ -9,6 +9,7 @@ import pulumi
 from pulumi_command import remote
 
 from components.distributions.base import Distribution
+from components.hosts.authorized_keys import authorized_keys_step
 from components.hosts.steps import Machine, preparation_steps
 from components.common.remote_step import (
     Endpoint,
@@ -63,7 +64,8 @@ class PreparedMachine:
 
 class HostBootstrap(pulumi.ComponentResource):
     """The host's preparation steps over SSH (components/hosts/steps.py), `<host>-preflight`
-    to `<host>-verify-boot` (`ready`), and `<host>-serve-nfs` on the NFS server."""
+    to `<host>-verify-boot` (`ready`), then `<host>-authorized-keys`, and `<host>-serve-nfs`
+    on the NFS server."""
 
     def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:hosts:HostBootstrap", name, None, opts)
@@ -72,6 +74,10 @@ class HostBootstrap(pulumi.ComponentResource):
                        args.host.ssh_user or args.ssh.settings.user)
 
         self.ready: pulumi.Resource = self._create_preparation()
+        # After the reboot the preparation may make; nothing waits for it.
+        self.authorized_keys = authorized_keys_step(
+            args.host.name, self.ssh, args.ssh.settings.authorized_keys,
+            depends_on=[self.ready], parent=self)
         self.nfs_server = (self._create_serve_nfs(self.ready, args.nfs_export)
                            if args.nfs_export is not None else None)
         self.machine = PreparedMachine(self.ssh, self.ready)
