@@ -14,6 +14,7 @@ import pytest
 from pulumi.output import Unknown
 
 from preview.engine import Plan, ResourceRecord
+from preview import credentials
 from tests.conftest import bare_metal_config, hybrid_config, preview
 
 _GENERATED = [re.compile(r"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----", re.S),
@@ -132,3 +133,42 @@ def test_generation_zero_leaves_the_request_as_it_was():
     # The trigger is set from the start: the engine replaces only on a change from one
     # set value to another.
     assert plan.named("test-pki-admin-key").replacement_trigger == 0
+
+
+NEW_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b29sZWRtZWFuZDI1NTE5a2V5Zm9ydGVzdHM ops@new"
+
+
+def test_an_added_ssh_key_changes_only_the_authorized_keys_steps(hybrid):
+    values, before = hybrid
+    after = preview(with_values(values, "ssh", authorizedKeys=[NEW_KEY]))
+    steps = {r.name for r in after.resources if r.name.endswith("-authorized-keys")}
+    assert steps and changed(before, after) == steps
+    for name in steps:
+        assert NEW_KEY in after.redact(after.named(name).inputs["stdin"])
+    # Nothing takes their outputs: no other step runs again.
+    assert fed_by(after, steps) == {}
+
+
+def test_a_switched_ssh_private_key_replaces_nothing(hybrid):
+    values, before = hybrid
+    after = preview({**values, "sshPrivateKey": credentials.ssh_private_key()})
+    old = before.by_urn
+    assert {r.urn for r in after.resources} == set(old)
+    # Masked (generated material differs between any two previews), only the instance's
+    # key_name differs (the mock names a key pair after its inputs), which it ignores.
+    instance = after.named("test-control-plane-host-instance")
+    assert changed(before, after) == {instance.name}
+    assert {key for key, value in instance.inputs.items()
+            if _masked(after, value) != _masked(before, old[instance.urn].inputs[key])
+            } == {"keyName"}
+    assert "keyName" in instance.ignore_changes
+    # Every step's connection carries the new key: an update, which pulumi-command runs
+    # as the step's `update` (its create script, idempotent); `triggers` is its only
+    # replace-on-change input (pulumi_command 1.2.1, remote/command.py: replace_on_changes).
+    steps = [r for r in after.resources if r.type == "command:remote:Command"]
+    assert steps and all(r.inputs["connection"] != old[r.urn].inputs["connection"]
+                         for r in steps)
+    # The controller's key pair would be replaced (public_key forces it): it ignores it.
+    pair = after.named("test-control-plane-host-key")
+    assert pair.inputs["publicKey"] != old[pair.urn].inputs["publicKey"]
+    assert pair.ignore_changes == ["publicKey"]
