@@ -27,12 +27,14 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     commands = {r.name for r in lab_plan.of_type("command:remote:Command")}
     expected = {"controller-preflight", "controller-prepare-host", "controller-reboot-if-needed",
                 "controller-verify-boot", "controller-check-version",
-                "controller-install-controller", "controller-serve-nfs"}
+                "controller-install-controller", "controller-serve-nfs",
+                "controller-authorized-keys"}
     for worker in WORKERS:
         expected |= {f"{worker}-{step}" for step in (
             "preflight", "prepare-host", "install-nvidia", "reboot-if-needed", "verify-boot",
             "drain-node", "upgrade-node", "uncordon-node",
-            "create-join-token", "join-worker", "admit-node", "apply-worker-profile")}
+            "create-join-token", "join-worker", "admit-node", "apply-worker-profile",
+            "authorized-keys")}
     assert commands == expected
     assert {r.name for r in lab_plan.of_type("kubernetes:core/v1:NodePatch")} == {
         f"{w}-node-metadata" for w in WORKERS}
