@@ -15,9 +15,8 @@ from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_taints
-from components.aws.gpu_worker_pool import oversized_user_data
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
-from components.layouts import LAYOUTS, ClusterContext, Machines, pool_boots
+from components.layouts import ClusterContext, Machines, layout_class
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.addons.shared_storage import (
     SharedStorage,
@@ -46,11 +45,16 @@ class Cluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions = None):
         settings = args.settings
         distribution = distribution_for(distribution_settings(settings))
-        boots = pool_boots(settings, distribution)
-        # What only the rendered boot scripts can tell, refused before anything exists.
-        problems = oversized_user_data(boots, distribution)
-        if problems:
-            raise ConfigError(problems)
+        boots = []
+        if settings.aws is not None:
+            # Imported here: a stack without AWS never loads the AWS SDK (layout_class).
+            from components.aws.gpu_worker_pool import oversized_user_data
+            from components.aws_layouts import pool_boots
+            boots = pool_boots(settings, distribution)
+            # What only the rendered boot scripts can tell, refused before anything exists.
+            problems = oversized_user_data(boots, distribution)
+            if problems:
+                raise ConfigError(problems)
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
@@ -61,7 +65,7 @@ class Cluster(pulumi.ComponentResource):
                 f"{name}-{secret}", length=SECRET_BYTES,
                 opts=pulumi.ResourceOptions(parent=self)).hex)
             for secret in distribution.cluster_secrets}
-        layout = LAYOUTS[settings.layout](
+        layout = layout_class(settings.layout)(
             ClusterContext(name, settings, distribution, self.pki, parent=self,
                            secrets=self.secrets, pool_boots=boots))
         machines = layout.machines()
@@ -128,7 +132,7 @@ class Cluster(pulumi.ComponentResource):
         if machines.booted_ssh is not None:
             # The controller that installed itself at boot (cloud) has no HostBootstrap,
             # which makes this step on the other hosts reached over SSH.
-            authorized_keys_step(machines.controller.name, machines.booted_ssh,
+            authorized_keys_step(machines.controller, machines.booted_ssh,
                                  settings.ssh.authorized_keys,
                                  depends_on=[control_plane.installed], parent=self)
         self.api_endpoint = control_plane.api_endpoint

@@ -1,6 +1,7 @@
 """The three layouts, each a strategy that makes the machines a cluster runs on and says
 how they reach each other; components/cluster.py then builds the same cluster on any of
-them. A fourth layout is a class here and an entry in LAYOUTS.
+them. A fourth layout is a class here (or in components/aws_layouts.py, for one on AWS)
+and an entry in layout_class.
 
 - bare-metal: every host on-prem, prepared over SSH.
 - hybrid: the control plane (and the VPN server) on EC2, prepared over SSH at its public
@@ -11,53 +12,28 @@ them. A fourth layout is a class here and an entry in LAYOUTS.
 from collections.abc import Mapping
 import abc
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.aws.backup_bucket import BackupBucket, BackupBucketArgs
-from components.aws.control_plane_host import (
-    CONTROLLER_MACHINE,
-    ControllerBoot,
-    ControlPlaneHost,
-    ControlPlaneHostArgs,
-    openssh_public_key,
-)
-from components.aws import ssm_paths
-from components.aws.network import AwsNetwork, AwsNetworkArgs
-from components.aws.tags import default_tags
 from components.kubernetes.pki import ClusterPki
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution
-from components.aws.efs import EfsFileSystem, EfsFileSystemArgs
-from components.aws.gpu_worker_pool import (
-    GpuWorkerPool,
-    GpuWorkerPoolArgs,
-    PoolBoot,
-    pool_machine,
-)
 from components.hosts.bootstrap import (
     HostBootstrap,
     HostBootstrapArgs,
     NfsExport,
     PreparedMachine,
 )
-from components.kubernetes.backups import (
-    BackupTarget,
-    backup_boot_step,
-    check_envelope_fits,
-    envelope_chunks,
-    install_backup_env,
-)
-from components.hosts.steps import preparation_steps
-from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
-from components.common.remote_step import Endpoint, Ssh, SshAccess, connection_to
-from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
+from components.kubernetes.backups import BackupTarget
+from components.common.remote_step import Endpoint, Ssh, SshAccess
+from components.network.vpn_bridge import VpnBridge
 from config.backup import BACKUP_FOLDER, backup_store
-from config.cloud import cluster_cidrs
 from config.model import Host, StackConfig
+
+if TYPE_CHECKING:
+    from components.aws.gpu_worker_pool import PoolBoot
 
 
 @dataclass
@@ -72,17 +48,7 @@ class ClusterContext:
     # The distribution's cluster_secrets, by name.
     secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
     # What each cloud pool runs at boot, in the order of the stack's pools (pool_boots).
-    pool_boots: list[PoolBoot] = field(default_factory=list)
-
-
-def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBoot]:
-    """What each pool's instances run at boot, worked out once from the whole stack."""
-    if settings.aws is None:
-        return []
-    return [PoolBoot(settings.cluster_name, settings.aws.region, pool,
-                     tuple(preparation_steps(settings.tuning, settings.nvidia, distribution,
-                                           pool_machine(pool))))
-            for pool in settings.pools]
+    pool_boots: list["PoolBoot"] = field(default_factory=list)
 
 
 @dataclass
@@ -153,7 +119,7 @@ class Layout(abc.ABC):
 
 
 
-def _machines_of(bootstraps: dict[str, HostBootstrap]) -> dict[str, PreparedMachine]:
+def machines_of(bootstraps: dict[str, HostBootstrap]) -> dict[str, PreparedMachine]:
     return {name: bootstrap.machine for name, bootstrap in bootstraps.items()}
 
 class BareMetal(Layout):
@@ -161,7 +127,7 @@ class BareMetal(Layout):
         settings = self.context.settings
         controller = settings.controller
         bootstraps = {h.name: self._bootstrap(h, controller.address) for h in settings.hosts}
-        machines = Machines(controller, _machines_of(bootstraps), list(settings.hosts),
+        machines = Machines(controller, machines_of(bootstraps), list(settings.hosts),
                             [b.nfs_server for b in bootstraps.values() if b.nfs_server])
         machines.backup = bare_metal_backup_target(settings)
         machines.backup_location = machines.backup.location if machines.backup else None
@@ -187,179 +153,10 @@ def bare_metal_backup_target(settings: StackConfig) -> Optional[BackupTarget]:
     })
 
 
-@dataclass
-class _AwsControlPlane:
-    network: AwsNetwork
-    instance: ControlPlaneHost
-    opts: pulumi.ResourceOptions
-    backup_bucket: Optional[BackupBucket] = None
-
-
-class _OnAws(Layout):
-    """The AWS side both AWS layouts share: provider, VPC, the control-plane instance and
-    the EFS file system."""
-
-    boots_itself = False
-
-    def _aws_control_plane(self) -> _AwsControlPlane:
-        context, settings = self.context, self.context.settings
-        self.default_tags = default_tags(settings.cluster_name, settings.aws.tags)
-        # Changing default_tags updates the provider in place and re-tags its resources:
-        # pulumi-aws forces a provider replacement only for `region` (ForcesProviderReplace
-        # in provider/resources.go), which pulumi-terraform-bridge's DiffConfig honours
-        # (pkg/tfbridge/provider.go, configDiffer.DiffConfig).
-        provider = aws.Provider(f"{context.name}-aws", region=settings.aws.region,
-                                default_tags=aws.ProviderDefaultTagsArgs(tags=self.default_tags),
-                                opts=pulumi.ResourceOptions(parent=context.parent))
-        opts = pulumi.ResourceOptions(parent=context.parent, providers=[provider])
-        network = AwsNetwork(f"{context.name}-network",
-                             AwsNetworkArgs(settings.aws, settings.cluster_name,
-                                            node_security_group=self.boots_itself,
-                                            node_ports=context.distribution.node_ports),
-                             opts=opts)
-        bucket = (BackupBucket(f"{context.name}-backups", BackupBucketArgs(
-            settings.cluster_name, settings.backup.retention), opts=opts)
-            if backup_store(settings.layout, settings.backup, None, None) else None)
-        boot = (ControllerBoot(context.distribution, context.pki,
-                               tuple(preparation_steps(settings.tuning, settings.nvidia,
-                                                       context.distribution, CONTROLLER_MACHINE)),
-                               context.secrets)
-                if self.boots_itself else None)
-        if boot is not None and bucket is not None:
-            self._install_backup_at_boot(boot, bucket)
-        self.cluster_cidrs = cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr,
-                                           settings.vpn)
-        instance = ControlPlaneHost(
-            f"{context.name}-control-plane-host",
-            ControlPlaneHostArgs(
-                cluster_name=settings.cluster_name, aws=settings.aws, network=network,
-                ssh_public_key=openssh_public_key(settings.ssh_private_key.get_secret_value()),
-                api_port=settings.kubernetes.api_port,
-                control_plane_ports=context.distribution.control_plane_ports,
-                cluster_cidrs=self.cluster_cidrs, vpn=settings.vpn,
-                lan_cidr=settings.network.lan_cidr, boot=boot),
-            opts=opts)
-        if bucket is not None:
-            bucket.allow_writes_by(f"{context.name}-backup-writer", instance.role_name,
-                                   settings.cluster_name, opts)
-        return _AwsControlPlane(network, instance, opts, bucket)
-
-    def _backup_target(self, bucket: BackupBucket) -> BackupTarget:
-        return BackupTarget("s3", bucket.location, {
-            "BACKUP_BUCKET": bucket.bucket.bucket, "BACKUP_OBJECT": bucket.object_key,
-            "AWS_REGION": self.context.settings.aws.region})
-
-    def _install_backup_at_boot(self, boot: ControllerBoot, bucket: BackupBucket) -> None:
-        """install-backup among the controller's boot steps, its envelope in SSM."""
-        context, settings = self.context, self.context.settings
-        host = settings.aws.control_plane.name
-        target = self._backup_target(bucket)
-        env = install_backup_env(context.distribution, settings.backup, settings.cluster_name,
-                                 target, None)
-        # A bucket's name is at most 63 characters (the only value not known yet).
-        check_envelope_fits(host, {**env, "BACKUP_BUCKET": "b" * 63})
-        chunks = envelope_chunks(host, env)
-        names = [f"backup-step-{index}" for index in range(len(chunks))]
-        boot.stored = dict(zip(names, chunks))
-        boot.after_install = (backup_boot_step(
-            [ssm_paths.control_plane_secret(settings.cluster_name, name) for name in names],
-            settings.aws.region),)
-
-    def _machines(self, aws_side: _AwsControlPlane, **fields) -> Machines:
-        settings, instance = self.context.settings, aws_side.instance
-        machines = Machines(
-            public_address=(instance.public_ip if settings.aws.control_plane.elastic_ip
-                            else None),
-            gateways={"aws": instance.public_ip},
-            images={"controlPlane": instance.image},
-            control_plane_ssh_host_key=instance.ssh_host_public_key,
-            aws_opts=aws_side.opts,
-            **fields)
-        if aws_side.backup_bucket is not None:
-            machines.backup_location = aws_side.backup_bucket.location
-            if not self.boots_itself:
-                machines.backup = self._backup_target(aws_side.backup_bucket)
-        if settings.storage.efs is not None:
-            efs = EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
-                settings.cluster_name, settings.storage.efs, settings.aws.vpc,
-                aws_side.network, self.cluster_cidrs,
-                by_address=settings.layout == "hybrid"), opts=aws_side.opts)
-            machines.efs_address = efs.address
-            machines.storage_servers += efs.mount_targets
-        return machines
-
-
-class Hybrid(_OnAws):
-    def machines(self) -> Machines:
-        settings, context = self.context.settings, self.context
-        aws_side = self._aws_control_plane()
-        instance = aws_side.instance
-        controller = instance.host
-        bootstraps = {controller.name: self._bootstrap(controller, instance.private_ip,
-                                                       endpoint=instance.ssh_endpoint)}
-        # On-prem hosts reach the control plane only once the tunnel is up.
-        bootstraps.update({h.name: self._bootstrap(h, "") for h in settings.hosts})
-        vpn = VpnBridge(f"{context.name}-vpn", VpnBridgeArgs(
-            cluster_name=settings.cluster_name,
-            vpn=settings.vpn,
-            vpc_cidr=settings.aws.vpc.cidr,
-            lan_cidr=settings.network.lan_cidr,
-            hosts=settings.hosts,
-            server_host=controller,
-            server_ssh=bootstraps[controller.name].ssh,
-            server_public_address=instance.public_ip,
-            server_ready=bootstraps[controller.name].ready,
-            onprem={h.name: bootstraps[h.name].machine for h in settings.hosts},
-            client_profile=settings.vpn_client_profile,
-        ), opts=pulumi.ResourceOptions(parent=context.parent))
-        machines = self._machines(
-            aws_side, controller=controller, prepared=_machines_of(bootstraps),
-            hosts=[controller, *settings.hosts],
-            storage_servers=[b.nfs_server for b in bootstraps.values() if b.nfs_server],
-            join_after={h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts},
-            users_on_private_network=True, vpn=vpn)
-        machines.gateways["onPrem"] = next(
-            (h.address for h in settings.hosts if h.name == settings.vpn.onprem_gateway),
-            settings.vpn.existing_server_address)
-        return machines
-
-
-class Cloud(_OnAws):
-    boots_itself = True
-
-    def machines(self) -> Machines:
-        self._aws = self._aws_control_plane()
-        instance, settings = self._aws.instance, self.context.settings
-        # The instance's public address, its port and the host key it installs at boot,
-        # as on hybrid (aws.adminCidrs opens SSH to where `pulumi up` runs).
-        ssh = Ssh(connection_to(instance.host, SshAccess(
-            settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
-            instance.ssh_endpoint), instance.host.ssh_user)
-        return self._machines(self._aws, controller=instance.host, prepared={},
-                              hosts=[instance.host], storage_servers=[],
-                              booted=instance.instance, booted_ssh=ssh)
-
-    def nodes_after(self, control_plane: ControlPlane, provider: k8s.Provider,
-                    machines: Machines) -> list[pulumi.Resource]:
-        """The EC2 pools, whose instances join at boot with a token the program registers,
-        and the agent that removes the node of an instance a pool lets go."""
-        context, settings = self.context, self.context.settings
-        cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(
-            settings.cluster_name, context.pki, control_plane.node_endpoint, provider),
-            opts=self._aws.opts)
-        pools = [
-            GpuWorkerPool(f"{context.name}-{boot.pool.name}", GpuWorkerPoolArgs(
-                boot, self._aws.network,
-                control_plane.pool_join_token(boot.pool.name, provider),
-                context.distribution, self._aws.network.node_security_group, cleanup,
-                self.default_tags, after=[control_plane.installed]),
-                opts=self._aws.opts)
-            for boot in context.pool_boots
-        ]
-        machines.images.update({pool.name: p.image for pool, p in zip(settings.pools, pools)})
-        self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
-                       "gpus": p.gpus, "gpuModel": p.gpu_model} for p in settings.pools]
-        return [pool.group for pool in pools]
-
-
-LAYOUTS: dict[str, type[Layout]] = {"bare-metal": BareMetal, "hybrid": Hybrid, "cloud": Cloud}
+def layout_class(name: str) -> type[Layout]:
+    """The layout named by the stack's `layout`. The AWS layouts' module imports the AWS
+    SDK (about a third of a preview's import time), so a bare-metal stack never loads it."""
+    if name == "bare-metal":
+        return BareMetal
+    from components import aws_layouts
+    return {"hybrid": aws_layouts.Hybrid, "cloud": aws_layouts.Cloud}[name]

@@ -45,7 +45,7 @@ class Stack:
     pools: list[ExpectedPool] = field(default_factory=list)
     default_storage_class: Optional[str] = None
     # Hybrid stacks export their VPN's on-premises end (`gateways.onPrem`,
-    # components/layouts.py): nodes on the other side are reached through the tunnel, never
+    # components/aws_layouts.py): nodes on the other side are reached through the tunnel, never
     # the default route.
     vpn: bool = False
 

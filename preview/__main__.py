@@ -4,6 +4,8 @@ Runs the program for a stack under the Pulumi SDK's mocks (no CLI, no cloud, no
 cluster), prints the plan and writes the rendered artifacts to build/<stack>/."""
 
 import argparse
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -47,5 +49,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """Ends the process without the interpreter's teardown, which frees the provider SDKs'
+    modules and the plan object by object (about 0.45 s of a 2.6 s prod preview). Safe
+    here: every artifact is written and closed (report.write_artifacts) and no thread is
+    still working; output is flushed first, and on a flush error (a closed pipe) the
+    ordinary exit reports it."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        sys.exit(code)
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -12,7 +12,6 @@ import yaml
 from pulumi.runtime import rpc
 
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
-from components.aws.boot import boot_scripts
 from components.common.remote_step import step_inputs
 from config.model import STORAGE_CLASS_NAMES
 from preview.engine import REDACTED, UNKNOWN, Plan, ResourceRecord
@@ -170,6 +169,8 @@ def _host_scripts(plan: Plan):
         depth = plan.depth_of(resource)
         yield f"hosts/{host}/{depth:02d}-{step}.sh", header + stdin
     for resource, user_data in _user_data(plan):
+        # Imported here: only a stack with EC2 instances loads the AWS SDK.
+        from components.aws.boot import boot_scripts
         for index, part in enumerate(boot_scripts(user_data)):
             part = plan.redact(part)
             host, step = _envelope_names(part)

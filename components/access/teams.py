@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.common import kube
@@ -115,6 +114,8 @@ class Access(pulumi.ComponentResource):
             if profiles and None not in profiles.values() else None)
         self.user_kubeconfig_parameters = {}
         if args.aws_opts is not None:
+            # Imported here: a stack without AWS never loads the AWS SDK.
+            import pulumi_aws as aws
             for user in access.users:
                 parameter = aws.ssm.Parameter(
                     f"{name}-{user.name}-kubeconfig",

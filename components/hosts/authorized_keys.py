@@ -8,16 +8,19 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_command import remote
 
-from components.common.remote_step import Script, Ssh, run_step
+from components.common.remote_step import Script, Ssh, machine_env, run_step
+from config.model import Host
 
 AUTHORIZED_KEYS = Script("authorized-keys.sh")
 
 
-def authorized_keys_step(host: str, on: Ssh, keys: Sequence[str],
+def authorized_keys_step(host: Host, on: Ssh, keys: Sequence[str],
                          depends_on: Sequence[pulumi.Resource],
                          parent: pulumi.Resource) -> remote.Command:
     """Always made, so that emptying the list empties the block. Its inputs are the keys
     and the user only: a changed key runs this step again and no other."""
-    return run_step(host, "authorized-keys", on=on, create=AUTHORIZED_KEYS,
-                    env={"SSH_USER": on.user, "AUTHORIZED_KEYS": "\n".join(keys)},
+    return run_step(host.name, "authorized-keys", on=on, create=AUTHORIZED_KEYS,
+                    # A replaced machine (hosts[].generation) gets the keys anew.
+                    env={"SSH_USER": on.user, "AUTHORIZED_KEYS": "\n".join(keys),
+                         **machine_env(host)},
                     depends_on=depends_on, parent=parent)
