@@ -21,7 +21,7 @@ set -euo pipefail
 SERVICE_ACTIVE_TIMEOUT=300
 
 main() {
-  local current problem
+  local current
   # Read by the exit handler mark_own_node_failed_on_exit sets (upgrade/lib.sh).
   UPGRADE_PHASE=""
   require_env K0S_VERSION NODE_NAME
@@ -31,30 +31,13 @@ main() {
   fi
   UPGRADE_PHASE="installing k0s $K0S_VERSION"
   current="$(k0s_current_version)"
-  if [[ -n "$current" && "$current" != "$K0S_VERSION" ]]; then
-    problem="$(version_skew_problem "$current" "$K0S_VERSION")"
-    if [[ -n "$problem" ]]; then
-      die "refusing to change k0s here: $problem; nothing was changed"
-    fi
-  fi
+  refuse_version_skew k0s "$current" "$K0S_VERSION"
   k0s_install_binary "$K0S_VERSION"
   if ! k0s_service_installed k0sworker; then
     log "k0s $K0S_VERSION is installed; the join step starts the worker"
     return 0
   fi
-  if needs_follow_up "$K0S_BINARY_CHANGED" restart-k0sworker; then
-    # A restart runs the new kubelet and containerd; pods the drain left (DaemonSets)
-    # keep running in their shims.
-    UPGRADE_PHASE="restarting k0sworker at $K0S_VERSION"
-    systemctl restart k0sworker
-    follow_up_done restart-k0sworker
-    log "changed: restarted k0sworker at $K0S_VERSION"
-  else
-    log "unchanged: k0sworker already runs k0s $K0S_VERSION"
-  fi
-  UPGRADE_PHASE="waiting for k0sworker to be active at $K0S_VERSION"
-  wait_until "$SERVICE_ACTIVE_TIMEOUT" "the k0sworker service to be active" \
-    systemctl is-active --quiet k0sworker
+  restart_at_version "$K0S_BINARY_CHANGED" k0sworker k0s "$K0S_VERSION"
 }
 
 main "$@"

@@ -21,7 +21,7 @@ set -euo pipefail
 SERVICE_ACTIVE_TIMEOUT=300
 
 main() {
-  local current problem
+  local current
   # Read by the exit handler mark_own_node_failed_on_exit sets (upgrade/lib.sh).
   UPGRADE_PHASE=""
   require_env RKE2_VERSION NODE_NAME
@@ -31,28 +31,14 @@ main() {
   fi
   UPGRADE_PHASE="installing RKE2 $RKE2_VERSION"
   current="$(rke2_current_version)"
-  if [[ -n "$current" && "$current" != "$RKE2_VERSION" ]]; then
-    problem="$(version_skew_problem "$current" "$RKE2_VERSION")"
-    if [[ -n "$problem" ]]; then
-      die "refusing to change RKE2 here: $problem; nothing was changed"
-    fi
-  fi
+  refuse_version_skew RKE2 "$current" "$RKE2_VERSION"
   rke2_install "$RKE2_VERSION"
   if ! systemctl is-enabled --quiet rke2-agent; then
     log "RKE2 $RKE2_VERSION is installed; the join step starts the agent"
     return 0
   fi
-  if needs_follow_up "$RKE2_BINARY_CHANGED" restart-rke2-agent; then
-    UPGRADE_PHASE="restarting rke2-agent at $RKE2_VERSION"
-    systemctl restart --no-block rke2-agent
-    follow_up_done restart-rke2-agent
-    log "changed: restarted rke2-agent at $RKE2_VERSION"
-  else
-    log "unchanged: rke2-agent already runs RKE2 $RKE2_VERSION"
-  fi
-  UPGRADE_PHASE="waiting for rke2-agent to be active at $RKE2_VERSION"
-  wait_until "$SERVICE_ACTIVE_TIMEOUT" "the rke2-agent service to be active" \
-    systemctl is-active --quiet rke2-agent
+  # --no-block: rke2-agent's start returns only once the node has joined.
+  restart_at_version "$RKE2_BINARY_CHANGED" rke2-agent RKE2 "$RKE2_VERSION" --no-block
 }
 
 main "$@"

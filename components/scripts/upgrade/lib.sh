@@ -65,6 +65,36 @@ version_skew_problem() {
   fi
 }
 
+# refuse_version_skew WHAT CURRENT WANTED: dies, changing nothing, when going from the
+# CURRENT release of WHAT (none: not installed) to WANTED skips a minor version or goes
+# back (version_skew_problem).
+refuse_version_skew() {
+  local problem
+  [[ -n "$2" && "$2" != "$3" ]] || return 0
+  problem="$(version_skew_problem "$2" "$3")"
+  [[ -z "$problem" ]] || die "refusing to change $1 here: $problem; nothing was changed"
+}
+
+# restart_at_version CHANGED SERVICE WHAT VERSION [RESTART_OPTION...]: restarts SERVICE
+# when its release CHANGED (or an earlier run did not finish the restart), then waits up
+# to SERVICE_ACTIVE_TIMEOUT for it to be active. A restart runs the new kubelet and
+# containerd; pods the drain left (DaemonSets) keep running in their shims.
+restart_at_version() {
+  local changed=$1 service=$2 what=$3 version=$4
+  shift 4
+  if needs_follow_up "$changed" "restart-$service"; then
+    UPGRADE_PHASE="restarting $service at $version"
+    systemctl restart "$@" "$service"
+    follow_up_done "restart-$service"
+    log "changed: restarted $service at $version"
+  else
+    log "unchanged: $service already runs $what $version"
+  fi
+  UPGRADE_PHASE="waiting for $service to be active at $version"
+  wait_until "$SERVICE_ACTIVE_TIMEOUT" "the $service service to be active" \
+    systemctl is-active --quiet "$service"
+}
+
 # check_kubectl_input: KUBECTL (the controller's kubectl with its admin credential, as
 # words: an absolute path, then options) is set and safe to split into words.
 check_kubectl_input() {
