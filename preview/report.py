@@ -14,7 +14,8 @@ from pulumi.runtime import rpc
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
 from components.common.remote_step import step_inputs
 from config.model import STORAGE_CLASS_NAMES
-from preview.engine import REDACTED, UNKNOWN, Plan, ResourceRecord
+from preview.plan import Plan, ResourceRecord, UNKNOWN
+from preview.redaction import REDACTED
 
 _KUBERNETES_TYPE = re.compile(r"^kubernetes:(?P<group>[^/]+)/(?P<version>[^:]+):(?P<kind>\w+)$")
 

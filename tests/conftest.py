@@ -16,7 +16,8 @@ if str(PROJECT_DIR) not in sys.path:
 
 from config.model import SECRET_KEYS  # noqa: E402
 from preview import credentials, engine  # noqa: E402
-from preview.engine import Plan, run_program  # noqa: E402
+from preview.engine import run_program  # noqa: E402
+from preview.plan import Plan
 from preview.stack_file import StackConfigFile, read_stack  # noqa: E402
 
 # A throwaway key made for this test run.

@@ -24,7 +24,8 @@ from components.aws.boot import boot_scripts
 from components.distributions import k0s, rke2
 from components.common.remote_step import step_inputs
 from config import load as load_config
-from preview.engine import Plan, ResourceRecord, run_program, unwrap_secrets
+from preview.engine import run_program, unwrap_secrets
+from preview.plan import Plan, ResourceRecord
 from preview.stack_file import read_stack
 from tests.boot.cloud_init import STAGES, CloudInitRun, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host

@@ -4,7 +4,8 @@ import pulumi
 import pytest
 
 from config import load
-from preview.engine import Plan, RecordingMonitor
+from preview.engine import RecordingMonitor
+from preview.plan import Plan
 from pulumi.runtime import settings
 from tests.conftest import as_cli_config, bare_metal_config
 

@@ -10,7 +10,7 @@ import pytest
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION, storage_manifests
 from config.model import STORAGE_CLASS_NAMES
 from config.problems import ConfigError
-from preview.engine import Plan, ResourceRecord
+from preview.plan import Plan, ResourceRecord
 from preview.report import _storage_summary
 from tests.config.test_loader import load_values
 from tests.conftest import bare_metal_config

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from pulumi.output import Unknown
 
-from preview.engine import UNKNOWN, Plan, run_program
+from preview.engine import run_program
+
+from preview.plan import Plan, UNKNOWN
 from preview.report import write_artifacts
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR

@@ -6,7 +6,7 @@ import random
 import pytest
 from pulumi.runtime import rpc
 
-from preview.engine import Plan
+from preview.plan import Plan
 from preview.redaction import REDACTED, Redactor
 from tests.conftest import TEST_PRIVATE_KEY
 

@@ -10,7 +10,9 @@ from functools import cache
 
 import pytest
 
-from preview.engine import Plan, ResourceRecord, run_program
+from preview.engine import run_program
+
+from preview.plan import Plan, ResourceRecord
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR, cloud_config, hybrid_config, preview
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pulumi.output import Unknown
 
-from preview.engine import Plan, ResourceRecord
+from preview.plan import Plan, ResourceRecord
 from preview import credentials
 from tests.conftest import bare_metal_config, hybrid_config, preview
 

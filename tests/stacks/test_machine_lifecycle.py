@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from preview.engine import Plan
+from preview.plan import Plan
 from tests.conftest import bare_metal_config, preview
 
 HOST = "gpu001"

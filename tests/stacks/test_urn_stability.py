@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from preview.engine import Plan, ResourceRecord, run_program
+from preview.engine import run_program
+
+from preview.plan import Plan, ResourceRecord
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR
 

@@ -15,7 +15,8 @@ from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from components.common.remote_step import Ssh, SshAccess
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.model import Host, StackConfig
-from preview.engine import Plan, run_program
+from preview.engine import run_program
+from preview.plan import Plan
 from tests.conftest import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config
 
 SERVER = Host(name="control-plane", address="10.20.1.10", role="controller")

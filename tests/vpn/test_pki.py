@@ -15,7 +15,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from components.network.vpn_pki import VpnPki, VpnPkiArgs
-from preview.engine import REDACTED, Plan, run_program
+from preview.engine import run_program
+from preview.plan import Plan
+from preview.redaction import REDACTED
 from tests.conftest import PROJECT_DIR, as_cli_config
 from tests.vpn.conftest import HYBRID_VALUES, exported
 

@@ -8,7 +8,7 @@ from cryptography import x509
 from pulumi.runtime import rpc
 
 from components.network import openvpn_config
-from preview.engine import REDACTED
+from preview.redaction import REDACTED
 from tests.vpn.conftest import (SERVER_PUBLIC_ADDRESS, build_plan, exported, hybrid_values,
                                 plain, stdin_of)
 
