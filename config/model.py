@@ -13,7 +13,6 @@ from pydantic import (
     BeforeValidator,
     Field,
     SecretStr,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -22,13 +21,13 @@ from config import versions
 from config.access import AccessSettings
 from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
-from config.host_paths import HostDataPath
 from config.kubeflow import KubeflowSettings
+from config.kubernetes import KubernetesSettings
 from config.model_base import Section
+from config.storage import StorageSettings
 from config.types import (
     AbsolutePath,
     AuthorizedKey,
-    Duration,
     DnsLabel,
     HostOrIp,
     InterfaceName,
@@ -36,7 +35,6 @@ from config.types import (
     IPv4Cidr,
     LabelKey,
     LabelValue,
-    NfsMountOptions,
     Port,
     MultiLineSecret,
     SshPublicKey,
@@ -49,90 +47,6 @@ Role = Literal["controller", "worker", "controller+worker"]
 # Roles whose host runs the Kubernetes control plane / a kubelet.
 CONTROL_PLANE_ROLES = ("controller", "controller+worker")
 WORKER_ROLES = ("worker", "controller+worker")
-
-
-# The distributions' names, from config/versions.py.
-DistributionName = Literal[tuple(versions.DISTRIBUTIONS)]  # type: ignore[valid-type]
-
-
-# A count of workers (at least 1) or a percentage of them ("25%"), matched whole.
-MAX_UNAVAILABLE_PERCENT = re.compile(r"(100|[1-9][0-9]?)%")
-
-
-def _max_unavailable(value: object) -> Union[int, str]:
-    problem = ("must be a count of workers (1 or more) or a percentage from 1% to 100% "
-               "like \"25%\"")
-    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value):
-        # `pulumi config set --path` hands numbers over as text.
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise ValueError(f"{problem}: a rollout takes down at least one worker")
-        return value
-    if isinstance(value, str) and MAX_UNAVAILABLE_PERCENT.fullmatch(value):
-        return value
-    raise ValueError(problem)
-
-
-class UpgradeSettings(Section):
-    """How a raised kubernetes.version reaches the workers (README: Upgrading Kubernetes)."""
-    # Workers drained and upgraded at once (k0sctl's workerDisruptionPercent).
-    max_unavailable: Annotated[Union[int, str], BeforeValidator(_max_unavailable)] = 1
-
-    def unavailable_count(self, workers: int) -> int:
-        """Workers upgraded at once: a percentage rounds down, as a Deployment's maxUnavailable
-        does (kubernetes.io/docs/concepts/workloads/controllers/deployment/#max-unavailable),
-        but never below one."""
-        value = self.max_unavailable
-        if isinstance(value, str):
-            value = workers * int(value[:-1]) // 100
-        return max(1, min(value, max(workers, 1)))
-
-
-class KubernetesSettings(Section):
-    distribution: DistributionName = "k0s"
-    # Defaults to the distribution's pin (config/versions.py).
-    version: str = Field(default="", validate_default=True)
-    api_port: Port = 6443
-    # Extra names/addresses the API server certificate must cover (a DNS name, a VIP).
-    api_sans: list[HostOrIp] = []
-    # Join tokens are single-purpose and short-lived: one per worker, valid this long.
-    worker_token_expiry: Duration = "2h"
-    node_ready_timeout_seconds: int = Field(default=600, ge=30, le=7200)
-    # How long draining a node (an upgrade, hosts[].maintenance, a replaced machine) may
-    # take before the step fails (kubectl drain --timeout); evictions respect
-    # PodDisruptionBudgets, and a drain that fails stops an upgrade's rollout.
-    drain_timeout_seconds: int = Field(default=600, ge=30, le=7200)
-    # Cloud: how long `pulumi up` waits for the API the controller installs at boot.
-    api_ready_timeout_seconds: int = Field(default=900, ge=60, le=7200)
-    # Raising it issues the admin a new key and client certificate (Day-2 rotation).
-    admin_certificate_generation: int = Field(default=0, ge=0, le=1_000_000)
-    upgrade: UpgradeSettings = UpgradeSettings()
-
-    @field_validator("version")
-    @classmethod
-    def _release_version(cls, value: str, info: ValidationInfo) -> str:
-        distribution = info.data.get("distribution")
-        if distribution not in versions.DISTRIBUTIONS:
-            return value
-        release = versions.DISTRIBUTIONS[distribution]
-        if not value:
-            return release.pin
-        if not release.release_form.fullmatch(value):
-            raise ValueError(f"'{value}' is not a {distribution} release version like "
-                             f"{release.pin}")
-        return value
-
-    @field_validator("api_port")
-    @classmethod
-    def _fixed_api_port(cls, value: int, info: ValidationInfo) -> int:
-        distribution = info.data.get("distribution")
-        fixed = versions.DISTRIBUTIONS[distribution].fixed_api_port \
-            if distribution in versions.DISTRIBUTIONS else None
-        if fixed is not None and value != fixed:
-            raise ValueError(f"must be {fixed} with distribution {distribution}: it serves "
-                             "the API on that port only")
-        return value
 
 
 class NetworkSettings(Section):
@@ -300,81 +214,6 @@ class GpuSettings(Section):
     # GPU Feature Discovery labels nodes with GPU model, memory, CUDA and driver versions
     # (needs node-feature-discovery, installed with it).
     feature_discovery: bool = False
-
-
-class NfsBackend(Section):
-    # An existing NFS server...
-    server: Optional[HostOrIp] = None
-    # ...or a host of this cluster that the program turns into the NFS server.
-    host: Optional[DnsLabel] = None
-    path: AbsolutePath = "/srv/gpu-cluster"
-    # Hard: I/O waits for a server that is away and resumes, never failing half-done
-    # writes ("soft" timeouts "can cause silent data corruption", nfs(5)); databases
-    # (Katib's and Pipelines' MySQL) live here. AWS's recommended options for EFS
-    # (https://docs.aws.amazon.com/efs/latest/ug/mounting-fs-nfs-mount-settings.html)
-    # but noresvport: a Linux server's exports are `secure` by default (exports(5)) and
-    # refuse non-reserved source ports.
-    mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
-                                      "timeo=600", "retrans=2"]
-    default: Optional[bool] = None
-
-
-class EfsBackend(Section):
-    # An existing file system's mount target address, reached over a VPN or Direct
-    # Connect; by address so on-prem nodes need no AWS DNS. On the AWS layouts, leave it
-    # out and the program creates the file system in the VPC.
-    mount_target_address: Optional[IPv4] = None
-    # On the AWS layouts: `pulumi destroy` refuses to delete the file system the program
-    # created and, once unprotected, leaves it and its data in the account. Turn it off
-    # only for clusters whose data may go with them (the README has the procedure).
-    protect: bool = True
-    path: AbsolutePath = "/"
-    # AWS's recommended NFS options for EFS, hard (see storage.nfs.mountOptions).
-    mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
-                                      "timeo=600", "retrans=2", "noresvport"]
-    default: Optional[bool] = None
-
-
-class LocalPathBackend(Section):
-    # Node-local folder for volumes (seed 000 pointed it at a mergerfs mount).
-    path: HostDataPath = "/opt/local-path-provisioner"
-    default: Optional[bool] = None
-
-
-# StorageClass name of each backend.
-STORAGE_CLASS_NAMES = {"nfs": "nfs", "efs": "efs", "localPath": "local-path"}
-
-
-class StorageSettings(Section):
-    """One StorageClass per configured backend; exactly one is the default."""
-
-    nfs: Optional[NfsBackend] = None
-    efs: Optional[EfsBackend] = None
-    local_path: Optional[LocalPathBackend] = None
-
-    @property
-    def backends(self) -> dict[str, "NfsBackend | EfsBackend | LocalPathBackend"]:
-        found = {"nfs": self.nfs, "efs": self.efs, "localPath": self.local_path}
-        return {name: backend for name, backend in found.items() if backend is not None}
-
-    @property
-    def default_backends(self) -> list[str]:
-        """The one rule for which backend is the default StorageClass: the only backend
-        unless it sets default: false; of several, those that set default: true. A valid
-        config has exactly one (config/checks.py); everything else asks default_backend."""
-        backends = self.backends
-        if len(backends) == 1:
-            return [name for name, backend in backends.items() if backend.default is not False]
-        return [name for name, backend in backends.items() if backend.default]
-
-    @property
-    def default_backend(self) -> str:
-        [backend] = self.default_backends
-        return backend
-
-    @property
-    def default_class(self) -> str:
-        return STORAGE_CLASS_NAMES[self.default_backend]
 
 
 # A device plugin's extended resource, e.g. rdma/rdma_shared_device_a. Kubernetes' rule

@@ -7,7 +7,8 @@ from config.access import AccessSettings
 from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
 from config.kubeflow import KubeflowSettings
-from config.model import Host, HostTuning, NetworkSettings, SshSettings, StorageSettings
+from config.model import Host, HostTuning, NetworkSettings, SshSettings
+from config.storage import StorageSettings
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pulumi.runtime import rpc
 
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
 from components.common.remote_step import step_inputs
-from config.model import STORAGE_CLASS_NAMES
+from config.storage import STORAGE_CLASS_NAMES
 from preview.plan import Plan, ResourceRecord, UNKNOWN
 from preview.redaction import REDACTED
 

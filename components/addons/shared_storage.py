@@ -12,14 +12,8 @@ import pulumi_kubernetes as k8s
 
 from components.common import kube
 from config import versions
-from config.model import (
-    STORAGE_CLASS_NAMES,
-    EfsBackend,
-    Host,
-    LocalPathBackend,
-    NfsBackend,
-    StorageSettings,
-)
+from config.model import Host
+from config.storage import EfsBackend, LocalPathBackend, NfsBackend, STORAGE_CLASS_NAMES, StorageSettings
 
 NFS_NAMESPACE = "nfs-provisioner"
 NFS_PROVISIONER = "k8s-sigs.io/nfs-subdir-external-provisioner"

@@ -10,7 +10,7 @@ import pulumi_aws as aws
 
 from components.aws.network import AwsNetwork
 from config.cloud import VpcSettings, efs_mount_target_addresses
-from config.model import EfsBackend
+from config.storage import EfsBackend
 
 NFS_PORT = 2049
 

@@ -10,7 +10,8 @@ from typing import Optional, Protocol
 import pulumi
 
 from components.common.remote_step import Script
-from config.model import MACHINE_GENERATION_LABEL, POOL_LABEL, Host, HostTuning, KubernetesSettings, WorkerPool
+from config.kubernetes import KubernetesSettings
+from config.model import MACHINE_GENERATION_LABEL, POOL_LABEL, Host, HostTuning, WorkerPool
 
 
 @dataclass(frozen=True)

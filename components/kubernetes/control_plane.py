@@ -17,7 +17,8 @@ from components.hosts.bootstrap import PreparedMachine
 from components.kubernetes.kubeconfig import client_kubeconfig
 from components.common.remote_step import Script, Ssh, envelope, run_step
 from components.kubernetes.upgrade import check_version
-from config.model import Host, KubernetesSettings
+from config.kubernetes import KubernetesSettings
+from config.model import Host
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
 # Kubernetes bootstrap tokens: a 6-character id and a 16-character secret of [a-z0-9]

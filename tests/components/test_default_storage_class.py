@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION, storage_manifests
-from config.model import STORAGE_CLASS_NAMES
+from config.storage import STORAGE_CLASS_NAMES
 from config.problems import ConfigError
 from preview.plan import Plan, ResourceRecord
 from preview.report import _storage_summary

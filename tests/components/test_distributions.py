@@ -9,7 +9,7 @@ import pytest
 
 from components.distributions import DISTRIBUTIONS, distribution_for, distribution_settings
 from components.distributions.base import Distribution
-from config.model import KubernetesSettings
+from config.kubernetes import KubernetesSettings
 from tests.components.conftest import settings_for
 from tests.conftest import bare_metal_config
 

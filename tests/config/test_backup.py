@@ -9,7 +9,7 @@ import pytest
 
 from config import ConfigError, load
 from config.backup import BackupSettings, backup_store
-from config.model import NfsBackend, StorageSettings
+from config.storage import NfsBackend, StorageSettings
 from tests.conftest import as_cli_config, bare_metal_config, cloud_config, hybrid_config
 
 ACCEPTED = ["*-*-* 03:30:00", "daily", "hourly", "Mon..Fri 02:00", "Sat,Sun *-*-* 04:15:00 UTC",

@@ -114,7 +114,7 @@ def test_the_steps_inputs_name_the_version_and_the_bounds():
 
 @pytest.mark.parametrize("value", [0, "0%", "101%", "25", "25 %", True, "1.5"])
 def test_max_unavailable_is_a_count_or_a_percentage(value):
-    from config.model import UpgradeSettings
+    from config.kubernetes import UpgradeSettings
     from pydantic import ValidationError
 
     if value == "25":  # text digits are a count, as `pulumi config set --path` gives them

@@ -1,0 +1,95 @@
+"""The `gpu-cluster:kubernetes` section: the distribution and its release, the API, join
+tokens, drains, the admin's certificate, and how a raised version reaches the workers."""
+
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
+
+from config import versions
+from config.model_base import Section
+from config.types import Duration, HostOrIp, Port
+
+
+# The distributions' names, from config/versions.py.
+DistributionName = Literal[tuple(versions.DISTRIBUTIONS)]  # type: ignore[valid-type]
+
+
+# A count of workers (at least 1) or a percentage of them ("25%"), matched whole.
+MAX_UNAVAILABLE_PERCENT = re.compile(r"(100|[1-9][0-9]?)%")
+
+
+def _max_unavailable(value: object) -> Union[int, str]:
+    problem = ("must be a count of workers (1 or more) or a percentage from 1% to 100% "
+               "like \"25%\"")
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value):
+        # `pulumi config set --path` hands numbers over as text.
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"{problem}: a rollout takes down at least one worker")
+        return value
+    if isinstance(value, str) and MAX_UNAVAILABLE_PERCENT.fullmatch(value):
+        return value
+    raise ValueError(problem)
+
+
+class UpgradeSettings(Section):
+    """How a raised kubernetes.version reaches the workers (README: Upgrading Kubernetes)."""
+    # Workers drained and upgraded at once (k0sctl's workerDisruptionPercent).
+    max_unavailable: Annotated[Union[int, str], BeforeValidator(_max_unavailable)] = 1
+
+    def unavailable_count(self, workers: int) -> int:
+        """Workers upgraded at once: a percentage rounds down, as a Deployment's maxUnavailable
+        does (kubernetes.io/docs/concepts/workloads/controllers/deployment/#max-unavailable),
+        but never below one."""
+        value = self.max_unavailable
+        if isinstance(value, str):
+            value = workers * int(value[:-1]) // 100
+        return max(1, min(value, max(workers, 1)))
+
+
+class KubernetesSettings(Section):
+    distribution: DistributionName = "k0s"
+    # Defaults to the distribution's pin (config/versions.py).
+    version: str = Field(default="", validate_default=True)
+    api_port: Port = 6443
+    # Extra names/addresses the API server certificate must cover (a DNS name, a VIP).
+    api_sans: list[HostOrIp] = []
+    # Join tokens are single-purpose and short-lived: one per worker, valid this long.
+    worker_token_expiry: Duration = "2h"
+    node_ready_timeout_seconds: int = Field(default=600, ge=30, le=7200)
+    # How long draining a node (an upgrade, hosts[].maintenance, a replaced machine) may
+    # take before the step fails (kubectl drain --timeout); evictions respect
+    # PodDisruptionBudgets, and a drain that fails stops an upgrade's rollout.
+    drain_timeout_seconds: int = Field(default=600, ge=30, le=7200)
+    # Cloud: how long `pulumi up` waits for the API the controller installs at boot.
+    api_ready_timeout_seconds: int = Field(default=900, ge=60, le=7200)
+    # Raising it issues the admin a new key and client certificate (Day-2 rotation).
+    admin_certificate_generation: int = Field(default=0, ge=0, le=1_000_000)
+    upgrade: UpgradeSettings = UpgradeSettings()
+
+    @field_validator("version")
+    @classmethod
+    def _release_version(cls, value: str, info: ValidationInfo) -> str:
+        distribution = info.data.get("distribution")
+        if distribution not in versions.DISTRIBUTIONS:
+            return value
+        release = versions.DISTRIBUTIONS[distribution]
+        if not value:
+            return release.pin
+        if not release.release_form.fullmatch(value):
+            raise ValueError(f"'{value}' is not a {distribution} release version like "
+                             f"{release.pin}")
+        return value
+
+    @field_validator("api_port")
+    @classmethod
+    def _fixed_api_port(cls, value: int, info: ValidationInfo) -> int:
+        distribution = info.data.get("distribution")
+        fixed = versions.DISTRIBUTIONS[distribution].fixed_api_port \
+            if distribution in versions.DISTRIBUTIONS else None
+        if fixed is not None and value != fixed:
+            raise ValueError(f"must be {fixed} with distribution {distribution}: it serves "
+                             "the API on that port only")
+        return value

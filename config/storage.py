@@ -1,0 +1,83 @@
+"""The `gpu-cluster:storage` section: the backends a cluster's volumes live on (NFS, EFS,
+node-local folders), one StorageClass each, and the one rule for which is the default."""
+
+from typing import Optional
+
+from config.host_paths import HostDataPath
+from config.model_base import Section
+from config.types import AbsolutePath, DnsLabel, HostOrIp, IPv4, NfsMountOptions
+
+
+class NfsBackend(Section):
+    # An existing NFS server...
+    server: Optional[HostOrIp] = None
+    # ...or a host of this cluster that the program turns into the NFS server.
+    host: Optional[DnsLabel] = None
+    path: AbsolutePath = "/srv/gpu-cluster"
+    # Hard: I/O waits for a server that is away and resumes, never failing half-done
+    # writes ("soft" timeouts "can cause silent data corruption", nfs(5)); databases
+    # (Katib's and Pipelines' MySQL) live here. AWS's recommended options for EFS
+    # (https://docs.aws.amazon.com/efs/latest/ug/mounting-fs-nfs-mount-settings.html)
+    # but noresvport: a Linux server's exports are `secure` by default (exports(5)) and
+    # refuse non-reserved source ports.
+    mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
+                                      "timeo=600", "retrans=2"]
+    default: Optional[bool] = None
+
+
+class EfsBackend(Section):
+    # An existing file system's mount target address, reached over a VPN or Direct
+    # Connect; by address so on-prem nodes need no AWS DNS. On the AWS layouts, leave it
+    # out and the program creates the file system in the VPC.
+    mount_target_address: Optional[IPv4] = None
+    # On the AWS layouts: `pulumi destroy` refuses to delete the file system the program
+    # created and, once unprotected, leaves it and its data in the account. Turn it off
+    # only for clusters whose data may go with them (the README has the procedure).
+    protect: bool = True
+    path: AbsolutePath = "/"
+    # AWS's recommended NFS options for EFS, hard (see storage.nfs.mountOptions).
+    mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
+                                      "timeo=600", "retrans=2", "noresvport"]
+    default: Optional[bool] = None
+
+
+class LocalPathBackend(Section):
+    # Node-local folder for volumes (seed 000 pointed it at a mergerfs mount).
+    path: HostDataPath = "/opt/local-path-provisioner"
+    default: Optional[bool] = None
+
+
+# StorageClass name of each backend.
+STORAGE_CLASS_NAMES = {"nfs": "nfs", "efs": "efs", "localPath": "local-path"}
+
+
+class StorageSettings(Section):
+    """One StorageClass per configured backend; exactly one is the default."""
+
+    nfs: Optional[NfsBackend] = None
+    efs: Optional[EfsBackend] = None
+    local_path: Optional[LocalPathBackend] = None
+
+    @property
+    def backends(self) -> dict[str, "NfsBackend | EfsBackend | LocalPathBackend"]:
+        found = {"nfs": self.nfs, "efs": self.efs, "localPath": self.local_path}
+        return {name: backend for name, backend in found.items() if backend is not None}
+
+    @property
+    def default_backends(self) -> list[str]:
+        """The one rule for which backend is the default StorageClass: the only backend
+        unless it sets default: false; of several, those that set default: true. A valid
+        config has exactly one (config/checks.py); everything else asks default_backend."""
+        backends = self.backends
+        if len(backends) == 1:
+            return [name for name, backend in backends.items() if backend.default is not False]
+        return [name for name, backend in backends.items() if backend.default]
+
+    @property
+    def default_backend(self) -> str:
+        [backend] = self.default_backends
+        return backend
+
+    @property
+    def default_class(self) -> str:
+        return STORAGE_CLASS_NAMES[self.default_backend]
