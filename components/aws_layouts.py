@@ -15,7 +15,6 @@ from components.aws.control_plane_host import (
     ControllerBoot,
     ControlPlaneHost,
     ControlPlaneHostArgs,
-    openssh_public_key,
 )
 from components.aws import ssm_paths
 from components.aws.network import AwsNetwork, AwsNetworkArgs
@@ -43,6 +42,7 @@ from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.backup import backup_store
 from config.cloud import cluster_cidrs
 from config.model import StackConfig
+from config.types import public_key_of
 from components.layouts import Layout, Machines, machines_of
 
 
@@ -102,7 +102,7 @@ class _OnAws(Layout):
             f"{context.name}-control-plane-host",
             ControlPlaneHostArgs(
                 cluster_name=settings.cluster_name, aws=settings.aws, network=network,
-                ssh_public_key=openssh_public_key(settings.ssh_private_key.get_secret_value()),
+                ssh_public_key=public_key_of(settings.ssh_private_key.get_secret_value()),
                 api_port=settings.kubernetes.api_port,
                 control_plane_ports=context.distribution.control_plane_ports,
                 cluster_cidrs=self.cluster_cidrs, vpn=settings.vpn,

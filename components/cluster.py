@@ -132,8 +132,7 @@ class Cluster(pulumi.ComponentResource):
         if machines.booted_ssh is not None:
             # The controller that installed itself at boot (cloud) has no HostBootstrap,
             # which makes this step on the other hosts reached over SSH.
-            authorized_keys_step(machines.controller, machines.booted_ssh,
-                                 settings.ssh.authorized_keys,
+            authorized_keys_step(machines.controller, machines.booted_ssh, settings.ssh,
                                  depends_on=[control_plane.installed], parent=self)
         self.api_endpoint = control_plane.api_endpoint
         self.kubeconfig = control_plane.kubeconfig

@@ -10,6 +10,7 @@ from config.host_paths import host_path_problem
 from config.kubeflow_checks import kubeflow_checks
 from config.partial import PartialConfig
 from config.problems import Problem
+from config.types import key_body
 
 # Label prefixes the kubelet may set on its own node (NodeRestriction admission).
 _KUBELET_ALLOWED_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
@@ -191,6 +192,27 @@ def _ssh_keys(cfg: PartialConfig) -> list[Problem]:
         )
     if cfg.has_bastion_private_key and cfg.ssh is not None and cfg.ssh.bastion is None:
         problems.append(Problem("bastionPrivateKey", "is set but gpu-cluster:ssh.bastion is not"))
+    if cfg.ssh is not None:
+        problems += _revoked_keys(cfg.ssh.authorized_keys, cfg.ssh.revoked_keys,
+                                  cfg.ssh_public_key)
+    return problems
+
+
+def _revoked_keys(authorized: list[str], revoked: list[str], login_key: str) -> list[Problem]:
+    """A revoked key must be neither kept nor the one the program logs in with: either
+    would take it out and put it back, or lock the program out of every host."""
+    kept = {key_body(key) for key in authorized}
+    problems = []
+    for index, key in enumerate(revoked):
+        body = key_body(key)
+        if body in kept:
+            problems.append(Problem(f"ssh.revokedKeys[{index}]",
+                                    "is also in ssh.authorizedKeys; keep it in one list"))
+        elif login_key and body == key_body(login_key):
+            problems.append(Problem(
+                f"ssh.revokedKeys[{index}]",
+                "is the public half of sshPrivateKey, the key the program logs in with; "
+                "switch sshPrivateKey to the new key first (README, \"Rotating credentials\")"))
     return problems
 
 

@@ -18,6 +18,7 @@ from config.model_base import without_field_names
 from config.partial import PartialConfig
 from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, WorkerPool
 from config.problems import NAMESPACE, ConfigError, Problem
+from config.types import public_key_of
 
 _PRIVATE_KEY_MARKER = "PRIVATE KEY-----"
 _KEY_BLOCK_ONLY = re.compile(r"\s*-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=:,\s-]*?"
@@ -125,6 +126,13 @@ def _private_key_problem(text: str) -> Optional[str]:
         reason = "it is encrypted" if "password" in str(error).lower() else "it does not parse"
         return f"cannot be used as an SSH key: {reason} (an unencrypted OpenSSH or PEM key is needed)"
     return None
+
+
+def _public_key_or_nothing(private_key: Any) -> str:
+    # A key that does not parse is reported by _private_key_problem.
+    if not isinstance(private_key, str) or _private_key_problem(private_key) is not None:
+        return ""
+    return public_key_of(private_key)
 
 
 def _decode(text: Any) -> Any:
@@ -236,6 +244,7 @@ def _salvage(values: dict[str, Any], unchecked: set[str]) -> PartialConfig:
         all_pools_parsed=len(pools) == len(raw_pools if isinstance(raw_pools, list) else [])
         and "pools" not in unchecked,
         has_ssh_private_key=bool(values.get("sshPrivateKey")),
+        ssh_public_key=_public_key_or_nothing(values.get("sshPrivateKey")),
         has_bastion_private_key=bool(values.get("bastionPrivateKey")),
         vpn_client_profile=str(values.get("vpnClientProfile") or ""),
         kubeflow=section("kubeflow"),
@@ -261,6 +270,8 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         has_vpn=settings.vpn is not None,
         hosts=list(enumerate(settings.hosts)),
         has_ssh_private_key=settings.ssh_private_key is not None,
+        ssh_public_key=_public_key_or_nothing(
+            settings.ssh_private_key.get_secret_value() if settings.ssh_private_key else None),
         has_bastion_private_key=settings.bastion_private_key is not None,
         vpn_client_profile=(settings.vpn_client_profile.get_secret_value()
                             if settings.vpn_client_profile else ""),

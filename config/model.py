@@ -85,6 +85,9 @@ class SshSettings(Section):
     # Public keys the authorized-keys step keeps on every host reached over SSH, beside
     # the user's own (README, "Rotating credentials").
     authorized_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
+    # Public keys the same step takes out of authorized_keys wherever they are (an old key
+    # once the program logs in with the new one).
+    revoked_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
 
 
 class Taint(Section):

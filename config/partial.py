@@ -29,6 +29,8 @@ class PartialConfig:
     has_aws: bool = False
     has_vpn: bool = False
     has_ssh_private_key: bool = False
+    # The public half of sshPrivateKey when it parses; "" otherwise.
+    ssh_public_key: str = ""
     has_bastion_private_key: bool = False
     vpn_client_profile: str = ""
     kubeflow: Optional[KubeflowSettings] = None

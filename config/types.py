@@ -6,6 +6,7 @@ import ipaddress
 import re
 from typing import Annotated
 
+from cryptography.hazmat.primitives import serialization
 from pydantic import AfterValidator, Field, SecretStr
 
 from config.model_base import MULTI_LINE
@@ -130,6 +131,22 @@ def _authorized_key(value: str) -> str:
                          "comment' (the .pub file's one line; no options, no control "
                          "characters)")
     return value
+
+
+def key_body(line: str) -> str:
+    """The base64 body of a public key line ('type body [comment]'): the key itself."""
+    return line.split()[1]
+
+
+def public_key_of(private_key: str) -> str:
+    """The OpenSSH public key line of an unencrypted OpenSSH or PEM private key."""
+    data = private_key.encode()
+    if b"OPENSSH PRIVATE KEY" in data:
+        key = serialization.load_ssh_private_key(data, password=None)
+    else:
+        key = serialization.load_pem_private_key(data, password=None)
+    return key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                         serialization.PublicFormat.OpenSSH).decode()
 
 
 def _absolute_path(value: str) -> str:

@@ -12,7 +12,6 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 import pulumi_tls as tls
-from cryptography.hazmat.primitives import serialization
 
 from components.aws import ssm_paths
 from components.aws.boot import (
@@ -63,7 +62,7 @@ class ControlPlaneHostArgs:
     cluster_name: str
     aws: AwsSettings
     network: AwsNetwork
-    # The public half of the stack's SSH key, for the EC2 key pair (openssh_public_key).
+    # The public half of the stack's SSH key, for the EC2 key pair (config.types.public_key_of).
     ssh_public_key: str
     api_port: int
     # The distribution's ports nodes reach the control plane at, beyond the API's:
@@ -298,14 +297,3 @@ def ingress_rules(admin_cidrs: Sequence[str], api_port: int, cluster_cidrs: Sequ
 
 def cloud_config(hostname: str) -> str:
     return f"#cloud-config\nhostname: {hostname}\npreserve_hostname: false\n"
-
-
-def openssh_public_key(private_key: str) -> str:
-    """The public half of the configured SSH key, for the EC2 key pair."""
-    data = private_key.encode()
-    if b"OPENSSH PRIVATE KEY" in data:
-        key = serialization.load_ssh_private_key(data, password=None)
-    else:
-        key = serialization.load_pem_private_key(data, password=None)
-    return key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                         serialization.PublicFormat.OpenSSH).decode()

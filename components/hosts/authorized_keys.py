@@ -1,5 +1,5 @@
 """`<host>-authorized-keys`: the public keys of ssh.authorizedKeys, kept in the SSH user's
-authorized_keys on a host reached over SSH (how an SSH key is rotated: README, "Rotating
+authorized_keys on a host reached over SSH, and those of ssh.revokedKeys taken out (how an SSH key is rotated: README, "Rotating
 credentials"). Not a preparation step (components/hosts/steps.py): a boot needs no extra
 keys, and the cloud pools' user data has no room for it."""
 
@@ -9,18 +9,19 @@ import pulumi
 from pulumi_command import remote
 
 from components.common.remote_step import Script, Ssh, machine_env, run_step
-from config.model import Host
+from config.model import Host, SshSettings
 
 AUTHORIZED_KEYS = Script("authorized-keys.sh")
 
 
-def authorized_keys_step(host: Host, on: Ssh, keys: Sequence[str],
+def authorized_keys_step(host: Host, on: Ssh, ssh: SshSettings,
                          depends_on: Sequence[pulumi.Resource],
                          parent: pulumi.Resource) -> remote.Command:
     """Always made, so that emptying the list empties the block. Its inputs are the keys
     and the user only: a changed key runs this step again and no other."""
+    revoked = {"REVOKED_KEYS": "\n".join(ssh.revoked_keys)} if ssh.revoked_keys else {}
     return run_step(host.name, "authorized-keys", on=on, create=AUTHORIZED_KEYS,
                     # A replaced machine (hosts[].generation) gets the keys anew.
-                    env={"SSH_USER": on.user, "AUTHORIZED_KEYS": "\n".join(keys),
-                         **machine_env(host)},
+                    env={"SSH_USER": on.user, "AUTHORIZED_KEYS": "\n".join(ssh.authorized_keys),
+                         **revoked, **machine_env(host)},
                     depends_on=depends_on, parent=parent)

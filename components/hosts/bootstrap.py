@@ -76,7 +76,7 @@ class HostBootstrap(pulumi.ComponentResource):
         self.ready: pulumi.Resource = self._create_preparation()
         # After the reboot the preparation may make; nothing waits for it.
         self.authorized_keys = authorized_keys_step(
-            args.host, self.ssh, args.ssh.settings.authorized_keys,
+            args.host, self.ssh, args.ssh.settings,
             depends_on=[self.ready], parent=self)
         self.nfs_server = (self._create_serve_nfs(self.ready, args.nfs_export)
                            if args.nfs_export is not None else None)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Keeps the extra public keys of ssh.authorizedKeys in the SSH user's authorized_keys, as a
 # block between two marker lines: the lines outside it (the user's own keys, the key cloud-init
-# seeded) are left as they are, and a key taken out of the config leaves the block.
+# seeded) are left as they are, but for those holding a key of ssh.revokedKeys; a key taken
+# out of the config leaves the block.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -10,22 +11,44 @@ set -euo pipefail
 # Inputs (environment):
 #   SSH_USER         the user the program logs in as (ssh.user, hosts[].sshUser).
 #   AUTHORIZED_KEYS  the keys, one a line, as config validated them; empty: an empty block.
+#   REVOKED_KEYS     keys (same form) whose lines are removed wherever they are; optional.
 
 BEGIN_MARKER="# BEGIN gpu-cluster ssh.authorizedKeys: managed by gpu-cluster, changes are overwritten"
 END_MARKER="# END gpu-cluster ssh.authorizedKeys"
 # The key types config accepts (config/types.py, _AUTHORIZED_KEY).
 KEY_PATTERN='^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,2}( [^[:cntrl:]]*)?$'
 
+REVOKED=() # the base64 bodies of REVOKED_KEYS: a line holding one as a word is dropped
+
 check_inputs() {
   check_missing_env SSH_USER
-  : "${AUTHORIZED_KEYS:=}"
-  local key number=0
-  while IFS= read -r key; do
-    number=$((number + 1))
-    [[ -z "$key" || "$key" =~ $KEY_PATTERN ]] ||
-      INPUT_PROBLEMS+=("AUTHORIZED_KEYS line $number is not an OpenSSH public key")
-  done <<<"$AUTHORIZED_KEYS"
+  : "${AUTHORIZED_KEYS:=}" "${REVOKED_KEYS:=}"
+  local name key number words=()
+  for name in AUTHORIZED_KEYS REVOKED_KEYS; do
+    number=0
+    while IFS= read -r key; do
+      number=$((number + 1))
+      [[ -z "$key" || "$key" =~ $KEY_PATTERN ]] ||
+        INPUT_PROBLEMS+=("$name line $number is not an OpenSSH public key")
+      if [[ "$name" == REVOKED_KEYS && -n "$key" ]]; then
+        read -r -a words <<<"$key"
+        REVOKED+=("${words[1]}")
+      fi
+    done <<<"${!name}"
+  done
   die_on_input_problems
+}
+
+# revoked LINE: LINE holds a revoked key (after any options, before any comment: a word).
+revoked() {
+  local word body words=()
+  read -r -a words <<<"$1"
+  for word in "${words[@]}"; do
+    for body in "${REVOKED[@]}"; do
+      [[ "$word" != "$body" ]] || return 0
+    done
+  done
+  return 1
 }
 
 # home_of USER: the user's home directory from the passwd database.
@@ -45,7 +68,7 @@ owned_by() {
 }
 
 # managed_file CURRENT: CURRENT's lines with the block (or, when there is none, the end)
-# holding the configured keys.
+# holding the configured keys, less the lines holding a revoked key.
 managed_file() {
   local line inside=0 placed=0 key
   block() {
@@ -64,6 +87,8 @@ managed_file() {
         block
         placed=1
       fi
+    elif [[ "$line" != \#* ]] && revoked "$line"; then
+      log "removing a revoked key: ${line:0:40}..."
     else
       printf '%s\n' "$line"
     fi

@@ -81,6 +81,7 @@ EXAMPLES = {
     "pools[].taints[].key": "example.com/batch",
     "pools[].taints[].value": "yes",
     "ssh.authorizedKeys[]": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b29sZWRtZWFuZDI1NTE5a2V5Zm9ydGVzdHM ops@new",
+    "ssh.revokedKeys[]": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9sZGtleW9mdGhlbGFwdG9wdGhhdGlzZ29uZW5vdw old@laptop",
     "ssh.bastion.hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOKQ",
     "ssh.bastion.user": "jump",
     "storage.efs.mountTargetAddress": "10.20.0.20",

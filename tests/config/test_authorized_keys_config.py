@@ -4,6 +4,7 @@ at once with their key path."""
 import pytest
 
 from config import ConfigError, load
+from config.types import public_key_of
 from tests.conftest import as_cli_config, bare_metal_config
 
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b29sZWRtZWFuZDI1NTE5a2V5Zm9ydGVzdHM ops@new"
@@ -54,3 +55,40 @@ def test_keys_spanning_lines_or_with_control_characters_are_refused(bad):
     assert len(mine) == 1 and mine[0].startswith(
         "gpu-cluster:ssh.authorizedKeys: item 1 has a ") and mine[0].endswith(
         "it must be a single line of printable text"), found
+
+
+def _problems(values: dict) -> list[str]:
+    with pytest.raises(ConfigError) as error:
+        loaded(values)
+    return [line.removeprefix("  - ") for line in str(error.value).splitlines()]
+
+
+def test_revoked_keys_load_checked_like_the_kept_ones():
+    values = bare_metal_config()
+    assert loaded(values).ssh.revoked_keys == []
+    values.setdefault("ssh", {})["revokedKeys"] = [ECDSA, "ssh-dss AAAAB3NzaC1kc3MAAACBAP1dd"]
+    found = _problems(values)
+    assert any(p.startswith("gpu-cluster:ssh.revokedKeys[1]: ") for p in found), found
+    values["ssh"]["revokedKeys"] = [ECDSA]
+    assert loaded(values).ssh.revoked_keys == [ECDSA]
+
+
+def test_a_key_both_kept_and_revoked_is_refused_by_its_body():
+    values = bare_metal_config()
+    values.setdefault("ssh", {}).update(authorizedKeys=[ED25519],
+                                        revokedKeys=[ECDSA, ED25519.replace("ops@new", "old")])
+    found = _problems(values)
+    assert any(p.startswith("gpu-cluster:ssh.revokedKeys[1]: is also in ssh.authorizedKeys")
+               for p in found), found
+    assert not any("revokedKeys[0]" in p for p in found), found
+
+
+def test_revoking_the_key_the_program_logs_in_with_is_refused():
+    values = bare_metal_config()
+    login = public_key_of(values["sshPrivateKey"])
+    values.setdefault("ssh", {})["revokedKeys"] = [f"{login} laptop"]
+    found = _problems(values)
+    assert any(p.startswith("gpu-cluster:ssh.revokedKeys[0]: is the public half of "
+                            "sshPrivateKey") for p in found), found
+    # The message names the key's role, never the private key.
+    assert not any("PRIVATE KEY" in p for p in found)

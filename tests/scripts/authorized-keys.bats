@@ -122,3 +122,40 @@ $END"
   assert_file /home/ops/.ssh/authorized_keys "$OWN
 $BEGIN"
 }
+
+@test "authorized-keys: a revoked key leaves the file wherever it is, with or without options; a second run changes nothing" {
+  local with_options="from=\"10.0.0.0/8\",no-pty ${OWN% *} old key"
+  printf '%s\n%s\n%s\n' "$OWN" "# a comment naming ${OWN}" "$with_options" \
+    >>"$GPU_CLUSTER_ROOT/home/ops/.ssh/authorized_keys"
+  export REVOKED_KEYS="${OWN% *} the old laptop key"
+  run_script authorized-keys.sh
+  assert_success
+  assert_file /home/ops/.ssh/authorized_keys "# a comment naming ${OWN}
+$BEGIN
+$NEW
+$SECOND
+$END"
+  assert_output_contains "gpu-cluster: moscow: authorized-keys: removing a revoked key: ${OWN:0:40}..."
+  assert_idempotent authorized-keys.sh
+}
+
+@test "authorized-keys: a key merely sharing a prefix with a revoked one stays" {
+  export REVOKED_KEYS="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOwnKeyOfTheUser"
+  run_script authorized-keys.sh
+  assert_success
+  assert_file /home/ops/.ssh/authorized_keys "$OWN
+$BEGIN
+$NEW
+$SECOND
+$END"
+}
+
+@test "authorized-keys: a bad revoked key is refused with the others, changing nothing" {
+  local before
+  before="$(snapshot_root)"
+  export REVOKED_KEYS="ssh-ed25519 AAAAC3"$'\n'"ssh-dss AAAAB3"
+  run_script authorized-keys.sh
+  assert_failure
+  assert_output_contains "REVOKED_KEYS line 2 is not an OpenSSH public key"
+  [[ "$(snapshot_root)" == "$before" ]]
+}

@@ -149,6 +149,18 @@ def test_an_added_ssh_key_changes_only_the_authorized_keys_steps(hybrid):
     assert fed_by(after, steps) == {}
 
 
+def test_a_revoked_ssh_key_changes_only_the_authorized_keys_steps(hybrid):
+    values, before = hybrid
+    old_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9sZGtleW9mdGhlbGFwdG9wdGhhdGlzZ29uZW5vdw old"
+    after = preview(with_values(values, "ssh", revokedKeys=[old_key]))
+    steps = {r.name for r in after.resources if r.name.endswith("-authorized-keys")}
+    assert steps and changed(before, after) == steps
+    for name in steps:
+        assert "export REVOKED_KEYS='" + old_key + "'" in after.redact(
+            after.named(name).inputs["stdin"])
+    assert fed_by(after, steps) == {}
+
+
 def test_a_switched_ssh_private_key_replaces_nothing(hybrid):
     values, before = hybrid
     after = preview({**values, "sshPrivateKey": credentials.ssh_private_key()})
@@ -172,3 +184,19 @@ def test_a_switched_ssh_private_key_replaces_nothing(hybrid):
     pair = after.named("test-control-plane-host-key")
     assert pair.inputs["publicKey"] != old[pair.urn].inputs["publicKey"]
     assert pair.ignore_changes == ["publicKey"]
+
+
+def test_a_new_kubeflow_password_reaches_only_dex():
+    """The password reaches the cluster as its bcrypt hash, made with the stack's salt:
+    what takes the salt is all a new password changes. The Secret is updated, the version
+    id is renewed (its keeper is the hash: a random id, state only) and the Deployment
+    patch is updated, which restarts Dex's pods; nothing else runs again."""
+    values = bare_metal_config(workers=1)
+    values["kubeflow"] = {"user": {"email": "ada@example.com"}}
+    values["kubeflowPassword"] = "a long test passphrase"
+    plan = preview(values)
+    assert fed_by(plan, {"test-kubeflow-dex-password-salt"}) == {
+        "auth-secret-dex-passwords": {"stringData"},
+        "test-kubeflow-dex-password-version": {"keepers"},
+        "test-kubeflow-dex-password-rollout": {"spec"},
+    }
