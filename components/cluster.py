@@ -60,10 +60,12 @@ class Cluster(pulumi.ComponentResource):
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
             settings.cluster_name, settings.kubernetes.admin_certificate_generation),
                               opts=pulumi.ResourceOptions(parent=self))
+        join_generation = settings.kubernetes.join_token_generation
         self.secrets = {
             secret: pulumi.Output.secret(random.RandomBytes(
                 f"{name}-{secret}", length=SECRET_BYTES,
-                opts=pulumi.ResourceOptions(parent=self)).hex)
+                opts=pulumi.ResourceOptions(parent=self, replacement_trigger=(
+                    join_generation if secret in distribution.join_secrets else None))).hex)
             for secret in distribution.cluster_secrets}
         layout = layout_class(settings.layout)(
             ClusterContext(name, settings, distribution, self.pki, parent=self,

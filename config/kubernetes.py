@@ -67,6 +67,9 @@ class KubernetesSettings(Section):
     api_ready_timeout_seconds: int = Field(default=900, ge=60, le=7200)
     # Raising it issues the admin a new key and client certificate (Day-2 rotation).
     admin_certificate_generation: int = Field(default=0, ge=0, le=1_000_000)
+    # Raising it renews the secrets that admit joins: RKE2's agent token, the cloud pools'
+    # bootstrap tokens (Day-2 rotation).
+    join_token_generation: int = Field(default=0, ge=0, le=1_000_000)
     upgrade: UpgradeSettings = UpgradeSettings()
 
     @field_validator("version")

@@ -94,6 +94,9 @@ class Distribution(Protocol):
     # Secrets the program generates for the cluster (random, kept in its state), by name:
     # given to install-controller (cluster_secrets_env) and to shared_join_token.
     cluster_secrets: Sequence[str]
+    # Those of them that only admit joins, renewed when kubernetes.joinTokenGeneration is
+    # raised (the others cannot change once the cluster runs).
+    join_secrets: Sequence[str]
 
     def node_env(self, node: Host | WorkerPool, node_ip: str) -> dict[str, str]: ...
 

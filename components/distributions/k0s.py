@@ -57,6 +57,7 @@ class K0s:
     node_ports: Mapping[str, tuple[int, str]] = {}
     # The CA key is its only secret; join tokens are issued per node.
     cluster_secrets: Sequence[str] = ()
+    join_secrets: Sequence[str] = ()
 
     def __init__(self, settings: DistributionSettings):
         self.settings = settings

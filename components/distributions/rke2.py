@@ -77,6 +77,9 @@ class Rke2:
     control_plane_ports = CONTROL_PLANE_PORTS
     node_ports = NODE_PORTS
     cluster_secrets = (SERVER_TOKEN, AGENT_SECRET)
+    # The agent token may change on a running cluster, the server token may not: it
+    # encrypts the datastore's bootstrap data (k3s docs/adrs/agent-join-token.md).
+    join_secrets = (AGENT_SECRET,)
 
     def __init__(self, settings: DistributionSettings):
         self.settings = settings

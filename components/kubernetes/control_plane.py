@@ -189,10 +189,12 @@ class ControlPlane(pulumi.ComponentResource):
     def create_bootstrap_token(self, about: str, provider: k8s.Provider) -> pulumi.Output[str]:
         """A worker join token made here (no SSH): a bootstrap token the program registers
         through the API. It does not expire, as a pool may scale at any time; only the
-        pool's instances can read it. Rotate with `pulumi up --replace` on its
-        `<about>-bootstrap-token` RandomBytes."""
+        pool's instances can read it. Raising kubernetes.joinTokenGeneration renews it (its
+        Secret, named after the token's id, is replaced: the old token stops working)."""
         token = random.RandomBytes(f"{about}-bootstrap-token", length=BOOTSTRAP_TOKEN_BYTES,
-                                   opts=pulumi.ResourceOptions(parent=self))
+                                   opts=pulumi.ResourceOptions(
+                                       parent=self, replacement_trigger=(
+                                           self._args.kubernetes.join_token_generation)))
         manifest = token.hex.apply(lambda value: bootstrap_token_secret(
             value[:6], value[6:22], f"gpu-cluster: joins {about}"))
         secret = k8s.core.v1.Secret(

@@ -215,6 +215,21 @@ server_started() {
   refute_called '^systemctl'
 }
 
+@test "install-server: a new agent token on a started server is written and restarts it, unshown" {
+  run_script rke2/install-server.sh
+  assert_success
+  server_started
+  reset_calls
+  export RKE2_AGENT_TOKEN='a-renewed-agent-token-5c3e'
+  run_script rke2/install-server.sh
+  assert_success
+  assert_file /etc/rancher/rke2/agent-token 'a-renewed-agent-token-5c3e'
+  assert_file /etc/rancher/rke2/server-token "$SERVER_TOKEN"
+  assert_called '^systemctl restart --no-block rke2-server$'
+  refute_output_contains 'a-renewed-agent-token-5c3e' "$AGENT_TOKEN"
+  assert_idempotent rke2/install-server.sh
+}
+
 @test "install-server: secrets come from SSM when given as parameters" {
   unset RKE2_CA_KEY RKE2_TOKEN RKE2_AGENT_TOKEN
   export RKE2_CA_KEY_SSM_PARAMETER=/gpu-cluster/dev/ca-key RKE2_TOKEN_SSM_PARAMETER=/gpu-cluster/dev/token \

@@ -15,7 +15,7 @@ from pulumi.output import Unknown
 
 from preview.plan import Plan, ResourceRecord
 from preview import credentials
-from tests.conftest import bare_metal_config, hybrid_config, preview
+from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview
 
 _GENERATED = [re.compile(r"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----", re.S),
               re.compile(r"[A-Za-z0-9+/]{40,}={0,2}"), re.compile(r"\b[0-9a-f]{16,}\b")]
@@ -200,3 +200,34 @@ def test_a_new_kubeflow_password_reaches_only_dex():
         "test-kubeflow-dex-password-version": {"keepers"},
         "test-kubeflow-dex-password-rollout": {"spec"},
     }
+
+
+def test_join_token_generation_renews_rke2s_agent_token_and_reruns_only_its_readers():
+    values = bare_metal_config(workers=2)
+    values["kubernetes"] = {"distribution": "rke2"}
+    before = preview(values)
+    after = preview(with_values(values, "kubernetes", joinTokenGeneration=1))
+    # The agent token is replaced by its trigger; the server token, which encrypts the
+    # datastore, is not.
+    assert changed(before, after) == {"test-agent-token"}
+    assert after.named("test-agent-token").replacement_trigger == 1
+    assert after.named("test-server-token").replacement_trigger is None
+    # The server writes it and restarts; the agents write it: updates of their steps.
+    assert fed_by(after, {"test-agent-token"}) == {
+        "controller-install-controller": {"stdin"},
+        "gpu000-join-worker": {"stdin"}, "gpu001-join-worker": {"stdin"}}
+
+
+def test_join_token_generation_renews_the_pools_bootstrap_tokens():
+    values = cloud_config()
+    before = preview(values)
+    after = preview(with_values(values, "kubernetes", joinTokenGeneration=2))
+    assert changed(before, after) == {"gpu-bootstrap-token"}
+    token = next(r for r in after.resources if r.name == "gpu-bootstrap-token"
+                 and r.type == "random:index/randomBytes:RandomBytes")
+    assert token.replacement_trigger == 2
+    # The new token reaches the pool's SSM parameter (an update) and nothing that would
+    # touch an instance: the launch template does not carry it.
+    fed = fed_by(after, {"gpu-bootstrap-token"})
+    assert fed["test-gpu-join-token"] == {"value"}
+    assert not any("launch-template" in name or "instance" in name for name in fed), fed

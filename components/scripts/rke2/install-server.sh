@@ -114,7 +114,10 @@ main() {
   rke2_read_secret RKE2_AGENT_TOKEN "the agent token"
   ensure_token "$RKE2_TOKEN_FILE" RKE2_TOKEN "the server token"
   ((FILE_CHANGED == 0)) || restart=1
-  ensure_token "$RKE2_AGENT_TOKEN_FILE" RKE2_AGENT_TOKEN "the agent token"
+  # The agent token may change (kubernetes.joinTokenGeneration): servers read it at start,
+  # and agents that joined keep authenticating with their node credentials (k3s
+  # docs/adrs/agent-join-token.md); new agents join with the new one.
+  write_text "$RKE2_AGENT_TOKEN_FILE" 0600 "$RKE2_AGENT_TOKEN"
   ((FILE_CHANGED == 0)) || restart=1
   ((CA_CHANGED == 0)) || restart=1
   rke2_install "$RKE2_VERSION"
