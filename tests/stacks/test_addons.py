@@ -4,7 +4,9 @@ retained on hard NFS mounts, the MPI operator pinned and ordered after the nodes
 
 import pytest
 
+from config import versions
 from tests.conftest import bare_metal_config, preview
+from tests.stacks.test_credential_rotation import changed
 
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
@@ -244,3 +246,26 @@ def test_feature_discovery_is_an_opt_in_pinned_chart():
     assert chart.inputs["repositoryOpts"]["repo"] == "https://nvidia.github.io/k8s-device-plugin"
     assert chart.inputs["values"]["devicePlugin"] == {"enabled": False}
     assert "namespace-gpu-feature-discovery" in deps(plan, chart.name)
+
+
+def test_a_raised_add_on_pin_updates_only_that_add_on_in_place(monkeypatch):
+    """An add-on's new release is a new pin in config/versions.py: `pulumi up` updates
+    its workload's image, which Kubernetes rolls out (the device plugin's DaemonSet with
+    RollingUpdate), and touches nothing else. A changed image replaces no object:
+    pulumi-kubernetes replaces a Deployment on a new .spec.selector only and a DaemonSet
+    never (provider/pkg/provider/diff.go, forceNew), so both are updates."""
+    values = bare_metal_config(workers=2)
+    before = preview(values)
+    monkeypatch.setattr(versions, "NVIDIA_DEVICE_PLUGIN_IMAGE",
+                        "nvcr.io/nvidia/k8s-device-plugin:v0.21.0")
+    monkeypatch.setattr(versions, "NFS_SUBDIR_PROVISIONER_IMAGE",
+                        "registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:v4.0.3")
+    after = preview(values)
+    plugin = "kube-system-daemonset-nvidia-device-plugin"
+    provisioner = "nfs-provisioner-deployment-nfs-subdir-external-provisioner"
+    assert changed(before, after) == {plugin, provisioner}
+    assert after.named(plugin).inputs["spec"]["selector"] == before.named(plugin).inputs[
+        "spec"]["selector"]
+    assert after.named(provisioner).inputs["spec"]["selector"] == before.named(
+        provisioner).inputs["spec"]["selector"]
+    assert sorted(r.urn for r in before.resources) == sorted(r.urn for r in after.resources)
