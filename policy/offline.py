@@ -82,8 +82,10 @@ def preview_plan(stack: str, project_dir: Path = PROJECT_DIR):
     return run_program(project_dir, read_stack(project_dir, stack))
 
 
-def example_stacks(project_dir: Path = PROJECT_DIR) -> list:
-    return sorted(p.name.split(".")[1] for p in project_dir.glob("Pulumi.*.yaml"))
+def example_stacks() -> list:
+    from preview.stack_file import EXAMPLE_STACKS
+
+    return list(EXAMPLE_STACKS)
 
 
 def _report(label: str, resources: list, stack_resources: list) -> int:
@@ -98,8 +100,8 @@ def _report(label: str, resources: list, stack_resources: list) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m policy.offline",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("stacks", nargs="*", help="stacks to preview (default: every "
-                        "Pulumi.<stack>.yaml)")
+    parser.add_argument("stacks", nargs="*", help="stacks to preview (default: the "
+                        "example stacks, preview/stack_file.py EXAMPLE_STACKS)")
     parser.add_argument("--plan", type=Path, action="append", default=[],
                         help="a plan.json written by the offline preview (repeatable)")
     args = parser.parse_args(argv)

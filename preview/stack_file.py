@@ -14,6 +14,11 @@ import yaml
 from config.problems import NAMESPACE
 from preview import credentials, vpn_placeholder
 
+# The project's example stacks: what the tests, the policy run and the benchmarks read. A
+# user's own Pulumi.<stack>.yaml beside them previews like any stack but is in none of
+# them, so a stack being written cannot break `make test`.
+EXAMPLE_STACKS = ("dev", "lab", "prod", "rke2")
+
 # Secrets every stack needs; a stack file without them still previews, with placeholders.
 REQUIRED_SECRETS = ("sshPrivateKey",)
 

@@ -26,14 +26,14 @@ from components.common.remote_step import step_inputs
 from config import load as load_config
 from preview.engine import run_program, unwrap_secrets
 from preview.plan import Plan, ResourceRecord
-from preview.stack_file import read_stack
+from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.boot.cloud_init import STAGES, CloudInitRun, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host
 from tests.conftest import PROJECT_DIR, as_cli_config, cloud_config, preview
 
 INSTANCE = "aws:ec2/instance:Instance"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-STACKS = sorted(path.name.split(".")[1] for path in PROJECT_DIR.glob("Pulumi.*.yaml"))
+STACKS = list(EXAMPLE_STACKS)
 # Stacks beyond the examples: (name, config values).
 VARIANTS = {"cloud-rke2": {**cloud_config(), "kubernetes": {"distribution": "rke2"}}}
 

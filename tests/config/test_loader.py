@@ -14,7 +14,7 @@ from tests.conftest import (
     cloud_config,
     hybrid_config,
 )
-from preview.stack_file import read_stack
+from preview.stack_file import EXAMPLE_STACKS, read_stack
 
 
 def load_values(values: dict, secret=SECRET_KEYS):
@@ -47,7 +47,7 @@ def test_cluster_name_defaults_to_the_stack_name():
 
 
 def test_every_example_stack_file_loads():
-    stacks = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+    stacks = list(EXAMPLE_STACKS)
     assert "lab" in stacks
     for stack in stacks:
         stack_file = read_stack(PROJECT_DIR, stack)

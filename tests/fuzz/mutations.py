@@ -12,10 +12,10 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from preview.stack_file import StackConfigFile, read_stack
+from preview.stack_file import EXAMPLE_STACKS, StackConfigFile, read_stack
 from tests.conftest import PROJECT_DIR
 
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+STACKS = list(EXAMPLE_STACKS)
 _CIDR = re.compile(r"^\d+\.\d+\.\d+\.\d+/\d+$")
 _IP = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
 

@@ -12,10 +12,10 @@ from preview.engine import run_program
 
 from preview.plan import Plan, UNKNOWN
 from preview.report import write_artifacts
-from preview.stack_file import read_stack
+from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.conftest import PROJECT_DIR
 
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+STACKS = list(EXAMPLE_STACKS)
 
 
 @pytest.fixture(scope="module")

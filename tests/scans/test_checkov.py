@@ -16,8 +16,9 @@ import pytest
 
 from tests.conftest import PROJECT_DIR
 from tests.scans import checkov_skips
+from preview.stack_file import EXAMPLE_STACKS
 
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+STACKS = list(EXAMPLE_STACKS)
 # checkov pins packages the program's own pins conflict with: it lives in a virtualenv of
 # its own inside ./venv (see the Makefile).
 CHECKOV = Path(sys.prefix) / "checkov" / "bin" / "checkov"

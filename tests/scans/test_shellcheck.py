@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import PROJECT_DIR, require_tool
 from tests.scans.test_checkov import repository_files
+from preview.stack_file import EXAMPLE_STACKS
 
 # What tests/scripts/shellcheck.bats checks, and the line there that proves it.
 BATS = PROJECT_DIR / "tests" / "scripts" / "shellcheck.bats"
@@ -59,7 +60,7 @@ def test_every_other_script_of_the_repository_is_shellcheck_clean():
     assert result.returncode == 0, result.stdout
 
 
-STACKS = [p.name.split(".")[1] for p in sorted(PROJECT_DIR.glob("Pulumi.*.yaml"))]
+STACKS = list(EXAMPLE_STACKS)
 
 
 @pytest.mark.parametrize("stack", [s for s in STACKS if s not in RENDERED_ELSEWHERE])

@@ -13,7 +13,7 @@ import pytest
 from preview.engine import run_program
 
 from preview.plan import Plan, ResourceRecord
-from preview.stack_file import read_stack
+from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.conftest import PROJECT_DIR, cloud_config, hybrid_config, preview
 
 CLUSTER_TAG = "gpu-cluster/cluster"
@@ -21,7 +21,7 @@ PROVIDER = "pulumi:providers:aws"
 GROUP = "aws:autoscaling/group:Group"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 AWS_STACKS = sorted(
-    name for name in (p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+    name for name in EXAMPLE_STACKS
     if "gpu-cluster:aws" in read_stack(PROJECT_DIR, name).config)
 STACK_TAGS = {"team": "ml", "cost-center": "4711"}
 

@@ -20,10 +20,10 @@ from config.model import PRIVATE_KEY_KEYS
 from policy.user_data import decode_user_data
 from preview import credentials, vpn_placeholder
 from preview.engine import _secret_strings
-from preview.stack_file import read_stack
+from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.conftest import PROJECT_DIR
 
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+STACKS = list(EXAMPLE_STACKS)
 NAMESPACE = "gpu-cluster"
 SECRET_BY_DESIGN = ".secret."
 

@@ -19,10 +19,10 @@ import pytest
 from preview.engine import run_program
 
 from preview.plan import Plan, ResourceRecord
-from preview.stack_file import read_stack
+from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.conftest import PROJECT_DIR
 
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+STACKS = list(EXAMPLE_STACKS)
 RECORDS = Path(__file__).parent / "urns"
 
 
