@@ -11,10 +11,13 @@ from config.model import Host, StackConfig, WorkerPool
 from tests.conftest import PROJECT_DIR
 
 
+REQUIRED = object()  # a key without a default
+
+
 def _keys(model: type[BaseModel], prefix: str = "") -> dict[str, object]:
     """Documented keys: nested sections expand, lists of hosts, pools, teams and users
-    expand, other lists are leaves."""
-    keys = {}
+    expand, other lists are leaves. A section that must be given has a row of its own."""
+    keys: dict[str, object] = {}
     for field in model.model_fields.values():
         key = f"{prefix}{field.alias}"
         annotation = field.annotation
@@ -25,9 +28,11 @@ def _keys(model: type[BaseModel], prefix: str = "") -> dict[str, object]:
         section = next((a for a in (annotation, *args)
                         if isinstance(a, type) and issubclass(a, BaseModel)), None)
         if section is not None and typing.get_origin(annotation) is not list:
+            if field.is_required():
+                keys[key] = REQUIRED
             keys.update(_keys(section, f"{key}."))
         else:
-            keys[key] = None if field.is_required() else field.get_default()
+            keys[key] = REQUIRED if field.is_required() else field.get_default()
     return keys
 
 
@@ -43,7 +48,32 @@ def test_every_config_key_is_documented_with_its_default():
     assert set(keys) == set(rows), (set(keys) ^ set(rows))
     for key, default in keys.items():
         shown = rows[key].strip()
-        if default in (None, "") or shown.startswith(("required", "the stack", "`ssh", "none")):
+        if default in (None, "", REQUIRED) or shown.startswith(("required", "the stack", "`ssh", "none")):
             continue
         expected = json.dumps(default) if isinstance(default, (bool, list, dict)) else default
         assert shown == f"`{expected}`", (key, shown, default)
+
+
+# Required by the model, filled by the loader when the stack file leaves it out.
+LOADER_DEFAULTS = {"clusterName": "the stack name"}
+
+
+def test_every_key_without_a_default_is_marked_required():
+    rows = _readme_rows()
+    unmarked = {key: rows[key] for key, default in _keys(StackConfig).items()
+                if default is REQUIRED and not rows[key].strip().startswith(
+                    LOADER_DEFAULTS.get(key, "required"))}
+    assert unmarked == {}
+
+
+def test_every_stack_output_is_described():
+    """The README's outputs table names exactly what __main__.py exports."""
+    import ast
+
+    tree = ast.parse((PROJECT_DIR / "__main__.py").read_text())
+    exported = {node.args[0].value for node in ast.walk(tree)
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "export"}
+    text = (PROJECT_DIR / "README.md").read_text()
+    table = text.split("### Stack outputs", 1)[1].split("\n\n", 2)[1]
+    described = set(re.findall(r"^\| `([A-Za-z]+)` \|", table, re.M))
+    assert exported and described == exported, described ^ exported

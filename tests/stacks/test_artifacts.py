@@ -138,9 +138,6 @@ def test_preview_of_an_unknown_stack_fails_cleanly(tmp_path, capsys):
     assert "no stack file Pulumi.nope.yaml" in capsys.readouterr().err
 
 
-EXAMPLE_STACKS = list(EXAMPLE_STACKS)
-
-
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
 def test_every_example_stack_previews_and_its_manifests_validate(stack, tmp_path):
     validate = require_tool("kubernetes-validate")
