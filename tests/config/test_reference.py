@@ -77,3 +77,14 @@ def test_every_stack_output_is_described():
     table = text.split("### Stack outputs", 1)[1].split("\n\n", 2)[1]
     described = set(re.findall(r"^\| `([A-Za-z]+)` \|", table, re.M))
     assert exported and described == exported, described ^ exported
+
+
+def test_the_readme_names_the_python_and_pulumi_versions_the_workflows_use():
+    workflows = "".join(p.read_text() for p in (PROJECT_DIR / ".github/workflows").glob("*.yml"))
+    clis = set(re.findall(r"pulumi-version: ([0-9.]+)", workflows))
+    pythons = set(re.findall(r'python-version: "([0-9.]+)"', workflows))
+    sdk = re.search(r"^pulumi==([0-9.]+)$", (PROJECT_DIR / "requirements.txt").read_text(), re.M)
+    top = (PROJECT_DIR / "README.md").read_text().split("## What it is", 1)[0]
+    assert len(clis) == 1 and len(pythons) == 1, (clis, pythons)
+    assert clis == {sdk[1]}
+    assert f"Pulumi CLI {sdk[1]}" in top and f"Python {pythons.pop()}" in top
