@@ -21,17 +21,27 @@ _KUBERNETES_TYPE = re.compile(r"^kubernetes:(?P<group>[^/]+)/(?P<version>[^:]+):
 
 
 def tree(plan: Plan) -> str:
+    """The resources as `pulumi preview` nests them, siblings in the order they run: a
+    resource after the ones it waits for (its wave: the longest chain of resources before
+    it, the `NN` of the host scripts), a component at its first resource's wave; ties by
+    name."""
     lines = [f"Plan for stack '{plan.stack}' of project '{plan.project}':", ""]
+    first_wave = _first_waves(plan)
+
+    def run_order(resource: ResourceRecord) -> tuple:
+        return first_wave[resource.urn], resource.name, resource.type, resource.urn
 
     def walk(resource: ResourceRecord, prefix: str, last: bool) -> None:
         branch = "└─ " if last else "├─ "
-        lines.append(f"{prefix}{branch}{resource.type}  {resource.name}")
-        children = plan.children.get(resource.urn, [])
+        wave = f"  (wave {first_wave[resource.urn]})" if resource.custom else ""
+        lines.append(f"{prefix}{branch}{resource.type}  {resource.name}{wave}")
+        children = sorted(plan.children.get(resource.urn, []), key=run_order)
         for index, child in enumerate(children):
             walk(child, prefix + ("   " if last else "│  "), index == len(children) - 1)
 
-    for index, root in enumerate(plan.roots):
-        walk(root, "", index == len(plan.roots) - 1)
+    roots = sorted(plan.roots, key=run_order)
+    for index, root in enumerate(roots):
+        walk(root, "", index == len(roots) - 1)
     counts = Counter(r.type for r in plan.resources)
     lines += ["", f"Resources: {len(plan.resources)} to create"]
     lines += [f"  {count:5d}  {type_}" for type_, count in sorted(counts.items())]
@@ -46,6 +56,38 @@ def tree(plan: Plan) -> str:
         lines += [f"  warning: {plan.redact(message)}" for message in plan.warnings]
     lines += _secrets_summary(plan)
     return "\n".join(lines) + "\n"
+
+
+def _first_waves(plan: Plan) -> dict[str, int]:
+    """URN -> the wave a resource starts in: one after the last wave of everything it waits
+    for (a component it waits for ends with its last resource); a component starts with
+    its first resource. A component the provider expands (a kustomize Directory: no
+    children here) counts as one resource."""
+    starts: dict[str, int] = {}
+    ends: dict[str, int] = {}
+
+    def leaf(resource: ResourceRecord) -> bool:
+        return resource.custom or not plan.children.get(resource.urn)
+
+    def start(resource: ResourceRecord) -> int:
+        if resource.urn not in starts:
+            if leaf(resource):
+                starts[resource.urn] = 1 + max((end(plan.by_urn[urn]) for urn in
+                                                resource.dependencies if urn in plan.by_urn),
+                                               default=0)
+            else:
+                starts[resource.urn] = min(start(c) for c in plan.children[resource.urn])
+        return starts[resource.urn]
+
+    def end(resource: ResourceRecord) -> int:
+        if resource.urn not in ends:
+            ends[resource.urn] = start(resource) if leaf(resource) else max(
+                end(c) for c in plan.children[resource.urn])
+        return ends[resource.urn]
+
+    for resource in plan.resources:
+        start(resource)
+    return starts
 
 
 def _secrets_summary(plan: Plan) -> list[str]:

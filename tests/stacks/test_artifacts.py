@@ -151,3 +151,28 @@ def test_every_example_stack_previews_and_its_manifests_validate(stack, tmp_path
 def test_the_three_layouts_have_an_example_stack():
     layouts = {read_stack(PROJECT_DIR, s).config["gpu-cluster:layout"] for s in EXAMPLE_STACKS}
     assert layouts == {"bare-metal", "hybrid", "cloud"}
+
+
+def test_the_plan_lists_each_resource_after_what_it_waits_for(lab_plan):
+    """plan.txt reads in run order: among siblings, whatever a resource depends on is
+    listed before it (the host steps, Kubeflow's stages), and every step shows its wave."""
+    from preview.report import tree
+
+    lines = tree(lab_plan).splitlines()
+    position = {}
+    for index, line in enumerate(lines):
+        parts = line.split("─ ", 1)
+        if len(parts) == 2:
+            position[parts[1].split("  ")[1]] = index
+    checked = 0
+    for record in lab_plan.resources:
+        siblings = {r.urn for r in lab_plan.children.get(record.parent, [])}
+        for urn in record.dependencies:
+            if urn in siblings:
+                assert position[lab_plan.by_urn[urn].name] < position[record.name], (
+                    lab_plan.by_urn[urn].name, record.name)
+                checked += 1
+    assert checked > 20
+    assert position["campos-preflight"] < position["campos-prepare-host"] < position[
+        "campos-install-nvidia"] < position["campos-reboot-if-needed"]
+    assert "campos-verify-boot  (wave 5)" in "\n".join(lines)
