@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from doctor import DoctorError, hosts, kubeapi, report, stack
+from doctor import DoctorError, drift, hosts, kubeapi, report, stack
 from doctor.checks import Context, run
 from doctor.checks.gpus import wanted_logs
 from doctor.findings import EXIT_UNCHECKED, exit_code
@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
                              default=hosts.KUBELET_RESOLV_CONF,
                              help="with --ssh: tuning.kubeletResolvConf when changed "
                                   "(default %(default)s)")
+    hosts_group.add_argument("--drift", metavar="BUILD",
+                             help="with --ssh or --host-outputs: check the host steps against "
+                                  "the envelopes `python -m preview STACK` wrote to BUILD "
+                                  "(build/STACK), changing nothing")
     return parser
 
 
@@ -58,6 +62,23 @@ def _host_outputs(args: argparse.Namespace, known: stack.Stack) -> dict:
     return {}
 
 
+def _drift(args: argparse.Namespace, known: stack.Stack) -> drift.Drift | None:
+    if args.drift is None:
+        return None
+    if not (args.ssh or args.host_outputs):
+        raise DoctorError("--drift goes with --ssh or --host-outputs")
+    found = drift.envelopes(args.drift)
+    if not args.ssh:
+        return drift.Drift(found, drift.read_recorded(args.host_outputs, found))
+    results = {}
+    for host, envelopes in found.items():
+        node = known.node(host)
+        results[host] = drift.check_ssh(node.address, args.ssh_user, args.ssh_key, envelopes,
+                                        args.host_outputs) if node else {
+            hosts.UNREACHABLE: "not in the stack's nodes output: no address to reach it at"}
+    return drift.Drift(found, results)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -67,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             raise DoctorError("--cwd goes with STACK")
         known = stack.read(args.stack, args.outputs, args.cwd or _project_dir())
         snapshot = kubeapi.collect(known.kubeconfig, wanted_logs)
-        context = Context(known, snapshot, _host_outputs(args, known))
+        context = Context(known, snapshot, _host_outputs(args, known), _drift(args, known))
         findings = run(context)
     except DoctorError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -3,6 +3,8 @@
 The script, its libraries and its inputs travel on stdin as an "envelope", never on the
 command line or through SSH environment variables (those need AcceptEnv and would show
 secrets in `ps`). The command itself is constant: `sudo -n bash -s -- create|delete`.
+The doctor runs `check` on the steps that support it (`python -m doctor --drift`): what
+create would change, changing nothing.
 
 A changed script or input changes stdin, which Pulumi applies as an *update* that re-runs
 the step on that host only. The provider's `triggers` are deliberately not used: a
@@ -24,6 +26,8 @@ from components.common.shell_text import without_comment_lines
 from config.model import Host, SshSettings
 
 SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
+# The check mode of steps (check/lib.sh) and their additions; SSH envelopes only.
+CHECK_FOLDER = "check"
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,10 @@ class Script:
     path: str  # relative to components/scripts/, e.g. "boot/run-step.sh"
     # Libraries of other folders it sources too, after its own (e.g. "upgrade/lib.sh").
     extra_libraries: tuple[str, ...] = ()
+    # Whether its envelope answers `check`: the script in check mode (check/lib.sh), then
+    # its additions check/<name> when there are any. Only for scripts whose changes all
+    # go through what check/lib.sh intercepts; any other script answers `unknown action`.
+    checks: bool = False
 
     @property
     def libraries(self) -> list[str]:
@@ -44,6 +52,16 @@ class Script:
 
     def text(self) -> str:
         parts = [read_script(library) for library in self.libraries] + [read_script(self.path)]
+        return "\n".join(parts)
+
+    def check_text(self) -> str:
+        """The body of gpu_cluster_check: the script in check mode, its additions and the
+        verdict (exit 0 in sync, 3 drifted)."""
+        additions = f"{CHECK_FOLDER}/{Path(self.path).name}"
+        parts = ([read_script(library) for library in self.libraries]
+                 + [read_script(f"{CHECK_FOLDER}/lib.sh"), read_script(self.path)]
+                 + ([read_script(additions)] if (SCRIPTS_DIR / additions).exists() else [])
+                 + ["check_result"])
         return "\n".join(parts)
 
 
@@ -168,11 +186,15 @@ def envelope(
 
 def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str],
                     delete: Optional[Script] = None) -> str:
-    """The envelope's text, for inputs that are all known."""
-    lines = [
+    """The envelope's text, for inputs that are all known. A script that `checks` gets
+    gpu_cluster_check and the `check` action here, never in boot user data (its size
+    limit; a boot runs create only)."""
+    check = ["gpu_cluster_check() {", create.check_text(), "}"] if create.checks else []
+    lines = check + [
         'case "${1:-create}" in',
         "  create) gpu_cluster_create </dev/null ;;",
         "  delete) gpu_cluster_delete </dev/null ;;" if delete else "",
+        "  check) gpu_cluster_check </dev/null ;;" if create.checks else "",
         '  *) echo "gpu-cluster: unknown action: $1" >&2; exit 2 ;;',
         "esac",
     ]

@@ -11,7 +11,7 @@ from pulumi_command import remote
 from components.common.remote_step import Script, Ssh, machine_env, run_step
 from config.model import Host, SshSettings
 
-AUTHORIZED_KEYS = Script("authorized-keys.sh")
+AUTHORIZED_KEYS = Script("authorized-keys.sh", checks=True)
 
 
 def authorized_keys_step(host: Host, on: Ssh, ssh: SshSettings,

@@ -16,8 +16,8 @@ from components.common.remote_step import Script
 from config.model import HostTuning, NvidiaSettings
 
 PREFLIGHT = Script("preflight.sh")
-PREPARE_HOST = Script("prepare-host.sh")
-INSTALL_NVIDIA = Script("install-nvidia.sh")
+PREPARE_HOST = Script("prepare-host.sh", checks=True)
+INSTALL_NVIDIA = Script("install-nvidia.sh", checks=True)
 REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
 VERIFY_BOOT = Script("verify-boot.sh")
 # prepare-host's inputs that change the kernel's command line.

@@ -26,7 +26,7 @@ from config.model import Host
 INSTALL_SERVER = Script("openvpn/server.sh")
 INSTALL_CLIENT = Script("openvpn/client.sh")
 REMOVE_OPENVPN = Script("openvpn/remove.sh")
-ROUTE_TO_VPC = Script("route-to-vpc.sh")
+ROUTE_TO_VPC = Script("route-to-vpc.sh", checks=True)
 REMOVE_ROUTE_TO_VPC = Script("route-to-vpc-remove.sh")
 
 

@@ -6,6 +6,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from doctor.drift import Drift
 from doctor.findings import Finding, unchecked
 from doctor.kubeapi import Snapshot
 from doctor.stack import Stack
@@ -17,6 +18,8 @@ class Context:
     snapshot: Snapshot
     # host name -> command name -> its output (doctor/hosts.py); empty: host checks skipped.
     hosts: dict[str, dict[str, Optional[str]]] = field(default_factory=dict)
+    # The steps that can check and their results (doctor/drift.py); None: not asked for.
+    drift: Optional[Drift] = None
 
     @property
     def now(self) -> datetime.datetime:
@@ -33,11 +36,11 @@ Check = Callable[[Context], list[Finding]]
 
 
 def all_checks() -> list[Check]:
-    from doctor.checks import gpus, hosts, namespaces, nodes, storage, tokens, workloads
+    from doctor.checks import drift, gpus, hosts, namespaces, nodes, storage, tokens, workloads
     return [nodes.registered, nodes.readiness, nodes.left_over, nodes.internal_ip,
             gpus.allocatable, gpus.device_plugin_nvml, storage.default_class,
             storage.pending_claims, workloads.mysql_crash_loop, namespaces.terminating,
-            tokens.client_certificate, tokens.bootstrap_tokens, *hosts.CHECKS]
+            tokens.client_certificate, tokens.bootstrap_tokens, *hosts.CHECKS, drift.host_drift]
 
 
 def run(context: Context) -> list[Finding]:

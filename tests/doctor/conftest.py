@@ -2,6 +2,7 @@ import datetime
 
 import pytest
 
+from tests.doctor.apiserver import ApiServer
 from tests.doctor.cluster import Recorded
 from tests.doctor.pki import Authority
 
@@ -23,3 +24,10 @@ def cluster(now, authority) -> Recorded:
     recorded.client_certificate = authority.client(days=300)[0]
     recorded.ca_certificate = authority.cert
     return recorded
+
+
+@pytest.fixture
+def served(cluster, authority):
+    """The recorded cluster served by a loopback API that requires the admin's certificate."""
+    with ApiServer(authority, cluster.lists, cluster.logs) as server:
+        yield server

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 
-import pytest
 
 from components.kubernetes.kubeconfig import client_kubeconfig
 from tests.conftest import PROJECT_DIR
@@ -31,12 +30,6 @@ def write_outputs(tmp_path, cluster, authority, server_url, client=None):
     path = tmp_path / "outputs.json"
     path.write_text(json.dumps(cluster.outputs(kubeconfig)))
     return path, key
-
-
-@pytest.fixture
-def served(cluster, authority):
-    with ApiServer(authority, cluster.lists, cluster.logs) as server:
-        yield server
 
 
 def test_healthy_cluster(served, cluster, authority, tmp_path):

@@ -31,6 +31,7 @@ setup_host() {
     ln -s "$TESTS_DIR/stubs/stub" "$BATS_TEST_TMPDIR/bin/$command"
   done
   export PATH="$BATS_TEST_TMPDIR/bin:$PATH"
+  export STUB_PATH="$PATH"
 
   local r=${GPU_CLUSTER_ROOT:?}
   mkdir -p "$r/etc/default/grub.d" "$r/proc" "$r/sys/module" "$r/var/lib" "$r/var/run" \

@@ -33,9 +33,11 @@ find_shellcheck() {
 step_scripts() {
   # Not steps: the runner each boot part ends with (pasted after the step's function), the
   # agent a pool instance runs as a service (installed by watch-termination.sh) and the
-  # distributions' snapshot functions (pasted into the backup commands, like a lib.sh).
+  # distributions' snapshot functions (pasted into the backup commands, like a lib.sh), and
+  # check/: a step's check mode and additions, pasted into its check after the step.
   find "$SCRIPTS_DIR" -name '*.sh' ! -name lib.sh ! -name cluster-state.sh \
-    ! -path '*/boot/run-step.sh' ! -path '*/aws/node-cleanup-agent.sh' | LC_ALL=C sort
+    ! -path '*/boot/run-step.sh' ! -path '*/aws/node-cleanup-agent.sh' ! -path '*/check/*' |
+    LC_ALL=C sort
 }
 
 @test "shellcheck: every script under components/scripts is clean" {

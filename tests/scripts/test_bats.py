@@ -1,7 +1,9 @@
 """Runs the bats suites for the bootstrap scripts (temporary root, stubbed commands), one
 test per suite file, so the suites run in parallel under pytest-xdist."""
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,9 @@ def test_there_are_bats_suites():
 def test_bats_suite(suite: Path):
     bats = require_tool("bats")
     require_tool("shellcheck")
-    result = subprocess.run([bats, "--print-output-on-failure", str(suite)], cwd=PROJECT_DIR,
+    # check.bats renders envelopes with the program (tests/scripts/render_envelope.py).
+    env = {**os.environ, "GPU_CLUSTER_PYTHON": sys.executable}
+    result = subprocess.run([bats, "--print-output-on-failure", str(suite)], cwd=PROJECT_DIR, env=env,
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-5000:]
     assert "not ok" not in result.stdout
