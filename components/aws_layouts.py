@@ -167,7 +167,8 @@ class Hybrid(_OnAws):
         bootstraps = {controller.name: self._bootstrap(controller, instance.private_ip,
                                                        endpoint=instance.ssh_endpoint)}
         # On-prem hosts reach the control plane only once the tunnel is up.
-        bootstraps.update({h.name: self._bootstrap(h, "") for h in settings.hosts})
+        bootstraps.update({h.name: self._bootstrap(h, "", controller=bootstraps[controller.name])
+                           for h in settings.hosts})
         vpn = VpnBridge(f"{context.name}-vpn", VpnBridgeArgs(
             cluster_name=settings.cluster_name,
             vpn=settings.vpn,

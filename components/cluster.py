@@ -16,7 +16,7 @@ from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_taints
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
-from components.layouts import ClusterContext, Machines, layout_class
+from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.addons.shared_storage import (
     SharedStorage,
@@ -151,11 +151,7 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.installed]),
         )
         self.nodes_ready = []
-        upgrade = settings.kubernetes.upgrade
-        joining = [h for h in settings.workers if not h.runs_control_plane]
-        # The bound the drain steps keep on the controller at run time; workers' steps do
-        # not wait for each other in the graph, so a new cluster joins them all at once.
-        max_unavailable = upgrade.unavailable_count(len(joining))
+        bound = max_unavailable(settings)
         for host in [machines.controller, *settings.workers]:
             if host.runs_workloads:
                 self.nodes_ready.append(WorkerNode(
@@ -164,7 +160,7 @@ class Cluster(pulumi.ComponentResource):
                                    self._distribution,
                                    machines.prepared[host.name], control_plane,
                                    self.provider, machines.join_after.get(host.name, []),
-                                   settings.kubernetes.drain_timeout_seconds, max_unavailable),
+                                   settings.kubernetes.drain_timeout_seconds, bound),
                     opts=pulumi.ResourceOptions(parent=self),
                 ))
         return control_plane

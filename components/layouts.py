@@ -27,6 +27,7 @@ from components.hosts.bootstrap import (
     PreparedMachine,
 )
 from components.kubernetes.backups import BackupTarget
+from components.kubernetes.upgrade import host_drain
 from components.common.remote_step import Endpoint, Ssh, SshAccess
 from components.network.vpn_bridge import VpnBridge
 from config.backup import BACKUP_FOLDER, backup_store
@@ -102,10 +103,21 @@ class Layout(abc.ABC):
         return []
 
     def _bootstrap(self, host: Host, control_plane_address: pulumi.Input[str],
-                   endpoint: Optional[Endpoint] = None) -> HostBootstrap:
-        # Hosts bootstrap in parallel: no host's steps wait for another host's.
+                   endpoint: Optional[Endpoint] = None,
+                   controller: Optional[HostBootstrap] = None) -> HostBootstrap:
+        """With `controller`, a worker's node is drained from there before its host
+        settings change (its drain-host step). Hosts bootstrap in parallel: no host's
+        steps wait for another host's (drain-host only dials the controller)."""
         context, settings = self.context, self.context.settings
         nfs = settings.storage.nfs
+        drain = None
+        if controller is not None and not host.runs_control_plane:
+            drain = host_drain(context.distribution, controller=controller.waiting_ssh,
+                               drain_timeout_seconds=settings.kubernetes.drain_timeout_seconds,
+                               node_ready_timeout_seconds=(
+                                   settings.kubernetes.node_ready_timeout_seconds),
+                               reboot_timeout_seconds=settings.tuning.reboot_timeout_seconds,
+                               max_unavailable=max_unavailable(settings))
         return HostBootstrap(
             host.name,
             HostBootstrapArgs(
@@ -114,9 +126,18 @@ class Layout(abc.ABC):
                 settings.tuning, settings.nvidia, context.distribution, control_plane_address,
                 endpoint,
                 nfs_export=(NfsExport(nfs.path, settings.network.lan_cidr)
-                            if nfs is not None and nfs.host == host.name else None)),
+                            if nfs is not None and nfs.host == host.name else None),
+                drain_first=drain),
             opts=pulumi.ResourceOptions(parent=context.parent))
 
+
+
+def max_unavailable(settings: StackConfig) -> int:
+    """kubernetes.upgrade.maxUnavailable as a count of the workers that join over SSH: the
+    bound the drain steps keep on the controller at run time; workers' steps do not wait
+    for each other in the graph, so a new cluster joins them all at once."""
+    joining = [h for h in settings.workers if not h.runs_control_plane]
+    return settings.kubernetes.upgrade.unavailable_count(len(joining))
 
 
 def machines_of(bootstraps: dict[str, HostBootstrap]) -> dict[str, PreparedMachine]:
@@ -126,7 +147,10 @@ class BareMetal(Layout):
     def machines(self) -> Machines:
         settings = self.context.settings
         controller = settings.controller
-        bootstraps = {h.name: self._bootstrap(h, controller.address) for h in settings.hosts}
+        first = self._bootstrap(controller, controller.address)
+        bootstraps = {h.name: first if h.name == controller.name
+                      else self._bootstrap(h, controller.address, controller=first)
+                      for h in settings.hosts}
         machines = Machines(controller, machines_of(bootstraps), list(settings.hosts),
                             [b.nfs_server for b in bootstraps.values() if b.nfs_server])
         machines.backup = bare_metal_backup_target(settings)

@@ -80,6 +80,9 @@ class Distribution(Protocol):
     # for systemd units.
     kubectl: str
     kubectl_path: str
+    # kubectl on a worker with its kubelet's credential, by absolute path: how a step on
+    # the host reads its own Node (reboot-if-needed: is it drained).
+    node_kubectl: str
     controller_service: str
     # The systemd units that run a node, controller or worker: a host with one of them
     # installed is in the cluster (reboot-if-needed leaves it alone).

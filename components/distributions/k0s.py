@@ -45,6 +45,8 @@ class K0s:
     # kubectl on a node, with the distribution's own binary.
     kubectl = "k0s kubectl"
     kubectl_path = "/usr/local/bin/k0s kubectl"
+    # The kubelet's kubeconfig of a k0s worker (K0S_KUBELET_KUBECONFIG, k0s/lib.sh).
+    node_kubectl = "/usr/local/bin/k0s kubectl --kubeconfig /var/lib/k0s/kubelet.conf"
     controller_service = "k0scontroller.service"
     # What `k0s install controller|worker` creates (k0s docs/install.md, "Run k0s as a
     # service").

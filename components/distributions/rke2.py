@@ -69,6 +69,8 @@ class Rke2:
     # admin kubeconfig is on the server only.
     kubectl = f"{DATA_DIR}/bin/kubectl"
     kubectl_path = f"{DATA_DIR}/bin/kubectl --kubeconfig {ADMIN_KUBECONFIG}"
+    # The agent's kubelet kubeconfig (RKE2_KUBELET_KUBECONFIG, rke2/lib.sh).
+    node_kubectl = f"{DATA_DIR}/bin/kubectl --kubeconfig {DATA_DIR}/agent/kubelet.kubeconfig"
     controller_service = "rke2-server.service"
     # The tarball install's units (rke2 install.sh; bundle/lib/systemd/system).
     node_services = ("rke2-server.service", "rke2-agent.service")

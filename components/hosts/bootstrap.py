@@ -10,7 +10,7 @@ from pulumi_command import remote
 
 from components.distributions.base import Distribution
 from components.hosts.authorized_keys import authorized_keys_step
-from components.hosts.steps import Machine, preparation_steps
+from components.hosts.steps import Machine, host_settings, preparation_steps
 from components.common.remote_step import (
     Endpoint,
     Script,
@@ -23,6 +23,9 @@ from components.common.remote_step import (
 from config.model import Host, HostTuning, NvidiaSettings
 
 SERVE_NFS = Script("serve-nfs.sh")
+# reboot-if-needed on a worker over SSH: with the upgrade helpers that tell whether its node
+# is drained (boot user data, which has a size limit, never needs them).
+REBOOT_DRAINED_WORKER = Script("reboot-if-needed.sh", extra_libraries=("upgrade/lib.sh",))
 # root can own files on the export, so databases (MySQL) can chown their data directory.
 NFS_EXPORT_OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
 
@@ -34,6 +37,19 @@ class NfsExport:
 
     path: str
     client_cidrs: str
+
+
+@dataclass(frozen=True)
+class DrainFirst:
+    """The step on the controller that drains a worker's node before its preparation
+    changes what a drain is for (upgrade/drain-node.sh with HOST_SETTINGS): where it runs,
+    the script and its inputs but the settings; and how the host, once drained, reads its
+    own node (reboot-if-needed reboots a host in the cluster only while it is drained)."""
+
+    controller: Ssh
+    script: Script
+    env: dict
+    node_kubectl: str
 
 
 @dataclass
@@ -51,6 +67,8 @@ class HostBootstrapArgs:
     endpoint: Optional[Endpoint] = None
     # When the host is the cluster's NFS server.
     nfs_export: Optional[NfsExport] = None
+    # A worker of the cluster: its node is drained before its host settings change.
+    drain_first: Optional[DrainFirst] = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,9 @@ class PreparedMachine:
 
     ssh: Ssh
     ready: pulumi.Resource
+    # What the host was prepared with (steps.host_settings): recorded on its node once it
+    # is Ready with them (upgrade/uncordon-node.sh).
+    host_settings: str = ""
 
 
 class HostBootstrap(pulumi.ComponentResource):
@@ -72,6 +93,10 @@ class HostBootstrap(pulumi.ComponentResource):
         self._args = args
         self.ssh = Ssh(connection_to(args.host, args.ssh, args.endpoint),
                        args.host.ssh_user or args.ssh.settings.user)
+        # The same, dialing for as long as a reboot may take.
+        self.waiting_ssh = Ssh(connection_to(args.host, args.ssh, args.endpoint,
+                                             wait_seconds=args.tuning.reboot_timeout_seconds),
+                               self.ssh.user)
 
         self.ready: pulumi.Resource = self._create_preparation()
         # After the reboot the preparation may make; nothing waits for it.
@@ -80,7 +105,7 @@ class HostBootstrap(pulumi.ComponentResource):
             depends_on=[self.ready], parent=self)
         self.nfs_server = (self._create_serve_nfs(self.ready, args.nfs_export)
                            if args.nfs_export is not None else None)
-        self.machine = PreparedMachine(self.ssh, self.ready)
+        self.machine = PreparedMachine(self.ssh, self.ready, self._host_settings())
         self.register_outputs({})
 
     def step(self, step: str, script: Script, env: dict, depends_on: list) -> remote.Command:
@@ -94,26 +119,59 @@ class HostBootstrap(pulumi.ComponentResource):
             parent=self,
         )
 
+    def _gpus(self) -> int:
+        return self._args.host.gpus if self._args.nvidia.install_driver else 0
+
+    def _host_settings(self) -> str:
+        return host_settings(self._args.tuning, self._args.nvidia, self._gpus())
+
     def _create_preparation(self) -> pulumi.Resource:
         """The preparation steps in order, each after the one before. The check after the
-        reboot dials until the host answers again, for tuning.rebootTimeoutSeconds."""
+        reboot dials until the host answers again, for tuning.rebootTimeoutSeconds. A
+        worker's node is drained after preflight, before anything changes (drain_first)."""
         args = self._args
         host = args.host
-        machine = Machine(gpus=host.gpus if args.nvidia.install_driver else 0,
-                          install_driver=True, nvswitch=host.nvswitch,
+        machine = Machine(gpus=self._gpus(), install_driver=True, nvswitch=host.nvswitch,
                           ssh_port=args.endpoint.port if args.endpoint
                           else args.ssh.settings.port)
-        waiting = Ssh(connection_to(host, args.ssh, args.endpoint,
-                                    wait_seconds=args.tuning.reboot_timeout_seconds),
-                      self.ssh.user)
+        waiting = self.waiting_ssh
+        extra = self._extra_env(machine)
         previous: list = []
         for step in preparation_steps(args.tuning, args.nvidia, args.distribution, machine,
                                       preflight_env=self._preflight_env()):
+            script = (REBOOT_DRAINED_WORKER if step.step == "reboot-if-needed"
+                      and args.drain_first is not None else step.script)
             previous = [run_step(host.name, step.step, on=waiting if step.after_reboot
-                                 else self.ssh, create=step.script,
-                                 env={**step.env, **machine_env(host)},
+                                 else self.ssh, create=script,
+                                 env={**step.env, **extra.get(step.step, {}),
+                                      **machine_env(host)},
                                  depends_on=previous, parent=self)]
+            if step.step == "preflight" and args.drain_first is not None:
+                previous = [self._drain_first(args.drain_first, previous)]
         return previous[0]
+
+    def _extra_env(self, machine: Machine) -> dict[str, dict[str, str]]:
+        """Inputs only the steps over SSH get (boot user data stays as it is): the driver
+        branch verify-boot checks where install-nvidia installs it, and how a worker reads
+        whether its node is drained for a reboot."""
+        extra: dict[str, dict[str, str]] = {}
+        if machine.gpus:
+            extra["verify-boot"] = {"CHECK_DRIVER_BRANCH": "true"}
+        if self._args.drain_first is not None:
+            extra["reboot-if-needed"] = {"NODE_NAME": self._args.host.name,
+                                         "NODE_KUBECTL": self._args.drain_first.node_kubectl}
+        return extra
+
+    def _drain_first(self, drain: DrainFirst, after: list) -> remote.Command:
+        return run_step(self._args.host.name, "drain-host", on=drain.controller,
+                        create=drain.script, env={
+                            **drain.env,
+                            "NODE_NAME": self._args.host.name,
+                            "HOST_SETTINGS": self._host_settings(),
+                            "REBOOT_WHEN_NEEDED": "true" if self._args.tuning.reboot_when_needed
+                            else "false",
+                            **machine_env(self._args.host),
+                        }, depends_on=after, parent=self)
 
     def _preflight_env(self) -> dict[str, str]:
         args = self._args

@@ -5,6 +5,7 @@ of EC2 instances (components/aws/boot.py). A new step is added here once.
 prepare-host -> [install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH, preflight
 comes first."""
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -90,6 +91,20 @@ def reboot_envs(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distri
              "REBOOT_TIMEOUT": str(tuning.reboot_timeout_seconds),
              "NODE_SERVICES": " ".join(distribution.node_services)},
             {**reason, "GPU_COUNT": str(gpus), "NVSWITCH": _nvswitch(nvswitch)})
+
+
+def host_settings(tuning: HostTuning, nvidia: NvidiaSettings, gpus: int) -> str:
+    """What a host in the cluster must be drained for before its steps change it, as
+    KEY=VALUE pairs (the value of the node annotation gpu-cluster.io/host-settings,
+    upgrade/lib.sh): on a GPU host the driver branch, which needs the GPUs idle and a
+    reboot, and the container toolkit; the kernel arguments (a reboot), as a digest."""
+    prepared = prepare_host_env(tuning)
+    kernel = "\n".join(f"{key}={prepared[key]}" for key in REBOOT_REASONS)
+    pairs = {"kernel-args": hashlib.sha256(kernel.encode()).hexdigest()[:12]}
+    if gpus:
+        pairs = {"nvidia-driver": nvidia.driver_branch,
+                 "container-toolkit": nvidia.container_toolkit_version, **pairs}
+    return ",".join(f"{key}={value}" for key, value in pairs.items())
 
 
 def install_nvidia_env(nvidia: NvidiaSettings, distribution: Distribution,

@@ -3,7 +3,13 @@ version check. A raised kubernetes.version changes only these steps' inputs (and
 controller's install step, which upgrades the controller first); each worker is drained
 from the controller, upgraded on its host and uncordoned once Ready, at most
 kubernetes.upgrade.maxUnavailable workers at a time (a bound the drain steps keep on the
-controller, not the graph)."""
+controller, not the graph).
+
+A changed host setting a drain is for (the NVIDIA driver branch, the container toolkit,
+kernel arguments: hosts/steps.py host_settings) drains the worker the same way, from its
+`<host>-drain-host` step before its preparation steps change it (host_drain), in the same
+slots; reboot-if-needed reboots it while it is drained, verify-boot checks it, and
+uncordon-node uncordons it and records the settings on the node."""
 
 from collections.abc import Sequence
 
@@ -12,6 +18,7 @@ from pulumi_command import remote
 
 from components.common.remote_step import Script, Ssh, machine_env, run_step
 from components.distributions.base import Distribution
+from components.hosts.bootstrap import DrainFirst
 from config.model import Host
 
 CHECK_VERSION = Script("upgrade/check-version.sh")
@@ -20,6 +27,9 @@ UNCORDON_NODE = Script("upgrade/uncordon-node.sh")
 # upgrade-node's share of one worker's upgrade: a release download, then up to 300 s for
 # the service to be active (SERVICE_ACTIVE_TIMEOUT in its scripts).
 UPGRADE_NODE_SECONDS = 900
+# A drained host's preparation: install-nvidia's downloads and the driver's kernel module
+# build (DKMS), the other steps; its reboot is bounded by tuning.rebootTimeoutSeconds.
+HOST_CHANGE_SECONDS = 1800
 
 
 def kubernetes_version(distribution: Distribution) -> str:
@@ -44,6 +54,20 @@ def slot_wait_seconds(drain_timeout_seconds: int, node_ready_timeout_seconds: in
     return drain_timeout_seconds + UPGRADE_NODE_SECONDS + node_ready_timeout_seconds
 
 
+def host_drain(distribution: Distribution, *, controller: Ssh, drain_timeout_seconds: int,
+               node_ready_timeout_seconds: int, reboot_timeout_seconds: int,
+               max_unavailable: int) -> DrainFirst:
+    """A worker's `<host>-drain-host` step on the controller, before its preparation; it
+    waits for a slot for one worker's whole change (drain, preparation, reboot, Ready)."""
+    return DrainFirst(controller, DRAIN_NODE, {
+        "DRAIN_TIMEOUT": str(drain_timeout_seconds),
+        "MAX_UNAVAILABLE": str(max_unavailable),
+        "SLOT_WAIT_TIMEOUT": str(drain_timeout_seconds + HOST_CHANGE_SECONDS
+                                 + reboot_timeout_seconds + node_ready_timeout_seconds),
+        "KUBECTL": distribution.kubectl_path,
+    }, distribution.node_kubectl)
+
+
 def worker_upgrade(host: Host, distribution: Distribution, *, controller: Ssh, node: Ssh,
                    drain_timeout_seconds: int, node_ready_timeout_seconds: int,
                    max_unavailable: int, after: Sequence[pulumi.Resource],
@@ -54,7 +78,8 @@ def worker_upgrade(host: Host, distribution: Distribution, *, controller: Ssh, n
     graph (Pulumi's dependencies order creation too, so a chain between workers would
     join a new cluster's workers one batch at a time); the drain steps keep
     `max_unavailable` on the controller instead, and stop the rollout at the first
-    failure (upgrade/drain-node.sh). Returns upgrade-node: a new host's join follows it."""
+    failure (upgrade/drain-node.sh). Returns upgrade-node: a new host's join follows it;
+    uncordon_worker comes after it and the node's admission."""
     # A replaced machine (hosts[].generation) runs every step again, on the new hardware.
     kubectl = {"KUBECTL": distribution.kubectl_path, **machine_env(host)}
     drain = run_step(host.name, "drain-node", on=controller, create=DRAIN_NODE, env={
@@ -70,11 +95,22 @@ def worker_upgrade(host: Host, distribution: Distribution, *, controller: Ssh, n
                        env={**distribution.version_env(), "NODE_NAME": host.name,
                             **machine_env(host)},
                        depends_on=[drain, *node_ready], parent=parent)
-    run_step(host.name, "uncordon-node", on=controller, create=UNCORDON_NODE, env={
+    return upgrade
+
+
+def uncordon_worker(host: Host, distribution: Distribution, *, controller: Ssh,
+                    node_ready_timeout_seconds: int, host_settings: str,
+                    after: Sequence[pulumi.Resource], parent: pulumi.Resource
+                    ) -> remote.Command:
+    """uncordon-node (controller), after upgrade-node and the node's admission (a new
+    host's node exists then, and gets its host settings recorded)."""
+    return run_step(host.name, "uncordon-node", on=controller, create=UNCORDON_NODE, env={
         "NODE_NAME": host.name,
         "NODE_READY_TIMEOUT": str(node_ready_timeout_seconds),
-        **kubectl,
-        # Changes with the version, so the node is waited for after each upgrade.
+        "KUBECTL": distribution.kubectl_path,
+        **machine_env(host),
+        # Change with the version and the host settings, so the node is waited for (and
+        # uncordoned) after each upgrade.
         "KUBERNETES_VERSION": kubernetes_version(distribution),
-    }, depends_on=[upgrade], parent=parent)
-    return upgrade
+        **({"HOST_SETTINGS": host_settings} if host_settings else {}),
+    }, depends_on=after, parent=parent)

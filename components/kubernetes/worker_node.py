@@ -11,7 +11,7 @@ from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import PreparedMachine
 from components.common.remote_step import Script, machine_env, run_step
-from components.kubernetes.upgrade import worker_upgrade
+from components.kubernetes.upgrade import uncordon_worker, worker_upgrade
 from config.model import MACHINE_GENERATION_LABEL, Host
 
 MAINTAIN_NODE = Script("maintenance/maintain-node.sh")
@@ -106,6 +106,10 @@ class WorkerNode(pulumi.ComponentResource):
             parent=self,
         )
         if not host.runs_control_plane:
+            uncordon_worker(host, distribution, controller=control_plane.ssh,
+                            node_ready_timeout_seconds=args.node_ready_timeout_seconds,
+                            host_settings=args.machine.host_settings,
+                            after=[installed, admitted], parent=self)
             # Workers read their kubelet settings only when they start.
             admitted = run_step(
                 host.name,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Reboots a host that is not in the cluster yet when a step left it needing one (kernel
-# arguments, the NVIDIA driver, nouveau), so it joins with what it was prepared for.
-# A host already in the cluster is never rebooted here: it gets a warning to drain it.
+# Reboots a host when a step left it needing one (kernel arguments, the NVIDIA driver,
+# nouveau): before it joins, or, in the cluster, while its node is drained for it
+# (drained_for_upgrade); otherwise a host in the cluster gets a warning to drain it.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -17,6 +17,8 @@ set -euo pipefail
 #   NVIDIA_DRIVER_BRANCH, DISABLE_IOMMU, DISABLE_CPU_MITIGATIONS, EXTRA_KERNEL_ARGS
 #                       what a reboot is for (as prepare-host and install-nvidia get them);
 #                       only recorded, so that a change re-runs the step.
+#   NODE_NAME, NODE_KUBECTL (over SSH, on a worker, with upgrade/lib.sh) how a host in
+#                       the cluster reads whether its node is drained.
 #
 # The program's next step connects once the host is back. So that it cannot reach the
 # host in the seconds before the reboot, new SSH connections are refused until then (an
@@ -71,7 +73,8 @@ main() {
     log "no reboot needed"
     return 0
   fi
-  if in_cluster; then
+  if in_cluster && ! { [[ -n "${NODE_KUBECTL:-}" ]] &&
+    drained_for_upgrade "$NODE_NAME" "$NODE_KUBECTL"; }; then
     warn "a reboot is pending ($REBOOT_REQUIRED_FILE) but this host is in the cluster:" \
       "drain it (kubectl drain $GPU_CLUSTER_HOST --ignore-daemonsets), reboot it, uncordon it"
     return 0

@@ -13,6 +13,9 @@ set -euo pipefail
 #               or CUDA cannot use the GPUs of an NVSwitch system.
 #   NVIDIA_DRIVER_BRANCH, DISABLE_IOMMU, DISABLE_CPU_MITIGATIONS, EXTRA_KERNEL_ARGS
 #               as for reboot-if-needed: only recorded (a change re-runs both steps).
+#   CHECK_DRIVER_BRANCH  true: the loaded driver must be of NVIDIA_DRIVER_BRANCH (hosts
+#               whose driver install-nvidia installs; an image's own may differ).
+#               Default false.
 
 BOOT_ID_FILE=/var/lib/gpu-cluster/reboot/boot-id-before
 GRUB_DROPIN=/etc/default/grub.d/90-gpu-cluster.cfg
@@ -26,7 +29,7 @@ check_inputs() {
     *) die "NVSWITCH must be true, false or auto, got '$NVSWITCH'" ;;
   esac
   : "${NVIDIA_DRIVER_BRANCH:=}" "${DISABLE_IOMMU:=}" "${DISABLE_CPU_MITIGATIONS:=}"
-  : "${EXTRA_KERNEL_ARGS:=}"
+  : "${EXTRA_KERNEL_ARGS:=}" "${CHECK_DRIVER_BRANCH:=false}"
 }
 
 # configured_kernel_args: what prepare-host put in its GRUB drop-in.
@@ -38,7 +41,7 @@ configured_kernel_args() {
 }
 
 main() {
-  local before now args=() missing=() arg active problems=() listed
+  local before now args=() missing=() arg active problems=() listed loaded
   check_inputs
   now="$(<"$ROOT/proc/sys/kernel/random/boot_id")"
   if [[ -f "$ROOT$BOOT_ID_FILE" ]]; then
@@ -69,6 +72,10 @@ main() {
       problems+=("nvidia-smi fails: ${listed//$'\n'/ }")
     elif (($(grep -c '^GPU [0-9]' <<<"$listed") != GPU_COUNT)); then
       problems+=("nvidia-smi lists $(grep -c '^GPU [0-9]' <<<"$listed") GPUs, not $GPU_COUNT")
+    elif [[ "$CHECK_DRIVER_BRANCH" == true ]] && loaded="$(nvidia-smi \
+      --query-gpu=driver_version --format=csv,noheader)" && [[ "$loaded" != "$NVIDIA_DRIVER_BRANCH".* ]]; then
+      # The loaded module's version, e.g. 580.95.05, one line per GPU.
+      problems+=("the loaded NVIDIA driver is ${loaded%%$'\n'*}, not of branch $NVIDIA_DRIVER_BRANCH")
     fi
     if [[ "$NVSWITCH" == true || ("$NVSWITCH" == auto && "$(count_nvswitches)" -gt 0) ]] &&
       ! systemctl is-active --quiet nvidia-fabricmanager.service; then

@@ -31,8 +31,8 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
                 "controller-authorized-keys"}
     for worker in WORKERS:
         expected |= {f"{worker}-{step}" for step in (
-            "preflight", "prepare-host", "install-nvidia", "reboot-if-needed", "verify-boot",
-            "drain-node", "upgrade-node", "uncordon-node",
+            "preflight", "drain-host", "prepare-host", "install-nvidia", "reboot-if-needed",
+            "verify-boot", "drain-node", "upgrade-node", "uncordon-node",
             "create-join-token", "join-worker", "admit-node", "apply-worker-profile",
             "authorized-keys")}
     assert commands == expected
@@ -45,7 +45,9 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
 @pytest.mark.parametrize("worker", WORKERS)
 def test_worker_steps_run_in_order(lab_plan, worker):
     assert deps(lab_plan, f"{worker}-preflight") == set()
-    assert deps(lab_plan, f"{worker}-prepare-host") == {f"{worker}-preflight"}
+    # A joined worker's node is drained (from the controller) before its host changes.
+    assert deps(lab_plan, f"{worker}-drain-host") == {f"{worker}-preflight"}
+    assert deps(lab_plan, f"{worker}-prepare-host") == {f"{worker}-drain-host"}
     assert deps(lab_plan, f"{worker}-install-nvidia") == {f"{worker}-prepare-host"}
     # A reboot if the driver or kernel arguments need one, and the check of the result,
     # before anything joins.
@@ -205,8 +207,8 @@ def test_preview_artifacts_hold_no_secret(lab_plan, tmp_path):
     assert lab_plan.secrets
     names = {p.relative_to(tmp_path / "lab").as_posix() for p in written}
     assert {"plan.txt", "plan.json", "outputs.json", "kubeconfig/admin.template.yaml",
-            "hosts/moscow/01-preflight.sh", "hosts/moscow/04-reboot-if-needed.sh",
-            "hosts/moscow/05-verify-boot.sh", "hosts/moscow/10-join-worker.sh",
+            "hosts/moscow/01-preflight.sh", "hosts/moscow/05-reboot-if-needed.sh",
+            "hosts/moscow/06-verify-boot.sh", "hosts/moscow/10-join-worker.sh",
             "hosts/controller/06-install-controller.sh"} <= names
     for path in written:
         text = path.read_text()

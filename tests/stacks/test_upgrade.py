@@ -64,7 +64,10 @@ def test_workers_steps_wait_for_the_controller_and_their_own_only():
         assert _deps(plan, f"{worker}-drain-node") == {"controller-install-controller"}
         assert _deps(plan, f"{worker}-upgrade-node") == {
             f"{worker}-drain-node", f"{worker}-verify-boot"}
-        assert _deps(plan, f"{worker}-uncordon-node") == {f"{worker}-upgrade-node"}
+        # After the node's admission too: a new host's node gets its host settings
+        # recorded (tests/stacks/test_host_upgrade.py).
+        assert _deps(plan, f"{worker}-uncordon-node") == {
+            f"{worker}-upgrade-node", f"{worker}-admit-node"}
         # No step of this worker waits for another worker's: a new cluster joins its
         # workers at once, whatever maxUnavailable is.
         for command in plan.of_type("command:remote:Command"):

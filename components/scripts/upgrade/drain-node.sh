@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs on the controller before a worker is upgraded: cordons and drains the node unless
-# its kubelet already runs the wanted Kubernetes version, once it holds one of the
-# MAX_UNAVAILABLE upgrade slots and no node is marked as failed.
+# Runs on the controller before a worker is upgraded (KUBERNETES_VERSION) or its host
+# settings change (HOST_SETTINGS): drains the node unless it runs them already, once it
+# holds one of the MAX_UNAVAILABLE upgrade slots and no node is marked as failed.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -22,20 +22,35 @@ set -euo pipefail
 # boot, so a lock never outlives a crash.
 
 # Inputs (environment):
-#   NODE_NAME, KUBERNETES_VERSION (the release to upgrade to), DRAIN_TIMEOUT (seconds),
-#   MAX_UNAVAILABLE (nodes upgraded at once, 1 or more), SLOT_WAIT_TIMEOUT (seconds
-#   without any slot freeing before this step gives up),
-#   KUBECTL (the controller's kubectl with its admin credential).
+#   NODE_NAME, DRAIN_TIMEOUT (seconds), MAX_UNAVAILABLE (nodes upgraded at once, 1 or
+#   more), SLOT_WAIT_TIMEOUT (seconds without any slot freeing before this step gives up),
+#   KUBECTL (the controller's kubectl with its admin credential), and one of:
+#   KUBERNETES_VERSION  the release to upgrade to (after the controller's upgrade);
+#   HOST_SETTINGS       what the host is to be prepared with (HOST_SETTINGS_ANNOTATION),
+#                       with REBOOT_WHEN_NEEDED (tuning.rebootWhenNeeded, true or false).
+#
+# HOST_SETTINGS: a new driver branch needs the GPUs idle and a reboot to load its kernel
+# module (the loaded module and the new user-space libraries disagree until then: "Failed
+# to initialize NVML: Driver/library version mismatch"; NVIDIA GPU Operator, "GPU Driver
+# Upgrades": https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-driver-upgrades.html
+# drains each node before its driver changes), so the node is drained before its
+# install-nvidia step and rebooted by reboot-if-needed. A node without the annotation
+# joined before it was recorded: it is taken as running the wanted settings (recorded, not
+# drained), so the first run of this program drains nothing.
 
 SLOT_LOCK=/run/gpu-cluster/upgrade-slots.lock
 LOCK_TIMEOUT=120
 SLOT_POLL_SECONDS=10
+# How long a drain for HOST_SETTINGS waits for the API of a controller being installed or
+# restarted in the same run.
+API_WAIT_TIMEOUT=300
 
-# take_slot NODE: returns once NODE carries UPGRADE_ANNOTATION, set while fewer than
+# take_slot NODE WHAT: returns once NODE carries UPGRADE_ANNOTATION (WHAT: what it is
+# upgraded to), set while fewer than
 # MAX_UNAVAILABLE other nodes did; waits while they do; dies while a node is marked as
 # failed (NODE's own mark is its retry, and is cleared).
 take_slot() {
-  local node=$1 lock name upgrading failure mine holders failed held last="" attempts=0
+  local node=$1 what=$2 lock name upgrading failure mine holders failed held last="" attempts=0
   local max_attempts=$((SLOT_WAIT_TIMEOUT / SLOT_POLL_SECONDS + 1))
   mkdir -p "$ROOT${SLOT_LOCK%/*}"
   exec {lock}>"$ROOT$SLOT_LOCK"
@@ -65,7 +80,7 @@ take_slot() {
     fi
     if [[ -n "$mine" || ${#holders[@]} -lt $MAX_UNAVAILABLE ]]; then
       # A retry of this node's own failed step clears its mark with the slot it keeps.
-      admin_kubectl annotate node "$node" --overwrite "$UPGRADE_ANNOTATION=$KUBERNETES_VERSION" \
+      admin_kubectl annotate node "$node" --overwrite "$UPGRADE_ANNOTATION=$what" \
         "$UPGRADE_FAILED_ANNOTATION-" >&2
       flock -u "$lock"
       log "took an upgrade slot for node $node (${#holders[@]} other node(s) being" \
@@ -92,29 +107,11 @@ take_slot() {
   done
 }
 
-main() {
-  local node running
-  check_missing_env NODE_NAME KUBERNETES_VERSION DRAIN_TIMEOUT MAX_UNAVAILABLE \
-    SLOT_WAIT_TIMEOUT
-  check_kubectl_input
-  die_on_input_problems
-  require_uint DRAIN_TIMEOUT MAX_UNAVAILABLE SLOT_WAIT_TIMEOUT
-  MAX_UNAVAILABLE=$((10#$MAX_UNAVAILABLE))
-  ((MAX_UNAVAILABLE >= 1)) || die "MAX_UNAVAILABLE must be 1 or more, got $MAX_UNAVAILABLE"
-  # The kubelet registers the lowercased hostname.
-  node="${NODE_NAME,,}"
-  running="$(node_field "$node" '{.status.nodeInfo.kubeletVersion}')"
-  # Neither a new host nor a node at the wanted version takes a slot or waits for one.
-  if [[ -z "$running" ]]; then
-    log "node $node is not registered yet: nothing to drain (it joins at the wanted version)"
-    return 0
-  fi
-  if [[ "$(kube_version "$running")" == "$(kube_version "$KUBERNETES_VERSION")" ]]; then
-    log "unchanged: node $node already runs $running; not drained"
-    return 0
-  fi
-  take_slot "$node"
-  log "draining node $node (runs $running) for the upgrade to $KUBERNETES_VERSION"
+# drain NODE WHY: cordons and drains NODE, which holds its slot; a drain that does not end
+# within DRAIN_TIMEOUT marks NODE as failed and stops the rollout.
+drain() {
+  local node=$1 why=$2
+  log "draining node $node $why"
   if ! admin_kubectl drain "$node" --ignore-daemonsets --delete-emptydir-data \
     --timeout="${DRAIN_TIMEOUT}s" >&2; then
     mark_failed "$node" "could not drain node $node within ${DRAIN_TIMEOUT}s"
@@ -125,6 +122,84 @@ main() {
       "clear the mark to give up"
   fi
   log "changed: drained node $node"
+}
+
+# drain_for_kubernetes NODE: drains NODE unless its kubelet runs KUBERNETES_VERSION.
+drain_for_kubernetes() {
+  local node=$1 running
+  running="$(node_field "$node" '{.status.nodeInfo.kubeletVersion}')"
+  # Neither a new host nor a node at the wanted version takes a slot or waits for one.
+  if [[ -z "$running" ]]; then
+    log "node $node is not registered yet: nothing to drain (it joins at the wanted version)"
+    return 0
+  fi
+  if [[ "$(kube_version "$running")" == "$(kube_version "$KUBERNETES_VERSION")" ]]; then
+    log "unchanged: node $node already runs $running; not drained"
+    return 0
+  fi
+  take_slot "$node" "$KUBERNETES_VERSION"
+  drain "$node" "(runs $running) for the upgrade to $KUBERNETES_VERSION"
+}
+
+# drain_for_host_settings NODE: drains NODE when it was prepared with other host settings
+# than HOST_SETTINGS, before its host steps change them.
+drain_for_host_settings() {
+  local node=$1 recorded
+  if ! controller_installed; then
+    # Runs beside the controller's own preparation on a new cluster.
+    log "the controller is not installed yet: no node $node to drain"
+    return 0
+  fi
+  wait_until "$API_WAIT_TIMEOUT" "the Kubernetes API" admin_kubectl get --raw=/readyz
+  if [[ -z "$(node_field "$node" '{.metadata.name}')" ]]; then
+    log "node $node is not registered yet: nothing to drain (it joins with the wanted" \
+      "host settings)"
+    return 0
+  fi
+  recorded="$(node_field "$node" "$(annotation_path "$HOST_SETTINGS_ANNOTATION")")"
+  if [[ -z "$recorded" ]]; then
+    admin_kubectl annotate node "$node" --overwrite \
+      "$HOST_SETTINGS_ANNOTATION=$HOST_SETTINGS" >&2
+    log "node $node has no $HOST_SETTINGS_ANNOTATION yet (it joined before it was" \
+      "recorded): taken as prepared with $HOST_SETTINGS, recorded, not drained"
+    return 0
+  fi
+  if [[ "$recorded" == "$HOST_SETTINGS" ]]; then
+    log "unchanged: node $node was prepared with $HOST_SETTINGS; not drained"
+    return 0
+  fi
+  if ! is_true "$REBOOT_WHEN_NEEDED"; then
+    die "node $node was prepared with $recorded; the config wants $HOST_SETTINGS, which" \
+      "needs a drain and may need a reboot, and tuning.rebootWhenNeeded is false; nothing" \
+      "was changed. Set tuning.rebootWhenNeeded: true for the rollout, or drain, update" \
+      "and reboot $node yourself, then record it: kubectl annotate node $node --overwrite" \
+      "$HOST_SETTINGS_ANNOTATION='$HOST_SETTINGS'"
+  fi
+  take_slot "$node" "$HOST_SETTINGS"
+  drain "$node" "(prepared with $recorded) for its host settings $HOST_SETTINGS"
+}
+
+main() {
+  check_missing_env NODE_NAME DRAIN_TIMEOUT MAX_UNAVAILABLE SLOT_WAIT_TIMEOUT
+  : "${KUBERNETES_VERSION:=}" "${HOST_SETTINGS:=}" "${REBOOT_WHEN_NEEDED:=true}"
+  if [[ -z "$KUBERNETES_VERSION" && -z "$HOST_SETTINGS" ]]; then
+    INPUT_PROBLEMS+=("KUBERNETES_VERSION or HOST_SETTINGS must be set")
+  elif [[ -n "$KUBERNETES_VERSION" && -n "$HOST_SETTINGS" ]]; then
+    INPUT_PROBLEMS+=("KUBERNETES_VERSION and HOST_SETTINGS are one step each, not both")
+  fi
+  check_host_settings_input
+  check_kubectl_input
+  die_on_input_problems
+  require_uint DRAIN_TIMEOUT MAX_UNAVAILABLE SLOT_WAIT_TIMEOUT
+  require_bool REBOOT_WHEN_NEEDED
+  MAX_UNAVAILABLE=$((10#$MAX_UNAVAILABLE))
+  ((MAX_UNAVAILABLE >= 1)) || die "MAX_UNAVAILABLE must be 1 or more, got $MAX_UNAVAILABLE"
+  # The kubelet registers the lowercased hostname.
+  if [[ -n "$HOST_SETTINGS" ]]; then
+    drain_for_host_settings "${NODE_NAME,,}"
+  else
+    drain_for_kubernetes "${NODE_NAME,,}"
+  fi
 }
 
 main "$@"

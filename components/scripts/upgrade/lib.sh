@@ -15,6 +15,10 @@ UPGRADE_ANNOTATION=gpu-cluster.io/upgrading-to
 # node starts its upgrade while one carries it. uncordon-node removes it once the node
 # is Ready; `kubectl annotate node NODE gpu-cluster.io/upgrade-failed-` clears it by hand.
 UPGRADE_FAILED_ANNOTATION=gpu-cluster.io/upgrade-failed
+# Set on a node to the host settings it was last prepared with (the NVIDIA driver branch,
+# the container toolkit, the kernel arguments: HOST_SETTINGS of drain-node), by
+# uncordon-node once it is Ready with them: drain-node drains a node whose value differs.
+HOST_SETTINGS_ANNOTATION=gpu-cluster.io/host-settings
 # vMAJOR.MINOR.PATCH, then anything (a pre-release, +k0s.N, +rke2rN).
 KUBE_VERSION_FORM='^v([0-9]+)\.([0-9]+)\.([0-9]+)'
 
@@ -104,6 +108,13 @@ check_kubectl_input() {
   fi
 }
 
+# check_host_settings_input: HOST_SETTINGS, when set, is KEY=VALUE pairs joined by commas.
+check_host_settings_input() {
+  if [[ -n "${HOST_SETTINGS:-}" && ! "$HOST_SETTINGS" =~ ^[a-z-]+=[A-Za-z0-9._+~-]*(,[a-z-]+=[A-Za-z0-9._+~-]*)*$ ]]; then
+    INPUT_PROBLEMS+=("HOST_SETTINGS must be KEY=VALUE pairs joined by commas, got '$HOST_SETTINGS'")
+  fi
+}
+
 # admin_kubectl ARGS...: the controller's kubectl (KUBECTL) with ARGS.
 admin_kubectl() {
   local words
@@ -133,6 +144,27 @@ upgrade_marks() {
   admin_kubectl get nodes -o "jsonpath={range .items[*]}{.metadata.name}{\"\t\"}$(
     annotation_path "$UPGRADE_ANNOTATION"){\"\t\"}$(
     annotation_path "$UPGRADE_FAILED_ANNOTATION"){\"\n\"}{end}"
+}
+
+# drained_for_upgrade NODE KUBECTL: on a worker host (KUBECTL: kubectl with the kubelet's
+# credential, an absolute path and options); success when NODE is cordoned and holds an
+# upgrade slot, as drain-node leaves it (reboot-if-needed may reboot it then); dies when
+# that cannot be read.
+drained_for_upgrade() {
+  local node="${1,,}" words cordoned slot
+  if [[ ! "$2" =~ ^/[A-Za-z0-9_./-]+([\ ][A-Za-z0-9_./=-]+)*$ || ! "$node" =~ ^[a-z0-9][a-z0-9.-]*$ ]]; then
+    die "NODE_NAME and NODE_KUBECTL (an absolute path, then options) are needed, got" \
+      "'$1' and '$2'"
+  fi
+  read -r -a words <<<"$2"
+  if ! cordoned="$("$ROOT${words[0]}" "${words[@]:1}" get node "$node" \
+    -o 'jsonpath={.spec.unschedulable}')" ||
+    ! slot="$("$ROOT${words[0]}" "${words[@]:1}" get node "$node" \
+      -o "jsonpath=$(annotation_path "$UPGRADE_ANNOTATION")")"; then
+    die "a reboot is pending but whether node $node is drained cannot be read from the API" \
+      "(kubectl's error above); not rebooted. Check its kubelet, then run pulumi up again"
+  fi
+  [[ "$cordoned" == true && -n "$slot" ]]
 }
 
 # one_line TEXT...: TEXT on one line, tabs and newlines as spaces (an annotation's value

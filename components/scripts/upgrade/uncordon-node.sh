@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs on the controller after a worker was upgraded: waits until the node is Ready and
-# uncordons it when drain-node cordoned it, which frees its upgrade slot (and clears a
-# failed mark of an earlier try); a node that does not get Ready is marked as failed.
+# On the controller after a worker's upgrade (and its join): waits until the node is
+# Ready, uncordons it if drain-node cordoned it (freeing its slot, clearing a failed mark)
+# and records its host settings; a node that does not get Ready is marked as failed.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -13,11 +13,14 @@ set -euo pipefail
 # cordoned stays cordoned.
 
 # Inputs (environment):
-#   NODE_NAME, NODE_READY_TIMEOUT (seconds), KUBECTL.
+#   NODE_NAME, NODE_READY_TIMEOUT (seconds), KUBECTL; HOST_SETTINGS (optional): the host
+#   settings the node was prepared with, recorded in HOST_SETTINGS_ANNOTATION.
 
 main() {
   local node marked
   check_missing_env NODE_NAME NODE_READY_TIMEOUT
+  : "${HOST_SETTINGS:=}"
+  check_host_settings_input
   check_kubectl_input
   die_on_input_problems
   require_uint NODE_READY_TIMEOUT
@@ -36,12 +39,24 @@ main() {
       "it stays cordoned and the upgrade stops here${marked:+ (the node is marked as failed)}"
   fi
   if [[ -z "$marked" ]]; then
+    record_host_settings "$node"
     log "unchanged: node $node is Ready and was not cordoned for an upgrade"
     return 0
   fi
   admin_kubectl uncordon "$node" >&2
   admin_kubectl annotate node "$node" "$UPGRADE_ANNOTATION-" "$UPGRADE_FAILED_ANNOTATION-" >&2
+  record_host_settings "$node"
   log "changed: node $node is Ready at $marked and uncordoned"
+}
+
+# record_host_settings NODE: NODE carries HOST_SETTINGS (when given) in
+# HOST_SETTINGS_ANNOTATION, which drain-node compares with the wanted settings.
+record_host_settings() {
+  [[ -n "$HOST_SETTINGS" ]] || return 0
+  if [[ "$(node_field "$1" "$(annotation_path "$HOST_SETTINGS_ANNOTATION")")" != "$HOST_SETTINGS" ]]; then
+    admin_kubectl annotate node "$1" --overwrite "$HOST_SETTINGS_ANNOTATION=$HOST_SETTINGS" >&2
+    log "changed: recorded node $1's host settings: $HOST_SETTINGS"
+  fi
 }
 
 main "$@"
