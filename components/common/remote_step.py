@@ -189,7 +189,10 @@ def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str]
     """The envelope's text, for inputs that are all known. A script that `checks` gets
     gpu_cluster_check and the `check` action here, never in boot user data (its size
     limit; a boot runs create only)."""
-    check = ["gpu_cluster_check() {", create.check_text(), "}"] if create.checks else []
+    # check/lib.sh redefines the lib.sh functions it intercepts, so their first
+    # definitions in this function are never called.
+    check = ["# shellcheck disable=SC2329", "gpu_cluster_check() {", create.check_text(),
+             "}"] if create.checks else []
     lines = check + [
         'case "${1:-create}" in',
         "  create) gpu_cluster_create </dev/null ;;",

@@ -175,4 +175,5 @@ def test_the_plan_lists_each_resource_after_what_it_waits_for(lab_plan):
     assert checked > 20
     assert position["campos-preflight"] < position["campos-prepare-host"] < position[
         "campos-install-nvidia"] < position["campos-reboot-if-needed"]
-    assert "campos-verify-boot  (wave 5)" in "\n".join(lines)
+    verify = lab_plan.named("campos-verify-boot")
+    assert f"campos-verify-boot  (wave {lab_plan.depth_of(verify)})" in "\n".join(lines)
