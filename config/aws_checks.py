@@ -168,6 +168,10 @@ def _vpn_mode(cfg: PartialConfig, vpn: VpnSettings) -> list[Problem]:
         if cfg.vpn_client_profile:
             problems.append(Problem("vpnClientProfile", "is only used with vpn.mode "
                                     "client-to-existing"))
+        if vpn.previous_ca_trusted and vpn.pki_generation == 0:
+            problems.append(Problem("vpn.previousCaTrusted", "there is no previous CA at "
+                                    "vpn.pkiGeneration 0: raise vpn.pkiGeneration by one "
+                                    "in the same change to start a rotation"))
         return problems
     if vpn.existing_server_address is None:
         problems.append(Problem("vpn.existingServerAddress", "is required with "
@@ -187,8 +191,11 @@ def _vpn_mode(cfg: PartialConfig, vpn: VpnSettings) -> list[Problem]:
             not re.search(r"^\s*remote\s+\S+", cfg.vpn_client_profile, re.M):
         problems.append(Problem("vpnClientProfile", "is not an OpenVPN client profile (it "
                                 "needs the `client` and `remote` directives)"))
+    # The existing server's PKI is its own: its profile is rotated there (vpnClientProfile).
     for key, value in (("vpn.onpremGateway", vpn.onprem_gateway),
-                       ("vpn.clientSourceCidrs", vpn.client_source_cidrs)):
+                       ("vpn.clientSourceCidrs", vpn.client_source_cidrs),
+                       ("vpn.pkiGeneration", vpn.pki_generation),
+                       ("vpn.previousCaTrusted", vpn.previous_ca_trusted)):
         if value:
             problems.append(Problem(key, "is only used with vpn.mode server-on-ec2"))
     return problems

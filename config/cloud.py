@@ -123,6 +123,13 @@ class VpnSettings(Section):
     # The LAN router already routes the VPC and tunnel CIDRs to the on-prem gateway;
     # otherwise every on-prem host gets persistent routes.
     lan_router_has_route: bool = False
+    # server-on-ec2: raising it by one rotates the VPN's PKI: a new CA, and new keys and
+    # certificates for the server, the gateway, the admin and the users. Only ever raised.
+    pki_generation: int = Field(default=0, ge=0, le=1_000_000)
+    # server-on-ec2: both ends also trust the CA of pki_generation - 1, and the server
+    # keeps presenting its certificate from that CA (the rotation's window); set back to
+    # false to end it.
+    previous_ca_trusted: bool = False
 
 
 # EC2 instance families with NVIDIA GPUs (family -> GPU), for checking pools that claim GPUs.

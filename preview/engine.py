@@ -43,8 +43,10 @@ _GENERATED_OUTPUTS: dict[str, Callable[[dict], credentials.Generated]] = {
 
 
 class PreviewMocks(mocks.Mocks):
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, earlier: Optional[Plan] = None):
         self.plan = plan
+        # What an earlier run generated: kept where `pulumi up` would keep the resource.
+        self.earlier = earlier.generated if earlier is not None else {}
         # The inputs the SDK's mock monitor decoded for the resource it is registering
         # on this thread, kept for the recording monitor instead of decoding them again.
         self.decoded = threading.local()
@@ -66,7 +68,10 @@ class PreviewMocks(mocks.Mocks):
                 self.plan.secrets |= _secret_strings(outputs["stdout"])
         generate = _GENERATED_OUTPUTS.get(args.typ)
         if generate is not None:
-            generated = generate(unwrap_secrets(args.inputs))
+            inputs = unwrap_secrets(args.inputs)
+            trigger = self.decoded.__dict__.pop("trigger", None)
+            generated = self._kept(args, inputs, trigger) or generate(inputs)
+            self.plan.generated[(args.typ, args.name)] = (inputs, trigger, generated)
             outputs.update(generated.outputs)
             for name in generated.secret:
                 self.plan.secrets |= _secret_strings(outputs[name])
@@ -75,18 +80,35 @@ class PreviewMocks(mocks.Mocks):
             self.plan.secrets |= set(generated.derived)
         return f"{args.name}-id", outputs
 
+    def _kept(self, args: mocks.MockResourceArgs, inputs: dict,
+              trigger: Any) -> Optional[credentials.Generated]:
+        """The earlier run's outputs of this resource if `pulumi up` would keep it: the
+        same inputs (every input of these types forces a new resource) and no change
+        between two set replacement triggers (pulumi/pulumi pkg/resource/deploy/
+        step_generator.go, shouldTriggerReplace)."""
+        earlier = self.earlier.get((args.typ, args.name))
+        if earlier is None or earlier[0] != inputs:
+            return None
+        if None not in (earlier[1], trigger) and earlier[1] != trigger:
+            return None
+        return earlier[2]
+
     def call(self, args: mocks.MockCallArgs):
         self.plan.invokes.append((args.token, dict(args.args)))
         return aws_mocks.invoke(args.token, args.args) or {}, []
 
 
 class RecordingMonitor(mocks.MockMonitor):
-    def __init__(self, plan: Plan):
-        self.preview_mocks = PreviewMocks(plan)
+    def __init__(self, plan: Plan, earlier: Optional[Plan] = None):
+        self.preview_mocks = PreviewMocks(plan, earlier)
         super().__init__(self.preview_mocks)
         self.plan = plan
 
     def RegisterResource(self, request):
+        # For new_resource, which the mock monitor calls on this thread.
+        self.preview_mocks.decoded.trigger = (
+            json_format.MessageToDict(request.replacement_trigger)
+            if request.HasField("replacement_trigger") else None)
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             # Decoded by the mock monitor when it called new_resource on this thread.
@@ -216,9 +238,12 @@ def _cli_environment(stack_file: StackConfigFile):
 
 
 def run_program(project_dir: Path, stack_file: StackConfigFile,
-                program: Optional[Callable[[], None]] = None) -> Plan:
+                program: Optional[Callable[[], None]] = None,
+                earlier: Optional[Plan] = None) -> Plan:
     """Runs `__main__.py` of `project_dir` (or `program`) for the stack and returns the plan.
-    Errors the program raises (ConfigError among them) propagate."""
+    Errors the program raises (ConfigError among them) propagate. With `earlier` (a plan
+    of the same stack), generated keys and certificates the engine would keep are the
+    earlier plan's, as after a `pulumi up` of it."""
     plan = Plan(project=stack_file.project, stack=stack_file.stack,
                 placeholders=list(stack_file.placeholders),
                 missing_secrets=list(stack_file.missing))
@@ -233,7 +258,7 @@ def run_program(project_dir: Path, stack_file: StackConfigFile,
         sys.path.insert(0, str(project_dir))
     with _cli_environment(stack_file), _fewer_gc_passes():
         settings.set_root_resource(None)
-        monitor = RecordingMonitor(plan)
+        monitor = RecordingMonitor(plan, earlier)
         pulumi.runtime.set_mocks(
             monitor.mocks, project=stack_file.project, stack=stack_file.stack,
             preview=True, monitor=monitor, logger=_warnings_logger(plan),

@@ -58,6 +58,8 @@ class Plan:
     invokes: list[tuple[str, dict]] = field(default_factory=list)
     # What the program warns about (pulumi.log.warn), as `pulumi preview` shows it.
     warnings: list[str] = field(default_factory=list)
+    # (type, name) -> (inputs, replacement trigger, outputs) of each generated resource.
+    generated: dict[tuple[str, str], tuple[dict, Any, Any]] = field(default_factory=dict)
     _redactor: Optional[tuple[frozenset[str], Redactor]] = field(
         default=None, init=False, repr=False, compare=False)
 

@@ -89,8 +89,9 @@ class VpnBridge(pulumi.ComponentResource):
             raise ValueError(f"VpnBridge: on-prem hosts {missing or []} are not configured, or "
                              f"the gateway '{self._vpn.onprem_gateway}' has no bootstrap")
         self._gateway = self._hosts[self._vpn.onprem_gateway]
-        self.pki = VpnPki(f"{name}-pki", VpnPkiArgs(args.cluster_name),
-                          opts=pulumi.ResourceOptions(parent=self))
+        self.pki = VpnPki(f"{name}-pki", VpnPkiArgs(
+            args.cluster_name, self._vpn.pki_generation, self._vpn.previous_ca_trusted),
+            opts=pulumi.ResourceOptions(parent=self))
         self._tunnel = openvpn_config.Tunnel(
             cidr=self._vpn.tunnel_cidr,
             port=self._vpn.port,
@@ -109,7 +110,7 @@ class VpnBridge(pulumi.ComponentResource):
     def _profile(self, certificate, holder: str) -> pulumi.Output[str]:
         pki, tunnel = self.pki, self._tunnel
         return pulumi.Output.secret(pulumi.Output.all(
-            self._public_address, pki.ca_cert_pem, certificate.cert_pem,
+            self._public_address, pki.trusted_ca_pem, certificate.cert_pem,
             certificate.private_key_pem, pki.tls_crypt_key,
         ).apply(lambda values: openvpn_config.admin_profile(tunnel, *values, holder=holder)))
 
@@ -162,7 +163,7 @@ class VpnBridge(pulumi.ComponentResource):
             env={
                 "OPENVPN_CONFIG": openvpn_config.server_config(
                     self._tunnel, args.vpc_cidr, args.lan_cidr),
-                "OPENVPN_CA": pki.ca_cert_pem,
+                "OPENVPN_CA": pki.trusted_ca_pem,
                 "OPENVPN_CERT": pki.server.cert_pem,
                 "OPENVPN_KEY": pki.server.private_key_pem,
                 "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
@@ -187,7 +188,7 @@ class VpnBridge(pulumi.ComponentResource):
             env={
                 "OPENVPN_CONFIG": public_address.apply(
                     lambda address: openvpn_config.client_config(tunnel, address)),
-                "OPENVPN_CA": pki.ca_cert_pem,
+                "OPENVPN_CA": pki.trusted_ca_pem,
                 "OPENVPN_CERT": pki.gateway.cert_pem,
                 "OPENVPN_KEY": pki.gateway.private_key_pem,
                 "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
@@ -195,6 +196,8 @@ class VpnBridge(pulumi.ComponentResource):
                 "TUNNEL_CHECK_ADDRESS": self.server_tunnel_address,
                 "OPENVPN_UNIT": openvpn_config.CLIENT_UNIT,
             },
+            # After the server: in a rotation the server trusts the new CA before the
+            # gateway presents its new certificate (vpn_pki.py).
             depends_on=[server, bootstrap.ready],
             parent=self,
         )

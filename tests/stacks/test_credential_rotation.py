@@ -231,3 +231,67 @@ def test_join_token_generation_renews_the_pools_bootstrap_tokens():
     fed = fed_by(after, {"gpu-bootstrap-token"})
     assert fed["test-gpu-join-token"] == {"value"}
     assert not any("launch-template" in name or "instance" in name for name in fed), fed
+
+
+VPN_CLIENTS = ("gateway", "admin", "user-carol", "user-dave")
+VPN_STEPS = {"control-plane-install-openvpn-server", "gpu000-install-openvpn-client"}
+
+
+def only_stdin_changed(before: Plan, after: Plan, names: set[str]) -> None:
+    """The steps `names` change in their stdin (an update, which re-runs the step's
+    script) and in nothing else: `triggers`, the Command's only replace-on-change input
+    (pulumi_command 1.2.1, remote/command.py: replace_on_changes), is never set."""
+    old = before.by_urn
+    for name in names:
+        record = after.named(name)
+        assert record.type == "command:remote:Command", name
+        differing = {key for key in set(record.inputs) | set(old[record.urn].inputs)
+                     if _masked(after, record.inputs.get(key))
+                     != _masked(before, old[record.urn].inputs.get(key))}
+        assert differing == {"stdin"}, (name, differing)
+        assert "triggers" not in record.inputs and record.replacement_trigger is None
+
+
+def test_opening_a_vpn_rotation_issues_new_client_credentials_and_trusts_both_cas(hybrid):
+    values, before = hybrid
+    after = preview(with_values(values, "vpn", pkiGeneration=1, previousCaTrusted=True))
+    # Nothing goes; the new generation's CA is new resources of its own.
+    assert {r.urn for r in before.resources} <= {r.urn for r in after.resources}
+    added = {r.name for r in after.resources} - {r.name for r in before.resources}
+    assert added == {"test-vpn-pki-ca-alt-key", "test-vpn-pki-ca-alt-cert"}
+    credentials = {f"test-vpn-pki-{role}-{part}" for role in VPN_CLIENTS
+                   for part in ("key", "csr")}
+    # The server keeps its certificate (every peer trusts its CA until the window ends);
+    # generation 0's CA is not touched.
+    assert changed(before, after) == credentials | VPN_STEPS
+    only_stdin_changed(before, after, VPN_STEPS)
+    for role in VPN_CLIENTS:
+        assert after.named(f"test-vpn-pki-{role}-key").replacement_trigger == 1
+        assert after.named(f"test-vpn-pki-{role}-csr").inputs["subject"]["serialNumber"] == "1"
+    assert fed_by(after, credentials | added) == {
+        f"test-vpn-pki-{role}-cert": {"certRequestPem", "caCertPem", "caPrivateKeyPem"}
+        for role in VPN_CLIENTS} | {step: {"stdin"} for step in VPN_STEPS}
+    for step in VPN_STEPS:
+        # One more certificate on each end: the new CA beside the old one.
+        pems = [plan.redact(plan.named(step).inputs["stdin"]).count("-----BEGIN CERTIFICATE")
+                for plan in (before, after)]
+        assert pems[1] == pems[0] + 1, (step, pems)
+    for output in ("vpnAdminProfile", "userVpnProfiles"):
+        assert after.outputs[output][0] != before.outputs[output][0]
+
+
+def test_closing_a_vpn_rotation_moves_only_the_server_to_the_new_ca(hybrid):
+    values, _ = hybrid
+    window = with_values(values, "vpn", pkiGeneration=1, previousCaTrusted=True)
+    before = preview(window)
+    after = preview(with_values(window, "vpn", previousCaTrusted=False))
+    assert {r.urn for r in after.resources} == {r.urn for r in before.resources}
+    credentials = {"test-vpn-pki-server-key", "test-vpn-pki-server-csr"}
+    assert changed(before, after) == credentials | VPN_STEPS
+    only_stdin_changed(before, after, VPN_STEPS)
+    assert after.named("test-vpn-pki-server-key").replacement_trigger == 1
+    # The new certificate reaches the server's step; the gateway's changes by the CA
+    # bundle that loses the old CA.
+    assert fed_by(after, credentials) == {"test-vpn-pki-server-cert": {"certRequestPem"},
+                                          "control-plane-install-openvpn-server": {"stdin"}}
+    assert before.warnings and not after.warnings

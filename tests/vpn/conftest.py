@@ -47,10 +47,12 @@ def hybrid_values(**vpn_changes) -> dict:
     return values
 
 
-def build_plan(values: Optional[dict] = None, exports: bool = True) -> Plan:
+def build_plan(values: Optional[dict] = None, exports: bool = True,
+               earlier: Optional[Plan] = None) -> Plan:
     """Runs a program that creates only the bootstraps and the bridge; exports the admin
     profile, the server's tunnel address and what joins wait for (unless `exports` is
-    false: then only the resources' own inputs show the secrets)."""
+    false: then only the resources' own inputs show the secrets). With `earlier`, the
+    keys and certificates `pulumi up` would keep from it are its own."""
     values = values or hybrid_values()
 
     def program() -> None:
@@ -86,7 +88,7 @@ def build_plan(values: Optional[dict] = None, exports: bool = True) -> Plan:
         pulumi.export("tunnelUp", [resource.urn for resource in bridge.tunnel_up])
         pulumi.export("tunnelUpForGpu001", [r.urn for r in bridge.tunnel_up_for("gpu001")])
 
-    return run_program(PROJECT_DIR, as_cli_config(values), program=program)
+    return run_program(PROJECT_DIR, as_cli_config(values), program=program, earlier=earlier)
 
 
 def plain(value):
