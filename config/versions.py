@@ -78,6 +78,15 @@ CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu2
 # upstream source publishes its digest, so it is pinned by tag; a digest read from the registry
 # can be appended as "@sha256:...".
 NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu24.04-nccl2.30.4-1-2eedd7c"
+# Images of `python -m validate` only (never applied by the program).
+# NVIDIA's DCGM (dcgmi, nv-hostengine), the tag the GPU Operator chart pins for its standalone
+# host engine (NVIDIA/gpu-operator deployments/gpu-operator/values.yaml, `dcgm.version`).
+DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:3.3.7-1-ubuntu22.04"
+# fio and iperf3: the community images public manifests pin (Docker Hub ljishen/fio, built from
+# github.com/ljishen/fio-docker; networkstatic/iperf3, from github.com/nerdalert/iperf3). Tags,
+# no digest: none is published upstream; append "@sha256:..." read from the registry to pin one.
+FIO_IMAGE = "ljishen/fio:3.36"
+IPERF3_IMAGE = "networkstatic/iperf3:3.16"
 
 # Kubeflow: the kubeflow/manifests release (git tag) the Kubeflow stages are built from.
 # v1.11 ships Trainer v2, whose CRDs do not clash with the MPI operator's MPIJob.

@@ -1,6 +1,6 @@
-"""Reads the cluster through its API with the admin kubeconfig: GET requests only, the
-kubeconfig's CA and client certificate written to a private temporary folder for the
-duration of the reads."""
+"""Reaches the cluster's API with the admin kubeconfig, its CA and client certificate written
+to a private temporary folder for the duration. The doctor sends GET requests only;
+`Client.request` also serves `python -m validate`, which creates and deletes its own objects."""
 
 import base64
 import binascii
@@ -97,21 +97,28 @@ class Client:
                                else True)
 
     def get(self, path: str, as_json: bool = True):
+        return self.request("GET", path, as_json=as_json)
+
+    def request(self, method: str, path: str, body: Optional[dict] = None,
+                as_json: bool = True, accept: tuple[int, ...] = (200,)):
+        """One call; an answer outside `accept` raises ApiError (with `status`)."""
         try:
-            response = self.session.get(self.server + path, timeout=TIMEOUT)
+            response = self.session.request(method, self.server + path, json=body,
+                                            timeout=TIMEOUT)
         except requests.exceptions.SSLError as error:
             raise ApiError(f"TLS with {self.server} failed ({_short(error)})", reachable=False)
         except requests.exceptions.RequestException as error:
             raise ApiError(f"cannot reach {self.server} ({_short(error)})", reachable=False)
-        if response.status_code != 200:
-            raise ApiError(f"GET {path.split('?')[0]} answered HTTP {response.status_code}"
-                           f"{_status_message(response)}", reachable=True)
+        if response.status_code not in accept:
+            raise ApiError(f"{method} {path.split('?')[0]} answered HTTP {response.status_code}"
+                           f"{_status_message(response)}", reachable=True,
+                           status=response.status_code)
         if not as_json:
             return response.text
         try:
             return response.json()
         except ValueError:
-            raise ApiError(f"GET {path.split('?')[0]} did not answer JSON", reachable=True)
+            raise ApiError(f"{method} {path.split('?')[0]} did not answer JSON", reachable=True)
 
     def list(self, path: str) -> list[dict]:
         """Every item of a list, page by page (`limit` and `continue`)."""
@@ -130,9 +137,10 @@ class Client:
 
 
 class ApiError(Exception):
-    def __init__(self, message: str, reachable: bool):
+    def __init__(self, message: str, reachable: bool, status: Optional[int] = None):
         super().__init__(message)
         self.reachable = reachable
+        self.status = status
 
 
 def _write(folder: str, name: str, data: bytes) -> str:
