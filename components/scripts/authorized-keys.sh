@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Keeps the extra public keys of ssh.authorizedKeys in the SSH user's authorized_keys, as a
-# block between two marker lines: the lines outside it (the user's own keys, the key cloud-init
-# seeded) are left as they are, but for those holding a key of ssh.revokedKeys; a key taken
-# out of the config leaves the block.
+# Keeps ssh.authorizedKeys in the SSH user's authorized_keys between two marker lines (a key
+# taken out of the config leaves the block) and takes out every line holding a key of
+# ssh.revokedKeys; other lines (the user's own keys, cloud-init's) are left as they are.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
