@@ -15,11 +15,11 @@ NAMESPACE = "kueue-system"
 # What a job carries to be queued in its namespace's LocalQueue of that name
 # (kueue v0.19.2 pkg/controller/constants/constants.go QueueLabel).
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-# The job kinds Kueue manages: batch Jobs and the MPI operator's MPIJobs. Upstream's default
-# list also has pod, deployment and statefulset, whose webhooks would see every such object;
-# the two here are all a researcher submits. A framework whose CRD is absent (mpi.operator:
-# false) is deferred, not an error (v0.19.2 pkg/controller/jobframework/setup.go, "No matching
-# API in the server for job framework, deferring setting up controller").
+# The job kinds Kueue manages: batch Jobs and the MPI operator's MPIJobs, what researchers
+# submit here. Upstream's default list adds pods, Deployments, StatefulSets, Ray, JobSet and
+# more; a framework left out keeps a no-op webhook (v0.19.2 pkg/controller/jobframework/
+# setup.go:109). One whose CRD is absent (mpi.operator: false) is deferred, not an error
+# (setup.go:96, "No matching API in the server for job framework, deferring ...").
 FRAMEWORKS = ("batch/job", "kubeflow.org/mpijob")
 
 
