@@ -18,6 +18,7 @@ from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_t
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
+from components.addons.kueue import Kueue, KueueArgs
 from components.addons.shared_storage import (
     SharedStorage,
     SharedStorageArgs,
@@ -212,4 +213,12 @@ class Cluster(pulumi.ComponentResource):
             self.nodes_ready, job_kinds=job_kinds(settings.mpi.operator, settings.kubeflow),
             aws_opts=machines.aws_opts,
             vpn_profile=machines.vpn.user_profile if machines.vpn else None,
-            kubeflow_profiles=profiles), opts=opts)
+            kubeflow_profiles=profiles, kueue=self._create_kueue()), opts=opts)
+
+    def _create_kueue(self) -> Optional[list]:
+        """Kueue for the teams' queues (access.queues), when there is a team."""
+        access = self._settings.access
+        if not (access.queues and access.teams):
+            return None
+        return Kueue(f"{self._name}-kueue", KueueArgs(self.provider, self.nodes_ready),
+                     opts=pulumi.ResourceOptions(parent=self)).installed

@@ -49,12 +49,12 @@ class ContainerDefaults(Section):
 # Namespaces a team may not be: Kubernetes' own (default, and kube-*, "reserved for
 # Kubernetes system namespaces": https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/)
 # and those the program installs into (components/addons/shared_storage.py, gpu_support.py, the
-# MPI operator's manifest, the Kubeflow stages of kubeflow/manifests v1.11.0, and
+# MPI operator's manifest, Kueue's chart, the Kubeflow stages of kubeflow/manifests v1.11.0, and
 # kubeflow-system, Kubeflow Trainer's own). A team's quota there would starve them.
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease",
                        "nfs-provisioner", "efs-provisioner", "local-path-storage",
                        "gpu-feature-discovery", "mpi-operator", "kubeflow", "kubeflow-system",
-                       "istio-system", "cert-manager", "auth", "oauth2-proxy")
+                       "istio-system", "cert-manager", "auth", "oauth2-proxy", "kueue-system")
 
 
 def _team_name(value: str) -> str:
@@ -102,6 +102,9 @@ class AccessSettings(Section):
     certificate_generation: int = Field(default=0, ge=0, le=1_000_000)
     teams: list[Team] = []
     users: list[User] = []
+    # Kueue queues for the teams (installed only when a team exists): a job that carries
+    # kueue.x-k8s.io/queue-name: <team> waits for its team's quota instead of failing on it.
+    queues: bool = True
 
     @field_validator("teams")
     @classmethod

@@ -59,6 +59,14 @@ MPI_OPERATOR_MANIFEST = (
 )
 # Content of that file as reviewed; the tests check the pinned fixture against it.
 MPI_OPERATOR_MANIFEST_SHA256 = "b38def13a94abe60b2a4b3485239d77f64892b8fbd202e9e435a6031b7500a8f"
+# Kueue (job queueing for the teams, access.queues): the release's Helm chart, as its README
+# installs it (kubernetes-sigs/kueue v0.19.2 charts/kueue/README.md), with the release's image
+# set in the values: the chart in the tag names a staging image, which the release packaging
+# replaces with this one (hack/helm-chart-package.sh; hack/testing/e2e-common.sh names it).
+KUEUE = "v0.19.2"
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_CHART_VERSION = KUEUE.lstrip("v")
+KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 NFS_SUBDIR_PROVISIONER = "v4.0.2"
 NFS_SUBDIR_PROVISIONER_IMAGE = (
     f"registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:{NFS_SUBDIR_PROVISIONER}"

@@ -11,6 +11,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.access.queues import TEAM_LABEL, queue_objects
 from components.common import kube
 
 from components.aws import ssm_paths
@@ -85,6 +86,8 @@ class AccessArgs:
     # Hybrid with the VPN server on EC2: a user's own VPN profile.
     vpn_profile: Optional[Callable[[str], Optional[pulumi.Output[str]]]] = None
     kubeflow_profiles: Optional[KubeflowProfiles] = None
+    # With Kueue (access.queues): what installs it; the teams' queues wait for it.
+    kueue: Optional[Sequence[pulumi.Resource]] = None
 
 
 class Access(pulumi.ComponentResource):
@@ -105,6 +108,8 @@ class Access(pulumi.ComponentResource):
         created = kube.apply_all(manifests, on_cluster)
         if profiles is not None:
             self._create_kubeflow_profiles(profiles, created)
+        if args.kueue is not None:
+            self._create_queues(args.kueue, created)
         kubeconfigs = {user.name: self._kubeconfig(user) for user in access.users}
         self.user_kubeconfigs = pulumi.Output.secret(pulumi.Output.all(**kubeconfigs))
         profiles = {user.name: args.vpn_profile(user.name)
@@ -142,6 +147,19 @@ class Access(pulumi.ComponentResource):
                 f"{team.name}-kubeflow-profile", **kubeflow_profile(team, profiles.owner),
                 opts=opts)
 
+    def _create_queues(self, kueue: Sequence[pulumi.Resource], namespaces: list) -> None:
+        """Kueue's objects for the teams (components/access/queues.py), once its CRDs and
+        webhooks are there."""
+        args = self._args
+        opts = kube.k8s_provider_opts(args.provider, self, [*namespaces, *kueue])
+        for obj in queue_objects(args.access.teams):
+            metadata = obj["metadata"]
+            name = "-".join(filter(None, [metadata.get("namespace"), obj["kind"].lower(),
+                                          metadata["name"]]))
+            k8s.apiextensions.CustomResource(
+                name, api_version=obj["apiVersion"], kind=obj["kind"], metadata=metadata,
+                spec=obj["spec"], opts=opts)
+
     def _kubeconfig(self, user: User) -> pulumi.Output[str]:
         args = self._args
         cluster = args.cluster_name
@@ -159,7 +177,7 @@ class Access(pulumi.ComponentResource):
 
 def team_objects(team: Team, kubeflow_owner: Optional[str] = None) -> list[dict]:
     """The team's Namespace, its ResourceQuota (when it sets one) and LimitRange."""
-    labels = {**MANAGED_BY, "gpu-cluster/team": team.name}
+    labels = {**MANAGED_BY, TEAM_LABEL: team.name}
     namespace = {"apiVersion": "v1", "kind": "Namespace",
                  "metadata": {"name": team.name, "labels": labels}}
     if kubeflow_owner:
