@@ -30,10 +30,19 @@ class Quota(Section):
     """Hard limits on what the namespace's pods may request; unset means unlimited."""
 
     gpus: Optional[int] = Field(default=None, ge=0)
+    # GPUs beyond `gpus` the team's queue may borrow from the others' idle quota (Kueue's
+    # borrowingLimit); the ResourceQuota caps the namespace at gpus + borrowGpus.
+    borrow_gpus: int = Field(default=0, ge=0)
     cpu: Optional[Quantity] = None
     memory: Optional[Quantity] = None
     # Total of all PersistentVolumeClaims' requests.
     storage: Optional[Quantity] = None
+
+    @model_validator(mode="after")
+    def _borrowing_needs_a_share(self) -> "Quota":
+        if self.borrow_gpus and self.gpus is None:
+            raise ValueError("borrowGpus needs gpus: the team borrows beyond its own GPUs")
+        return self
 
 
 class ContainerDefaults(Section):

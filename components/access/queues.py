@@ -1,6 +1,6 @@
 """Each team's Kueue queues, from the quota already in its config: a ClusterQueue whose
-nominal quota is the team's quota (the same figures as its ResourceQuota, which stays the
-hard cap) and a LocalQueue of the team's name in its namespace. A job labelled
+nominal quota is the team's quota (its ResourceQuota stays the hard cap: the same
+figures, GPUs it may borrow added) and a LocalQueue of the team's name in its namespace. A job labelled
 `kueue.x-k8s.io/queue-name: <team>` waits there until its whole request fits."""
 
 from config.access import Team
@@ -32,16 +32,22 @@ def resource_flavor() -> dict:
 
 
 def cluster_queue(team: Team) -> dict:
-    """borrowingLimit 0: the team's ResourceQuota holds the same figures as the nominal quota,
-    so Kubernetes would refuse the pods of a job admitted on borrowed quota ("403 Forbidden",
-    kubernetes.io/docs/concepts/policy/resource-quotas/) and the job would hold quota without
-    running. Its unused quota stays lendable in the cohort. Without a quota on GPUs, CPU and
-    memory the queue has no resource group: nothing counted, jobs admitted at once."""
+    """The team's quota is its nominal quota. It may borrow from the cohort's idle quota
+    only what its ResourceQuota lets run: `quota.borrowGpus` GPUs (the ResourceQuota caps
+    the namespace at gpus + borrowGpus), no CPU or memory (their ResourceQuota is the
+    nominal figure, and Kubernetes would refuse the pods of a job admitted on borrowed
+    quota, "403 Forbidden": kubernetes.io/docs/concepts/policy/resource-quotas/, so the job
+    would hold quota without running). borrowingLimit: the most a ClusterQueue may borrow
+    of a resource from the cohort (Kueue docs, concepts/cluster_queue, "BorrowingLimit").
+    Its own unused quota is lent in the cohort. Without a quota on GPUs, CPU and memory the
+    queue has no resource group: nothing counted, jobs admitted at once."""
     quota = covered_quota(team)
+    borrow = {"nvidia.com/gpu": str(team.quota.borrow_gpus)}
     groups = [{
         "coveredResources": list(quota),
         "flavors": [{"name": DEFAULT_FLAVOR, "resources": [
-            {"name": resource, "nominalQuota": value, "borrowingLimit": "0"}
+            {"name": resource, "nominalQuota": value,
+             "borrowingLimit": borrow.get(resource, "0")}
             for resource, value in quota.items()]}],
     }] if quota else []
     return {"apiVersion": API_VERSION, "kind": "ClusterQueue",

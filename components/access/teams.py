@@ -186,7 +186,9 @@ def team_objects(team: Team, kubeflow_owner: Optional[str] = None) -> list[dict]
     objects = [namespace]
     quota = team.quota
     hard = {key: str(value) for key, value in {
-        GPU_QUOTA: quota.gpus, "requests.cpu": quota.cpu, "requests.memory": quota.memory,
+        # The hard cap: its own GPUs and those its queue may borrow (components/access/queues.py).
+        GPU_QUOTA: None if quota.gpus is None else quota.gpus + quota.borrow_gpus,
+        "requests.cpu": quota.cpu, "requests.memory": quota.memory,
         "requests.storage": quota.storage}.items() if value is not None}
     if hard:
         objects.append({"apiVersion": "v1", "kind": "ResourceQuota",

@@ -238,3 +238,34 @@ def test_a_team_without_gpu_cpu_or_memory_quota_gets_a_queue_that_counts_nothing
     [group] = clusters[(None, "nlp")]["spec"]["resourceGroups"]
     assert group["flavors"][0]["resources"] == [
         {"name": "cpu", "nominalQuota": "500m", "borrowingLimit": "0"}]
+
+
+def test_a_team_borrows_the_gpus_its_resource_quota_leaves_room_for():
+    values = bare_metal_config(workers=1)
+    values["access"] = {"teams": [
+        {"name": "vision", "quota": {"gpus": 4, "cpu": "32", "borrowGpus": 2}},
+        {"name": "nlp", "quota": {"gpus": 4}}]}
+    plan = preview(values)
+    clusters = namespaced(plan, "ClusterQueue")
+    quotas = namespaced(plan, "ResourceQuota")
+    [group] = clusters[(None, "vision")]["spec"]["resourceGroups"]
+    assert group["flavors"][0]["resources"] == [
+        {"name": "cpu", "nominalQuota": "32", "borrowingLimit": "0"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "4", "borrowingLimit": "2"}]
+    # The hard cap lets the borrowed GPUs run, and no more.
+    assert quotas[("vision", "team-quota")]["spec"]["hard"]["requests.nvidia.com/gpu"] == "6"
+    assert quotas[("nlp", "team-quota")]["spec"]["hard"]["requests.nvidia.com/gpu"] == "4"
+    [group] = clusters[(None, "nlp")]["spec"]["resourceGroups"]
+    assert group["flavors"][0]["resources"][0]["borrowingLimit"] == "0"
+
+
+def test_borrowing_gpus_without_a_gpu_quota_is_refused_naming_the_key():
+    from config import ConfigError
+    from tests.conftest import as_cli_config
+
+    values = bare_metal_config(workers=1)
+    values["access"] = {"teams": [{"name": "vision", "quota": {"borrowGpus": 2}}]}
+    cli = as_cli_config(values)
+    with pytest.raises(ConfigError) as error:
+        load(cli.config, cli.secret_keys, stack="test")
+    assert "access.teams[0]" in str(error.value) and "borrowGpus needs gpus" in str(error.value)

@@ -12,7 +12,7 @@ from jsonschema.validators import validator_for
 from components.access.queues import queue_objects
 from components.addons.kueue import FRAMEWORKS, NAMESPACE, chart_values, manager_configuration
 from config import load, versions
-from preview.stack_file import read_stack
+from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.acceptance.test_validation import closed
 from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config
 from tests.upstream.test_pinned_upstream import by_kind, fixture, helm
@@ -40,13 +40,13 @@ def validator(definition: dict, version: str):
 def stacks_teams() -> list:
     """Every example stack's teams, and teams with a part of a quota or none."""
     teams = []
-    for path in sorted(PROJECT_DIR.glob("Pulumi.*.yaml")):
-        stack = path.name.split(".")[1]
+    for stack in EXAMPLE_STACKS:
         stack_file = read_stack(PROJECT_DIR, stack)
         teams += load(stack_file.config, stack_file.secret_keys, stack=stack).access.teams
     values = bare_metal_config(workers=1)
     values["access"] = {"teams": [{"name": "a"}, {"name": "b", "quota": {"cpu": "500m"}},
-                                  {"name": "c", "quota": {"gpus": 0, "memory": "1.5Gi"}}]}
+                                  {"name": "c", "quota": {"gpus": 0, "memory": "1.5Gi"}},
+                                  {"name": "d", "quota": {"gpus": 4, "borrowGpus": 2}}]}
     cli = as_cli_config(values)
     return teams + load(cli.config, cli.secret_keys, stack="test").access.teams
 
