@@ -38,9 +38,9 @@ def test_prometheus_config_and_rules_pass_promtool(tmp_path):
     promtool = require_tool("promtool")
     write_rules(tmp_path)
     config = prometheus_config(MonitoringSettings(), rules_dir=str(tmp_path))
-    # Debian's promtool is built without the Kubernetes service discovery (its
-    # debian/patches drop it): the same jobs with file discovery in its place, and the
-    # Kubernetes blocks held to the keys upstream's SDConfig reads below.
+    # Debian's promtool is built without the Kubernetes service discovery ("field
+    # kubernetes_sd_configs not found"): the same jobs with file discovery in its place;
+    # the Kubernetes blocks are compared with what they must say.
     for job in config["scrape_configs"]:
         targets = tmp_path / f"{job['job_name']}.json"
         targets.write_text("[]")
