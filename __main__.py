@@ -34,3 +34,7 @@ if cluster.vpn_admin_profile is not None:
     pulumi.export("vpnAdminProfile", cluster.vpn_admin_profile)
 if cluster.backup_location is not None:
     pulumi.export("backupLocation", cluster.backup_location)
+if cluster.grafana_url is not None:
+    pulumi.export("grafanaUrl", cluster.grafana_url)
+if cluster.grafana_admin_password is not None:
+    pulumi.export("grafanaAdminPassword", cluster.grafana_admin_password)

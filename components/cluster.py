@@ -17,6 +17,8 @@ from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_taints
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
+from components.addons.monitoring.install import Monitoring, MonitoringArgs
+from components.addons.monitoring.rules import gpu_node_groups
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.addons.kueue import Kueue, KueueArgs
 from components.addons.shared_storage import (
@@ -100,7 +102,27 @@ class Cluster(pulumi.ComponentResource):
             "defaultStorageClass": self.storage.default_class,
             "kubeflowUrl": self.kubeflow_url,
             "backupLocation": self.backup_location,
+            "grafanaUrl": self.grafana_url,
         })
+
+    def _create_monitoring(self) -> None:
+        """GPU metrics, alerts and dashboards; Prometheus' volume on the storage."""
+        settings = self._settings
+        monitoring = settings.monitoring
+        self.grafana_url: Optional[str] = None
+        self.grafana_admin_password: Optional[pulumi.Output[str]] = None
+        if not monitoring.enabled:
+            return
+        installed = Monitoring(f"{self._name}-monitoring", MonitoringArgs(
+            monitoring, settings.gpu, gpu_node_groups(settings.hosts, settings.pools),
+            gpu_node_taints([*settings.hosts, *settings.pools]),
+            monitoring.storage_class or settings.storage.default_class,
+            self.provider, self.nodes_ready + self.storage.resources,
+            workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],
+            admin_cidrs=settings.aws.admin_cidrs if settings.aws else ()),
+            opts=pulumi.ResourceOptions(parent=self))
+        self.grafana_url = installed.url
+        self.grafana_admin_password = installed.admin_password
 
     def _create_backups(self, machines: Machines, control_plane: ControlPlane) -> None:
         """Scheduled snapshots of the control plane, installed over SSH where the layout
@@ -184,6 +206,7 @@ class Cluster(pulumi.ComponentResource):
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
                         MpiOperatorArgs(self.provider, self.nodes_ready), opts=opts)
+        self._create_monitoring()
         self.kubeflow_url: Optional[str] = None
         self.kubeflow_tls_certificate: Optional[pulumi.Output[str]] = None
         profiles = None

@@ -8,6 +8,7 @@ from config.aws_checks import cloud_checks, hybrid_checks
 from config.backup import backup_checks
 from config.host_paths import host_path_problem
 from config.kubeflow_checks import kubeflow_checks
+from config.monitoring import monitoring_checks
 from config.partial import PartialConfig
 from config.problems import Problem
 from config.types import key_body
@@ -30,6 +31,7 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += cloud_checks(cfg)
     problems += kubeflow_checks(cfg)
     problems += backup_checks(cfg)
+    problems += monitoring_checks(cfg)
     return problems
 
 

@@ -253,6 +253,7 @@ def _salvage(values: dict[str, Any], unchecked: set[str]) -> PartialConfig:
         kubeflow_tls_key=str(values.get("kubeflowTlsKey") or ""),
         access=section("access"),
         backup=section("backup"),
+        monitoring=section("monitoring"),
     )
 
 
@@ -283,4 +284,5 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
                           if settings.kubeflow_tls_key else ""),
         access=settings.access,
         backup=settings.backup,
+        monitoring=settings.monitoring,
     )

@@ -24,6 +24,7 @@ from config.cloud import AwsSettings, VpnSettings
 from config.kubeflow import KubeflowSettings
 from config.kubernetes import KubernetesSettings
 from config.model_base import Section
+from config.monitoring import MonitoringSettings
 from config.storage import StorageSettings
 from config.types import (
     AbsolutePath,
@@ -327,6 +328,8 @@ class StackConfig(Section):
     kubeflow_tls_key: Optional[MultiLineSecret] = None
     # Scheduled snapshots of the control plane's state (config/backup.py).
     backup: BackupSettings = BackupSettings()
+    # GPU monitoring: DCGM exporter, Prometheus, Grafana (config/monitoring.py).
+    monitoring: MonitoringSettings = MonitoringSettings()
 
     @property
     def cni_mtu(self) -> int:

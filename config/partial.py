@@ -7,6 +7,7 @@ from config.access import AccessSettings
 from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
 from config.kubeflow import KubeflowSettings
+from config.monitoring import MonitoringSettings
 from config.model import Host, HostTuning, NetworkSettings, SshSettings
 from config.storage import StorageSettings
 
@@ -39,3 +40,4 @@ class PartialConfig:
     kubeflow_tls_key: str = ""
     access: Optional[AccessSettings] = None
     backup: Optional[BackupSettings] = None
+    monitoring: Optional[MonitoringSettings] = None

@@ -76,6 +76,21 @@ LOCAL_PATH_PROVISIONER_IMAGE = f"rancher/local-path-provisioner:{LOCAL_PATH_PROV
 # A small shell: local-path-provisioner's helper pods and the storage acceptance check.
 BUSYBOX_IMAGE = "busybox:1.37.0"
 
+# The monitoring add-on (components/addons/monitoring/), rendered by the program, no chart.
+# NVIDIA's DCGM exporter at the tag its own chart pins (NVIDIA/dcgm-exporter
+# deployment/values.yaml `image.tag`, commit d5e5f51, May 2026): DCGM 4.5.3, which needs
+# driver R450 or later (docs.nvidia.com/datacenter/dcgm/latest/installation.html,
+# "Supported Platforms"), so the R580 branch above.
+DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless"
+# The versions kube-prometheus-stack 88.5.3 ships (prometheus-community/helm-charts
+# charts/kube-prometheus-stack/values.yaml `prometheus.prometheusSpec.image`, its
+# kube-state-metrics dependency 8.4.0 with appVersion 2.20.0; commit cf408a2, Aug 2026).
+PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.14.0"
+KUBE_STATE_METRICS_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0"
+# Grafana at the appVersion of the grafana chart that kube-prometheus-stack 88.5.3 depends
+# on (grafana-community/helm-charts charts/grafana/Chart.yaml 12.11.1, commit 3386a11).
+GRAFANA_IMAGE = "docker.io/grafana/grafana:13.2.0"
+
 # Images of the acceptance workloads (files users apply after `pulumi up`).
 CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04"
 CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"

@@ -67,6 +67,14 @@ EXAMPLES = {
     "kubernetes.version": "v1.36.3+k0s.2",
     "kubernetes.workerTokenExpiry": "2h",
     "kubernetes.upgrade.maxUnavailable": "25%",
+    "monitoring.grafana.access.hostname": "grafana.example.com",
+    "monitoring.grafana.access.mode": "portForward",
+    "monitoring.grafana.access.sourceRanges[]": "198.51.100.0/24",
+    "monitoring.namespace": "monitoring",
+    "monitoring.retention": "15d",
+    "monitoring.scrapeInterval": "30s",
+    "monitoring.storageClass": "nfs",
+    "monitoring.storageSize": "20Gi",
     "mpi.nccl.debug": "INFO",
     "mpi.nccl.rdmaResource": "rdma/rdma_shared_device_a",
     "mpi.nccl.socketInterface": "eno1",
@@ -105,7 +113,8 @@ EXAMPLES = {
 def stack_for(path: str) -> str:
     if path.startswith(("aws.", "pools")):
         return "dev"  # cloud
-    if path.startswith(("vpn", "storage.efs", "kubeflow.access.sourceRanges")):
+    if path.startswith(("vpn", "storage.efs", "kubeflow.access.sourceRanges",
+                        "monitoring.grafana.access.sourceRanges")):
         return "prod"  # hybrid
     return "lab"  # bare metal
 
@@ -142,6 +151,11 @@ def _load_balancer(values: dict) -> None:
     values["kubeflow"]["access"]["mode"] = "loadBalancer"
 
 
+def _grafana_load_balancer(values: dict) -> None:
+    values["monitoring"] = {"grafana": {"access": {"mode": "loadBalancer",
+                                                   "hostname": "grafana.example.com"}}}
+
+
 # What a key needs around it to be in use.
 SETTINGS_FOR = {
     "aws.vpc.privateSubnetCidrs[]": _nat,
@@ -150,6 +164,7 @@ SETTINGS_FOR = {
     "aws.vpc.subnetIds[]": _adopted_vpc,
     "aws.vpc.routeTableIds[]": _adopted_vpc,
     "kubeflow.access.sourceRanges[]": _load_balancer,
+    "monitoring.grafana.access.sourceRanges[]": _grafana_load_balancer,
     "vpnClientProfile": _client_to_existing,
     "vpn.existingServerAddress": _client_to_existing,
     "kubeflowTlsKey": _own_certificate,

@@ -39,7 +39,9 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     assert {r.name for r in lab_plan.of_type("kubernetes:core/v1:NodePatch")} == {
         f"{w}-node-metadata" for w in WORKERS}
     assert len(lab_plan.of_type("pulumi:providers:kubernetes")) == 1
-    assert len(lab_plan.of_type("kubernetes:apps/v1:DaemonSet")) == 1
+    # The device plugin and the monitoring add-on's DCGM exporter.
+    assert {r.inputs["metadata"]["name"] for r in lab_plan.of_type("kubernetes:apps/v1:DaemonSet")
+            } == {"nvidia-device-plugin", "dcgm-exporter"}
 
 
 @pytest.mark.parametrize("worker", WORKERS)

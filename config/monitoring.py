@@ -1,0 +1,121 @@
+"""`gpu-cluster:monitoring`: the GPU monitoring add-on (DCGM exporter, Prometheus,
+kube-state-metrics, Grafana with the GPU dashboard and alerts), on by default, and how
+Grafana is reached. Rules that span sections (layout, aws.adminCidrs) are below."""
+
+import re
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
+
+from pydantic import AfterValidator, Field
+
+from config.model_base import Section
+from config.problems import Problem
+from config.storage import STORAGE_CLASS_NAMES, StorageSettings
+from config.types import DnsLabel, HostOrIp, IPv4Cidr, Port
+
+if TYPE_CHECKING:  # config/partial.py imports config/model.py, which imports this
+    from config.partial import PartialConfig
+
+
+def _pattern(regex: str, example: str):
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"'{value}' is not {example}")
+        return value
+    return AfterValidator(check)
+
+
+# Prometheus' <duration> ([0-9]+(ms|[smhdwy]), prometheus/common model/time.go ParseDuration),
+# in the units that make sense for each key.
+ScrapeInterval = Annotated[str, _pattern(r"[1-9][0-9]{0,3}(s|m)", "an interval like 30s or 1m")]
+Retention = Annotated[str, _pattern(r"[1-9][0-9]{0,4}(h|d|w)", "a retention like 15d, 72h or 4w")]
+Size = Annotated[str, _pattern(r"[1-9][0-9]{0,5}(Mi|Gi|Ti)", "a size like 20Gi")]
+
+GrafanaAccessMode = Literal["portForward", "nodePort", "loadBalancer"]
+
+
+class GrafanaAccess(Section):
+    """How Grafana is reached."""
+
+    # portForward: `kubectl port-forward` with the admin kubeconfig, from any machine that
+    # reaches the API (every layout); nodePort: every node on `nodePort`; loadBalancer: a
+    # Service of type LoadBalancer (AWS layouts).
+    mode: GrafanaAccessMode = "portForward"
+    # portForward: the local port in the URL (`kubectl port-forward ... <port>:80`).
+    port: Port = 3000
+    node_port: int = Field(default=31300, ge=30000, le=32767)
+    # loadBalancer: who may connect (default: gpu-cluster:aws.adminCidrs).
+    source_ranges: list[IPv4Cidr] = []
+    # The name users type (a DNS name pointing at the nodes or the load balancer);
+    # required with loadBalancer, and with nodePort on cloud.
+    hostname: Optional[HostOrIp] = None
+
+    def url(self, workload_addresses: list[str]) -> Optional[str]:
+        """The address users open, or None when it is not known in advance."""
+        if self.mode == "portForward":
+            return f"http://localhost:{self.port}/"
+        host = self.hostname or (workload_addresses[0] if self.mode == "nodePort"
+                                 and workload_addresses else None)
+        if host is None:
+            return None
+        return f"http://{host}:{self.node_port}/" if self.mode == "nodePort" else f"http://{host}/"
+
+
+class GrafanaSettings(Section):
+    access: GrafanaAccess = GrafanaAccess()
+
+
+class AlertSettings(Section):
+    # GPU temperature (DCGM_FI_DEV_GPU_TEMP) above which GpuTemperatureHigh fires; data
+    # centre GPUs slow down near 85-90 C (their slowdown temperature, `nvidia-smi -q -d
+    # TEMPERATURE`).
+    gpu_temperature_celsius: int = Field(default=85, ge=40, le=120)
+    # How long a condition lasts before its alert fires.
+    for_minutes: int = Field(default=5, ge=0, le=1440)
+
+
+class MonitoringSettings(Section):
+    enabled: bool = True
+    namespace: DnsLabel = "monitoring"
+    # How often Prometheus scrapes the exporters.
+    scrape_interval: ScrapeInterval = "30s"
+    # How long Prometheus keeps samples.
+    retention: Retention = "15d"
+    # Prometheus' volume; none uses the stack's default StorageClass.
+    storage_class: Optional[DnsLabel] = None
+    storage_size: Size = "20Gi"
+    grafana: GrafanaSettings = GrafanaSettings()
+    alerts: AlertSettings = AlertSettings()
+
+
+def monitoring_checks(cfg: "PartialConfig") -> list[Problem]:
+    monitoring = cfg.monitoring
+    if monitoring is None or not monitoring.enabled:
+        return []
+    access, layout = monitoring.grafana.access, cfg.layout
+    key = "monitoring.grafana.access"
+    problems = []
+    if access.mode == "loadBalancer":
+        if layout not in ("hybrid", "cloud"):
+            problems.append(Problem(f"{key}.mode", f"loadBalancer needs an AWS layout (hybrid "
+                                    f"or cloud), not {layout}; use nodePort or portForward"))
+        if access.hostname is None:
+            problems.append(Problem(f"{key}.hostname", "is required with loadBalancer: the "
+                                    "DNS name users open, pointing at the load balancer"))
+    elif access.mode == "nodePort" and layout == "cloud" and access.hostname is None:
+        problems.append(Problem(f"{key}.hostname", "is required with nodePort on cloud: pool "
+                                "nodes have no fixed addresses; a DNS name resolving to them"))
+    if access.mode != "loadBalancer" and access.source_ranges:
+        problems.append(Problem(f"{key}.sourceRanges", "is only used with loadBalancer"))
+    storage = cfg.storage
+    if (monitoring.storage_class is not None and storage is not None
+            and monitoring.storage_class not in _class_names(storage)):
+        problems.append(Problem("monitoring.storageClass", f"'{monitoring.storage_class}' is "
+                                "not a StorageClass of this stack (storage: "
+                                f"{', '.join(sorted(_class_names(storage)))})"))
+    return problems
+
+
+def _class_names(storage: StorageSettings) -> set[str]:
+    return {STORAGE_CLASS_NAMES[name] for name in storage.backends}
