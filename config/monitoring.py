@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field
 
+from config.access import RESERVED_NAMESPACES
 from config.model_base import Section
 from config.problems import Problem
 from config.storage import STORAGE_CLASS_NAMES, StorageSettings
@@ -108,6 +109,15 @@ def monitoring_checks(cfg: "PartialConfig") -> list[Problem]:
                                 "nodes have no fixed addresses; a DNS name resolving to them"))
     if access.mode != "loadBalancer" and access.source_ranges:
         problems.append(Problem(f"{key}.sourceRanges", "is only used with loadBalancer"))
+    namespace = monitoring.namespace
+    teams = [team.name for team in cfg.access.teams] if cfg.access is not None else []
+    if namespace in teams:
+        problems.append(Problem("monitoring.namespace", f"'{namespace}' is also the namespace "
+                                f"of team access.teams[{teams.index(namespace)}]; its quota "
+                                "would hold Prometheus and Grafana: name one of them otherwise"))
+    elif namespace in RESERVED_NAMESPACES or namespace.startswith("kube-"):
+        problems.append(Problem("monitoring.namespace", f"'{namespace}' is a namespace of "
+                                "Kubernetes or of what the program installs"))
     storage = cfg.storage
     if (monitoring.storage_class is not None and storage is not None
             and monitoring.storage_class not in _class_names(storage)):

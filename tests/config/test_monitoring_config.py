@@ -64,3 +64,16 @@ def test_turned_off_nothing_of_it_is_checked():
     values = bare_metal_config()
     values["monitoring"] = {"enabled": False, "grafana": {"access": {"mode": "loadBalancer"}}}
     assert not loads(values).monitoring.enabled
+
+
+def test_its_namespace_is_neither_a_team_s_nor_a_reserved_one():
+    values = bare_metal_config()
+    values["access"] = {"teams": [{"name": "vision"}, {"name": "monitoring"}]}
+    assert any(path == "monitoring.namespace" and message.startswith(
+        "'monitoring' is also the namespace of team access.teams[1]")
+        for path, message in problems_of(values))
+    values["access"] = {"teams": [{"name": "vision"}]}
+    values["monitoring"] = {"namespace": "kube-monitoring"}
+    assert any(path == "monitoring.namespace" and message.startswith(
+        "'kube-monitoring' is a namespace of Kubernetes")
+        for path, message in problems_of(values))
