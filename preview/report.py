@@ -357,9 +357,21 @@ def _manifest(resource: ResourceRecord, match: re.Match) -> dict[str, Any]:
         "apiVersion": version if group == "core" else f"{group}/{version}",
         "kind": kind,
     }
-    document.update({k: v for k, v in _without_secret_data(resource).items()
+    document.update({k: _json_numbers(v) for k, v in _without_secret_data(resource).items()
                      if k not in ("apiVersion", "kind")})
     return document
+
+
+def _json_numbers(value: Any) -> Any:
+    """Numbers as the API server gets them: the engine carries every number as a double
+    (a protobuf Struct), the provider sends JSON, where 65534.0 is 65534."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _json_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_numbers(item) for item in value]
+    return value
 
 
 def _kubeconfig_template(plan: Plan) -> str:

@@ -18,6 +18,9 @@ class Skip:
 DEVICE_PLUGIN = "*:DaemonSet.kube-system.nvidia-device-plugin"
 PROVISIONERS = "*:Deployment.*-provisioner.*-provisioner"
 GPU_SMOKE = "*:Job.gpu-acceptance.gpu-smoke-*"
+DCGM_EXPORTER = "*:DaemonSet.kube-system.dcgm-exporter"
+GRAFANA = "*:Deployment.monitoring.grafana"
+MONITORING_READERS = "*:Deployment.monitoring.[pk]*"
 # The device plugin of the stacks with the static CPU manager.
 STATIC_CPU_STACKS = ("prod", "rke2")
 
@@ -65,6 +68,18 @@ KUBERNETES = [
            "CKV_K8S_16"))],
     Skip("CKV_K8S_38", PROVISIONERS, "the provisioner watches claims and creates volumes "
          "through the API server with its service account's token"),
+    Skip("CKV_K8S_23", DCGM_EXPORTER, "root: the exporter reads the kubelet's root-owned "
+         "pod-resources socket to label each GPU with its pod (upstream's chart runs it as "
+         "root); it has no capabilities"),
+    Skip("CKV_K8S_40", DCGM_EXPORTER, "high UID: runs as root, see CKV_K8S_23"),
+    Skip("CKV_K8S_22", DCGM_EXPORTER, "read-only root filesystem: the NVIDIA runtime's hook "
+         "writes the driver's libraries into the container's root, see the device plugin"),
+    Skip("CKV_K8S_40", GRAFANA, "high UID: 472 is the image's grafana user, which owns its "
+         "home (upstream's chart runs it so)"),
+    Skip("CKV_K8S_22", GRAFANA, "read-only root filesystem: Grafana writes below its home "
+         "(plugins, sessions, its database on the data volume) and has not been run read-only"),
+    Skip("CKV_K8S_38", MONITORING_READERS, "Prometheus discovers its targets and "
+         "kube-state-metrics lists Nodes through the API server with their service accounts"),
     # Hardening not done yet in the add-ons' manifests (components/addons/gpu_support.py,
     # components/addons/shared_storage.py): accepted until they set it, then these entries go
     # (the test fails on an entry that matches nothing).

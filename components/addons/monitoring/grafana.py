@@ -22,6 +22,8 @@ from config import versions
 from config.monitoring import MonitoringSettings
 
 DASHBOARDS_DIR = "/var/lib/grafana/dashboards/gpu-cluster"
+# The admin password, a file from the Secret GRAFANA_SECRET.
+SECRETS_DIR = "/etc/grafana/secrets"
 
 
 def datasources(namespace: str) -> dict:
@@ -76,15 +78,23 @@ def grafana(monitoring: MonitoringSettings, source_ranges: Sequence[str]) -> lis
     container = {
         "name": name,
         "image": versions.GRAFANA_IMAGE,
+        # The password as a file, never in the environment: the image's entrypoint reads
+        # GF_<SECTION>_<KEY>__FILE (grafana/grafana packaging/docker/run.sh; Grafana docs,
+        # "Configure a Grafana Docker image", Docker secrets).
         "env": [{"name": key, "value": value} for key, value in env.items()] + [
-            {"name": "GF_SECURITY_ADMIN_PASSWORD", "valueFrom": {"secretKeyRef": {
-                "name": GRAFANA_SECRET, "key": "password"}}}],
+            {"name": "GF_SECURITY_ADMIN_PASSWORD__FILE",
+             "value": f"{SECRETS_DIR}/password"}],
         "ports": [{"name": "http", "containerPort": GRAFANA_PORT}],
         "securityContext": RESTRICTED,
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
                       "limits": {"memory": "512Mi"}},
         "readinessProbe": {"httpGet": {"path": "/api/health", "port": GRAFANA_PORT}},
+        # The upstream chart's: a first start migrates its database for a while.
+        "livenessProbe": {"httpGet": {"path": "/api/health", "port": GRAFANA_PORT},
+                          "initialDelaySeconds": 60, "timeoutSeconds": 30,
+                          "failureThreshold": 10},
         "volumeMounts": [
+            {"name": "admin-password", "mountPath": SECRETS_DIR, "readOnly": True},
             {"name": "provisioning", "mountPath": "/etc/grafana/provisioning/datasources/"
              "datasources.yaml", "subPath": "datasources.yaml", "readOnly": True},
             {"name": "provisioning", "mountPath": "/etc/grafana/provisioning/dashboards/"
@@ -119,6 +129,9 @@ def grafana(monitoring: MonitoringSettings, source_ranges: Sequence[str]) -> lis
                          {"name": "provisioning", "configMap": {"name": f"{name}-provisioning"}},
                          {"name": "dashboards", "configMap": {"name": f"{name}-dashboards"}},
                          {"name": "data", "emptyDir": {}},
+                         # Readable by the pod's fsGroup (the grafana user's group) only.
+                         {"name": "admin-password", "secret": {
+                             "secretName": GRAFANA_SECRET, "defaultMode": 0o440}},
                      ],
                  },
              },

@@ -122,6 +122,7 @@ def dcgm_exporter(taints: Sequence[Taint]) -> list[dict]:
                     "runtimeClassName": RUNTIME_CLASS,
                     "priorityClassName": "system-node-critical",
                     "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [container],
                     "volumes": [
                         # Every distribution runs the kubelet with this root
@@ -165,7 +166,8 @@ def kube_state_metrics(namespace: str) -> list[dict]:
                      "args": ["--resources=nodes", f"--port={KSM_PORT}",
                               f"--metric-labels-allowlist=nodes=[{POOL_LABEL}]"],
                      "ports": [{"name": "metrics", "containerPort": KSM_PORT}],
-                     "securityContext": {**RESTRICTED, "readOnlyRootFilesystem": True},
+                     "securityContext": {**RESTRICTED, "readOnlyRootFilesystem": True,
+                                         "runAsUser": 65534},
                      "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
                                    "limits": {"memory": "256Mi"}},
                      "livenessProbe": {"httpGet": {"path": "/livez", "port": KSM_PORT}},
@@ -240,7 +242,8 @@ def prometheus(monitoring: MonitoringSettings, rules: dict, storage_class: str) 
                                   "--storage.tsdb.path=/prometheus",
                                   f"--storage.tsdb.retention.time={monitoring.retention}"],
                          "ports": [{"name": "web", "containerPort": PROMETHEUS_PORT}],
-                         "securityContext": {**RESTRICTED, "readOnlyRootFilesystem": True},
+                         "securityContext": {**RESTRICTED, "readOnlyRootFilesystem": True,
+                                             "runAsUser": 65534},
                          "resources": {"requests": {"cpu": "100m", "memory": "512Mi"},
                                        "limits": {"memory": "2Gi"}},
                          "readinessProbe": {"httpGet": {"path": "/-/ready",
