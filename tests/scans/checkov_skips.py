@@ -100,6 +100,11 @@ KUBERNETES = [
 
 # (check, repository path, SHA-1 of the value as checkov reports it)
 SECRETS = [
+    (Skip("CKV_SECRET_6", "esc/gpu-cluster-prod.yaml", "the name of the AWS Secrets Manager "
+          "secret holding the SSH key, not its value"), "d096bf510e13cd822fc592a6722545a2276d9eab"),
+    (Skip("CKV_SECRET_6", "esc/gpu-cluster-prod.yaml", "the name of the AWS Secrets Manager "
+          "secret holding the Kubeflow password, not its value"),
+     "5e644157e216faf8224494540324823879f5e53e"),
     (Skip("CKV_SECRET_6", "components/addons/kubeflow/overlay.py", "the name of the Secret the "
           "Kubeflow gateway reads its certificate from, not a secret value"),
      "c2961a0e0bfd04d83a715ba7c960d5c677a277a2"),

@@ -33,8 +33,8 @@ def steps(workflow: dict):
             yield name, job, step
 
 
-def test_there_is_a_pull_request_and_an_up_workflow():
-    assert [p.name for p in WORKFLOWS] == ["pull-request.yml", "up.yml"]
+def test_there_is_a_pull_request_an_up_and_a_drift_workflow():
+    assert [p.name for p in WORKFLOWS] == ["drift.yml", "pull-request.yml", "up.yml"]
 
 
 def test_workflows_match_the_github_workflow_schema():
@@ -135,7 +135,7 @@ def test_up_runs_per_environment_and_prod_last_behind_its_environment():
     assert jobs["up-prod"]["environment"] == "prod"
     assert jobs["up-prod"]["needs"] == ["changes", "up"]
     commands = {step["with"]["command"] for _, _, step in _pulumi_steps(PROJECT_DIR / ".github/workflows/up.yml")}
-    assert commands == {"up"}
+    assert commands == {"up", "preview"}  # the preview: expect-no-changes after each up
 
 
 def test_the_cli_version_is_the_sdk_version():
@@ -143,3 +143,83 @@ def test_the_cli_version_is_the_sdk_version():
     for path in WORKFLOWS:
         for _, _, step in _pulumi_steps(path):
             assert step["with"]["pulumi-version"] == pinned
+
+
+def test_pull_requests_save_the_previewed_plan_as_an_artifact_per_stack():
+    workflow = load(PROJECT_DIR / ".github/workflows/pull-request.yml")
+    job = workflow["jobs"]["preview"]
+    [preview] = [i for i, s in enumerate(job["steps"]) if "pulumi/actions" in s.get("uses", "")]
+    plan = job["steps"][preview]["with"]["plan"]
+    assert plan == "${{ github.workspace }}/plan.json"
+    [upload] = [s for s in job["steps"][preview + 1:] if "upload-artifact" in s.get("uses", "")]
+    assert upload["with"]["name"] == "plan-${{ matrix.stack }}"
+    assert upload["with"]["path"] == "plan.json" and upload["with"]["if-no-files-found"] == "error"
+    # --show-secrets would write the stack's secrets into the plan in plain text.
+    assert "show-secrets" not in json.dumps(workflow)
+
+
+def test_up_applies_the_reviewed_plan_then_expects_no_changes():
+    path = PROJECT_DIR / ".github/workflows/up.yml"
+    workflow = load(path)
+    changes = workflow["jobs"]["changes"]
+    [reviewed] = [s for s in changes["steps"] if s.get("id") == "reviewed"]
+    # The run of the pull-request workflow whose artifacts hold the plans.
+    workflow_file = re.search(r"--workflow (\S+)", reviewed["run"])[1]
+    assert (PROJECT_DIR / ".github/workflows" / workflow_file).exists()
+    assert "--status success" in reviewed["run"]
+    assert changes["outputs"]["plan-run"] == "${{ steps.reviewed.outputs.run-id }}"
+    assert changes["permissions"] == {"contents": "read", "actions": "read",
+                                      "pull-requests": "read"}
+    for name, stack in (("up", "${{ matrix.stack }}"), ("up-prod", "prod")):
+        job = workflow["jobs"][name]
+        assert job["permissions"]["actions"] == "read", name
+        kinds = [("download" if "download-artifact" in s.get("uses", "") else
+                  s["with"]["command"] if "pulumi/actions" in s.get("uses", "") else None)
+                 for s in job["steps"]]
+        kinds = [kind for kind in kinds if kind]
+        assert kinds == ["download", "up", "preview"], (name, kinds)
+        download, up, after = [s for s in job["steps"] if "download-artifact" in s.get("uses", "")
+                               or "pulumi/actions" in s.get("uses", "")]
+        assert download["with"]["name"] == f"plan-{stack}"
+        assert download["with"]["run-id"] == "${{ needs.changes.outputs.plan-run }}"
+        assert download["if"] == "needs.changes.outputs.plan-run != ''"
+        assert "{0}/plan/plan.json" in up["with"]["plan"]
+        assert download["with"]["path"] == "${{ runner.temp }}/plan"
+        assert after["with"]["expect-no-changes"] == "true"
+        assert after["with"]["stack-name"] == up["with"]["stack-name"]
+
+
+def test_drift_runs_nightly_on_every_stack_reading_only():
+    workflow = load(PROJECT_DIR / ".github/workflows/drift.yml")
+    [schedule] = workflow["on"]["schedule"]
+    assert len(schedule["cron"].split()) == 5
+    stacks = workflow["jobs"]["stacks"]
+    assert "affected_stacks.py --all" in stacks["steps"][-1]["run"]
+    job = workflow["jobs"]["drift"]
+    # An environment's required reviewers would hold it, and it deploys nothing.
+    assert "environment" not in job
+    assert job["concurrency"]["group"] != "up-${{ matrix.stack }}"
+    [(_, _, preview)] = _pulumi_steps(PROJECT_DIR / ".github/workflows/drift.yml")
+    assert preview["with"]["command"] == "preview"
+    assert preview["with"]["refresh"] == "true" and preview["with"]["expect-no-changes"] == "true"
+    assert "policyPacks" not in preview["with"]
+    [aws] = [s for s in job["steps"] if "configure-aws-credentials" in s.get("uses", "")]
+    assert aws["with"]["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_ARN }}"
+
+
+def test_drift_runs_the_doctor_on_the_offline_previews_envelopes():
+    from doctor.__main__ import build_parser
+    workflow = load(PROJECT_DIR / ".github/workflows/drift.yml")
+    [host] = [s for s in workflow["jobs"]["drift"]["steps"] if "doctor" in s.get("run", "")]
+    assert host["if"] == "always() && vars.PULUMI_UP_RUNNER != ''"
+    script = host["run"].replace("\\\n", " ")
+    assert 'python -m preview "$STACK"' in script
+    line = next(line for line in script.splitlines() if "-m doctor" in line)
+    words = [w.strip('"') for w in line.split()[line.split().index("doctor") + 1:]]
+    args = build_parser().parse_args(words)
+    assert args.ssh and args.drift == "build/$STACK" and args.ssh_key == "$key"
+    assert args.stack == "$STACK_REF"
+    assert workflow["jobs"]["drift"]["env"]["STACK_REF"] == (
+        "${{ vars.PULUMI_ORG }}/gpu-cluster/${{ matrix.stack }}")
+    # The key is written 0600 and removed whatever happens.
+    assert "umask 077" in script and "trap 'rm -f \"$key\"' EXIT" in script
