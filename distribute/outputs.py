@@ -15,6 +15,12 @@ from distribute import DistributeError, InputError
 ADMIN_OUTPUT = "kubeconfig"
 USERS_OUTPUT = "userKubeconfigs"
 PARAMETERS_OUTPUT = "userKubeconfigParameters"
+# Hybrid stacks whose OpenVPN server runs on EC2 (vpn.mode server-on-ec2) export these
+# (__main__.py); other layouts have no VPN the program issues profiles for.
+VPN_OUTPUT = "userVpnProfiles"
+ADMIN_VPN_OUTPUT = "vpnAdminProfile"
+NO_VPN = ("only hybrid stacks with vpn.mode server-on-ec2 export VPN profiles; other "
+          "layouts reach the API without one")
 # How `pulumi stack output` shows a secret without --show-secrets (and the offline preview's
 # outputs.json always).
 REDACTED = "[secret]"
@@ -40,7 +46,10 @@ class StackOutputs:
 
     def users(self) -> dict[str, str]:
         """User name -> kubeconfig YAML, from `userKubeconfigs`."""
-        value = self.require(USERS_OUTPUT)
+        return self._per_user(USERS_OUTPUT, "kubeconfig")
+
+    def _per_user(self, name: str, what: str) -> dict[str, str]:
+        value = self.require(name)
         # An object in the export; tolerated as a JSON string, as a stringified output reads.
         if isinstance(value, str):
             try:
@@ -49,12 +58,12 @@ class StackOutputs:
                 value = None
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-            raise InputError(f"output '{USERS_OUTPUT}' of {self.source} is not an object of "
-                             "user name -> kubeconfig")
-        redacted = sorted(name for name, text in value.items() if text == REDACTED)
+            raise InputError(f"output '{name}' of {self.source} is not an object of "
+                             f"user name -> {what}")
+        redacted = sorted(user for user, text in value.items() if text == REDACTED)
         if redacted:
             raise InputError(
-                f"output '{USERS_OUTPUT}' of {self.source} is redacted for "
+                f"output '{name}' of {self.source} is redacted for "
                 f"{', '.join(redacted)}: export with `pulumi stack output --json --show-secrets`")
         return value
 
@@ -70,6 +79,25 @@ class StackOutputs:
         value = self.require(ADMIN_OUTPUT)
         if not isinstance(value, str):
             raise InputError(f"output '{ADMIN_OUTPUT}' of {self.source} is not a string")
+        return value
+
+    def user_vpn_profile(self, user: str) -> str:
+        """The user's OpenVPN profile (.ovpn text), from `userVpnProfiles`."""
+        if VPN_OUTPUT not in self.values:
+            raise InputError(f"{self.source} has no output '{VPN_OUTPUT}': {NO_VPN}")
+        profiles = self._per_user(VPN_OUTPUT, "OpenVPN profile")
+        if user not in profiles:
+            known = ", ".join(sorted(profiles)) or "none"
+            raise InputError(f"no user '{user}' in output '{VPN_OUTPUT}' of {self.source}; "
+                             f"users with a VPN profile: {known}")
+        return profiles[user]
+
+    def admin_vpn_profile(self) -> str:
+        if ADMIN_VPN_OUTPUT not in self.values:
+            raise InputError(f"{self.source} has no output '{ADMIN_VPN_OUTPUT}': {NO_VPN}")
+        value = self.require(ADMIN_VPN_OUTPUT)
+        if not isinstance(value, str):
+            raise InputError(f"output '{ADMIN_VPN_OUTPUT}' of {self.source} is not a string")
         return value
 
     def parameters(self) -> dict[str, str]:
