@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from distribute import DistributeError, InputError, files, outputs, ssm
+from distribute import DistributeError, InputError, demo, files, outputs, ssm
 from distribute.vpn import Profile, parse_profile
 from distribute.kubeconfigs import (Handout, check_credentials, dump, merge, parse_existing,
                                     parse_handout)
@@ -84,6 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="List the users of output userKubeconfigs (and their SSM parameters).")
     _add_source(users)
     users.set_defaults(run=run_users)
+
+    demo_command = commands.add_parser(
+        "demo", help="outputs to try the other commands on, offline",
+        description="Write what `pulumi stack output --json --show-secrets` would print for "
+                    "an example stack, made by the offline preview with throwaway keys, and "
+                    "print the commands to try on it. No cluster, cloud or Pulumi CLI needed.")
+    demo_command.add_argument("--outputs", metavar="FILE.json",
+                              help=f"where to write them (default: {demo.DEFAULT_FILE} in "
+                                   "this project)")
+    demo_command.add_argument("--stack", metavar="NAME", default=demo.DEFAULT_STACK,
+                              help=f"the example stack (default: {demo.DEFAULT_STACK}, the "
+                                   "hybrid one, with VPN profiles)")
+    demo_command.add_argument("--force", action="store_true",
+                              help="make new outputs over those of an earlier demo")
+    demo_command.set_defaults(run=run_demo)
     return parser
 
 
@@ -222,6 +237,18 @@ def run_users(args: argparse.Namespace) -> int:
     parameters = stack_outputs.parameters()
     for user in sorted(stack_outputs.users()):
         print(f"{user}\t{parameters[user]}" if user in parameters else user)
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    project = Path(_project_dir())
+    path, notes = demo.write(project, args.outputs or str(project / demo.DEFAULT_FILE),
+                             args.stack, args.force)
+    for note in notes:
+        _say(note)
+    _say("try (offline; files beside the outputs):")
+    for step in demo.next_steps(path):
+        _say(f"  {step}")
     return 0
 
 
