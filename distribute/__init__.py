@@ -1,9 +1,12 @@
-"""Hands out the cluster's kubeconfigs: `python -m distribute`.
+"""Hands out the cluster's kubeconfigs (and on hybrid stacks the users' VPN profiles):
+`python -m distribute`.
 
-Reads the stack outputs (`kubeconfig`, `userKubeconfigs`, `userKubeconfigParameters`) through
-the Pulumi CLI or from a JSON export, or one user's kubeconfig from its SSM parameter, and
-writes it to a file or merges it into an existing kubeconfig without touching the other
-clusters, users and contexts there. Files are written atomically with mode 0600."""
+Reads the stack outputs (`kubeconfig`, `userKubeconfigs`, `userKubeconfigParameters`,
+`userVpnProfiles`) through the Pulumi CLI (the Automation API) or from a JSON export, or one
+user's kubeconfig from its SSM parameter, and writes it to a file or merges it into an
+existing kubeconfig without touching the other clusters, users and contexts there, the VPN
+profile beside it. Files are written atomically with mode 0600. `demo` makes outputs to try
+it on offline."""
 
 
 class DistributeError(Exception):

@@ -1,5 +1,6 @@
 """`python -m distribute`: write a user's (or the admin's) kubeconfig to a file, or merge it
-into an existing kubeconfig, from the stack outputs or from the user's SSM parameter.
+into an existing kubeconfig, from the stack outputs or from the user's SSM parameter; with
+`--vpn`, their OpenVPN profile beside it (hybrid stacks).
 
 Exit codes: 0 done, 2 wrong command line or input (outputs, user name), 1 refused or
 failed. Messages never include a kubeconfig; only `--output -` prints one."""
@@ -7,8 +8,11 @@ failed. Messages never include a kubeconfig; only `--output -` prints one."""
 import argparse
 import os
 import sys
+from pathlib import Path
+from typing import Optional
 
-from distribute import DistributeError, InputError, files, outputs, ssm
+from distribute import DistributeError, InputError, demo, files, outputs, ssm
+from distribute.vpn import Profile, parse_profile
 from distribute.kubeconfigs import (Handout, check_credentials, dump, merge, parse_existing,
                                     parse_handout)
 
@@ -55,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "kubeconfig)")
     _add_source(write)
     _add_destination(write)
+    write.add_argument("--vpn", action="store_true",
+                       help="also write the OpenVPN profile (output userVpnProfiles, or "
+                            "vpnAdminProfile with --admin) beside the kubeconfig, as "
+                            "<cluster>-<user>.ovpn (hybrid stacks)")
     write.set_defaults(run=run_write)
 
     fetch = commands.add_parser(
@@ -76,6 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="List the users of output userKubeconfigs (and their SSM parameters).")
     _add_source(users)
     users.set_defaults(run=run_users)
+
+    demo_command = commands.add_parser(
+        "demo", help="outputs to try the other commands on, offline",
+        description="Write what `pulumi stack output --json --show-secrets` would print for "
+                    "an example stack, made by the offline preview with throwaway keys, and "
+                    "print the commands to try on it. No cluster, cloud or Pulumi CLI needed.")
+    demo_command.add_argument("--outputs", metavar="FILE.json",
+                              help=f"where to write them (default: {demo.DEFAULT_FILE} in "
+                                   "this project)")
+    demo_command.add_argument("--stack", metavar="NAME", default=demo.DEFAULT_STACK,
+                              help=f"the example stack (default: {demo.DEFAULT_STACK}, the "
+                                   "hybrid one, with VPN profiles)")
+    demo_command.add_argument("--force", action="store_true",
+                              help="make new outputs over those of an earlier demo")
+    demo_command.set_defaults(run=run_demo)
     return parser
 
 
@@ -95,29 +118,39 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def deliver(handout: Handout, args: argparse.Namespace) -> int:
-    """Writes or merges the kubeconfig as the destination arguments say."""
+def deliver(handout: Handout, args: argparse.Namespace, profile: Optional[Profile] = None
+            ) -> int:
+    """Writes or merges the kubeconfig as the destination arguments say; the VPN profile,
+    when given, beside it."""
     if args.set_current and args.merge_into is None:
         raise InputError("--set-current goes with --merge-into")
     notes = check_credentials(handout)
     described = (f"context '{handout.context_name}' (cluster '{handout.cluster_name}' at "
                  f"{handout.server})")
     if args.output == "-":
+        if profile is not None:
+            raise InputError("--vpn writes the profile beside the kubeconfig file: give "
+                             "--output PATH or --merge-into PATH")
         sys.stdout.write(handout.dump())
         sys.stdout.flush()
         for note in notes:
             _say(note)
         return 0
     destination = args.output or args.merge_into
+    profile_target = None
+    if profile is not None:
+        # Beside the kubeconfig as named (a link's folder, not its target's).
+        profile_path = Path(destination).expanduser().parent / f"{handout.context_name}.ovpn"
+        profile_target = files.inspect(str(profile_path))
+        # Refused before anything is written: both files or neither.
+        _refuse_other_file(profile_target, profile.text, args.force, "another VPN profile")
     with files.locked(files.inspect(destination).path):
         # Read under the lock: what kubectl may have written meanwhile is kept.
         target = files.inspect(destination)
         if args.output is not None:
             text = handout.dump()
-            if target.text is not None and target.text != text and not args.force:
-                raise DistributeError(
-                    f"{target.path} exists and holds another kubeconfig: rerun with --force to "
-                    "replace it, or add the context to it with --merge-into")
+            _refuse_other_file(target, text, args.force, "another kubeconfig",
+                               "add the context to it with --merge-into")
             summary = (f"{target.path} already holds {described}" if target.text == text
                        else f"wrote {described} to {target.path}")
         else:
@@ -130,25 +163,62 @@ def deliver(handout: Handout, args: argparse.Namespace) -> int:
             action = "merged" if result.changed else "already up to date:"
             summary = (f"{action} {described} into {target.path}: {', '.join(result.changes)}; "
                        f"current context '{result.current_context}'")
-        if target.text != text or target.mode != files.FILE_MODE:
-            notes = files.write_private(target, text) + notes
-        if target.link is not None:
-            notes.append(f"{target.link} is a link to {target.path}, written there")
+        notes = _write(target, text) + notes
     _say(summary + f" (mode {files.FILE_MODE:04o})")
     for note in notes:
         _say(note)
+    if profile is not None:
+        _deliver_profile(profile, profile_target)
     return 0
+
+
+def _refuse_other_file(target: files.Target, text: str, force: bool, holds: str,
+                       instead: str = "") -> None:
+    if target.text is not None and target.text != text and not force:
+        raise DistributeError(f"{target.path} exists and holds {holds}: rerun with --force "
+                              f"to replace it{', or ' + instead if instead else ''}")
+
+
+def _write(target: files.Target, text: str) -> list[str]:
+    notes = []
+    if target.text != text or target.mode != files.FILE_MODE:
+        notes = files.write_private(target, text)
+    if target.link is not None:
+        notes.append(f"{target.link} is a link to {target.path}, written there")
+    return notes
+
+
+def _deliver_profile(profile: Profile, target: files.Target) -> None:
+    described = f"VPN profile '{profile.common_name}' (server {profile.remote})"
+    summary = (f"{target.path} already holds {described}" if target.text == profile.text
+               else f"wrote {described} to {target.path}")
+    notes = _write(target, profile.text)
+    _say(summary + f" (mode {files.FILE_MODE:04o}); connect with: "
+                   f"sudo openvpn --config {target.path}")
+    for note in notes + profile.notes:
+        _say(note)
 
 
 def run_write(args: argparse.Namespace) -> int:
     stack_outputs = _outputs(args)
+    source = stack_outputs.source
     if args.admin:
         text = stack_outputs.admin_kubeconfig()
-        what = f"output '{outputs.ADMIN_OUTPUT}' of {stack_outputs.source}"
+        what = f"output '{outputs.ADMIN_OUTPUT}' of {source}"
     else:
         text = stack_outputs.user_kubeconfig(args.user)
-        what = f"user '{args.user}' of output '{outputs.USERS_OUTPUT}' of {stack_outputs.source}"
-    return deliver(parse_handout(text, what), args)
+        what = f"user '{args.user}' of output '{outputs.USERS_OUTPUT}' of {source}"
+    handout = parse_handout(text, what)
+    profile = None
+    if args.vpn:
+        if args.admin:
+            profile = parse_profile(stack_outputs.admin_vpn_profile(),
+                                    f"output '{outputs.ADMIN_VPN_OUTPUT}' of {source}")
+        else:
+            profile = parse_profile(stack_outputs.user_vpn_profile(args.user),
+                                    f"user '{args.user}' of output '{outputs.VPN_OUTPUT}' of "
+                                    f"{source}")
+    return deliver(handout, args, profile)
 
 
 def run_fetch(args: argparse.Namespace) -> int:
@@ -167,6 +237,18 @@ def run_users(args: argparse.Namespace) -> int:
     parameters = stack_outputs.parameters()
     for user in sorted(stack_outputs.users()):
         print(f"{user}\t{parameters[user]}" if user in parameters else user)
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    project = Path(_project_dir())
+    path, notes = demo.write(project, args.outputs or str(project / demo.DEFAULT_FILE),
+                             args.stack, args.force)
+    for note in notes:
+        _say(note)
+    _say("try (offline; files beside the outputs):")
+    for step in demo.next_steps(path):
+        _say(f"  {step}")
     return 0
 
 

@@ -1,5 +1,5 @@
-"""Stack outputs, from the Pulumi CLI or from a JSON export of
-`pulumi stack output --json --show-secrets`."""
+"""Stack outputs, from the Pulumi CLI (through the Automation API when the SDK is
+installed) or from a JSON export of `pulumi stack output --json --show-secrets`."""
 
 import json
 import os
@@ -15,6 +15,12 @@ from distribute import DistributeError, InputError
 ADMIN_OUTPUT = "kubeconfig"
 USERS_OUTPUT = "userKubeconfigs"
 PARAMETERS_OUTPUT = "userKubeconfigParameters"
+# Hybrid stacks whose OpenVPN server runs on EC2 (vpn.mode server-on-ec2) export these
+# (__main__.py); other layouts have no VPN the program issues profiles for.
+VPN_OUTPUT = "userVpnProfiles"
+ADMIN_VPN_OUTPUT = "vpnAdminProfile"
+NO_VPN = ("only hybrid stacks with vpn.mode server-on-ec2 export VPN profiles; other "
+          "layouts reach the API without one")
 # How `pulumi stack output` shows a secret without --show-secrets (and the offline preview's
 # outputs.json always).
 REDACTED = "[secret]"
@@ -40,7 +46,10 @@ class StackOutputs:
 
     def users(self) -> dict[str, str]:
         """User name -> kubeconfig YAML, from `userKubeconfigs`."""
-        value = self.require(USERS_OUTPUT)
+        return self._per_user(USERS_OUTPUT, "kubeconfig")
+
+    def _per_user(self, name: str, what: str) -> dict[str, str]:
+        value = self.require(name)
         # An object in the export; tolerated as a JSON string, as a stringified output reads.
         if isinstance(value, str):
             try:
@@ -49,12 +58,12 @@ class StackOutputs:
                 value = None
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-            raise InputError(f"output '{USERS_OUTPUT}' of {self.source} is not an object of "
-                             "user name -> kubeconfig")
-        redacted = sorted(name for name, text in value.items() if text == REDACTED)
+            raise InputError(f"output '{name}' of {self.source} is not an object of "
+                             f"user name -> {what}")
+        redacted = sorted(user for user, text in value.items() if text == REDACTED)
         if redacted:
             raise InputError(
-                f"output '{USERS_OUTPUT}' of {self.source} is redacted for "
+                f"output '{name}' of {self.source} is redacted for "
                 f"{', '.join(redacted)}: export with `pulumi stack output --json --show-secrets`")
         return value
 
@@ -70,6 +79,25 @@ class StackOutputs:
         value = self.require(ADMIN_OUTPUT)
         if not isinstance(value, str):
             raise InputError(f"output '{ADMIN_OUTPUT}' of {self.source} is not a string")
+        return value
+
+    def user_vpn_profile(self, user: str) -> str:
+        """The user's OpenVPN profile (.ovpn text), from `userVpnProfiles`."""
+        if VPN_OUTPUT not in self.values:
+            raise InputError(f"{self.source} has no output '{VPN_OUTPUT}': {NO_VPN}")
+        profiles = self._per_user(VPN_OUTPUT, "OpenVPN profile")
+        if user not in profiles:
+            known = ", ".join(sorted(profiles)) or "none"
+            raise InputError(f"no user '{user}' in output '{VPN_OUTPUT}' of {self.source}; "
+                             f"users with a VPN profile: {known}")
+        return profiles[user]
+
+    def admin_vpn_profile(self) -> str:
+        if ADMIN_VPN_OUTPUT not in self.values:
+            raise InputError(f"{self.source} has no output '{ADMIN_VPN_OUTPUT}': {NO_VPN}")
+        value = self.require(ADMIN_VPN_OUTPUT)
+        if not isinstance(value, str):
+            raise InputError(f"output '{ADMIN_VPN_OUTPUT}' of {self.source} is not a string")
         return value
 
     def parameters(self) -> dict[str, str]:
@@ -101,7 +129,9 @@ def from_file(path: str) -> StackOutputs:
 
 
 def from_stack(stack: str, cwd: Optional[str]) -> StackOutputs:
-    """`pulumi stack output --json --show-secrets` of a stack, run in `cwd`."""
+    """The outputs of a stack, secrets shown, read in `cwd` (the Pulumi project folder):
+    through the Automation API when the SDK is installed, else by running
+    `pulumi stack output --json --show-secrets`. Either needs the CLI."""
     source = f"stack '{stack}'"
     export = f"pulumi stack output --json --show-secrets --stack {stack} > outputs.json"
     pulumi = shutil.which("pulumi")
@@ -111,6 +141,45 @@ def from_stack(stack: str, cwd: Optional[str]) -> StackOutputs:
             f"it is (`{export}`) and pass --outputs outputs.json (or - for standard input)")
     if cwd is not None and not Path(cwd).is_dir():
         raise InputError(f"--cwd '{cwd}' is not a directory")
+    try:
+        from pulumi import automation
+    except ImportError:
+        # Run without the program's dependencies (the doctor can be).
+        return _from_cli(pulumi, stack, cwd, source)
+    return _from_automation(automation, stack, cwd or os.getcwd(), source)
+
+
+def _from_automation(automation: Any, stack: str, cwd: str, source: str) -> StackOutputs:
+    """`LocalWorkspace.stack_outputs`: the CLI's `pulumi version`, then `pulumi
+    --non-interactive stack output --json [--show-secrets] --stack NAME` in `cwd`
+    (pulumi/automation/_cmd.py PulumiCommand.__init__ and run, _local_workspace.py
+    stack_outputs in SDK 3.272.0). Not `select_stack`: it runs `pulumi stack select`, which
+    would change the stack the user's next `pulumi up` works on."""
+    try:
+        workspace = automation.LocalWorkspace(
+            work_dir=cwd, env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true"})
+        found = workspace.stack_outputs(stack)
+    except automation.errors.CommandError as error:
+        # str(CommandResult): " code: N\n stdout: ...\n stderr: ..." (_cmd.py CommandResult).
+        stderr = str(error).split("\n stderr: ", 1)[-1]
+        raise DistributeError(f"`pulumi stack output` failed for {source}: "
+                              f"{_cli_error(stderr, 'no error message')}") from None
+    except automation.errors.InvalidVersionError as error:
+        raise DistributeError(f"the Pulumi CLI cannot serve the Automation API: {error}"
+                              ) from None
+    except (ValueError, KeyError, TypeError):
+        # The SDK's json.loads of what the CLI printed; the text holds secrets.
+        raise DistributeError(f"`pulumi stack output` for {source} did not print a JSON "
+                              "object of outputs") from None
+    except subprocess.CalledProcessError as error:
+        raise DistributeError(f"`pulumi version` failed (exit code {error.returncode})"
+                              ) from None
+    except OSError as error:
+        raise DistributeError(f"cannot run pulumi: {_reason(error)}") from None
+    return StackOutputs({name: output.value for name, output in found.items()}, source)
+
+
+def _from_cli(pulumi: str, stack: str, cwd: Optional[str], source: str) -> StackOutputs:
     command = [pulumi, "stack", "output", "--json", "--show-secrets", "--non-interactive",
                "--stack", stack]
     env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"}
@@ -123,12 +192,17 @@ def from_stack(stack: str, cwd: Optional[str]) -> StackOutputs:
     except OSError as error:
         raise DistributeError(f"cannot run {pulumi}: {_reason(error)}") from None
     if done.returncode != 0:
-        # The CLI's own error line (no stack, not logged in, passphrase needed).
-        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-        reason = next((line for line in lines if line.startswith("error:")),
-                      lines[-1] if lines else f"exit code {done.returncode}")
-        raise DistributeError(f"`pulumi stack output` failed for {source}: {reason[:300]}")
+        raise DistributeError(f"`pulumi stack output` failed for {source}: "
+                              f"{_cli_error(done.stderr, f'exit code {done.returncode}')}")
     return _parse(done.stdout, source)
+
+
+def _cli_error(stderr: str, default: str) -> str:
+    """The CLI's own error line (no stack, not logged in, passphrase needed)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    reason = next((line for line in lines if line.startswith("error:")),
+                  lines[-1] if lines else default)
+    return reason[:300]
 
 
 def _parse(text: str, source: str) -> StackOutputs:
