@@ -29,6 +29,7 @@ from components.addons.shared_storage import (
 from components.kubernetes.backups import install_backup_env, install_backup_over_ssh
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
+from config import vendored
 from config.problems import ConfigError
 
 # The distribution's cluster secrets, as hex (safe in any config file or token).
@@ -47,6 +48,8 @@ class Cluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions = None):
         settings = args.settings
+        # The vendored upstream files as pinned, or nothing is registered.
+        vendored.verify()
         distribution = distribution_for(distribution_settings(settings))
         boots = []
         if settings.aws is not None:

@@ -66,11 +66,12 @@ RegistryPrefix = Annotated[str, AfterValidator(_registry_prefix)]
 class ManifestsSource(Section):
     """Where kustomize reads kubeflow/manifests from."""
 
-    # The upstream repository or a git mirror of it, read by kustomize at `pulumi up`.
+    # The upstream repository or a git mirror of it, read by kustomize at `pulumi up` for a
+    # `ref` other than the pinned one, which is vendored (vendor/) and read from there.
     repository: str = versions.KUBEFLOW_MANIFESTS_REPOSITORY
     ref: str = versions.KUBEFLOW_MANIFESTS
     # A local copy (checkout of `ref`) on the machine that runs `pulumi up`; replaces
-    # `repository` (restricted networks, and much faster than remote bases).
+    # vendor/ and `repository`.
     path: Optional[AbsolutePath] = None
 
     @field_validator("repository")

@@ -53,11 +53,13 @@ NVIDIA_DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
 NVIDIA_DEVICE_PLUGIN_CHART_VERSION = NVIDIA_DEVICE_PLUGIN.lstrip("v")
 NVIDIA_DEVICE_PLUGIN_CHART_REPO = "https://nvidia.github.io/k8s-device-plugin"
 MPI_OPERATOR = "v0.8.0"
-MPI_OPERATOR_MANIFEST = (
+MPI_OPERATOR_MANIFEST_SOURCE = (
     f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR}"
     "/deploy/v2beta1/mpi-operator.yaml"
 )
-# Content of that file as reviewed; the tests check the pinned fixture against it.
+# That file, vendored (vendor/README.md); relative to the project, as the provider reads it.
+MPI_OPERATOR_MANIFEST = f"vendor/mpi-operator-{MPI_OPERATOR}/deploy/v2beta1/mpi-operator.yaml"
+# Its content as reviewed: vendor/SHA256SUMS pins the same digest (the tests hold it).
 MPI_OPERATOR_MANIFEST_SHA256 = "b38def13a94abe60b2a4b3485239d77f64892b8fbd202e9e435a6031b7500a8f"
 # Kueue (job queueing for the teams, access.queues): the release's Helm chart, as its README
 # installs it (kubernetes-sigs/kueue v0.19.2 charts/kueue/README.md), with the release's image
@@ -115,6 +117,9 @@ IPERF3_IMAGE = "networkstatic/iperf3:3.16"
 # v1.11 ships Trainer v2, whose CRDs do not clash with the MPI operator's MPIJob.
 KUBEFLOW_MANIFESTS = "v1.11.0"
 KUBEFLOW_MANIFESTS_REPOSITORY = "https://github.com/kubeflow/manifests"
+# The Argo Workflows release that release's Pipelines names as remote bases
+# (applications/pipeline/upstream/third-party/argo/base/kustomization.yaml), vendored too.
+ARGO_WORKFLOWS = "v3.7.3"
 # cert-manager's own API check (the Helm chart's startupapicheck), at the cert-manager
 # release those manifests ship; the tests check the tag against them.
 CERT_MANAGER_API_CHECK_IMAGE = "quay.io/jetstack/cert-manager-startupapicheck:v1.16.1"

@@ -12,7 +12,9 @@ import yaml
 from pulumi.runtime import rpc
 
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
+from components.addons.kubeflow.overlay import UPSTREAM_COPY
 from components.common.remote_step import step_inputs
+from config import vendored
 from config.storage import STORAGE_CLASS_NAMES
 from preview.plan import Plan, ResourceRecord, UNKNOWN
 from preview.redaction import REDACTED
@@ -252,8 +254,9 @@ _PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 def _kustomize_overlays(plan: Plan) -> list[tuple[str, str]]:
-    """(kubeflow/<folder>/<file>, text) of each kustomize Directory's local overlay."""
-    found = []
+    """(kubeflow/<folder>/<file>, text) of each kustomize Directory's local overlay, and
+    of the rewritten upstream copy beside them (kubeflow/upstream/...) the overlays read."""
+    found, copies = [], set()
     for resource in _of_type(plan, "kubernetes:kustomize/v2:Directory"):
         folder = _PROJECT_DIR / resource.inputs.get("directory", "")
         if not folder.is_dir():
@@ -261,6 +264,12 @@ def _kustomize_overlays(plan: Plan) -> list[tuple[str, str]]:
         for file in sorted(folder.iterdir()):
             if file.is_file() and not file.name.startswith("."):
                 found.append((f"kubeflow/{folder.name}/{file.name}", file.read_text()))
+        copies.add(folder.parent / UPSTREAM_COPY)
+    for copy in sorted(c for c in copies if c.is_dir()):
+        for file in sorted(copy.rglob("*")):
+            if file.is_file() and not file.name.startswith("."):
+                found.append((f"kubeflow/{UPSTREAM_COPY}/{file.relative_to(copy).as_posix()}",
+                              file.read_text()))
     return found
 
 
@@ -299,14 +308,18 @@ def _plain(value: Any) -> Optional[str]:
 
 
 def _upstream_manifests(plan: Plan) -> str:
-    """Pinned upstream manifests the Kubernetes provider fetches and applies itself."""
+    """Pinned upstream manifests the Kubernetes provider reads and applies itself."""
     lines = []
+    sums = vendored.pinned_sums()
+    prefix = f"{vendored.VENDOR_DIR}/"
     for resource in sorted(plan.in_tree_order, key=_apply_order(plan)):
         match = _KUBERNETES_TYPE.match(resource.type)
         if match and match["group"] == "yaml":
             for file in [resource.inputs.get("file"), *resource.inputs.get("files", [])]:
                 if file:
-                    lines.append(f"{resource.name}: {file}")
+                    pinned = sums.get(file.removeprefix(prefix)) if file.startswith(prefix) else None
+                    lines.append(f"{resource.name}: {file}"
+                                 + (f" (vendored, sha256 {pinned})" if pinned else ""))
         elif match and match["group"] == "kustomize":
             lines.append(f"{resource.name}: kustomize overlay {resource.inputs.get('directory')} "
                          "(its upstream folders and patches: build/<stack>/kubeflow/)")
@@ -319,7 +332,9 @@ def _upstream_manifests(plan: Plan) -> str:
     if not lines:
         return ""
     header = ("# Applied server-side by the Kubernetes provider at `pulumi up` from these pinned\n"
-              "# upstream files and charts (CRDs and namespaces first); not expanded offline.\n")
+              "# upstream files and charts (CRDs and namespaces first); not expanded offline.\n"
+              "# Upstream files are vendored in vendor/ and checked against vendor/SHA256SUMS at\n"
+              "# every run (vendor/README.md).\n")
     return header + "\n".join(lines) + "\n"
 
 

@@ -317,11 +317,9 @@ class Rbac:
 
 
 def pinned_mpi_operator_manifest() -> list[dict]:
-    """The objects of the MPI operator release manifest the program applies by URL, from
-    the pinned fixture (checked against the project's checksum)."""
-    path = FIXTURES / "mpi-operator-v0.8.0" / "deploy" / "v2beta1" / "mpi-operator.yaml"
-    if not path.exists():
-        pytest.skip(f"{path} is absent (shared/fixtures/upstream beside the project)")
+    """The objects of the MPI operator release manifest the program applies, from its
+    vendored copy (checked against the project's checksum)."""
+    path = PROJECT_DIR / versions.MPI_OPERATOR_MANIFEST
     assert hashlib.sha256(path.read_bytes()).hexdigest() == versions.MPI_OPERATOR_MANIFEST_SHA256
     return [o for o in yaml.safe_load_all(path.read_text()) if o]
 

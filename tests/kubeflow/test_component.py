@@ -158,8 +158,13 @@ def test_preview_writes_the_overlays_and_hides_secret_values(tmp_path):
         "stringData"])["DEX_USER_PASSWORD"]
     assert hashed not in everything
     apps = yaml.safe_load((tmp_path / "build/kubeflow/07-apps/kustomization.yaml").read_text())
-    assert "https://github.com/kubeflow/manifests//applications/katib/upstream/installs/" \
-           "katib-with-kubeflow?ref=v1.11.0" in apps["resources"]
+    # The vendored release, relative to the overlay the program wrote under build/<stack>/.
+    assert "../../../../vendor/kubeflow-manifests-v1.11.0/applications/katib/upstream/" \
+           "installs/katib-with-kubeflow" in apps["resources"]
+    # Pipelines from the copy beside the overlays, which the preview writes too.
+    pipelines = "../upstream/" + catalog.COMPONENT_PATHS["pipelines"][0]
+    assert pipelines in apps["resources"]
+    assert (tmp_path / "build/kubeflow/07-apps" / pipelines / "kustomization.yaml").is_file()
 
 
 @pytest.mark.parametrize("layout, access, url", [

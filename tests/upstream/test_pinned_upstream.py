@@ -45,7 +45,9 @@ def by_kind(objects: list[dict], kind: str) -> list[dict]:
 def test_mpi_operator_manifest_is_the_pinned_release():
     path = fixture("mpi-operator-v0.8.0/deploy/v2beta1/mpi-operator.yaml")
     assert hashlib.sha256(path.read_bytes()).hexdigest() == versions.MPI_OPERATOR_MANIFEST_SHA256
-    assert f"/{versions.MPI_OPERATOR}/deploy/v2beta1/" in versions.MPI_OPERATOR_MANIFEST
+    assert f"/{versions.MPI_OPERATOR}/deploy/v2beta1/" in versions.MPI_OPERATOR_MANIFEST_SOURCE
+    # The vendored copy the program applies is that file, byte for byte.
+    assert (PROJECT_DIR / versions.MPI_OPERATOR_MANIFEST).read_bytes() == path.read_bytes()
     objects = list(yaml.safe_load_all(path.read_text()))
     [crd] = by_kind(objects, "CustomResourceDefinition")
     assert crd["metadata"]["name"] == "mpijobs.kubeflow.org"

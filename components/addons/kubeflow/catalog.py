@@ -4,6 +4,7 @@ generator; tests/kubeflow checks every entry against the pinned release."""
 
 from dataclasses import dataclass
 
+from config import versions
 from config.kubeflow import KubeflowSettings
 
 
@@ -102,13 +103,26 @@ DATABASES = (
              ("ml-pipeline", "metadata-grpc-deployment", "cache-server")),
 )
 
-# These pull remote bases from GitHub themselves (Argo Workflows; JobSet and
-# LeaderWorkerSet), whatever `source` says.
-REMOTE_BASES = ("trainer", "pipelines")
+# The pinned release, vendored (vendor/README.md): the overlays name its folders relatively.
+VENDORED = f"vendor/kubeflow-manifests-{versions.KUBEFLOW_MANIFESTS}"
+# Remote bases upstream's Pipelines folders name (third-party/argo/*/kustomization.yaml),
+# and their vendored copies (project-relative). The stages read these folders from a copy
+# beside the overlays (overlay.upstream_copy) with each URL replaced by its copy's path;
+# the vendored files themselves stay upstream's.
+_ARGO = "https://github.com/argoproj/argo-workflows/manifests/{}?ref=" + versions.ARGO_WORKFLOWS
+LOCAL_BASES: dict[str, str] = {
+    _ARGO.format(path): f"vendor/argo-workflows-{versions.ARGO_WORKFLOWS}/manifests/{path}"
+    for path in ("base/crds/minimal", "base/workflow-controller",
+                 "cluster-install-no-crds/workflow-controller-rbac")}
+REWRITTEN = "applications/pipeline/upstream"
+# Still fetched by kustomize at `pulumi up` (HTTPS, no git): JobSet's release asset, which
+# is built by its release process and is no file of a git tag (vendor/README.md).
+REMOTE_BASES: dict[str, str] = {
+    "trainer": "https://github.com/kubernetes-sigs/jobset/releases/download/v0.10.1/manifests.yaml"}
 
 # Image names (without tag or digest) in containers of each folder, as the folder writes
-# them: the image mirror rewrites exactly these. Entries of REMOTE_BASES folders include
-# the images of their remote bases at the pinned release.
+# them: the image mirror rewrites exactly these. Entries of the trainer and pipelines
+# folders include the images of their remote (or vendored remote) bases.
 IMAGES: dict[str, tuple[str, ...]] = {
     "common/cert-manager/base": ("quay.io/jetstack/cert-manager-cainjector",
                                  "quay.io/jetstack/cert-manager-controller",

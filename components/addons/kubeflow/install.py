@@ -259,7 +259,9 @@ def write_overlays(kubeflow: KubeflowSettings, admin_cidrs: Sequence[str]) -> di
         access = access.model_copy(update={"source_ranges": list(admin_cidrs)})
         kubeflow = kubeflow.model_copy(update={"access": access})
     folders = {}
-    for number, stage in enumerate(catalog.stages_for(kubeflow), start=1):
+    stages = catalog.stages_for(kubeflow)
+    write_upstream_copy(kubeflow, stages, PROJECT_DIR / root / overlay.UPSTREAM_COPY)
+    for number, stage in enumerate(stages, start=1):
         relative = f"{root}/{number:02d}-{stage.name}"
         folder = PROJECT_DIR / relative
         folder.mkdir(parents=True, exist_ok=True)
@@ -275,9 +277,26 @@ def write_overlays(kubeflow: KubeflowSettings, admin_cidrs: Sequence[str]) -> di
     return folders
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_upstream_copy(kubeflow: KubeflowSettings, stages: list[catalog.Stage],
+                        copy_dir: Path) -> None:
+    """Writes overlay.upstream_copy under `copy_dir` (only the files that changed) and
+    removes what it no longer holds."""
+    files = overlay.upstream_copy(kubeflow, stages, copy_dir)
+    for name, data in files.items():
+        path = copy_dir / name
+        if not path.is_file() or path.read_bytes() != data:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomically(path, data)
+    if copy_dir.is_dir():
+        for path in copy_dir.rglob("*"):
+            if path.is_file() and not path.name.startswith(".") \
+                    and path.relative_to(copy_dir).as_posix() not in files:
+                path.unlink(missing_ok=True)
+
+
+def _write_atomically(path: Path, text: str | bytes) -> None:
     # Another run (a preview in a second shell) never reads half a file.
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".", suffix=".tmp",
-                                     delete=False) as temporary:
+    with tempfile.NamedTemporaryFile("wb" if isinstance(text, bytes) else "w", dir=path.parent,
+                                     prefix=".", suffix=".tmp", delete=False) as temporary:
         temporary.write(text)
     os.replace(temporary.name, path)
