@@ -182,7 +182,7 @@ def test_existing_nfs_server_needs_no_host_step():
 def test_mpi_operator_is_pinned_applied_server_side_after_the_nodes():
     plan = preview(bare_metal_config(workers=2))
     [operator] = plan.of_type("kubernetes:yaml/v2:ConfigFile")
-    assert operator.inputs["file"].endswith("/kubeflow/mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml")
+    assert operator.inputs["file"] == "vendor/mpi-operator-v0.8.0/deploy/v2beta1/mpi-operator.yaml"
     # A stable name: bumping the version must update in place, never replace (which
     # would delete the CRD and every MPIJob).
     assert operator.name == "test-mpi-operator-manifest"
