@@ -28,10 +28,12 @@ LIST_PATHS = {
 }
 
 
-class ApiServer:
-    def __init__(self, authority: Authority, lists: dict[str, dict], logs: dict[tuple, str]):
-        self.lists, self.logs = lists, logs
-        self.requests: list[tuple[str, str]] = []
+class LoopbackHttps:
+    """An HTTPS server on loopback as an API server is: a certificate of the cluster CA
+    for 127.0.0.1, a client certificate of that CA required. Serves `handler` while in
+    a `with` block."""
+
+    def __init__(self, authority: Authority, handler: type[BaseHTTPRequestHandler]):
         now = datetime.datetime.now(datetime.timezone.utc)
         cert, key = authority.issue("kube-apiserver", now - datetime.timedelta(hours=1),
                                     now + datetime.timedelta(days=30), server_ip="127.0.0.1")
@@ -43,12 +45,12 @@ class ApiServer:
         context.load_cert_chain(folder / "server.crt", folder / "server.key")
         context.verify_mode = ssl.CERT_REQUIRED
         context.load_verify_locations(cadata=pem(authority.cert))
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "ApiServer":
+    def __enter__(self):
         self._thread.start()
         return self
 
@@ -56,6 +58,13 @@ class ApiServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self._folder.cleanup()
+
+
+class ApiServer(LoopbackHttps):
+    def __init__(self, authority: Authority, lists: dict[str, dict], logs: dict[tuple, str]):
+        self.lists, self.logs = lists, logs
+        self.requests: list[tuple[str, str]] = []
+        super().__init__(authority, self._handler())
 
     def _handler(self):
         server = self

@@ -6,11 +6,11 @@ for the steps themselves); nothing is replaced."""
 
 import dataclasses
 import json
-import re
 
 from preview.engine import run_program
 from preview.report import step_inputs
 from preview.stack_file import read_stack
+from tests.stacks.steps import changed_steps, waits_for
 from tests.conftest import PROJECT_DIR, bare_metal_config, preview
 
 LAB_GPU_WORKERS = ("moscow", "madrid", "campos")
@@ -25,22 +25,6 @@ def _lab(nvidia: dict | None = None):
     return run_program(PROJECT_DIR, stack)
 
 
-def _stdin(plan) -> dict[str, str]:
-    # Tokens, the CA and generated secrets are fresh per preview: compare the rest.
-    return {r.name: re.sub(r"(TOKEN|CA_CERT|CA_KEY)='[^']*'", "", plan.redact(r.inputs["stdin"]))
-            for r in plan.of_type("command:remote:Command")}
-
-
-def _changed(before, after) -> set[str]:
-    a, b = _stdin(before), _stdin(after)
-    assert set(a) == set(b)
-    return {name for name in a if a[name] != b[name]}
-
-
-def _deps(plan, name: str) -> set[str]:
-    return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))}
-
-
 def _inputs(plan, name: str) -> dict[str, str]:
     return step_inputs(plan.redact(plan.named(name).inputs["stdin"]))
 
@@ -48,7 +32,7 @@ def _inputs(plan, name: str) -> dict[str, str]:
 def test_a_driver_branch_bump_of_the_lab_changes_only_the_gpu_workers_rollout_steps():
     before, after = _lab(), _lab({"driverBranch": "590"})
     # Every host's preflight checks the branch is packaged for its release (as before).
-    assert _changed(before, after) == {"controller-preflight"} | {
+    assert changed_steps(before, after) == {"controller-preflight"} | {
         f"{worker}-{step}" for worker in LAB_GPU_WORKERS
         for step in ("preflight", "drain-host", "install-nvidia", "reboot-if-needed",
                      "verify-boot", "uncordon-node")}
@@ -63,7 +47,7 @@ def test_a_driver_branch_bump_of_the_lab_changes_only_the_gpu_workers_rollout_st
 
 def test_a_container_toolkit_bump_drains_the_gpu_workers_too():
     before, after = _lab(), _lab({"containerToolkitVersion": "1.19.2-1"})
-    changed = _changed(before, after)
+    changed = changed_steps(before, after)
     assert {f"{w}-{s}" for w in LAB_GPU_WORKERS for s in ("drain-host", "install-nvidia",
                                                           "uncordon-node")} <= changed
     assert not {name for name in changed if name.startswith("controller-")}
@@ -72,8 +56,8 @@ def test_a_container_toolkit_bump_drains_the_gpu_workers_too():
 def test_a_workers_drain_comes_after_its_preflight_and_before_anything_changes_it():
     plan = preview(bare_metal_config(workers=3))
     for worker in ("gpu000", "gpu001", "gpu002"):
-        assert _deps(plan, f"{worker}-drain-host") == {f"{worker}-preflight"}
-        assert _deps(plan, f"{worker}-prepare-host") == {f"{worker}-drain-host"}
+        assert waits_for(plan, f"{worker}-drain-host") == {f"{worker}-preflight"}
+        assert waits_for(plan, f"{worker}-prepare-host") == {f"{worker}-drain-host"}
         # It runs on the controller but waits for none of its steps: a new cluster
         # prepares every host at once (the step finds no controller installed yet).
         # Dialed for as long as a reboot of the controller may take (a new cluster's).
@@ -87,7 +71,7 @@ def test_a_workers_drain_comes_after_its_preflight_and_before_anything_changes_i
         assert _inputs(plan, f"{worker}-reboot-if-needed")["NODE_KUBECTL"] == (
             "/usr/local/bin/k0s kubectl --kubeconfig /var/lib/k0s/kubelet.conf")
         # Recorded on the node after its upgrade and, for a new host, after its admission.
-        assert _deps(plan, f"{worker}-uncordon-node") == {
+        assert waits_for(plan, f"{worker}-uncordon-node") == {
             f"{worker}-upgrade-node", f"{worker}-admit-node"}
     # The controller is not drained by the program (its own steps as before).
     assert "controller-drain-host" not in {r.name for r in plan.resources}

@@ -3,11 +3,11 @@ the controller's install step, which upgrades the controller) change, the contro
 first; no worker's steps wait for another's (the drain steps keep
 kubernetes.upgrade.maxUnavailable on the controller, tests/scripts/upgrade.bats)."""
 
-import re
 
 import pytest
 
 from config import versions
+from tests.stacks.steps import changed_steps, waits_for
 from tests.conftest import bare_metal_config, preview
 
 UPGRADE_STEPS = ("drain-node", "upgrade-node", "uncordon-node")
@@ -28,29 +28,13 @@ def _config(workers: int, max_unavailable=None, version=None, distribution=None)
     return values
 
 
-def _stdin(plan) -> dict[str, str]:
-    # Tokens, the CA and generated secrets are fresh per preview: compare the rest.
-    return {r.name: re.sub(r"(TOKEN|CA_CERT|CA_KEY)='[^']*'", "", plan.redact(r.inputs["stdin"]))
-            for r in plan.of_type("command:remote:Command")}
-
-
-def _changed(before, after) -> set[str]:
-    a, b = _stdin(before), _stdin(after)
-    assert set(a) == set(b)
-    return {name for name in a if a[name] != b[name]}
-
-
-def _deps(plan, name: str) -> set[str]:
-    return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))}
-
-
 @pytest.mark.parametrize("distribution,version", [
     ("k0s", NEXT_K0S), ("rke2", "v1.37.0+rke2r1")])
 def test_a_version_bump_changes_only_the_upgrade_steps(distribution, version):
     before = preview(_config(3, distribution=distribution))
     after = preview(_config(3, distribution=distribution, version=version))
     workers = [f"gpu{i:03d}" for i in range(3)]
-    assert _changed(before, after) == {
+    assert changed_steps(before, after) == {
         "controller-check-version", "controller-install-controller"} | {
         f"{w}-{step}" for w in workers for step in UPGRADE_STEPS}
     # Nothing is added, removed or renamed: no replacement, no reset.
@@ -61,21 +45,21 @@ def test_workers_steps_wait_for_the_controller_and_their_own_only():
     plan = preview(_config(5))
     workers = [f"gpu{i:03d}" for i in range(5)]
     for worker in workers:
-        assert _deps(plan, f"{worker}-drain-node") == {"controller-install-controller"}
-        assert _deps(plan, f"{worker}-upgrade-node") == {
+        assert waits_for(plan, f"{worker}-drain-node") == {"controller-install-controller"}
+        assert waits_for(plan, f"{worker}-upgrade-node") == {
             f"{worker}-drain-node", f"{worker}-verify-boot"}
         # After the node's admission too: a new host's node gets its host settings
         # recorded (tests/stacks/test_host_upgrade.py).
-        assert _deps(plan, f"{worker}-uncordon-node") == {
+        assert waits_for(plan, f"{worker}-uncordon-node") == {
             f"{worker}-upgrade-node", f"{worker}-admit-node"}
         # No step of this worker waits for another worker's: a new cluster joins its
         # workers at once, whatever maxUnavailable is.
         for command in plan.of_type("command:remote:Command"):
             if command.name.startswith(f"{worker}-"):
-                others = {d for d in _deps(plan, command.name)
+                others = {d for d in waits_for(plan, command.name)
                           if d.split("-")[0] in workers and not d.startswith(f"{worker}-")}
                 assert not others, (command.name, others)
-    assert _deps(plan, "controller-install-controller") >= {"controller-check-version"}
+    assert waits_for(plan, "controller-install-controller") >= {"controller-check-version"}
 
 
 @pytest.mark.parametrize("max_unavailable,count", [
@@ -142,10 +126,10 @@ def test_cloud_upgrades_its_controller_over_ssh_before_the_pools_boot_the_new_ve
     before, after = preview(config()), preview(config(version))
     # The instance installs itself at boot; once its API answers, the same check and
     # install step run over SSH, which a raised version re-runs: the controller first.
-    assert _deps(after, "control-plane-check-version") >= {"control-plane-wait-for-api"}
-    assert _deps(after, "control-plane-install-controller") >= {
+    assert waits_for(after, "control-plane-check-version") >= {"control-plane-wait-for-api"}
+    assert waits_for(after, "control-plane-install-controller") >= {
         "control-plane-wait-for-api", "control-plane-check-version"}
-    assert _changed(before, after) == {
+    assert changed_steps(before, after) == {
         "control-plane-check-version", "control-plane-install-controller"}
     install = step_inputs(after.redact(after.named("control-plane-install-controller")
                                        .inputs["stdin"]))

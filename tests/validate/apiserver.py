@@ -6,17 +6,14 @@ scenario's log. Deletes by label selector and of namespaces remove objects, so a
 that nothing was left behind. Every request is recorded."""
 
 import copy
-import datetime
 import json
-import ssl
-import tempfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler
 from typing import Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.doctor.pki import Authority, pem
+from tests.doctor.apiserver import LoopbackHttps
+from tests.doctor.pki import Authority
 
 # A scenario: pod -> {"phase", "exitCode", "log", "podIP"}.
 Scenario = Callable[[dict], dict]
@@ -33,7 +30,7 @@ def _matches(obj: dict, selector: str) -> bool:
     return True
 
 
-class ApiServer:
+class ApiServer(LoopbackHttps):
     def __init__(self, authority: Authority, nodes: list[dict], scenario: Scenario):
         self.nodes, self.scenario = nodes, scenario
         self.objects: dict[tuple, dict] = {}  # (plural, namespace, name) -> object
@@ -41,30 +38,7 @@ class ApiServer:
         self.requests: list[tuple[str, str]] = []
         self.created: list[dict] = []
         self.lock = threading.Lock()
-        now = datetime.datetime.now(datetime.timezone.utc)
-        cert, key = authority.issue("kube-apiserver", now - datetime.timedelta(hours=1),
-                                    now + datetime.timedelta(days=30), server_ip="127.0.0.1")
-        self._folder = tempfile.TemporaryDirectory(prefix="apiserver-")
-        folder = Path(self._folder.name)
-        (folder / "server.crt").write_text(pem(cert))
-        (folder / "server.key").write_text(key)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(folder / "server.crt", folder / "server.key")
-        context.verify_mode = ssl.CERT_REQUIRED
-        context.load_verify_locations(cadata=pem(authority.cert))
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "ApiServer":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._folder.cleanup()
+        super().__init__(authority, self._handler())
 
     def remaining(self) -> list[tuple]:
         return sorted(self.objects)

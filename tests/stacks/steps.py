@@ -1,0 +1,20 @@
+"""What two previews of a stack say about its remote steps, for the upgrade tests: which
+steps run again (their stdin differs) and what each waits for."""
+
+import re
+
+
+def step_stdins(plan) -> dict[str, str]:
+    # Tokens, the CA and generated secrets are fresh per preview: compare the rest.
+    return {r.name: re.sub(r"(TOKEN|CA_CERT|CA_KEY)='[^']*'", "", plan.redact(r.inputs["stdin"]))
+            for r in plan.of_type("command:remote:Command")}
+
+
+def changed_steps(before, after) -> set[str]:
+    a, b = step_stdins(before), step_stdins(after)
+    assert set(a) == set(b)
+    return {name for name in a if a[name] != b[name]}
+
+
+def waits_for(plan, name: str) -> set[str]:
+    return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))}
