@@ -12,7 +12,7 @@ import yaml
 from pulumi.runtime import rpc
 
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
-from components.addons.kubeflow.overlay import UPSTREAM_COPY
+from components.addons.kubeflow.sources import UPSTREAM_COPY
 from components.common.remote_step import step_inputs
 from config import vendored
 from config.storage import STORAGE_CLASS_NAMES

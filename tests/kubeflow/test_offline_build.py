@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.addons.kubeflow import catalog, overlay
+from components.addons.kubeflow import catalog, overlay, sources
 from components.addons.kubeflow.install import write_upstream_copy
 from config.kubeflow import KubeflowSettings
 from tests.k8s_tools import tool
@@ -32,7 +32,7 @@ def offline_kustomize() -> list[str]:
 def write_stages(kubeflow: KubeflowSettings, root: Path) -> dict[str, Path]:
     """The overlays and the upstream copy, from the functions write_overlays uses."""
     stages = catalog.stages_for(kubeflow)
-    write_upstream_copy(kubeflow, stages, root / overlay.UPSTREAM_COPY)
+    write_upstream_copy(kubeflow, stages, root / sources.UPSTREAM_COPY)
     folders = {}
     for number, stage in enumerate(stages, start=1):
         folder = root / f"{number:02d}-{stage.name}"
@@ -49,7 +49,7 @@ def test_every_stage_builds_from_the_vendored_release_with_no_network(tmp_path):
     assert set(kubeflow.components) == set(catalog.COMPONENT_PATHS)  # every component
     folders = write_stages(kubeflow, tmp_path / "kubeflow")
     for stage, folder in folders.items():
-        text = (folder / overlay.KUSTOMIZATION).read_text()
+        text = (folder / sources.KUSTOMIZATION).read_text()
         bases = yaml.safe_load(text)
         assert not [b for b in bases["resources"] + bases.get("components", [])
                     if "://" in b or "?ref=" in b], stage
@@ -62,7 +62,7 @@ def test_every_stage_builds_from_the_vendored_release_with_no_network(tmp_path):
             kustomization = yaml.safe_load(text)
             kustomization["resources"] = [r for r in kustomization["resources"]
                                           if not r.endswith(TRAINER)]
-            (folder / overlay.KUSTOMIZATION).write_text(yaml.safe_dump(kustomization))
+            (folder / sources.KUSTOMIZATION).write_text(yaml.safe_dump(kustomization))
         result = subprocess.run(command + [str(folder)], capture_output=True, text=True)
         assert result.returncode == 0, (stage, result.stderr[-2000:])
         objects = [o for o in yaml.safe_load_all(result.stdout) if o]
@@ -77,8 +77,8 @@ def test_every_stage_builds_from_the_vendored_release_with_no_network(tmp_path):
 
 def test_the_upstream_copy_differs_from_the_vendored_files_by_the_remote_bases_alone(tmp_path):
     kubeflow = KubeflowSettings.model_validate({"user": {"email": "ada@example.com"}})
-    copy = tmp_path / overlay.UPSTREAM_COPY
-    files = overlay.upstream_copy(kubeflow, catalog.stages_for(kubeflow), copy)
+    copy = tmp_path / sources.UPSTREAM_COPY
+    files = sources.upstream_copy(kubeflow, catalog.stages_for(kubeflow), copy)
     vendored = Path(__file__).resolve().parents[2] / catalog.VENDORED
     changed = {name for name, data in files.items()
                if (vendored / name).read_bytes() != data}
@@ -97,7 +97,7 @@ def test_the_upstream_copy_differs_from_the_vendored_files_by_the_remote_bases_a
     # No copy for a stack without Pipelines, nor for another source.
     without = KubeflowSettings.model_validate({"user": {"email": "ada@example.com"},
                                                "components": ["katib"]})
-    assert overlay.upstream_copy(without, catalog.stages_for(without), copy) == {}
+    assert sources.upstream_copy(without, catalog.stages_for(without), copy) == {}
     elsewhere = KubeflowSettings.model_validate({"user": {"email": "ada@example.com"},
                                                  "source": {"path": "/opt/manifests"}})
-    assert overlay.upstream_copy(elsewhere, catalog.stages_for(elsewhere), copy) == {}
+    assert sources.upstream_copy(elsewhere, catalog.stages_for(elsewhere), copy) == {}

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from components.addons.kubeflow import catalog
-from components.addons.kubeflow import overlay
+from components.addons.kubeflow import overlay, sources
 from components.addons.kubeflow.install import write_upstream_copy
 from config import versions
 from config.kubeflow import KubeflowSettings
@@ -67,11 +67,11 @@ def build(folder: Path) -> list[dict]:
 def write(kubeflow: KubeflowSettings, stage: catalog.Stage, folder: Path) -> dict:
     """The stage's overlay as the program writes it, with the upstream copy beside it."""
     folder.mkdir(parents=True)
-    write_upstream_copy(kubeflow, [stage], folder.parent / overlay.UPSTREAM_COPY)
+    write_upstream_copy(kubeflow, [stage], folder.parent / sources.UPSTREAM_COPY)
     files = overlay.render_stage(kubeflow, stage, folder)
     for name, text in files.items():
         (folder / name).write_text(text)
-    return yaml.safe_load(files[overlay.KUSTOMIZATION])
+    return yaml.safe_load(files[sources.KUSTOMIZATION])
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +86,8 @@ def built(tmp_path_factory) -> dict[str, tuple[dict, list[dict], list[dict]]]:
         plain = root / f"{stage.name}-upstream"
         plain.mkdir()
         (plain / "kustomization.yaml").write_text(yaml.safe_dump({
-            "resources": [overlay.base_reference(kubeflow, p, plain) for p in stage.paths],
-            "components": [overlay.base_reference(kubeflow, c, plain) for c in stage.components]}))
+            "resources": [sources.base_reference(kubeflow, p, plain) for p in stage.paths],
+            "components": [sources.base_reference(kubeflow, c, plain) for c in stage.components]}))
         result[stage.name] = (kustomization, build(root / stage.name), build(plain))
     return result
 
@@ -503,7 +503,7 @@ def pipelines_built(tmp_path_factory) -> tuple[dict, list[dict], list[dict]]:
     plain = root / "apps-upstream"
     plain.mkdir()
     (plain / "kustomization.yaml").write_text(yaml.safe_dump(
-        {"resources": [overlay.base_reference(kubeflow, PIPELINES, plain)]}))
+        {"resources": [sources.base_reference(kubeflow, PIPELINES, plain)]}))
     return kustomization, build(root / "apps"), build(plain)
 
 

@@ -107,7 +107,7 @@ DATABASES = (
 VENDORED = f"vendor/kubeflow-manifests-{versions.KUBEFLOW_MANIFESTS}"
 # Remote bases upstream's Pipelines folders name (third-party/argo/*/kustomization.yaml),
 # and their vendored copies (project-relative). The stages read these folders from a copy
-# beside the overlays (overlay.upstream_copy) with each URL replaced by its copy's path;
+# beside the overlays (sources.upstream_copy) with each URL replaced by its copy's path;
 # the vendored files themselves stay upstream's.
 _ARGO = "https://github.com/argoproj/argo-workflows/manifests/{}?ref=" + versions.ARGO_WORKFLOWS
 LOCAL_BASES: dict[str, str] = {

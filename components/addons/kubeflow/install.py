@@ -21,7 +21,7 @@ from pydantic import SecretStr
 
 from components.common import kube
 from components.addons.kubeflow import catalog
-from components.addons.kubeflow import overlay
+from components.addons.kubeflow import overlay, sources
 from components.common.remote_step import Script, Ssh, run_step
 from config.kubeflow import KubeflowAccess, KubeflowSettings
 from config.model import Host
@@ -260,7 +260,7 @@ def write_overlays(kubeflow: KubeflowSettings, admin_cidrs: Sequence[str]) -> di
         kubeflow = kubeflow.model_copy(update={"access": access})
     folders = {}
     stages = catalog.stages_for(kubeflow)
-    write_upstream_copy(kubeflow, stages, PROJECT_DIR / root / overlay.UPSTREAM_COPY)
+    write_upstream_copy(kubeflow, stages, PROJECT_DIR / root / sources.UPSTREAM_COPY)
     for number, stage in enumerate(stages, start=1):
         relative = f"{root}/{number:02d}-{stage.name}"
         folder = PROJECT_DIR / relative
@@ -279,9 +279,9 @@ def write_overlays(kubeflow: KubeflowSettings, admin_cidrs: Sequence[str]) -> di
 
 def write_upstream_copy(kubeflow: KubeflowSettings, stages: list[catalog.Stage],
                         copy_dir: Path) -> None:
-    """Writes overlay.upstream_copy under `copy_dir` (only the files that changed) and
+    """Writes sources.upstream_copy under `copy_dir` (only the files that changed) and
     removes what it no longer holds."""
-    files = overlay.upstream_copy(kubeflow, stages, copy_dir)
+    files = sources.upstream_copy(kubeflow, stages, copy_dir)
     for name, data in files.items():
         path = copy_dir / name
         if not path.is_file() or path.read_bytes() != data:
