@@ -7,28 +7,16 @@ import subprocess
 
 import pytest
 
-from config import ConfigError, load
 from config.backup import BackupSettings, backup_store
 from config.storage import NfsBackend, StorageSettings
-from tests.conftest import as_cli_config, bare_metal_config, cloud_config, hybrid_config
+from tests.conftest import bare_metal_config, cloud_config, hybrid_config
+from tests.config.loading import loads, problems_of
 
 ACCEPTED = ["*-*-* 03:30:00", "daily", "hourly", "Mon..Fri 02:00", "Sat,Sun *-*-* 04:15:00 UTC",
             "*-*-01 00:00", "*-*-* 00/6:00:00", "*:0/15", "12-31 23:59:59"]
 REFUSED = ["*-*-* 25:00", "*-13-01 00:00", "*:60", "*-*-* 03:30:00; rm -rf /",
            "*-*-* 03:30:00\nExecStart=/bin/sh", "every day", "", "*-*-* 03:00 Europe/Berlin%n",
            "00/0:00"]
-
-
-def problems_of(values: dict) -> list:
-    file = as_cli_config(values)
-    with pytest.raises(ConfigError) as error:
-        load(file.config, file.secret_keys, file.stack)
-    return [(p.path, p.message) for p in error.value.problems]
-
-
-def loads(values: dict):
-    file = as_cli_config(values)
-    return load(file.config, file.secret_keys, file.stack)
 
 
 def systemd_accepts(schedule: str) -> bool:

@@ -3,20 +3,8 @@ the layout, each problem named by its key and reported at once."""
 
 import pytest
 
-from config import ConfigError, load
-from tests.conftest import as_cli_config, bare_metal_config, cloud_config
-
-
-def problems_of(values: dict) -> list:
-    file = as_cli_config(values)
-    with pytest.raises(ConfigError) as error:
-        load(file.config, file.secret_keys, file.stack)
-    return [(p.path, p.message) for p in error.value.problems]
-
-
-def loads(values: dict):
-    file = as_cli_config(values)
-    return load(file.config, file.secret_keys, file.stack)
+from tests.conftest import bare_metal_config, cloud_config
+from tests.config.loading import loads, problems_of
 
 
 def test_on_by_default_with_its_defaults():

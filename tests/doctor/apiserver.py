@@ -28,6 +28,26 @@ LIST_PATHS = {
 }
 
 
+class ApiHandler(BaseHTTPRequestHandler):
+    """Answers as the API server does: JSON bodies, failures as a v1 Status."""
+
+    def log_message(self, *_):
+        pass
+
+    def _send(self, code: int, body, content_type="application/json"):
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _status(self, code: int, reason: str, message: str):
+        self._send(code, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                          "status": "Failure", "message": message, "reason": reason,
+                          "code": code})
+
+
 class LoopbackHttps:
     """An HTTPS server on loopback as an API server is: a certificate of the cluster CA
     for 127.0.0.1, a client certificate of that CA required. Serves `handler` while in
@@ -69,22 +89,7 @@ class ApiServer(LoopbackHttps):
     def _handler(self):
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_):
-                pass
-
-            def _send(self, code: int, body, content_type="application/json"):
-                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _status(self, code: int, reason: str, message: str):
-                self._send(code, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                  "status": "Failure", "message": message, "reason": reason,
-                                  "code": code})
+        class Handler(ApiHandler):
 
             def do_GET(self):
                 server.requests.append(("GET", self.path))

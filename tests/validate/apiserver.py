@@ -8,11 +8,10 @@ that nothing was left behind. Every request is recorded."""
 import copy
 import json
 import threading
-from http.server import BaseHTTPRequestHandler
 from typing import Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.doctor.apiserver import LoopbackHttps
+from tests.doctor.apiserver import ApiHandler, LoopbackHttps
 from tests.doctor.pki import Authority
 
 # A scenario: pod -> {"phase", "exitCode", "log", "podIP"}.
@@ -95,22 +94,7 @@ class ApiServer(LoopbackHttps):
     def _handler(self):
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_):
-                pass
-
-            def _send(self, code: int, body, content_type="application/json"):
-                data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _status(self, code: int, reason: str, message: str):
-                self._send(code, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                  "status": "Failure", "message": message, "reason": reason,
-                                  "code": code})
+        class Handler(ApiHandler):
 
             def _route(self):
                 url = urlsplit(self.path)
