@@ -312,7 +312,8 @@ def _upstream_manifests(plan: Plan) -> str:
     lines = []
     sums = vendored.pinned_sums()
     prefix = f"{vendored.VENDOR_DIR}/"
-    for resource in sorted(plan.in_tree_order, key=_apply_order(plan)):
+    waves = _first_waves(plan)
+    for resource in sorted(plan.in_tree_order, key=lambda r: waves[r.urn]):
         match = _KUBERNETES_TYPE.match(resource.type)
         if match and match["group"] == "yaml":
             for file in [resource.inputs.get("file"), *resource.inputs.get("files", [])]:
@@ -336,20 +337,6 @@ def _upstream_manifests(plan: Plan) -> str:
               "# Upstream files are vendored in vendor/ and checked against vendor/SHA256SUMS at\n"
               "# every run (vendor/README.md).\n")
     return header + "\n".join(lines) + "\n"
-
-
-def _apply_order(plan: Plan):
-    """Sort key: the longest chain of resources (components too) a resource waits for,
-    so Kubeflow's stages list in the order they apply."""
-    waves: dict[str, int] = {}
-
-    def wave(urn: str) -> int:
-        if urn not in waves:
-            waves[urn] = 1 + max((wave(d) for d in plan.by_urn[urn].dependencies
-                                  if d in plan.by_urn), default=0)
-        return waves[urn]
-
-    return lambda resource: wave(resource.urn)
 
 
 def _without_secret_data(resource: ResourceRecord) -> dict[str, Any]:
