@@ -4,6 +4,7 @@ Runs the program for a stack under the Pulumi SDK's mocks (no CLI, no cloud, no
 cluster), prints the plan and writes the rendered artifacts to build/<stack>/."""
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import acceptance
 from config import ConfigError, load
+from preview import entropy
 from preview.engine import run_program
 from preview.report import tree, write_artifacts
 from preview.stack_file import StackFileError, read_stack
@@ -26,11 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, default=PROJECT_DIR / "build",
                         help="where build/<stack>/ is written (default: ./build)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    parser.add_argument("--seed", help="draw the throwaway keys, tokens and certificates from "
+                        "this text instead of the OS, so runs can be compared byte for byte")
     args = parser.parse_args(argv)
 
     try:
-        stack_file = read_stack(PROJECT_DIR, args.stack)
-        plan = run_program(PROJECT_DIR, stack_file)
+        with entropy.reproducible(args.seed) if args.seed else contextlib.nullcontext():
+            stack_file = read_stack(PROJECT_DIR, args.stack)
+            plan = run_program(PROJECT_DIR, stack_file)
     except (FileNotFoundError, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,47 +1,47 @@
 """Real, throwaway credentials for values that only exist after `pulumi up` (the admin
 kubeconfig read from the controller, join tokens, keys and certificates of pulumi_tls and
 bytes of pulumi_random), so rendered files are real files that real tools accept.
-Generated fresh on every run; never valid for any real cluster."""
+Generated fresh on every run (or from a seed: preview/entropy.py); never valid for any
+real cluster."""
 
 import base64
 import datetime
 import hashlib
 import ipaddress
-import secrets
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
+
+from preview import entropy
+from preview.entropy import Draw
 
 
 def _pem(certificate: x509.Certificate) -> bytes:
     return certificate.public_bytes(serialization.Encoding.PEM)
 
 
-def ssh_private_key() -> str:
+def ssh_private_key(draw: Optional[Draw] = None) -> str:
     """A throwaway ed25519 key in OpenSSH format."""
-    from cryptography.hazmat.primitives.asymmetric import ed25519
-
-    return ed25519.Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-        serialization.NoEncryption()).decode()
+    draw = draw or entropy.stream("ssh-private-key")
+    return entropy.restamp_openssh(_openssh(entropy.ed25519_key(draw)), draw)
 
 
-def join_token() -> str:
-    return base64.b64encode(secrets.token_bytes(96)).decode()
+def join_token(draw: Draw) -> str:
+    return base64.b64encode(draw(96)).decode()
 
 
-def stand_in_for_certificate(chain_pem: str) -> tuple[str, str]:
+def stand_in_for_certificate(chain_pem: str, draw: Draw) -> tuple[str, str]:
     """(chain, key) for a configured certificate whose key the preview cannot decrypt: a
     throwaway key and, in place of the chain's first certificate, a copy of it (subject,
     names, dates, extensions) signed by that key, so every check but the key's runs on
     the user's own certificate."""
     certificates = x509.load_pem_x509_certificates(chain_pem.encode())
     original = certificates[0]
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = entropy.ec_key(draw, ec.SECP256R1())
     builder = (x509.CertificateBuilder().subject_name(original.subject)
                .issuer_name(original.subject).public_key(key.public_key())
                .serial_number(original.serial_number)
@@ -51,7 +51,7 @@ def stand_in_for_certificate(chain_pem: str) -> tuple[str, str]:
         if not isinstance(extension.value, (x509.SubjectKeyIdentifier,
                                             x509.AuthorityKeyIdentifier)):
             builder = builder.add_extension(extension.value, extension.critical)
-    copy = builder.sign(key, hashes.SHA256())
+    copy = sign(builder, key, hashes.SHA256())
     chain = b"".join(_pem(c) for c in [copy, *certificates[1:]]).decode()
     return chain, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption()).decode()
@@ -106,20 +106,19 @@ _EXTENDED_KEY_USAGES = {
 }
 
 
-def tls_private_key(inputs: dict) -> Generated:
+def tls_private_key(inputs: dict, draw: Draw) -> Generated:
     """tls.PrivateKey: RSA (rsaBits, default 2048), ECDSA (ecdsaCurve, default P224) or
     ED25519, in the formats the provider outputs."""
     algorithm = inputs.get("algorithm", "")
     if algorithm == "RSA":
-        key = rsa.generate_private_key(public_exponent=65537,
-                                       key_size=int(inputs.get("rsaBits") or 2048))
+        key = entropy.rsa_key(draw, int(inputs.get("rsaBits") or 2048))
     elif algorithm == "ECDSA":
         curve = inputs.get("ecdsaCurve") or "P224"
         if curve not in _CURVES:
             raise ValueError(f"tls.PrivateKey: unsupported ecdsaCurve {curve!r}")
-        key = ec.generate_private_key(_CURVES[curve]())
+        key = entropy.ec_key(draw, _CURVES[curve]())
     elif algorithm == "ED25519":
-        key = ed25519.Ed25519PrivateKey.generate()
+        key = entropy.ed25519_key(draw)
     else:
         raise ValueError(f"tls.PrivateKey: unsupported algorithm {algorithm!r}")
 
@@ -135,7 +134,7 @@ def tls_private_key(inputs: dict) -> Generated:
         "privateKeyPem": private(serialization.PrivateFormat.PKCS8 if algorithm == "ED25519"
                                  else serialization.PrivateFormat.TraditionalOpenSSL),
         "privateKeyPemPkcs8": private(serialization.PrivateFormat.PKCS8),
-        "privateKeyOpenssh": private(serialization.PrivateFormat.OpenSSH) if openssh else "",
+        "privateKeyOpenssh": entropy.restamp_openssh(_openssh(key), draw) if openssh else "",
         "publicKeyPem": public.public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode(),
         "publicKeyOpenssh": "",
@@ -154,21 +153,21 @@ def tls_private_key(inputs: dict) -> Generated:
     return Generated(outputs, secret=("privateKeyPem", "privateKeyPemPkcs8", "privateKeyOpenssh"))
 
 
-def tls_self_signed_cert(inputs: dict) -> Generated:
+def tls_self_signed_cert(inputs: dict, draw: Draw) -> Generated:
     """tls.SelfSignedCert: the subject, SANs, validity and allowed uses of its inputs,
     signed by its own key."""
     key = _load_private_key(inputs["privateKeyPem"])
     subject = _subject(inputs.get("subject"))
-    builder = _certificate_builder(inputs, subject, subject, key.public_key())
+    builder = _certificate_builder(inputs, subject, subject, key.public_key(), draw)
     builder = _add_alternative_names(builder, inputs)
     if inputs.get("setAuthorityKeyId"):
         builder = builder.add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()), critical=False)
-    certificate = builder.sign(key, _signature_hash(key))
+    certificate = sign(builder, key, _signature_hash(key))
     return Generated(_certificate_outputs(certificate, inputs, "keyAlgorithm", key))
 
 
-def tls_cert_request(inputs: dict) -> Generated:
+def tls_cert_request(inputs: dict, draw: Draw) -> Generated:
     """tls.CertRequest: a PKCS#10 request for the subject and SANs, signed by the key."""
     key = _load_private_key(inputs["privateKeyPem"])
     builder = x509.CertificateSigningRequestBuilder().subject_name(
@@ -177,14 +176,14 @@ def tls_cert_request(inputs: dict) -> Generated:
     if alternative_names:
         builder = builder.add_extension(x509.SubjectAlternativeName(alternative_names),
                                         critical=False)
-    request = builder.sign(key, _signature_hash(key))
+    request = sign(builder, key, _signature_hash(key))
     return Generated({
         "certRequestPem": request.public_bytes(serialization.Encoding.PEM).decode(),
         "keyAlgorithm": _algorithm(key),
     })
 
 
-def tls_locally_signed_cert(inputs: dict) -> Generated:
+def tls_locally_signed_cert(inputs: dict, draw: Draw) -> Generated:
     """tls.LocallySignedCert: the request's subject and SANs, issued by the CA whose key
     and certificate are among the inputs, with the inputs' validity and allowed uses."""
     request = x509.load_pem_x509_csr(inputs["certRequestPem"].encode())
@@ -195,7 +194,8 @@ def tls_locally_signed_cert(inputs: dict) -> Generated:
             ca_key.public_key().public_bytes(serialization.Encoding.DER,
                                              serialization.PublicFormat.SubjectPublicKeyInfo):
         raise ValueError("tls.LocallySignedCert: caPrivateKeyPem is not the key of caCertPem")
-    builder = _certificate_builder(inputs, request.subject, ca.subject, request.public_key())
+    builder = _certificate_builder(inputs, request.subject, ca.subject, request.public_key(),
+                                   draw)
     try:
         names = request.extensions.get_extension_for_class(x509.SubjectAlternativeName)
         builder = builder.add_extension(names.value, critical=False)
@@ -208,13 +208,13 @@ def tls_locally_signed_cert(inputs: dict) -> Generated:
             critical=False)
     except x509.ExtensionNotFound:
         pass
-    certificate = builder.sign(ca_key, _signature_hash(ca_key))
+    certificate = sign(builder, ca_key, _signature_hash(ca_key))
     return Generated(_certificate_outputs(certificate, inputs, "caKeyAlgorithm", ca_key))
 
 
-def random_bytes(inputs: dict) -> Generated:
+def random_bytes(inputs: dict, draw: Draw) -> Generated:
     """random.RandomBytes: `length` random bytes as base64 and hex."""
-    data = secrets.token_bytes(int(inputs["length"]))
+    data = draw(int(inputs["length"]))
     encoded, hexed = base64.b64encode(data).decode(), data.hex()
     # Key files wrap them: OpenVPN static keys in lines of 32 hex digits, PEM in 64.
     lines = [hexed[i:i + 32] for i in range(0, len(hexed), 32)]
@@ -223,12 +223,25 @@ def random_bytes(inputs: dict) -> Generated:
                      derived=tuple(lines))
 
 
-def random_id(inputs: dict) -> Generated:
+def random_id(inputs: dict, draw: Draw) -> Generated:
     """random.RandomId: `byteLength` random bytes as hex and base64 (not secret)."""
-    data = secrets.token_bytes(int(inputs["byteLength"]))
+    data = draw(int(inputs["byteLength"]))
     url = base64.urlsafe_b64encode(data).decode().rstrip("=")
     return Generated({"hex": data.hex(), "b64Std": base64.b64encode(data).decode(),
                       "b64Url": url, "dec": str(int.from_bytes(data, "big"))})
+
+
+def sign(builder, key, algorithm):
+    """Signs a certificate or request; ECDSA deterministically (RFC 6979), so the same key
+    and contents give the same signature."""
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        return builder.sign(key, algorithm, ecdsa_deterministic=True)
+    return builder.sign(key, algorithm)
+
+
+def _openssh(key) -> str:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                             serialization.NoEncryption()).decode()
 
 
 def _load_private_key(pem: str):
@@ -276,7 +289,7 @@ def _add_alternative_names(builder: x509.CertificateBuilder, inputs: dict):
 
 
 def _certificate_builder(inputs: dict, subject: x509.Name, issuer: x509.Name,
-                         public_key) -> x509.CertificateBuilder:
+                         public_key, draw: Draw) -> x509.CertificateBuilder:
     """Validity from now, basic constraints, key usages (critical) and extended key usages,
     as the provider sets them; a CA also gets a subject key identifier (Go adds one)."""
     uses = list(inputs.get("allowedUses") or [])
@@ -284,14 +297,14 @@ def _certificate_builder(inputs: dict, subject: x509.Name, issuer: x509.Name,
     if unknown:
         raise ValueError(f"tls certificate: unknown allowedUses {unknown}")
     is_ca = bool(inputs.get("isCaCertificate"))
-    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    now = entropy.now()
     max_path_length = inputs.get("maxPathLength")
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(issuer)
         .public_key(public_key)
-        .serial_number(x509.random_serial_number())
+        .serial_number(entropy.serial_number(draw))
         .not_valid_before(now)
         .not_valid_after(now + datetime.timedelta(hours=int(inputs["validityPeriodHours"])))
         .add_extension(x509.BasicConstraints(

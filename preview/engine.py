@@ -4,6 +4,7 @@ stack outputs. Used by the offline preview command and by the tests."""
 
 import contextlib
 import gc
+import hashlib
 import json
 import logging
 import os
@@ -20,19 +21,19 @@ from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from preview import aws_mocks, credentials
+from preview import aws_mocks, credentials, entropy
 from preview.plan import Plan, ResourceRecord
 from preview.stack_file import StackConfigFile
 
 
 # Outputs that only a real host produces, by step (the end of the command's name).
-_STEP_OUTPUTS: dict[str, Callable[[], str]] = {
+_STEP_OUTPUTS: dict[str, Callable[[entropy.Draw], str]] = {
     "create-join-token": credentials.join_token,
 }
 
 # Keys, certificates and random bytes, generated for real from the resource's inputs, so
 # rendered files (OpenVPN configs, profiles) are files their tools accept.
-_GENERATED_OUTPUTS: dict[str, Callable[[dict], credentials.Generated]] = {
+_GENERATED_OUTPUTS: dict[str, Callable[[dict, entropy.Draw], credentials.Generated]] = {
     "tls:index/privateKey:PrivateKey": credentials.tls_private_key,
     "tls:index/selfSignedCert:SelfSignedCert": credentials.tls_self_signed_cert,
     "tls:index/certRequest:CertRequest": credentials.tls_cert_request,
@@ -62,7 +63,7 @@ class PreviewMocks(mocks.Mocks):
                 (make for step, make in _STEP_OUTPUTS.items() if args.name.endswith(f"-{step}")),
                 None,
             )
-            outputs["stdout"] = produce() if produce else ""
+            outputs["stdout"] = produce(entropy.stream(f"{args.name}:stdout")) if produce else ""
             outputs["stderr"] = ""
             if produce:
                 self.plan.secrets |= _secret_strings(outputs["stdout"])
@@ -70,7 +71,8 @@ class PreviewMocks(mocks.Mocks):
         if generate is not None:
             inputs = unwrap_secrets(args.inputs)
             trigger = self.decoded.__dict__.pop("trigger", None)
-            generated = self._kept(args, inputs, trigger) or generate(inputs)
+            generated = self._kept(args, inputs, trigger) or generate(
+                inputs, entropy.stream(_generation_label(args.typ, args.name, inputs, trigger)))
             self.plan.generated[(args.typ, args.name)] = (inputs, trigger, generated)
             outputs.update(generated.outputs)
             for name in generated.secret:
@@ -96,6 +98,13 @@ class PreviewMocks(mocks.Mocks):
     def call(self, args: mocks.MockCallArgs):
         self.plan.invokes.append((args.token, dict(args.args)))
         return aws_mocks.invoke(args.token, args.args) or {}, []
+
+
+def _generation_label(typ: str, name: str, inputs: dict, trigger: Any) -> str:
+    """What a generated resource's material is drawn for: new inputs or a new replacement
+    trigger mean a new resource, and under a seed new material, as after `pulumi up`."""
+    digest = hashlib.sha256(json.dumps([inputs, trigger], sort_keys=True, default=str).encode())
+    return f"{typ}::{name}::{digest.hexdigest()}"
 
 
 class RecordingMonitor(mocks.MockMonitor):

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import yaml
 
 from config.problems import NAMESPACE
-from preview import credentials, vpn_placeholder
+from preview import credentials, entropy, vpn_placeholder
 
 # The project's example stacks: what the tests, the policy run and the benchmarks read. A
 # user's own Pulumi.<stack>.yaml beside them previews like any stack but is in none of
@@ -128,7 +128,8 @@ def _stand_in_for_the_tls_key(result: StackConfigFile) -> None:
     try:
         section = json.loads(result.config[section_name])
         tls = section["access"]["tls"]
-        chain, key = credentials.stand_in_for_certificate(tls["certificate"])
+        chain, key = credentials.stand_in_for_certificate(tls["certificate"],
+                                                          entropy.stream(f"placeholder:{key_name}"))
     except (ValueError, KeyError, TypeError):
         return  # the config check reports what is wrong with it
     tls["certificate"] = chain
@@ -158,7 +159,8 @@ def _reveal(key: str, value: Any, placeholders: list[str]) -> tuple[Any, bool]:
         placeholders.append(key)
         name = key.split(":", 1)[1] if key.startswith(f"{NAMESPACE}:") else key
         make = _PLACEHOLDERS.get(name)
-        return (make() if make else f"offline-preview-placeholder-for-{key}"), True
+        return (make(entropy.stream(f"placeholder:{key}")) if make
+                else f"offline-preview-placeholder-for-{key}"), True
     if isinstance(value, dict):
         pairs = {k: _reveal(f"{key}.{k}", v, placeholders) for k, v in value.items()}
         return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())

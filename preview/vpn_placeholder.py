@@ -3,7 +3,7 @@ client-to-existing), which it cannot decrypt: a complete OpenVPN client profile 
 throwaway keys, so the config checks and the rendered install step see a real profile."""
 
 import datetime
-import secrets
+from typing import Optional
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -11,26 +11,30 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from components.network.openvpn_config import static_key
+from preview import entropy
+from preview.credentials import sign
+from preview.entropy import Draw
 
 # RFC 5737 TEST-NET-1: an address that is never a real server.
 PLACEHOLDER_REMOTE = "192.0.2.1"
 _SERVER_NAME = "offline-preview-placeholder-server"
 
 
-def client_profile() -> str:
+def client_profile(draw: Optional[Draw] = None) -> str:
     """A self-contained client profile: CA, client certificate and key, tls-crypt key."""
-    ca_key = ec.generate_private_key(ec.SECP256R1())
+    draw = draw or entropy.stream("vpn-client-profile")
+    ca_key = entropy.ec_key(draw, ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "offline-preview-placeholder-ca")])
-    ca = _certificate(ca_name, ca_name, ca_key.public_key(), ca_key, is_ca=True)
-    key = ec.generate_private_key(ec.SECP256R1())
+    ca = _certificate(ca_name, ca_name, ca_key.public_key(), ca_key, draw, is_ca=True)
+    key = entropy.ec_key(draw, ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "offline-preview-placeholder")])
-    certificate = _certificate(name, ca_name, key.public_key(), ca_key, is_ca=False)
+    certificate = _certificate(name, ca_name, key.public_key(), ca_key, draw, is_ca=False)
     blocks = {
         "ca": _pem(ca),
         "cert": _pem(certificate),
         "key": key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                  serialization.NoEncryption()).decode(),
-        "tls-crypt": static_key(secrets.token_bytes(256).hex()),
+        "tls-crypt": static_key(draw(256).hex()),
     }
     lines = [
         # No quote characters: the step's shell quoting would change the text, and the
@@ -52,11 +56,11 @@ def client_profile() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _certificate(subject: x509.Name, issuer: x509.Name, public_key, signing_key,
+def _certificate(subject: x509.Name, issuer: x509.Name, public_key, signing_key, draw: Draw,
                  is_ca: bool) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = entropy.now()
     builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
-               .public_key(public_key).serial_number(x509.random_serial_number())
+               .public_key(public_key).serial_number(entropy.serial_number(draw))
                .not_valid_before(now - datetime.timedelta(minutes=5))
                .not_valid_after(now + datetime.timedelta(days=1))
                .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True))
@@ -68,7 +72,7 @@ def _certificate(subject: x509.Name, issuer: x509.Name, public_key, signing_key,
     else:
         builder = builder.add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-    return builder.sign(signing_key, hashes.SHA256())
+    return sign(builder, signing_key, hashes.SHA256())
 
 
 def _pem(certificate: x509.Certificate) -> str:
