@@ -10,7 +10,8 @@ import pulumi_random as random
 from pulumi_command import local
 
 from components.hosts.authorized_keys import authorized_keys_step
-from components.access.teams import Access, AccessArgs, KubeflowProfiles, job_kinds
+from components.access.teams import (Access, AccessArgs, KubeflowProfiles, job_kinds,
+                                    kubeconfig_cluster_name)
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
@@ -239,7 +240,9 @@ class Cluster(pulumi.ComponentResource):
             self.nodes_ready, job_kinds=job_kinds(settings.mpi.operator, settings.kubeflow),
             aws_opts=machines.aws_opts,
             vpn_profile=machines.vpn.user_profile if machines.vpn else None,
-            kubeflow_profiles=profiles, kueue=self._create_kueue()), opts=opts)
+            kubeflow_profiles=profiles, kueue=self._create_kueue(),
+            kubeconfig_cluster=kubeconfig_cluster_name(
+                settings.cluster_name, machines.users_on_private_network)), opts=opts)
 
     def _create_kueue(self) -> Optional[list]:
         """Kueue for the teams' queues (access.queues), when there is a team."""

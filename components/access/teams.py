@@ -69,6 +69,17 @@ class KubeflowProfiles:
     after: Sequence[pulumi.Resource]
 
 
+def kubeconfig_cluster_name(cluster_name: str, users_on_private_network: bool) -> str:
+    """Users who reach the API at another address than the admin (hybrid: the private one)
+    get a cluster entry of another name. Kubeconfigs merged by KUBECONFIG=a:b keep the first
+    file's entry of a name (kubernetes.io/docs/concepts/configuration/
+    organize-cluster-access-kubeconfig, "Merging kubeconfig files": "the first file to set
+    a particular value or map key wins"), so an admin's and a user's file would otherwise
+    send the user's context to the admin's address, and `distribute --merge-into` refuses
+    the clash."""
+    return f"{cluster_name}-private" if users_on_private_network else cluster_name
+
+
 @dataclass
 class AccessArgs:
     access: AccessSettings
@@ -88,6 +99,9 @@ class AccessArgs:
     kubeflow_profiles: Optional[KubeflowProfiles] = None
     # With Kueue (access.queues): what installs it; the teams' queues wait for it.
     kueue: Optional[Sequence[pulumi.Resource]] = None
+    # The cluster entry's name in users' kubeconfigs when it is not the cluster's: where
+    # they reach another address than the admin (kubeconfig_cluster_name).
+    kubeconfig_cluster: Optional[str] = None
 
 
 class Access(pulumi.ComponentResource):
@@ -163,6 +177,7 @@ class Access(pulumi.ComponentResource):
     def _kubeconfig(self, user: User) -> pulumi.Output[str]:
         args = self._args
         cluster = args.cluster_name
+        entry = args.kubeconfig_cluster or cluster
         hours = args.access.certificate_validity_days * 24
         cert = args.pki.client_certificate(
             f"user-{user.name}", user.name, user.groups[0] if user.groups else None,
@@ -170,7 +185,7 @@ class Access(pulumi.ComponentResource):
             generation=args.access.certificate_generation)
         return pulumi.Output.secret(pulumi.Output.all(
             args.api_endpoint, args.pki.ca_cert_pem, cert.cert_pem, cert.private_key_pem,
-        ).apply(lambda v: client_kubeconfig(cluster, v[0], v[1], f"{cluster}-{user.name}",
+        ).apply(lambda v: client_kubeconfig(entry, v[0], v[1], f"{cluster}-{user.name}",
                                             v[2], v[3])))
 
 

@@ -1,13 +1,19 @@
-"""The kubeconfigs the program itself builds (the lab stack under the offline preview, with
-its real generated certificates), handed out by the command and loaded by kubectl."""
+"""The kubeconfigs the program itself builds (the lab and prod stacks under the offline
+preview, with their real generated certificates), handed out by the command and loaded by
+kubectl."""
 
 import base64
 import json
+import os
+import subprocess
 
 import pytest
+import yaml
 from cryptography import x509
 
-from preview.engine import unwrap_secrets
+from preview.engine import run_program, unwrap_secrets
+from preview.stack_file import read_stack
+from tests.conftest import PROJECT_DIR
 from tests.distribute.conftest import kubectl_view
 
 
@@ -63,3 +69,38 @@ def test_user_kubeconfigs_of_the_program(run, exported, tmp_path, kubectl):
     contexts = kubectl_view(kubectl, target)["contexts"]
     assert {c["name"] for c in contexts} == {"lab-admin"} | {f"lab-{u}" for u in users}
     assert kubectl_view(kubectl, target)["current-context"] == "lab-admin"
+
+
+@pytest.fixture(scope="module")
+def hybrid_outputs(tmp_path_factory):
+    """The prod stack's outputs (hybrid: users reach the API at its private address)."""
+    plan = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "prod"))
+    values = {name: unwrap_secrets(value) for name, (value, _) in plan.outputs.items()}
+    path = tmp_path_factory.mktemp("prod") / "prod-outputs.json"
+    path.write_text(json.dumps(values))
+    return path, values
+
+
+def test_hybrid_admin_and_user_kubeconfigs_merge_apart(run, hybrid_outputs, tmp_path, kubectl):
+    """An admin who is also a user keeps both: kubectl merging KUBECONFIG=admin:user keeps
+    the first file's entry of a name, so the user's context must name its own cluster entry
+    to reach the private address; `distribute --merge-into` merges both without --force."""
+    path, values = hybrid_outputs
+    users = values["userKubeconfigs"]
+    user = sorted(users)[0]
+    admin_file, user_file = tmp_path / "admin", tmp_path / "user"
+    admin_file.write_text(values["kubeconfig"])
+    user_file.write_text(users[user])
+    private = yaml.safe_load(users[user])["clusters"][0]["cluster"]["server"]
+    assert private != values["apiEndpoint"]
+    merged = subprocess.run(
+        [kubectl, "config", "view", "--minify", "--raw", "-o", "json", "--context",
+         f"prod-{user}"], env={**os.environ, "KUBECONFIG": f"{admin_file}:{user_file}"},
+        capture_output=True, text=True, check=True)
+    assert json.loads(merged.stdout)["clusters"][0]["cluster"]["server"] == private
+    target = tmp_path / "config"
+    run("write", "--admin", "--outputs", str(path), "--merge-into", str(target))
+    run("write", "--user", user, "--outputs", str(path), "--merge-into", str(target))
+    for context, server in (("prod-admin", values["apiEndpoint"]), (f"prod-{user}", private)):
+        view, _ = _view_and_verify(kubectl, target, context)
+        assert view["clusters"][0]["cluster"]["server"] == server
