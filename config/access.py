@@ -58,7 +58,7 @@ class ContainerDefaults(Section):
 # Namespaces a team may not be: Kubernetes' own (default, and kube-*, "reserved for
 # Kubernetes system namespaces": https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/)
 # and those the program installs into (components/addons/shared_storage.py, gpu_support.py, the
-# MPI operator's manifest, Kueue's chart, the Kubeflow stages of kubeflow/manifests v1.11.0, and
+# MPI operator's manifest, Kueue's chart, the Kubeflow stages of kubeflow/manifests 26.03, and
 # kubeflow-system, Kubeflow Trainer's own). A team's quota there would starve them.
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease",
                        "nfs-provisioner", "efs-provisioner", "local-path-storage",

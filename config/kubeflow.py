@@ -168,7 +168,7 @@ TlsMode = Literal["selfSigned", "certificate", "off"]
 class GatewayTls(Section):
     """TLS at the Istio ingress gateway. Kubeflow's Jupyter, Volumes and Tensorboards web
     apps set Secure cookies: over plain HTTP, on any address but localhost, browsers drop
-    them and every form answers 403 (kubeflow/manifests v1.11.0 README, "NodePort /
+    them and every form answers 403 (kubeflow/manifests 26.03 README, "NodePort /
     LoadBalancer / Ingress")."""
 
     # selfSigned: a certificate the program makes for the names users open (stack output

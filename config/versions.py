@@ -113,16 +113,17 @@ DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:3.3.7-1-ubuntu22.04"
 FIO_IMAGE = "ljishen/fio:3.36"
 IPERF3_IMAGE = "networkstatic/iperf3:3.16"
 
-# Kubeflow: the kubeflow/manifests release (git tag) the Kubeflow stages are built from.
-# v1.11 ships Trainer v2, whose CRDs do not clash with the MPI operator's MPIJob.
-KUBEFLOW_MANIFESTS = "v1.11.0"
+# Kubeflow: the kubeflow/manifests release (git tag) the Kubeflow stages are built from: the
+# community distribution 26.03 (its README, "Kubeflow Components Versions"). It ships
+# Trainer v2, whose CRDs do not clash with the MPI operator's MPIJob.
+KUBEFLOW_MANIFESTS = "26.03"
 KUBEFLOW_MANIFESTS_REPOSITORY = "https://github.com/kubeflow/manifests"
-# The Argo Workflows release that release's Pipelines names as remote bases
+# The Argo Workflows release that release's Pipelines names as remote bases (v1.11.0's too)
 # (applications/pipeline/upstream/third-party/argo/base/kustomization.yaml), vendored too.
 ARGO_WORKFLOWS = "v3.7.3"
 # cert-manager's own API check (the Helm chart's startupapicheck), at the cert-manager
 # release those manifests ship; the tests check the tag against them.
-CERT_MANAGER_API_CHECK_IMAGE = "quay.io/jetstack/cert-manager-startupapicheck:v1.16.1"
+CERT_MANAGER_API_CHECK_IMAGE = "quay.io/jetstack/cert-manager-startupapicheck:v1.19.4"
 
 # EC2 images, by exact name (an image name is unique per owner and region), so an instance
 # or launch template changes only when this pin does, never because a newer image

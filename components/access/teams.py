@@ -52,7 +52,7 @@ class JobKind:
 
 # The MPI operator's CRD (mpijobs.kubeflow.org, with a status subresource).
 MPI_JOBS = JobKind("mpijobs", "kubeflow.org", ("mpijobs",), ("mpijobs", "mpijobs/status"))
-# Kubeflow Trainer v2 (kubeflow/manifests v1.11.0 applications/trainer): TrainJobs, and
+# Kubeflow Trainer v2 (kubeflow/manifests 26.03 applications/trainer, as v1.11.0): TrainJobs, and
 # the namespaced TrainingRuntimes they reference, which only admins of the cluster write,
 # as upstream's kubeflow-trainer-edit has it. ClusterTrainingRuntimes are cluster-scoped:
 # a namespace's roles cannot grant them; upstream lets every authenticated user read them.

@@ -57,7 +57,7 @@ EXAMPLES = {
     "backup.schedule": "*-*-* 03:30:00",
     "kubeflow.pipelines.mysql.storageSize": "20Gi",
     "kubeflow.source.path": "/opt/kubeflow-manifests",
-    "kubeflow.source.ref": "v1.11.0",
+    "kubeflow.source.ref": "26.03",
     "kubeflow.source.repository": "https://github.com/kubeflow/manifests",
     "kubeflow.user.name": "ada",
     "kubeflow.user.profile": "kubeflow-ada",

@@ -79,7 +79,7 @@ REFUSED = [
     ("ssh user ends in a line break", "bare-metal", _set("ssh", "user", "ops\n"), "ssh.user",
      "line break"),
     ("kubeflow ref ends in a line break", "bare-metal",
-     _set("kubeflow", {"user": {"email": "a@example.com"}, "source": {"ref": "v1.11.0\n"}}),
+     _set("kubeflow", {"user": {"email": "a@example.com"}, "source": {"ref": "26.03\n"}}),
      "kubeflow.source.ref", "line break"),
     ("nfs path ends in a line break", "bare-metal",
      _set("storage", "nfs", "path", "/srv/nfs\n"), "storage.nfs.path", "line break"),

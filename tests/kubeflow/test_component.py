@@ -159,7 +159,7 @@ def test_preview_writes_the_overlays_and_hides_secret_values(tmp_path):
     assert hashed not in everything
     apps = yaml.safe_load((tmp_path / "build/kubeflow/07-apps/kustomization.yaml").read_text())
     # The vendored release, relative to the overlay the program wrote under build/<stack>/.
-    assert "../../../../vendor/kubeflow-manifests-v1.11.0/applications/katib/upstream/" \
+    assert "../../../../vendor/kubeflow-manifests-26.03/applications/katib/upstream/" \
            "installs/katib-with-kubeflow" in apps["resources"]
     # Pipelines from the copy beside the overlays, which the preview writes too.
     pipelines = "../upstream/" + catalog.COMPONENT_PATHS["pipelines"][0]
@@ -204,7 +204,7 @@ def test_port_forward_is_refused_on_cloud():
 
 def test_catalog_pins_the_release_in_one_place():
     from config import versions
-    assert versions.KUBEFLOW_MANIFESTS == "v1.11.0"
+    assert versions.KUBEFLOW_MANIFESTS == "26.03"
     paths = {p for stage in [catalog.CERT_MANAGER, catalog.ISTIO, catalog.AUTH] for p in stage.paths}
     assert all(not p.startswith(("http", "/")) for p in paths)
 

@@ -186,7 +186,7 @@ def test_kubeflow_defaults():
     values = bare_metal_config()
     _kubeflow()(values)
     kubeflow = load_values(values).kubeflow
-    assert kubeflow.source.ref == "v1.11.0" and kubeflow.source.path is None
+    assert kubeflow.source.ref == "26.03" and kubeflow.source.path is None
     assert kubeflow.components[:2] == ["profiles", "dashboard"] and "trainer" in kubeflow.components
     assert kubeflow.access.mode == "nodePort" and kubeflow.image_mirror is None
     assert kubeflow.katib.mysql.startup_timeout_seconds == 900

@@ -82,8 +82,8 @@ def test_the_upstream_copy_differs_from_the_vendored_files_by_the_remote_bases_a
     vendored = Path(__file__).resolve().parents[2] / catalog.VENDORED
     changed = {name for name, data in files.items()
                if (vendored / name).read_bytes() != data}
-    assert changed == {f"{catalog.REWRITTEN}/third-party/argo/base/kustomization.yaml",
-                       f"{catalog.REWRITTEN}/third-party/argo/installs/cluster/kustomization.yaml"}
+    assert changed == {f"{catalog.REWRITTEN}/upstream/third-party/argo/base/kustomization.yaml",
+                       f"{catalog.REWRITTEN}/upstream/third-party/argo/installs/cluster/kustomization.yaml"}
     for name in changed:
         original = (vendored / name).read_text().splitlines()
         rewritten = files[name].decode().splitlines()

@@ -204,7 +204,7 @@ CASES = [
      {"file": "https://raw.githubusercontent.com/kubeflow/mpi-operator/master/deploy/v2beta1/"
               "mpi-operator.yaml"}, {}, "moving branch"),
     ("upstream-pinned", "kustomize at a ref", "kubernetes:kustomize/v2:Directory",
-     {"directory": "https://github.com/kubeflow/manifests/example?ref=v1.11.0"}, {}, None),
+     {"directory": "https://github.com/kubeflow/manifests/example?ref=26.03"}, {}, None),
     ("upstream-pinned", "kustomize at main", "kubernetes:kustomize/v2:Directory",
      {"directory": "https://github.com/kubeflow/manifests/example?ref=main"}, {}, "moving branch"),
     ("upstream-pinned", "a local kustomization", "kubernetes:kustomize/v2:Directory",

@@ -18,7 +18,8 @@ from preview.engine import run_program
 from preview.report import write_artifacts
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR, bare_metal_config, preview, require_tool
-from tests.rbac import Rbac, Request, stack_rbac_objects, upstream_objects
+from components.addons.kubeflow import catalog
+from tests.rbac import Rbac, Request, stack_rbac_objects
 from tests.stacks.test_artifacts import validate_manifests
 
 ACCESS = {
@@ -159,8 +160,13 @@ def without_credentials(profile: str) -> str:
     return re.sub(r"<(cert|key)>\n.*?</\1>\n", "", body, flags=re.S)
 
 
-PROFILES_CRD = (PROJECT_DIR.parent / "shared/fixtures/upstream/kubeflow-manifests-v1.11.0"
-                / "applications/profiles/upstream/crd/bases/kubeflow.org_profiles.yaml")
+# The pinned Kubeflow release the stages apply, vendored (vendor/README.md).
+KUBEFLOW = PROJECT_DIR / catalog.VENDORED
+PROFILES_CRD = KUBEFLOW / "applications/profiles/upstream/crd/bases/kubeflow.org_profiles.yaml"
+
+
+def kubeflow_objects(relative: str) -> list[dict]:
+    return [o for o in yaml.safe_load_all((KUBEFLOW / relative).read_text()) if o]
 
 
 def test_with_kubeflow_each_team_is_a_profile_the_controller_adopts():
@@ -176,8 +182,6 @@ def test_with_kubeflow_each_team_is_a_profile_the_controller_adopts():
         assert namespaces[f"namespace-{team}"]["metadata"]["annotations"] == {"owner": email}
         waits_for = {lab.by_urn[d].name for d in profile.dependencies}
         assert {f"namespace-{team}", "lab-kubeflow-apps"} <= waits_for
-    if not PROFILES_CRD.exists():
-        pytest.skip(f"{PROFILES_CRD} is absent (kubeflow/manifests v1.11.0 fixture)")
     crd = yaml.safe_load(PROFILES_CRD.read_text())
     [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     validator = Draft7Validator(version["schema"]["openAPIV3Schema"])
@@ -270,14 +274,14 @@ def test_without_the_mpi_operator_no_mpijob_roles():
     assert not {n for n in names if "mpijobs" in n}
 
 
-TRAINER = "kubeflow-manifests-v1.11.0/applications/trainer/upstream/overlays/kubeflow-platform"
+TRAINER = "applications/trainer/upstream/overlays/kubeflow-platform"
 
 
 def test_with_kubeflow_trainer_edit_users_submit_trainjobs(lab_plan):
     """The lab stack installs Trainer v2; with Kubeflow's own roles (kubeflow-roles and the
     trainer's, as its stages apply them) the built-in roles still need the program's."""
-    kubeflow = upstream_objects(f"{TRAINER}/kubeflow-trainer-roles.yaml") + upstream_objects(
-        "kubeflow-manifests-v1.11.0/common/kubeflow-roles/base/cluster-roles.yaml")
+    kubeflow = kubeflow_objects(f"{TRAINER}/kubeflow-trainer-roles.yaml") + kubeflow_objects(
+        "common/kubeflow-roles/base/cluster-roles.yaml")
     ours = stack_rbac_objects(lab_plan)
     rbac = Rbac.of(ours + kubeflow)
 

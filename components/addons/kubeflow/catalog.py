@@ -15,24 +15,39 @@ class Stage:
 
     name: str
     paths: tuple[str, ...]
-    # Upstream kustomize components (kind: Component) the stage includes.
-    components: tuple[str, ...] = ()
 
 
 # The order upstream's README installs in, split where a later object needs an earlier
 # controller or webhook to be serving: creating a ClusterIssuer before cert-manager's
 # webhook answers, or an Istio resource before istiod, fails the whole `pulumi up`.
-CERT_MANAGER = Stage("cert-manager", ("common/cert-manager/base",))
-CERT_MANAGER_ISSUER = Stage("cert-manager-issuer", ("common/cert-manager/kubeflow-issuer/base",))
+# An object stays in the stage that first applied it: moved to another stage (another
+# kustomize Directory, another parent), Pulumi would create it there and then delete it
+# under the old one, removing the object it just applied. So where a release moves files
+# between folders, the stage reads the new folder and the overlay drops from it what
+# another stage applies (overlay.py).
+# Upstream's tests/cert_manager_install.sh applies base, waits for the webhook, then
+# overlays/kubeflow (which holds base too): the first stage is overlays/kubeflow without the
+# ClusterIssuer, the second the ClusterIssuer alone.
+CERT_MANAGER_OVERLAY = "common/cert-manager/overlays/kubeflow"
+CERT_MANAGER = Stage("cert-manager", (CERT_MANAGER_OVERLAY,))
+CERT_MANAGER_ISSUER = Stage("cert-manager-issuer", (CERT_MANAGER_OVERLAY,))
+CLUSTER_ISSUER = ("cert-manager.io", "v1", "ClusterIssuer")
+# The label every object of cert-manager's own release manifest (common/cert-manager/base/
+# upstream/cert-manager.yaml) carries, but its Namespace.
+CERT_MANAGER_RELEASE_LABEL = "app.kubernetes.io/instance=cert-manager"
+# common/kubeflow-namespace/base holds the kubeflow namespace's NetworkPolicies since 26.03
+# (v1.11.0: common/networkpolicies/base, applied by kubeflow-base): they stay in kubeflow-base.
 ISTIO_CRDS = Stage("istio-crds", ("common/istio/istio-crds/base",
                                   "common/istio/istio-namespace/base",
                                   "common/kubeflow-namespace/base"))
 ISTIO = Stage("istio", ("common/istio/istio-install/overlays/oauth2-proxy",))
 AUTH = Stage("auth", ("common/oauth2-proxy/overlays/m2m-dex-only",
                       "common/dex/overlays/oauth2-proxy"))
+KUBEFLOW_NETWORK_POLICIES = "common/kubeflow-namespace/base/kubeflow"
 KUBEFLOW_BASE = Stage("kubeflow-base", ("common/kubeflow-roles/base",
                                         "common/istio/kubeflow-istio-resources/base",
-                                        "common/networkpolicies/base"))
+                                        KUBEFLOW_NETWORK_POLICIES))
+NETWORK_POLICY = ("networking.k8s.io", "v1", "NetworkPolicy")
 APPS = "apps"
 # Trainer's ClusterTrainingRuntimes are validated by the trainer's own webhook, so they
 # are applied once the trainer controller serves it.
@@ -52,10 +67,13 @@ COMPONENT_PATHS: dict[str, tuple[str, ...]] = {
                      "applications/tensorboard/tensorboards-web-app/upstream/overlays/istio"),
     "katib": ("applications/katib/upstream/installs/katib-with-kubeflow",),
     "trainer": ("applications/trainer/overlays",),
-    "pipelines": ("applications/pipeline/upstream/env/cert-manager/platform-agnostic-multi-user",),
+    # Upstream's multi-user Pipelines with its example's overlay (26.03 example/kustomization.yaml).
+    "pipelines": ("applications/pipeline/overlays",),
 }
-# Pod Security Standards "baseline" for user namespaces (a component of profiles).
-PSS_BASELINE = "common/security/PSS/dynamic/baseline"
+# Pod Security Standards "baseline" for user namespaces comes with profiles: applications/
+# profiles/pss merges pod-security.kubernetes.io/enforce: baseline into the labels the profile
+# controller sets (v1.11.0 merged the same label again from common/security/PSS/dynamic/
+# baseline, which 26.03 removed).
 # The web apps that set Secure cookies, per component: (Deployment, container). Their
 # `APP_SECURE_COOKIES` env (from *WA_APP_SECURE_COOKIES=true in each base's params.env)
 # is the switch upstream's README names for plain HTTP.
@@ -114,7 +132,7 @@ LOCAL_BASES: dict[str, str] = {
     _ARGO.format(path): f"vendor/argo-workflows-{versions.ARGO_WORKFLOWS}/manifests/{path}"
     for path in ("base/crds/minimal", "base/workflow-controller",
                  "cluster-install-no-crds/workflow-controller-rbac")}
-REWRITTEN = "applications/pipeline/upstream"
+REWRITTEN = "applications/pipeline"
 # Still fetched by kustomize at `pulumi up` (HTTPS, no git): JobSet's release asset, which
 # is built by its release process and is no file of a git tag (vendor/README.md).
 REMOTE_BASES: dict[str, str] = {
@@ -124,7 +142,7 @@ REMOTE_BASES: dict[str, str] = {
 # them: the image mirror rewrites exactly these. Entries of the trainer and pipelines
 # folders include the images of their remote (or vendored remote) bases.
 IMAGES: dict[str, tuple[str, ...]] = {
-    "common/cert-manager/base": ("quay.io/jetstack/cert-manager-cainjector",
+    CERT_MANAGER_OVERLAY: ("quay.io/jetstack/cert-manager-cainjector",
                                  "quay.io/jetstack/cert-manager-controller",
                                  "quay.io/jetstack/cert-manager-webhook",
                                  "quay.io/jetstack/cert-manager-startupapicheck"),
@@ -161,7 +179,7 @@ IMAGES: dict[str, tuple[str, ...]] = {
         "ghcr.io/kubeflow/trainer/dataset-initializer", "ghcr.io/kubeflow/trainer/deepspeed-runtime",
         "ghcr.io/kubeflow/trainer/mlx-runtime", "ghcr.io/kubeflow/trainer/model-initializer",
         "ghcr.io/kubeflow/trainer/torchtune-trainer", "pytorch/pytorch"),
-    "applications/pipeline/upstream/env/cert-manager/platform-agnostic-multi-user": (
+    "applications/pipeline/overlays": (
         "ghcr.io/kubeflow/kfp-api-server", "ghcr.io/kubeflow/kfp-frontend",
         "ghcr.io/kubeflow/kfp-cache-server", "ghcr.io/kubeflow/kfp-metadata-writer",
         "ghcr.io/kubeflow/kfp-metadata-envoy", "ghcr.io/kubeflow/kfp-persistence-agent",
@@ -169,7 +187,7 @@ IMAGES: dict[str, tuple[str, ...]] = {
         "ghcr.io/kubeflow/kfp-viewer-crd-controller", "ghcr.io/kubeflow/kfp-visualization-server",
         "gcr.io/tfx-oss-public/ml_metadata_store_server", "mysql", "chrislusf/seaweedfs",
         "quay.io/argoproj/workflow-controller", "quay.io/argoproj/argoexec",
-        "ghcr.io/metacontroller/metacontroller", "busybox"),
+        "ghcr.io/metacontroller/metacontroller", "docker.io/alpine/k8s", "busybox"),
 }
 
 
@@ -179,7 +197,7 @@ def stages_for(kubeflow: KubeflowSettings) -> list[Stage]:
     paths = tuple(path for component in selected for path in COMPONENT_PATHS[component])
     stages = [CERT_MANAGER, CERT_MANAGER_ISSUER, ISTIO_CRDS, ISTIO, AUTH, KUBEFLOW_BASE]
     if paths:
-        stages.append(Stage(APPS, paths, (PSS_BASELINE,) if "profiles" in selected else ()))
+        stages.append(Stage(APPS, paths))
     if "trainer" in selected:
         stages.append(TRAINER_RUNTIMES)
     return stages

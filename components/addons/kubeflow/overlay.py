@@ -45,20 +45,27 @@ def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage,
         "kind": "Kustomization",
         "resources": [base_reference(kubeflow, p, overlay_dir) for p in stage.paths],
     }
-    if stage.components:
-        kustomization["components"] = [base_reference(kubeflow, c, overlay_dir)
-                                       for c in stage.components]
     files: dict[str, str] = {}
     patches: list[dict] = []
     if stage.name == catalog.CERT_MANAGER.name:
         files["api-check.yaml"] = _dump_all(cert_manager_api_check())
+        # Applied by the next stage, once the webhook answers.
+        patches.append(_delete_all(*catalog.CLUSTER_ISSUER))
+    elif stage.name == catalog.CERT_MANAGER_ISSUER.name:
+        # The ClusterIssuer alone: the rest of the folder is the previous stage's.
+        patches += [_delete_labelled(catalog.CERT_MANAGER_RELEASE_LABEL),
+                    _delete_all("", "v1", "Namespace"), _delete_all(*catalog.NETWORK_POLICY)]
     elif stage.name == catalog.ISTIO_CRDS.name:
         files["secret-namespaces.yaml"] = _dump_all(secret_namespaces())
+        # Applied by kubeflow-base, as before 26.03 (catalog.KUBEFLOW_BASE).
+        patches.append(_delete_all(*catalog.NETWORK_POLICY, namespace="kubeflow"))
     elif stage.name == catalog.ISTIO.name:
         patches.append(_gateway_patch(kubeflow))
     elif stage.name == catalog.AUTH.name:
         patches += _auth_patches(kubeflow)
     elif stage.name == catalog.KUBEFLOW_BASE.name:
+        # The kubeflow namespace's NetworkPolicies without the namespace (istio-crds made it).
+        patches.append(_delete_all("", "v1", "Namespace", "kubeflow"))
         if kubeflow.access.tls.mode != "off":
             patches.append(_gateway_tls_patch())
     elif stage.name == catalog.APPS:
@@ -121,6 +128,13 @@ def _delete_all(group: str, version: str, kind: str, name: str = None,
     body = {"$patch": "delete", "apiVersion": f"{group}/{version}" if group else version,
             "kind": kind, "metadata": metadata}
     return _patch(body, kind, name, namespace, group)
+
+
+def _delete_labelled(selector: str) -> dict:
+    """Removes every upstream object with the label (kustomize's patch target labelSelector;
+    the target, not the body, selects what is deleted)."""
+    body = {"$patch": "delete", "apiVersion": "v1", "kind": "Any", "metadata": {"name": "any"}}
+    return {"patch": _dump(body), "target": {"labelSelector": selector}}
 
 
 # --- cert-manager: wait until its API (and webhook) really answers ----------------------
