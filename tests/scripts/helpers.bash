@@ -79,18 +79,19 @@ remove_stub() {
 # hide_command NAME: make NAME absent from PATH although the machine has it: PATH becomes
 # the stubs plus a folder of links to every other command on the old PATH.
 hide_command() {
-  local dir file dirs=() links="$BATS_TEST_TMPDIR/path" old_path=$PATH
+  local dir dirs=() found=() links
   remove_stub "$1"
-  mkdir -p "$links"
-  IFS=: read -r -a dirs <<<"$old_path"
+  links=$(mktemp -d "$BATS_TEST_TMPDIR/path.XXXXXX")
+  IFS=: read -r -a dirs <<<"$PATH"
   for dir in "${dirs[@]}"; do
-    [[ -d "$dir" && "$dir" != "$BATS_TEST_TMPDIR/bin" ]] || continue
-    for file in "$dir"/*; do
-      if [[ -x "$file" && ! -d "$file" && "${file##*/}" != "$1" && ! -e "$links/${file##*/}" ]]; then
-        ln -s "$file" "$links/${file##*/}"
-      fi
-    done
+    [[ -d "$dir" && "$dir" != "$BATS_TEST_TMPDIR/bin" ]] && found+=("$dir")
   done
+  # find, awk and ln rather than a loop: bats traces every command a test runs, and a
+  # loop over the thousands of commands on PATH took seconds. find lists the folders in
+  # PATH's order, so awk keeps the first of each name, as the shell would find it.
+  find "${found[@]}" -mindepth 1 -maxdepth 1 ! -xtype d -executable ! -name "$1" \
+    -printf '%f\t%p\n' | awk -F '\t' '!seen[$1]++ { print $2 }' |
+    xargs -d '\n' ln -s -t "$links" --
   export PATH="$BATS_TEST_TMPDIR/bin:$links"
 }
 
