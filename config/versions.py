@@ -62,11 +62,13 @@ MPI_OPERATOR_MANIFEST = f"vendor/mpi-operator-{MPI_OPERATOR}/deploy/v2beta1/mpi-
 # Its content as reviewed: vendor/SHA256SUMS pins the same digest (the tests hold it).
 MPI_OPERATOR_MANIFEST_SHA256 = "b38def13a94abe60b2a4b3485239d77f64892b8fbd202e9e435a6031b7500a8f"
 # Kueue (job queueing for the teams, access.queues): the release's Helm chart, as its README
-# installs it (kubernetes-sigs/kueue v0.19.2 charts/kueue/README.md), with the release's image
-# set in the values: the chart in the tag names a staging image, which the release packaging
-# replaces with this one (hack/helm-chart-package.sh; hack/testing/e2e-common.sh names it).
+# installs it (kubernetes-sigs/kueue v0.19.2 charts/kueue/README.md), vendored from the tag
+# (vendor/README.md) and read from there by the provider, with the release's image set in the
+# values. Packaging the release changes only the image repositories, tags and pull policies
+# in values.yaml (hack/helm-chart-package.sh, the `yq ... -i charts/kueue/values.yaml` lines):
+# the manager's are set here, the others are for kueueViz, which stays off.
 KUEUE = "v0.19.2"
-KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_CHART = f"vendor/kueue-{KUEUE}/charts/kueue"
 KUEUE_CHART_VERSION = KUEUE.lstrip("v")
 KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 NFS_SUBDIR_PROVISIONER = "v4.0.2"

@@ -341,12 +341,19 @@ def _floating(location: str) -> bool:
     return (ref is not None and ref["ref"] in _FLOATING_REFS) or bool(segments & _FLOATING_REFS)
 
 
+def _in_repository(chart: str, props: dict) -> bool:
+    """A chart folder of the project (vendored): pinned by the repository it lives in."""
+    return (not (props.get("repositoryOpts") or {}).get("repo")
+            and chart.startswith(("vendor/", "./", "../")))
+
+
 def upstream_pinned(resource: Resource) -> list:
     """Manifests and charts the Kubernetes provider fetches must be a fixed version."""
     props = resource.props
     if _HELM_CHART.match(resource.type):
-        if props.get("chart") and not props.get("version"):
-            return [f"{resource.name}: chart {props.get('chart')!r} has no version; pin one"]
+        chart = props.get("chart")
+        if chart and not props.get("version") and not _in_repository(chart, props):
+            return [f"{resource.name}: chart {chart!r} has no version; pin one"]
         return []
     if not resource.type.startswith(("kubernetes:yaml", "kubernetes:kustomize")):
         return []

@@ -326,9 +326,13 @@ def _upstream_manifests(plan: Plan) -> str:
                          "(its upstream folders and patches: build/<stack>/kubeflow/)")
         elif match and match["group"] == "helm.sh":
             inputs = resource.inputs
-            repo = inputs.get("repositoryOpts", {}).get("repo", "")
-            lines.append(f"{resource.name}: chart {inputs.get('chart')} {inputs.get('version')} "
-                         f"from {repo} into namespace {inputs.get('namespace')}, values "
+            chart = inputs.get("chart", "")
+            source = (f"{chart} (vendored, its files pinned in {vendored.VENDOR_DIR}/"
+                      f"{vendored.SUMS_FILE})" if chart.startswith(prefix) else
+                      f"{chart} {inputs.get('version')} from "
+                      f"{inputs.get('repositoryOpts', {}).get('repo', '')}")
+            lines.append(f"{resource.name}: chart {source} into namespace "
+                         f"{inputs.get('namespace')}, values "
                          f"{json.dumps(inputs.get('values', {}), sort_keys=True)}")
     if not lines:
         return ""

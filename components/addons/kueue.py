@@ -81,7 +81,6 @@ class Kueue(pulumi.ComponentResource):
         chart = k8s.helm.v4.Chart(
             f"{name}-chart",
             chart=versions.KUEUE_CHART,
-            version=versions.KUEUE_CHART_VERSION,
             namespace=NAMESPACE,
             values=chart_values(),
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),

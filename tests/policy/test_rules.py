@@ -211,6 +211,11 @@ CASES = [
      {"directory": "build/kubeflow/main"}, {}, None),
     ("upstream-pinned", "chart without version", "kubernetes:helm.sh/v3:Release",
      {"chart": "nvidia-device-plugin"}, {}, "has no version"),
+    ("upstream-pinned", "a vendored chart", "kubernetes:helm.sh/v4:Chart",
+     {"chart": "vendor/kueue-v0.19.2/charts/kueue"}, {}, None),
+    ("upstream-pinned", "a repository's chart without version", "kubernetes:helm.sh/v4:Chart",
+     {"chart": "vendor/kueue", "repositoryOpts": {"repo": "https://example.com/charts"}}, {},
+     "has no version"),
 ]
 
 
