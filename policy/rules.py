@@ -341,10 +341,11 @@ def _floating(location: str) -> bool:
     return (ref is not None and ref["ref"] in _FLOATING_REFS) or bool(segments & _FLOATING_REFS)
 
 
-def _in_repository(chart: str, props: dict) -> bool:
+def _in_repository(chart: object, props: dict) -> bool:
     """A chart folder of the project (vendored): pinned by the repository it lives in."""
-    return (not (props.get("repositoryOpts") or {}).get("repo")
-            and chart.startswith(("vendor/", "./", "../")))
+    options = props.get("repositoryOpts")
+    return (isinstance(chart, str) and chart.startswith(("vendor/", "./", "../"))
+            and not (isinstance(options, dict) and options.get("repo")))
 
 
 def upstream_pinned(resource: Resource) -> list:
