@@ -13,7 +13,7 @@ from components.addons.kubeflow import catalog
 from config import versions
 from tests.conftest import bare_metal_config, preview, require_tool
 from tests.kubeflow.test_component import with_kubeflow
-from tests.kubeflow.test_upstream_overlays import build, settings, stages_of, write
+from tests.kubeflow.overlays import build, settings, stages_of, write
 
 
 def merged(target: dict, patch: dict) -> dict:
