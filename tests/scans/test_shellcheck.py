@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from tests.conftest import PROJECT_DIR, require_tool
+from tests.scans.rendered_steps import shellcheck_rendered_steps
 from tests.scans.test_checkov import repository_files
 from preview.stack_file import EXAMPLE_STACKS
 
@@ -74,6 +75,5 @@ def test_rendered_steps_of_the_other_stacks_are_shellcheck_clean(stack, tmp_path
     for script in scripts:
         syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert syntax.returncode == 0, (script, syntax.stderr)
-    result = subprocess.run([shellcheck, "--shell=bash", f"--exclude={RENDERED_EXCLUDES}",
-                             *map(str, scripts)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout
+    findings = shellcheck_rendered_steps(shellcheck, scripts, RENDERED_EXCLUDES)
+    assert not findings, findings

@@ -9,6 +9,7 @@ from preview.report import write_artifacts
 from preview.engine import run_program
 from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.conftest import PROJECT_DIR, bare_metal_config, preview, require_tool
+from tests.scans.rendered_steps import shellcheck_rendered_steps
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +29,8 @@ def test_every_rendered_step_is_valid_bash_and_shellcheck_clean(lab_build, lab_p
     # The envelope inlines the libraries, so: SC1091 the guarded `source` lines are not
     # taken; SC2034 library variables serve other steps; SC2317 functions are reached
     # through the case dispatch. The script files themselves are checked without excludes.
-    result = subprocess.run([shellcheck, "--shell=bash", "--exclude=SC1091,SC2034,SC2317",
-                             *map(str, scripts)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout
+    findings = shellcheck_rendered_steps(shellcheck, scripts, "SC1091,SC2034,SC2317")
+    assert not findings, findings
 
 
 VARIANTS = {
