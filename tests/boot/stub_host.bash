@@ -5,8 +5,9 @@
 # Prints, NUL-separated, the NAME=VALUE settings the step scripts need to run against it.
 set -euo pipefail
 
-# setup_host builds everything below the test's own temporary folder.
+# setup_host builds everything below the test's own temporary folder (its template too).
 BATS_TEST_TMPDIR=$1
+BATS_FILE_TMPDIR=$1
 shift
 if (($# % 3)); then
   echo "usage: stub_host.bash DIR [REGION NAME VALUE]..." >&2
