@@ -20,6 +20,11 @@ from preview.engine import run_program  # noqa: E402
 from preview.plan import Plan
 from preview.stack_file import StackConfigFile, read_stack  # noqa: E402
 
+# CI (.ci/run) sets TEST_BUDGET=ci: the fuzzing's full budgets and every case of what a
+# developer's run samples (tests/boot: a failed boot step on each kind of machine); a
+# developer's `make test` runs short fixed budgets and one case of each.
+CI_BUDGET = os.environ.get("TEST_BUDGET") == "ci"
+
 # A throwaway key made for this test run.
 TEST_PRIVATE_KEY = credentials.ssh_private_key()
 

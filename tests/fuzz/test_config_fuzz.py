@@ -5,7 +5,7 @@ hostile ones included, stays a value.
 
 Fixed seed and example counts, so every run tries the same cases: FAST_EXAMPLES through
 the config loader, PREVIEW_EXAMPLES through the whole offline preview (CI: 4000 and 150;
-a developer's run: 800 and 30). Re-run with another seed: FUZZ_SEED=123 pytest tests/fuzz."""
+a developer's run: 300 and 10). Re-run with another seed: FUZZ_SEED=123 pytest tests/fuzz."""
 
 import copy
 import os
@@ -19,16 +19,15 @@ from pulumi.runtime import rpc
 from components.aws.boot import boot_scripts
 from config import ConfigError, load
 from preview.engine import _secret_strings, run_program
-from tests.conftest import PROJECT_DIR
+from tests.conftest import CI_BUDGET, PROJECT_DIR
 from tests.fuzz.mutations import BASES, as_stack_file, broken_stack
 
 SEED = int(os.environ.get("FUZZ_SEED", "20260521"))
-# A developer's run: a short fixed-seed budget. CI (.ci/run) sets FUZZ_BUDGET=ci, the
-# full one; longer hunts: FUZZ_SCALE=20 runs twenty times as many examples.
+# A developer's run: a short fixed-seed budget; CI the full one (tests/conftest.py
+# CI_BUDGET). Longer hunts: FUZZ_SCALE=20 runs twenty times as many examples.
 SCALE = int(os.environ.get("FUZZ_SCALE", "1"))
-CI_BUDGET = os.environ.get("FUZZ_BUDGET") == "ci"
-FAST_EXAMPLES = (4000 if CI_BUDGET else 800) * SCALE
-PREVIEW_EXAMPLES = (150 if CI_BUDGET else 30) * SCALE
+FAST_EXAMPLES = (4000 if CI_BUDGET else 300) * SCALE
+PREVIEW_EXAMPLES = (150 if CI_BUDGET else 10) * SCALE
 _SETTINGS = dict(deadline=None, database=None, print_blob=True,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                         HealthCheck.large_base_example])
