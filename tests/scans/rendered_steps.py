@@ -1,14 +1,16 @@
-"""shellcheck over the step scripts a preview writes (build/<stack>/hosts/<host>/<step>.sh),
-reading every line of every file once but the shared text only once per kind of step.
+"""shellcheck and checkov over the step scripts a preview writes
+(build/<stack>/hosts/<host>/<step>.sh), reading every line of every file but the shared
+text only once per kind of step.
 
 A rendered step is its export block (the preview's comment, the step's header and one
 `export NAME='value'` per input) and then the body: the libraries and the step's scripts,
 the same bytes on every host that runs the step. The values are single-quoted literals, so
 what shellcheck finds in a body depends on the names exported before it, never on their
-values; and what it finds on an export line is about that line. So each distinct (names,
-body) is checked whole in one of its files, and every file's export block is checked on
-its own: the same findings as one run over every file, in a fraction of the time (most of
-a run is the body's 20-70 KB of libraries, read again for each host)."""
+values; and what it finds on an export line is about that line. checkov's secrets scan
+reads line by line. So each distinct (names, body) is checked whole in one of its files,
+and every file's export block is checked on its own: the same findings as one run over
+every file, in a fraction of the time (most of a run is the body's 20-70 KB of
+libraries, read again for each host)."""
 
 import re
 import subprocess
@@ -29,6 +31,17 @@ def split_step(text: str) -> tuple[str, tuple[str, ...], str]:
         names.append(line[1])
         position = line.end()
     return text[:position], tuple(names), text[position:]
+
+
+def keep_each_body_once(scripts: list[Path]) -> None:
+    """Rewrites `scripts` in place (a copy of a build) so each (names, body) is left whole
+    in its first file and the others keep their export blocks only."""
+    seen = set()
+    for script in sorted(scripts):
+        block, names, body = split_step(script.read_text())
+        if (names, body) in seen:
+            script.write_text(block)
+        seen.add((names, body))
 
 
 def shellcheck_rendered_steps(shellcheck: str, scripts: list[Path], excludes: str) -> str:

@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import PROJECT_DIR
 from tests.scans import checkov_skips
+from tests.scans.rendered_steps import keep_each_body_once
 from preview.stack_file import EXAMPLE_STACKS
 
 STACKS = list(EXAMPLE_STACKS)
@@ -63,6 +64,8 @@ def builds(tmp_path_factory):
         # the overlays build on: not the program's, and not scanned, as no other upstream
         # manifest is.
         shutil.rmtree(root / stack / "kubeflow" / "upstream", ignore_errors=True)
+        # The step scripts share their bodies (tests/scans/rendered_steps.py).
+        keep_each_body_once(sorted((root / stack).glob("hosts/*/*.sh")))
     return root
 
 
@@ -125,13 +128,20 @@ def test_no_secret_in_any_file_of_the_repository(tmp_path):
 
 
 def test_the_secrets_scan_finds_a_planted_key(tmp_path):
+    """In a step as the scan of the builds gets it: on the second of two hosts with the
+    same step, whose body the scan leaves out."""
+    from components.common.remote_step import Script, render_envelope
     from preview import credentials
 
-    (tmp_path / "hosts").mkdir()
-    (tmp_path / "hosts" / "01-step.sh").write_text(
-        "#!/usr/bin/env bash\ncat > /tmp/k <<'EOF'\n" + credentials.ssh_private_key() + "EOF\n")
+    for host, key in (("gpu01", "none"), ("gpu02", credentials.ssh_private_key())):
+        path = tmp_path / "hosts" / host / "01-preflight.sh"
+        path.parent.mkdir(parents=True)
+        path.write_text("#!/usr/bin/env bash\n" + render_envelope(
+            host, "preflight", Script("preflight.sh"), {"KEY": key}))
+    keep_each_body_once(sorted(tmp_path.glob("hosts/*/*.sh")))
+    assert "gpu_cluster_create" not in (tmp_path / "hosts/gpu02/01-preflight.sh").read_text()
     found = [(f["check_id"], f["file_path"]) for _, f in failures(checkov(tmp_path, ["secrets"]))]
-    assert ("CKV_SECRET_13", "/hosts/01-step.sh") in found
+    assert ("CKV_SECRET_13", "/hosts/gpu02/01-preflight.sh") in found
 
 
 def test_every_skip_has_a_reason():
