@@ -3,8 +3,10 @@
 import pulumi
 
 from components.cluster import Cluster, ClusterArgs
+from components.common import gc_settings
 from config import load_from_pulumi
 
+gc_settings.apply()
 settings = load_from_pulumi()
 cluster = Cluster(settings.cluster_name, ClusterArgs(settings))
 
