@@ -7,6 +7,12 @@ raised in the measuring process only: they show how the preview scales, which is
 the limit was chosen from. `--full` adds the build folder (write_artifacts), as
 `python -m preview` writes it.
 
+Beside them, the replay: the stack's own graph registered bare, each recorded resource as
+a plain one with the same inputs, parent and dependencies. The stack against the replay is
+what the program itself adds (its Outputs, components, rendering); the replay against the
+floor is what the graph's data and edges cost the SDK whatever program makes them. (The
+replay holds the recorded inputs before its clock starts, so its memory is not compared.)
+
 Each measurement runs in its own process, so its CPU time and peak memory (max RSS) are
 its own; the median of `--repeat` runs is shown.
 Usage: python benchmarks/preview_scale.py [--workers 10 100 1000 10000] [--pools 200]
@@ -14,6 +20,7 @@ Usage: python benchmarks/preview_scale.py [--workers 10 100 1000 10000] [--pools
 """
 
 import argparse
+import gc
 import importlib
 import json
 import resource
@@ -34,17 +41,63 @@ GOAL_RATIO = 1.3
 GOAL_MEMORY_RATIO = 1.5
 
 
-def measure_stack(workers: int, full: bool) -> dict:
+def _bare_metal_stack(workers: int):
     import config.loader
-    from preview.engine import run_program
     from tests.conftest import as_cli_config, bare_metal_config
 
     # Imported before the clock starts (the floor imports no provider SDK either).
     importlib.import_module("components.cluster")
 
     config.loader.MAX_HOSTS = max(MAX_HOSTS, workers + 1)
-    stack = as_cli_config(bare_metal_config(workers=workers), stack=f"bench{workers}")
+    return as_cli_config(bare_metal_config(workers=workers), stack=f"bench{workers}")
+
+
+def measure_stack(workers: int, full: bool) -> dict:
+    from preview.engine import run_program
+
+    stack = _bare_metal_stack(workers)
     return _timed(lambda: run_program(PROJECT_DIR, stack), full)
+
+
+def measure_replay(workers: int, full: bool) -> dict:
+    """The stack's plan, made before the clock starts, registered again bare."""
+    import pulumi
+
+    from preview.engine import run_program
+    from preview.stack_file import StackConfigFile
+
+    plan = run_program(PROJECT_DIR, _bare_metal_stack(workers))
+    records = [(r.urn, r.custom, r.parent, r.dependencies, _plain(r.inputs))
+               for r in plan.resources]
+    del plan
+    gc.collect()
+
+    def program() -> None:
+        made: dict = {}
+        for index, (urn, custom, parent, dependencies, inputs) in enumerate(records):
+            opts = pulumi.ResourceOptions(parent=made.get(parent),
+                                          depends_on=[made[urn] for urn in dependencies])
+            made[urn] = (pulumi.CustomResource("bench:index:Replay", f"r{index}", inputs, opts)
+                         if custom else
+                         pulumi.ComponentResource("bench:index:Group", f"c{index}", None, opts))
+
+    stack = StackConfigFile(project="gpu-cluster", stack="replay", config={}, secret_keys=[])
+    return _timed(lambda: run_program(PROJECT_DIR, stack, program=program), full)
+
+
+def _plain(value):
+    """A recorded input as a program would pass it: secrets as their values, and what only
+    `pulumi up` knows as nothing."""
+    from pulumi.output import Unknown
+
+    from preview.engine import unwrap_secrets
+
+    value = unwrap_secrets(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return None if isinstance(value, Unknown) else value
 
 
 def measure_pools(pools: int, full: bool) -> dict:
@@ -89,7 +142,8 @@ def _timed(run, full: bool) -> dict:
     return {"seconds": seconds, "resources": len(plan.resources)}
 
 
-_MEASURES = {"stack": measure_stack, "pools": measure_pools, "floor": measure_floor}
+_MEASURES = {"stack": measure_stack, "replay": measure_replay, "pools": measure_pools,
+             "floor": measure_floor}
 
 
 def child(kind: str, size: int, full: bool) -> None:
@@ -105,6 +159,10 @@ def run_child(kind: str, size: int, full: bool) -> dict:
     output = subprocess.run(command, check=True, capture_output=True, text=True,
                             cwd=PROJECT_DIR).stdout
     return json.loads(output.strip().splitlines()[-1])
+
+
+def _figure(value) -> str:
+    return "—" if value is None else f"{value:.2f}"
 
 
 def median_of(runs: list[dict]) -> dict:
@@ -123,22 +181,29 @@ def main() -> None:
         child(args.child[0], int(args.child[1]), args.full)
         return
 
-    print("| stack | resources | wall s | CPU s | peak MiB | floor wall s | floor CPU s "
-          "| floor MiB | wall / floor | MiB / floor |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| stack | resources | wall s | CPU s | peak MiB | replay wall s | floor wall s "
+          "| floor CPU s | floor MiB | wall / floor | MiB / floor | wall / replay "
+          "| replay / floor |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| ---: |")
     sizes = [("stack", f"{w} workers", w) for w in args.workers]
     sizes += [("pools", f"{p} pools", p) for p in args.pools]
     for kind, label, size in sizes:
-        stacks, floors = [], []
+        stacks, replays, floors = [], [], []
         for _ in range(args.repeat):
             stacks.append(run_child(kind, size, args.full))
+            if kind == "stack":
+                replays.append(run_child("replay", size, args.full))
             floors.append(run_child("floor", stacks[-1]["resources"], args.full))
         stack, floor = median_of(stacks), median_of(floors)
+        replay = median_of(replays)["seconds"] if replays else None
         print(f"| {label} | {stack['resources']:.0f} | {stack['seconds']:.2f}"
               f" | {stack['cpu_seconds']:.2f} | {stack['peak_rss_mib']:.0f}"
-              f" | {floor['seconds']:.2f} | {floor['cpu_seconds']:.2f}"
+              f" | {_figure(replay)} | {floor['seconds']:.2f} | {floor['cpu_seconds']:.2f}"
               f" | {floor['peak_rss_mib']:.0f} | {stack['seconds'] / floor['seconds']:.2f}"
-              f" | {stack['peak_rss_mib'] / floor['peak_rss_mib']:.2f} |", flush=True)
+              f" | {stack['peak_rss_mib'] / floor['peak_rss_mib']:.2f}"
+              f" | {_figure(replay and stack['seconds'] / replay)}"
+              f" | {_figure(replay and replay / floor['seconds'])} |", flush=True)
     print(f"\nGoals at the most hosts a stack may hold ({MAX_HOSTS}): wall within {GOAL_RATIO}x"
           f" and memory within {GOAL_MEMORY_RATIO}x the floor's.")
 
