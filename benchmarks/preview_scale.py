@@ -139,7 +139,8 @@ def _timed(run, full: bool) -> dict:
         with tempfile.TemporaryDirectory() as build:
             write_artifacts(plan, Path(build))
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "resources": len(plan.resources)}
+    return {"seconds": seconds, "resources": len(plan.resources),
+            "edges": sum(len(resource.dependencies) for resource in plan.resources)}
 
 
 _MEASURES = {"stack": measure_stack, "replay": measure_replay, "pools": measure_pools,
