@@ -30,6 +30,8 @@ def test_the_preview_installs_the_program_s_requirements_only(tmp_path):
     installs = [c for c in commands if " install " in c]
     assert installs == ["venv/bin/pip install --quiet --disable-pip-version-check "
                         "--no-compile -r requirements.txt"]
+    # Then compiles what the previews import (preview/bytecode.py), before the first one.
+    assert commands.index("venv/bin/python -m preview.bytecode") < len(commands) - 1
     assert commands[-1] == "venv/bin/python -m preview prod"
 
 
