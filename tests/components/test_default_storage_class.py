@@ -12,7 +12,7 @@ from config.storage import STORAGE_CLASS_NAMES
 from config.problems import ConfigError
 from preview.plan import Plan, ResourceRecord
 from preview.report import _storage_summary
-from tests.config.test_loader import load_values
+from tests.config.loading import loads
 from tests.conftest import bare_metal_config
 
 BACKENDS = {"nfs": {"server": "192.0.2.20"}, "efs": {"mountTargetAddress": "10.0.1.10"},
@@ -70,14 +70,14 @@ def test_every_consumer_of_the_default_storage_class_agrees_with_the_rule(storag
     values = config_with(storage)
     if len(expected) != 1:
         with pytest.raises(ConfigError) as caught:
-            load_values(values)
+            loads(values)
         problems = [str(p) for p in caught.value.problems]
         assert any(p.startswith("gpu-cluster:storage") and "default" in p
                    for p in problems), problems
         assert any(p.startswith("gpu-cluster:kubeflow:") and KUBEFLOW_PROBLEM in p
                    for p in problems), problems
         return
-    settings = load_values(values)
+    settings = loads(values)
     [backend] = expected
     assert settings.storage.default_backends == expected
     assert settings.storage.default_class == STORAGE_CLASS_NAMES[backend]

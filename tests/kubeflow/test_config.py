@@ -3,7 +3,7 @@ cases name their key, the password is never plain text, defaults are sound."""
 
 import pytest
 
-from tests.config.test_loader import DELETE, _set, load_values, problems_of
+from tests.config.loading import DELETE, loads, problem_lines, set_path
 from tests.conftest import bare_metal_config, cloud_config, hybrid_config
 from tests.kubeflow.certificates import make_certificate
 
@@ -45,7 +45,7 @@ KUBEFLOW_CASES = [
      "gpu-cluster:kubeflowPassword", "shorter than 12 characters"),
     (bare_metal_config, "broken hash", _kubeflow(password="$2b$12$tooshort"),
      "gpu-cluster:kubeflowPassword", "not one"),
-    (bare_metal_config, "password without kubeflow", _set("kubeflowPassword", "a long passphrase"),
+    (bare_metal_config, "password without kubeflow", set_path("kubeflowPassword", "a long passphrase"),
      "gpu-cluster:kubeflowPassword", "gpu-cluster:kubeflow is not"),
     (bare_metal_config, "no user", lambda v: v.update(kubeflow={}, kubeflowPassword="x" * 12),
      "gpu-cluster:kubeflow.user", "is required"),
@@ -129,7 +129,7 @@ KUBEFLOW_CASES = [
      "gpu-cluster:kubeflow.access.tls.certificate", "only used with tls.mode certificate"),
     (bare_metal_config, "key with tls off", _tls(key=KEY, mode="off"),
      "gpu-cluster:kubeflowTlsKey", "only used with kubeflow.access.tls.mode certificate"),
-    (bare_metal_config, "tls key without kubeflow", _set("kubeflowTlsKey", KEY),
+    (bare_metal_config, "tls key without kubeflow", set_path("kubeflowTlsKey", KEY),
      "gpu-cluster:kubeflowTlsKey", "gpu-cluster:kubeflow is not"),
 ]
 
@@ -139,7 +139,7 @@ KUBEFLOW_CASES = [
 def test_invalid_kubeflow_config_names_the_key_and_the_problem(valid, mutate, path, fragment):
     values = valid()
     mutate(values)
-    problems = problems_of(values)
+    problems = problem_lines(values)
     assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
     assert "a long test passphrase" not in "".join(problems)
     # The key is a secret: never quoted, not even a line of it.
@@ -156,7 +156,7 @@ def test_invalid_kubeflow_config_names_the_key_and_the_problem(valid, mutate, pa
 def test_a_usable_certificate_loads(mutate):
     values = bare_metal_config()
     mutate(values)
-    settings = load_values(values)
+    settings = loads(values)
     assert settings.kubeflow.access.tls.mode == "certificate"
     assert settings.kubeflow_tls_key.get_secret_value() == values["kubeflowTlsKey"]
 
@@ -164,28 +164,28 @@ def test_a_usable_certificate_loads(mutate):
 def test_the_tls_key_in_plain_text_is_refused():
     values = bare_metal_config()
     _tls(CERTIFICATE, KEY)(values)
-    problems = problems_of(values, secret=("sshPrivateKey", "kubeflowPassword"))
+    problems = problem_lines(values, secret=("sshPrivateKey", "kubeflowPassword"))
     assert any(p.startswith("gpu-cluster:kubeflowTlsKey: must be a secret") for p in problems)
 
 
 def test_a_long_invalid_value_is_quoted_short():
     values = bare_metal_config()
     _tls("x" * 3000, KEY)(values)
-    [problem] = [p for p in problems_of(values) if "tls.certificate" in p]
+    [problem] = [p for p in problem_lines(values) if "tls.certificate" in p]
     assert len(problem) < 400 and "(3000 characters)" in problem
 
 
 def test_kubeflow_password_in_plain_text_is_refused():
     values = bare_metal_config()
     _kubeflow()(values)
-    problems = problems_of(values, secret=("sshPrivateKey",))
+    problems = problem_lines(values, secret=("sshPrivateKey",))
     assert any(p.startswith("gpu-cluster:kubeflowPassword: must be a secret") for p in problems)
 
 
 def test_kubeflow_defaults():
     values = bare_metal_config()
     _kubeflow()(values)
-    kubeflow = load_values(values).kubeflow
+    kubeflow = loads(values).kubeflow
     assert kubeflow.source.ref == "26.03" and kubeflow.source.path is None
     assert kubeflow.components[:2] == ["profiles", "dashboard"] and "trainer" in kubeflow.components
     assert kubeflow.access.mode == "nodePort" and kubeflow.image_mirror is None
