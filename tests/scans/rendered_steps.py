@@ -46,23 +46,17 @@ def keep_each_body_once(scripts: list[Path]) -> None:
 
 def shellcheck_rendered_steps(shellcheck: str, scripts: list[Path], excludes: str) -> str:
     """shellcheck's findings over `scripts` (empty when clean), each named by its file."""
-    whole, blocks = {}, {}
-    for script in scripts:
-        block, names, body = split_step(script.read_text())
-        whole.setdefault((names, body), script)
-        blocks[script] = block
     with tempfile.TemporaryDirectory() as folder:
-        # Named after the file they come from, so a finding names the host and step.
-        exports = []
-        for index, (script, block) in enumerate(blocks.items()):
-            path = Path(folder) / f"{index}-{script.parent.name}-{script.name}"
-            path.write_text(block)
-            exports.append(str(path))
+        # Copies named after the host and step they come from, as the findings name them.
+        copies = [Path(folder) / f"{index:04d}-{script.parent.name}-{script.name}"
+                  for index, script in enumerate(scripts)]
+        for script, copy in zip(scripts, copies):
+            copy.write_text(script.read_text())
+        keep_each_body_once(copies)
         result = subprocess.run(
             # One line per finding, naming its file.
             [shellcheck, "--shell=bash", "--format=gcc", f"--exclude={excludes}",
-             *map(str, whole.values()), *exports],
-            capture_output=True, text=True)
+             *map(str, copies)], capture_output=True, text=True)
     if result.returncode == 0:
         return ""
     return result.stdout + result.stderr or f"shellcheck exited {result.returncode}"
