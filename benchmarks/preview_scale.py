@@ -89,10 +89,9 @@ def _plain(value):
     """A recorded input as a program would pass it: secrets as their values, and what only
     `pulumi up` knows as nothing."""
     from pulumi.output import Unknown
+    from pulumi.runtime import rpc
 
-    from preview.engine import unwrap_secrets
-
-    value = unwrap_secrets(value)
+    value = rpc.unwrap_rpc_secret(value)
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list):

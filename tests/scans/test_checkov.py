@@ -65,7 +65,7 @@ def builds(tmp_path_factory):
         # manifest is.
         shutil.rmtree(root / stack / "kubeflow" / "upstream", ignore_errors=True)
         # The step scripts share their bodies (tests/scans/rendered_steps.py).
-        keep_each_body_once(sorted((root / stack).glob("hosts/*/*.sh")))
+        keep_each_body_once(list((root / stack).glob("hosts/*/*.sh")))
     return root
 
 
@@ -138,7 +138,7 @@ def test_the_secrets_scan_finds_a_planted_key(tmp_path):
         path.parent.mkdir(parents=True)
         path.write_text("#!/usr/bin/env bash\n" + render_envelope(
             host, "preflight", Script("preflight.sh"), {"KEY": key}))
-    keep_each_body_once(sorted(tmp_path.glob("hosts/*/*.sh")))
+    keep_each_body_once(list(tmp_path.glob("hosts/*/*.sh")))
     assert "gpu_cluster_create" not in (tmp_path / "hosts/gpu02/01-preflight.sh").read_text()
     found = [(f["check_id"], f["file_path"]) for _, f in failures(checkov(tmp_path, ["secrets"]))]
     assert ("CKV_SECRET_13", "/hosts/gpu02/01-preflight.sh") in found
