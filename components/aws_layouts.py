@@ -35,6 +35,7 @@ from components.kubernetes.backups import (
     envelope_chunks,
     install_backup_env,
 )
+from components.hosts.bundle_step import with_bundle
 from components.hosts.steps import preparation_steps
 from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
 from components.common.remote_step import Ssh, SshAccess, connection_to
@@ -202,9 +203,10 @@ class Cloud(_OnAws):
         instance, settings = self._aws.instance, self.context.settings
         # The instance's public address, its port and the host key it installs at boot,
         # as on hybrid (aws.adminCidrs opens SSH to where `pulumi up` runs).
-        ssh = Ssh(connection_to(instance.host, SshAccess(
+        ssh = with_bundle(instance.host.name, Ssh(connection_to(instance.host, SshAccess(
             settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
-            instance.ssh_endpoint), instance.host.ssh_user)
+            instance.ssh_endpoint), instance.host.ssh_user), 0,
+            depends_on=[instance.instance], parent=instance)
         return self._machines(self._aws, controller=instance.host, prepared={},
                               hosts=[instance.host], storage_servers=[],
                               booted=instance.instance, booted_ssh=ssh)

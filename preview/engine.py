@@ -133,7 +133,7 @@ class RecordingMonitor(mocks.MockMonitor):
                     parent=request.parent,
                     custom=request.custom,
                     dependencies=list(request.dependencies),
-                    inputs=inputs,
+                    inputs=_assets_as_in_state(inputs),
                     protect=request.protect,
                     retain_on_delete=request.retainOnDelete,
                     property_dependencies={
@@ -278,3 +278,14 @@ def run_program(project_dir: Path, stack_file: StackConfigFile,
             if plan.outputs[name][1]:
                 plan.secrets |= _secret_strings(str(plan.outputs[name][0]))
     return plan
+
+
+def _assets_as_in_state(inputs: dict) -> dict:
+    """A FileAsset input as Pulumi's state keeps it: its path and the sha256 of the file
+    (pulumi sdk/go/common/resource/asset.go), never its bytes."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, pulumi.FileAsset):
+            return {"path": value.path,
+                    "hash": hashlib.sha256(Path(value.path).read_bytes()).hexdigest()}
+        return value
+    return {key: plain(value) for key, value in inputs.items()}

@@ -13,7 +13,8 @@ from pulumi.runtime import rpc
 
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
 from components.addons.kubeflow.sources import UPSTREAM_COPY
-from components.common.remote_step import step_inputs
+from components.common.bundle import step_bundle
+from components.common.remote_step import step_inputs, whole_text
 from config import vendored
 from config.storage import STORAGE_CLASS_NAMES
 from preview.plan import Plan, ResourceRecord, UNKNOWN
@@ -153,6 +154,8 @@ def write_artifacts(plan: Plan, build_dir: Path,
          for name, (value, secret) in plan.outputs.items()}, indent=2) + "\n")
     for path, text in _host_scripts(plan):
         write(path, text, 0o755)
+    for path, text, mode in _bundle_files(plan):
+        write(path, text, mode)
     for path, text in _vpn_configs(plan):
         write(path, text)
     for path, text in _manifests(plan):
@@ -199,7 +202,8 @@ def _host_scripts(plan: Plan):
     instance's or launch template's user data."""
     commands = _of_type(plan, "command:remote:Command") + _of_type(plan, "command:local:Command")
     for resource in commands:
-        stdin = plan.redact(resource.inputs.get("stdin", ""))
+        # Rendered whole: the bundle's files the step runs pasted in, as the host runs them.
+        stdin = whole_text(plan.redact(resource.inputs.get("stdin", "")))
         host, step = _envelope_names(stdin)
         if not (host and step):
             continue
@@ -227,6 +231,15 @@ def _host_scripts(plan: Plan):
             first, _, rest = part.partition("\n")
             text = (f"{first}\n{note}{rest}" if first.startswith("#!") else note + part)
             yield f"hosts/{host}/boot-{index:02d}-{step}.sh", text
+
+
+def _bundle_files(plan: Plan):
+    """The step bundle the machines get, once: bundle/<digest>/<path>."""
+    if not _of_type(plan, "command:remote:CopyToRemote"):
+        return
+    bundle = step_bundle()
+    for file in bundle.files:
+        yield f"bundle/{bundle.digest}/{file.path}", file.data.decode(), file.mode
 
 
 def _of_type(plan: Plan, type_: str) -> list[ResourceRecord]:

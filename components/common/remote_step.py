@@ -1,14 +1,23 @@
 """One bootstrap step on one host: a script file run over SSH as a remote.Command.
 
-The script, its libraries and its inputs travel on stdin as an "envelope", never on the
-command line or through SSH environment variables (those need AcceptEnv and would show
-secrets in `ps`). The command itself is constant: `sudo -n bash -s -- create|delete`.
-The doctor runs `check` on the steps that support it (`python -m doctor --drift`): what
-create would change, changing nothing.
+The scripts come from the step bundle the machine holds (components/common/bundle.py,
+installed by its bundle step before any other). A step's stdin carries only what is its
+own: its inputs as exports, and for each action the bundle files it runs with their
+sha256 (`bundle_stdin`), which bundle/run-step.sh checks before it sources them. Inputs
+never go on the command line or through SSH environment variables (those need AcceptEnv
+and would show secrets in `ps`). The command itself is constant:
+`sudo -n bash -s -- create|delete`. The doctor runs `check` on the steps that support it
+(`python -m doctor --drift`): what create would change, changing nothing.
 
-A changed script or input changes stdin, which Pulumi applies as an *update* that re-runs
-the step on that host only. The provider's `triggers` are deliberately not used: a
-trigger change *replaces* the command, which would run its delete script (a node reset).
+A changed input, or a change to a file the step runs (its script or a library it
+sources), changes stdin, which Pulumi applies as an *update* that re-runs the step on that
+host only; a change to any other file of the bundle leaves it alone. The provider's
+`triggers` are deliberately not used: a trigger change *replaces* the command, which
+would run its delete script (a node reset).
+
+`render_envelope` renders a step whole, its scripts pasted in (the preview's build
+folder, which the doctor sends as it is, and the commands that run where `pulumi up`
+runs); `whole_text` turns a bundle stdin into that same text.
 """
 
 import functools
@@ -22,6 +31,7 @@ import pulumi
 from pulumi_command import remote
 from pydantic import SecretStr
 
+from components.common.bundle import Bundle, step_bundle
 from components.common.shell_text import without_comment_lines
 from config.model import Host, SshSettings
 
@@ -41,28 +51,38 @@ class Script:
     # its additions check/<name> when there are any. Only for scripts whose changes all
     # go through what check/lib.sh intercepts; any other script answers `unknown action`.
     checks: bool = False
+    # Sources no library (bundle/receive.sh, which runs before the machine has any).
+    standalone: bool = False
 
     @property
     def libraries(self) -> list[str]:
+        if self.standalone:
+            return []
         libraries = ["lib.sh"]
         folder = Path(self.path).parent
         if str(folder) != "." and (SCRIPTS_DIR / folder / "lib.sh").exists():
             libraries.append(str(folder / "lib.sh"))
         return libraries + list(self.extra_libraries)
 
+    @property
+    def files(self) -> list[str]:
+        """What its create (or delete) runs, in order: its libraries, then itself."""
+        return self.libraries + [self.path]
+
+    @property
+    def check_files(self) -> list[str]:
+        """What its check runs: the script in check mode and its additions, after which
+        check_result gives the verdict (exit 0 in sync, 3 drifted)."""
+        additions = f"{CHECK_FOLDER}/{Path(self.path).name}"
+        return (self.libraries + [f"{CHECK_FOLDER}/lib.sh", self.path]
+                + ([additions] if (SCRIPTS_DIR / additions).exists() else []))
+
     def text(self) -> str:
-        parts = [read_script(library) for library in self.libraries] + [read_script(self.path)]
-        return "\n".join(parts)
+        return "\n".join(read_script(path) for path in self.files)
 
     def check_text(self) -> str:
-        """The body of gpu_cluster_check: the script in check mode, its additions and the
-        verdict (exit 0 in sync, 3 drifted)."""
-        additions = f"{CHECK_FOLDER}/{Path(self.path).name}"
-        parts = ([read_script(library) for library in self.libraries]
-                 + [read_script(f"{CHECK_FOLDER}/lib.sh"), read_script(self.path)]
-                 + ([read_script(additions)] if (SCRIPTS_DIR / additions).exists() else [])
-                 + ["check_result"])
-        return "\n".join(parts)
+        """The body of gpu_cluster_check (the text of check_files, then check_result)."""
+        return "\n".join([read_script(path) for path in self.check_files] + ["check_result"])
 
 
 @dataclass(frozen=True)
@@ -171,17 +191,20 @@ def envelope(
     create: Script,
     env: Mapping[str, pulumi.Input[str]],
     delete: Optional[Script] = None,
+    render=None,
 ) -> pulumi.Input[str]:
-    """The stdin of a step: its inputs as exports, then the scripts wrapped in functions
+    """The stdin of a step: its inputs as exports, then what it runs wrapped in functions
     so bash has read all of stdin before any command runs (an apt-get reading stdin
-    cannot swallow the rest of the script)."""
+    cannot swallow the rest of the script). `render`: render_envelope (the scripts
+    pasted in, the default) or bundle_stdin."""
+    render = render or render_envelope
     if all(isinstance(value, str) for value in env.values()):
         # The same text, without the Outputs an apply over plain values would make (most
         # host steps' inputs are plain: a large stack registers faster).
-        return render_envelope(host, step, create, dict(env), delete)
+        return render(host, step, create, dict(env), delete)
     names = list(env.keys())
     return pulumi.Output.all(*env.values()).apply(
-        lambda values: render_envelope(host, step, create, dict(zip(names, values)), delete))
+        lambda values: render(host, step, create, dict(zip(names, values)), delete))
 
 
 def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str],
@@ -193,16 +216,8 @@ def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str]
     # definitions in this function are never called.
     check = ["# shellcheck disable=SC2329", "gpu_cluster_check() {", create.check_text(),
              "}"] if create.checks else []
-    lines = check + [
-        'case "${1:-create}" in',
-        "  create) gpu_cluster_create </dev/null ;;",
-        "  delete) gpu_cluster_delete </dev/null ;;" if delete else "",
-        "  check) gpu_cluster_check </dev/null ;;" if create.checks else "",
-        '  *) echo "gpu-cluster: unknown action: $1" >&2; exit 2 ;;',
-        "esac",
-    ]
     return render_step_functions(host, step, create, env, delete) + "\n".join(
-        line for line in lines if line) + "\n"
+        check + _case_lines(_actions(create, delete))) + "\n"
 
 
 def render_step_functions(host: str, step: str, create: Script, env: Mapping[str, str],
@@ -220,6 +235,14 @@ def render_step_functions(host: str, step: str, create: Script, env: Mapping[str
                           for library in script.libraries]
                          + [without_comment_lines(read_script(script.path))])
 
+    lines = ["gpu_cluster_create() {", text(create), "}"]
+    if delete:
+        lines += ["gpu_cluster_delete() {", text(delete), "}"]
+    return _header_and_exports(host, step, create, env, delete) + "\n".join(lines) + "\n"
+
+
+def _header_and_exports(host: str, step: str, create: Script, env: Mapping[str, str],
+                        delete: Optional[Script]) -> str:
     lines = [
         f"{_HEADER}'{_in_comment(step)}' on host '{_in_comment(host)}' ({create.path}"
         + (f", delete: {delete.path})" if delete else ")"),
@@ -229,9 +252,6 @@ def render_step_functions(host: str, step: str, create: Script, env: Mapping[str
             # A `$` in a value (a URN's parent types) is literal on purpose.
             lines.append(_SHELLCHECK_LITERAL_DOLLAR)
         lines.append(f"export {name}={_single_quoted(str(value))}")
-    lines += ["gpu_cluster_create() {", text(create), "}"]
-    if delete:
-        lines += ["gpu_cluster_delete() {", text(delete), "}"]
     return "\n".join(lines) + "\n"
 
 
@@ -252,6 +272,88 @@ def step_inputs(text: str) -> dict[str, str]:
         inputs[line[1]] = line[2].replace("'\\''", "'")
         position = line.end()
     return inputs
+
+
+# The runner every bundle stdin sources (bundle/run-step.sh), and the line that lists an
+# action's files: 'ACTION PATH SHA256'.
+RUNNER = "bundle/run-step.sh"
+_FILE_LINE = re.compile(r"^  '(create|delete|check) ([a-z0-9._/-]+) ([0-9a-f]{64})'(?: \\)?$", re.M)
+# Where the loader looks for the runner: the step's own copy (kept for its delete), the
+# current bundle, then any bundle on the machine.
+_LOADER = """\
+gpu_cluster_step() {{
+  local root="${{GPU_CLUSTER_ROOT:-}}/var/lib/gpu-cluster" runner="" candidate
+  for candidate in "$root/steps/$GPU_CLUSTER_HOST/$GPU_CLUSTER_STEP" "$root/bundles/current" \\
+    "$root"/bundles/*; do
+    if [[ "$(sha256sum -- "$candidate/{runner}" 2>/dev/null | cut -c1-64)" == {sha} ]]; then
+      runner="$candidate/{runner}"
+      break
+    fi
+  done
+  if [[ -z "$runner" ]]; then
+    echo "gpu-cluster: $GPU_CLUSTER_HOST: $GPU_CLUSTER_STEP: refused: no step bundle on this" \\
+      "host holds {runner} {sha}: the bundle step installs it before any other step" >&2
+    exit 1
+  fi
+  # shellcheck source=/dev/null
+  source "$runner"
+  gpu_cluster_run_step "$1" \\
+{files}
+}}
+gpu_cluster_step "${{1:-create}}"
+"""
+
+
+def _actions(create: Script, delete: Optional[Script]) -> dict[str, list[str]]:
+    """The bundle files each action of a step runs, in order."""
+    actions = {"create": create.files}
+    if delete:
+        actions["delete"] = delete.files
+    if create.checks:
+        actions["check"] = create.check_files
+    return actions
+
+
+def bundle_stdin(host: str, step: str, create: Script, env: Mapping[str, str],
+                 delete: Optional[Script] = None, bundle: Optional[Bundle] = None) -> str:
+    """A step's stdin when its machine holds the step bundle: its header and inputs as
+    render_step_functions writes them, then the loader, which checks the runner's sha256,
+    and the files of each action with theirs."""
+    bundle = bundle or step_bundle()
+    lines = [f"  '{action} {path} {bundle.sha256(path)}'"
+             for action, paths in _actions(create, delete).items() for path in paths]
+    return _header_and_exports(host, step, create, env, delete) + _LOADER.format(
+        runner=RUNNER, sha=bundle.sha256(RUNNER), files=" \\\n".join(lines))
+
+
+def whole_text(stdin: str, bundle: Optional[Bundle] = None) -> str:
+    """A bundle stdin rendered whole, as render_envelope would have rendered the step: the
+    files of each action pasted in. Any other text is returned as it is."""
+    files = _FILE_LINE.findall(stdin)
+    if not files:
+        return stdin
+    bundle = bundle or step_bundle()
+    actions: dict[str, list[str]] = {}
+    for action, path, _ in files:
+        actions.setdefault(action, []).append(path)
+    header_end = stdin.index("gpu_cluster_step() {")
+    check = (["# shellcheck disable=SC2329", "gpu_cluster_check() {",
+              *[bundle.text(path) for path in actions["check"]], "check_result", "}"]
+             if "check" in actions else [])
+    lines = [stdin[:header_end].rstrip("\n")]
+    for action in ("create", "delete"):
+        if action in actions:
+            lines += [f"gpu_cluster_{action}() {{",
+                      "\n".join(bundle.text(path) for path in actions[action]), "}"]
+    return "\n".join(lines) + "\n" + "\n".join(check + _case_lines(actions)) + "\n"
+
+
+def _case_lines(actions: Mapping[str, list[str]]) -> list[str]:
+    return ['case "${1:-create}" in',
+            *[f"  {action}) gpu_cluster_{action} </dev/null ;;"
+              for action in ("create", "delete", "check") if action in actions],
+            '  *) echo "gpu-cluster: unknown action: $1" >&2; exit 2 ;;',
+            "esac"]
 
 
 def _single_quoted(value: str) -> str:
@@ -292,10 +394,12 @@ def machine_env(host: Host) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Ssh:
-    """Where a step runs: an SSH connection and the user it logs in as."""
+    """Where a step runs: an SSH connection, the user it logs in as, and the machine's
+    bundle step, which every step run there waits for (components/hosts/bundle_step.py)."""
 
     connection: remote.ConnectionArgs
     user: str
+    bundle: Optional[pulumi.Resource] = None
 
 
 def run_step(
@@ -314,7 +418,9 @@ def run_step(
 
     `about` names the machine (or pool) the step is about; `on` says where it runs (a
     worker's join token and node removal run on the controller)."""
-    stdin = envelope(about, step, create, env or {}, delete)
+    if on.bundle is None:
+        raise ValueError(f"{about}-{step}: the machine it runs on has no bundle step")
+    stdin = envelope(about, step, create, env or {}, delete, render=bundle_stdin)
     create_command = _command(about, step, "create", on.user)
     return remote.Command(
         f"{about}-{step}",
@@ -328,7 +434,7 @@ def run_step(
         logging=remote.Logging.STDERR if secret_stdout else remote.Logging.STDOUT_AND_STDERR,
         opts=pulumi.ResourceOptions(
             parent=parent,
-            depends_on=list(depends_on),
+            depends_on=[on.bundle, *depends_on],
             additional_secret_outputs=["stdout"] if secret_stdout else None,
         ),
     )

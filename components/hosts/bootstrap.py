@@ -10,6 +10,7 @@ from pulumi_command import remote
 
 from components.distributions.base import Distribution
 from components.hosts.authorized_keys import authorized_keys_step
+from components.hosts.bundle_step import with_bundle
 from components.hosts.steps import Machine, host_settings, preparation_steps
 from components.common.remote_step import (
     Endpoint,
@@ -91,12 +92,14 @@ class HostBootstrap(pulumi.ComponentResource):
     def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:hosts:HostBootstrap", name, None, opts)
         self._args = args
-        self.ssh = Ssh(connection_to(args.host, args.ssh, args.endpoint),
-                       args.host.ssh_user or args.ssh.settings.user)
+        self.ssh = with_bundle(args.host.name, Ssh(connection_to(args.host, args.ssh,
+                                                                args.endpoint),
+                                                  args.host.ssh_user or args.ssh.settings.user),
+                               args.host.generation, depends_on=[], parent=self)
         # The same, dialing for as long as a reboot may take.
         self.waiting_ssh = Ssh(connection_to(args.host, args.ssh, args.endpoint,
                                              wait_seconds=args.tuning.reboot_timeout_seconds),
-                               self.ssh.user)
+                               self.ssh.user, self.ssh.bundle)
 
         self.ready: pulumi.Resource = self._create_preparation()
         # After the reboot the preparation may make; nothing waits for it.
