@@ -3,7 +3,8 @@
 import pulumi
 import pytest
 
-from components.common.remote_step import SshAccess
+from components.common.bundle import step_bundle
+from components.common.remote_step import SshAccess, whole_text
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from tests.components.conftest import settings_for
@@ -47,11 +48,15 @@ def test_steps_are_chained_in_order(plan, host_name, change, expected):
     component = bootstrap(settings_for(values), host_name)
 
     def check(_):
+        # Every step waits for the machine's bundle step, which waits for the upload.
+        bundle = f"{host_name}-install-bundle"
         names = [r.name for r in plan.of_type("command:remote:Command")]
-        assert names == expected
+        assert names == [bundle, *expected]
         for previous, step in zip(expected, expected[1:]):
-            assert _dependency_names(plan, step) == [previous]
-        assert _dependency_names(plan, expected[0]) == []
+            assert _dependency_names(plan, step) == sorted([previous, bundle])
+        assert _dependency_names(plan, expected[0]) == [bundle]
+        assert _dependency_names(plan, bundle) == [f"{host_name}-bundle-upload"]
+        assert _dependency_names(plan, f"{host_name}-bundle-upload") == []
 
     return component.ready.urn.apply(check)
 
@@ -72,9 +77,13 @@ def test_step_inputs_travel_on_stdin_not_the_command_line(plan):
         assert "export DISABLE_CPU_MITIGATIONS='true'\n" in stdin
         assert "export EXTRA_KERNEL_ARGS='pcie_aspm=off'\n" in stdin
         assert "export INOTIFY_MAX_USER_INSTANCES='2280'\n" in stdin
-        assert "gpu_cluster_create </dev/null" in stdin
+        # The script comes from the machine's bundle, checked against its sha256.
+        bundle = step_bundle()
+        assert f"'create prepare-host.sh {bundle.sha256('prepare-host.sh')}'" in stdin
+        assert "gpu_cluster_create </dev/null" in whole_text(stdin)
+        assert len(stdin) < 4096
         assert "triggers" not in prepare  # a trigger change would replace (and reset) the step
-        nvidia = plan.named("gpu000-install-nvidia").inputs["stdin"]
+        nvidia = whole_text(plan.named("gpu000-install-nvidia").inputs["stdin"])
         assert "export CONTAINERD_DROPIN_PATH='/etc/k0s/containerd.d/nvidia.toml'" in nvidia
         assert 'io.containerd.cri.v1.runtime".containerd.runtimes.nvidia' in nvidia
 

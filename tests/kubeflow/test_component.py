@@ -20,6 +20,7 @@ from preview.stack_file import read_stack
 from tests.conftest import (PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config, preview,
                             require_tool)
 from tests.kubeflow.certificates import curl, https_server, make_certificate
+from components.common.remote_step import whole_text
 
 PASSWORD = "a long test passphrase"
 DIRECTORY = "kubernetes:kustomize/v2:Directory"
@@ -187,7 +188,7 @@ def test_access_mode_decides_the_url(layout, access, url):
     assert bool(steps) == (access.get("mode") == "portForward")
     if steps:
         assert "test-kubeflow-istio" in deps(plan, steps[0].name)
-        script = rpc.unwrap_rpc_secret(steps[0].inputs["stdin"])
+        script = whole_text(rpc.unwrap_rpc_secret(steps[0].inputs["stdin"]))
         assert "gpu-cluster-kubeflow-port-forward" in script
         # The forward goes to the port the gateway serves users on.
         port = "80" if url.startswith("http:") else "443"

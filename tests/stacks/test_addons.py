@@ -7,13 +7,14 @@ import pytest
 from config import versions
 from tests.conftest import bare_metal_config, preview
 from tests.stacks.test_credential_rotation import changed
+from tests.stacks.steps import waits_for
 
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
 
 
 def deps(plan, name: str) -> set[str]:
-    return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))}
+    return waits_for(plan, name)
 
 
 def device_plugin(plan) -> dict:

@@ -9,16 +9,18 @@ import yaml
 from cryptography import x509
 from pulumi.runtime import rpc
 
+import components.common.bundle as bundle
 import components.common.remote_step as remote_step
-from components.common.remote_step import step_inputs
+from components.common.remote_step import step_inputs, whole_text
 from preview.report import write_artifacts
 from tests.conftest import bare_metal_config, preview
+from tests.stacks.steps import waits_for
 
 WORKERS = ["moscow", "madrid", "campos"]
 
 
 def deps(plan, name: str) -> set[str]:
-    return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))}
+    return waits_for(plan, name)
 
 
 def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
@@ -28,14 +30,16 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     expected = {"controller-preflight", "controller-prepare-host", "controller-reboot-if-needed",
                 "controller-verify-boot", "controller-check-version",
                 "controller-install-controller", "controller-serve-nfs",
-                "controller-authorized-keys"}
+                "controller-authorized-keys", "controller-install-bundle"}
     for worker in WORKERS:
         expected |= {f"{worker}-{step}" for step in (
             "preflight", "drain-host", "prepare-host", "install-nvidia", "reboot-if-needed",
             "verify-boot", "drain-node", "upgrade-node", "uncordon-node",
             "create-join-token", "join-worker", "admit-node", "apply-worker-profile",
-            "authorized-keys")}
+            "authorized-keys", "install-bundle")}
     assert commands == expected
+    assert {r.name for r in lab_plan.of_type("command:remote:CopyToRemote")} == {
+        f"{host}-bundle-upload" for host in ["controller", *WORKERS]}
     assert {r.name for r in lab_plan.of_type("kubernetes:core/v1:NodePatch")} == {
         f"{w}-node-metadata" for w in WORKERS}
     assert len(lab_plan.of_type("pulumi:providers:kubernetes")) == 1
@@ -119,7 +123,7 @@ def test_removing_a_worker_drains_removes_and_resets_it(lab_plan):
     # the controller, then reset k0s on the worker.
     assert "moscow-join-worker" in deps(lab_plan, "moscow-admit-node")
     assert admit.inputs["delete"].endswith("sudo -n bash -s -- delete")
-    assert "gpu_cluster_delete()" in admit.inputs["stdin"]
+    assert "gpu_cluster_delete()" in whole_text(admit.inputs["stdin"])
     assert "remove-node.sh" in admit.inputs["stdin"].splitlines()[0]
     assert lab_plan.redact(admit.inputs["connection"])["host"] == "192.168.2.1"
     assert "reset-node.sh" in lab_plan.redact(join.inputs["stdin"]).splitlines()[0]
@@ -186,15 +190,29 @@ def test_controller_plus_worker_registers_its_own_node_without_joining():
 
 
 def test_a_changed_script_changes_only_its_own_steps(tmp_path, monkeypatch):
-    before = _stdin_by_step(preview(bare_metal_config()))
+    """What a reviewer sees in `pulumi preview --diff` after a one-line change to
+    install-nvidia.sh: the bundle step of every machine and the install-nvidia steps."""
+    before_plan = preview(bare_metal_config())
+    before = _stdin_by_step(before_plan)
     scripts = tmp_path / "scripts"
     shutil.copytree(remote_step.SCRIPTS_DIR, scripts)
-    with open(scripts / "install-nvidia.sh", "a") as script:
-        script.write("# a change\n")
+    path = scripts / "install-nvidia.sh"
+    path.write_text(path.read_text().replace("set -euo pipefail", "set -euo pipefail # a change", 1))
     monkeypatch.setattr(remote_step, "SCRIPTS_DIR", scripts)
-    after = _stdin_by_step(preview(bare_metal_config()))
+    monkeypatch.setattr(bundle, "SCRIPTS_DIR", scripts)
+    after_plan = preview(bare_metal_config())
+    after = _stdin_by_step(after_plan)
     changed = sorted(name for name in before if before[name] != after[name])
-    assert changed == ["gpu000-install-nvidia", "gpu001-install-nvidia", "gpu002-install-nvidia"]
+    hosts = ["controller", "gpu000", "gpu001", "gpu002"]
+    assert changed == sorted([*(f"{host}-install-bundle" for host in hosts),
+                              "gpu000-install-nvidia", "gpu001-install-nvidia",
+                              "gpu002-install-nvidia"])
+    # The upload's source is another tarball (its path names the new digest).
+    sources = [{r.name: r.inputs["source"]["path"]
+                for r in plan_.of_type("command:remote:CopyToRemote")}
+               for plan_ in (before_plan, after_plan)]
+    assert sorted(sources[0]) == [f"{host}-bundle-upload" for host in hosts]
+    assert all(sources[0][name] != sources[1][name] for name in sources[0])
 
 
 def _stdin_by_step(plan) -> dict[str, str]:
@@ -209,9 +227,10 @@ def test_preview_artifacts_hold_no_secret(lab_plan, tmp_path):
     assert lab_plan.secrets
     names = {p.relative_to(tmp_path / "lab").as_posix() for p in written}
     assert {"plan.txt", "plan.json", "outputs.json", "kubeconfig/admin.template.yaml",
-            "hosts/moscow/01-preflight.sh", "hosts/moscow/05-reboot-if-needed.sh",
-            "hosts/moscow/06-verify-boot.sh", "hosts/moscow/10-join-worker.sh",
-            "hosts/controller/06-install-controller.sh"} <= names
+            "hosts/moscow/02-install-bundle.sh", "hosts/moscow/03-preflight.sh",
+            "hosts/moscow/07-reboot-if-needed.sh", "hosts/moscow/08-verify-boot.sh",
+            "hosts/moscow/12-join-worker.sh", "hosts/controller/08-install-controller.sh",
+            f"bundle/{bundle.step_bundle().digest}/lib.sh"} <= names
     for path in written:
         text = path.read_text()
         for secret in lab_plan.secrets:

@@ -48,10 +48,11 @@ def ca_cert(plan) -> str:
 def test_the_program_runs_remote_commands_only_to_upgrade_the_controller(dev):
     # The controller installs itself at boot; over SSH, once its API answers, only the
     # version check and the install step run (again), which a raised kubernetes.version
-    # re-runs (tests/stacks/test_upgrade.py), and the SSH keys (ssh.authorizedKeys).
+    # re-runs (tests/stacks/test_upgrade.py), and the SSH keys (ssh.authorizedKeys); the
+    # program's step bundle before them (the one fetched at boot may be older).
     assert {c.name for c in dev.of_type("command:remote:Command")} == {
         "control-plane-check-version", "control-plane-install-controller",
-        "control-plane-authorized-keys"}
+        "control-plane-authorized-keys", "control-plane-install-bundle"}
     # A wait, where `pulumi up` runs, for the API the controller installs at boot.
     assert {c.name for c in dev.of_type("command:local:Command")} == {
         "control-plane-wait-for-api", "dev-nodes-ready"}

@@ -6,11 +6,12 @@ import pytest
 from pulumi.runtime import rpc
 
 from components.aws.boot import boot_scripts
-from components.common.remote_step import step_inputs
+from components.common.remote_step import step_inputs, whole_text
 from policy.user_data import decode_user_data
 from preview.engine import run_program
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR, hybrid_config, preview
+from tests.stacks.steps import waits_for
 
 INSTANCE = "aws:ec2/instance:Instance"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -22,7 +23,7 @@ def prod():
 
 
 def deps(plan, name: str) -> set[str]:
-    return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))}
+    return waits_for(plan, name)
 
 
 def transitive(plan, name: str) -> set[str]:
@@ -217,7 +218,7 @@ def test_the_hgx_servers_get_fabric_manager_at_the_drivers_version(prod):
     """gpu01/gpu02 are 8x A100-SXM4 (HGX, six NVSwitches): CUDA runs there only with NVIDIA
     Fabric Manager of the driver's version, which their install-nvidia step installs."""
     for host in ("gpu01", "gpu02"):
-        stdin = prod.named(f"{host}-install-nvidia").inputs["stdin"]
+        stdin = whole_text(prod.named(f"{host}-install-nvidia").inputs["stdin"])
         inputs = step_inputs(stdin)
         assert inputs["NVSWITCH"] == "true"
         assert inputs["INSTALL_DRIVER"] == "true"

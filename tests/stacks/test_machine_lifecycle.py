@@ -8,6 +8,7 @@ import pytest
 
 from preview.plan import Plan
 from tests.conftest import bare_metal_config, preview
+from components.common.remote_step import whole_text
 
 HOST = "gpu001"
 
@@ -35,7 +36,8 @@ def with_host(values: dict, **fields) -> dict:
 
 
 def stdin(plan: Plan, name: str) -> str:
-    return plan.redact(plan.named(name).inputs["stdin"])
+    """The step rendered whole (the bundle's files it runs pasted in)."""
+    return whole_text(plan.redact(plan.named(name).inputs["stdin"]))
 
 
 @pytest.mark.parametrize("wanted", [True, False])
@@ -94,11 +96,15 @@ def test_a_replaced_machine_runs_its_steps_again_after_its_old_node_is_removed(b
             f"{HOST}-create-join-token"} <= steps
     for name in steps:
         assert "export MACHINE_GENERATION='2'" in stdin(plan, name), name
-    assert changed_inputs(before, plan) - noise - steps == {f"{HOST}-node-metadata"}
+    # The new machine gets the bundle uploaded again (a replaced CopyToRemote deletes nothing).
+    assert changed_inputs(before, plan) - noise - steps == {f"{HOST}-node-metadata",
+                                                           f"{HOST}-bundle-upload"}
     assert plan.named(f"{HOST}-node-metadata").inputs["metadata"]["labels"][
         "gpu-cluster/machine-generation"] == "2"
-    # An update, never a replacement: no step gets triggers.
-    assert not [r.name for r in plan.resources if r.inputs.get("triggers")]
+    # An update, never a replacement: no step gets triggers. Only the upload does: a
+    # CopyToRemote has no delete, so its replacement just copies the tarball again.
+    assert [r.name for r in plan.resources if r.inputs.get("triggers")] == [
+        f"{HOST}-bundle-upload"]
 
 
 def test_hosts_without_a_generation_keep_their_steps_unchanged(baseline):

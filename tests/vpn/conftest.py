@@ -18,6 +18,7 @@ from config.model import Host, StackConfig
 from preview.engine import run_program
 from preview.plan import Plan
 from tests.conftest import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config
+from components.common.remote_step import whole_text
 
 SERVER = Host(name="control-plane", address="10.20.1.10", role="controller")
 SERVER_PUBLIC_ADDRESS = "203.0.113.1"
@@ -75,7 +76,7 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
             server_host=SERVER,
             server_ssh=Ssh(remote.ConnectionArgs(
                 host=SERVER_PUBLIC_ADDRESS, user="ubuntu",
-                private_key=pulumi.Output.secret(TEST_PRIVATE_KEY)), "ubuntu"),
+                private_key=pulumi.Output.secret(TEST_PRIVATE_KEY)), "ubuntu", server.ssh.bundle),
             server_public_address=pulumi.Output.from_input(SERVER_PUBLIC_ADDRESS),
             server_ready=server.ready,
             onprem={name: bootstrap.machine for name, bootstrap in onprem.items()},
@@ -97,7 +98,8 @@ def plain(value):
 
 
 def stdin_of(plan: Plan, name: str) -> str:
-    return plain(plan.named(name).inputs["stdin"])
+    """The step rendered whole (the bundle's files it runs pasted in)."""
+    return whole_text(plain(plan.named(name).inputs["stdin"]))
 
 
 def exported(plan: Plan, name: str):

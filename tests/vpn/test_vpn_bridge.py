@@ -9,6 +9,7 @@ from pulumi.runtime import rpc
 
 from components.network import openvpn_config
 from preview.redaction import REDACTED
+from tests.stacks.steps import waits_for
 from tests.vpn.conftest import (SERVER_PUBLIC_ADDRESS, build_plan, exported, hybrid_values,
                                 plain, stdin_of)
 
@@ -25,10 +26,10 @@ def exports(stdin: str) -> dict[str, str]:
 
 
 def dependency_names(plan, name: str) -> list[str]:
-    """The steps (not the keys and certificates) a step waits for."""
-    resource = plan.named(name)
-    return sorted(plan.by_urn[urn].name for urn in plan.custom_dependencies(resource)
-                  if plan.by_urn[urn].type == "command:remote:Command")
+    """The steps (not the keys and certificates) a step waits for, but the bundle step of
+    the machine it runs on (tests/stacks/steps.py waits_for)."""
+    return sorted(step for step in waits_for(plan, name)
+                  if plan.named(step).type == "command:remote:Command")
 
 
 def test_steps_run_where_they_belong(bridge_plan):
