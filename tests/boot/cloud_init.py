@@ -15,6 +15,9 @@ cloud-config.) Only the modules a test needs run: set_hostname and update_hostna
 Network config is disabled. The sandbox keeps cloud-init off the host and the network; a
 part still sees the host's other files, so the step scripts under test must go through
 GPU_CLUSTER_ROOT. When the sandbox's PID 1 exits the kernel kills whatever is left in it.
+With `aws=AwsEmulation(...)`, moto and an IMDSv2 emulator serve inside the sandbox's
+network namespace for the boot (aws_emulation.py says what runs where), and the run's
+`aws` holds what they saw.
 
 What cloud-init 22.4.2 does with the parts (/usr/lib/python3/dist-packages/cloudinit/):
 - config/cc_scripts_user.py:46-54 `handle` calls `subp.runparts(<instance>/scripts)`.
@@ -48,6 +51,8 @@ from typing import Optional
 
 import pytest
 import yaml
+
+from tests.boot.aws_emulation import AwsEmulation, AwsRecord, prepare, read_record
 
 CLOUD_INIT = "/usr/bin/cloud-init"
 SANDBOX_SCRIPT = Path(__file__).with_name("sandbox.bash")
@@ -139,6 +144,7 @@ class CloudInitRun:
     parts: list[PartRun]
     hostname: str  # the sandbox's hostname after the run
     etc_hostname: str  # the sandbox's /etc/hostname after the run
+    aws: Optional[AwsRecord] = None  # with an AWS emulation: what it saw and held
 
 
 @functools.cache
@@ -171,10 +177,12 @@ def _unshare(unshare: str) -> list[str]:
 
 
 def run_user_data(user_data_b64: str, workdir: Path, env: dict[str, str],
-                  stage_timeout: float = 60) -> CloudInitRun:
+                  stage_timeout: float = 60, aws: Optional[AwsEmulation] = None
+                  ) -> CloudInitRun:
     """Boots the sandbox in `workdir` (new or empty) on `user_data_b64` (base64, as EC2
     takes it). `env` is cloud-init's environment (over a PATH as systemd sets it), which
-    the parts inherit. Each stage gets `stage_timeout` seconds."""
+    the parts inherit. Each stage gets `stage_timeout` seconds. With `aws`, AWS is
+    emulated in the sandbox for the boot and `env` gets its endpoints."""
     require_sandbox()
     workdir = workdir.resolve()
     if any(workdir.is_relative_to(hidden) for hidden in HIDDEN):
@@ -183,31 +191,37 @@ def run_user_data(user_data_b64: str, workdir: Path, env: dict[str, str],
     if any(workdir.iterdir()):
         raise ValueError(f"{workdir} is not empty")
     _lay_out(workdir, b64decode(user_data_b64))
-    return _boot(workdir, env, stage_timeout)
+    return _boot(workdir, env, stage_timeout, aws)
 
 
-def boot_again(workdir: Path, env: dict[str, str], stage_timeout: float = 60) -> CloudInitRun:
+def boot_again(workdir: Path, env: dict[str, str], stage_timeout: float = 60,
+               aws: Optional[AwsEmulation] = None) -> CloudInitRun:
     """The next boot of the same instance in `workdir` (after run_user_data): cloud-init
     finds its state from the first boot, as after a reboot. The run holds what this boot
-    added to the logs only."""
+    added to the logs only. With `aws`, a new emulation from that seed and the SSM
+    parameters the last boot left (aws_emulation.py)."""
     require_sandbox()
     workdir = workdir.resolve()
     (workdir / "exit-codes").unlink(missing_ok=True)
-    return _boot(workdir, env, stage_timeout)
+    return _boot(workdir, env, stage_timeout, aws)
 
 
-def _boot(workdir: Path, env: dict[str, str], stage_timeout: float) -> CloudInitRun:
+def _boot(workdir: Path, env: dict[str, str], stage_timeout: float,
+          aws: Optional[AwsEmulation]) -> CloudInitRun:
     cloud_dir, log_dir = workdir / "var" / "lib" / "cloud", workdir / "var" / "log"
     # /run is a tmpfs on an instance: empty at every boot.
     shutil.rmtree(workdir / "run")
     (workdir / "run").mkdir()
     offsets = {name: len(_read(log_dir / name))
                for name in ("cloud-init.log", "cloud-init-output.log")}
+    launcher = prepare(workdir, aws, INSTANCE_ID) if aws else []
     process = subprocess.run(
         [*_unshare(shutil.which("unshare")), "/bin/bash", str(SANDBOX_SCRIPT), str(workdir),
-         str(stage_timeout)],
-        env={"PATH": SYSTEMD_PATH, **env}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, timeout=len(STAGES) * (stage_timeout + 10) + 30)
+         str(stage_timeout), *launcher],
+        env={"PATH": SYSTEMD_PATH, **env, **(aws.env() if aws else {})},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # sandbox.bash gives the emulation 60 s to start and 30 s to stop.
+        timeout=len(STAGES) * (stage_timeout + 10) + 30 + (90 if aws else 0))
     console = process.stdout.decode(errors="replace")
     if process.returncode != 0:
         raise RuntimeError(f"the sandbox failed (exit code {process.returncode}):\n{console}")
@@ -224,6 +238,7 @@ def _boot(workdir: Path, env: dict[str, str], stage_timeout: float) -> CloudInit
         parts=_parts(log, cloud_dir / "instances" / INSTANCE_ID / "scripts"),
         hostname=_read(workdir / "hostname").strip(),
         etc_hostname=_read(workdir / "etc" / "hostname").strip(),
+        aws=read_record(workdir) if aws else None,
     )
 
 
