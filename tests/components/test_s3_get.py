@@ -33,6 +33,10 @@ from tests.components.test_ssm_parameter import (
     post,
 )
 
+# Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
+# not in `make quick`.
+pytestmark = pytest.mark.tools
+
 # test_ssm_parameter.py's fixtures: moto's server on loopback and a fake IMDSv2.
 aws, imds_server, imds = ssm_tests.aws, ssm_tests.imds_server, ssm_tests.imds
 SCRIPT = SCRIPTS_DIR / "boot" / "s3-get.py"

@@ -33,6 +33,10 @@ from moto.server import ThreadedMotoServer
 from components.common.remote_step import SCRIPTS_DIR, SSM_READER
 from components.common.shell_text import python_without_docs
 
+# Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
+# not in `make quick`.
+pytestmark = pytest.mark.tools
+
 SCRIPT = SCRIPTS_DIR / SSM_READER.path
 # Instances run their distribution's python3. INSTANCE_PYTHON runs the client with another
 # interpreter (e.g. a 3.8) to check it still works there.

@@ -11,6 +11,10 @@ from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.conftest import PROJECT_DIR, bare_metal_config, preview, require_tool
 from tests.scans.rendered_steps import shellcheck_rendered_steps
 
+# Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
+# not in `make quick`.
+pytestmark = pytest.mark.tools
+
 
 @pytest.fixture(scope="module")
 def lab_build(lab_plan, tmp_path_factory):
