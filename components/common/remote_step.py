@@ -329,14 +329,15 @@ def bundle_stdin(host: str, step: str, create: Script, env: Mapping[str, str],
 def whole_text(stdin: str, bundle: Optional[Bundle] = None) -> str:
     """A bundle stdin rendered whole, as render_envelope would have rendered the step: the
     files of each action pasted in. Any other text is returned as it is."""
-    files = _FILE_LINE.findall(stdin)
+    files = _FILE_LINE.findall(stdin[stdin.rfind("\ngpu_cluster_step() {\n"):])
     if not files:
         return stdin
     bundle = bundle or step_bundle()
     actions: dict[str, list[str]] = {}
     for action, path, _ in files:
         actions.setdefault(action, []).append(path)
-    header_end = stdin.index("gpu_cluster_step() {")
+    # The loader comes last: an input's value never reaches past it.
+    header_end = stdin.rindex("\ngpu_cluster_step() {\n") + 1
     check = (["# shellcheck disable=SC2329", "gpu_cluster_check() {",
               *[bundle.text(path) for path in actions["check"]], "check_result", "}"]
              if "check" in actions else [])
