@@ -1,6 +1,7 @@
-"""The S3 bucket the control plane's snapshots go to on the AWS layouts: private, encrypted,
-versioned, TLS only, each snapshot a new version of one object, the newest `retention`
-versions kept by its lifecycle. The controller's role may only put that object."""
+"""The S3 bucket the control plane's snapshots go to on the AWS layouts: private, encrypted
+and TLS only (components/aws/buckets.py), versioned, each snapshot a new version of one
+object, the newest `retention` versions kept by its lifecycle. The controller's role may
+only put that object."""
 
 import json
 from dataclasses import dataclass
@@ -8,9 +9,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-# Bucket names are at most 63 characters; S3 adds 26 to a prefix (bucket_prefix, at most
-# 37: terraform-provider-aws internal/service/s3/bucket.go).
-_PREFIX_CHARACTERS = 28
+from components.aws.buckets import private_bucket
+
 # Each snapshot is a new version of this object below the cluster's prefix.
 SNAPSHOT_OBJECT = "snapshot"
 
@@ -23,21 +23,11 @@ def backup_prefix(cluster_name: str) -> str:
 def backup_writer_policy(bucket_arn: str, prefix: str) -> str:
     """All the controller may do with the bucket: put objects below `prefix`. It cannot
     read, list or delete them, nor an older version (a compromised controller cannot
-    destroy the snapshots the lifecycle keeps). SSE-KMS with the AWS managed key needs no
-    KMS grant: its key policy lets the account's principals use it through S3
-    (https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#aws-managed-key)."""
+    destroy the snapshots the lifecycle keeps). The bucket's key needs no KMS grant
+    (components/aws/buckets.py)."""
     return json.dumps({"Version": "2012-10-17", "Statement": [{
         "Sid": "PutItsSnapshots", "Effect": "Allow", "Action": ["s3:PutObject"],
         "Resource": f"{bucket_arn}/{prefix}/*"}]})
-
-
-def tls_only_policy(bucket_arn: str) -> str:
-    """Refuses every request over plain HTTP (aws:SecureTransport,
-    https://docs.aws.amazon.com/AmazonS3/latest/userguide/security-best-practices.html)."""
-    return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-        "Resource": [bucket_arn, f"{bucket_arn}/*"],
-        "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]})
 
 
 @dataclass
@@ -53,26 +43,8 @@ class BackupBucket(pulumi.ComponentResource):
         # The snapshots outlive the stack: `pulumi destroy` leaves the bucket and its
         # settings in the account (retain_on_delete), as it leaves EFS data.
         keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
-        self.bucket = aws.s3.Bucket(
-            f"{name}-bucket", bucket_prefix=f"{args.cluster_name[:_PREFIX_CHARACTERS]}-backups-",
-            tags={"Name": f"{args.cluster_name}-backups"}, opts=keep)
+        self.bucket = private_bucket(name, args.cluster_name, "backups", keep)
         bucket = self.bucket.id
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-public-access", bucket=bucket, block_public_acls=True,
-            block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True,
-            opts=keep)
-        aws.s3.BucketOwnershipControls(
-            f"{name}-ownership", bucket=bucket,
-            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
-            opts=keep)
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-encryption", bucket=bucket,
-            rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                apply_server_side_encryption_by_default=(
-                    aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                        sse_algorithm="aws:kms")),
-                bucket_key_enabled=True)],
-            opts=keep)
         versioning = aws.s3.BucketVersioning(
             f"{name}-versioning", bucket=bucket,
             versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(
@@ -83,8 +55,6 @@ class BackupBucket(pulumi.ComponentResource):
             # S3 refuses noncurrent-version rules until versioning is configured.
             opts=pulumi.ResourceOptions.merge(keep, pulumi.ResourceOptions(
                 depends_on=[versioning])))
-        aws.s3.BucketPolicy(f"{name}-policy", bucket=bucket,
-                            policy=self.bucket.arn.apply(tls_only_policy), opts=keep)
         self.object_key = f"{backup_prefix(args.cluster_name)}/{SNAPSHOT_OBJECT}"
         self.location = pulumi.Output.concat("s3://", self.bucket.bucket, "/", self.object_key)
         self.register_outputs({"location": self.location})
