@@ -10,6 +10,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.aws.backup_bucket import BackupBucket, BackupBucketArgs
+from components.aws.boot import BootStore
 from components.aws.control_plane_host import (
     CONTROLLER_MACHINE,
     ControllerBoot,
@@ -62,6 +63,7 @@ class _AwsControlPlane:
     network: AwsNetwork
     instance: ControlPlaneHost
     opts: pulumi.ResourceOptions
+    boot_store: BootStore
     backup_bucket: Optional[BackupBucket] = None
 
 
@@ -99,6 +101,7 @@ class _OnAws(Layout):
             self._install_backup_at_boot(boot, bucket)
         self.cluster_cidrs = cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr,
                                            settings.vpn)
+        boot_store = BootStore(f"{context.name}-boot", settings.cluster_name, opts=opts)
         instance = ControlPlaneHost(
             f"{context.name}-control-plane-host",
             ControlPlaneHostArgs(
@@ -106,13 +109,13 @@ class _OnAws(Layout):
                 ssh_public_key=public_key_of(settings.ssh_private_key.get_secret_value()),
                 api_port=settings.kubernetes.api_port,
                 control_plane_ports=context.distribution.control_plane_ports,
-                cluster_cidrs=self.cluster_cidrs, vpn=settings.vpn,
+                cluster_cidrs=self.cluster_cidrs, boot_store=boot_store, vpn=settings.vpn,
                 lan_cidr=settings.network.lan_cidr, boot=boot),
             opts=opts)
         if bucket is not None:
             bucket.allow_writes_by(f"{context.name}-backup-writer", instance.role_name,
                                    settings.cluster_name, opts)
-        return _AwsControlPlane(network, instance, opts, bucket)
+        return _AwsControlPlane(network, instance, opts, boot_store, bucket)
 
     def _backup_target(self, bucket: BackupBucket) -> BackupTarget:
         return BackupTarget("s3", bucket.location, {
@@ -224,9 +227,9 @@ class Cloud(_OnAws):
                 boot, self._aws.network,
                 control_plane.pool_join_token(boot.pool.name, provider),
                 context.distribution, self._aws.network.node_security_group, cleanup,
-                self.default_tags, after=[control_plane.installed]),
+                self._aws.boot_store, self.default_tags, after=[control_plane.installed]),
                 opts=self._aws.opts)
-            for boot in context.pool_boots
+            for boot in pool_boots(settings, context.distribution)
         ]
         machines.images.update({pool.name: p.image for pool, p in zip(settings.pools, pools)})
         self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,

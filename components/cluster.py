@@ -31,7 +31,6 @@ from components.kubernetes.backups import install_backup_env, install_backup_ove
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
 from config import vendored
-from config.problems import ConfigError
 
 # The distribution's cluster secrets, as hex (safe in any config file or token).
 SECRET_BYTES = 32
@@ -52,16 +51,6 @@ class Cluster(pulumi.ComponentResource):
         # The vendored upstream files as pinned, or nothing is registered.
         vendored.verify()
         distribution = distribution_for(distribution_settings(settings))
-        boots = []
-        if settings.aws is not None:
-            # Imported here: a stack without AWS never loads the AWS SDK (layout_class).
-            from components.aws.gpu_worker_pool import oversized_user_data
-            from components.aws_layouts import pool_boots
-            boots = pool_boots(settings, distribution)
-            # What only the rendered boot scripts can tell, refused before anything exists.
-            problems = oversized_user_data(boots, distribution)
-            if problems:
-                raise ConfigError(problems)
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
@@ -76,7 +65,7 @@ class Cluster(pulumi.ComponentResource):
             for secret in distribution.cluster_secrets}
         layout = layout_class(settings.layout)(
             ClusterContext(name, settings, distribution, self.pki, parent=self,
-                           secrets=self.secrets, pool_boots=boots))
+                           secrets=self.secrets))
         machines = layout.machines()
         control_plane = self._create_kubernetes(machines)
         nodes = self.nodes_ready + layout.nodes_after(control_plane, self.provider, machines)

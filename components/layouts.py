@@ -12,7 +12,7 @@ and an entry in layout_class.
 from collections.abc import Mapping
 import abc
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -33,10 +33,6 @@ from components.network.vpn_bridge import VpnBridge
 from config.backup import BACKUP_FOLDER, backup_store
 from config.model import Host, StackConfig
 
-if TYPE_CHECKING:
-    from components.aws.gpu_worker_pool import PoolBoot
-
-
 @dataclass
 class ClusterContext:
     """What every layout builds with; its resources are children of `parent`."""
@@ -48,8 +44,6 @@ class ClusterContext:
     parent: pulumi.Resource
     # The distribution's cluster_secrets, by name.
     secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
-    # What each cloud pool runs at boot, in the order of the stack's pools (pool_boots).
-    pool_boots: list["PoolBoot"] = field(default_factory=list)
 
 
 @dataclass

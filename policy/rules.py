@@ -182,7 +182,14 @@ def efs_protected(resource: Resource) -> list:
 _USER_DATA_FIELDS = ("userData", "userDataBase64")
 
 
+# A machine's boot plan (components/aws/boot.py): an S3 object the instance fetches at boot,
+# one `NAME BASE64` line a step.
+_BUCKET_OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
+
+
 def no_secrets_in_user_data(resource: Resource) -> list:
+    if resource.type == _BUCKET_OBJECT:
+        return _no_secrets_in_boot_plan(resource)
     if resource.type not in (*_INSTANCE_TYPES, _LAUNCH_TEMPLATE):
         return []
     messages = []
@@ -197,6 +204,18 @@ def no_secrets_in_user_data(resource: Resource) -> list:
                             "readable by anyone who can describe the instance: read secrets at "
                             "boot from a secret store instead")
     return messages
+
+
+def _no_secrets_in_boot_plan(resource: Resource) -> list:
+    content = resource.props.get("content")
+    if not (isinstance(content, str) and str(resource.props.get("key", "")).startswith("plans/")):
+        return []
+    found = sorted({what for line in content.splitlines() for field in line.split()[1:2]
+                    for text in decode_user_data(field)
+                    for what in secret_material(text, resource.known_secrets)})
+    return [f"{resource.name}: its boot plan holds {', '.join(found)}; the plan is kept in the "
+            "stack's state and readable by the machine's role: read secrets at boot from a "
+            "secret store instead"] if found else []
 
 
 # --- Kubernetes ---------------------------------------------------------------------------
@@ -374,8 +393,9 @@ RULES = [
     Rule("efs-protected", "Every EFS file system is protected from deletion and retained on "
          "destroy, unless its stack says its data may go with it (tag "
          "gpu-cluster/data-protection=off): data outlives the cluster.", efs_protected),
-    Rule("no-secrets-in-user-data", "EC2 user data holds no secret material (keys, tokens, "
-         "passwords), also inside gzip, base64 or MIME multipart.", no_secrets_in_user_data),
+    Rule("no-secrets-in-user-data", "EC2 user data and boot plans hold no secret material (keys, "
+         "tokens, passwords), also inside gzip, base64 or MIME multipart.",
+         no_secrets_in_user_data),
     Rule("kubernetes-images-pinned", "Every container image is pinned to a tag or digest "
          "(never latest).", images_pinned),
     Rule("privileged-only-for-system-components", "Only the named system components (device "

@@ -99,6 +99,18 @@ class Plan:
     def of_type(self, type_: str) -> list[ResourceRecord]:
         return [r for r in self.resources if r.type == type_]
 
+    def boot_steps(self, user_data: str) -> list[tuple[str, str]]:
+        """(name, stdin) of each step an EC2 machine's user data runs at boot, from the
+        boot plan object it names (components/aws/boot.py)."""
+        # Imported here: only a stack with EC2 machines loads the AWS SDK.
+        from components.aws.boot import boot_scripts, plan_steps
+        from components.common.remote_step import step_inputs
+
+        key = step_inputs(boot_scripts(user_data)[0])["BOOT_PLAN_KEY"]
+        [plan] = [r for r in self.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+                  if r.inputs.get("key") == key]
+        return plan_steps(plan.inputs["content"])
+
     def custom_dependencies(self, resource: ResourceRecord) -> set[str]:
         """Dependencies as custom resources (a component stands for its descendants)."""
         found: set[str] = set()

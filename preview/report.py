@@ -220,22 +220,26 @@ def _host_scripts(plan: Plan):
     for resource, user_data in _user_data(plan):
         # Imported here: only a stack with EC2 instances loads the AWS SDK.
         from components.aws.boot import boot_scripts
-        for index, part in enumerate(boot_scripts(user_data)):
-            part = plan.redact(part)
-            host, step = _envelope_names(part)
-            note = (f"# Rendered by the offline preview of stack '{plan.stack}'.\n# Runs at "
-                    f"first boot from the user data of {resource.name} (cloud-init, as root, "
-                    "executed as a program).\n")
-            # The part exactly as cloud-init gets it, the note after its "#!" line: a part
-            # without one (which cloud-init cannot execute) gets none here either.
-            first, _, rest = part.partition("\n")
-            text = (f"{first}\n{note}{rest}" if first.startswith("#!") else note + part)
-            yield f"hosts/{host}/boot-{index:02d}-{step}.sh", text
+        [part] = boot_scripts(user_data)
+        note = (f"# Rendered by the offline preview of stack '{plan.stack}'.\n# Runs at "
+                f"first boot from the user data of {resource.name} (cloud-init, as root, "
+                "executed as a program).\n")
+        # The part exactly as cloud-init gets it, the note after its "#!" line.
+        first, _, rest = part.partition("\n")
+        host, step = _envelope_names(part)
+        yield f"hosts/{host}/boot-00-{step}.sh", f"{first}\n{note}{rest}"
+        for index, (name, stdin) in enumerate(plan.boot_steps(user_data), start=1):
+            text = whole_text(plan.redact(stdin))
+            yield (f"hosts/{host}/boot-{index:02d}-{name}.sh",
+                   f"#!/usr/bin/env bash\n# Rendered by the offline preview of stack "
+                   f"'{plan.stack}'.\n# Runs at boot from {resource.name}'s boot plan "
+                   "(boot/run-boot.sh, as root).\n" + text)
 
 
 def _bundle_files(plan: Plan):
     """The step bundle the machines get, once: bundle/<digest>/<path>."""
-    if not _of_type(plan, "command:remote:CopyToRemote"):
+    if not (_of_type(plan, "command:remote:CopyToRemote")
+            or _of_type(plan, "aws:s3/bucketObjectv2:BucketObjectv2")):
         return
     bundle = step_bundle()
     for file in bundle.files:

@@ -17,8 +17,10 @@ from components.aws import ssm_paths
 from components.aws.boot import (
     EC2_SSH_PORT,
     BootReport,
-    boot_user_data,
+    BootStore,
+    MachineBoot,
     instance_profile,
+    machine_boot,
     secret_parameter,
 )
 from components.aws.network import AwsNetwork, pinned_image
@@ -70,6 +72,8 @@ class ControlPlaneHostArgs:
     control_plane_ports: Mapping[str, tuple[int, str]]
     # The networks nodes reach the AWS side from (config.cloud.cluster_cidrs).
     cluster_cidrs: Sequence[str]
+    # Where its boot's bundle and plan are fetched from.
+    boot_store: BootStore
     # Hybrid: the VPN the instance serves or dials, and the on-prem LAN routed through it.
     vpn: Optional[VpnSettings] = None
     lan_cidr: Optional[str] = None
@@ -89,8 +93,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
         self._create_ssh_host_key()
         elastic_ip = aws_settings.control_plane.elastic_ip
         if args.boot is None:
-            self.instance = self._create_instance(self._boot_user_data(None),
-                                                  self._create_boot_profile())
+            boot = self._boot(None)
+            self.instance = self._create_instance(boot, self._create_boot_profile(boot))
             eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", instance=self.instance.id,
                                tags=self._tags(), opts=self._opts) if elastic_ip else None)
         else:
@@ -98,9 +102,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
             # is allocated before the instance and associated after.
             eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", tags=self._tags(),
                                opts=self._opts) if elastic_ip else None)
-            public = eip.public_ip if eip else None
-            self.instance = self._create_instance(self._boot_user_data(public),
-                                                  self._create_boot_profile())
+            boot = self._boot(eip.public_ip if eip else None)
+            self.instance = self._create_instance(boot, self._create_boot_profile(boot))
             if eip:
                 aws.ec2.EipAssociation(f"{name}-eip", allocation_id=eip.allocation_id,
                                        instance_id=self.instance.id, opts=self._opts)
@@ -153,9 +156,10 @@ class ControlPlaneHost(pulumi.ComponentResource):
     def _parameter(self, secret: str) -> str:
         return ssm_paths.control_plane_secret(self._args.cluster_name, secret)
 
-    def _create_boot_profile(self) -> aws.iam.InstanceProfile:
-        """What the instance reads at boot, readable by its role only: its SSH host key and,
-        when it installs the controller itself, the CA key and the cluster's secrets."""
+    def _create_boot_profile(self, boot: MachineBoot) -> aws.iam.InstanceProfile:
+        """What the instance reads at boot, readable by its role only: its bundle and plan,
+        its SSH host key and, when it installs the controller itself, the CA key and the
+        cluster's secrets."""
         reads = [self.ssh_host_key_parameter]
         if self._args.boot is not None:
             self.ca_key_parameter = secret_parameter(
@@ -170,15 +174,15 @@ class ControlPlaneHost(pulumi.ComponentResource):
         profile = instance_profile(
             f"{self._name}-role", reads,
             ssm_paths.boot_status(self._args.cluster_name, self.host.name), self._tags(),
-            self._opts)
+            self._opts, boot.object_arns)
         # What other components grant the instance (writing its backups).
         self.role_name = profile.role
         return profile
 
-    def _boot_user_data(self, public_ip: Optional[pulumi.Output[str]]) -> pulumi.Output[str]:
+    def _boot(self, public_ip: Optional[pulumi.Output[str]]) -> MachineBoot:
         """Its SSH host key; on cloud, then host settings and the controller with the
         program's CA: the same scripts the hybrid layout runs over SSH; the keys are read
-        from SSM, never put in user data."""
+        from SSM, never put in user data or the plan."""
         args, boot, host = self._args, self._args.boot, self.host
         steps = [HostStep("install-ssh-host-key", INSTALL_SSH_HOST_KEY, {
             "SSH_HOST_KEY_SSM_PARAMETER": self._parameter("ssh-host-key"),
@@ -198,9 +202,10 @@ class ControlPlaneHost(pulumi.ComponentResource):
                 *boot.after_install,
             ]
         report = BootReport(args.aws.region, ssm_paths.boot_status(args.cluster_name, host.name))
-        return boot_user_data(host.name, steps, report, cloud_config(host.name))
+        return machine_boot(self._name, host.name, steps, args.boot_store, report,
+                            cloud_config(host.name), self._opts)
 
-    def _create_instance(self, user_data: pulumi.Input[str],
+    def _create_instance(self, boot: MachineBoot,
                          profile: aws.iam.InstanceProfile) -> aws.ec2.Instance:
         spec = self._args.aws.control_plane
         # A changed public_key forces a new key pair (terraform-provider-aws
@@ -236,7 +241,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
                 delete_on_termination=True),
             # The host name (the node is named after it) and the boot steps; no secret
             # ever goes here.
-            user_data_base64=user_data,
+            user_data_base64=boot.user_data,
             tags=self._tags(),
             # Each of these forces a replacement, which would wipe the running control plane
             # and could not keep its private address (terraform-provider-aws
@@ -245,7 +250,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
             # pair only seeds authorized_keys at first boot) and instances made before the
             # public address was set keep the running machine. cloud-init runs user data
             # once, so a changed boot script applies to a new instance only.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=[
+            # It fetches its bundle and plan as it boots.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=boot.objects, ignore_changes=[
                 "ami", "keyName", "associatePublicIpAddress", "userData", "userDataBase64"]),
         )
 

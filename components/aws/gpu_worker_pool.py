@@ -1,5 +1,5 @@
 """EC2 GPU workers (cloud layout) that join the cluster at boot, with no SSH from the
-program: the launch template's user data runs the same bootstrap scripts as bare metal
+program: the launch template's user data fetches and runs the same step scripts as bare metal
 (host settings, NVIDIA runtime, the join), and the join token is read at boot from an
 SSM SecureString that only the pool's instance role may read. A changed launch template
 rolls the pool (instance refresh); an instance leaving the pool deletes its own node."""
@@ -13,12 +13,11 @@ import pulumi_aws as aws
 from components.aws import ssm_paths
 from components.aws.boot import (
     EC2_SSH_PORT,
-    USER_DATA_LIMIT_BYTES,
     BootReport,
+    BootStore,
+    MachineBoot,
     instance_profile,
-    multipart_gzip,
-    multipart_gzip_base64,
-    render_boot_parts,
+    machine_boot,
     secret_parameter,
 )
 from components.aws.network import AwsNetwork, pinned_image
@@ -28,7 +27,6 @@ from components.hosts.steps import HostStep, Machine
 from components.aws.pool_node_cleanup import WATCH_TERMINATION, PoolNodeCleanup, node_cleanup_env
 from config import versions
 from config.model import WorkerPool
-from config.problems import Problem
 
 # A refresh replaces instances a few at a time, keeping this share of the pool in service.
 REFRESH_MIN_HEALTHY_PERCENT = 90
@@ -65,6 +63,8 @@ class GpuWorkerPoolArgs:
     node_security_group: aws.ec2.SecurityGroup
     # The credential a terminating instance deletes its own node with.
     node_cleanup: PoolNodeCleanup
+    # Where its boot's bundle and plan are fetched from.
+    boot_store: BootStore
     # The provider's default_tags (components/aws/tags.py): what the group and the launch
     # template's instances and volumes carry explicitly, since default tags miss them.
     default_tags: Mapping[str, str]
@@ -81,10 +81,13 @@ class GpuWorkerPool(pulumi.ComponentResource):
         self._opts = pulumi.ResourceOptions(parent=self)
         pool = args.boot.pool
         self.token_parameter = self._store_join_token()
-        profile = self._create_instance_profile()
+        boot = machine_boot(name, pool.name, pool_boot_steps(args.boot, args.distribution),
+                            args.boot_store, BootReport(args.boot.region, ssm_paths.boot_status(
+                                args.boot.cluster_name, pool.name)), opts=self._opts)
+        profile = self._create_instance_profile(boot)
         self.image = pool.ami or pinned_image(versions.GPU_IMAGE_OWNER, versions.GPU_IMAGE_NAME,
                                               parent=self)
-        template = self._create_launch_template(profile)
+        template = self._create_launch_template(profile, boot)
         placement = (aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster",
                                             tags=self._tags(), opts=self._opts)
                      if pool.placement_group else None)
@@ -132,13 +135,15 @@ class GpuWorkerPool(pulumi.ComponentResource):
                                 ssm_paths.pool_join_token(boot.cluster_name, boot.pool.name),
                                 self._args.join_token, self._tags(), self._opts)
 
-    def _create_instance_profile(self) -> aws.iam.InstanceProfile:
+    def _create_instance_profile(self, machine: MachineBoot) -> aws.iam.InstanceProfile:
         boot = self._args.boot
         return instance_profile(
             f"{self._name}-node", [self.token_parameter, self._args.node_cleanup.parameter],
-            ssm_paths.boot_status(boot.cluster_name, boot.pool.name), self._tags(), self._opts)
+            ssm_paths.boot_status(boot.cluster_name, boot.pool.name), self._tags(), self._opts,
+            machine.object_arns)
 
-    def _create_launch_template(self, profile: aws.iam.InstanceProfile) -> aws.ec2.LaunchTemplate:
+    def _create_launch_template(self, profile: aws.iam.InstanceProfile,
+                                machine: MachineBoot) -> aws.ec2.LaunchTemplate:
         boot, network = self._args.boot, self._args.network
         pool = boot.pool
         return aws.ec2.LaunchTemplate(
@@ -160,13 +165,15 @@ class GpuWorkerPool(pulumi.ComponentResource):
                 ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                     volume_size=pool.root_volume_gb, volume_type="gp3", encrypted="true",
                     delete_on_termination="true"))],
-            user_data=pool_user_data(boot, self._args.distribution),
+            user_data=machine.user_data,
             tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
                 resource_type=kind, tags=self._propagated_tags())
                 for kind in ("instance", "volume")],
             tags=self._tags(),
             update_default_version=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self._args.after)),
+            # Its instances fetch their bundle and plan as they boot.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self._args.after,
+                                                                 *machine.objects]),
         )
 
 
@@ -187,27 +194,3 @@ def pool_boot_steps(boot: PoolBoot, distribution: Distribution) -> list[HostStep
     steps.append(HostStep("watch-termination", WATCH_TERMINATION,
                           node_cleanup_env(boot.cluster_name, distribution)))
     return steps
-
-
-def pool_boot_scripts(boot: PoolBoot, distribution: Distribution) -> list[str]:
-    report = BootReport(boot.region, ssm_paths.boot_status(boot.cluster_name, boot.pool.name))
-    return render_boot_parts(boot.pool.name, pool_boot_steps(boot, distribution), report)
-
-
-def pool_user_data(boot: PoolBoot, distribution: Distribution) -> str:
-    return multipart_gzip_base64(pool_boot_scripts(boot, distribution))
-
-
-def oversized_user_data(boots: Sequence[PoolBoot], distribution: Distribution) -> list[Problem]:
-    """Pools whose user data EC2 would refuse (long label and taint lists make it grow):
-    found before anything is created. `boots` in the order of the stack's `pools`."""
-    problems = []
-    for index, boot in enumerate(boots):
-        pool = boot.pool
-        size = len(multipart_gzip(pool_boot_scripts(boot, distribution)))
-        if size > USER_DATA_LIMIT_BYTES:
-            problems.append(Problem(
-                f"pools[{index}] ({pool.name})",
-                f"its boot user data would be {size} bytes gzipped, over EC2's "
-                f"{USER_DATA_LIMIT_BYTES}: use fewer or shorter labels and taints"))
-    return problems

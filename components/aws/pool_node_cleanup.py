@@ -26,7 +26,7 @@ from components.common.shell_text import without_comment_lines
 WATCH_TERMINATION = Script("aws/watch-termination.sh")
 NODE_CLEANUP_AGENT = DataFile("aws/node-cleanup-agent.sh")
 NODE_CLEANUP_USER = "gpu-cluster:node-cleanup"
-# Where the boot keeps ssm-parameter.py on the instance (boot/run-step.sh).
+# Where the boot keeps ssm-parameter.py on the instance (boot/run-boot.sh).
 SSM_CLIENT_PATH = "/var/lib/gpu-cluster/boot/ssm-parameter.py"
 # How long a terminating instance is held for its cleanup: polling every 5 s, one SSM
 # read and one API call need far less; the instance goes on when the hook times out.

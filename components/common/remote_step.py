@@ -32,7 +32,6 @@ from pulumi_command import remote
 from pydantic import SecretStr
 
 from components.common.bundle import Bundle, step_bundle
-from components.common.shell_text import without_comment_lines
 from config.model import Host, SshSettings
 
 SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
@@ -44,7 +43,7 @@ CHECK_FOLDER = "check"
 class Script:
     """A script under components/scripts/ plus the libraries it sources."""
 
-    path: str  # relative to components/scripts/, e.g. "boot/run-step.sh"
+    path: str  # relative to components/scripts/, e.g. "k0s/join-worker.sh"
     # Libraries of other folders it sources too, after its own (e.g. "upgrade/lib.sh").
     extra_libraries: tuple[str, ...] = ()
     # Whether its envelope answers `check`: the script in check mode (check/lib.sh), then
@@ -221,28 +220,18 @@ def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str]
 
 
 def render_step_functions(host: str, step: str, create: Script, env: Mapping[str, str],
-                          delete: Optional[Script] = None,
-                          boot_libraries: Optional[str] = None) -> str:
+                          delete: Optional[Script] = None) -> str:
     """A step's inputs as exports and its scripts as the functions gpu_cluster_create (and
-    gpu_cluster_delete), defined but not called. With `boot_libraries` (a folder on the
-    instance where the boot keeps them), as in user data, which has a size limit: the
-    scripts' comment lines are left out and their libraries are sourced from there, not
-    pasted into every part. An SSH step's stdin stays as it always was."""
-    def text(script: Script) -> str:
-        if boot_libraries is None:
-            return script.text()
-        return "\n".join([f'source "{boot_libraries}/{library}"'
-                          for library in script.libraries]
-                         + [without_comment_lines(read_script(script.path))])
-
-    lines = ["gpu_cluster_create() {", text(create), "}"]
+    gpu_cluster_delete), defined but not called."""
+    lines = ["gpu_cluster_create() {", create.text(), "}"]
     if delete:
-        lines += ["gpu_cluster_delete() {", text(delete), "}"]
-    return _header_and_exports(host, step, create, env, delete) + "\n".join(lines) + "\n"
+        lines += ["gpu_cluster_delete() {", delete.text(), "}"]
+    return step_header(host, step, create, env, delete) + "\n".join(lines) + "\n"
 
 
-def _header_and_exports(host: str, step: str, create: Script, env: Mapping[str, str],
-                        delete: Optional[Script]) -> str:
+def step_header(host: str, step: str, create: Script, env: Mapping[str, str],
+                delete: Optional[Script] = None) -> str:
+    """A step's header comment and its inputs as exports, each value single-quoted."""
     lines = [
         f"{_HEADER}'{_in_comment(step)}' on host '{_in_comment(host)}' ({create.path}"
         + (f", delete: {delete.path})" if delete else ")"),
@@ -322,7 +311,7 @@ def bundle_stdin(host: str, step: str, create: Script, env: Mapping[str, str],
     bundle = bundle or step_bundle()
     lines = [f"  '{action} {path} {bundle.sha256(path)}'"
              for action, paths in _actions(create, delete).items() for path in paths]
-    return _header_and_exports(host, step, create, env, delete) + _LOADER.format(
+    return step_header(host, step, create, env, delete) + _LOADER.format(
         runner=RUNNER, sha=bundle.sha256(RUNNER), files=" \\\n".join(lines))
 
 

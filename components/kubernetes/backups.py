@@ -35,7 +35,7 @@ REMOVE_BACKUP = Script("backup/remove-backup.sh")
 BOOT_INSTALL_BACKUP = Script("aws/run-step-from-ssm.sh")
 STEP = "install-backup"
 # Where install-backup puts the S3 client, and where the instance's boot keeps the SSM
-# client it shares code with (boot/run-step.sh).
+# client it shares code with (boot/run-boot.sh).
 S3_CLIENT = "/usr/local/lib/gpu-cluster/backup/s3-object.py"
 SSM_CLIENT = "/var/lib/gpu-cluster/boot/ssm-parameter.py"
 # An SSM SecureString of the standard tier holds 4 KB

@@ -129,7 +129,7 @@ set -euo pipefail
 SSM={shlex.quote(SSM)}
 previous="$(python3 - get {REGION} {STATUS} <<<"$SSM")" || previous="boot 0"
 python3 - put {REGION} {STATUS} "boot $((${{previous#boot }} + 1))" <<<"$SSM"
-# scripts_user runs once per instance, unless its semaphore is gone (boot/run-step.sh).
+# scripts_user runs once per instance, unless its semaphore is gone (boot/run-boot.sh).
 rm -f /var/lib/cloud/instance/sem/config_scripts_user
 """
     aws = AwsEmulation(policy=json.dumps({"Version": "2012-10-17", "Statement": [

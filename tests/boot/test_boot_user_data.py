@@ -1,7 +1,11 @@
 """The program's boot user data, from every example stack and the variants below, through
 Debian's real cloud-init (tests/boot/cloud_init.py) against the bats suite's stubbed host
-(tests/boot/stub_host.py): every part runs, in order, and completes; a step that fails
-stops the steps after it.
+(tests/boot/stub_host.py), with S3 and IMDSv2 emulated in the sandbox's network namespace
+(tests/boot/aws_emulation.py): the bootstrap fetches the step bundle and the machine's
+boot plan with the role the program gives the machine, moto checking each request's
+signature and that role's policy; every step of the plan runs, in order, and completes; a
+step that fails stops the steps after it; a bundle or plan altered in transit stops the
+boot before any step, naming the machine.
 
 The stacks' offline previews are made once, while the tests are collected, so that every
 EC2 instance and launch template with user data is a test case of its own."""
@@ -9,8 +13,9 @@ EC2 instance and launch template with user data is a test case of its own."""
 import email
 import functools
 import gzip
+import json
 import re
-from base64 import b64decode
+from base64 import b64decode, b64encode
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -20,18 +25,20 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from components.aws.boot import boot_scripts
+from components.aws.boot import boot_scripts, plan_steps
 from components.distributions import k0s, rke2
 from components.common.remote_step import step_inputs
 from config import load as load_config
 from preview.engine import run_program, unwrap_secrets
 from preview.plan import Plan, ResourceRecord
 from preview.stack_file import EXAMPLE_STACKS, read_stack
+from tests.boot.aws_emulation import AwsEmulation
 from tests.boot.cloud_init import STAGES, CloudInitRun, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host
 from tests.conftest import CI_BUDGET, PROJECT_DIR, as_cli_config, cloud_config, preview
 
 INSTANCE = "aws:ec2/instance:Instance"
+OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 STACKS = list(EXAMPLE_STACKS)
 # Stacks beyond the examples: (name, config values).
@@ -136,17 +143,53 @@ class Boot:
         return f"{self.stack}/{self.resource.name}"
 
     @property
+    def bootstrap(self) -> str:
+        """The user data's one shell part."""
+        [part] = boot_scripts(self.user_data)
+        return part
+
+    @property
+    def inputs(self) -> dict[str, str]:
+        return step_inputs(self.bootstrap)
+
+    @property
+    def plan_text(self) -> str:
+        [stored] = [r for r in plan(self.stack).of_type(OBJECT)
+                    if r.inputs["key"] == self.inputs["BOOT_PLAN_KEY"]]
+        return stored.inputs["content"]
+
+    @property
     def scripts(self) -> list[str]:
-        return boot_scripts(self.user_data)
+        """Each step's stdin, as the plan holds it."""
+        return [stdin for _, stdin in plan_steps(self.plan_text)]
 
     @property
     def steps(self) -> list[str]:
-        return [step_inputs(script)["GPU_CLUSTER_STEP"] for script in self.scripts]
+        return [name for name, _ in plan_steps(self.plan_text)]
 
     @property
     def host(self) -> str:
         """The name the steps' messages give the host (a pool's name for its instances)."""
-        return step_inputs(self.scripts[0])["GPU_CLUSTER_HOST"]
+        return self.inputs["GPU_CLUSTER_HOST"]
+
+    def objects(self) -> dict[str, bytes]:
+        """What the boot bucket holds for it: the bundle, from the tarball the program
+        uploads, and its plan."""
+        [bundle] = [r for r in plan(self.stack).of_type(OBJECT)
+                    if r.inputs["key"] == self.inputs["BOOT_BUNDLE_KEY"]]
+        return {self.inputs["BOOT_BUNDLE_KEY"]: Path(bundle.inputs["source"]["path"]).read_bytes(),
+                self.inputs["BOOT_PLAN_KEY"]: self.plan_text.encode()}
+
+    def policy(self) -> str:
+        """What the program lets the machine's role do with S3: its statement as the
+        program renders it (moto checks it against each object's ARN)."""
+        for policy in plan(self.stack).of_type("aws:iam/rolePolicy:RolePolicy"):
+            statements = json.loads(policy.inputs["policy"])["Statement"]
+            fetch = [s for s in statements if s.get("Sid") == "FetchItsBoot"]
+            if fetch and any(arn.endswith("/" + self.inputs["BOOT_PLAN_KEY"])
+                             for arn in fetch[0]["Resource"]):
+                return json.dumps({"Version": "2012-10-17", "Statement": fetch})
+        raise AssertionError(f"{self.id}: no role may fetch its plan")
 
 
 def boots() -> list[Boot]:
@@ -218,7 +261,7 @@ def fail_call(case: Boot, step: str) -> str:
 
 def boot_status(case: Boot, host: StubHost) -> str:
     """What the instance last wrote as its boot status (to the stubbed SSM)."""
-    inputs = step_inputs(case.scripts[0])
+    inputs = case.inputs
     name = f"{inputs['BOOT_STATUS_PARAMETER']}/{INSTANCE_ID}".replace("/", "%2F")
     return (Path(host.env["STUB_STATE"]) / "ssm" / inputs["AWS_REGION"] / name).read_text().strip()
 
@@ -233,25 +276,26 @@ def cloud_config(user_data: str) -> dict:
 
 def ssm_reads(case: Boot) -> list[tuple[str, str, str]]:
     """(input, region, parameter name) of every SSM parameter the steps read."""
-    return [(name, inputs["AWS_REGION"], value) for inputs in map(step_inputs, case.scripts)
+    return [(name, case.inputs["AWS_REGION"], value) for inputs in map(step_inputs, case.scripts)
             for name, value in inputs.items() if name.endswith("_SSM_PARAMETER") and value]
 
 
 def envelope_parameters(case: Boot) -> dict[tuple[str, str], str]:
     """The SSM parameters holding a step's envelope (aws/run-step-from-ssm.sh), with the
     values the program stores in them."""
-    wanted = {(inputs["AWS_REGION"], name) for inputs in map(step_inputs, case.scripts)
+    wanted = {(case.inputs["AWS_REGION"], name) for inputs in map(step_inputs, case.scripts)
               for name in inputs.get("STEP_ENVELOPE_SSM_PARAMETERS", "").split()}
     stored = {r.inputs["name"]: unwrap_secrets(r.inputs["value"])
               for r in plan(case.stack).of_type("aws:ssm/parameter:Parameter")}
     return {(region, name): stored[name] for region, name in wanted}
 
 
-def run_boot(case: Boot, tmp_path: Path, **stub_controls: str
-             ) -> tuple[CloudInitRun, StubHost, list[CloudInitRun]]:
-    """Boots the machine on a stubbed host that serves the SSM parameters it names; when a
-    step reboots it, boots it again as the reboot would. Returns the last boot's run, the
-    host, and every boot's run."""
+def run_boot(case: Boot, tmp_path: Path, objects: Optional[dict[str, bytes]] = None,
+             **stub_controls: str) -> tuple[CloudInitRun, StubHost, list[CloudInitRun]]:
+    """Boots the machine on a stubbed host that serves the SSM parameters it names, its
+    bucket holding `objects` (by default what the program uploads); when a step reboots
+    it, boots it again as the reboot would. Returns the last boot's run, the host, and
+    every boot's run."""
     ssm = {(region, parameter): SSM_VALUES[name] for name, region, parameter in ssm_reads(case)}
     ssm.update(envelope_parameters(case))
     host = stub_host(tmp_path / "host", ssm)
@@ -260,8 +304,12 @@ def run_boot(case: Boot, tmp_path: Path, **stub_controls: str
         kubectl = host.root / "var/lib/rancher/rke2/bin/kubectl"
         kubectl.parent.mkdir(parents=True, exist_ok=True)
         kubectl.symlink_to(PROJECT_DIR / "tests/scripts/stubs/stub")
-    env = {**host.env, "STUB_GPU_COUNT": str(gpus(case)), **stub_controls}
-    runs = [run_user_data(case.user_data, tmp_path / "sandbox", env)]
+    env = {**host.env, "STUB_GPU_COUNT": str(gpus(case)), "S3_GET_RETRY_SECONDS": "0",
+           **stub_controls}
+    aws = AwsEmulation(policy=case.policy(), region=case.inputs["AWS_REGION"],
+                       bucket=case.inputs["BOOT_BUCKET"],
+                       objects=case.objects() if objects is None else objects)
+    runs = [run_user_data(case.user_data, tmp_path / "sandbox", env, aws=aws)]
     if "rebooting in" in runs[0].output:
         host.reboot()
         runs.append(boot_again(tmp_path / "sandbox", env))
@@ -284,31 +332,43 @@ def test_every_stack_with_boot_user_data_is_covered():
     assert {case.resource.type for case in BOOTS} == {INSTANCE, TEMPLATE}
 
 
+def test_the_user_data_is_the_bootstrap_alone_and_small():
+    for case in BOOTS:
+        assert case.steps, case.id
+        # EC2's limit is 16 KiB gzipped; the bootstrap keeps three quarters of it free.
+        assert len(b64decode(case.user_data)) <= 4096, case.id
+        assert case.inputs["GPU_CLUSTER_STEP"] == "boot"
+
+
 @pytest.mark.parametrize("case", BOOTS, ids=lambda case: case.id)
-def test_every_part_runs_in_order_and_completes(case, tmp_path):
+def test_every_step_runs_in_order_and_completes(case, tmp_path):
     steps = case.steps
     assert steps == expected_steps(case)
 
     run, host, runs = run_boot(case, tmp_path)
 
-    # The first boot runs the steps up to the reboot they need; the parts after it wait,
-    # and cloud-init runs them all again at the next boot.
+    # The first boot fetches the bundle and plan, then runs the steps up to the reboot
+    # they need; cloud-init runs the part again at the next boot, which goes on after it.
     first = runs[0]
     rebooted = steps.index("reboot-if-needed") if "reboot-if-needed" in steps else len(steps)
     assert len(runs) == (2 if rebooted < len(steps) else 1), report(first, steps)
-    assert [part.exit_code for part in first.parts] == [0] * len(steps), report(first, steps)
-    for later in steps[rebooted + 1:]:
-        assert f"gpu-cluster: {case.host}: {later}: runs after the reboot under way" \
-            in first.output, report(first, steps)
-    # Every shell part, in the user data's order, exited 0.
-    assert [part.text for part in run.parts] == case.scripts, report(run, steps)
-    assert [part.exit_code for part in run.parts] == [0] * len(steps), report(run, steps)
-    assert run.exit_codes == dict.fromkeys(STAGES, 0), report(run, steps)
+    for boot in runs:
+        assert [part.text for part in boot.parts] == [case.bootstrap], report(boot, steps)
+        assert [part.exit_code for part in boot.parts] == [0], report(boot, steps)
+        assert boot.exit_codes == dict.fromkeys(STAGES, 0), report(boot, steps)
     assert run.result["v1"]["errors"] == []
+    for later in steps[rebooted + 1:]:
+        assert f"gpu-cluster: {case.host}: {later}: " not in first.output, report(first, steps)
     for step in steps[:rebooted + 1] if len(runs) == 2 else []:
         assert f"gpu-cluster: {case.host}: {step}: completed in an earlier boot" in run.output
     for step in steps:
         assert f"gpu-cluster: {case.host}: {step}: {done(case, step)}" in first.output + run.output, step
+    # The bundle came from the bucket once, with the machine's role, and is installed.
+    requests = [(r["method"], r["path"], r["status"], r["signed"]) for r in first.aws.requests]
+    assert requests == [("GET", f"/{case.inputs['BOOT_BUCKET']}/{key}", 200, True)
+                        for key in (case.inputs["BOOT_BUNDLE_KEY"], case.inputs["BOOT_PLAN_KEY"])]
+    assert (host.root / "var/lib/gpu-cluster/bundles/current").readlink() == Path(
+        case.inputs["BOOT_BUNDLE_DIGEST"])
     # Each step's work, step after step.
     calls = host.calls()
     positions = [[first_call(calls, pattern) for pattern in work(case, step)] for step in steps]
@@ -350,19 +410,12 @@ def test_a_failed_step_stops_the_steps_after_it(case, step, tmp_path):
 
     run, host, _ = run_boot(case, tmp_path, STUB_FAIL_CALL=fail_call(case, step))
 
-    # cloud-init starts every part whatever the earlier ones returned (cloudinit/subp.py
-    # runparts), so each later part has to refuse on its own.
-    assert [part.text for part in run.parts] == case.scripts, report(run, steps)
-    exit_codes = [part.exit_code for part in run.parts]
-    assert exit_codes[:failed] == [0] * failed, report(run, steps)
-    assert all(code not in (0, None) for code in exit_codes[failed:]), report(run, steps)
-    assert f"gpu-cluster: {case.host}: {step}: " in run.output, report(run, steps)
+    assert [part.exit_code for part in run.parts] == [1], report(run, steps)
+    assert (f"gpu-cluster: {case.host}: {step}: FAILED with exit code 1; the later boot steps "
+            "will not run") in run.output, report(run, steps)
     calls = host.calls()
-    for previous, later in zip(steps[failed:], steps[failed + 1:]):
-        # It says so, naming the step before it that did not complete.
-        refusal = (rf"^gpu-cluster: {re.escape(case.host)}: {re.escape(later)}: "
-                   rf".*\b{re.escape(previous)}\b")
-        assert re.search(refusal, run.output, re.M), report(run, steps)
+    for later in steps[failed + 1:]:
+        assert f"gpu-cluster: {case.host}: {later}: boot step started" not in run.output
         for pattern in work(case, later):
             assert first_call(calls, pattern) is None, f"{later} ran: {pattern}"
     for name, target in SSM_TARGETS.items():
@@ -371,3 +424,39 @@ def test_a_failed_step_stops_the_steps_after_it(case, step, tmp_path):
     assert run.exit_codes["modules-final"] == 1
     assert "Runparts" in run.result["v1"]["errors"][0]
     assert boot_status(case, host) == f"{step}: failed with exit code 1"
+
+
+def altered(what: str) -> list:
+    """The first machine of each distribution, its bundle or plan altered in transit."""
+    return [pytest.param(case, what, id=f"{case.id}/{what}") for case in
+            {is_rke2(case): case for case in reversed(BOOTS)}.values()]
+
+
+@pytest.mark.parametrize("case,what", altered("bundle") + altered("plan"))
+def test_a_bundle_or_plan_altered_in_transit_stops_the_boot_naming_the_machine(case, what,
+                                                                              tmp_path):
+    objects = case.objects()
+    key = case.inputs["BOOT_BUNDLE_KEY" if what == "bundle" else "BOOT_PLAN_KEY"]
+    if what == "bundle":
+        # A file of the tarball changed (the gzip stream no longer gives the same bytes).
+        objects[key] = objects[key][:-64] + bytes(64)
+    else:
+        # One more line: a step the program did not render.
+        objects[key] += b"extra " + b64encode(b"touch /tmp/x\n") + b"\n"
+
+    run, host, runs = run_boot(case, tmp_path, objects=objects)
+
+    assert len(runs) == 1
+    assert [part.exit_code for part in run.parts] == [1], report(run, case.steps)
+    refusal = (f"gpu-cluster: {case.host}: boot: refused: the step bundle received"
+               if what == "bundle" else
+               f"gpu-cluster: {case.host}: boot: refused: the boot plan s3://")
+    assert refusal in run.output, run.output
+    # Not one step started, nothing of the bundle was installed.
+    assert not [s for s in case.steps if f"{case.host}: {s}: boot step started" in run.output]
+    calls = host.calls()
+    for step in case.steps:
+        for pattern in work(case, step):
+            assert first_call(calls, pattern) is None, f"{step} ran: {pattern}"
+    if what == "bundle":
+        assert not (host.root / "var/lib/gpu-cluster/bundles/current").exists()

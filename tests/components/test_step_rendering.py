@@ -2,6 +2,8 @@
 line breaks and quotes there, and the scripts and the SSH command line do not rely on it."""
 
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -9,8 +11,10 @@ from pathlib import Path
 import pytest
 
 import components.common.remote_step as remote_step
-from components.common.remote_step import (Script, _command, render_envelope,
-                                           render_step_functions, step_inputs)
+from components.aws.boot import bootstrap_part
+from components.common.bundle import collect
+from components.common.remote_step import (RUNNER, Script, _command, bundle_stdin,
+                                           render_envelope, step_inputs)
 from tests.conftest import TEST_PRIVATE_KEY
 
 MARKER = Path(tempfile.gettempdir()) / f"gpu-cluster-rendering-{os.getpid()}"
@@ -24,8 +28,9 @@ def _no_marker():
 
 
 def _prologue(script: str) -> str:
-    # Before the first function: comments and exports only, safe to run.
-    return script.split("\ngpu_cluster_create() {", 1)[0] + "\n"
+    # Before the first function (gpu_cluster_create, _step, _receive): comments and
+    # exports only, safe to run.
+    return re.split(r"\ngpu_cluster_[a-z]+\(\) \{", script, maxsplit=1)[0] + "\n"
 
 
 # The renderers hold whatever reaches them, config rules or not.
@@ -40,7 +45,8 @@ RENDERER_VALUES = {
 def test_a_step_script_header_holds_any_host_and_step(value, tmp_path):
     script = Script("preflight.sh")
     for text in (render_envelope(value, value, script, {"X": value}),
-                 render_step_functions(value, value, script, {}, boot_libraries="/lib")):
+                 bundle_stdin(value, value, script, {"X": value}),
+                 bootstrap_part(value, {"X": value}).split("\n", 1)[1]):
         first_line = text.split("\n", 1)[0]
         assert first_line.startswith("# gpu-cluster step ") and "touch" in first_line
         subprocess.run(["bash", "--norc", "-c", _prologue(text)], capture_output=True,
@@ -79,6 +85,8 @@ def _with_exports_in_its_scripts(monkeypatch, tmp_path) -> Script:
     """A step whose scripts export variables of their own, as scripts may."""
     (tmp_path / "lib.sh").write_text("export GPU_CLUSTER_STEP='from-the-library'\n")
     (tmp_path / "step.sh").write_text("export EXTRA='from-the-script'\necho done\n")
+    (tmp_path / "bundle").mkdir()
+    shutil.copy(remote_step.SCRIPTS_DIR / RUNNER, tmp_path / RUNNER)
     monkeypatch.setattr(remote_step, "SCRIPTS_DIR", tmp_path)
     return Script("step.sh")
 
@@ -89,8 +97,8 @@ def test_step_inputs_reads_back_what_the_renderers_wrote(monkeypatch, tmp_path):
     expected = {"GPU_CLUSTER_HOST": host, "GPU_CLUSTER_STEP": step, **HOSTILE_INPUTS}
     texts = {
         "ssh stdin": render_envelope(host, step, script, HOSTILE_INPUTS, delete=script),
-        "boot part": "#!/bin/bash\n" + render_step_functions(
-            host, step, script, HOSTILE_INPUTS, boot_libraries="/lib"),
+        "bundle stdin": bundle_stdin(host, step, script, HOSTILE_INPUTS, delete=script,
+                                     bundle=collect(tmp_path)),
     }
     for where, text in texts.items():
         assert step_inputs(text) == expected, where

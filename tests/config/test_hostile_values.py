@@ -218,12 +218,16 @@ def _scripts(plan) -> list[tuple[str, str, bool]]:
                     assert isinstance(yaml.safe_load(text), dict), resource.name
                 else:
                     found.append((f"{resource.name}.{field}[{index}]", text, False))
+            # The steps of its boot plan, which the user data fetches.
+            found += [(f"{resource.name}.{field}:{name}", stdin, False)
+                      for name, stdin in plan.boot_steps(data)]
     return found
 
 
 def _prologue(script: str) -> str:
-    # Before the first function: comments and exports only, safe to run.
-    return script.split("\ngpu_cluster_create() {", 1)[0] + "\n"
+    # Before the first function (gpu_cluster_create, _step, _receive): comments and
+    # exports only, safe to run.
+    return re.split(r"\ngpu_cluster_[a-z]+\(\) \{", script, maxsplit=1)[0] + "\n"
 
 
 def _assert_structure_kept(stack_file: StackConfigFile, tmp_path: Path) -> None:

@@ -249,6 +249,18 @@ def test_a_secret_of_the_stack_is_found_wherever_user_data_hides_it():
     assert "a secret of the stack" in found[0][1] and secret not in found[0][1]
 
 
+def test_a_secret_in_a_step_of_a_boot_plan_is_found():
+    secret = secrets.token_urlsafe(24)
+    step = base64.b64encode(f"export NOTE='{secret}'\n".encode()).decode()
+    plan = {"key": "plans/a10g/0123.plan", "content": f"prepare-host {step}\n"}
+    kind = "aws:s3/bucketObjectv2:BucketObjectv2"
+    assert check(Resource(type=kind, name="a10g-boot-plan", props=plan)) == []
+    found = check(Resource(type=kind, name="a10g-boot-plan", props=plan, known_secrets=(secret,)))
+    assert [rule for rule, _ in found] == ["no-secrets-in-user-data"]
+    assert "its boot plan holds a secret of the stack" in found[0][1]
+    assert secret not in found[0][1]
+
+
 def test_a_gzipped_join_token_inside_a_script_is_found():
     kubeconfig = "apiVersion: v1\nkind: Config\nusers:\n- name: kubelet-bootstrap\n  user:\n" \
                  "    token: abcdef.0123456789abcdef\n"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # What EC2 instances run at first boot: aws/install-ssh-host-key.sh, aws/watch-termination.sh,
-# and the runner each user-data part ends with (boot/run-step.sh).
+# and the runner of a machine's boot plan (boot/run-boot.sh).
 
 bats_require_minimum_version 1.5.0
 load helpers
@@ -113,21 +113,20 @@ watch_step() {
   refute_called '^systemctl'
 }
 
-# part STEP PREVIOUS LAST BODY: a user-data part as the program renders it: the inputs,
-# the step as gpu_cluster_create, then the runner.
-part() {
-  local file="$BATS_TEST_TMPDIR/$1.sh"
-  {
-    echo '#!/bin/bash'
-    printf 'export GPU_CLUSTER_HOST=a10g GPU_CLUSTER_STEP=%s BOOT_PREVIOUS_STEP=%s BOOT_LAST_STEP=%s\n' \
-      "$1" "$2" "$3"
-    echo 'export BOOT_STATUS_PARAMETER=/gpu-cluster/dev/boot-status/a10g AWS_REGION=us-west-2'
-    printf 'gpu_cluster_create() {\nset -Eeuo pipefail\n%s\n}\n' "$4"
-    cat "$SCRIPTS_DIR/boot/run-step.sh"
-    echo gpu_cluster_boot_step
-  } >"$file"
-  chmod +x "$file"
+# plan NAME=SCRIPT...: a boot plan (components/aws/boot.py boot_plan), each SCRIPT standing
+# for a step's stdin; run_boot PLAN: boot/run-boot.sh on it, as the bootstrap runs it.
+plan() {
+  local file="$BATS_TEST_TMPDIR/plan" entry
+  : >"$file"
+  for entry in "$@"; do
+    printf '%s %s\n' "${entry%%=*}" "$(printf '%s\n' "${entry#*=}" | base64 -w0)" >>"$file"
+  done
   echo "$file"
+}
+
+run_boot() {
+  GPU_CLUSTER_HOST=a10g BOOT_STATUS_PARAMETER=/gpu-cluster/dev/boot-status/a10g \
+    bash "$SCRIPTS_DIR/boot/run-boot.sh" "$1"
 }
 
 status() {
@@ -135,83 +134,66 @@ status() {
 }
 
 @test "boot runner: steps run in order, each records its completion, the last one ready" {
-  local first second
-  first="$(part prepare-host '' false 'echo prepared')"
-  second="$(part join-worker prepare-host true 'echo joined')"
-  run "$first"
+  local steps
+  # shellcheck disable=SC2016 # expanded by the step
+  steps="$(plan 'prepare-host=echo "prepared $1"' 'join-worker=echo joined')"
+  run run_boot "$steps"
   assert_success
+  assert_output_contains "prepared create" "joined" \
+    "gpu-cluster: a10g: prepare-host: boot step completed" \
+    "gpu-cluster: a10g: join-worker: boot step completed"
+  [[ "$output" == *prepared*joined* ]]
   [ -e "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/boot/prepare-host.done" ]
-  # The first part keeps the SSM client for the others, on the host, for root only.
-  [ "$(<"$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/boot/ssm-parameter.py")" == "$SSM_READER" ]
+  # The SSM client the boot's services run, on the host, for root only.
+  [ "$(<"$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/boot/ssm-parameter.py")" == \
+    "$(<"$SCRIPTS_DIR/ssm-parameter.py")" ]
   [ "$(stat -c %a "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/boot")" == 700 ]
-  [ "$(status)" == "prepare-host: running" ]
-  unset SSM_READER
-  run "$second"
-  assert_success
-  assert_output_contains "joined" "gpu-cluster: a10g: join-worker: boot step completed"
   [ "$(status)" == ready ]
 }
 
-@test "boot runner: a failed step says so, records it, and the next one refuses" {
-  local first second
-  first="$(part prepare-host '' false 'echo starting; false; echo never')"
-  second="$(part join-worker prepare-host true 'echo joined')"
-  run "$first"
+@test "boot runner: a failed step says so, records it, and the later ones do not run" {
+  local steps
+  steps="$(plan 'prepare-host=echo starting; exit 1; echo never' 'join-worker=echo joined')"
+  run run_boot "$steps"
   [ "$status" -eq 1 ]
   refute_output_contains never
+  refute_output_contains joined
   assert_output_contains "gpu-cluster: a10g: prepare-host: FAILED with exit code 1; the later boot steps will not run"
   [ "$(status)" == "prepare-host: failed with exit code 1" ]
-  unset SSM_READER
-  run "$second"
-  [ "$status" -eq 1 ]
-  refute_output_contains joined
-  assert_output_contains "gpu-cluster: a10g: join-worker: not run: the step before it, prepare-host, did not complete"
-  [ "$(status)" == "prepare-host: failed with exit code 1" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/boot/prepare-host.done" ]
 }
 
 @test "boot runner: a status that cannot be written does not fail the step" {
-  local first
-  first="$(part prepare-host '' true 'echo prepared')"
   export STUB_FAIL_CALL='^python3 - put'
-  run "$first"
+  run run_boot "$(plan 'prepare-host=echo prepared')"
   assert_success
   assert_output_contains "warning: could not record the boot status 'ready' in SSM"
 }
 
 @test "boot runner: a step that reboots defers the later ones to the next boot, which skips what was done" {
-  local prepare reboot join
+  local steps
   export CLOUD_INIT_DIR="$BATS_TEST_TMPDIR/cloud"
   mkdir -p "$CLOUD_INIT_DIR/instance/sem"
   : >"$CLOUD_INIT_DIR/instance/sem/config_scripts_user"
-  prepare="$(part prepare-host '' false 'echo prepared')"
-  # As reboot-if-needed leaves it once the reboot is scheduled (expanded by the part).
-  # shellcheck disable=SC2016
-  reboot="$(part reboot-if-needed prepare-host false 'mkdir -p "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/reboot"; cat "$GPU_CLUSTER_ROOT/proc/sys/kernel/random/boot_id" >"$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/reboot/boot-id-before"')"
-  join="$(part join-worker reboot-if-needed true 'echo joined')"
-  run "$prepare"
-  assert_success
-  unset SSM_READER
-  run "$reboot"
-  assert_success
-  # cloud-init will run the parts again at the next boot.
-  [ ! -e "$CLOUD_INIT_DIR/instance/sem/config_scripts_user" ]
-  [ "$(status)" == "reboot-if-needed: rebooting; the next steps run after it" ]
-  run "$join"
+  # As reboot-if-needed leaves it once the reboot is scheduled.
+  # shellcheck disable=SC2016 # expanded by the step
+  steps="$(plan 'prepare-host=echo prepared' \
+    'reboot-if-needed=mkdir -p "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/reboot"; cat "$GPU_CLUSTER_ROOT/proc/sys/kernel/random/boot_id" >"$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/reboot/boot-id-before"' \
+    'join-worker=echo joined')"
+  run run_boot "$steps"
   assert_success
   refute_output_contains joined
-  assert_output_contains "gpu-cluster: a10g: join-worker: runs after the reboot under way"
+  # cloud-init will run the user data again at the next boot.
+  [ ! -e "$CLOUD_INIT_DIR/instance/sem/config_scripts_user" ]
+  [ "$(status)" == "reboot-if-needed: rebooting; the next steps run after it" ]
 
   # The next boot.
   echo 2b9e1c4d-5a6f-4e7d-8c9b-0a1b2c3d4e5f >"$GPU_CLUSTER_ROOT/proc/sys/kernel/random/boot_id"
-  run "$prepare"
+  run run_boot "$steps"
   assert_success
   refute_output_contains prepared
-  assert_output_contains "gpu-cluster: a10g: prepare-host: completed in an earlier boot"
-  run "$reboot"
-  assert_output_contains "gpu-cluster: a10g: reboot-if-needed: completed in an earlier boot"
-  run "$join"
-  assert_success
-  assert_output_contains joined
+  assert_output_contains "gpu-cluster: a10g: prepare-host: completed in an earlier boot" \
+    "gpu-cluster: a10g: reboot-if-needed: completed in an earlier boot" joined
   [ "$(status)" == ready ]
 }
 

@@ -31,14 +31,14 @@ find_shellcheck() {
 }
 
 step_scripts() {
-  # Not steps: the runner each boot part ends with (pasted after the step's function), the
-  # agent a pool instance runs as a service (installed by watch-termination.sh) and the
-  # distributions' snapshot functions (pasted into the backup commands, like a lib.sh), and
-  # check/: a step's check mode and additions, pasted into its check after the step, and
-  # bundle/: what receives, installs and runs the step bundle, before any lib.sh is there.
+  # Not steps: the agent a pool instance runs as a service (installed by
+  # watch-termination.sh), the distributions' snapshot functions (pasted into the backup
+  # commands, like a lib.sh), check/: a step's check mode and additions, pasted into its
+  # check after the step, and bundle/ and boot/: what receives, installs and runs the step
+  # bundle and the boot plan, before any lib.sh is there.
   find "$SCRIPTS_DIR" -name '*.sh' ! -name lib.sh ! -name cluster-state.sh \
-    ! -path '*/boot/run-step.sh' ! -path '*/aws/node-cleanup-agent.sh' ! -path '*/check/*' \
-    ! -path '*/bundle/*' |
+    ! -path '*/aws/node-cleanup-agent.sh' ! -path '*/check/*' \
+    ! -path '*/bundle/*' ! -path '*/boot/*' |
     LC_ALL=C sort
 }
 

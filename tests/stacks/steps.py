@@ -25,3 +25,12 @@ def waits_for(plan, name: str) -> set[str]:
     """What a resource waits for, but the bundle step of the machine it runs on."""
     return {plan.by_urn[d].name for d in plan.custom_dependencies(plan.named(name))
             if not plan.by_urn[d].name.endswith(BUNDLE_STEP)}
+
+
+def boot_steps(plan, resource) -> list[str]:
+    """The steps an EC2 instance's or launch template's user data runs at boot, in order,
+    each rendered whole (the bundle's files it runs pasted in)."""
+    from components.common.remote_step import whole_text
+
+    data = resource.inputs.get("userData") or resource.inputs.get("userDataBase64")
+    return [whole_text(stdin) for _, stdin in plan.boot_steps(data)]

@@ -13,7 +13,6 @@ from pulumi.output import Unknown
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from components.aws.boot import boot_scripts
 from components.common.remote_step import dial_attempts_for, step_inputs
 from config import versions
 from config.problems import ConfigError
@@ -21,6 +20,7 @@ from policy.offline import evaluate_stack, stack_resources_of_plan
 from preview import aws_mocks, credentials
 from preview.engine import run_program, unwrap_secrets
 from preview.stack_file import read_stack
+from tests.stacks.steps import boot_steps
 from tests.conftest import PROJECT_DIR, cloud_config, hybrid_config, preview
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -182,7 +182,7 @@ def test_a_pool_rolls_on_a_new_template_and_holds_leaving_instances_for_cleanup(
     assert [plan.by_urn[u].name for u in hook.property_dependencies["autoscalingGroupName"]] \
         == [group.name]
     [template] = plan.of_type(TEMPLATE)
-    steps = [step_inputs(s)["GPU_CLUSTER_STEP"] for s in boot_scripts(template.inputs["userData"])]
+    steps = [step_inputs(s)["GPU_CLUSTER_STEP"] for s in boot_steps(plan, template)]
     assert steps[-1] == "watch-termination"
 
 
@@ -229,7 +229,7 @@ def test_cloud_nodes_mount_efs_in_their_own_zone_and_onprem_nodes_by_address():
 def test_ssh_to_the_hybrid_control_plane_verifies_the_host_key_it_installs():
     plan = preview(hybrid_config())
     [instance] = plan.of_type(INSTANCE)
-    [part] = boot_scripts(instance.inputs["userDataBase64"])
+    [part] = boot_steps(plan, instance)
     installed = step_inputs(part)["SSH_HOST_PUBLIC_KEY"]
     assert installed.startswith("ssh-ed25519 ")
     [eip] = plan.of_type("aws:ec2/eip:Eip")

@@ -13,10 +13,10 @@ import json
 import pytest
 from pulumi.runtime import rpc
 
-from components.aws.boot import boot_scripts
 from preview.engine import run_program, unwrap_secrets
 from preview.report import step_inputs
 from preview.stack_file import read_stack
+from tests.stacks.steps import boot_steps
 from tests.conftest import PROJECT_DIR, bare_metal_config, preview
 
 COMMAND = "command:remote:Command"
@@ -93,7 +93,7 @@ def test_the_lab_stack_serves_nfs_from_its_controller_and_has_none(stacks):
 def test_hybrid_puts_them_to_its_bucket_over_ssh(stacks, stack, distribution_command):
     plan = stacks[stack]
     step, inputs = install_step(plan)
-    [bucket] = plan.of_type(BUCKET)
+    [bucket] = backup_buckets(plan)
     cluster = inputs["BACKUP_NAME"]
     assert inputs["BACKUP_STORE"] == "s3"
     assert inputs["BACKUP_BUCKET"].startswith(f"{cluster}-backups-")
@@ -112,7 +112,7 @@ def test_cloud_installs_them_at_boot_from_its_envelope_in_ssm(stacks):
     # Over SSH the cloud controller only gets its upgrades (check-version, install).
     assert not [step for step in dev.of_type(COMMAND) if "backup" in step.name]
     [instance] = dev.of_type("aws:ec2/instance:Instance")
-    boot = step_inputs(boot_scripts(instance.inputs["userDataBase64"])[-1])
+    boot = step_inputs(boot_steps(dev, instance)[-1])
     assert boot["GPU_CLUSTER_STEP"] == "install-backup"
     names = boot["STEP_ENVELOPE_SSM_PARAMETERS"].split()
     stored = {r.inputs["name"]: r for r in dev.of_type("aws:ssm/parameter:Parameter")}
@@ -134,8 +134,9 @@ def test_cloud_installs_them_at_boot_from_its_envelope_in_ssm(stacks):
 @pytest.mark.parametrize("stack", ["prod", "dev", "rke2"])
 def test_the_bucket_is_private_encrypted_versioned_and_tls_only(stacks, stack):
     plan = stacks[stack]
+    # The backups' bucket and its settings (the stack's other bucket holds its boot).
     inputs = {r.type.split(":")[-1]: r.inputs for r in plan.resources
-              if r.type.startswith("aws:s3/")}
+              if r.type.startswith("aws:s3/") and "-backups-" in r.name}
     assert inputs["BucketPublicAccessBlock"] | {"bucket": None} == {
         "bucket": None, "blockPublicAcls": True, "blockPublicPolicy": True,
         "ignorePublicAcls": True, "restrictPublicBuckets": True}
@@ -152,8 +153,12 @@ def test_the_bucket_is_private_encrypted_versioned_and_tls_only(stacks, stack):
                                                         "newerNoncurrentVersions": 6}
     assert lifecycle["status"] == "Enabled"
     for resource in plan.resources:
-        if resource.type.startswith("aws:s3/"):
+        if resource.type.startswith("aws:s3/") and "-backups-" in resource.name:
             assert resource.retain_on_delete, resource.name
+
+
+def backup_buckets(plan) -> list:
+    return [r for r in plan.of_type(BUCKET) if r.name.endswith("-backups-bucket")]
 
 
 @pytest.mark.parametrize("stack", ["prod", "dev", "rke2"])
@@ -161,7 +166,7 @@ def test_the_controllers_role_may_only_put_its_own_snapshots(stacks, stack):
     plan = stacks[stack]
     [writer] = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy")
                 if r.name.endswith("-backup-writer")]
-    [bucket] = plan.of_type(BUCKET)
+    [bucket] = backup_buckets(plan)
     cluster = bucket.inputs["bucketPrefix"].split("-backups-")[0]
     [statement] = json.loads(writer.inputs["policy"])["Statement"]
     assert statement["Action"] == ["s3:PutObject"]

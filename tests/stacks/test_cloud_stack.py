@@ -2,6 +2,7 @@
 no secret in user data, IMDSv2 everywhere, IAM limited to reading one parameter."""
 
 import base64
+import functools
 import gzip
 import hashlib
 import json
@@ -19,15 +20,21 @@ from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
 from preview.engine import run_program
 from preview.stack_file import read_stack
+from tests.stacks.steps import boot_steps
 from tests.conftest import PROJECT_DIR
 
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 GROUP = "aws:autoscaling/group:Group"
 
 
+@functools.cache
+def _dev():
+    return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "dev"))
+
+
 @pytest.fixture(scope="module")
 def dev():
-    return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "dev"))
+    return _dev()
 
 
 def of_pool(plan, type_: str, pool: str):
@@ -36,7 +43,8 @@ def of_pool(plan, type_: str, pool: str):
 
 
 def boot_scripts(template) -> list[str]:
-    return boot_scripts_of(template.inputs["userData"])
+    """The steps the template's user data runs, each rendered whole."""
+    return boot_steps(_dev(), template)
 
 
 def ca_cert(plan) -> str:
@@ -67,7 +75,7 @@ def test_the_program_runs_remote_commands_only_to_upgrade_the_controller(dev):
 
 def test_the_controller_installs_itself_at_boot_with_the_programs_ca(dev):
     [instance] = dev.of_type("aws:ec2/instance:Instance")
-    scripts = boot_scripts_of(instance.inputs["userDataBase64"])
+    scripts = boot_steps(dev, instance)
     assert [step_inputs(s)["GPU_CLUSTER_STEP"] for s in scripts] == [
         "install-ssh-host-key", "prepare-host", "reboot-if-needed", "verify-boot",
         "install-controller", "install-backup"]
@@ -147,15 +155,17 @@ def test_instances_require_imdsv2_and_encrypt_their_disks(dev):
 def test_user_data_boots_the_node_without_any_secret(dev):
     for template in dev.of_type(TEMPLATE):
         raw = base64.b64decode(template.inputs["userData"])
-        assert len(raw) < 16384, "EC2 user data is limited to 16 KiB"
+        # Only the bootstrap: the steps and their inputs are in the boot plan.
+        assert len(raw) <= 4096, "the boot user data should stay within 4 KiB"
+        [bootstrap] = boot_scripts_of(template.inputs["userData"])
+        assert "export AWS_REGION='us-west-2'" in bootstrap
         scripts = boot_scripts(template)
-        text = "\n".join(scripts)
+        text = "\n".join([bootstrap, *scripts])
         assert not any(secret in text for secret in dev.secrets), template.name
         join = scripts[-2]
         assert "export K0S_JOIN_TOKEN=''" in join
         pool = template.name.split("-")[1]
         assert f"export K0S_JOIN_TOKEN_SSM_PARAMETER='/gpu-cluster/dev/{pool}/join-token'" in join
-        assert "export AWS_REGION='us-west-2'" in join
         steps = [s.split("export GPU_CLUSTER_STEP='")[1].split("'")[0] for s in scripts]
         expected = ["prepare-host", "install-nvidia"] if pool != "cpu" else ["prepare-host"]
         assert steps == expected + ["reboot-if-needed", "verify-boot", "join-worker",
@@ -213,9 +223,15 @@ def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
              "h100": {"/gpu-cluster/dev/h100/join-token", cleanup},
              "cpu": {"/gpu-cluster/dev/cpu/join-token", cleanup},
              "control": controller}
+    [bucket] = [b for b in dev.of_type("aws:s3/bucket:Bucket") if b.name == "dev-boot-bucket"]
+    bucket_name = aws_mocks.resource(bucket.type, bucket.name, bucket.inputs)[1]["bucket"]
+    [bundle] = [o.inputs["key"] for o in dev.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+                if o.inputs["key"].startswith("bundles/")]
     for policy in policies:
         who = policy.name.removeprefix("dev-").split("-")[0]
         machine = "control-plane" if who == "control" else who
+        [plan] = [o.inputs["key"] for o in dev.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+                  if o.inputs["key"].startswith(f"plans/{machine}/")]
         document = json.loads(policy.inputs["policy"])
         assert document["Statement"] == [
             {"Sid": "ReadItsParameters", "Effect": "Allow", "Action": ["ssm:GetParameter"],
@@ -224,6 +240,9 @@ def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
              "Action": ["ssm:PutParameter", "ssm:DeleteParameter"],
              "Resource": "arn:aws:ssm:preview-region-1:000000000000:parameter"
                          f"/gpu-cluster/dev/boot-status/{machine}/*"},
+            # Its boot's bundle and plan, nothing else of the bucket.
+            {"Sid": "FetchItsBoot", "Effect": "Allow", "Action": ["s3:GetObject"],
+             "Resource": sorted(f"arn:aws:s3:::{bucket_name}/{key}" for key in (bundle, plan))},
         ]
     assert not dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
 
@@ -272,8 +291,9 @@ def test_acceptance_checks_target_the_pools():
     assert "mpijob-benchmark.yaml" not in files
 
 
-def test_user_data_too_large_for_ec2_is_refused_before_anything_is_created():
-    from config.problems import ConfigError
+def test_a_pool_with_many_labels_and_taints_keeps_its_user_data_small():
+    """Labels and taints go to the boot plan in S3, where size does not matter: the user
+    data stays the bootstrap whatever a pool holds (EC2 refuses more than 16 KiB)."""
     from tests.conftest import cloud_config, preview
 
     values = cloud_config()
@@ -281,8 +301,32 @@ def test_user_data_too_large_for_ec2_is_refused_before_anything_is_created():
     values["pools"][0]["labels"] = {
         f"team.example.com/l{i:03d}": hashlib.sha256(str(i).encode()).hexdigest()[:60]
         for i in range(600)}
-    with pytest.raises(ConfigError) as error:
-        preview(values)
-    name = values["pools"][0]["name"]
-    assert f"gpu-cluster:pools[0] ({name}): its boot user data would be" in str(error.value)
-    assert "over EC2's 16384" in str(error.value)
+    values["pools"][0]["taints"] = [{"key": f"team.example.com/t{i}", "value": "yes",
+                                     "effect": "NoSchedule"} for i in range(10)]
+    plan = preview(values)
+    [template] = [t for t in plan.of_type(TEMPLATE)
+                  if t.name.endswith(f"-{values['pools'][0]['name']}-template")]
+    assert len(base64.b64decode(template.inputs["userData"])) <= 4096
+    join = step_inputs(boot_steps(plan, template)[-2])
+    assert "team.example.com/l599=" in join["NODE_LABELS"]
+    assert "team.example.com/t9=yes:NoSchedule" in join["NODE_TAINTS"]
+
+
+def test_the_boot_bucket_is_private_encrypted_and_tls_only(dev):
+    """The bucket the boots fetch from has the settings of every bucket of the program
+    (components/aws/buckets.py); it is gone with the stack, as what it holds is rendered
+    again by any `pulumi up`."""
+    inputs = {r.type.split(":")[-1]: r for r in dev.resources
+              if r.type.startswith("aws:s3/") and r.name.startswith("dev-boot-")}
+    assert inputs["BucketPublicAccessBlock"].inputs["restrictPublicBuckets"] is True
+    assert inputs["BucketOwnershipControls"].inputs["rule"] == {
+        "objectOwnership": "BucketOwnerEnforced"}
+    [rule] = inputs["BucketServerSideEncryptionConfiguration"].inputs["rules"]
+    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "aws:kms"}
+    [statement] = json.loads(inputs["BucketPolicy"].inputs["policy"])["Statement"]
+    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert not any(r.retain_on_delete for r in inputs.values())
+    # The bundle is uploaded from its tarball: the state keeps its path and hash.
+    [bundle] = [r for r in dev.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+                if r.name == "dev-boot-bundle"]
+    assert set(bundle.inputs["source"]) == {"path", "hash"}

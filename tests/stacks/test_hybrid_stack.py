@@ -5,13 +5,12 @@ IMDSv2, and no secret in user data."""
 import pytest
 from pulumi.runtime import rpc
 
-from components.aws.boot import boot_scripts
 from components.common.remote_step import step_inputs, whole_text
 from policy.user_data import decode_user_data
 from preview.engine import run_program
 from preview.stack_file import read_stack
 from tests.conftest import PROJECT_DIR, hybrid_config, preview
-from tests.stacks.steps import waits_for
+from tests.stacks.steps import boot_steps, waits_for
 
 INSTANCE = "aws:ec2/instance:Instance"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -103,8 +102,8 @@ def test_instance_requires_imdsv2_encrypts_its_disk_and_has_no_secret_in_user_da
     parts = decode_user_data(instance.inputs["userDataBase64"])
     assert "#cloud-config\nhostname: control-plane\npreserve_hostname: false\n" in parts
     # At boot it only installs the SSH host key the program pins (read from SSM).
-    assert [step_inputs(s)["GPU_CLUSTER_STEP"] for s in boot_scripts(
-        instance.inputs["userDataBase64"])] == ["install-ssh-host-key"]
+    assert [step_inputs(s)["GPU_CLUSTER_STEP"] for s in boot_steps(
+        prod, instance)] == ["install-ssh-host-key"]
     assert not any(secret in part for part in parts for secret in prod.secrets)
     assert instance.inputs["privateIp"] == "10.20.0.10"
 

@@ -9,10 +9,11 @@ import hashlib
 import pytest
 import yaml
 
-from components.aws.boot import USER_DATA_LIMIT_BYTES, boot_scripts
+from components.aws.boot import USER_DATA_LIMIT_BYTES
 from components.distributions.rke2 import SUPERVISOR_PORT
 from components.common.remote_step import step_inputs
 from preview.engine import unwrap_secrets as unwrap
+from tests.stacks.steps import boot_steps
 from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -128,7 +129,7 @@ def test_cloud_pools_join_with_the_agent_token_from_ssm(cloud):
     [template] = cloud.of_type(TEMPLATE)
     raw = base64.b64decode(template.inputs["userData"])
     assert len(raw) <= USER_DATA_LIMIT_BYTES
-    scripts = boot_scripts(template.inputs["userData"])
+    scripts = boot_steps(cloud, template)
     assert not any(secret in "\n".join(scripts) for secret in cloud.secrets)
     join = step_inputs(scripts[-2])
     assert join["GPU_CLUSTER_STEP"] == "join-worker"
@@ -146,7 +147,7 @@ def test_cloud_pools_join_with_the_agent_token_from_ssm(cloud):
 
 def test_cloud_controller_reads_its_secrets_from_ssm(cloud):
     [instance] = cloud.of_type(INSTANCE)
-    scripts = boot_scripts(instance.inputs["userDataBase64"])
+    scripts = boot_steps(cloud, instance)
     install = step_inputs(scripts[-2])
     assert install["GPU_CLUSTER_STEP"] == "install-controller"
     assert step_inputs(scripts[-1])["GPU_CLUSTER_STEP"] == "install-backup"
