@@ -15,7 +15,7 @@ from typing import Optional, Union
 
 from doctor import DoctorError
 
-# components/common/remote_step.py render_envelope, not imported: the doctor runs
+# components/common/step_text.py render_envelope, not imported: the doctor runs
 # without the program's dependencies.
 CHECK_BRANCH = "  check) gpu_cluster_check </dev/null ;;"
 # preview/redaction.py REDACTED and preview/plan.py UNKNOWN: a secret the preview hides and

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
-from components.common.remote_step import quoted_text
+from components.common.step_text import quoted_text
 from preview.redaction import REDACTED, Redactor
 
 # An input that is another resource's output the mocks do not make up (a role's name, a
@@ -104,7 +104,7 @@ class Plan:
         boot plan object it names (components/aws/boot.py)."""
         # Imported here: only a stack with EC2 machines loads the AWS SDK.
         from components.aws.boot import boot_scripts, plan_steps
-        from components.common.remote_step import step_inputs
+        from components.common.step_text import step_inputs
 
         key = step_inputs(boot_scripts(user_data)[0])["BOOT_PLAN_KEY"]
         [plan] = [r for r in self.of_type("aws:s3/bucketObjectv2:BucketObjectv2")

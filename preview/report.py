@@ -14,7 +14,7 @@ from pulumi.runtime import rpc
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
 from components.addons.kubeflow.sources import UPSTREAM_COPY
 from components.common.bundle import step_bundle
-from components.common.remote_step import step_inputs, whole_text
+from components.common.step_text import step_inputs, whole_text
 from config import vendored
 from config.storage import STORAGE_CLASS_NAMES
 from preview.plan import Plan, ResourceRecord, UNKNOWN

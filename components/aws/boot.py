@@ -22,7 +22,7 @@ import pulumi_aws as aws
 
 from components.aws.buckets import private_bucket
 from components.common.bundle import Bundle, step_bundle
-from components.common.remote_step import (
+from components.common.step_text import (
     Script,
     bundle_stdin,
     envelope,

@@ -27,7 +27,8 @@ from components.aws.network import AwsNetwork, pinned_image
 from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution
 from components.hosts.steps import HostStep, Machine
-from components.common.remote_step import Endpoint, Script
+from components.common.remote_step import Endpoint
+from components.common.step_text import Script
 from config import versions
 from config.cloud import AwsSettings, VpnSettings, control_plane_address
 from config.model import Host

@@ -20,7 +20,7 @@ from components.aws.boot import secret_parameter
 from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution
 from components.kubernetes.kubeconfig import client_kubeconfig
-from components.common.remote_step import DataFile, Script
+from components.common.step_text import DataFile, Script
 from components.common.shell_text import without_comment_lines
 
 WATCH_TERMINATION = Script("aws/watch-termination.sh")

@@ -9,7 +9,7 @@ from typing import Optional, Protocol
 
 import pulumi
 
-from components.common.remote_step import Script
+from components.common.step_text import Script
 from config.kubernetes import KubernetesSettings
 from config.model import MACHINE_GENERATION_LABEL, POOL_LABEL, Host, HostTuning, WorkerPool
 

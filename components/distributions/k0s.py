@@ -15,7 +15,7 @@ from components.distributions.base import (
     JoinToken,
     node_labels,
 )
-from components.common.remote_step import Script
+from components.common.step_text import Script
 from config.model import Host, WorkerPool
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.

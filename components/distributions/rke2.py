@@ -11,7 +11,7 @@ import pulumi
 import yaml
 
 from components.distributions.base import DistributionSettings, JoinToken, node_labels
-from components.common.remote_step import Script
+from components.common.step_text import Script
 from config.model import Host, WorkerPool
 
 ETC = "/etc/rancher/rke2"

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_command import remote
 
-from components.common.remote_step import Script, Ssh, machine_env, run_step
+from components.common.remote_step import Ssh, machine_env, run_step
+from components.common.step_text import Script
 from config.model import Host, SshSettings
 
 AUTHORIZED_KEYS = Script("authorized-keys.sh", checks=True)

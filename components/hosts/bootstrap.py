@@ -14,13 +14,13 @@ from components.hosts.bundle_step import with_bundle
 from components.hosts.steps import Machine, host_settings, preparation_steps
 from components.common.remote_step import (
     Endpoint,
-    Script,
     Ssh,
     SshAccess,
     connection_to,
     machine_env,
     run_step,
 )
+from components.common.step_text import Script
 from config.model import Host, HostTuning, NvidiaSettings
 
 SERVE_NFS = Script("serve-nfs.sh")

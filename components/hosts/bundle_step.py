@@ -11,7 +11,8 @@ import pulumi
 from pulumi_command import remote
 
 from components.common.bundle import Bundle, step_bundle
-from components.common.remote_step import Script, Ssh, _command, render_envelope
+from components.common.remote_step import Ssh, step_command
+from components.common.step_text import Script, render_envelope
 
 # Sent whole: it is what checks the bundle, so it cannot come from it.
 RECEIVE = Script("bundle/receive.sh", standalone=True)
@@ -41,7 +42,7 @@ def with_bundle(name: str, ssh: Ssh, generation: int, depends_on: Sequence[pulum
            "BUNDLE_DIGEST": bundle.digest}
     if generation:
         env["MACHINE_GENERATION"] = str(generation)
-    command = _command(name, STEP, "create", ssh.user)
+    command = step_command(name, STEP, "create", ssh.user)
     install = remote.Command(
         f"{name}-{STEP}",
         connection=ssh.connection,

@@ -13,7 +13,7 @@ from typing import Optional, Union
 import pulumi
 
 from components.distributions.base import Distribution
-from components.common.remote_step import Script
+from components.common.step_text import Script
 from config.model import HostTuning, NvidiaSettings
 
 PREFLIGHT = Script("preflight.sh")

@@ -18,14 +18,8 @@ from typing import Optional
 import pulumi
 from pulumi_command import remote
 
-from components.common.remote_step import (
-    Script,
-    Ssh,
-    envelope,
-    read_script,
-    render_envelope,
-    run_step,
-)
+from components.common.remote_step import Ssh, run_step
+from components.common.step_text import Script, envelope, read_script, render_envelope
 from components.distributions.base import Distribution
 from components.hosts.steps import HostStep
 from config.backup import BackupSettings, Store

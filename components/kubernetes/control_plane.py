@@ -15,7 +15,8 @@ from components.kubernetes.pki import ClusterPki
 from components.distributions.base import BOOTSTRAP_TOKEN, Distribution, JoinToken
 from components.hosts.bootstrap import PreparedMachine
 from components.kubernetes.kubeconfig import client_kubeconfig
-from components.common.remote_step import Script, Ssh, envelope, run_step
+from components.common.remote_step import Ssh, run_step
+from components.common.step_text import Script, envelope
 from components.kubernetes.upgrade import check_version
 from config.kubernetes import KubernetesSettings
 from config.model import Host

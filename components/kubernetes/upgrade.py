@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_command import remote
 
-from components.common.remote_step import Script, Ssh, machine_env, run_step
+from components.common.remote_step import Ssh, machine_env, run_step
+from components.common.step_text import Script
 from components.distributions.base import Distribution
 from components.hosts.bootstrap import DrainFirst
 from config.model import Host

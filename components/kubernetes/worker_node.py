@@ -10,7 +10,8 @@ import pulumi_kubernetes as k8s
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import PreparedMachine
-from components.common.remote_step import Script, machine_env, run_step
+from components.common.remote_step import machine_env, run_step
+from components.common.step_text import Script
 from components.kubernetes.upgrade import uncordon_worker, worker_upgrade
 from config.model import MACHINE_GENERATION_LABEL, Host
 

@@ -18,7 +18,8 @@ from pydantic import SecretStr
 
 from components.network import openvpn_config
 from components.hosts.bootstrap import PreparedMachine
-from components.common.remote_step import Script, Ssh, run_step
+from components.common.remote_step import Ssh, run_step
+from components.common.step_text import Script
 from components.network.vpn_pki import VpnPki, VpnPkiArgs
 from config.cloud import VpnSettings
 from config.model import Host

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from components.aws.boot import boot_scripts, plan_steps
 from components.distributions import k0s, rke2
-from components.common.remote_step import step_inputs
+from components.common.step_text import step_inputs
 from config import load as load_config
 from preview.engine import run_program, unwrap_secrets
 from preview.plan import Plan, ResourceRecord

@@ -4,7 +4,8 @@ import pulumi
 import pytest
 
 from components.common.bundle import step_bundle
-from components.common.remote_step import SshAccess, whole_text
+from components.common.remote_step import SshAccess
+from components.common.step_text import whole_text
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from tests.components.conftest import settings_for

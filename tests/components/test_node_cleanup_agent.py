@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from components.aws.pool_node_cleanup import NODE_CLEANUP_AGENT, SSM_CLIENT_PATH
-from components.common.remote_step import SCRIPTS_DIR, SSM_READER
+from components.common.step_text import SCRIPTS_DIR, SSM_READER
 from tests.boot.stub_host import stub_host
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):

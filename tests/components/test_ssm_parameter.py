@@ -30,7 +30,7 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from moto.server import ThreadedMotoServer
 
-from components.common.remote_step import SCRIPTS_DIR, SSM_READER
+from components.common.step_text import SCRIPTS_DIR, SSM_READER
 from components.common.shell_text import python_without_docs
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):

@@ -10,11 +10,17 @@ from pathlib import Path
 
 import pytest
 
-import components.common.remote_step as remote_step
+import components.common.step_text as step_text
 from components.aws.boot import bootstrap_part
 from components.common.bundle import collect
-from components.common.remote_step import (RUNNER, Script, _command, bundle_stdin,
-                                           render_envelope, step_inputs)
+from components.common.remote_step import step_command
+from components.common.step_text import (
+    RUNNER,
+    Script,
+    bundle_stdin,
+    render_envelope,
+    step_inputs,
+)
 from tests.conftest import TEST_PRIVATE_KEY
 
 MARKER = Path(tempfile.gettempdir()) / f"gpu-cluster-rendering-{os.getpid()}"
@@ -58,7 +64,7 @@ def test_a_step_script_header_holds_any_host_and_step(value, tmp_path):
 def test_the_ssh_command_line_holds_any_host_step_and_user(value, tmp_path):
     (tmp_path / "sudo").write_text("#!/bin/sh\nexit 1\n")
     (tmp_path / "sudo").chmod(0o755)
-    result = subprocess.run(["bash", "--norc", "-c", _command(value, value, "create", value)],
+    result = subprocess.run(["bash", "--norc", "-c", step_command(value, value, "create", value)],
                             capture_output=True, text=True, cwd=tmp_path, timeout=30,
                             env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     assert not MARKER.exists()
@@ -86,8 +92,8 @@ def _with_exports_in_its_scripts(monkeypatch, tmp_path) -> Script:
     (tmp_path / "lib.sh").write_text("export GPU_CLUSTER_STEP='from-the-library'\n")
     (tmp_path / "step.sh").write_text("export EXTRA='from-the-script'\necho done\n")
     (tmp_path / "bundle").mkdir()
-    shutil.copy(remote_step.SCRIPTS_DIR / RUNNER, tmp_path / RUNNER)
-    monkeypatch.setattr(remote_step, "SCRIPTS_DIR", tmp_path)
+    shutil.copy(step_text.SCRIPTS_DIR / RUNNER, tmp_path / RUNNER)
+    monkeypatch.setattr(step_text, "SCRIPTS_DIR", tmp_path)
     return Script("step.sh")
 
 
@@ -111,7 +117,7 @@ def test_step_inputs_agrees_with_bash(monkeypatch, tmp_path):
     names = ["GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP", *HOSTILE_INPUTS]
     (tmp_path / "lib.sh").write_text("")
     (tmp_path / "dump.sh").write_text("".join(f'printf "%s\\0" "${name}"\n' for name in names))
-    monkeypatch.setattr(remote_step, "SCRIPTS_DIR", tmp_path)
+    monkeypatch.setattr(step_text, "SCRIPTS_DIR", tmp_path)
     text = render_envelope("gpu-01", "join-worker", Script("dump.sh"), HOSTILE_INPUTS)
     result = subprocess.run(["bash", "--norc", "-s", "--", "create"], input=text.encode(),
                             capture_output=True, cwd=tmp_path, timeout=30, check=True)

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from components.common.remote_step import render_envelope
+from components.common.step_text import render_envelope
 from components.hosts.steps import PREPARE_HOST, VERIFY_BOOT
 from components.network.vpn_bridge import ROUTE_TO_VPC
 from doctor.checks import drift as drift_checks

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from components.common.bundle import SCRIPTS_DIR, Bundle, collect
-from components.common.remote_step import Script, _command, bundle_stdin, render_envelope
+from components.common.remote_step import step_command
+from components.common.step_text import Script, bundle_stdin, render_envelope
 from components.hosts.bundle_step import RECEIVE, STEP, upload_path
 from tests.hosts.loopback import LoopbackHost, loopback_host
 
@@ -57,7 +58,7 @@ def install(host: LoopbackHost, bundle: Bundle, root: Path, tarball: Path):
     assert uploaded.returncode == 0, uploaded.stderr
     env = {"GPU_CLUSTER_ROOT": str(root), "BUNDLE_TARBALL": upload_path(bundle),
            "BUNDLE_SHA256": bundle.tarball_sha256, "BUNDLE_DIGEST": bundle.digest}
-    return host.run(_command(HOST, STEP, "create", host.user),
+    return host.run(step_command(HOST, STEP, "create", host.user),
                     stdin=render_envelope(HOST, STEP, RECEIVE, env))
 
 
@@ -65,7 +66,7 @@ def step(host: LoopbackHost, bundle: Bundle, root: Path, action: str, text: str 
     stdin = bundle_stdin(HOST, "demo", Script("demo/write.sh"),
                          {"GPU_CLUSTER_ROOT": str(root), "DEMO_TEXT": text},
                          delete=Script("demo/remove.sh"), bundle=bundle)
-    return host.run(_command(HOST, "demo", action, host.user), stdin=stdin)
+    return host.run(step_command(HOST, "demo", action, host.user), stdin=stdin)
 
 
 @pytest.fixture
@@ -112,7 +113,7 @@ def test_a_tarball_altered_in_transit_is_refused_naming_host_and_step(host, root
     env = {"GPU_CLUSTER_ROOT": str(root), "BUNDLE_TARBALL": upload_path(bundle),
            "BUNDLE_SHA256": bundle.tarball_sha256, "BUNDLE_DIGEST": bundle.digest}
 
-    result = host.run(_command(HOST, STEP, "create", host.user),
+    result = host.run(step_command(HOST, STEP, "create", host.user),
                       stdin=render_envelope(HOST, STEP, RECEIVE, env))
 
     assert result.returncode == 1

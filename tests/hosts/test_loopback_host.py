@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.common.remote_step import _command
+from components.common.remote_step import step_command
 from tests.hosts.loopback import LoopbackHost, loopback_host
 
 
@@ -22,7 +22,7 @@ def host(tmp_path_factory) -> LoopbackHost:
 
 
 def test_the_programs_step_command_runs_stdin_as_root_through_sudo(host):
-    command = _command("gpu001", "preflight", "create", host.user)
+    command = step_command("gpu001", "preflight", "create", host.user)
     assert command.endswith("sudo -n bash -s -- create")
 
     result = host.run(command, stdin='echo "$(id -u) $(id -un) $1 $SUDO_USER"\n')

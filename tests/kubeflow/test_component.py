@@ -20,7 +20,7 @@ from preview.stack_file import read_stack
 from tests.conftest import (PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config, preview,
                             require_tool)
 from tests.kubeflow.certificates import curl, https_server, make_certificate
-from components.common.remote_step import whole_text
+from components.common.step_text import whole_text
 
 PASSWORD = "a long test passphrase"
 DIRECTORY = "kubernetes:kustomize/v2:Directory"

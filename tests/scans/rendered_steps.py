@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from components.common.remote_step import _EXPORT, _HEADER
+from components.common.step_text import _EXPORT, _HEADER
 
 _STEP_HEADER = re.compile(rf"^{_HEADER}.*\n", re.M)
 

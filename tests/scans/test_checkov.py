@@ -130,7 +130,7 @@ def test_no_secret_in_any_file_of_the_repository(tmp_path):
 def test_the_secrets_scan_finds_a_planted_key(tmp_path):
     """In a step as the scan of the builds gets it: on the second of two hosts with the
     same step, whose body the scan leaves out."""
-    from components.common.remote_step import Script, render_envelope
+    from components.common.step_text import Script, render_envelope
     from preview import credentials
 
     for host, key in (("gpu01", "none"), ("gpu02", credentials.ssh_private_key())):

@@ -5,7 +5,7 @@ checked in another file."""
 import re
 import subprocess
 
-from components.common.remote_step import Script, render_envelope
+from components.common.step_text import Script, render_envelope
 from tests.conftest import require_tool
 from tests.scans.rendered_steps import shellcheck_rendered_steps, split_step
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from components.common.remote_step import Script, render_envelope  # noqa: E402
+from components.common.step_text import Script, render_envelope  # noqa: E402
 from components.hosts import authorized_keys, steps  # noqa: E402
 from components.network import vpn_bridge  # noqa: E402
 

@@ -30,7 +30,7 @@ def waits_for(plan, name: str) -> set[str]:
 def boot_steps(plan, resource) -> list[str]:
     """The steps an EC2 instance's or launch template's user data runs at boot, in order,
     each rendered whole (the bundle's files it runs pasted in)."""
-    from components.common.remote_step import whole_text
+    from components.common.step_text import whole_text
 
     data = resource.inputs.get("userData") or resource.inputs.get("userDataBase64")
     return [whole_text(stdin) for _, stdin in plan.boot_steps(data)]

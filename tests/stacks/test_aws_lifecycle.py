@@ -13,7 +13,8 @@ from pulumi.output import Unknown
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from components.common.remote_step import dial_attempts_for, step_inputs
+from components.common.remote_step import dial_attempts_for
+from components.common.step_text import step_inputs
 from config import versions
 from config.problems import ConfigError
 from policy.offline import evaluate_stack, stack_resources_of_plan

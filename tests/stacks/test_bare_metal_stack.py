@@ -10,8 +10,8 @@ from cryptography import x509
 from pulumi.runtime import rpc
 
 import components.common.bundle as bundle
-import components.common.remote_step as remote_step
-from components.common.remote_step import step_inputs, whole_text
+import components.common.step_text as step_text
+from components.common.step_text import step_inputs, whole_text
 from preview.report import write_artifacts
 from tests.conftest import bare_metal_config, preview
 from tests.stacks.steps import waits_for
@@ -195,10 +195,10 @@ def test_a_changed_script_changes_only_its_own_steps(tmp_path, monkeypatch):
     before_plan = preview(bare_metal_config())
     before = _stdin_by_step(before_plan)
     scripts = tmp_path / "scripts"
-    shutil.copytree(remote_step.SCRIPTS_DIR, scripts)
+    shutil.copytree(step_text.SCRIPTS_DIR, scripts)
     path = scripts / "install-nvidia.sh"
     path.write_text(path.read_text().replace("set -euo pipefail", "set -euo pipefail # a change", 1))
-    monkeypatch.setattr(remote_step, "SCRIPTS_DIR", scripts)
+    monkeypatch.setattr(step_text, "SCRIPTS_DIR", scripts)
     monkeypatch.setattr(bundle, "SCRIPTS_DIR", scripts)
     after_plan = preview(bare_metal_config())
     after = _stdin_by_step(after_plan)
@@ -262,7 +262,7 @@ def test_a_stack_can_leave_reboots_to_its_admins():
 
 
 def test_a_new_cpu_manager_policy_restarts_only_the_workers_kubelets():
-    from components.common.remote_step import step_inputs as inputs
+    from components.common.step_text import step_inputs as inputs
 
     before = preview(bare_metal_config(workers=2))
     values = bare_metal_config(workers=2)

@@ -15,7 +15,7 @@ from cryptography.x509.oid import NameOID
 from pulumi.runtime import rpc
 
 from components.aws.boot import boot_scripts as boot_scripts_of
-from components.common.remote_step import step_inputs
+from components.common.step_text import step_inputs
 from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
 from preview.engine import run_program

@@ -5,7 +5,7 @@ IMDSv2, and no secret in user data."""
 import pytest
 from pulumi.runtime import rpc
 
-from components.common.remote_step import step_inputs, whole_text
+from components.common.step_text import step_inputs, whole_text
 from policy.user_data import decode_user_data
 from preview.engine import run_program
 from preview.stack_file import read_stack

@@ -8,7 +8,7 @@ import pytest
 
 from preview.plan import Plan
 from tests.conftest import bare_metal_config, preview
-from components.common.remote_step import whole_text
+from components.common.step_text import whole_text
 
 HOST = "gpu001"
 

@@ -11,7 +11,7 @@ import yaml
 
 from components.aws.boot import USER_DATA_LIMIT_BYTES
 from components.distributions.rke2 import SUPERVISOR_PORT
-from components.common.remote_step import step_inputs
+from components.common.step_text import step_inputs
 from preview.engine import unwrap_secrets as unwrap
 from tests.stacks.steps import boot_steps
 from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview
@@ -19,7 +19,7 @@ from tests.conftest import bare_metal_config, cloud_config, hybrid_config, previ
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 INSTANCE = "aws:ec2/instance:Instance"
-# The scripts each step runs (the envelope names them: remote_step.envelope).
+# The scripts each step runs (the envelope names them: step_text.envelope).
 RKE2_SCRIPTS = {"install-controller": "rke2/install-server.sh", "join-worker": "rke2/join-agent.sh",
                 "admit-node": "rke2/admit-node.sh",
                 "apply-worker-profile": "rke2/apply-agent-args.sh"}

@@ -18,7 +18,7 @@ from config.model import Host, StackConfig
 from preview.engine import run_program
 from preview.plan import Plan
 from tests.conftest import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config
-from components.common.remote_step import whole_text
+from components.common.step_text import whole_text
 
 SERVER = Host(name="control-plane", address="10.20.1.10", role="controller")
 SERVER_PUBLIC_ADDRESS = "203.0.113.1"

@@ -22,7 +22,8 @@ from pydantic import SecretStr
 from components.common import kube
 from components.addons.kubeflow import catalog
 from components.addons.kubeflow import overlay, sources
-from components.common.remote_step import Script, Ssh, run_step
+from components.common.remote_step import Ssh, run_step
+from components.common.step_text import Script
 from config.kubeflow import KubeflowAccess, KubeflowSettings
 from config.model import Host
 
