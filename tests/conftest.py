@@ -5,6 +5,7 @@ import copy
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -131,3 +132,12 @@ def require_tool(name: str) -> str:
     if not found:
         pytest.skip(f"{name} is not installed (pip install -r requirements-dev.txt)")
     return found
+
+
+def run_checked(*command: str, timeout: float = 30) -> str:
+    """`command`'s stdout; a failure raises, naming the command and what it printed."""
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}): "
+                           f"{result.stderr.strip() or result.stdout.strip()}")
+    return result.stdout

@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional
 
 import pytest
+from tests.conftest import run_checked
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
@@ -106,14 +107,6 @@ def _problem() -> Optional[str]:
     return None
 
 
-def _run(*command: str, timeout: float = 30) -> str:
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}): "
-                           f"{result.stderr.strip() or result.stdout.strip()}")
-    return result.stdout
-
-
 @contextlib.contextmanager
 def _locked() -> Iterator[None]:
     with open(LOCK, "a") as lock:
@@ -125,19 +118,19 @@ def _ensure_user() -> Path:
     """The user (with a home and a shell), able to log in by key, with passwordless sudo;
     returns its home. Each part is made again only when missing or different."""
     if subprocess.run(["id", "-u", USER], capture_output=True).returncode != 0:
-        _run("useradd", "--create-home", "--shell", "/bin/bash", USER)
+        run_checked("useradd", "--create-home", "--shell", "/bin/bash", USER)
     # useradd leaves the password "!" (locked), which sshd refuses without PAM even for a
     # key; "*" has no password that could match, but is not locked.
-    _run("usermod", "-p", "*", USER)
+    run_checked("usermod", "-p", "*", USER)
     rule = f"{USER} ALL=(ALL:ALL) NOPASSWD: ALL\n"
     if not SUDOERS.exists() or SUDOERS.read_text() != rule:
         # sudo skips files in sudoers.d whose names hold a dot, so the draft is never read.
         draft = SUDOERS.with_name(f".{USER}.draft")
         draft.write_text(rule)
         draft.chmod(0o440)
-        _run("visudo", "-cf", str(draft))
+        run_checked("visudo", "-cf", str(draft))
         draft.replace(SUDOERS)
-    return Path(_run("getent", "passwd", USER).split(":")[5])
+    return Path(run_checked("getent", "passwd", USER).split(":")[5])
 
 
 def _authorize(home: Path, public_key: str, add: bool) -> None:
@@ -206,7 +199,7 @@ def loopback_host(directory: Path) -> Iterator[LoopbackHost]:
     directory = directory.resolve()
     host_key, client_key = directory / "host_ed25519", directory / "client_ed25519"
     for key in (host_key, client_key):
-        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key))
+        run_checked("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(key))
     # Its comment tells what added the line (one a killed run could not remove).
     public_key = " ".join((client_key.with_suffix(".pub").read_text().split()[:2]
                            + [f"{USER}-{secrets.token_hex(4)}"]))
@@ -217,7 +210,7 @@ def loopback_host(directory: Path) -> Iterator[LoopbackHost]:
     config = directory / "sshd_config"
     config.write_text(_config(directory, port, host_key))
     PRIVSEP_DIR.mkdir(mode=0o755, exist_ok=True)  # `sshd -t` wants it too
-    _run(SSHD, "-t", "-f", str(config))
+    run_checked(SSHD, "-t", "-f", str(config))
 
     with _locked():
         home = _ensure_user()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from tests.conftest import run_checked
 
 IP = "ip"
 
@@ -31,14 +32,6 @@ def require_network_namespaces() -> None:
         pytest.skip("openvpn is not installed (apt-get install openvpn)")
 
 
-def _run(*command: str, timeout: float = 15) -> str:
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}): "
-                           f"{result.stderr.strip() or result.stdout.strip()}")
-    return result.stdout
-
-
 class Lab:
     """Namespaces named `<role>-<token>` (unique per run) and the processes started in
     them; `close()` kills the processes and deletes the namespaces (and so the links)."""
@@ -51,24 +44,24 @@ class Lab:
 
     def namespace(self, role: str) -> str:
         name = f"{role}-{self.token}"
-        _run(IP, "netns", "add", name)
+        run_checked(IP, "netns", "add", name, timeout=15)
         self.namespaces[role] = name
         self.ip(role, "link", "set", "lo", "up")
         return name
 
     def ip(self, role: str, *args: str) -> str:
-        return _run(IP, "-n", self.namespaces[role], *args)
+        return run_checked(IP, "-n", self.namespaces[role], *args, timeout=15)
 
     def exec(self, role: str, *command: str, timeout: float = 15) -> str:
-        return _run(IP, "netns", "exec", self.namespaces[role], *command, timeout=timeout)
+        return run_checked(IP, "netns", "exec", self.namespaces[role], *command, timeout=timeout)
 
     def link(self, role_a: str, address_a: Optional[str], role_b: str,
              address_b: Optional[str]) -> tuple[str, str]:
         """A veth pair between two namespaces; returns the two interface names."""
         self._links += 1
         name_a, name_b = f"v{self.token}{self._links}a", f"v{self.token}{self._links}b"
-        _run(IP, "link", "add", name_a, "netns", self.namespaces[role_a], "type", "veth",
-             "peer", "name", name_b, "netns", self.namespaces[role_b])
+        run_checked(IP, "link", "add", name_a, "netns", self.namespaces[role_a], "type", "veth",
+                    "peer", "name", name_b, "netns", self.namespaces[role_b], timeout=15)
         for role, name, address in ((role_a, name_a, address_a), (role_b, name_b, address_b)):
             if address:
                 self.ip(role, "address", "add", address, "dev", name)
