@@ -3,6 +3,7 @@ stack, and records every resource (type, name, parent, dependencies, inputs) and
 stack outputs. Used by the offline preview command and by the tests."""
 
 import contextlib
+import functools
 import gc
 import hashlib
 import json
@@ -285,7 +286,12 @@ def _assets_as_in_state(inputs: dict) -> dict:
     (pulumi sdk/go/common/resource/asset.go), never its bytes."""
     def plain(value: Any) -> Any:
         if isinstance(value, pulumi.FileAsset):
-            return {"path": value.path,
-                    "hash": hashlib.sha256(Path(value.path).read_bytes()).hexdigest()}
+            return {"path": value.path, "hash": _file_sha256(value.path)}
         return value
     return {key: plain(value) for key, value in inputs.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _file_sha256(path: str) -> str:
+    # One tarball serves every machine: read once per run. Its name is its digest.
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -43,8 +43,9 @@ class BundleFile:
     mode: int
     data: bytes
 
-    @property
+    @functools.cached_property
     def sha256(self) -> str:
+        # Asked once a step and file: computed once.
         return hashlib.sha256(self.data).hexdigest()
 
 
