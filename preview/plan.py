@@ -96,6 +96,9 @@ class Plan:
     def named(self, name: str) -> ResourceRecord:
         return next(r for r in self.resources if r.name == name)
 
+    def of_type_in_tree_order(self, type_: str) -> list[ResourceRecord]:
+        return [r for r in self.in_tree_order if r.type == type_]
+
     def of_type(self, type_: str) -> list[ResourceRecord]:
         return [r for r in self.resources if r.type == type_]
 

@@ -13,10 +13,9 @@ from pulumi.runtime import rpc
 
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
 from components.addons.kubeflow.sources import UPSTREAM_COPY
-from components.common.bundle import step_bundle
-from components.common.step_text import step_inputs, whole_text
 from config import vendored
 from config.storage import STORAGE_CLASS_NAMES
+from preview.host_files import bundle_files, host_scripts, vpn_configs
 from preview.plan import Plan, ResourceRecord, UNKNOWN
 from preview.redaction import REDACTED
 
@@ -108,7 +107,7 @@ def _secrets_summary(plan: Plan) -> list[str]:
 
 def _storage_summary(plan: Plan) -> list[str]:
     """Which storage backend is the default, and why."""
-    classes = _of_type(plan, "kubernetes:storage.k8s.io/v1:StorageClass")
+    classes = plan.of_type_in_tree_order("kubernetes:storage.k8s.io/v1:StorageClass")
     if not classes:
         return []
     backend_of = {name: backend for backend, name in STORAGE_CLASS_NAMES.items()}
@@ -152,11 +151,11 @@ def write_artifacts(plan: Plan, build_dir: Path,
     write("outputs.json", json.dumps(
         {name: "[secret]" if secret else plan.redact(value)
          for name, (value, secret) in plan.outputs.items()}, indent=2) + "\n")
-    for path, text in _host_scripts(plan):
+    for path, text in host_scripts(plan):
         write(path, text, 0o755)
-    for path, text, mode in _bundle_files(plan):
+    for path, text, mode in bundle_files(plan):
         write(path, text, mode)
-    for path, text in _vpn_configs(plan):
+    for path, text in vpn_configs(plan):
         write(path, text)
     for path, text in _manifests(plan):
         write(path, text)
@@ -196,75 +195,6 @@ def _plan_document(plan: Plan) -> dict:
     }
 
 
-def _host_scripts(plan: Plan):
-    """Each step's stdin (scripts and inputs), per host the step is about, numbered in the
-    order the steps run: over SSH, on the machine running `pulumi up`, or at boot from an
-    instance's or launch template's user data."""
-    commands = _of_type(plan, "command:remote:Command") + _of_type(plan, "command:local:Command")
-    for resource in commands:
-        # Rendered whole: the bundle's files the step runs pasted in, as the host runs them.
-        stdin = whole_text(plan.redact(resource.inputs.get("stdin", "")))
-        host, step = _envelope_names(stdin)
-        if not (host and step):
-            continue
-        where = (plan.redact(resource.inputs.get("connection", {})).get("host")
-                 if resource.type.startswith("command:remote") else "the machine running pulumi")
-        header = (
-            f"#!/usr/bin/env bash\n# Rendered by the offline preview of stack '{plan.stack}'.\n"
-            f"# Runs on {where} as: {resource.inputs.get('create')}\n"
-        )
-        if resource.inputs.get("delete"):
-            header += "# On delete the same input runs with the action 'delete'.\n"
-        depth = plan.depth_of(resource)
-        yield f"hosts/{host}/{depth:02d}-{step}.sh", header + stdin
-    for resource, user_data in _user_data(plan):
-        # Imported here: only a stack with EC2 instances loads the AWS SDK.
-        from components.aws.boot import boot_scripts
-        [part] = boot_scripts(user_data)
-        note = (f"# Rendered by the offline preview of stack '{plan.stack}'.\n# Runs at "
-                f"first boot from the user data of {resource.name} (cloud-init, as root, "
-                "executed as a program).\n")
-        # The part exactly as cloud-init gets it, the note after its "#!" line.
-        first, _, rest = part.partition("\n")
-        host, step = _envelope_names(part)
-        yield f"hosts/{host}/boot-00-{step}.sh", f"{first}\n{note}{rest}"
-        for index, (name, stdin) in enumerate(plan.boot_steps(user_data), start=1):
-            text = whole_text(plan.redact(stdin))
-            yield (f"hosts/{host}/boot-{index:02d}-{name}.sh",
-                   f"#!/usr/bin/env bash\n# Rendered by the offline preview of stack "
-                   f"'{plan.stack}'.\n# Runs at boot from {resource.name}'s boot plan "
-                   "(boot/run-boot.sh, as root).\n" + text)
-
-
-def _bundle_files(plan: Plan):
-    """The step bundle the machines get, once: bundle/<digest>/<path>."""
-    if not (_of_type(plan, "command:remote:CopyToRemote")
-            or _of_type(plan, "aws:s3/bucketObjectv2:BucketObjectv2")):
-        return
-    bundle = step_bundle()
-    for file in bundle.files:
-        yield f"bundle/{bundle.digest}/{file.path}", file.data.decode(), file.mode
-
-
-def _of_type(plan: Plan, type_: str) -> list[ResourceRecord]:
-    return [r for r in plan.in_tree_order if r.type == type_]
-
-
-def _user_data(plan: Plan):
-    """(resource, gzipped multipart user data) of instances and launch templates."""
-    for resource in _of_type(plan, "aws:ec2/instance:Instance"):
-        if resource.inputs.get("userDataBase64"):
-            yield resource, resource.inputs["userDataBase64"]
-    for resource in _of_type(plan, "aws:ec2/launchTemplate:LaunchTemplate"):
-        if resource.inputs.get("userData"):
-            yield resource, resource.inputs["userData"]
-
-
-def _envelope_names(text: str) -> tuple[Optional[str], Optional[str]]:
-    inputs = step_inputs(text)
-    return inputs.get("GPU_CLUSTER_HOST"), inputs.get("GPU_CLUSTER_STEP")
-
-
 # Components the provider expands itself (from a URL or chart) at `pulumi up`.
 _PROVIDER_EXPANDED = ("yaml", "helm.sh", "kustomize")
 _PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -274,7 +204,7 @@ def _kustomize_overlays(plan: Plan) -> list[tuple[str, str]]:
     """(kubeflow/<folder>/<file>, text) of each kustomize Directory's local overlay, and
     of the rewritten upstream copy beside them (kubeflow/upstream/...) the overlays read."""
     found, copies = [], set()
-    for resource in _of_type(plan, "kubernetes:kustomize/v2:Directory"):
+    for resource in plan.of_type_in_tree_order("kubernetes:kustomize/v2:Directory"):
         folder = _PROJECT_DIR / resource.inputs.get("directory", "")
         if not folder.is_dir():
             continue
@@ -288,14 +218,6 @@ def _kustomize_overlays(plan: Plan) -> list[tuple[str, str]]:
                 found.append((f"kubeflow/{UPSTREAM_COPY}/{file.relative_to(copy).as_posix()}",
                               file.read_text()))
     return found
-
-
-def _vpn_configs(plan: Plan):
-    """The OpenVPN configs the VPN steps install, as files to read on their own."""
-    for resource in _of_type(plan, "command:remote:Command"):
-        inputs = step_inputs(plan.redact(resource.inputs.get("stdin", "")))
-        if "OPENVPN_CONFIG" in inputs:
-            yield f"vpn/{resource.name}.conf", inputs["OPENVPN_CONFIG"]
 
 
 def _manifests(plan: Plan):

@@ -14,7 +14,7 @@ import pytest
 from pulumi.runtime import rpc
 
 from preview.engine import run_program, unwrap_secrets
-from preview.report import step_inputs
+from components.common.step_text import step_inputs
 from preview.stack_file import read_stack
 from tests.stacks.steps import boot_steps
 from tests.conftest import PROJECT_DIR, bare_metal_config, preview

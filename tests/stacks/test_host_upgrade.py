@@ -8,7 +8,7 @@ import dataclasses
 import json
 
 from preview.engine import run_program
-from preview.report import step_inputs
+from components.common.step_text import step_inputs
 from preview.stack_file import read_stack
 from tests.stacks.steps import changed_steps, waits_for
 from tests.conftest import PROJECT_DIR, bare_metal_config, preview

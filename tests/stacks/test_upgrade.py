@@ -67,7 +67,7 @@ def test_workers_steps_wait_for_the_controller_and_their_own_only():
 def test_max_unavailable_reaches_the_drain_steps_as_a_count(max_unavailable, count):
     # A percentage of the 5 workers rounds down, at least 1; a count above the workers
     # is all of them.
-    from preview.report import step_inputs
+    from components.common.step_text import step_inputs
 
     plan = preview(_config(5, max_unavailable=max_unavailable))
     for index in range(5):
@@ -78,7 +78,7 @@ def test_max_unavailable_reaches_the_drain_steps_as_a_count(max_unavailable, cou
 
 
 def test_the_steps_inputs_name_the_version_and_the_bounds():
-    from preview.report import step_inputs
+    from components.common.step_text import step_inputs
 
     values = _config(1, version=NEXT_K0S)
     values["kubernetes"]["drainTimeoutSeconds"] = 120
@@ -115,7 +115,7 @@ def test_max_unavailable_is_a_count_or_a_percentage(value):
     ("k0s", NEXT_K0S), ("rke2", "v1.37.0+rke2r1")])
 def test_cloud_upgrades_its_controller_over_ssh_before_the_pools_boot_the_new_version(
         distribution, version):
-    from preview.report import step_inputs
+    from components.common.step_text import step_inputs
     from tests.conftest import cloud_config
 
     def config(new_version=None):
