@@ -1,8 +1,13 @@
 """The step bundle on a machine reached over SSH: `<machine>-bundle-upload` copies its
-tarball to the login user's home over SFTP (a pulumi-command CopyToRemote, whose state
-keeps the tarball's path and hash, not its bytes), then `<machine>-install-bundle` checks
-it and installs it as root (bundle/receive.sh, then the bundle's bundle/install.sh).
-Every other step run on the machine waits for it (Ssh.bundle)."""
+tarball to the login user's home over SFTP, then `<machine>-install-bundle` checks it and
+installs it as root (bundle/receive.sh, then the bundle's bundle/install.sh). Every other
+step run on the machine waits for it (Ssh.bundle).
+
+The upload is a pulumi-command CopyToRemote of a FileAsset: the state keeps the tarball's
+path and hash, not its bytes; Update copies again when the hash or remote path changed,
+and there is no Delete (pulumi-command v1.2.1 provider/pkg/provider/remote/
+copyController.go). It needs the host's sshd to offer SFTP, as Debian's and Ubuntu's
+sshd_config do (`Subsystem sftp /usr/lib/openssh/sftp-server`)."""
 
 import dataclasses
 from collections.abc import Sequence
