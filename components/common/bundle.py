@@ -91,18 +91,25 @@ class Bundle:
         return hashlib.sha256(self.tarball).hexdigest()
 
     def tarball_path(self, folder: Path = TARBALL_DIR) -> str:
-        """The tarball written to `folder` (once; a copy already there is checked), its
-        path relative to the working folder (the project, under Pulumi)."""
+        """The tarball written to `folder` (once a run: every machine's upload asks; a copy
+        already there is checked), its path relative to the working folder (the project,
+        under Pulumi)."""
         target = folder / f"{self.digest}.tar.gz"
-        if not (target.exists() and hashlib.sha256(target.read_bytes()).hexdigest()
-                == self.tarball_sha256):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            # Atomic: previews run in parallel processes.
-            handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
-            with os.fdopen(handle, "wb") as out:
-                out.write(self.tarball)
-            os.replace(temporary, target)
+        if target not in _WRITTEN:
+            if not (target.exists() and hashlib.sha256(target.read_bytes()).hexdigest()
+                    == self.tarball_sha256):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                # Atomic: previews run in parallel processes.
+                handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+                with os.fdopen(handle, "wb") as out:
+                    out.write(self.tarball)
+                os.replace(temporary, target)
+            _WRITTEN.add(target)
         return os.path.relpath(target)
+
+
+# The tarballs this run has written or checked.
+_WRITTEN: set[Path] = set()
 
 
 def _entry(name: str, kind: bytes, mode: int, size: int) -> tarfile.TarInfo:
