@@ -35,6 +35,10 @@ from preview.stack_file import StackConfigFile, read_stack
 from tests.config.hostile_bases import EXAMPLES, SETTINGS_FOR, TEMPLATES, stack_for
 from tests.conftest import PROJECT_DIR
 
+# A whole preview and bash on every rendered script, for each of a thousand hostile
+# values: in `make test`, not in `make quick`.
+pytestmark = pytest.mark.tools
+
 # Paths as `hosts[].labels{key}`: [] is an item of a list, {key} and {value} a dict's.
 # StackConfig had this many when the test was written; a key removed shows here.
 STRING_KEYS_FOUND = 116
