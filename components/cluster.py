@@ -68,14 +68,23 @@ class Cluster(pulumi.ComponentResource):
                            secrets=self.secrets))
         machines = layout.machines()
         control_plane = self._create_kubernetes(machines)
-        nodes = self.nodes_ready + layout.nodes_after(control_plane, self.provider, machines)
-        # One resource stands for "every node is ready" and the add-ons wait for it: a
-        # component in depends_on stands for all its resources, so each add-on object
-        # would otherwise list every step of every node (objects x nodes edges). A local
-        # Command without a create command runs nothing (pulumi-command
+        nodes = [end for node in self.nodes_ready for end in node.ready]
+        nodes += layout.nodes_after(control_plane, self.node_api, machines)
+        # One resource stands for "every node is ready": objects x nodes edges otherwise.
+        # A local Command without a create command runs nothing (pulumi-command
         # provider/pkg/provider/local/commandController.go, Create).
         self.nodes_ready = [local.Command(f"{name}-nodes-ready", opts=pulumi.ResourceOptions(
             parent=self, depends_on=nodes))]
+        # The add-ons' provider, registered once every node is ready: every object through
+        # it waits for the nodes without naming them. The SDK awaits a provider's id before
+        # it registers a resource that uses it (sdk/python/lib/pulumi/runtime/resource.py,
+        # prepare_resource and _create_provider_ref), and the engine deletes a resource
+        # before its provider (pkg/resource/graph/dependency_graph.go, DependingOn). Named
+        # in each object's depends_on, nodes-ready made the SDK walk the whole graph once
+        # per object (sdk/python/lib/pulumi/runtime/resource_cycle_breaker.py,
+        # declare_dependency): at 499 workers, 9,500 resources a walk, for each of about
+        # 50 objects.
+        self.provider = self._kubernetes_provider(f"{name}-kubernetes", self.nodes_ready)
         self._create_addons(machines)
         self._create_backups(machines, control_plane)
         self.gateways = machines.gateways
@@ -110,7 +119,7 @@ class Cluster(pulumi.ComponentResource):
             monitoring, settings.gpu, gpu_node_groups(settings.hosts, settings.pools),
             gpu_node_taints([*settings.hosts, *settings.pools]),
             monitoring.storage_class or settings.storage.default_class,
-            self.provider, self.nodes_ready + self.storage.resources,
+            self.provider, self.storage.resources,
             workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],
             admin_cidrs=settings.aws.admin_cidrs if settings.aws else ()),
             opts=pulumi.ResourceOptions(parent=self))
@@ -154,18 +163,14 @@ class Cluster(pulumi.ComponentResource):
                                  depends_on=[control_plane.installed], parent=self)
         self.api_endpoint = control_plane.api_endpoint
         self.kubeconfig = control_plane.kubeconfig
-        self.provider = k8s.Provider(
-            f"{self._name}-kubernetes",
-            kubeconfig=self.kubeconfig,
-            # The cluster's identity: a changed kubeconfig (a renewed admin certificate, an
-            # unknown one in a pull request's preview) is not a different cluster, so it
-            # does not replace the provider and every object through it.
-            cluster_identifier=settings.cluster_name,
-            # Large objects (the MPIJob CRD) exceed client-side apply's annotation limit.
-            enable_server_side_apply=True,
-            # The kubeconfig is known before the API exists: nothing may use it earlier.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.installed]),
-        )
+        # What the nodes need of the API as they join (their labels and taints, the pools'
+        # join tokens): the add-ons get their own provider once the nodes are ready.
+        # Objects moved between the two providers stay as they are: both name the same
+        # cluster (cluster_identifier), so pulumi-kubernetes' DiffConfig asks for no
+        # replacement (provider/pkg/provider/provider.go, DiffConfig) and the engine then
+        # diffs the object itself (pkg/resource/deploy/step_generator.go, providerChanged).
+        self.node_api = self._kubernetes_provider(f"{self._name}-kubernetes-nodes",
+                                                  [control_plane.installed])
         self.nodes_ready = []
         bound = max_unavailable(settings)
         for host in [machines.controller, *settings.workers]:
@@ -175,30 +180,44 @@ class Cluster(pulumi.ComponentResource):
                     WorkerNodeArgs(host, settings.kubernetes.node_ready_timeout_seconds,
                                    self._distribution,
                                    machines.prepared[host.name], control_plane,
-                                   self.provider, machines.join_after.get(host.name, []),
+                                   self.node_api, machines.join_after.get(host.name, []),
                                    settings.kubernetes.drain_timeout_seconds, bound),
                     opts=pulumi.ResourceOptions(parent=self),
                 ))
         return control_plane
+
+    def _kubernetes_provider(self, name: str, after: list) -> k8s.Provider:
+        return k8s.Provider(
+            name,
+            kubeconfig=self.kubeconfig,
+            # The cluster's identity: a changed kubeconfig (a renewed admin certificate, an
+            # unknown one in a pull request's preview) is not a different cluster, so it
+            # does not replace the provider and every object through it.
+            cluster_identifier=self._settings.cluster_name,
+            # Large objects (the MPIJob CRD) exceed client-side apply's annotation limit.
+            enable_server_side_apply=True,
+            # The kubeconfig is known before the API exists: nothing may use it earlier.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
+        )
 
     def _create_addons(self, machines: Machines) -> None:
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs, Kubeflow."""
         settings, opts = self._settings, pulumi.ResourceOptions(parent=self)
         GpuSupport(f"{self._name}-gpu", GpuSupportArgs(
             settings.gpu, gpu_node_taints([*settings.hosts, *settings.pools]),
-            settings.tuning.cpu_manager_policy, self.provider, self.nodes_ready), opts=opts)
+            settings.tuning.cpu_manager_policy, self.provider), opts=opts)
         storage = settings.storage
         self.storage = SharedStorage(
             f"{self._name}-storage",
             SharedStorageArgs(
-                storage, self.provider, self.nodes_ready + machines.storage_servers,
+                storage, self.provider, machines.storage_servers,
                 nfs_server=(nfs_server_address(storage.nfs, settings.hosts)
                             if storage.nfs is not None else None),
                 efs_address=machines.efs_address),
             opts=opts)
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
-                        MpiOperatorArgs(self.provider, self.nodes_ready), opts=opts)
+                        MpiOperatorArgs(self.provider), opts=opts)
         self._create_monitoring()
         self.kubeflow_url: Optional[str] = None
         self.kubeflow_tls_certificate: Optional[pulumi.Output[str]] = None
@@ -207,7 +226,7 @@ class Cluster(pulumi.ComponentResource):
             # Its volumes are claimed on the default StorageClass: storage first.
             kubeflow = Kubeflow(f"{self._name}-kubeflow", KubeflowArgs(
                 settings.kubeflow, settings.kubeflow_password, settings.cluster_name,
-                self.provider, self.nodes_ready + self.storage.resources,
+                self.provider, self.storage.resources,
                 tls_key=settings.kubeflow_tls_key,
                 workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],
                 admin_cidrs=settings.aws.admin_cidrs if settings.aws else (),
@@ -226,7 +245,7 @@ class Cluster(pulumi.ComponentResource):
                           else self.api_endpoint)
         self.access = Access(f"{self._name}-access", AccessArgs(
             settings.access, settings.cluster_name, self.provider, self.pki, users_endpoint,
-            self.nodes_ready, job_kinds=job_kinds(settings.mpi.operator, settings.kubeflow),
+            job_kinds=job_kinds(settings.mpi.operator, settings.kubeflow),
             aws_opts=machines.aws_opts,
             vpn_profile=machines.vpn.user_profile if machines.vpn else None,
             kubeflow_profiles=profiles, kueue=self._create_kueue(),
@@ -238,5 +257,5 @@ class Cluster(pulumi.ComponentResource):
         access = self._settings.access
         if not (access.queues and access.teams):
             return None
-        return Kueue(f"{self._name}-kueue", KueueArgs(self.provider, self.nodes_ready),
+        return Kueue(f"{self._name}-kueue", KueueArgs(self.provider),
                      opts=pulumi.ResourceOptions(parent=self)).installed

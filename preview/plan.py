@@ -115,9 +115,12 @@ class Plan:
         return plan_steps(plan.inputs["content"])
 
     def custom_dependencies(self, resource: ResourceRecord) -> set[str]:
-        """Dependencies as custom resources (a component stands for its descendants)."""
+        """Dependencies as custom resources (a component stands for its descendants), and
+        the resource's provider, which the engine counts as one (pulumi/pulumi
+        pkg/resource/graph/dependency_graph.go, DependingOn)."""
         found: set[str] = set()
-        for urn in resource.dependencies:
+        provider = resource.provider.rsplit("::", 1)[0] if resource.provider else None
+        for urn in [*resource.dependencies, *filter(None, [provider])]:
             target = self.by_urn.get(urn)
             if target is None:
                 continue

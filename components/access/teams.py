@@ -88,7 +88,6 @@ class AccessArgs:
     pki: ClusterPki
     # The API address in users' kubeconfigs (hybrid: the private one, through the VPN).
     api_endpoint: pulumi.Input[str]
-    depends_on: list
     # The job kinds the cluster installs (job_kinds), which the built-in roles cover.
     job_kinds: Sequence[JobKind] = ()
     # AWS layouts: where each user's kubeconfig is also stored (an SSM SecureString),
@@ -113,7 +112,7 @@ class Access(pulumi.ComponentResource):
         super().__init__("gpu-cluster:access:Access", name, None, opts)
         self._name, self._args = name, args
         access = args.access
-        on_cluster = kube.k8s_provider_opts(args.provider, self, args.depends_on)
+        on_cluster = kube.k8s_provider_opts(args.provider, self)
         profiles = args.kubeflow_profiles
         owner = profiles.owner if profiles is not None else None
         manifests = [obj for team in access.teams for obj in team_objects(team, owner)]

@@ -27,15 +27,14 @@ class GpuSupportArgs:
     gpu_node_taints: Sequence[Taint]
     # tuning.cpuManagerPolicy of the hosts.
     cpu_manager_policy: str
+    # The add-ons' provider: registered once every node is registered and labelled.
     provider: k8s.Provider
-    # Nodes must be registered (and labelled) first.
-    depends_on: list
 
 
 class GpuSupport(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuSupportArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:addons:GpuSupport", name, None, opts)
-        opts = kube.k8s_provider_opts(args.provider, self, args.depends_on)
+        opts = kube.k8s_provider_opts(args.provider, self)
         self.resources = kube.apply_all(
             gpu_manifests(args.gpu, args.gpu_node_taints, args.cpu_manager_policy), opts)
         if args.gpu.feature_discovery:

@@ -65,8 +65,8 @@ def chart_values() -> dict:
 
 @dataclass
 class KueueArgs:
+    # The add-ons' provider: registered once every node is ready.
     provider: k8s.Provider
-    depends_on: list
 
 
 class Kueue(pulumi.ComponentResource):
@@ -75,7 +75,7 @@ class Kueue(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: KueueArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:addons:Kueue", name, None, opts)
-        opts = kube.k8s_provider_opts(args.provider, self, args.depends_on)
+        opts = kube.k8s_provider_opts(args.provider, self)
         namespace = kube.apply({"apiVersion": "v1", "kind": "Namespace",
                                 "metadata": {"name": NAMESPACE}}, opts)
         chart = k8s.helm.v4.Chart(

@@ -13,8 +13,8 @@ from config import versions
 
 @dataclass
 class MpiOperatorArgs:
+    # The add-ons' provider: registered once every node is ready.
     provider: k8s.Provider
-    depends_on: list
 
 
 class MpiOperator(pulumi.ComponentResource):
@@ -28,7 +28,6 @@ class MpiOperator(pulumi.ComponentResource):
         self.manifest = k8s.yaml.v2.ConfigFile(
             f"{name}-manifest",
             file=versions.MPI_OPERATOR_MANIFEST,
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                        depends_on=args.depends_on),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )
         self.register_outputs({"manifest": versions.MPI_OPERATOR_MANIFEST})

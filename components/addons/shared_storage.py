@@ -31,7 +31,8 @@ DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 class SharedStorageArgs:
     storage: StorageSettings
     provider: k8s.Provider
-    # The NFS server step when a cluster host serves NFS, and the nodes.
+    # The NFS server step when a cluster host serves NFS (the add-ons' provider waits for
+    # the nodes).
     depends_on: list
     # With storage.nfs: the server's address (nfs_server_address).
     nfs_server: Optional[str] = None

@@ -40,6 +40,10 @@ class WorkerNodeArgs:
 
 
 class WorkerNode(pulumi.ComponentResource):
+    # The ends of the node's steps: what "this node is ready" waits for, rather than the
+    # component, which stands for each of its resources.
+    ready: list[pulumi.Resource]
+
     def __init__(self, name: str, args: WorkerNodeArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:cluster:WorkerNode", name, None, opts)
         host, distribution, control_plane = args.host, args.distribution, args.control_plane
@@ -106,11 +110,12 @@ class WorkerNode(pulumi.ComponentResource):
             depends_on=[joined],
             parent=self,
         )
+        self.ready = []
         if not host.runs_control_plane:
-            uncordon_worker(host, distribution, controller=control_plane.ssh,
+            self.ready.append(uncordon_worker(host, distribution, controller=control_plane.ssh,
                             node_ready_timeout_seconds=args.node_ready_timeout_seconds,
                             host_settings=args.machine.host_settings,
-                            after=[installed, admitted], parent=self)
+                            after=[installed, admitted], parent=self))
             # Workers read their kubelet settings only when they start.
             admitted = run_step(
                 host.name,
@@ -123,7 +128,7 @@ class WorkerNode(pulumi.ComponentResource):
             )
         if host.maintenance is not None:
             # Reads the wanted cordon on every run; taking the key out uncordons.
-            run_step(
+            self.ready.append(run_step(
                 host.name,
                 "maintenance",
                 on=control_plane.ssh,
@@ -134,10 +139,11 @@ class WorkerNode(pulumi.ComponentResource):
                      "DRAIN_TIMEOUT": str(args.drain_timeout_seconds)},
                 depends_on=[admitted],
                 parent=self,
-            )
+            ))
         self.node = node_metadata_patch(
             f"{host.name}-node-metadata", host, args.kubernetes, [admitted], parent=self
         )
+        self.ready.append(self.node)
         self.register_outputs({})
 
 

@@ -44,7 +44,8 @@ def test_stages_are_chained_in_install_order_after_nodes_and_storage():
                       "kubeflow-base", "apps", "trainer-runtimes"]
     first = {plan.by_urn[d].name for d in plan.custom_dependencies(
         plan.named("test-kubeflow-cert-manager"))}
-    assert {"test-nodes-ready", "storageclass-nfs"} <= first
+    # The nodes through the add-ons' provider, which waits for them.
+    assert {"test-kubernetes", "storageclass-nfs"} <= first
     assert {"gpu000-node-metadata", "gpu001-node-metadata"} <= plan.all_dependencies(
         plan.named("test-kubeflow-cert-manager"))
     for before, after in zip(stages, stages[1:]):

@@ -187,8 +187,9 @@ def test_mpi_operator_is_pinned_applied_server_side_after_the_nodes():
     # A stable name: bumping the version must update in place, never replace (which
     # would delete the CRD and every MPIJob).
     assert operator.name == "test-mpi-operator-manifest"
-    [provider] = plan.of_type("pulumi:providers:kubernetes")
-    assert provider.inputs["enableServerSideApply"] == "true"
+    assert operator.provider.startswith(plan.named("test-kubernetes").urn)
+    for provider in plan.of_type("pulumi:providers:kubernetes"):
+        assert provider.inputs["enableServerSideApply"] == "true"
     assert {"gpu000-node-metadata", "gpu001-node-metadata"} <= plan.all_dependencies(operator)
 
 
@@ -206,17 +207,25 @@ def test_addons_wait_for_every_node():
             assert nodes <= plan.all_dependencies(resource), resource.name
 
 
-def test_addons_wait_for_the_nodes_through_one_resource():
-    """Each add-on object lists the one "nodes ready" resource, not every node's steps: the
-    graph grows with objects plus nodes, not objects times nodes."""
+def test_addons_wait_for_the_nodes_through_their_provider():
+    """The add-ons' provider waits for the one "nodes ready" resource, which waits for the
+    ends of each node's steps; the objects name neither: the graph grows with objects plus
+    nodes, and the SDK never walks it whole for an object (components/cluster.py)."""
     plan = preview(bare_metal_config(workers=3))
     barrier = plan.named("test-nodes-ready")
     assert barrier.type == "command:local:Command" and "create" not in barrier.inputs
-    assert {f"gpu00{i}-node-metadata" for i in range(3)} <= deps(plan, barrier.name)
+    assert {f"gpu00{i}-{end}" for i in range(3) for end in ("node-metadata", "uncordon-node")
+            } == deps(plan, barrier.name)
+    addons, nodes = plan.named("test-kubernetes"), plan.named("test-kubernetes-nodes")
+    assert barrier.name in deps(plan, addons.name)
     for resource in plan.resources:
-        if resource.type.startswith("kubernetes:") and "NodePatch" not in resource.type:
-            assert not any(name.startswith("gpu00") for name in deps(plan, resource.name)), \
-                resource.name
+        if resource.type.startswith("kubernetes:"):
+            used = addons if "NodePatch" not in resource.type else nodes
+            assert resource.provider.startswith(used.urn + "::"), resource.name
+            if used is addons:
+                assert not {barrier.name, *(r.name for r in plan.resources
+                                            if r.name.startswith("gpu00"))} & deps(
+                    plan, resource.name), resource.name
 
 
 @pytest.mark.parametrize("storage, reason", [

@@ -98,10 +98,11 @@ def test_a_dev_stack_can_be_destroyed_and_production_data_cannot():
 
 def test_the_kubernetes_provider_keeps_its_identity_when_the_kubeconfig_changes():
     first, second = preview(cloud_config()), preview(cloud_config())
-    [a], [b] = (p.of_type("pulumi:providers:kubernetes") for p in (first, second))
-    # Fresh credentials each time: a different kubeconfig, the same cluster.
-    assert unwrap_secrets(a.inputs["kubeconfig"]) != unwrap_secrets(b.inputs["kubeconfig"])
-    assert a.inputs["clusterIdentifier"] == b.inputs["clusterIdentifier"] == "test"
+    for name in ("test-kubernetes", "test-kubernetes-nodes"):
+        a, b = first.named(name), second.named(name)
+        # Fresh credentials each time: a different kubeconfig, the same cluster.
+        assert unwrap_secrets(a.inputs["kubeconfig"]) != unwrap_secrets(b.inputs["kubeconfig"])
+        assert a.inputs["clusterIdentifier"] == b.inputs["clusterIdentifier"] == "test"
 
 
 def test_instances_have_a_way_out_with_public_egress():

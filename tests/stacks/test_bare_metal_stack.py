@@ -42,7 +42,8 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
         f"{host}-bundle-upload" for host in ["controller", *WORKERS]}
     assert {r.name for r in lab_plan.of_type("kubernetes:core/v1:NodePatch")} == {
         f"{w}-node-metadata" for w in WORKERS}
-    assert len(lab_plan.of_type("pulumi:providers:kubernetes")) == 1
+    assert {r.name for r in lab_plan.of_type("pulumi:providers:kubernetes")} == {
+        "lab-kubernetes", "lab-kubernetes-nodes"}
     # The device plugin and the monitoring add-on's DCGM exporter.
     assert {r.inputs["metadata"]["name"] for r in lab_plan.of_type("kubernetes:apps/v1:DaemonSet")
             } == {"nvidia-device-plugin", "dcgm-exporter"}
@@ -83,9 +84,10 @@ def test_controller_steps_run_in_order(lab_plan):
         "lab-pki-ca-cert"}
     # The admin kubeconfig is built from the program's CA; the API is used only once the
     # controller is installed.
-    provider = lab_plan.of_type("pulumi:providers:kubernetes")[0]
     assert "controller-install-controller" in {
-        lab_plan.by_urn[d].name for d in provider.dependencies}
+        lab_plan.by_urn[d].name for d in lab_plan.named("lab-kubernetes-nodes").dependencies}
+    assert "controller-install-controller" in lab_plan.all_dependencies(
+        lab_plan.named("lab-kubernetes"))
 
 
 def test_the_controller_gets_the_programs_ca_and_the_kubeconfig_is_signed_by_it(lab_plan):
@@ -148,8 +150,8 @@ def test_credentials_from_the_controller_are_secret_and_not_logged(lab_plan):
     join = lab_plan.named("moscow-join-worker").inputs
     assert rpc.is_rpc_secret(join["stdin"])  # carries the join token
     assert "K0S_JOIN_TOKEN='[secret]'" in lab_plan.redact(join["stdin"])
-    provider = lab_plan.of_type("pulumi:providers:kubernetes")[0]
-    assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
+    for provider in lab_plan.of_type("pulumi:providers:kubernetes"):
+        assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
 
 
 @pytest.mark.parametrize("worker", WORKERS)

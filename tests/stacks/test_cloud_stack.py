@@ -64,10 +64,12 @@ def test_the_program_runs_remote_commands_only_to_upgrade_the_controller(dev):
     # A wait, where `pulumi up` runs, for the API the controller installs at boot.
     assert {c.name for c in dev.of_type("command:local:Command")} == {
         "control-plane-wait-for-api", "dev-nodes-ready"}
-    [provider] = dev.of_type("pulumi:providers:kubernetes")
-    # The API is used once the controller is up and at the wanted version.
+    # The API is used once the controller is up and at the wanted version; the add-ons
+    # once the pools' nodes are too.
     assert "control-plane-install-controller" in {
-        dev.by_urn[d].name for d in provider.dependencies}
+        dev.by_urn[d].name for d in dev.named("dev-kubernetes-nodes").dependencies}
+    assert "dev-nodes-ready" in {
+        dev.by_urn[d].name for d in dev.named("dev-kubernetes").dependencies}
     assert "control-plane-wait-for-api" in {
         dev.by_urn[d].name for d in dev.named("control-plane-install-controller").dependencies}
     assert not dev.of_type("kubernetes:core/v1:NodePatch")

@@ -117,12 +117,13 @@ def test_admin_certificate_generation_replaces_only_the_admin_credential(hybrid)
     assert after.named("test-pki-admin-key").replacement_trigger == 3
     assert after.named("test-pki-admin-csr").inputs["subject"] == {
         "commonName": "test-admin", "organization": "system:masters", "serialNumber": "3"}
-    # The new certificate reaches the admin kubeconfig and with it the provider, which
-    # its cluster_identifier keeps from being replaced (components/cluster.py).
+    # The new certificate reaches the admin kubeconfig and with it the providers, which
+    # their cluster_identifier keeps from being replaced (components/cluster.py).
     fed = fed_by(after, credentials)
     assert fed == {"test-pki-admin-cert": {"certRequestPem"},
-                   "test-kubernetes": {"kubeconfig"}}
-    assert after.named("test-kubernetes").inputs["clusterIdentifier"] == "test"
+                   "test-kubernetes": {"kubeconfig"}, "test-kubernetes-nodes": {"kubeconfig"}}
+    for provider in after.of_type("pulumi:providers:kubernetes"):
+        assert provider.inputs["clusterIdentifier"] == "test"
     assert after.outputs["kubeconfig"][0] != before.outputs["kubeconfig"][0]
 
 

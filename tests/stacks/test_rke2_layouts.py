@@ -103,9 +103,11 @@ def test_the_server_gets_the_kubelet_settings_step_and_the_workers_theirs(bare_m
     worker = step_inputs(rendered["gpu000-apply-worker-profile"])
     assert worker["RKE2_SERVICE"] == "rke2-agent"
     # Nothing uses the API while the server may restart with new settings.
-    [provider] = bare_metal.of_type("pulumi:providers:kubernetes")
     assert "controller-apply-worker-profile" in {
-        bare_metal.by_urn[d].name for d in provider.dependencies}
+        bare_metal.by_urn[d].name
+        for d in bare_metal.named("test-kubernetes-nodes").dependencies}
+    for provider in bare_metal.of_type("pulumi:providers:kubernetes"):
+        assert "controller-apply-worker-profile" in bare_metal.all_dependencies(provider)
 
 
 def test_gpu_hosts_get_no_containerd_dropin(bare_metal):

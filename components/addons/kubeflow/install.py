@@ -55,7 +55,8 @@ class KubeflowArgs:
     # In the self-signed certificate's subject.
     cluster_name: str
     provider: k8s.Provider
-    # The nodes and the default StorageClass Kubeflow's volumes are claimed on.
+    # The default StorageClass Kubeflow's volumes are claimed on (the add-ons' provider
+    # waits for the nodes).
     depends_on: list
     # gpu-cluster:kubeflowTlsKey, with kubeflow.access.tls.mode certificate.
     tls_key: Optional[SecretStr] = None

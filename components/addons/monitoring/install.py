@@ -37,7 +37,7 @@ class MonitoringArgs:
     # Prometheus' volume: monitoring.storageClass, else the stack's default StorageClass.
     storage_class: str
     provider: k8s.Provider
-    # The nodes and the StorageClass the volume is claimed on.
+    # The StorageClass the volume is claimed on (the add-ons' provider waits for the nodes).
     depends_on: list
     # nodePort: the addresses of the configured hosts that run workloads.
     workload_addresses: Sequence[str] = ()
