@@ -15,3 +15,8 @@ def test_the_replay_registers_the_stacks_graph():
     floor = preview_scale.measure_floor(stack["resources"], full=False)
     assert stack["resources"] == replay["resources"] == floor["resources"] > 50
     assert replay["edges"] == stack["edges"] > floor["edges"] == 0
+
+
+def test_the_typed_floor_registers_as_many_commands_without_edges():
+    typed = preview_scale.measure_typed_floor(40, full=False)
+    assert typed["resources"] == 40 and typed["edges"] == 0
