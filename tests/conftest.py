@@ -2,6 +2,7 @@
 offline preview engine (the same one `python -m preview` uses)."""
 
 import copy
+import functools
 import json
 import os
 import shutil
@@ -94,14 +95,33 @@ def preview(values: dict, stack: str = "") -> Plan:
     return run_program(PROJECT_DIR, as_cli_config(values, stack=stack))
 
 
+_SHARED_PLANS: dict[str, Plan] = {}
+
+
+def shared_preview(values: dict) -> Plan:
+    """preview(values), made once per test process for equal values, for tests that only
+    read the plan (a test comparing two runs, or after a change, calls preview)."""
+    key = json.dumps(values, sort_keys=True)
+    if key not in _SHARED_PLANS:
+        _SHARED_PLANS[key] = preview(copy.deepcopy(values))
+    return _SHARED_PLANS[key]
+
+
 @pytest.fixture
 def base_config() -> dict:
     return copy.deepcopy(bare_metal_config())
 
 
+@functools.cache
+def example_plan(stack: str) -> Plan:
+    """The example stack's plan, previewed once per test process, for tests that only read
+    it (a test comparing two runs of a stack previews it itself)."""
+    return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, stack))
+
+
 @pytest.fixture(scope="session")
 def lab_plan() -> Plan:
-    return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "lab"))
+    return example_plan("lab")
 
 
 @pytest.fixture

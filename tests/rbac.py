@@ -19,6 +19,7 @@ Transcribed from Kubernetes (kubernetes/kubernetes, master as of v1.36):
 """
 
 import copy
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -319,9 +320,15 @@ class Rbac:
 def pinned_mpi_operator_manifest() -> list[dict]:
     """The objects of the MPI operator release manifest the program applies, from its
     vendored copy (checked against the project's checksum)."""
+    return copy.deepcopy(_mpi_operator_manifest())
+
+
+@functools.cache
+def _mpi_operator_manifest() -> list[dict]:
+    # Read once: parsing its CRD took a second or two for each test that asked.
     path = PROJECT_DIR / versions.MPI_OPERATOR_MANIFEST
     assert hashlib.sha256(path.read_bytes()).hexdigest() == versions.MPI_OPERATOR_MANIFEST_SHA256
-    return [o for o in yaml.safe_load_all(path.read_text()) if o]
+    return [o for o in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader) if o]
 
 
 def upstream_objects(relative: str) -> list[dict]:

@@ -14,10 +14,9 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 from pulumi.runtime import rpc
 
-from preview.engine import run_program
 from preview.report import write_artifacts
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR, bare_metal_config, preview, require_tool
+from tests.conftest import PROJECT_DIR, example_plan, bare_metal_config, preview, require_tool
 from components.addons.kubeflow import catalog
 from tests.rbac import Rbac, Request, stack_rbac_objects
 from tests.stacks.test_artifacts import validate_manifests
@@ -107,9 +106,10 @@ def test_user_kubeconfigs_carry_their_own_certificate_signed_by_the_cluster_ca(p
         assert document["contexts"][0]["context"] == {"cluster": "test", "user": f"test-{name}"}
 
 
+@pytest.mark.tools
 def test_lab_access_objects_pass_kubernetes_validate_strict(tmp_path):
     validate = require_tool("kubernetes-validate")
-    lab = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "lab"))
+    lab = example_plan("lab")
     write_artifacts(lab, tmp_path / "lab")
     manifests = validate_manifests(lab, tmp_path / "lab", validate)
     kinds = {path.name.split("-")[0] for path in manifests}
@@ -122,7 +122,7 @@ def test_lab_access_objects_pass_kubernetes_validate_strict(tmp_path):
 
 
 def test_on_aws_each_users_kubeconfig_is_a_secure_string_they_can_fetch():
-    prod = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "prod"))
+    prod = example_plan("prod")
     [parameter] = [p for p in prod.of_type("aws:ssm/parameter:Parameter")
                    if p.inputs["name"] == "/gpu-cluster/prod/users/carol/kubeconfig"]
     assert parameter.inputs["type"] == "SecureString"
@@ -138,7 +138,7 @@ def profile_parts(profile: str) -> dict[str, str]:
 
 
 def test_on_hybrid_users_reach_the_private_api_with_their_own_vpn_profile():
-    prod = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "prod"))
+    prod = example_plan("prod")
     [cluster] = yaml.safe_load(prod.outputs["userKubeconfigs"][0]["carol"])["clusters"]
     assert cluster["cluster"]["server"] == "https://10.20.0.10:6443"
     profiles, secret = prod.outputs["userVpnProfiles"]
@@ -170,7 +170,7 @@ def kubeflow_objects(relative: str) -> list[dict]:
 
 
 def test_with_kubeflow_each_team_is_a_profile_the_controller_adopts():
-    lab = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "lab"))
+    lab = example_plan("lab")
     email = read_stack(PROJECT_DIR, "lab").config["gpu-cluster:kubeflow"]
     email = yaml.safe_load(email)["user"]["email"]
     profiles = {r.name: r for r in lab.resources if r.type == "kubernetes:kubeflow.org/v1:Profile"}

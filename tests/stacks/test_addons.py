@@ -5,7 +5,7 @@ retained on hard NFS mounts, the MPI operator pinned and ordered after the nodes
 import pytest
 
 from config import versions
-from tests.conftest import bare_metal_config, preview
+from tests.conftest import bare_metal_config, preview, shared_preview
 from tests.stacks.test_credential_rotation import changed
 from tests.stacks.steps import waits_for
 
@@ -156,7 +156,7 @@ def test_volumes_and_the_provisioners_own_mount_are_hard_by_default(storage, exp
 
 
 def test_a_cluster_host_serves_nfs_before_the_provisioner_and_never_deletes_data():
-    plan = preview(bare_metal_config(workers=1))
+    plan = shared_preview(bare_metal_config(workers=1))
     serve = plan.named("controller-serve-nfs")
     # Set up once the host is back from any reboot its preparation needed.
     assert deps(plan, "controller-serve-nfs") == {"controller-verify-boot"}
@@ -181,7 +181,7 @@ def test_existing_nfs_server_needs_no_host_step():
 
 
 def test_mpi_operator_is_pinned_applied_server_side_after_the_nodes():
-    plan = preview(bare_metal_config(workers=2))
+    plan = shared_preview(bare_metal_config(workers=2))
     [operator] = plan.of_type("kubernetes:yaml/v2:ConfigFile")
     assert operator.inputs["file"] == "vendor/mpi-operator-v0.8.0/deploy/v2beta1/mpi-operator.yaml"
     # A stable name: bumping the version must update in place, never replace (which
@@ -200,7 +200,7 @@ def test_mpi_operator_can_be_left_out():
 
 
 def test_addons_wait_for_every_node():
-    plan = preview(bare_metal_config(workers=3))
+    plan = shared_preview(bare_metal_config(workers=3))
     nodes = {f"gpu00{i}-node-metadata" for i in range(3)}
     for resource in plan.resources:
         if resource.type.startswith("kubernetes:") and "NodePatch" not in resource.type:
@@ -211,7 +211,7 @@ def test_addons_wait_for_the_nodes_through_their_provider():
     """The add-ons' provider waits for the one "nodes ready" resource, which waits for the
     ends of each node's steps; the objects name neither: the graph grows with objects plus
     nodes, and the SDK never walks it whole for an object (components/cluster.py)."""
-    plan = preview(bare_metal_config(workers=3))
+    plan = shared_preview(bare_metal_config(workers=3))
     barrier = plan.named("test-nodes-ready")
     assert barrier.type == "command:local:Command" and "create" not in barrier.inputs
     assert {f"gpu00{i}-{end}" for i in range(3) for end in ("node-metadata", "uncordon-node")
@@ -247,7 +247,7 @@ def test_preview_says_which_storage_backend_is_the_default_and_why(storage, reas
 
 
 def test_feature_discovery_is_an_opt_in_pinned_chart():
-    assert not preview(bare_metal_config(workers=1)).of_type("kubernetes:helm.sh/v4:Chart")
+    assert not shared_preview(bare_metal_config(workers=1)).of_type("kubernetes:helm.sh/v4:Chart")
     values = bare_metal_config(workers=1)
     values["gpu"] = {"featureDiscovery": True}
     plan = preview(values)

@@ -8,7 +8,7 @@ from config import versions
 from preview.report import write_artifacts
 from preview.engine import run_program
 from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR, bare_metal_config, preview, require_tool
+from tests.conftest import PROJECT_DIR, example_plan, bare_metal_config, preview, require_tool
 from tests.scans.rendered_steps import shellcheck_rendered_steps
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
@@ -145,7 +145,7 @@ def test_preview_of_an_unknown_stack_fails_cleanly(tmp_path, capsys):
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
 def test_every_example_stack_previews_and_its_manifests_validate(stack, tmp_path):
     validate = require_tool("kubernetes-validate")
-    plan = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, stack))
+    plan = example_plan(stack)
     written = write_artifacts(plan, tmp_path / stack)
     validate_manifests(plan, tmp_path / stack, validate)
     for path in written:

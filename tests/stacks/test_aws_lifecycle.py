@@ -22,7 +22,8 @@ from preview import aws_mocks, credentials
 from preview.engine import run_program, unwrap_secrets
 from preview.stack_file import read_stack
 from tests.stacks.steps import boot_steps
-from tests.conftest import PROJECT_DIR, cloud_config, hybrid_config, preview
+from tests.conftest import (PROJECT_DIR, cloud_config, example_plan, hybrid_config, preview,
+                            shared_preview)
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 INSTANCE = "aws:ec2/instance:Instance"
@@ -83,8 +84,7 @@ def test_a_rotated_ssh_key_forces_no_new_control_plane(layout_config):
 
 
 def test_a_dev_stack_can_be_destroyed_and_production_data_cannot():
-    dev = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "dev"))
-    prod = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "prod"))
+    dev, prod = example_plan("dev"), example_plan("prod")
     # `pulumi destroy` stops at any protected resource; dev has none.
     assert not [r.name for r in dev.resources if r.protect]
     [dev_efs], [prod_efs] = dev.of_type(EFS), prod.of_type(EFS)
@@ -92,7 +92,7 @@ def test_a_dev_stack_can_be_destroyed_and_production_data_cannot():
     assert prod_efs.protect and prod_efs.retain_on_delete
     assert prod_efs.inputs["tags"]["gpu-cluster/data-protection"] == "on"
     # Protected unless a stack says otherwise.
-    [default] = preview(cloud_config()).of_type(EFS)
+    [default] = shared_preview(cloud_config()).of_type(EFS)
     assert default.protect and default.retain_on_delete
 
 
@@ -106,7 +106,7 @@ def test_the_kubernetes_provider_keeps_its_identity_when_the_kubeconfig_changes(
 
 
 def test_instances_have_a_way_out_with_public_egress():
-    plan = preview(cloud_config())
+    plan = shared_preview(cloud_config())
     [instance] = plan.of_type(INSTANCE)
     assert instance.inputs["associatePublicIpAddress"] is True
     for template in plan.of_type(TEMPLATE):
@@ -162,7 +162,7 @@ def test_nat_egress_settings_are_checked(vpc, key, message):
 
 
 def test_images_are_pinned_by_exact_name_and_their_ids_are_an_output():
-    plan = preview(cloud_config())
+    plan = shared_preview(cloud_config())
     lookups = [args for token, args in plan.invokes if token == GET_AMI]
     assert sorted(a["filters"][0]["values"][0] for a in lookups) == sorted(
         [versions.UBUNTU_IMAGE_NAME, versions.GPU_IMAGE_NAME])
@@ -174,7 +174,7 @@ def test_images_are_pinned_by_exact_name_and_their_ids_are_an_output():
 
 
 def test_a_pool_rolls_on_a_new_template_and_holds_leaving_instances_for_cleanup():
-    plan = preview(cloud_config())
+    plan = shared_preview(cloud_config())
     [group] = plan.of_type(GROUP)
     assert group.inputs["instanceRefresh"]["strategy"] == "Rolling"
     assert group.inputs["instanceRefresh"]["preferences"]["minHealthyPercentage"] == 90
@@ -189,7 +189,7 @@ def test_a_pool_rolls_on_a_new_template_and_holds_leaving_instances_for_cleanup(
 
 
 def test_the_node_cleanup_credential_may_only_read_and_delete_nodes():
-    plan = preview(cloud_config())
+    plan = shared_preview(cloud_config())
     [role] = [r for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
               if r.inputs["metadata"]["name"] == "gpu-cluster:node-cleanup"]
     assert role.inputs["rules"] == [
@@ -219,17 +219,17 @@ def efs_server(plan) -> str:
 
 
 def test_cloud_nodes_mount_efs_in_their_own_zone_and_onprem_nodes_by_address():
-    cloud = preview(cloud_config())
+    cloud = shared_preview(cloud_config())
     [file_system] = cloud.of_type(EFS)
     # The file system's DNS name resolves to the mount target of the client's zone.
     dns_name = aws_mocks.resource(file_system.type, file_system.name, file_system.inputs)[1][
         "dnsName"]
     assert efs_server(cloud) == dns_name
-    assert efs_server(preview(hybrid_config())) == "10.20.0.20"
+    assert efs_server(shared_preview(hybrid_config())) == "10.20.0.20"
 
 
 def test_ssh_to_the_hybrid_control_plane_verifies_the_host_key_it_installs():
-    plan = preview(hybrid_config())
+    plan = shared_preview(hybrid_config())
     [instance] = plan.of_type(INSTANCE)
     [part] = boot_steps(plan, instance)
     installed = step_inputs(part)["SSH_HOST_PUBLIC_KEY"]

@@ -10,11 +10,10 @@ from functools import cache
 
 import pytest
 
-from preview.engine import run_program
 
 from preview.plan import Plan, ResourceRecord
 from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR, cloud_config, hybrid_config, preview
+from tests.conftest import PROJECT_DIR, example_plan, cloud_config, hybrid_config, preview
 
 CLUSTER_TAG = "gpu-cluster/cluster"
 PROVIDER = "pulumi:providers:aws"
@@ -74,7 +73,7 @@ def untagged(plan: Plan, expected: dict) -> list[str]:
 @pytest.mark.parametrize("stack", AWS_STACKS)
 def test_every_aws_resource_of_the_example_stacks_carries_the_stack_and_cluster_tags(stack):
     stack_file = read_stack(PROJECT_DIR, stack)
-    plan = run_program(PROJECT_DIR, stack_file)
+    plan = example_plan(stack)
     # The CLI passes objects JSON-encoded.
     tags = json.loads(stack_file.config["gpu-cluster:aws"]).get("tags", {})
     cluster = stack_file.config["gpu-cluster:clusterName"]

@@ -13,11 +13,10 @@ import json
 import pytest
 from pulumi.runtime import rpc
 
-from preview.engine import run_program, unwrap_secrets
+from preview.engine import unwrap_secrets
 from components.common.step_text import step_inputs
-from preview.stack_file import read_stack
 from tests.stacks.steps import boot_steps
-from tests.conftest import PROJECT_DIR, bare_metal_config, preview
+from tests.conftest import example_plan, bare_metal_config, preview
 
 COMMAND = "command:remote:Command"
 BUCKET = "aws:s3/bucket:Bucket"
@@ -25,7 +24,7 @@ BUCKET = "aws:s3/bucket:Bucket"
 
 @pytest.fixture(scope="module")
 def stacks():
-    return {stack: run_program(PROJECT_DIR, read_stack(PROJECT_DIR, stack))
+    return {stack: example_plan(stack)
             for stack in ("lab", "prod", "dev", "rke2")}
 
 

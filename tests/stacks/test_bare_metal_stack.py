@@ -13,7 +13,7 @@ import components.common.bundle as bundle
 import components.common.step_text as step_text
 from components.common.step_text import step_inputs, whole_text
 from preview.report import write_artifacts
-from tests.conftest import bare_metal_config, preview
+from tests.conftest import bare_metal_config, preview, shared_preview
 from tests.stacks.steps import waits_for
 
 WORKERS = ["moscow", "madrid", "campos"]
@@ -114,7 +114,7 @@ def test_no_host_waits_for_another_hosts_bootstrap(lab_plan):
 def test_depth_does_not_grow_with_the_number_of_workers():
     # With the default kubernetes.upgrade.maxUnavailable (1): the bound is kept at run
     # time by the drain steps, never by a chain between workers.
-    depths = {n: preview(bare_metal_config(workers=n)).depth for n in (1, 10, 40)}
+    depths = {n: shared_preview(bare_metal_config(workers=n)).depth for n in (1, 10, 40)}
     assert len(set(depths.values())) == 1, depths
 
 

@@ -2,7 +2,6 @@
 no secret in user data, IMDSv2 everywhere, IAM limited to reading one parameter."""
 
 import base64
-import functools
 import gzip
 import hashlib
 import json
@@ -18,18 +17,16 @@ from components.aws.boot import boot_scripts as boot_scripts_of
 from components.common.step_text import step_inputs
 from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
-from preview.engine import run_program
 from preview.stack_file import read_stack
 from tests.stacks.steps import boot_steps
-from tests.conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR, example_plan
 
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 GROUP = "aws:autoscaling/group:Group"
 
 
-@functools.cache
 def _dev():
-    return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "dev"))
+    return example_plan("dev")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pulumi.output import Unknown
 
 from preview.plan import Plan, ResourceRecord
 from preview import credentials
-from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview
+from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview, shared_preview
 
 _GENERATED = [re.compile(r"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----", re.S),
               re.compile(r"[A-Za-z0-9+/]{40,}={0,2}"), re.compile(r"\b[0-9a-f]{16,}\b")]
@@ -128,7 +128,7 @@ def test_admin_certificate_generation_replaces_only_the_admin_credential(hybrid)
 
 
 def test_generation_zero_leaves_the_request_as_it_was():
-    plan = preview(bare_metal_config())
+    plan = shared_preview(bare_metal_config())
     assert plan.named("test-pki-admin-csr").inputs["subject"] == {
         "commonName": "test-admin", "organization": "system:masters"}
     # The trigger is set from the start: the engine replaces only on a change from one

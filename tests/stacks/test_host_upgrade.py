@@ -11,18 +11,17 @@ from preview.engine import run_program
 from components.common.step_text import step_inputs
 from preview.stack_file import read_stack
 from tests.stacks.steps import changed_steps, waits_for
-from tests.conftest import PROJECT_DIR, bare_metal_config, preview
+from tests.conftest import PROJECT_DIR, bare_metal_config, example_plan, preview, shared_preview
 
 LAB_GPU_WORKERS = ("moscow", "madrid", "campos")
 
 
 def _lab(nvidia: dict | None = None):
+    if not nvidia:
+        return example_plan("lab")
     stack = read_stack(PROJECT_DIR, "lab")
-    if nvidia:
-        config = dict(stack.config)
-        config["gpu-cluster:nvidia"] = json.dumps(nvidia)
-        stack = dataclasses.replace(stack, config=config)
-    return run_program(PROJECT_DIR, stack)
+    config = {**stack.config, "gpu-cluster:nvidia": json.dumps(nvidia)}
+    return run_program(PROJECT_DIR, dataclasses.replace(stack, config=config))
 
 
 def _inputs(plan, name: str) -> dict[str, str]:
@@ -54,7 +53,7 @@ def test_a_container_toolkit_bump_drains_the_gpu_workers_too():
 
 
 def test_a_workers_drain_comes_after_its_preflight_and_before_anything_changes_it():
-    plan = preview(bare_metal_config(workers=3))
+    plan = shared_preview(bare_metal_config(workers=3))
     for worker in ("gpu000", "gpu001", "gpu002"):
         assert waits_for(plan, f"{worker}-drain-host") == {f"{worker}-preflight"}
         assert waits_for(plan, f"{worker}-prepare-host") == {f"{worker}-drain-host"}

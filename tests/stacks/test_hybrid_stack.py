@@ -7,9 +7,7 @@ from pulumi.runtime import rpc
 
 from components.common.step_text import step_inputs, whole_text
 from policy.user_data import decode_user_data
-from preview.engine import run_program
-from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR, hybrid_config, preview
+from tests.conftest import example_plan, hybrid_config, preview
 from tests.stacks.steps import boot_steps, waits_for
 
 INSTANCE = "aws:ec2/instance:Instance"
@@ -18,7 +16,7 @@ INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 @pytest.fixture(scope="module")
 def prod():
-    return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "prod"))
+    return example_plan("prod")
 
 
 def deps(plan, name: str) -> set[str]:

@@ -5,10 +5,10 @@ nodes, Prometheus' volume and alerts from the stack's own config, every object v
 import pytest
 import yaml
 
-from preview.engine import run_program
 from preview.report import write_artifacts
-from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR, bare_metal_config, cloud_config, preview, require_tool
+from preview.stack_file import EXAMPLE_STACKS
+from tests.conftest import (bare_metal_config, cloud_config, example_plan, preview, require_tool,
+                            shared_preview)
 from tests.stacks.test_artifacts import validate_manifests
 
 MONITORING = "gpu-cluster:addons:Monitoring"
@@ -28,7 +28,7 @@ def exporter_pod(plan) -> dict:
 
 @pytest.fixture(scope="module", params=EXAMPLE_STACKS)
 def example(request):
-    return request.param, run_program(PROJECT_DIR, read_stack(PROJECT_DIR, request.param))
+    return request.param, example_plan(request.param)
 
 
 def test_every_example_stack_monitors_its_gpus_by_default(example):
@@ -86,7 +86,7 @@ def test_gpu_missing_alerts_follow_each_host_and_pool_of_the_config():
     [group] = [g for g in rules_of(preview(values))["groups"] if g["name"] == "gpu-allocatable"]
     assert [(r["labels"]["config_key"], r["expr"].split(">= ")[-1]) for r in group["rules"]] == [
         ("hosts[gpu000].gpus", "16)"), ("hosts[gpu001].gpus", "4)")]
-    cloud = preview(cloud_config())
+    cloud = shared_preview(cloud_config())
     [group] = [g for g in rules_of(cloud)["groups"] if g["name"] == "gpu-allocatable"]
     [rule] = group["rules"]
     assert 'label_gpu_cluster_pool="gpu"' in rule["expr"] and rule["expr"].endswith(">= 4)")
@@ -114,7 +114,7 @@ def test_prometheus_keeps_its_data_on_the_stack_s_storage(storage, monitoring, e
     assert classes <= plan.all_dependencies(pvc)
 
 
-@pytest.mark.parametrize("layout, access, url, service", [
+ACCESS_MODES = pytest.mark.parametrize("layout, access, url, service", [
     ("bare-metal", {"mode": "nodePort"}, "http://192.168.2.2:31300/",
      {"type": "NodePort", "nodePort": 31300}),
     ("bare-metal", {"mode": "nodePort", "nodePort": 30999, "hostname": "grafana.lab"},
@@ -127,22 +127,36 @@ def test_prometheus_keeps_its_data_on_the_stack_s_storage(storage, monitoring, e
      {"type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/28"]}),
     ("cloud", {"mode": "portForward", "port": 3300}, "http://localhost:3300/", {}),
 ])
-def test_grafana_url_and_service_follow_the_access_mode(layout, access, url, service, tmp_path):
+
+
+def with_grafana_access(layout: str, access: dict) -> dict:
     values = bare_metal_config() if layout == "bare-metal" else cloud_config()
     values["monitoring"] = {"grafana": {"access": access}}
-    plan = preview(values)
+    return values
+
+
+@ACCESS_MODES
+def test_grafana_url_and_service_follow_the_access_mode(layout, access, url, service):
+    plan = shared_preview(with_grafana_access(layout, access))
     assert plan.outputs["grafanaUrl"] == (url, False)
     spec = objects(plan, "Service")[("monitoring", "grafana")]["spec"]
     assert spec.get("type") == service.get("type")
     assert spec.get("loadBalancerSourceRanges") == service.get("loadBalancerSourceRanges")
     assert spec["ports"][0].get("nodePort") == service.get("nodePort")
+
+
+@pytest.mark.tools
+@ACCESS_MODES
+def test_each_grafana_access_modes_manifests_pass_kubernetes_validate(layout, access, url,
+                                                                       service, tmp_path):
     validate = require_tool("kubernetes-validate")
+    plan = shared_preview(with_grafana_access(layout, access))
     write_artifacts(plan, tmp_path / "build")
     validate_manifests(plan, tmp_path / "build", validate)
 
 
 def test_monitoring_namespace_enforces_the_restricted_standard():
-    plan = preview(bare_metal_config())
+    plan = shared_preview(bare_metal_config())
     [namespace] = objects(plan, "Namespace").values()
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     # What the restricted standard checks, on every pod placed there.

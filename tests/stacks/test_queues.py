@@ -14,9 +14,8 @@ import acceptance
 from components.access.queues import COHORT
 from components.addons.kueue import QUEUE_NAME_LABEL
 from config import load
-from preview.engine import run_program
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR, bare_metal_config, preview
+from tests.conftest import PROJECT_DIR, example_plan, bare_metal_config, preview
 
 STACKS_WITH_TEAMS = ("lab", "prod")
 # ResourceQuota key -> the Kueue resource it caps.
@@ -31,7 +30,7 @@ NAME_LABEL = "kubernetes.io/metadata.name"
 def stack(request):
     stack_file = read_stack(PROJECT_DIR, request.param)
     settings = load(stack_file.config, stack_file.secret_keys, stack=request.param)
-    return request.param, run_program(PROJECT_DIR, stack_file), settings
+    return request.param, example_plan(request.param), settings
 
 
 def of_kind(plan, kind: str) -> list[dict]:

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from preview.engine import run_program
 
 from preview.plan import Plan, ResourceRecord
-from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR
+from preview.stack_file import EXAMPLE_STACKS
+from tests.conftest import example_plan
 
 STACKS = list(EXAMPLE_STACKS)
 RECORDS = Path(__file__).parent / "urns"
@@ -79,7 +78,7 @@ class Identities:
 
 @pytest.fixture(scope="module", params=STACKS)
 def stack_plan(request) -> tuple[str, Plan]:
-    return request.param, run_program(PROJECT_DIR, read_stack(PROJECT_DIR, request.param))
+    return request.param, example_plan(request.param)
 
 
 def test_every_recorded_resource_keeps_its_urn(stack_plan):
