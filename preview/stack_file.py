@@ -79,7 +79,15 @@ def read_stack(project_dir: Path, stack: str) -> StackConfigFile:
     return result
 
 
+# libyaml's parser where PyYAML was built with it: some twenty times faster on a stack file.
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _yaml(path: Path) -> Any:
+    try:
+        return yaml.load(path.read_text(), Loader=_FAST_LOADER)
+    except (yaml.YAMLError, UnicodeDecodeError):
+        pass  # PyYAML's own parser names the problem more plainly: read again for it.
     try:
         return yaml.safe_load(path.read_text())
     except yaml.MarkedYAMLError as error:
