@@ -68,13 +68,13 @@ class Cluster(pulumi.ComponentResource):
                            secrets=self.secrets))
         machines = layout.machines()
         control_plane = self._create_kubernetes(machines)
-        nodes = [end for node in self.nodes_ready for end in node.ready]
+        nodes = [end for node in self.worker_nodes for end in node.ready]
         nodes += layout.nodes_after(control_plane, self.node_api, machines)
         # One resource stands for "every node is ready": objects x nodes edges otherwise.
         # A local Command without a create command runs nothing (pulumi-command
         # provider/pkg/provider/local/commandController.go, Create).
-        self.nodes_ready = [local.Command(f"{name}-nodes-ready", opts=pulumi.ResourceOptions(
-            parent=self, depends_on=nodes))]
+        nodes_ready = local.Command(f"{name}-nodes-ready", opts=pulumi.ResourceOptions(
+            parent=self, depends_on=nodes))
         # The add-ons' provider, registered once every node is ready: every object through
         # it waits for the nodes without naming them. The SDK awaits a provider's id before
         # it registers a resource that uses it (sdk/python/lib/pulumi/runtime/resource.py,
@@ -84,7 +84,7 @@ class Cluster(pulumi.ComponentResource):
         # per object (sdk/python/lib/pulumi/runtime/resource_cycle_breaker.py,
         # declare_dependency): at 499 workers, 9,500 resources a walk, for each of about
         # 50 objects.
-        self.provider = self._kubernetes_provider(f"{name}-kubernetes", self.nodes_ready)
+        self.provider = self._kubernetes_provider(f"{name}-kubernetes", [nodes_ready])
         self._create_addons(machines)
         self._create_backups(machines, control_plane)
         self.gateways = machines.gateways
@@ -171,11 +171,11 @@ class Cluster(pulumi.ComponentResource):
         # diffs the object itself (pkg/resource/deploy/step_generator.go, providerChanged).
         self.node_api = self._kubernetes_provider(f"{self._name}-kubernetes-nodes",
                                                   [control_plane.installed])
-        self.nodes_ready = []
+        self.worker_nodes = []
         bound = max_unavailable(settings)
         for host in [machines.controller, *settings.workers]:
             if host.runs_workloads:
-                self.nodes_ready.append(WorkerNode(
+                self.worker_nodes.append(WorkerNode(
                     f"{host.name}-node",
                     WorkerNodeArgs(host, settings.kubernetes.node_ready_timeout_seconds,
                                    self._distribution,
