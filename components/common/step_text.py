@@ -67,13 +67,6 @@ class Script:
         return (self.libraries + [f"{CHECK_FOLDER}/lib.sh", self.path]
                 + ([additions] if (SCRIPTS_DIR / additions).exists() else []))
 
-    def text(self) -> str:
-        return "\n".join(read_script(path) for path in self.files)
-
-    def check_text(self) -> str:
-        """The body of gpu_cluster_check (the text of check_files, then check_result)."""
-        return "\n".join([read_script(path) for path in self.check_files] + ["check_result"])
-
 
 @dataclass(frozen=True)
 class DataFile:
@@ -129,25 +122,27 @@ def envelope(
 
 def render_envelope(host: str, step: str, create: Script, env: Mapping[str, str],
                     delete: Optional[Script] = None) -> str:
-    """The envelope's text, for inputs that are all known. A script that `checks` gets
-    gpu_cluster_check and the `check` action here, never in boot user data (its size
-    limit; a boot runs create only)."""
-    # check/lib.sh redefines the lib.sh functions it intercepts, so their first
-    # definitions in this function are never called.
-    check = ["# shellcheck disable=SC2329", "gpu_cluster_check() {", create.check_text(),
-             "}"] if create.checks else []
-    return render_step_functions(host, step, create, env, delete) + "\n".join(
-        check + _case_lines(_actions(create, delete))) + "\n"
+    """The envelope's text, for inputs that are all known: its header and inputs, then
+    each action's scripts as a function. A script that `checks` gets gpu_cluster_check and
+    the `check` action."""
+    texts = {action: [read_script(path) for path in paths]
+             for action, paths in _actions(create, delete).items()}
+    return step_header(host, step, create, env, delete) + _step_body(texts)
 
 
-def render_step_functions(host: str, step: str, create: Script, env: Mapping[str, str],
-                          delete: Optional[Script] = None) -> str:
-    """A step's inputs as exports and its scripts as the functions gpu_cluster_create (and
-    gpu_cluster_delete), defined but not called."""
-    lines = ["gpu_cluster_create() {", create.text(), "}"]
-    if delete:
-        lines += ["gpu_cluster_delete() {", delete.text(), "}"]
-    return step_header(host, step, create, env, delete) + "\n".join(lines) + "\n"
+def _step_body(texts: Mapping[str, list[str]]) -> str:
+    """The functions gpu_cluster_ACTION, each the texts of its action's files, and the case
+    that calls the one asked for."""
+    lines = []
+    for action in ("create", "delete"):
+        if action in texts:
+            lines += [f"gpu_cluster_{action}() {{", "\n".join(texts[action]), "}"]
+    if "check" in texts:
+        # check/lib.sh redefines the lib.sh functions it intercepts, so their first
+        # definitions in this function are never called.
+        lines += ["# shellcheck disable=SC2329", "gpu_cluster_check() {", *texts["check"],
+                  "check_result", "}"]
+    return "\n".join(lines + _case_lines(texts)) + "\n"
 
 
 def step_header(host: str, step: str, create: Script, env: Mapping[str, str],
@@ -165,14 +160,14 @@ def step_header(host: str, step: str, create: Script, env: Mapping[str, str],
     return "\n".join(lines) + "\n"
 
 
-# One export line as render_step_functions writes it: inside the quotes every `'` is the
+# One export line as step_header writes it: inside the quotes every `'` is the
 # escape `'\''`, so the value ends at the first `'` that is not one.
 _EXPORT = re.compile(rf"(?:{_SHELLCHECK_LITERAL_DOLLAR}\n)?export (\w+)='([^']*(?:'\\''[^']*)*)'\n")
 
 
 def step_inputs(text: str) -> dict[str, str]:
     """The exports of a step's envelope or boot part (GPU_CLUSTER_HOST, GPU_CLUSTER_STEP
-    and its inputs), decoded: the inverse of render_step_functions. Only the block after
+    and its inputs), decoded: the inverse of step_header. Only the block after
     the step's header is read, never an `export` in the scripts; {} without a header."""
     header = re.search(rf"^{_HEADER}.*\n", text, re.M)
     if header is None:
@@ -190,6 +185,7 @@ RUNNER = "bundle/run-step.sh"
 _FILE_LINE = re.compile(r"^  '(create|delete|check) ([a-z0-9._/-]+) ([0-9a-f]{64})'(?: \\)?$", re.M)
 # Where the loader looks for the runner: the step's own copy (kept for its delete), the
 # current bundle, then any bundle on the machine.
+_LOADER_START = "\ngpu_cluster_step() {\n"
 _LOADER = """\
 gpu_cluster_step() {{
   local root="${{GPU_CLUSTER_ROOT:-}}/var/lib/gpu-cluster" runner="" candidate
@@ -227,7 +223,7 @@ def _actions(create: Script, delete: Optional[Script]) -> dict[str, list[str]]:
 def bundle_stdin(host: str, step: str, create: Script, env: Mapping[str, str],
                  delete: Optional[Script] = None, bundle: Optional[Bundle] = None) -> str:
     """A step's stdin when its machine holds the step bundle: its header and inputs as
-    render_step_functions writes them, then the loader, which checks the runner's sha256,
+    step_header writes them, then the loader, which checks the runner's sha256,
     and the files of each action with theirs."""
     bundle = bundle or step_bundle()
     lines = [f"  '{action} {path} {bundle.sha256(path)}'"
@@ -239,24 +235,16 @@ def bundle_stdin(host: str, step: str, create: Script, env: Mapping[str, str],
 def whole_text(stdin: str, bundle: Optional[Bundle] = None) -> str:
     """A bundle stdin rendered whole, as render_envelope would have rendered the step: the
     files of each action pasted in. Any other text is returned as it is."""
-    files = _FILE_LINE.findall(stdin[stdin.rfind("\ngpu_cluster_step() {\n"):])
+    # The loader comes last: an input's value never reaches past it.
+    header_end = stdin.rfind(_LOADER_START) + 1
+    files = _FILE_LINE.findall(stdin[header_end:]) if header_end else []
     if not files:
         return stdin
     bundle = bundle or step_bundle()
-    actions: dict[str, list[str]] = {}
+    texts: dict[str, list[str]] = {}
     for action, path, _ in files:
-        actions.setdefault(action, []).append(path)
-    # The loader comes last: an input's value never reaches past it.
-    header_end = stdin.rindex("\ngpu_cluster_step() {\n") + 1
-    check = (["# shellcheck disable=SC2329", "gpu_cluster_check() {",
-              *[bundle.text(path) for path in actions["check"]], "check_result", "}"]
-             if "check" in actions else [])
-    lines = [stdin[:header_end].rstrip("\n")]
-    for action in ("create", "delete"):
-        if action in actions:
-            lines += [f"gpu_cluster_{action}() {{",
-                      "\n".join(bundle.text(path) for path in actions[action]), "}"]
-    return "\n".join(lines) + "\n" + "\n".join(check + _case_lines(actions)) + "\n"
+        texts.setdefault(action, []).append(bundle.text(path))
+    return stdin[:header_end] + _step_body(texts)
 
 
 def _case_lines(actions: Mapping[str, list[str]]) -> list[str]:

@@ -89,11 +89,10 @@ def test_a_secret_value_without_a_known_secret_stays_hidden_whole_however_often_
 def test_a_secret_with_a_quote_is_hidden_as_the_envelope_writes_it():
     """A step's inputs are single-quoted in its stdin, a ' written as '\\'' (step_text):
     the secret is hidden in that form too, not only as the plain value."""
-    from components.common.step_text import Script, render_step_functions
+    from components.common.step_text import Script, render_envelope
 
     secret = "it's-a-long-passphrase"
-    stdin = render_step_functions("moscow", "demo", Script("preflight.sh"),
-                                  {"PASSPHRASE": secret})
+    stdin = render_envelope("moscow", "demo", Script("preflight.sh"), {"PASSPHRASE": secret})
     assert secret not in stdin  # only its quoted form is there
     shown = Plan(project="p", stack="s", secrets=frozenset({secret})).redact(stdin)
     assert "passphrase" not in shown
