@@ -9,7 +9,8 @@ from email.mime.text import MIMEText
 
 import pytest
 
-from policy.rules import GPU_NODE_LABEL, RULES, Resource, check
+from policy.kubernetes_rules import GPU_NODE_LABEL
+from policy.rules import RULES, Resource, check
 from preview import credentials
 
 KEY = credentials.ssh_private_key()
