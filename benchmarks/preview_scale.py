@@ -70,7 +70,6 @@ def measure_replay(workers: int, full: bool) -> dict:
     import pulumi
 
     from preview.engine import run_program
-    from preview.stack_file import StackConfigFile
 
     plan = run_program(PROJECT_DIR, _bare_metal_stack(workers))
     records = [(r.urn, r.custom, r.parent, r.dependencies, _plain(r.inputs))
@@ -87,8 +86,7 @@ def measure_replay(workers: int, full: bool) -> dict:
                          if custom else
                          pulumi.ComponentResource("bench:index:Group", f"c{index}", None, opts))
 
-    stack = StackConfigFile(project="gpu-cluster", stack="replay", config={}, secret_keys=[])
-    return _timed(lambda: run_program(PROJECT_DIR, stack, program=program), full)
+    return _timed_program("replay", program, full)
 
 
 def _plain(value):
@@ -125,15 +123,11 @@ def measure_floor(count: int, full: bool) -> dict:
     """`count` bare custom resources, no dependencies, through the same recording mocks."""
     import pulumi
 
-    from preview.engine import run_program
-    from preview.stack_file import StackConfigFile
-
     def program() -> None:
         for index in range(count):
             pulumi.CustomResource("bench:index:Bare", f"r{index}", {"value": str(index)})
 
-    stack = StackConfigFile(project="gpu-cluster", stack="floor", config={}, secret_keys=[])
-    return _timed(lambda: run_program(PROJECT_DIR, stack, program=program), full)
+    return _timed_program("floor", program, full)
 
 
 def measure_typed_floor(count: int, full: bool) -> dict:
@@ -141,17 +135,22 @@ def measure_typed_floor(count: int, full: bool) -> dict:
     import pulumi
     from pulumi_command import remote
 
-    from preview.engine import run_program
-    from preview.stack_file import StackConfigFile
-
     def program() -> None:
         key = pulumi.Output.secret("key")
         for index in range(count):
             remote.Command(f"r{index}", create="true", connection=remote.ConnectionArgs(
                 host="192.0.2.1", user="ops", private_key=key))
 
-    stack = StackConfigFile(project="gpu-cluster", stack="typed", config={}, secret_keys=[])
-    return _timed(lambda: run_program(PROJECT_DIR, stack, program=program), full)
+    return _timed_program("typed", program, full)
+
+
+def _timed_program(stack: str, program, full: bool) -> dict:
+    """`program` run as a stack of its own, with no config, under the same mocks."""
+    from preview.engine import run_program
+    from preview.stack_file import StackConfigFile
+
+    stack_file = StackConfigFile(project="gpu-cluster", stack=stack, config={}, secret_keys=[])
+    return _timed(lambda: run_program(PROJECT_DIR, stack_file, program=program), full)
 
 
 def _timed(run, full: bool) -> dict:
