@@ -72,7 +72,8 @@ class Bastion(Section):
     port: Port = 22
     # Defaults to gpu-cluster:ssh.user.
     user: Optional[UserName] = None
-    # Pins the bastion's SSH host key; without it any key is accepted.
+    # The bastion's SSH host key (`ssh-keyscan -t ed25519 HOST`, its fingerprint checked
+    # out of band); required unless ssh.acceptAnyHostKey.
     host_key: Optional[SshPublicKey] = None
 
 
@@ -89,6 +90,10 @@ class SshSettings(Section):
     # Public keys the same step takes out of authorized_keys wherever they are (an old key
     # once the program logs in with the new one).
     revoked_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
+    # true: connect to hosts and the bastion that have no host key set, accepting any key
+    # they show (pulumi-command remembers none); the preview warns. Off, a stack without
+    # every host key is refused (config/host_security.py).
+    accept_any_host_key: bool = False
 
 
 class Taint(Section):
@@ -130,7 +135,8 @@ class Host(Section):
     # Where SSH reaches the host, when not at `address`.
     ssh_address: Optional[HostOrIp] = None
     ssh_user: Optional[UserName] = None
-    # Pins the host's SSH host key; without it any key is accepted.
+    # The host's SSH host key (`ssh-keyscan -t ed25519 ADDRESS`, its fingerprint checked
+    # out of band); required unless ssh.acceptAnyHostKey.
     ssh_host_key: Optional[SshPublicKey] = None
     # The NIC that carries `address`; checked by preflight (multi-NIC hosts).
     interface: Optional[InterfaceName] = None

@@ -6,6 +6,7 @@ import ipaddress
 import re
 from typing import Annotated
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from pydantic import AfterValidator, Field, SecretStr
 
@@ -113,6 +114,22 @@ def _ssh_public_key(value: str) -> str:
             or not re.fullmatch(r"[A-Za-z0-9+/]+=*", parts[1]):
         raise ValueError("is not an SSH public host key like 'ssh-ed25519 AAAAC3Nz...' "
                          "(see /etc/ssh/ssh_host_ed25519_key.pub on the host)")
+    # pulumi-command offers only the key's own type as host key algorithm (connection.go:94
+    # at v1.2.1, HostKeyAlgorithms = publicKey.Type()): for RSA that is SHA-1 "ssh-rsa",
+    # which OpenSSH 8.8 and later no longer offers, so no connection would be made (x/crypto:
+    # "no common algorithm for host key; we offered: [ssh-rsa], peer offered: [rsa-sha2-512
+    # rsa-sha2-256]", https://github.com/redpanda-data/connect/issues/4351).
+    if parts[0] == "ssh-rsa":
+        raise ValueError("is an RSA host key, which SSH from pulumi-command cannot verify "
+                         "against OpenSSH 8.8 or later (it asks for SHA-1 signatures); give "
+                         "the host's ed25519 key (`ssh-keyscan -t ed25519 ADDRESS`)")
+    try:
+        # The key's own encoding must say the same type (x/crypto's ParseAuthorizedKey
+        # refuses a mismatch, at `pulumi up`).
+        serialization.load_ssh_public_key(f"{parts[0]} {parts[1]}".encode())
+    except (ValueError, UnsupportedAlgorithm):
+        raise ValueError(f"is not a valid {parts[0]} public key (its base64 body does not "
+                         "decode to one); copy the whole key from ssh-keyscan") from None
     return f"{parts[0]} {parts[1]}"
 
 

@@ -17,6 +17,7 @@ if str(PROJECT_DIR) not in sys.path:
     sys.path.insert(0, str(PROJECT_DIR))
 
 from config.model import SECRET_KEYS  # noqa: E402
+from config.types import public_key_of  # noqa: E402
 from preview import credentials, engine  # noqa: E402
 from preview.engine import run_program  # noqa: E402
 from preview.plan import Plan
@@ -29,15 +30,18 @@ CI_BUDGET = os.environ.get("TEST_BUDGET") == "ci"
 
 # A throwaway key made for this test run.
 TEST_PRIVATE_KEY = credentials.ssh_private_key()
+# The SSH host key the test stacks' hosts pin (a stack without host keys is refused).
+TEST_HOST_KEY = public_key_of(credentials.ssh_private_key())
 
 
 def bare_metal_config(workers: int = 3, gpus: int = 4) -> dict:
     """A valid bare-metal stack config as plain data (key without namespace -> value)."""
     hosts = [{"name": "controller", "address": "192.168.2.1", "interface": "eno2",
-              "role": "controller"}]
+              "role": "controller", "sshHostKey": TEST_HOST_KEY}]
     hosts += [
         {"name": f"gpu{i:03d}", "address": f"192.168.{2 + (i + 2) // 256}.{(i + 2) % 256}",
-         "interface": "eno2", "gpus": gpus, "gpuModel": "NVIDIA-A100-SXM4-80GB"}
+         "interface": "eno2", "gpus": gpus, "gpuModel": "NVIDIA-A100-SXM4-80GB",
+         "sshHostKey": TEST_HOST_KEY}
         for i in range(workers)
     ]
     lan = "192.168.0.0/16" if workers > 250 else "192.168.2.0/24"

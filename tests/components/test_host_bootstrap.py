@@ -9,7 +9,7 @@ from components.common.step_text import whole_text
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from tests.components.conftest import settings_for
-from tests.conftest import bare_metal_config
+from tests.conftest import TEST_HOST_KEY, bare_metal_config
 
 
 def bootstrap(settings, host_name: str) -> HostBootstrap:
@@ -26,6 +26,8 @@ def _dependency_names(plan, name):
 
 
 REBOOT = ["reboot-if-needed", "verify-boot"]
+# One host's own key, beside the one every test host has.
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKPvBQLorBQY59OKCmXrgRZHMkIaXzJ4GpXZeV6uGFIw"
 CASES = [
     # (host, config change, expected steps in order)
     ("gpu000", lambda v: None,
@@ -94,8 +96,9 @@ def test_step_inputs_travel_on_stdin_not_the_command_line(plan):
 @pulumi.runtime.test
 def test_connection_uses_the_bastion_and_keeps_the_key_secret(plan):
     values = bare_metal_config()
-    values["ssh"] = {"user": "ops", "bastion": {"host": "203.0.113.10", "user": "jump"}}
-    values["hosts"][2]["sshHostKey"] = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestOnlyKey host"
+    values["ssh"] = {"user": "ops", "bastion": {"host": "203.0.113.10", "user": "jump",
+                                                "hostKey": TEST_HOST_KEY}}
+    values["hosts"][2]["sshHostKey"] = HOST_KEY + " host"
     component = bootstrap(settings_for(values), "gpu001")
 
     def check(_):
@@ -109,6 +112,7 @@ def test_connection_uses_the_bastion_and_keeps_the_key_secret(plan):
         assert plain["privateKey"] == "[secret]"
         assert plain["host"] == "192.168.2.3" and plain["user"] == "ops"
         assert plain["proxy"]["host"] == "203.0.113.10" and plain["proxy"]["user"] == "jump"
-        assert plain["hostKey"] == "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestOnlyKey"
+        assert plain["hostKey"] == HOST_KEY
+        assert plain["proxy"]["hostKey"] == TEST_HOST_KEY
 
     return component.ready.urn.apply(check)

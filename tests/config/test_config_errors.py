@@ -12,7 +12,8 @@ import pytest
 from config import ConfigError, load
 from config.loader import MAX_HOSTS, MAX_POOLS
 from config.model import SECRET_KEYS
-from tests.conftest import as_cli_config, bare_metal_config, cloud_config, hybrid_config
+from tests.conftest import (TEST_HOST_KEY, as_cli_config, bare_metal_config, cloud_config,
+                            hybrid_config)
 
 LONG = "e" * 20_000
 # What the longest problem line may be: the path, the message and the namespace.
@@ -71,7 +72,8 @@ def many_hosts(count: int) -> Callable[[dict], None]:
         values["network"]["lanCidr"] = "172.16.0.0/12"
         values["hosts"] = [{"name": f"h{i}", "address": f"172.{16 + i // 65536}."
                             f"{i // 256 % 256}.{i % 256}",
-                            "role": "controller" if i == 0 else "worker"}
+                            "role": "controller" if i == 0 else "worker",
+                            "sshHostKey": TEST_HOST_KEY}
                            for i in range(count)]
     return apply
 

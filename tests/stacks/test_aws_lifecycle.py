@@ -22,8 +22,8 @@ from preview import aws_mocks, credentials
 from preview.engine import run_program, unwrap_secrets
 from preview.stack_file import read_stack
 from tests.stacks.steps import boot_steps
-from tests.conftest import (PROJECT_DIR, cloud_config, example_plan, hybrid_config, preview,
-                            shared_preview)
+from tests.conftest import (PROJECT_DIR, TEST_HOST_KEY, cloud_config, example_plan,
+                            hybrid_config, preview, shared_preview)
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 INSTANCE = "aws:ec2/instance:Instance"
@@ -245,8 +245,9 @@ def test_ssh_to_the_hybrid_control_plane_verifies_the_host_key_it_installs():
         # Enough retries to wait for the boot that installs the key (8 minutes), or for a
         # reboot (tuning.rebootTimeoutSeconds).
         assert connection["dialErrorLimit"] in (dial_attempts_for(480), dial_attempts_for(900))
-    # On-prem hosts keep their own settings (but wait out a reboot).
-    assert all(c.get("hostKey") is None and c["dialErrorLimit"] in (10, dial_attempts_for(900))
+    # On-prem hosts keep their own settings: their configured key (but wait out a reboot).
+    assert all(c["hostKey"] == TEST_HOST_KEY
+               and c["dialErrorLimit"] in (10, dial_attempts_for(900))
                for c in connections if c["host"] != address)
 
 
