@@ -42,7 +42,7 @@ from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArg
 from components.common.remote_step import Ssh, SshAccess, connection_to
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.backup import backup_store
-from config.cloud import cluster_cidrs
+from config.cloud import cluster_cidrs, node_cidrs
 from config.model import StackConfig
 from config.types import public_key_of
 from components.layouts import Layout, Machines, machines_of
@@ -109,7 +109,9 @@ class _OnAws(Layout):
                 ssh_public_key=public_key_of(settings.ssh_private_key.get_secret_value()),
                 api_port=settings.kubernetes.api_port,
                 control_plane_ports=context.distribution.control_plane_ports,
-                cluster_cidrs=self.cluster_cidrs, boot_store=boot_store, vpn=settings.vpn,
+                cluster_cidrs=self.cluster_cidrs,
+                node_cidrs=node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts]),
+                boot_store=boot_store, vpn=settings.vpn,
                 lan_cidr=settings.network.lan_cidr, boot=boot),
             opts=opts)
         if bucket is not None:

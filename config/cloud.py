@@ -4,6 +4,7 @@ OpenVPN bridge between the VPC and the on-prem LAN."""
 import ipaddress
 import itertools
 import re
+from collections.abc import Sequence
 from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field
@@ -191,6 +192,17 @@ def cluster_cidrs(vpc: VpcSettings, lan_cidr: Optional[str],
     if vpn is not None and vpn.mode == "server-on-ec2":
         cidrs.append(vpn.tunnel_cidr)
     return cidrs
+
+
+def node_cidrs(vpc: VpcSettings, onprem_addresses: Sequence[str]) -> list[str]:
+    """Where the nodes reach the control plane's node ports from: each on-prem node's own
+    address (hybrid), or the VPC the pools' instances get addresses in (cloud); never the
+    office LAN or the VPN range as a whole. RKE2's inbound rules: 8472/udp, 9099, 10250 and
+    9345 from "All RKE2 nodes" only, and "The VXLAN port on nodes should not be exposed"
+    (rancher/rke2-docs docs/install/requirements.md, "Inbound Network Rules", Canal tab)."""
+    if onprem_addresses:
+        return [f"{address}/32" for address in onprem_addresses]
+    return [vpc.cidr]
 
 
 def tunnel_server_address(vpn: VpnSettings) -> str:

@@ -73,6 +73,8 @@ class ControlPlaneHostArgs:
     control_plane_ports: Mapping[str, tuple[int, str]]
     # The networks nodes reach the AWS side from (config.cloud.cluster_cidrs).
     cluster_cidrs: Sequence[str]
+    # The nodes' own addresses, which alone reach control_plane_ports (config.cloud.node_cidrs).
+    node_cidrs: Sequence[str]
     # Where its boot's bundle and plan are fetched from.
     boot_store: BootStore
     # Hybrid: the VPN the instance serves or dials, and the on-prem LAN routed through it.
@@ -126,7 +128,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             description=f"{args.cluster_name} control plane and VPN server",
             tags=self._tags(), opts=self._opts)
         rules = ingress_rules(args.aws.admin_cidrs, args.api_port, args.cluster_cidrs,
-                              args.control_plane_ports, args.vpn)
+                              args.node_cidrs, args.control_plane_ports, args.vpn)
         for name, protocol, port, cidrs in rules:
             for index, cidr in enumerate(cidrs):
                 aws.vpc.SecurityGroupIngressRule(
@@ -276,7 +278,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
 
 
 def ingress_rules(admin_cidrs: Sequence[str], api_port: int, cluster_cidrs: Sequence[str],
-                  control_plane_ports: Mapping[str, tuple[int, str]],
+                  node_cidrs: Sequence[str], control_plane_ports: Mapping[str, tuple[int, str]],
                   vpn: Optional[VpnSettings]) -> list[tuple[str, str, int, list[str]]]:
     """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open.
     Each (protocol, port, network) appears once: EC2 refuses a second, identical rule
@@ -285,7 +287,9 @@ def ingress_rules(admin_cidrs: Sequence[str], api_port: int, cluster_cidrs: Sequ
     admins = list(admin_cidrs)
     wanted = [("ssh", "tcp", EC2_SSH_PORT, admins),
               ("kubernetes-api", "tcp", api_port, cluster_networks + admins)]
-    wanted += [(name, protocol, port, cluster_networks)
+    # The ports nodes reach the control plane at (RKE2's kubelet and Canal's VXLAN, which
+    # is unauthenticated, among them): from the nodes' own addresses only.
+    wanted += [(name, protocol, port, list(node_cidrs))
                for name, (port, protocol) in control_plane_ports.items()]
     if vpn is not None and vpn.mode == "server-on-ec2":
         wanted.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))

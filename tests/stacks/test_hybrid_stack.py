@@ -52,8 +52,11 @@ def test_security_group_opens_exactly_what_the_cluster_needs(prod):
     admins, office = "198.51.100.0/24", "198.51.100.7/32"
     expected = {("ssh", "tcp", 22, admins), ("kubernetes-api", "tcp", 6443, admins),
                 ("openvpn", "udp", 1194, office)}
-    for name, port in (("kubernetes-api", 6443), ("k0s-join-api", 9443), ("konnectivity", 8132)):
-        expected |= {(name, "tcp", port, cidr) for cidr in (vpc, lan, tunnel)}
+    expected |= {("kubernetes-api", "tcp", 6443, cidr) for cidr in (vpc, lan, tunnel)}
+    # What only nodes reach: from each on-prem node's address (config/cloud.py node_cidrs).
+    nodes = ("192.168.10.2/32", "192.168.10.11/32", "192.168.10.12/32")
+    for name, port in (("k0s-join-api", 9443), ("konnectivity", 8132)):
+        expected |= {(name, "tcp", port, cidr) for cidr in nodes}
     assert rules == expected
     assert not any(cidr == "0.0.0.0/0" for *_, cidr in rules)
 

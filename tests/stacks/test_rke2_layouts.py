@@ -115,14 +115,16 @@ def test_gpu_hosts_get_no_containerd_dropin(bare_metal):
     assert install["CONTAINERD_DROPIN_CONTENT"] == ""
 
 
-def test_hybrid_control_plane_opens_rke2s_ports_to_the_cluster_only(hybrid):
+def test_hybrid_control_plane_opens_rke2s_ports_to_the_nodes_only(hybrid):
     rules = ingress(hybrid, "test-control-plane-host-")
-    vpc, lan, tunnel = vpc_cidr(hybrid), "192.168.2.0/24", "10.8.0.0/24"
+    # The on-prem nodes' own addresses (hybrid_config: gpu000 and gpu001), not the LAN, the
+    # VPN range or the VPC (config/cloud.py node_cidrs).
+    nodes = {"192.168.2.2/32", "192.168.2.3/32"}
     for name, protocol, port in (("rke2-supervisor", "tcp", 9345), ("kubelet", "tcp", 10250),
                                  ("canal-vxlan", "udp", 8472), ("canal-health", "tcp", 9099)):
-        assert {(name, protocol, port, cidr) for cidr in (vpc, lan, tunnel)} <= rules, name
+        assert {cidr for rule, proto, p, cidr in rules
+                if (rule, proto, p) == (name, protocol, port)} == nodes, name
     assert not any(name in ("k0s-join-api", "konnectivity") for name, *_ in rules)
-    assert {cidr for name, _, port, cidr in rules if port == 9345} == {vpc, lan, tunnel}
 
 
 def test_cloud_pools_join_with_the_agent_token_from_ssm(cloud):
