@@ -25,6 +25,7 @@ CLIENT_TO_EXISTING = textwrap.dedent("""\
       gpu-cluster:hosts:
         - name: gpu000
           address: 192.168.2.2
+          sshHostKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKPvBQLorBQY59OKCmXrgRZHMkIaXzJ4GpXZeV6uGFIw
           gpus: 4
       gpu-cluster:storage:
         efs: {}
