@@ -5,8 +5,10 @@ OpenVPN/openvpn src/openvpn/ssl_openssl.c backend_tls_ctx_reload_crl), and the l
 rules on their own."""
 
 import datetime
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from cryptography import x509
 from components.network import vpn_ledger
 from preview import entropy
 from preview.plan import Plan
+from tests.conftest import PROJECT_DIR
 from tests.vpn.conftest import SERVER, build_plan, exported, hybrid_values, plain, stdin_of
 from tests.vpn.test_vpn_bridge import exports
 
@@ -193,3 +196,28 @@ def test_the_ledger_input_is_public(monkeypatch):
     current = plain(ledger.inputs["current"])
     assert sorted(current) == ["admin", "gateway", "user-alice", "user-bob"]
     assert "PRIVATE" not in str(current)
+
+
+_PROVIDER_PROCESS = r"""
+import base64, json, sys
+import dill
+provider = dill.loads(base64.b64decode(sys.stdin.read()))
+olds = {"issued": {"a": [{"serial": "1", "notAfter": "2027", "generation": 0}]}, "revoked": []}
+news = {"current": {}, "trusted": [0], "now": "2026"}
+print(json.dumps([provider.diff("id", olds, news).changes,
+                  provider.update("id", olds, news).outs["revoked"]]))
+"""
+
+
+def test_the_engines_provider_process_loads_the_ledger(tmp_path):
+    """The engine runs a dynamic resource's pickled provider in a Python process of its
+    own started in the project folder (`python -m pulumi.dynamic`); the provider is
+    pickled by reference to this module, and its update revokes what is gone."""
+    from pulumi.dynamic.dynamic import serialize_provider
+    blob = serialize_provider(vpn_ledger._LedgerProvider())
+    result = subprocess.run([sys.executable, "-c", _PROVIDER_PROCESS], input=blob,
+                            capture_output=True, text=True, cwd=PROJECT_DIR, timeout=60)
+    assert result.returncode == 0, result.stderr
+    changed, revoked = json.loads(result.stdout)
+    assert changed is True
+    assert revoked == [{"serial": "1", "notAfter": "2027", "generation": 0, "holder": "a"}]
