@@ -187,7 +187,7 @@ class Hybrid(_OnAws):
             client_profile=settings.vpn_client_profile,
             users=[user.name for user in settings.access.users],
             api_port=settings.kubernetes.api_port,
-            user_networks=settings.vpn.user_networks,
+            user_networks=settings.vpn.user_networks if settings.vpn else {},
         ), opts=pulumi.ResourceOptions(parent=context.parent))
         machines = self._machines(
             aws_side, controller=controller, prepared=machines_of(bootstraps),

@@ -83,7 +83,7 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
             client_profile=settings.vpn_client_profile,
             users=[user.name for user in settings.access.users],
             api_port=settings.kubernetes.api_port,
-            user_networks=settings.vpn.user_networks,
+            user_networks=settings.vpn.user_networks if settings.vpn else {},
         ))
         if not exports:
             return
