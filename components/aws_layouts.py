@@ -187,6 +187,9 @@ class Hybrid(_OnAws):
             server_ready=bootstraps[controller.name].ready,
             onprem={h.name: bootstraps[h.name].machine for h in settings.hosts},
             client_profile=settings.vpn_client_profile,
+            users=[user.name for user in settings.access.users],
+            api_port=settings.kubernetes.api_port,
+            user_networks=settings.vpn.user_networks if settings.vpn else {},
         ), opts=pulumi.ResourceOptions(parent=context.parent))
         machines = self._machines(
             aws_side, controller=controller, prepared=machines_of(bootstraps),

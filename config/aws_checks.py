@@ -43,6 +43,7 @@ def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
     vpn = cfg.vpn
     if vpn is not None:
         problems += _vpn_mode(cfg, vpn)
+        problems += _vpn_users(cfg, vpn)
     if vpn is not None and cfg.all_hosts_parsed:
         names = [host.name for _, host in cfg.hosts]
         if vpn.mode == "server-on-ec2" and vpn.onprem_gateway not in names + [None]:
@@ -153,6 +154,26 @@ def _vpc_size(vpc, network) -> list[Problem]:
                     "its addresses .10 and .20; use a /27 or larger")
             for index, cidr in enumerate(vpc.subnet_cidrs)
             if ipaddress.ip_network(cidr).prefixlen > 27]
+
+
+def _vpn_users(cfg: PartialConfig, vpn: VpnSettings) -> list[Problem]:
+    """vpn.userNetworks names users of access.users; the tunnel has an address for each
+    user (components/network/vpn_clients.py: users from its 16th address on)."""
+    if vpn.mode != "server-on-ec2":
+        return [Problem("vpn.userNetworks", "is only used with vpn.mode server-on-ec2")] \
+            if vpn.user_networks else []
+    if cfg.access is None:
+        return []
+    users = [user.name for user in cfg.access.users]
+    problems = [Problem(f"vpn.userNetworks.{name}", f"'{name}' is not one of access.users "
+                        f"({', '.join(users) or 'none'})")
+                for name in vpn.user_networks if name not in users]
+    slots = max(0, ipaddress.ip_network(vpn.tunnel_cidr).num_addresses - 17)
+    if len(users) > slots:
+        problems.append(Problem("vpn.tunnelCidr", f"{vpn.tunnel_cidr} has VPN addresses for "
+                                f"{slots} users, and access.users has {len(users)}; use a "
+                                "larger network"))
+    return problems
 
 
 def _vpn_mode(cfg: PartialConfig, vpn: VpnSettings) -> list[Problem]:

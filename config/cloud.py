@@ -131,6 +131,10 @@ class VpnSettings(Section):
     # keeps presenting its certificate from that CA (the rotation's window); set back to
     # false to end it.
     previous_ca_trusted: bool = False
+    # server-on-ec2: a user's VPN reaches the Kubernetes API only; networks listed here
+    # for a user (access.users) are pushed to that user and let through as well. The
+    # preview warns about each.
+    user_networks: dict[DnsLabel, list[IPv4Cidr]] = {}
 
 
 # EC2 instance families with NVIDIA GPUs (family -> GPU), for checking pools that claim GPUs.

@@ -22,7 +22,8 @@ from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.common import gc_settings
+from components.common import clock, gc_settings
+from components.network import vpn_ledger
 from preview import aws_mocks, credentials, entropy
 from preview.plan import Plan, ResourceRecord
 from preview.stack_file import StackConfigFile
@@ -42,6 +43,13 @@ _GENERATED_OUTPUTS: dict[str, Callable[[dict, entropy.Draw], credentials.Generat
     "tls:index/locallySignedCert:LocallySignedCert": credentials.tls_locally_signed_cert,
     "random:index/randomBytes:RandomBytes": credentials.random_bytes,
     "random:index/randomId:RandomId": credentials.random_id,
+}
+
+
+# Dynamic resources: their provider's outputs from the inputs and the earlier run's
+# outputs (None at creation), as its create and update compute them.
+_DYNAMIC_OUTPUTS: dict[str, Callable[[dict, Optional[dict]], dict]] = {
+    vpn_ledger.LEDGER_TYPE: vpn_ledger.outputs,
 }
 
 
@@ -69,6 +77,13 @@ class PreviewMocks(mocks.Mocks):
             outputs["stderr"] = ""
             if produce:
                 self.plan.secrets |= _secret_strings(outputs["stdout"])
+        dynamic = _DYNAMIC_OUTPUTS.get(args.typ)
+        if dynamic is not None:
+            inputs = unwrap_secrets(args.inputs)
+            earlier = self.earlier.get((args.typ, args.name))
+            outputs = dynamic(inputs, earlier[2].outputs if earlier else None)
+            self.plan.generated[(args.typ, args.name)] = (
+                inputs, None, credentials.Generated(outputs))
         generate = _GENERATED_OUTPUTS.get(args.typ)
         if generate is not None:
             inputs = unwrap_secrets(args.inputs)
@@ -126,6 +141,8 @@ class RecordingMonitor(mocks.MockMonitor):
             inputs = self.preview_mocks.decoded.__dict__.pop("inputs", None)
             if inputs is None:
                 inputs = rpc.deserialize_properties(request.object)
+            # A dynamic resource's pickled provider is code, not what it is given.
+            inputs = {key: value for key, value in inputs.items() if key != "__provider"}
             self.plan.resources.append(
                 ResourceRecord(
                     urn=response.urn,
@@ -264,7 +281,8 @@ def run_program(project_dir: Path, stack_file: StackConfigFile,
 
     if str(project_dir) not in sys.path:
         sys.path.insert(0, str(project_dir))
-    with _cli_environment(stack_file), _gc_settings():
+    # The program's "now" is the preview's: pinned under a seed.
+    with _cli_environment(stack_file), _gc_settings(), clock.using(entropy.now):
         settings.set_root_resource(None)
         monitor = RecordingMonitor(plan, earlier)
         pulumi.runtime.set_mocks(

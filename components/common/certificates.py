@@ -24,17 +24,18 @@ class Issuer:
 
     def issue(self, role: str, common_name: str, organization: Optional[str],
               uses: list[str], validity_hours: int,
-              early_renewal_hours: int, generation: Optional[int] = None
-              ) -> IssuedCertificate:
+              early_renewal_hours: int, generation: Optional[int] = None,
+              renewal_round: Optional[int] = None) -> IssuedCertificate:
         """A `pulumi up` within `early_renewal_hours` of the end issues a new one; so does
-        a raised `generation` (a rotation), with a new key too."""
+        a raised `generation` (a rotation), or a new `renewal_round`, with a new key too."""
         # pulumi-tls has no keepers, and a PrivateKey's inputs (algorithm, curve, bits)
         # cannot carry a generation; its name cannot either (the URN is its identity). The
         # engine replaces a resource whose replacementTrigger changed, but only when both
         # the old and the new value are set (pulumi/pulumi pkg/resource/deploy/
         # step_generator.go shouldTriggerReplace): so it is set from generation 0 on.
-        key_opts = self.opts if generation is None else pulumi.ResourceOptions.merge(
-            self.opts, pulumi.ResourceOptions(replacement_trigger=generation))
+        trigger = generation if renewal_round is None else f"{generation or 0}/{renewal_round}"
+        key_opts = self.opts if trigger is None else pulumi.ResourceOptions.merge(
+            self.opts, pulumi.ResourceOptions(replacement_trigger=trigger))
         key = tls.PrivateKey(f"{self.prefix}-{role}-key", algorithm="ECDSA",
                              ecdsa_curve="P256", opts=key_opts)
         # A new key replaces the request (private_key_pem) and so the certificate

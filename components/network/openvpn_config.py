@@ -12,6 +12,8 @@ other OpenVPN setups on the same host (their `ca.crt`, their `ccd/`) are never t
 import ipaddress
 from dataclasses import dataclass
 
+from components.network import vpn_clients
+
 # /etc/openvpn/{server,client}/gpu-cluster.conf, run by openvpn-{server,client}@gpu-cluster.
 CONFIG_NAME = "gpu-cluster"
 SERVER_UNIT = f"openvpn-server@{CONFIG_NAME}"
@@ -72,9 +74,10 @@ def _mtu_lines(tunnel: Tunnel) -> list[str]:
     ]
 
 
-def _common_lines(tunnel: Tunnel) -> list[str]:
+def _common_lines(tunnel: Tunnel, device: str = "tun") -> list[str]:
     return [
-        "dev tun",
+        f"dev {device}",
+        *([] if device.startswith("tun") else ["dev-type tun"]),
         "topology subnet",
         *_mtu_lines(tunnel),
         f"data-ciphers {DATA_CIPHERS}",
@@ -86,23 +89,23 @@ def _common_lines(tunnel: Tunnel) -> list[str]:
 
 
 def server_config(tunnel: Tunnel, vpc_cidr: str, lan_cidr: str) -> str:
-    """gpu-cluster.conf of the server in the VPC."""
+    """gpu-cluster.conf of the server in the VPC. Its tun device has its own name (the
+    filter of vpn_clients.py matches it); routes are pushed per client (vpn_clients.py)."""
     network = ipaddress.IPv4Network(tunnel.cidr)
     lines = [
         "# Managed by gpu-cluster (install-openvpn-server); changes are overwritten.",
         f"# OpenVPN server bridging the VPC {vpc_cidr} and the on-prem LAN {lan_cidr}.",
         f"port {tunnel.port}",
         f"proto {tunnel.protocol}",
-        *_common_lines(tunnel),
+        *_common_lines(tunnel, vpn_clients.SERVER_DEVICE),
         f"server {network.network_address} {network.netmask}",
         "# The LAN lives behind the on-prem gateway: the kernel sends it into the tunnel and",
         "# the gateway's client-config-dir entry (iroute) tells OpenVPN which client has it.",
         f"route {_route(lan_cidr)}",
+        "# Each client's entry holds its address and the routes it alone is pushed; a",
+        "# client without one (a user removed from config) is refused.",
         f"client-config-dir {CCD_DIR}",
-        "# Every client reaches the VPC; the admin also the LAN (the gateway's entry drops",
-        "# that route for the gateway, which is on the LAN itself).",
-        f'push "route {_route(vpc_cidr)}"',
-        f'push "route {_route(lan_cidr)}"',
+        "ccd-exclusive",
         f"keepalive {KEEPALIVE[0]} {KEEPALIVE[1]}",
         f"ca {FILES_DIR}/ca.crt",
         f"cert {FILES_DIR}/server.crt",
@@ -113,6 +116,8 @@ def server_config(tunnel: Tunnel, vpc_cidr: str, lan_cidr: str) -> str:
         "# ECDHE only; no Diffie-Hellman parameter file.",
         "dh none",
         "verify-client-cert require",
+        "# Revoked client certificates: removed users', replaced ones (vpn_ledger.py).",
+        f"crl-verify {FILES_DIR}/crl.pem",
         "remote-cert-tls client",
         "# The server's tun device and routes never change while it runs, so after start-up",
         "# it can drop root (persist-tun keeps the device across restarts; the",
@@ -126,18 +131,6 @@ def server_config(tunnel: Tunnel, vpc_cidr: str, lan_cidr: str) -> str:
         lines.append("# Clients reconnect at once when the server restarts.")
         lines.append("explicit-exit-notify 1")
     return "\n".join(lines) + "\n"
-
-
-def gateway_ccd(lan_cidr: str) -> str:
-    """The server's client-config-dir entry for the on-prem gateway (file name: its CN)."""
-    route = _route(lan_cidr)
-    return "\n".join([
-        "# Managed by gpu-cluster (install-openvpn-server); changes are overwritten.",
-        "# The on-prem gateway: the LAN is reached through this client.",
-        f"iroute {route}",
-        "# The gateway is on the LAN itself; a LAN route into the tunnel would cut it off.",
-        f'push-remove "route {route}"',
-    ]) + "\n"
 
 
 def _client_lines(tunnel: Tunnel, server_address: str) -> list[str]:
@@ -173,10 +166,10 @@ def client_config(tunnel: Tunnel, server_address: str) -> str:
 
 def admin_profile(tunnel: Tunnel, server_address: str, ca_pem: str, cert_pem: str,
                   key_pem: str, tls_crypt_key: str, holder: str = "administrator") -> str:
-    """A self-contained `.ovpn` profile for an administrator (or a user): the VPC and
-    the LAN."""
+    """A self-contained `.ovpn` profile for an administrator or a user (the server
+    pushes what each may reach)."""
     lines = [
-        f"# gpu-cluster VPN profile of {holder}: routes to the VPC and the on-prem LAN.",
+        f"# gpu-cluster VPN profile of {holder}.",
         "# Contains a private key: keep it like a password.",
         *_client_lines(tunnel, server_address),
         "verb 3",

@@ -8,15 +8,15 @@ the VPC's route tables, turn the instance's source/destination check off, and op
 VPN port to the gateway's public addresses.
 """
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Optional
 
 import pulumi
 from pulumi_command import remote
 from pydantic import SecretStr
 
-from components.network import openvpn_config
+from components.network import openvpn_config, vpn_clients
 from components.hosts.bootstrap import PreparedMachine
 from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script
@@ -48,6 +48,15 @@ class VpnBridgeArgs:
     onprem: dict[str, PreparedMachine]
     # client-to-existing: the profile the instance dials the existing server with (secret).
     client_profile: Optional[SecretStr] = None
+    # server-on-ec2: access.users, who get a VPN profile each; what they reach: the
+    # Kubernetes API (the server's address, api_port) and vpn.userNetworks.<user>.
+    users: Sequence[str] = ()
+    api_port: int = 6443
+    user_networks: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+USER_NETWORKS_WARNING = (
+    "vpn.userNetworks.{user}: the VPN lets user {user} reach {networks} beyond the "
+    "Kubernetes API")
 
 
 class VpnBridge(pulumi.ComponentResource):
@@ -91,8 +100,8 @@ class VpnBridge(pulumi.ComponentResource):
                              f"the gateway '{self._vpn.onprem_gateway}' has no bootstrap")
         self._gateway = self._hosts[self._vpn.onprem_gateway]
         self.pki = VpnPki(f"{name}-pki", VpnPkiArgs(
-            args.cluster_name, self._vpn.pki_generation, self._vpn.previous_ca_trusted),
-            opts=pulumi.ResourceOptions(parent=self))
+            args.cluster_name, self._vpn.pki_generation, self._vpn.previous_ca_trusted,
+            users=args.users), opts=pulumi.ResourceOptions(parent=self))
         self._tunnel = openvpn_config.Tunnel(
             cidr=self._vpn.tunnel_cidr,
             port=self._vpn.port,
@@ -121,8 +130,7 @@ class VpnBridge(pulumi.ComponentResource):
         if self.pki is None:
             return None
         # The CN stays within X.509's 64 characters for any user name (at most 32).
-        certificate = self.pki.issue(f"user-{user}", f"user-{user}")
-        return self._profile(certificate, f"user {user}")
+        return self._profile(self.pki.users[user], f"user {user}")
 
     def _create_client_of_existing_server(self) -> remote.Command:
         """The instance dials the existing on-prem server with the profile it issued; that
@@ -153,8 +161,22 @@ class VpnBridge(pulumi.ComponentResource):
         route = self.routes.get(host_name)
         return [self._client] + ([route] if route is not None else [])
 
+    def _clients(self) -> list[vpn_clients.Client]:
+        args, pki = self._args, self.pki
+        for user, networks in sorted(args.user_networks.items()):
+            if networks:
+                pulumi.log.warn(USER_NETWORKS_WARNING.format(
+                    user=user, networks=", ".join(networks)), resource=self)
+        names = {"gateway": pki.gateway.common_name, "admin": pki.admin.common_name,
+                 **{f"user-{user}": cert.common_name for user, cert in pki.users.items()}}
+        return vpn_clients.clients(
+            self._vpn.tunnel_cidr, args.vpc_cidr, args.lan_cidr, names,
+            vpn_clients.Reach(f"{args.server_host.address}/32", args.api_port),
+            args.user_networks)
+
     def _create_server(self) -> remote.Command:
         args, pki = self._args, self.pki
+        clients = self._clients()
         return run_step(
             args.server_host.name,
             "install-openvpn-server",
@@ -168,8 +190,9 @@ class VpnBridge(pulumi.ComponentResource):
                 "OPENVPN_CERT": pki.server.cert_pem,
                 "OPENVPN_KEY": pki.server.private_key_pem,
                 "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
-                "OPENVPN_CCD_NAME": pki.gateway.common_name,
-                "OPENVPN_CCD": openvpn_config.gateway_ccd(args.lan_cidr),
+                "OPENVPN_CCD": vpn_clients.ccd_entries(clients, self._vpn.tunnel_cidr),
+                "OPENVPN_CRL": pki.crl_pem,
+                "OPENVPN_FILTER": vpn_clients.filter_rules(clients),
                 "OPENVPN_UNIT": openvpn_config.SERVER_UNIT,
             },
             depends_on=[args.server_ready],

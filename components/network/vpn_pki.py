@@ -11,20 +11,23 @@ file: doc/man-sections/tls-options.rst, "--ca file ... can have multiple certifi
 in .pem format, concatenated together"), and the server keeps its certificate from the
 previous CA, which peers of either generation accept; clients get new ones at once."""
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Optional
 
 import pulumi
 import pulumi_random as random
 import pulumi_tls as tls
 
-from components.network import openvpn_config
+from components.common import clock
+from components.network import openvpn_config, vpn_ledger
 from components.common.certificates import IssuedCertificate, Issuer
 
 CA_VALIDITY_HOURS = 10 * 365 * 24
-CERT_VALIDITY_HOURS = 3 * 365 * 24
-# A `pulumi up` within the last 30 days of a certificate's life issues a new one (the
-# steps then install it and restart OpenVPN); the CA is renewed by a rotation.
+CERT_VALIDITY_HOURS = vpn_ledger.CERT_VALIDITY_DAYS * 24
+# Renewal comes with the rounds (vpn_ledger.RENEWAL_ROUND_DAYS: at least 65 days before the
+# end); a certificate in its last 30 days at a `pulumi up` is re-issued all the same (the
+# steps then install it and restart OpenVPN). The CA is renewed by a rotation.
 CERT_EARLY_RENEWAL_HOURS = 30 * 24
 TLS_CRYPT_KEY_BYTES = 256
 # The CA resources of even and of odd generations: `<name>-ca-key`, `<name>-ca-alt-key`.
@@ -54,6 +57,8 @@ class VpnPkiArgs:
     generation: int = 0
     # vpn.previousCaTrusted: the rotation's window is open.
     previous_ca_trusted: bool = False
+    # access.users: each gets a client certificate, CN `user-<name>`.
+    users: Sequence[str] = field(default_factory=tuple)
 
 
 class VpnPki(pulumi.ComponentResource):
@@ -63,6 +68,8 @@ class VpnPki(pulumi.ComponentResource):
     server: IssuedCertificate
     gateway: IssuedCertificate
     admin: IssuedCertificate
+    users: dict[str, IssuedCertificate]  # user name -> its certificate (CN user-<name>)
+    crl_pem: pulumi.Output[str]  # one CRL per trusted CA, concatenated
     tls_crypt_key: pulumi.Output[str]  # secret, an OpenVPN static key file
 
     def __init__(self, name: str, args: VpnPkiArgs, opts: pulumi.ResourceOptions = None):
@@ -72,6 +79,8 @@ class VpnPki(pulumi.ComponentResource):
         self._name = name
         self._opts = pulumi.ResourceOptions(parent=self)
         self._generation = args.generation
+        self._now = clock.now()
+        self._round = vpn_ledger.rounds_since_epoch(self._now, vpn_ledger.RENEWAL_ROUND_DAYS)
         cluster = args.cluster_name
         # generation -> (issuer, CA certificate)
         self._cas = {generation: self._create_ca(slot, generation, cluster)
@@ -90,6 +99,9 @@ class VpnPki(pulumi.ComponentResource):
                                   server_generation)
         self.gateway = self.issue("gateway", f"{cluster}-onprem-gateway", CLIENT_USES)
         self.admin = self.issue("admin", f"{cluster}-admin", CLIENT_USES)
+        self.users = {user: self.issue(f"user-{user}", f"user-{user}") for user in args.users}
+        trusted = [args.generation] + ([args.generation - 1] if args.previous_ca_trusted else [])
+        self.crl_pem = self._revocation_lists(trusted)
 
         tls_crypt = random.RandomBytes(f"{name}-tls-crypt-key", length=TLS_CRYPT_KEY_BYTES,
                                        opts=self._opts)
@@ -129,7 +141,27 @@ class VpnPki(pulumi.ComponentResource):
                generation: int) -> IssuedCertificate:
         return self._cas[generation][0].issue(role, common_name, "gpu-cluster", uses,
                                               CERT_VALIDITY_HOURS, CERT_EARLY_RENEWAL_HOURS,
-                                              generation)
+                                              generation, self._round)
+
+    def _revocation_lists(self, trusted: list[int]) -> pulumi.Output[str]:
+        """The ledger of the clients' certificates, and from it a CRL for each trusted CA."""
+        generation = self._generation
+        clients = {"gateway": self.gateway, "admin": self.admin,
+                   **{f"user-{name}": cert for name, cert in self.users.items()}}
+        current = pulumi.Output.all(**{
+            holder: cert.cert_pem.apply(
+                lambda pem: vpn_ledger.certificate_facts(pem, generation))
+            for holder, cert in clients.items()})
+        this_update, _ = vpn_ledger.crl_window(self._now)
+        ledger = vpn_ledger.CertificateLedger(
+            f"{self._name}-ledger", current, trusted,
+            vpn_ledger.rfc3339(this_update), opts=self._opts)
+        now = self._now
+        crls = [pulumi.Output.all(self._cas[g][0].ca_private_key_pem, self._cas[g][1],
+                                  ledger.revoked).apply(
+            lambda values, g=g: vpn_ledger.crl_pem(*values, g, now)) for g in trusted]
+        # Not secret: serials and dates, signed (the CA key only taints it).
+        return pulumi.Output.unsecret(pulumi.Output.all(*crls).apply("".join))
 
     def issue(self, role: str, common_name: str,
               uses: list[str] = CLIENT_USES) -> IssuedCertificate:

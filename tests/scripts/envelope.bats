@@ -193,7 +193,7 @@ kind: ClusterConfig"
     OPENVPN_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBserver\n-----END CERTIFICATE-----' \
     OPENVPN_KEY="$key" \
     OPENVPN_TLS_CRYPT=$'-----BEGIN OpenVPN Static key V1-----\n00\n-----END OpenVPN Static key V1-----' \
-    OPENVPN_CCD_NAME=lab-onprem-gateway OPENVPN_CCD="iroute 192.168.2.0 255.255.255.0" \
+    OPENVPN_CCD="# Managed by gpu-cluster (install-openvpn-server): client-config-dir entry of lab-onprem-gateway"$'\n'"iroute 192.168.2.0 255.255.255.0" OPENVPN_CRL=$'-----BEGIN X509 CRL-----\nMIIB\n-----END X509 CRL-----' OPENVPN_FILTER=$'*filter\nCOMMIT' \
     OPENVPN_UNIT=openvpn-server@gpu-cluster
   run_envelope create
   assert_success

@@ -7,7 +7,7 @@ load helpers
 setup() {
   setup_host
   export OPENVPN_CONFIG=$'client\nremote 203.0.113.1 1194 udp' REMOTE_CIDR=10.20.0.0/16 \
-    TUNNEL_CHECK_ADDRESS=10.8.0.1 OPENVPN_CCD_NAME=lab-onprem-gateway OPENVPN_CCD="iroute 192.168.2.0 255.255.255.0"
+    TUNNEL_CHECK_ADDRESS=10.8.0.1 OPENVPN_CCD="# Managed by gpu-cluster (install-openvpn-server): client-config-dir entry of lab-onprem-gateway"$'\n'"iroute 192.168.2.0 255.255.255.0" OPENVPN_CRL=$'-----BEGIN X509 CRL-----\nMIIB\n-----END X509 CRL-----' OPENVPN_FILTER=$'*filter\nCOMMIT'
   export OPENVPN_CA=$'-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----'
   export OPENVPN_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBcert\n-----END CERTIFICATE-----'
   export OPENVPN_KEY=$'-----BEGIN EC PRIVATE KEY-----\nkey\n-----END EC PRIVATE KEY-----'

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# openvpn/server.sh: package, config, keys, client-config-dir, forwarding, service.
+# openvpn/server.sh: package, config, keys, CRL, client-config-dir, filter, forwarding,
+# service.
 
 bats_require_minimum_version 1.5.0
 load helpers
@@ -14,23 +15,33 @@ CONFIG="# Managed by gpu-cluster (install-openvpn-server); changes are overwritt
 dev tun
 server 10.8.0.0 255.255.255.0
 ca gpu-cluster/ca.crt"
-CCD="# Managed by gpu-cluster (install-openvpn-server); changes are overwritten.
+HEADER="# Managed by gpu-cluster (install-openvpn-server): client-config-dir entry of "
+GATEWAY_CCD="${HEADER}lab-onprem-gateway
+ifconfig-push 10.8.0.2 255.255.255.0
 iroute 192.168.2.0 255.255.255.0"
+ALICE_CCD="${HEADER}user-alice
+ifconfig-push 10.8.0.20 255.255.255.0
+push \"route 10.20.1.10 255.255.255.255\""
+CCD="$GATEWAY_CCD
+$ALICE_CCD"
+CRL=$'-----BEGIN X509 CRL-----\nMIIBcrlTestOnly\n-----END X509 CRL-----'
+FILTER=$'*filter\n:GPU-CLUSTER-VPN - [0:0]\n-A GPU-CLUSTER-VPN -j DROP\nCOMMIT'
+DROPIN=/etc/systemd/system/openvpn-server@gpu-cluster.service.d/gpu-cluster.conf
 
 setup() {
   setup_host
-  export OPENVPN_CONFIG=$CONFIG OPENVPN_CCD_NAME=lab-onprem-gateway OPENVPN_CCD=$CCD
+  export OPENVPN_CONFIG=$CONFIG OPENVPN_CCD=$CCD OPENVPN_CRL=$CRL OPENVPN_FILTER=$FILTER
   export OPENVPN_CA=$'-----BEGIN CERTIFICATE-----\nMIIBcaTestOnly\n-----END CERTIFICATE-----'
   export OPENVPN_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBserverTestOnly\n-----END CERTIFICATE-----'
   export OPENVPN_KEY=$'-----BEGIN EC PRIVATE KEY-----\n'"$KEY_SECRET"$'\n-----END EC PRIVATE KEY-----'
   export OPENVPN_TLS_CRYPT=$'#\n# 2048 bit OpenVPN static key\n#\n-----BEGIN OpenVPN Static key V1-----\n'"$TLS_SECRET"$'\n-----END OpenVPN Static key V1-----'
 }
 
-@test "openvpn-server: first run installs openvpn, writes config, keys and ccd entry, and starts the server" {
+@test "openvpn-server: first run installs openvpn, writes config, keys, CRL, ccd entries and filter, and starts the server" {
   run_script openvpn/server.sh
   assert_success
   assert_called "^$APT "'update$'
-  assert_called "^$APT "'install -y openvpn$'
+  assert_called "^$APT "'install -y openvpn iptables$'
   assert_file "$DIR/gpu-cluster.conf" "$CONFIG"
   assert_mode "$DIR/gpu-cluster.conf" 644
   assert_file "$FILES/ca.crt" "$OPENVPN_CA"
@@ -41,8 +52,19 @@ setup() {
   assert_mode "$FILES/server.key" 600
   assert_file "$FILES/tls-crypt.key" "$OPENVPN_TLS_CRYPT"
   assert_mode "$FILES/tls-crypt.key" 600
-  assert_file "$FILES/ccd/lab-onprem-gateway" "$CCD"
+  assert_file "$FILES/ccd/lab-onprem-gateway" "$GATEWAY_CCD"
   assert_mode "$FILES/ccd/lab-onprem-gateway" 644
+  assert_file "$FILES/ccd/user-alice" "$ALICE_CCD"
+  assert_file "$FILES/crl.pem" "$CRL"
+  assert_mode "$FILES/crl.pem" 644
+  assert_file "$FILES/filter.rules" "$FILTER"
+  assert_file "$DROPIN" "# Managed by gpu-cluster (install-openvpn-server); changes are overwritten.
+# What arrives from the VPN is filtered before the server starts.
+[Service]
+ExecStartPre=-/usr/sbin/iptables -w -D INPUT -i gpu-cluster -j GPU-CLUSTER-VPN
+ExecStartPre=-/usr/sbin/iptables -w -D FORWARD -i gpu-cluster -j GPU-CLUSTER-VPN
+ExecStartPre=/usr/sbin/iptables-restore -w --noflush $FILES/filter.rules"
+  assert_call_order '^systemctl daemon-reload$' "^systemctl start $UNIT$"
   # Read by the server after it dropped root.
   assert_mode "$FILES" 755
   assert_mode "$FILES/ccd" 755
@@ -83,7 +105,7 @@ net.ipv4.ip_forward = 1"
   refute_output_contains "$KEY_SECRET" "$TLS_SECRET"
   run ! grep -qF -e "$KEY_SECRET" -e "$TLS_SECRET" "$STUB_CALLS" "$STUB_STATE/env.log"
   # Other values are not secret and do reach the commands' environment.
-  grep -qF "OPENVPN_CCD_NAME=lab-onprem-gateway" "$STUB_STATE/env.log"
+  grep -qF "ifconfig-push 10.8.0.2 255.255.255.0" "$STUB_STATE/env.log"
 }
 
 @test "openvpn-server: a changed key rewrites only the key and restarts the server" {
@@ -108,18 +130,18 @@ net.ipv4.ip_forward = 1"
   assert_idempotent openvpn/server.sh
 }
 
-@test "openvpn-server: a changed client-config-dir entry restarts; a renamed one replaces ours only" {
+@test "openvpn-server: a removed client's entry goes and the server restarts; others' files stay" {
   run_script openvpn/server.sh
   assert_success
   echo "iroute 198.51.100.0 255.255.255.0" >"$GPU_CLUSTER_ROOT$FILES/ccd/someone-else"
   reset_calls
-  export OPENVPN_CCD_NAME=prod-onprem-gateway
+  export OPENVPN_CCD=$GATEWAY_CCD
   run_script openvpn/server.sh
   assert_success
-  assert_file "$FILES/ccd/prod-onprem-gateway" "$CCD"
-  [ ! -e "$GPU_CLUSTER_ROOT$FILES/ccd/lab-onprem-gateway" ]
+  assert_file "$FILES/ccd/lab-onprem-gateway" "$GATEWAY_CCD"
+  [ ! -e "$GPU_CLUSTER_ROOT$FILES/ccd/user-alice" ]
   assert_file "$FILES/ccd/someone-else" "iroute 198.51.100.0 255.255.255.0"
-  assert_output_contains "changed: removed $FILES/ccd/lab-onprem-gateway"
+  assert_output_contains "changed: removed $FILES/ccd/user-alice"
   assert_called "^systemctl restart $UNIT$"
   assert_idempotent openvpn/server.sh
 }
@@ -177,11 +199,11 @@ verb 4"
 }
 
 @test "openvpn-server: all missing environment variables are named at once" {
-  unset OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CCD_NAME \
-    OPENVPN_CCD
+  unset OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CCD \
+    OPENVPN_CRL OPENVPN_FILTER
   run_script openvpn/server.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-openvpn-server: missing required environment variable(s): OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CCD_NAME OPENVPN_CCD"
+  assert_output_contains "gpu-cluster: moscow: install-openvpn-server: missing required environment variable(s): OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CCD OPENVPN_CRL OPENVPN_FILTER"
   [ "$(<"$STUB_CALLS")" = "" ]
   [ ! -e "$GPU_CLUSTER_ROOT/etc/openvpn" ]
 }
@@ -189,15 +211,16 @@ verb 4"
 @test "openvpn-server: malformed inputs are all named at once, without showing secrets" {
   local before
   before="$(snapshot_root)"
-  unset OPENVPN_CCD
-  export OPENVPN_CCD_NAME=../../../etc/passwd OPENVPN_CA="not a certificate" \
+  unset OPENVPN_FILTER
+  export OPENVPN_CCD="${HEADER}../../../etc/passwd
+iroute 192.168.2.0 255.255.255.0" OPENVPN_CA="not a certificate" OPENVPN_CRL="a list" \
     OPENVPN_KEY="ssh-ed25519 $KEY_SECRET" OPENVPN_TLS_CRYPT="$TLS_SECRET"
   run_script openvpn/server.sh
   [ "$status" -eq 1 ]
   [ "$(grep -c 'install-openvpn-server: ' <<<"$output")" -eq 1 ]
   assert_output_contains \
-    "missing required environment variable(s): OPENVPN_CCD; OPENVPN_CCD_NAME must be a certificate common name" \
-    "got '../../../etc/passwd'" "OPENVPN_CA is not a PEM certificate" \
+    "missing required environment variable(s): OPENVPN_FILTER; OPENVPN_CCD names a client '../../../etc/passwd'" \
+    "OPENVPN_CRL is not a PEM CRL" "OPENVPN_CA is not a PEM certificate" \
     "OPENVPN_KEY is not a PEM private key" "OPENVPN_TLS_CRYPT is not an OpenVPN static key"
   refute_output_contains "OPENVPN_CERT" "$KEY_SECRET" "$TLS_SECRET"
   [ "$(<"$STUB_CALLS")" = "" ]

@@ -18,7 +18,9 @@ from preview import credentials
 from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview, shared_preview
 
 _GENERATED = [re.compile(r"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----", re.S),
-              re.compile(r"[A-Za-z0-9+/]{40,}={0,2}"), re.compile(r"\b[0-9a-f]{16,}\b")]
+              re.compile(r"[A-Za-z0-9+/]{40,}={0,2}"), re.compile(r"\b[0-9a-f]{16,}\b"),
+              # A certificate's expiry, as the VPN's ledger keeps it (from the run's now).
+              re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\b")]
 
 
 def _masked(plan: Plan, value: Any) -> Any:
@@ -236,6 +238,8 @@ def test_join_token_generation_renews_the_pools_bootstrap_tokens():
 
 VPN_CLIENTS = ("gateway", "admin", "user-carol", "user-dave")
 VPN_STEPS = {"control-plane-install-openvpn-server", "gpu000-install-openvpn-client"}
+# What the VPN has issued and revoked (components/network/vpn_ledger.py).
+LEDGER = "test-vpn-pki-ledger"
 
 
 def only_stdin_changed(before: Plan, after: Plan, names: set[str]) -> None:
@@ -263,15 +267,18 @@ def test_opening_a_vpn_rotation_issues_new_client_credentials_and_trusts_both_ca
     credentials = {f"test-vpn-pki-{role}-{part}" for role in VPN_CLIENTS
                    for part in ("key", "csr")}
     # The server keeps its certificate (every peer trusts its CA until the window ends);
-    # generation 0's CA is not touched.
-    assert changed(before, after) == credentials | VPN_STEPS
+    # generation 0's CA is not touched. The ledger of client certificates learns that
+    # both CAs are trusted (vpn_ledger.py).
+    assert changed(before, after) == credentials | VPN_STEPS | {LEDGER}
     only_stdin_changed(before, after, VPN_STEPS)
     for role in VPN_CLIENTS:
-        assert after.named(f"test-vpn-pki-{role}-key").replacement_trigger == 1
+        # Generation 1, and the renewal round of the day (vpn_ledger.py).
+        assert after.named(f"test-vpn-pki-{role}-key").replacement_trigger.startswith("1/")
         assert after.named(f"test-vpn-pki-{role}-csr").inputs["subject"]["serialNumber"] == "1"
     assert fed_by(after, credentials | added) == {
         f"test-vpn-pki-{role}-cert": {"certRequestPem", "caCertPem", "caPrivateKeyPem"}
-        for role in VPN_CLIENTS} | {step: {"stdin"} for step in VPN_STEPS}
+        for role in VPN_CLIENTS} | {step: {"stdin"} for step in VPN_STEPS} | {
+        LEDGER: {"current"}}
     for step in VPN_STEPS:
         # One more certificate on each end: the new CA beside the old one.
         pems = [plan.redact(plan.named(step).inputs["stdin"]).count("-----BEGIN CERTIFICATE")
@@ -288,9 +295,9 @@ def test_closing_a_vpn_rotation_moves_only_the_server_to_the_new_ca(hybrid):
     after = preview(with_values(window, "vpn", previousCaTrusted=False))
     assert {r.urn for r in after.resources} == {r.urn for r in before.resources}
     credentials = {"test-vpn-pki-server-key", "test-vpn-pki-server-csr"}
-    assert changed(before, after) == credentials | VPN_STEPS
+    assert changed(before, after) == credentials | VPN_STEPS | {LEDGER}
     only_stdin_changed(before, after, VPN_STEPS)
-    assert after.named("test-vpn-pki-server-key").replacement_trigger == 1
+    assert after.named("test-vpn-pki-server-key").replacement_trigger.startswith("1/")
     # The new certificate reaches the server's step; the gateway's changes by the CA
     # bundle that loses the old CA.
     assert fed_by(after, credentials) == {"test-vpn-pki-server-cert": {"certRequestPem"},

@@ -81,6 +81,9 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
             server_ready=server.ready,
             onprem={name: bootstrap.machine for name, bootstrap in onprem.items()},
             client_profile=settings.vpn_client_profile,
+            users=[user.name for user in settings.access.users],
+            api_port=settings.kubernetes.api_port,
+            user_networks=settings.vpn.user_networks if settings.vpn else {},
         ))
         if not exports:
             return
@@ -88,6 +91,8 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
         pulumi.export("serverTunnelAddress", bridge.server_tunnel_address)
         pulumi.export("tunnelUp", [resource.urn for resource in bridge.tunnel_up])
         pulumi.export("tunnelUpForGpu001", [r.urn for r in bridge.tunnel_up_for("gpu001")])
+        pulumi.export("userProfiles", {user.name: bridge.user_profile(user.name)
+                                       for user in settings.access.users})
 
     return run_program(PROJECT_DIR, as_cli_config(values), program=program, earlier=earlier)
 

@@ -43,10 +43,11 @@ def test_server_config(tunnel, vpc, lan):
     found = directives(text)
     network = ipaddress.IPv4Network(tunnel.cidr)
     expected = {
-        "dev": ["tun"], "topology": ["subnet"], "port": [str(tunnel.port)],
+        "dev": ["gpu-cluster"], "dev-type": ["tun"], "topology": ["subnet"],
+        "port": [str(tunnel.port)],
         "proto": [tunnel.protocol], "server": [f"{network.network_address} {network.netmask}"],
         "route": [route(lan)], "client-config-dir": ["gpu-cluster/ccd"],
-        "push": [f'"route {route(vpc)}"', f'"route {route(lan)}"'],
+        "ccd-exclusive": [""], "crl-verify": ["gpu-cluster/crl.pem"],
         "tls-crypt": ["gpu-cluster/tls-crypt.key"], "ca": ["gpu-cluster/ca.crt"],
         "cert": ["gpu-cluster/server.crt"], "key": ["gpu-cluster/server.key"],
         "data-ciphers": ["AES-256-GCM:AES-128-GCM"], "tun-mtu": [str(tunnel.mtu)],
@@ -60,11 +61,8 @@ def test_server_config(tunnel, vpc, lan):
     assert ("explicit-exit-notify" in found) == (tunnel.protocol == "udp")
     # No compression (VORACLE) and no cipher pinned outside data-ciphers.
     assert not {"comp-lzo", "compress", "cipher"} & found.keys()
-    # The admin gets the LAN; the push-remove in the gateway's entry must match that push.
-    ccd = openvpn_config.gateway_ccd(lan)
-    removed = re.search(r'^push-remove "(.+)"$', ccd, re.M).group(1)
-    assert removed == f"route {route(lan)}"
-    assert removed not in f"route {route(vpc)}"
+    # Routes are pushed per client (vpn_clients.py), never to everyone.
+    assert "push" not in found
 
 
 @pytest.mark.parametrize("tunnel, vpc, lan", CASES)
@@ -81,8 +79,9 @@ def test_gateway_client_config_matches_the_server(tunnel, vpc, lan):
     assert client["key"] == ["gpu-cluster/client.key"]
     assert client["tls-crypt"] == ["gpu-cluster/tls-crypt.key"]
     # Both ends agree on everything that must match.
-    for name in ("dev", "topology", "tun-mtu", "mssfix", "data-ciphers", "tls-version-min"):
+    for name in ("topology", "tun-mtu", "mssfix", "data-ciphers", "tls-version-min"):
         assert client[name] == server[name], name
+    assert client["dev"] == ["tun"] and server["dev-type"] == ["tun"]
     # The gateway keeps root: pushed options may change after a reconnect.
     assert "user" not in client and "group" not in client
     assert ("explicit-exit-notify" in client) == (tunnel.protocol == "udp")
@@ -117,42 +116,3 @@ def test_the_mtu_comment_explains_mssfix():
     comment = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
     assert "tun-mtu minus the outer IPv4 and UDP headers (28 bytes)" in comment
     assert "fragmentation" in comment
-
-
-def test_gateway_ccd_routes_the_lan_through_the_gateway():
-    ccd = directives(openvpn_config.gateway_ccd("10.100.0.0/20"))
-    assert ccd == {"iroute": ["10.100.0.0 255.255.240.0"],
-                   "push-remove": ['"route 10.100.0.0 255.255.240.0"']}
-
-
-def test_admin_profile_is_self_contained():
-    key = openvpn_config.static_key("ab" * 256)
-    text = openvpn_config.admin_profile(DEFAULT, "203.0.113.1", "CA-PEM\n", "CERT-PEM",
-                                        "KEY-PEM\n\n", key)
-    found = directives(text)
-    assert found["remote"] == ["203.0.113.1 1194 udp"]
-    assert found["verify-x509-name"] == ["lab-vpn-server name"]
-    assert not set(FILE_DIRECTIVES) & found.keys()
-    for tag, body in (("ca", "CA-PEM"), ("cert", "CERT-PEM"), ("key", "KEY-PEM"),
-                      ("tls-crypt", key.strip())):
-        assert f"<{tag}>\n{body}\n</{tag}>\n" in text, tag
-
-
-def test_static_key_format():
-    hex_key = bytes(range(256)).hex()
-    text = openvpn_config.static_key(hex_key)
-    lines = text.splitlines()
-    begin = lines.index("-----BEGIN OpenVPN Static key V1-----")
-    assert lines[begin + 17] == "-----END OpenVPN Static key V1-----"
-    body = lines[begin + 1:begin + 17]
-    assert all(re.fullmatch(r"[0-9a-f]{32}", line) for line in body)
-    assert "".join(body) == hex_key
-    for bad in ("ab" * 255, "zz" * 256, ""):
-        with pytest.raises(ValueError):
-            openvpn_config.static_key(bad)
-
-
-@pytest.mark.parametrize("cidr, address", [("10.8.0.0/24", "10.8.0.1"),
-                                           ("172.16.200.0/22", "172.16.200.1")])
-def test_server_tunnel_address_is_the_first_host(cidr, address):
-    assert openvpn_config.server_tunnel_address(cidr) == address

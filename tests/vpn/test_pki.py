@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from components.network import vpn_ledger
 from components.network.vpn_pki import VpnPki, VpnPkiArgs
 from preview.engine import run_program
 from preview.plan import Plan
@@ -53,7 +54,8 @@ def test_resources_are_named_after_the_component(pki_plan):
     children = {r.name: r.type for r in pki_plan.resources if r.parent == component.urn}
     expected = {"lab-vpn-pki-ca-key": "tls:index/privateKey:PrivateKey",
                 "lab-vpn-pki-ca-cert": "tls:index/selfSignedCert:SelfSignedCert",
-                "lab-vpn-pki-tls-crypt-key": "random:index/randomBytes:RandomBytes"}
+                "lab-vpn-pki-tls-crypt-key": "random:index/randomBytes:RandomBytes",
+                "lab-vpn-pki-ledger": vpn_ledger.LEDGER_TYPE}
     for role in ROLES:
         expected |= {f"lab-vpn-pki-{role}-key": "tls:index/privateKey:PrivateKey",
                      f"lab-vpn-pki-{role}-csr": "tls:index/certRequest:CertRequest",

@@ -7,7 +7,7 @@ import pytest
 from cryptography import x509
 from pulumi.runtime import rpc
 
-from components.network import openvpn_config
+from components.network import openvpn_config, vpn_clients
 from preview.redaction import REDACTED
 from tests.stacks.steps import waits_for
 from tests.vpn.conftest import (SERVER_PUBLIC_ADDRESS, build_plan, exported, hybrid_values,
@@ -77,13 +77,14 @@ def test_server_step_env_contract(bridge_plan):
     stdin = stdin_of(bridge_plan, SERVER_STEP)
     env = exports(stdin)
     assert list(env) == ["GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP", "OPENVPN_CONFIG", "OPENVPN_CA",
-                         "OPENVPN_CERT", "OPENVPN_KEY", "OPENVPN_TLS_CRYPT", "OPENVPN_CCD_NAME",
-                         "OPENVPN_CCD", "OPENVPN_UNIT"]
+                         "OPENVPN_CERT", "OPENVPN_KEY", "OPENVPN_TLS_CRYPT", "OPENVPN_CCD",
+                         "OPENVPN_CRL", "OPENVPN_FILTER", "OPENVPN_UNIT"]
     assert env["OPENVPN_CONFIG"] == openvpn_config.server_config(
         openvpn_config.Tunnel("10.8.0.0/24", 1194, "udp", 1400, "lab-vpn-server"),
         "10.20.0.0/16", "192.168.2.0/24")
-    assert env["OPENVPN_CCD_NAME"] == "lab-onprem-gateway"
-    assert env["OPENVPN_CCD"] == openvpn_config.gateway_ccd("192.168.2.0/24")
+    assert env["OPENVPN_CCD"].startswith(vpn_clients.MANAGED + "lab-onprem-gateway\n")
+    assert "-----BEGIN X509 CRL-----" in env["OPENVPN_CRL"]
+    assert env["OPENVPN_FILTER"].endswith("-j DROP\nCOMMIT\n")
     assert env["OPENVPN_UNIT"] == "openvpn-server@gpu-cluster"
     server = x509.load_pem_x509_certificate(env["OPENVPN_CERT"].encode())
     server.verify_directly_issued_by(x509.load_pem_x509_certificate(env["OPENVPN_CA"].encode()))

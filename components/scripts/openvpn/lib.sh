@@ -60,7 +60,8 @@ openvpn_check_key_inputs() {
 }
 
 # openvpn_install_packages: installs openvpn when it is missing and, on a client, ping
-# for its tunnel check (minimal images lack it), in one apt-get install.
+# for its tunnel check (minimal images lack it), on the server iptables, in one apt-get
+# install.
 openvpn_install_packages() {
   local package wanted=()
   if package_installed "$VPN_PACKAGE"; then
@@ -70,6 +71,10 @@ openvpn_install_packages() {
   fi
   if [[ "$VPN_ROLE" == client ]] && ! command -v ping >/dev/null 2>&1; then
     wanted+=("$VPN_PING_PACKAGE")
+  fi
+  # The server filters what arrives from the tunnel (server.sh).
+  if [[ "$VPN_ROLE" == server ]] && ! package_installed iptables; then
+    wanted+=(iptables)
   fi
   if ((${#wanted[@]} == 0)); then
     return 0
