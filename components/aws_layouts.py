@@ -130,7 +130,7 @@ class _OnAws(Layout):
         host = settings.aws.control_plane.name
         target = self._backup_target(bucket)
         env = install_backup_env(context.distribution, settings.backup, settings.cluster_name,
-                                 target, None)
+                                 target)
         # A bucket's name is at most 63 characters (the only value not known yet).
         check_envelope_fits(host, {**env, "BACKUP_BUCKET": "b" * 63})
         chunks = envelope_chunks(host, env)

@@ -132,18 +132,13 @@ class Cluster(pulumi.ComponentResource):
 
     def _create_backups(self, machines: Machines, control_plane: ControlPlane) -> None:
         """Scheduled snapshots of the control plane, installed over SSH where the layout
-        does not install them at boot; off-AWS encrypted with a key the program keeps."""
+        does not install them at boot; encrypted on the controller to backup.recipients."""
         self.backup_location = machines.backup_location
         target = machines.backup
         if target is None:
             return
-        key = None
-        if target.store != "s3":
-            key = pulumi.Output.secret(random.RandomBytes(
-                f"{self._name}-backup-key", length=SECRET_BYTES,
-                opts=pulumi.ResourceOptions(parent=self)).hex)
         env = install_backup_env(self._distribution, self._settings.backup,
-                                 self._settings.cluster_name, target, key)
+                                 self._settings.cluster_name, target)
         install_backup_over_ssh(machines.controller.name, control_plane.ssh, env,
                                 [control_plane.installed], parent=self)
 

@@ -119,11 +119,25 @@ class Layout(abc.ABC):
                 SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
                 settings.tuning, settings.nvidia, context.distribution, control_plane_address,
                 endpoint,
-                nfs_export=(NfsExport(nfs.path, settings.network.lan_cidr)
+                nfs_export=(NfsExport(nfs.path, nfs_client_addresses(settings))
                             if nfs is not None and nfs.host == host.name else None),
                 drain_first=drain),
             opts=pulumi.ResourceOptions(parent=context.parent))
 
+
+
+def nfs_client_addresses(settings: StackConfig) -> tuple[str, ...]:
+    """The machines that mount the NFS export a cluster host serves, by address: the hosts
+    whose kubelets mount the volumes of their pods (nodes mount at their LAN address), and
+    the controller when the snapshots go there. Not the LAN: an office machine or a pod's
+    own address is not a node."""
+    addresses = [h.address for h in settings.hosts if h.runs_workloads]
+    # On bare metal; the AWS layouts' controller is no host here and backs up to S3.
+    controller = next((h for h in settings.hosts if h.runs_control_plane), None)
+    if controller is not None and backup_store(settings.layout, settings.backup,
+                                               settings.storage, controller.name) == "nfs":
+        addresses.append(controller.address)
+    return tuple(dict.fromkeys(addresses))
 
 
 def max_unavailable(settings: StackConfig) -> int:

@@ -58,6 +58,46 @@ def _on_calendar(value: str) -> str:
 
 
 OnCalendar = Annotated[str, AfterValidator(_on_calendar)]
+
+# An age X25519 recipient: Bech32 (BIP 173) with the human-readable part "age", 32 bytes
+# of key as 52 characters and a 6-character checksum (age's spec, "The X25519 recipient
+# type", https://github.com/C2SP/C2SP/blob/main/age.md; filippo.io/age x25519.go
+# ParseX25519Recipient). The checksum catches a mistyped key before a snapshot is made
+# that nobody can decrypt.
+_BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+_AGE_RECIPIENT = re.compile(rf"age1[{_BECH32}]{{58}}")
+
+
+def _bech32_checksum_valid(text: str) -> bool:
+    """BIP 173's verify_checksum (https://github.com/bitcoin/bips/blob/master/bip-0173.mediawiki,
+    "Checksum"), for a lowercase string already matching _AGE_RECIPIENT."""
+    hrp, _, data = text.rpartition("1")
+    values = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
+    values += [_BECH32.index(c) for c in data]
+    checksum = 1
+    for value in values:
+        top = checksum >> 25
+        checksum = (checksum & 0x1ffffff) << 5 ^ value
+        for bit, generator in enumerate((0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd,
+                                         0x2a1462b3)):
+            checksum ^= generator if (top >> bit) & 1 else 0
+    return checksum == 1
+
+
+def _age_recipient(value: str) -> str:
+    if not (_AGE_RECIPIENT.fullmatch(value) and _bech32_checksum_valid(value)):
+        raise ValueError("is not an age public key (age1 and 58 lowercase characters, as "
+                         "`age-keygen` prints it; its checksum must match)")
+    return value
+
+
+def _distinct(values: list[str]) -> list[str]:
+    if len(set(values)) != len(values):
+        raise ValueError("lists a key twice")
+    return values
+
+
+AgeRecipient = Annotated[str, AfterValidator(_age_recipient)]
 # S3 keeps at most 100 noncurrent versions by count (NewerNoncurrentVersions, "up to
 # 100", https://docs.aws.amazon.com/AmazonS3/latest/API/API_NoncurrentVersionExpiration.html).
 MAX_RETENTION = 101
@@ -74,6 +114,10 @@ class BackupSettings(Section):
     # Bare metal: a folder on the controller to keep them in (off-host storage mounted
     # there); the default is the NFS export's folder BACKUP_FOLDER.
     path: Optional[AbsolutePath] = None
+    # The age public keys every snapshot is encrypted to, on the controller before it
+    # leaves (all stores). Their private keys (identities) stay with whoever restores:
+    # nothing on the cluster can decrypt a snapshot. Required when backups are on.
+    recipients: Annotated[list[AgeRecipient], AfterValidator(_distinct)] = []
 
 
 # The folder of the NFS export the snapshots go to.
@@ -112,6 +156,12 @@ def backup_checks(cfg: "PartialConfig") -> list[Problem]:
                                 "controller mounts with the NFS client that "
                                 "tuning.installNfsClient: false leaves out; set backup.path "
                                 "or backup.enabled: false, or install the client"))
+    if store is not None and not backup.recipients:
+        problems.append(Problem("backup.recipients", "backups are on and encrypted on the "
+                                "controller to these age public keys: list at least one "
+                                "(`age-keygen -o restore-key.txt` prints it; keep that file, "
+                                "which restores, off the cluster), or set backup.enabled: "
+                                "false"))
     if backup.enabled and cfg.layout == "bare-metal" and store is None:
         problems.append(Problem("backup.enabled", "there is nowhere outside the controller "
                                 "to keep the snapshots: set backup.path (a folder on the "

@@ -260,8 +260,7 @@ def _storage(cfg: PartialConfig) -> list[Problem]:
             path_problem = host_path_problem(nfs.path)
             if path_problem:
                 problems.append(Problem("storage.nfs.path", f"{path_problem} (storage.nfs.host "
-                                        "exports it read-write to the LAN, without root "
-                                        "squashing)"))
+                                        "exports it read-write to the cluster's nodes)"))
         names = [host.name for _, host in cfg.hosts]
         if nfs.host is not None and cfg.all_hosts_parsed and nfs.host not in names:
             problems.append(Problem("storage.nfs.host", f"'{nfs.host}' is not one of the "

@@ -1,7 +1,7 @@
 """Folders of a cluster host that volumes may live in: not the system's, not the cluster
-distribution's data. A cluster host exports storage.nfs.path read-write to the whole LAN
-with root squashing off (components/hosts/bootstrap.py NFS_EXPORT_OPTIONS), and every node
-creates and deletes volume folders under storage.localPath.path."""
+distribution's data. A cluster host exports storage.nfs.path read-write to the cluster's
+nodes (components/hosts/bootstrap.py NFS_EXPORT_OPTIONS), and every node creates and deletes
+volume folders under storage.localPath.path."""
 
 from typing import Annotated, Optional
 

@@ -151,13 +151,20 @@ def _unknown_key_message(key: str, known: set[str]) -> str:
     return f"unknown key{did_you_mean(key, known)}"
 
 
+# A private key pasted where a public one belongs (an age identity in backup.recipients,
+# a PEM key): a secret whatever its key, never quoted.
+_PRIVATE_KEY_MARKERS = ("AGE-SECRET-KEY-", "PRIVATE KEY")
+
+
 def _from_validation_error(error: ValidationError, secret_paths: set[str]) -> list[Problem]:
     problems = []
     for item in error.errors(include_url=False):
         path = _path(item["loc"])
         message = item["msg"].removeprefix("Value error, ")
         value = item.get("input")
-        secret = bool(item["loc"]) and str(item["loc"][0]) in secret_paths | set(SECRET_KEYS)
+        secret = (bool(item["loc"]) and str(item["loc"][0]) in secret_paths | set(SECRET_KEYS)
+                  or any(marker in leaf.upper() for leaf in string_leaves(value)
+                         for marker in _PRIVATE_KEY_MARKERS))
         if item["type"] == "missing":
             message = "is required"
         elif item["type"] == "extra_forbidden":

@@ -21,23 +21,39 @@ from components.common.remote_step import (
     run_step,
 )
 from components.common.step_text import Script
+from config.backup import BACKUP_FOLDER
 from config.model import Host, HostTuning, NvidiaSettings
 
 SERVE_NFS = Script("serve-nfs.sh")
 # reboot-if-needed on a worker over SSH: with the upgrade helpers that tell whether its node
 # is drained (boot user data, which has a size limit, never needs them).
 REBOOT_DRAINED_WORKER = Script("reboot-if-needed.sh", extra_libraries=("upgrade/lib.sh",))
-# root can own files on the export, so databases (MySQL) can chown their data directory.
-NFS_EXPORT_OPTIONS = "rw,sync,no_subtree_check,no_root_squash"
+# root on a client is the anonymous user 65534 (nobody/nogroup on Ubuntu) on the export:
+# a node's root, or a pod's, cannot own or read another's files as root. Nothing the
+# program runs needs root there: serve-nfs gives the export's folder to 65534, so the
+# provisioner (root in its pod, squashed) makes each claim's folder, mode 0777
+# (nfs-subdir-external-provisioner v4.0.2 cmd/nfs-subdir-external-provisioner/
+# provisioner.go:112,115, "os.MkdirAll(fullPath, 0777)", "os.Chmod(fullPath, 0777)"), and
+# the backups' folder; the writers in those folders run as their own users: Katib's and
+# Pipelines' MySQL as 999 (runAsUser in vendor/kubeflow-manifests-26.03 applications/katib/
+# upstream/components/mysql/mysql.yaml:70 and applications/pipeline/upstream/third-party/
+# mysql/base/mysql-deployment.yaml:59), so the image's entrypoint skips its chown, done
+# as root only (docker-library/mysql docker-entrypoint.sh:208, `if [ "$user" = "0" ]`);
+# Prometheus as 65534 (components/addons/monitoring/manifests.py); Grafana keeps no data
+# there (an emptyDir). fsGroup would not help: "NFS volumes do not support ownership
+# management" (kubernetes staging/src/k8s.io/api/core/v1/types.go, NFSVolumeSource).
+NFS_ANONYMOUS_ID = 65534
+NFS_EXPORT_OPTIONS = (f"rw,sync,no_subtree_check,root_squash,anonuid={NFS_ANONYMOUS_ID},"
+                      f"anongid={NFS_ANONYMOUS_ID}")
 
 
 @dataclass(frozen=True)
 class NfsExport:
     """The export a host of the cluster serves (storage.nfs.host): its folder and the
-    networks whose nodes mount it."""
+    addresses of the machines that mount it (components/layouts.py nfs_client_addresses)."""
 
     path: str
-    client_cidrs: str
+    client_addresses: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -193,9 +209,12 @@ class HostBootstrap(pulumi.ComponentResource):
 
     def _create_serve_nfs(self, prepared: pulumi.Resource,
                           export: NfsExport) -> remote.Command:
-        # Nodes mount the export at their LAN address (the kubelet mounts, not pods).
+        # Nodes mount the export at their LAN address (the kubelet mounts, not pods): one
+        # /32 each, never a network.
         return self.step("serve-nfs", SERVE_NFS, {
             "NFS_EXPORT_PATH": export.path,
-            "NFS_CLIENT_CIDRS": export.client_cidrs,
+            "NFS_CLIENT_CIDRS": " ".join(f"{address}/32" for address in export.client_addresses),
             "NFS_EXPORT_OPTIONS": NFS_EXPORT_OPTIONS,
+            # Made by the controller's root before root was squashed.
+            "NFS_OWNED_FOLDERS": BACKUP_FOLDER,
         }, depends_on=[prepared])

@@ -13,7 +13,6 @@ import gzip
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
 
 import pulumi
 from pulumi_command import remote
@@ -59,9 +58,9 @@ def command_text(distribution: Distribution, command: str) -> str:
 
 
 def install_backup_env(distribution: Distribution, settings: BackupSettings,
-                       cluster_name: str, target: BackupTarget,
-                       encryption_key: Optional[pulumi.Input[str]]) -> dict:
-    """install-backup's inputs."""
+                       cluster_name: str, target: BackupTarget) -> dict:
+    """install-backup's inputs. Every store gets the age public keys (backup.recipients)
+    the controller encrypts each snapshot to; no key that decrypts leaves the config."""
     env = {
         "BACKUP_SCRIPT": command_text(distribution, "backup"),
         "RESTORE_SCRIPT": command_text(distribution, "restore"),
@@ -70,13 +69,12 @@ def install_backup_env(distribution: Distribution, settings: BackupSettings,
         "BACKUP_NAME": cluster_name,
         "BACKUP_STORE": target.store,
         "CONTROLLER_SERVICE": distribution.controller_service,
+        "BACKUP_RECIPIENTS": " ".join(settings.recipients),
         **target.env,
     }
     if target.store == "s3":
         env.update(S3_CLIENT=S3_CLIENT, SSM_CLIENT=SSM_CLIENT,
                    S3_CLIENT_SCRIPT=read_script("aws/s3-object.py"))
-    else:
-        env["BACKUP_ENCRYPTION_KEY"] = encryption_key
     return env
 
 

@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
-# Makes this host the NFS server of the cluster's shared storage: nfs-kernel-server,
-# the export folder and one exports.d entry for the cluster networks. It has no delete
+# Makes this host the NFS server of the cluster's shared storage: nfs-kernel-server, the
+# export folder, one exports.d entry for the nodes' own addresses, root squashed. No delete
 # step on purpose: the shared data outlives the cluster, so nothing here is removed.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=serve-nfs}"
 
-# Inputs (environment), all required:
+# Inputs (environment), required but the last:
 #   NFS_EXPORT_PATH     absolute folder to export, e.g. /srv/nfs/gpu-cluster; created
-#                       (0755) when missing, an existing one is left exactly as it is
-#   NFS_CLIENT_CIDRS    blank-separated IPv4 CIDRs allowed to mount, e.g. the cluster LAN
-#   NFS_EXPORT_OPTIONS  export options for every client, e.g.
-#                       rw,sync,no_subtree_check,no_root_squash (databases such as MySQL
-#                       chown their data directory, which needs root not squashed)
+#                       when missing; of an existing one only the folder's owner changes
+#   NFS_CLIENT_CIDRS    blank-separated addresses allowed to mount, each a single IPv4
+#                       address as a /32 (the nodes'), never a network
+#   NFS_EXPORT_OPTIONS  export options for every client, with root_squash, e.g.
+#                       rw,sync,no_subtree_check,root_squash,anonuid=65534,anongid=65534
+#   NFS_OWNED_FOLDERS   blank-separated folders of the export (relative) whose folders,
+#                       when they exist, belong to the anonymous user too: those that
+#                       clients' root made before root was squashed (the snapshots')
+#
+# A client's root is the anonymous user (anonuid:anongid, 65534 by default, exports(5)):
+# the export's folder belongs to that user, so that clients' root can make the folders
+# of new claims and snapshots in it, and own nothing else.
 EXPORTS_FILE=/etc/exports.d/gpu-cluster.exports
 NFS_PACKAGE=nfs-kernel-server
 NFS_SERVICE=nfs-server
 CLIENT_CIDRS=()
+ANON_UID=65534
+ANON_GID=65534
+OWNED_FOLDERS=()
 
 # check_inputs: dies naming every missing or invalid input at once. Sets CLIENT_CIDRS.
 check_inputs() {
@@ -39,8 +49,8 @@ check_inputs() {
   fi
   CLIENT_CIDRS=()
   for cidr in "${cidrs[@]}"; do
-    if ! valid_ipv4_cidr "$cidr"; then
-      INPUT_PROBLEMS+=("NFS_CLIENT_CIDRS has '$cidr', which is not an IPv4 CIDR such as 192.0.2.0/24")
+    if ! valid_ipv4_cidr "$cidr" || [[ "$cidr" != */32 ]]; then
+      INPUT_PROBLEMS+=("NFS_CLIENT_CIDRS has '$cidr', which is not one node's address such as 192.0.2.7/32 (a network would let every machine in it mount the export)")
     elif [[ " ${CLIENT_CIDRS[*]} " != *" $cidr "* ]]; then
       CLIENT_CIDRS+=("$cidr")
     fi
@@ -48,9 +58,38 @@ check_inputs() {
 
   if [[ -n "${NFS_EXPORT_OPTIONS:-}" && ! "$NFS_EXPORT_OPTIONS" =~ ^[A-Za-z0-9_,=.-]+$ ]]; then
     INPUT_PROBLEMS+=("NFS_EXPORT_OPTIONS may only contain letters, digits and _,=.-, got '$NFS_EXPORT_OPTIONS'")
+  elif [[ -n "${NFS_EXPORT_OPTIONS:-}" ]]; then
+    check_export_options
   fi
 
+  local folder
+  read -r -a OWNED_FOLDERS <<<"${NFS_OWNED_FOLDERS:-}"
+  for folder in "${OWNED_FOLDERS[@]}"; do
+    [[ "$folder" =~ ^[A-Za-z0-9_.-]+$ && "$folder" != . && "$folder" != .. ]] ||
+      INPUT_PROBLEMS+=("NFS_OWNED_FOLDERS has '$folder', which is not a folder name of the export")
+  done
+
   die_on_input_problems
+}
+
+# check_export_options: root squashed for every client, and the anonymous user it becomes
+# (ANON_UID, ANON_GID) read from the options.
+check_export_options() {
+  local option
+  local -a options=()
+  IFS=, read -r -a options <<<"$NFS_EXPORT_OPTIONS"
+  [[ ",$NFS_EXPORT_OPTIONS," == *,root_squash,* ]] ||
+    INPUT_PROBLEMS+=("NFS_EXPORT_OPTIONS must squash root (root_squash), got '$NFS_EXPORT_OPTIONS'")
+  for option in "${options[@]}"; do
+    case "$option" in
+      no_root_squash | insecure | insecure_locks | no_auth_nlm | crossmnt | nohide)
+        INPUT_PROBLEMS+=("NFS_EXPORT_OPTIONS has '$option', which gives clients more than the export") ;;
+      anonuid=*) ANON_UID=${option#anonuid=} ;;
+      anongid=*) ANON_GID=${option#anongid=} ;;
+    esac
+  done
+  [[ "$ANON_UID" =~ ^[1-9][0-9]{0,9}$ && "$ANON_GID" =~ ^[1-9][0-9]{0,9}$ ]] ||
+    INPUT_PROBLEMS+=("NFS_EXPORT_OPTIONS must map root to a user other than root (anonuid, anongid), got '$NFS_EXPORT_OPTIONS'")
 }
 
 install_server() {
@@ -63,21 +102,37 @@ install_server() {
   log "changed: installed $NFS_PACKAGE"
 }
 
-# create_export_folder: creates the folder when missing. An existing folder, its
-# mode, owner and content are never touched: they hold the cluster's data.
+# create_export_folder: creates the folder when missing, owned by the anonymous user.
+# Of an existing folder only the owner of the folder itself changes: its mode and
+# content are never touched, they hold the cluster's data.
 create_export_folder() {
-  local target="$ROOT$NFS_EXPORT_PATH"
+  local target="$ROOT$NFS_EXPORT_PATH" folder sub
   if [[ -d "$target" ]]; then
-    log "export folder $NFS_EXPORT_PATH already exists; leaving it as it is"
-    return 0
-  fi
-  if [[ -e "$target" || -L "$target" ]]; then
+    log "export folder $NFS_EXPORT_PATH already exists; leaving its mode and content as they are"
+  elif [[ -e "$target" || -L "$target" ]]; then
     die "cannot export $NFS_EXPORT_PATH: it exists but is not a directory"
+  else
+    # Missing parents get the usual mode (0755 under umask 022); the folder itself 0755.
+    mkdir -p -- "${target%/*}/"
+    mkdir -m 0755 -- "$target"
+    log "changed: created export folder $NFS_EXPORT_PATH (mode 0755)"
   fi
-  # Missing parents get the usual mode (0755 under umask 022); the folder itself 0755.
-  mkdir -p -- "${target%/*}/"
-  mkdir -m 0755 -- "$target"
-  log "changed: created export folder $NFS_EXPORT_PATH (mode 0755)"
+  own_folder "$NFS_EXPORT_PATH"
+  for folder in "${OWNED_FOLDERS[@]}"; do
+    [[ -d "$target/$folder" && ! -L "$target/$folder" ]] || continue
+    own_folder "$NFS_EXPORT_PATH/$folder"
+    while IFS= read -r -d '' sub; do
+      own_folder "${sub#"$ROOT"}"
+    done < <(find "$target/$folder" -mindepth 1 -maxdepth 1 -type d -print0)
+  done
+}
+
+# own_folder PATH: host folder PATH (not what it holds) owned by the anonymous user.
+own_folder() {
+  if [[ "$(stat -c %u:%g -- "$ROOT$1")" != "$ANON_UID:$ANON_GID" ]]; then
+    chown --no-dereference -- "$ANON_UID:$ANON_GID" "$ROOT$1"
+    log "changed: $1 belongs to $ANON_UID:$ANON_GID, what root on a client becomes"
+  fi
 }
 
 # write_exports: one exports(5) line for the folder, the same options for every client.
@@ -88,7 +143,7 @@ write_exports() {
   done
   write_file "$EXPORTS_FILE" 0644 <<EOF
 # Managed by gpu-cluster (serve-nfs); changes are overwritten.
-# Shared storage of the cluster, exported to the cluster networks.
+# Shared storage of the cluster, exported to its nodes' addresses, root squashed.
 "$NFS_EXPORT_PATH"$clients
 EOF
   if needs_follow_up "$FILE_CHANGED" exportfs; then
@@ -114,7 +169,7 @@ main() {
   create_export_folder
   write_exports
   ensure_server_running
-  log "serving $NFS_EXPORT_PATH over NFS to ${CLIENT_CIDRS[*]}"
+  log "serving $NFS_EXPORT_PATH over NFS to ${CLIENT_CIDRS[*]}, root squashed to $ANON_UID:$ANON_GID"
 }
 
 main "$@"

@@ -54,6 +54,7 @@ EXAMPLES = {
     "kubeflow.katib.mysql.storageSize": "10Gi",
     "kubeflow.pipelines.mysql.storageClass": "nfs",
     "backup.path": "/mnt/backups",
+    "backup.recipients[]": "age1jrhjtn2rvyheaj4zywcdp6e2ugecmx9aveej8syxafje9qvah9nqe2cz9y",
     "backup.schedule": "*-*-* 03:30:00",
     "kubeflow.pipelines.mysql.storageSize": "20Gi",
     "kubeflow.source.path": "/opt/kubeflow-manifests",
@@ -156,6 +157,14 @@ def _grafana_load_balancer(values: dict) -> None:
                                                    "hostname": "grafana.example.com"}}}
 
 
+def _backups_in_a_path(values: dict) -> None:
+    values.setdefault("backup", {})["path"] = "/mnt/backups"
+
+
+def _backups_encrypted(values: dict) -> None:
+    values.setdefault("backup", {})["recipients"] = [EXAMPLES["backup.recipients[]"]]
+
+
 # What a key needs around it to be in use.
 SETTINGS_FOR = {
     "aws.vpc.privateSubnetCidrs[]": _nat,
@@ -170,6 +179,9 @@ SETTINGS_FOR = {
     "kubeflowTlsKey": _own_certificate,
     "kubeflow.access.tls.certificate": _own_certificate,
     "storage.localPath.path": _local_path_beside_nfs,
+    "backup.recipients[]": _backups_in_a_path,
+    "backup.path": _backups_encrypted,
+    "backup.schedule": _backups_encrypted,
 }
 TEMPLATES = {  # first item of a list, or a section, a key needs
     "hosts[].taints": {"key": "nvidia.com/gpu", "effect": "NoSchedule"},

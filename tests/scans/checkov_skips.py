@@ -46,8 +46,9 @@ KUBERNETES = [
     Skip("CKV_K8S_23", DEVICE_PLUGIN, "root: the plugin creates its socket in the kubelet's "
          "root-owned /var/lib/kubelet/device-plugins"),
     Skip("CKV_K8S_40", DEVICE_PLUGIN, "high UID: runs as root, see CKV_K8S_23"),
-    Skip("CKV_K8S_23", PROVISIONERS, "root: the provisioner creates and removes volume folders "
-         "on the export for every namespace's pods, which needs root (no_root_squash)"),
+    Skip("CKV_K8S_23", PROVISIONERS, "root: upstream's image runs as root (its "
+         "deploy/deployment.yaml sets no user); on the export that root is squashed to the "
+         "anonymous user that owns the export's folder, where it makes every claim's folder"),
     Skip("CKV_K8S_40", PROVISIONERS, "high UID: runs as root, see CKV_K8S_23"),
     Skip("CKV_K8S_23", GPU_SMOKE, "root: the CUDA base and sample images run as root and the "
          "job only runs nvidia-smi and vectorAdd once"),

@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
 # components/scripts/backup/: install-backup puts the timer, the backup command and
-# gpu-cluster-restore on the controller; the backup command keeps encrypted snapshots in a
-# folder (backup.path) or the NFS export and prunes them to the retention, or uploads to
-# S3; gpu-cluster-restore puts one back. k0s and RKE2 take and restore the snapshot
+# gpu-cluster-restore on the controller; the backup command encrypts each snapshot with the
+# real age to the recipients' public keys and keeps it in a folder (backup.path) or the
+# NFS export, pruned to the retention, or uploads it to S3; gpu-cluster-restore decrypts
+# one with the restorer's identity (refusing another key's or a changed one) and puts it
+# back. k0s and RKE2 take and restore the snapshot
 # (<distribution>/cluster-state.sh): stubbed here, their own commands faked below.
 
 bats_require_minimum_version 1.5.0
@@ -12,8 +14,17 @@ SERVICE=/etc/systemd/system/gpu-cluster-backup.service
 TIMER=/etc/systemd/system/gpu-cluster-backup.timer
 COMMAND=/usr/local/lib/gpu-cluster/backup/backup.sh
 RESTORE=/usr/local/sbin/gpu-cluster-restore
-KEY_FILE=/etc/gpu-cluster/backup.key
-KEY=test-only-backup-key
+RECIPIENTS_FILE=/etc/gpu-cluster/backup.recipients
+
+# Two restore keys made by the real age-keygen for this file's tests, and a third, of
+# nobody the snapshots are encrypted to.
+setup_file() {
+  command -v age >/dev/null || skip "age is not installed (apt-get install age)"
+  local name
+  for name in restore second stranger; do
+    age-keygen -o "$BATS_FILE_TMPDIR/$name.key" 2>/dev/null
+  done
+}
 
 # command_text DISTRIBUTION NAME: the installed command, in the order of
 # components/kubernetes/backups.py command_text.
@@ -54,12 +65,15 @@ setup() {
   fake python3 'mkdir -p "$STUB_STATE/s3/$4/${5%/*}"; cp "$6" "$STUB_STATE/s3/$4/$5"'
   export BACKUP_SCHEDULE="*-*-* 03:30:00" BACKUP_RETENTION=3 BACKUP_NAME=lab \
     CONTROLLER_SERVICE=k0scontroller.service
+  IDENTITY="$BATS_FILE_TMPDIR/restore.key" SECOND="$BATS_FILE_TMPDIR/second.key"
+  STRANGER="$BATS_FILE_TMPDIR/stranger.key"
+  RECIPIENTS="$(age-keygen -y "$IDENTITY") $(age-keygen -y "$SECOND")"
   use_path_store k0s
 }
 
 # use_path_store DISTRIBUTION / use_nfs_store / use_s3_store: install-backup's inputs.
 use_path_store() {
-  export BACKUP_STORE=path BACKUP_DIR=/mnt/backups BACKUP_ENCRYPTION_KEY=$KEY \
+  export BACKUP_STORE=path BACKUP_DIR=/mnt/backups BACKUP_RECIPIENTS=$RECIPIENTS \
     BACKUP_SCRIPT="$(command_text "$1" backup)" RESTORE_SCRIPT="$(command_text "$1" restore)"
 }
 
@@ -76,7 +90,7 @@ use_s3_store() {
     SSM_CLIENT=/var/lib/gpu-cluster/boot/ssm-parameter.py \
     S3_CLIENT_SCRIPT="$(<"$SCRIPTS_DIR/aws/s3-object.py")" CONTROLLER_SERVICE=rke2-server.service \
     BACKUP_SCRIPT="$(command_text rke2 backup)" RESTORE_SCRIPT="$(command_text rke2 restore)"
-  unset BACKUP_ENCRYPTION_KEY BACKUP_DIR
+  unset BACKUP_DIR
   mkdir -p "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/boot"
   cp "$SCRIPTS_DIR/ssm-parameter.py" "$GPU_CLUSTER_ROOT$SSM_CLIENT"
 }
@@ -92,23 +106,43 @@ run_installed() {
 
 # kept: the snapshot files in the folder of the store, oldest first.
 kept() {
-  find "$GPU_CLUSTER_ROOT/mnt/backups" "$STUB_STATE/export" -type f -name 'lab-*.enc' -printf '%f\n' 2>/dev/null | sort
+  find "$GPU_CLUSTER_ROOT/mnt/backups" "$STUB_STATE/export" -type f -name 'lab-*.age' -printf '%f\n' 2>/dev/null | sort
 }
 
+# decrypted FILE [IDENTITY]: FILE decrypted by age with the restore key (or IDENTITY).
 decrypted() {
-  openssl enc -d -aes-256-cbc -pbkdf2 -iter 200000 -in "$1" -pass "pass:$KEY"
+  age --decrypt --identity "${2:-$IDENTITY}" "$1"
 }
 
-@test "install-backup: installs the commands, the settings, the key and a timer systemd accepts" {
+# flip_byte FILE OFFSET: FILE with the byte at OFFSET (from the end when negative) changed.
+flip_byte() {
+  python3_real - "$@" <<'PY'
+import sys
+path, offset = sys.argv[1], int(sys.argv[2])
+data = bytearray(open(path, "rb").read())
+data[offset] ^= 0x01
+open(path, "wb").write(data)
+PY
+}
+
+# python3_real: the machine's Python (python3 on PATH is a stub here).
+python3_real() {
+  PATH=/usr/local/bin:/usr/bin:/bin python3 "$@"
+}
+
+@test "install-backup: installs age, the commands, the settings, the public keys and a timer systemd accepts" {
   run_script backup/install-backup.sh
   assert_success
+  assert_called "^$APT "'install -y age$'
   assert_mode "$COMMAND" 700
   assert_mode "$RESTORE" 700
-  assert_mode "$KEY_FILE" 600
-  assert_file "$KEY_FILE" "$KEY"
+  assert_mode "$RECIPIENTS_FILE" 644
+  assert_file "$RECIPIENTS_FILE" "$(tr ' ' '\n' <<<"$RECIPIENTS")"
+  # Public keys only: nothing on the controller can decrypt a snapshot.
+  [ -z "$(grep -rl AGE-SECRET-KEY "$GPU_CLUSTER_ROOT")" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/gpu-cluster/backup.key" ]
   assert_mode /etc/gpu-cluster/backup.env 600
   grep -qx 'BACKUP_DIR=/mnt/backups' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/backup.env"
-  refute_file_contains "$GPU_CLUSTER_ROOT/etc/gpu-cluster/backup.env" "$KEY"
   grep -qx 'OnCalendar=\*-\*-\* 03:30:00' "$GPU_CLUSTER_ROOT$TIMER"
   grep -qx 'After=k0scontroller.service network-online.target' "$GPU_CLUSTER_ROOT$SERVICE"
   assert_unit_verifies "$SERVICE" "$COMMAND"
@@ -122,7 +156,8 @@ decrypted() {
   run_script backup/install-backup.sh
   assert_success
   assert_idempotent backup/install-backup.sh
-  assert_output_contains "unchanged: gpu-cluster-backup.timer is enabled and running"
+  assert_output_contains "unchanged: gpu-cluster-backup.timer is enabled and running" \
+    "age is already installed"
   reset_calls
   BACKUP_SCHEDULE=daily run_script backup/install-backup.sh
   assert_success
@@ -132,25 +167,31 @@ decrypted() {
 
 @test "install-backup: names every bad input at once, with host and step, changing nothing" {
   BACKUP_SCHEDULE=$'daily\nExecStart=/bin/sh' BACKUP_RETENTION=0 BACKUP_DIR=relative \
-    BACKUP_ENCRYPTION_KEY='' run_script backup/install-backup.sh
+    BACKUP_RECIPIENTS="$RECIPIENTS AGE-SECRET-KEY-1QQQ" run_script backup/install-backup.sh
   assert_failure
-  assert_output_contains "gpu-cluster: moscow: install-backup:" "BACKUP_ENCRYPTION_KEY" \
+  assert_output_contains "gpu-cluster: moscow: install-backup:" \
+    "BACKUP_RECIPIENTS has 'AGE-SECRET-KEY-1QQQ', which is not an age public key" \
     "BACKUP_RETENTION must be a count" "BACKUP_DIR is not valid" "BACKUP_SCHEDULE is not a calendar event"
   [ ! -e "$GPU_CLUSTER_ROOT$TIMER" ]
   assert_no_state_changes
 }
 
-@test "backup: keeps an encrypted snapshot in backup.path" {
+@test "backup: keeps a snapshot in backup.path that only the recipients' keys decrypt" {
   run_script backup/install-backup.sh
   run_installed "$COMMAND"
   assert_success
   [ "$(kept | wc -l)" = 1 ]
   file="$GPU_CLUSTER_ROOT/mnt/backups/$(kept)"
-  [[ "$(kept)" =~ ^lab-[0-9]{8}T[0-9]{6}Z-k0s_backup_.*\.tar\.gz\.enc$ ]]
+  [[ "$(kept)" =~ ^lab-[0-9]{8}T[0-9]{6}Z-k0s_backup_.*\.tar\.gz\.age$ ]]
+  [ "$(head -n 1 "$file")" = "age-encryption.org/v1" ]
   refute_file_contains "$file" "k0s state 1"
   [ "$(decrypted "$file")" = "k0s state 1" ]
+  [ "$(decrypted "$file" "$SECOND")" = "k0s state 1" ]
+  assert_mode "/mnt/backups/$(kept)" 600
   assert_called '^k0s backup --save-path '
   assert_output_contains "gpu-cluster: moscow: backup: changed: kept lab-"
+  run ! decrypted "$file" "$STRANGER"
+  assert_output_contains "no identity matched any of the recipients"
 }
 
 @test "backup: keeps the newest retention snapshots and removes older ones" {
@@ -173,12 +214,12 @@ decrypted() {
   [ -z "$(kept)" ]
 }
 
-@test "backup: without the key it refuses, naming the step that installs it" {
+@test "backup: without the public keys it refuses, naming the step that installs them" {
   run_script backup/install-backup.sh
-  rm "$GPU_CLUSTER_ROOT$KEY_FILE"
+  rm "$GPU_CLUSTER_ROOT$RECIPIENTS_FILE"
   run_installed "$COMMAND"
   assert_failure
-  assert_output_contains "gpu-cluster: moscow: backup: no encryption key in $KEY_FILE" "install-backup"
+  assert_output_contains "gpu-cluster: moscow: backup: no age public keys in $RECIPIENTS_FILE" "install-backup"
   refute_called '^k0s backup'
 }
 
@@ -190,21 +231,24 @@ decrypted() {
   assert_success
   assert_called '^mount -t nfs -o nfsvers=4.1,hard,timeo=600 192.168.2.50:/srv/nfs .*/run/gpu-cluster/backup-mount$'
   assert_called '^umount '
-  [ "$(find "$STUB_STATE/export/gpu-cluster-backups/lab" -name 'lab-*.enc' | wc -l)" = 1 ]
+  [ "$(find "$STUB_STATE/export/gpu-cluster-backups/lab" -name 'lab-*.age' | wc -l)" = 1 ]
+  [ "$(decrypted "$STUB_STATE/export/gpu-cluster-backups/lab/$(kept)")" = "k0s state 1" ]
   [ ! -L "$GPU_CLUSTER_ROOT/run/gpu-cluster/backup-mount" ]
 }
 
-@test "backup: RKE2's etcd snapshot uploaded to S3 with the instance's role" {
+@test "backup: RKE2's etcd snapshot encrypted with age and uploaded to S3 with the instance's role" {
   use_s3_store
   run_script backup/install-backup.sh
   assert_success
   assert_file "$S3_CLIENT" "$(<"$SCRIPTS_DIR/aws/s3-object.py")"
-  [ ! -e "$GPU_CLUSTER_ROOT$KEY_FILE" ]
   run_installed "$COMMAND"
   assert_success
   assert_called "^rke2 etcd-snapshot save --name gpu-cluster --dir "
-  assert_called "^python3 $GPU_CLUSTER_ROOT$S3_CLIENT put eu-central-1 research-backups-0123456789 research/control-plane/snapshot "
-  [ "$(<"$STUB_STATE/s3/research-backups-0123456789/research/control-plane/snapshot")" = "etcd state 1" ]
+  assert_called "^python3 $GPU_CLUSTER_ROOT$S3_CLIENT put eu-central-1 research-backups-0123456789 research/control-plane/snapshot .*\.age$"
+  object="$STUB_STATE/s3/research-backups-0123456789/research/control-plane/snapshot"
+  refute_file_contains "$object" "etcd state 1"
+  [ "$(decrypted "$object")" = "etcd state 1" ]
+  run ! decrypted "$object" "$STRANGER"
 }
 
 @test "install-backup: S3 needs the SSM client the instance's boot keeps" {
@@ -220,7 +264,7 @@ decrypted() {
   for _ in 1 2; do run_installed "$COMMAND"; done
   mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s/pki"
   reset_calls
-  STEP=restore run_installed "$RESTORE" --yes latest
+  STEP=restore run_installed "$RESTORE" --yes --identity "$IDENTITY" latest
   assert_success
   [ "$(<"$STUB_STATE/restored")" = "k0s state 2" ]
   [ -d "$(echo "$GPU_CLUSTER_ROOT"/var/lib/k0s.before-restore-*/pki)" ]
@@ -230,29 +274,68 @@ decrypted() {
   assert_output_contains "gpu-cluster: moscow: restore: changed: moved /var/lib/k0s aside"
 }
 
-@test "gpu-cluster-restore: a given RKE2 snapshot resets the cluster to it" {
+@test "gpu-cluster-restore: an RKE2 snapshot downloaded from S3 is decrypted with the restore key and resets the cluster to it" {
   use_s3_store
   run_script backup/install-backup.sh
-  printf 'etcd state 9\n' >"$BATS_TEST_TMPDIR/downloaded"
-  STEP=restore run_installed "$RESTORE" --yes "$BATS_TEST_TMPDIR/downloaded"
+  run_installed "$COMMAND"
+  cp "$STUB_STATE/s3/research-backups-0123456789/research/control-plane/snapshot" "$BATS_TEST_TMPDIR/downloaded"
+  reset_calls
+  STEP=restore run_installed "$RESTORE" --yes --identity "$IDENTITY" "$BATS_TEST_TMPDIR/downloaded"
   assert_success
-  assert_call_order '^systemctl stop rke2-server$' "^rke2 server --cluster-reset --cluster-reset-restore-path=$BATS_TEST_TMPDIR/downloaded$"
+  assert_call_order '^systemctl stop rke2-server$' "^rke2 server --cluster-reset --cluster-reset-restore-path="
   assert_called '^systemctl start rke2-server$'
+  [ "$(<"$STUB_STATE/restored")" = "etcd state 1" ]
+}
+
+@test "gpu-cluster-restore: a snapshot decrypted elsewhere is restored as given" {
+  use_s3_store
+  run_script backup/install-backup.sh
+  printf 'etcd state 9\n' >"$BATS_TEST_TMPDIR/decrypted"
+  STEP=restore run_installed "$RESTORE" --yes --decrypted "$BATS_TEST_TMPDIR/decrypted"
+  assert_success
+  assert_called "^rke2 server --cluster-reset --cluster-reset-restore-path=$BATS_TEST_TMPDIR/decrypted$"
   [ "$(<"$STUB_STATE/restored")" = "etcd state 9" ]
 }
 
-@test "gpu-cluster-restore: refuses without --yes, and a snapshot of another key" {
+# refused_restore ARGS...: gpu-cluster-restore ARGS fails before anything stops.
+refused_restore() {
+  reset_calls
+  STEP=restore run_installed "$RESTORE" "$@"
+  assert_failure
+  refute_called '^systemctl stop'
+  refute_called '^k0s restore'
+  [ ! -e "$STUB_STATE/restored" ]
+}
+
+@test "gpu-cluster-restore: refuses without --yes, without an identity, and with a key the snapshot is not encrypted to" {
   run_script backup/install-backup.sh
   run_installed "$COMMAND"
-  STEP=restore run_installed "$RESTORE" latest
-  assert_failure
+  refused_restore --identity "$IDENTITY" latest
   assert_output_contains "gpu-cluster: moscow: restore: restoring replaces the cluster's state" "--yes"
-  printf '%s' "another-stacks-key" >"$GPU_CLUSTER_ROOT$KEY_FILE"
-  STEP=restore run_installed "$RESTORE" --yes latest
-  assert_failure
-  assert_output_contains "gpu-cluster: moscow: restore: could not decrypt"
-  refute_called '^systemctl stop k0scontroller'
-  [ ! -e "$STUB_STATE/restored" ]
+  refused_restore --yes latest
+  assert_output_contains "gpu-cluster: moscow: restore: the snapshot is encrypted with age: give the identity file"
+  refused_restore --yes --identity "$STRANGER" latest
+  assert_output_contains "gpu-cluster: moscow: restore: could not decrypt" "not encrypted to that key" \
+    "nothing was restored"
+}
+
+@test "gpu-cluster-restore: a snapshot with one byte changed is refused, in its header or its payload" {
+  run_script backup/install-backup.sh
+  run_installed "$COMMAND"
+  snapshot="$GPU_CLUSTER_ROOT/mnt/backups/$(kept)"
+  cp "$snapshot" "$BATS_TEST_TMPDIR/original"
+  for offset in 30 -1 -17; do
+    cp "$BATS_TEST_TMPDIR/original" "$snapshot"
+    flip_byte "$snapshot" "$offset"
+    run ! cmp -s "$snapshot" "$BATS_TEST_TMPDIR/original"
+    refused_restore --yes --identity "$IDENTITY" latest
+    assert_output_contains "gpu-cluster: moscow: restore: could not decrypt" "changed after it was made"
+  done
+  # The same file unchanged restores.
+  cp "$BATS_TEST_TMPDIR/original" "$snapshot"
+  STEP=restore run_installed "$RESTORE" --yes --identity "$IDENTITY" latest
+  assert_success
+  [ "$(<"$STUB_STATE/restored")" = "k0s state 1" ]
 }
 
 @test "gpu-cluster-restore: --list names the snapshots, newest first" {
@@ -264,14 +347,14 @@ decrypted() {
   [ "$(grep '^lab-' <<<"$output" | head -n 1)" = "$(kept | tail -n 1)" ]
 }
 
-@test "remove-backup: stops the timer and removes the commands; the key and snapshots stay" {
+@test "remove-backup: stops the timer and removes the commands; the snapshots stay" {
   run_script backup/install-backup.sh
   run_installed "$COMMAND"
   run_script backup/remove-backup.sh
   assert_success
   assert_called '^systemctl disable --now gpu-cluster-backup.timer$'
   [ ! -e "$GPU_CLUSTER_ROOT$TIMER" ] && [ ! -e "$GPU_CLUSTER_ROOT$COMMAND" ]
-  assert_file "$KEY_FILE" "$KEY"
+  [ ! -e "$GPU_CLUSTER_ROOT$RECIPIENTS_FILE" ]
   [ "$(kept | wc -l)" = 1 ]
   assert_idempotent backup/remove-backup.sh
 }

@@ -215,7 +215,7 @@ kind: ClusterConfig"
 
 @test "envelope: serve-nfs works inside a function with stdin at EOF" {
   build_envelope serve-nfs serve-nfs.sh "" NFS_EXPORT_PATH=/srv/nfs/gpu-cluster \
-    NFS_CLIENT_CIDRS="192.168.10.0/24 10.244.0.0/16" NFS_EXPORT_OPTIONS=rw,sync,no_subtree_check,no_root_squash
+    NFS_CLIENT_CIDRS="192.168.10.11/32 192.168.10.12/32" NFS_EXPORT_OPTIONS="$(nfs_export_options)"
   run_envelope create
   assert_success
   assert_output_contains "gpu-cluster: moscow: serve-nfs: changed /etc/exports.d/gpu-cluster.exports"

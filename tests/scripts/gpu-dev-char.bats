@@ -161,8 +161,8 @@ assert_call_free_order() {
 
 @test "dev-char: serve-nfs on a GPU node" {
   nvidia_driver_loaded 580.95.05
-  export NFS_EXPORT_PATH=/srv/nfs/gpu-cluster NFS_CLIENT_CIDRS=192.168.10.0/24 \
-    NFS_EXPORT_OPTIONS=rw,sync,no_subtree_check,no_root_squash
+  export NFS_EXPORT_PATH=/srv/nfs/gpu-cluster NFS_CLIENT_CIDRS=192.168.10.11/32 \
+    NFS_EXPORT_OPTIONS="$(nfs_export_options)"
   run_script serve-nfs.sh
   assert_success
   assert_called '^systemctl enable --now nfs-server'

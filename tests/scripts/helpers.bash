@@ -14,6 +14,15 @@ APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dp
 # Commands whose call means the host was changed; a second run must not call them.
 STATE_CHANGING='^(systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
 
+# nfs_export_options: serve-nfs's options as the program sets them, root squashed to
+# nobody (65534); on a runner that is not root, to the runner itself, whom serve-nfs may
+# chown the export's folder to without privileges.
+nfs_export_options() {
+  local uid=65534 gid=65534
+  if [[ "$(id -u)" != 0 ]]; then uid=$(id -u) gid=$(id -g); fi
+  printf 'rw,sync,no_subtree_check,root_squash,anonuid=%s,anongid=%s\n' "$uid" "$gid"
+}
+
 # setup_host: fresh fake root and stubs for one test: a copy of the host the file's first
 # test made (one `cp` in each test instead of some forty commands).
 setup_host() {

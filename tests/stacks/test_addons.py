@@ -5,7 +5,9 @@ retained on hard NFS mounts, the MPI operator pinned and ordered after the nodes
 import pytest
 
 from config import versions
-from tests.conftest import bare_metal_config, preview, shared_preview
+from components.common.step_text import step_inputs
+from preview.engine import unwrap_secrets
+from tests.conftest import TEST_AGE_RECIPIENT, bare_metal_config, preview, shared_preview
 from tests.stacks.test_credential_rotation import changed
 from tests.stacks.steps import waits_for
 
@@ -163,14 +165,38 @@ def test_a_cluster_host_serves_nfs_before_the_provisioner_and_never_deletes_data
     assert "delete" not in serve.inputs
     stdin = serve.inputs["stdin"]
     assert "export NFS_EXPORT_PATH='/srv/nfs'" in stdin
-    assert "export NFS_CLIENT_CIDRS='192.168.2.0/24'" in stdin
-    assert "no_root_squash" in stdin  # databases on NFS must own their files
+    # The one node that runs workloads, by its address; not the LAN, not the controller
+    # (which keeps no snapshots there) nor any other office machine.
+    assert "export NFS_CLIENT_CIDRS='192.168.2.2/32'" in stdin
+    assert ("export NFS_EXPORT_OPTIONS='rw,sync,no_subtree_check,root_squash,anonuid=65534,"
+            "anongid=65534'") in stdin
+    assert "no_root_squash" not in stdin and "192.168.2.0/24" not in stdin
     deployment = next(r for r in plan.of_type("kubernetes:apps/v1:Deployment")
                       if r.inputs["metadata"]["name"] == "nfs-subdir-external-provisioner")
     assert "controller-serve-nfs" in deps(plan, deployment.name)
     env = {e["name"]: e["value"] for e in
            deployment.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["NFS_SERVER"] == "192.168.2.1" and env["NFS_PATH"] == "/srv/nfs"
+
+
+@pytest.mark.parametrize("role, backups, clients", [
+    # gpu000 serves: its own kubelet mounts it too; the controller only for the snapshots.
+    ("controller", True, "192.168.2.2/32 192.168.2.3/32 192.168.2.1/32"),
+    ("controller", False, "192.168.2.2/32 192.168.2.3/32"),
+    ("controller+worker", False, "192.168.2.1/32 192.168.2.2/32 192.168.2.3/32"),
+], ids=["snapshots-there", "backups-off", "controller-runs-workloads"])
+def test_the_export_is_open_to_the_machines_that_mount_it_only(role, backups, clients):
+    values = bare_metal_config(workers=2)
+    values["hosts"][0]["role"] = role
+    values["storage"] = {"nfs": {"host": "gpu000", "path": "/srv/nfs"}}
+    values["backup"] = ({"recipients": [TEST_AGE_RECIPIENT]} if backups
+                        else {"enabled": False})
+    plan = preview(values)
+    [serve] = [r for r in plan.of_type("command:remote:Command") if r.name == "gpu000-serve-nfs"]
+    inputs = step_inputs(unwrap_secrets(serve.inputs["stdin"]))
+    assert inputs["NFS_CLIENT_CIDRS"] == clients
+    assert inputs["NFS_OWNED_FOLDERS"] == "gpu-cluster-backups"
+    assert ",root_squash," in f",{inputs['NFS_EXPORT_OPTIONS']},"
 
 
 def test_existing_nfs_server_needs_no_host_step():

@@ -1,8 +1,8 @@
 """Scheduled snapshots of the control plane through the offline preview, on each layout:
 where they go (the stack output backupLocation), the step that installs them on the
 controller and when it runs, the S3 bucket private and encrypted with its retention, the
-controller's role allowed to put its own snapshots only, and the key of the snapshots kept
-off AWS a secret."""
+controller's role allowed to put its own snapshots only, and every store's snapshots
+encrypted on the controller to backup.recipients, with no key that decrypts in the plan."""
 
 import base64
 import os
@@ -11,12 +11,11 @@ import gzip
 import json
 
 import pytest
-from pulumi.runtime import rpc
 
 from preview.engine import unwrap_secrets
 from components.common.step_text import step_inputs
 from tests.stacks.steps import boot_steps
-from tests.conftest import example_plan, bare_metal_config, preview
+from tests.conftest import TEST_AGE_RECIPIENT, example_plan, bare_metal_config, preview
 
 COMMAND = "command:remote:Command"
 BUCKET = "aws:s3/bucket:Bucket"
@@ -30,6 +29,7 @@ def stacks():
 
 def bare_metal(**changes) -> dict:
     values = copy.deepcopy(bare_metal_config())
+    values["backup"] = {"recipients": [TEST_AGE_RECIPIENT]}
     values.update(changes)
     return values
 
@@ -49,23 +49,21 @@ def test_bare_metal_keeps_them_encrypted_in_the_nfs_export_of_another_machine():
     assert inputs["BACKUP_NFS_OPTIONS"] == "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2"
     assert inputs["BACKUP_SCHEDULE"] == "*-*-* 03:30:00" and inputs["BACKUP_RETENTION"] == "7"
     assert plan.outputs["backupLocation"][0] == "nfs://192.168.2.50/export/gpu-cluster-backups/test"
-    # The key is the program's, a secret: in the step's stdin (secret) only.
-    [key] = [r for r in plan.of_type("random:index/randomBytes:RandomBytes")
-             if r.name == "test-backup-key"]
-    assert inputs["BACKUP_ENCRYPTION_KEY"] in plan.secrets
-    assert len(inputs["BACKUP_ENCRYPTION_KEY"]) == 64
-    assert rpc.is_rpc_secret(step.inputs["stdin"])
-    assert inputs["BACKUP_ENCRYPTION_KEY"] not in plan.redact(step.inputs["stdin"])
+    # Encrypted on the controller to the configured public key: the program makes no key
+    # of its own, and the controller gets none that decrypts.
+    assert inputs["BACKUP_RECIPIENTS"] == TEST_AGE_RECIPIENT
+    assert "BACKUP_ENCRYPTION_KEY" not in inputs
+    assert not [r for r in plan.resources if r.name == "test-backup-key"]
+    assert "AGE-SECRET-KEY" not in unwrap_secrets(step.inputs["stdin"])
     # After the controller is installed; the k0s backup and restore commands.
     assert "controller-install-controller" in plan.all_dependencies(step)
     assert "k0s backup --save-path" in inputs["BACKUP_SCRIPT"]
     assert "k0s restore --config-out" in inputs["RESTORE_SCRIPT"]
-    assert key.inputs["length"] == 32
 
 
 def test_bare_metal_keeps_them_in_backup_path_when_set():
     plan = preview(bare_metal(backup={"path": "/mnt/backups", "schedule": "daily",
-                                      "retention": 14}))
+                                      "retention": 14, "recipients": [TEST_AGE_RECIPIENT]}))
     _, inputs = install_step(plan)
     assert (inputs["BACKUP_STORE"], inputs["BACKUP_DIR"]) == ("path", "/mnt/backups")
     assert (inputs["BACKUP_SCHEDULE"], inputs["BACKUP_RETENTION"]) == ("daily", "14")
@@ -97,7 +95,8 @@ def test_hybrid_puts_them_to_its_bucket_over_ssh(stacks, stack, distribution_com
     assert inputs["BACKUP_STORE"] == "s3"
     assert inputs["BACKUP_BUCKET"].startswith(f"{cluster}-backups-")
     assert inputs["BACKUP_OBJECT"] == f"{cluster}/control-plane/snapshot"
-    assert "BACKUP_ENCRYPTION_KEY" not in inputs
+    # Encrypted before the upload too, to the stack's recipient (Pulumi.<stack>.yaml).
+    assert inputs["BACKUP_RECIPIENTS"].startswith("age1")
     assert inputs["S3_CLIENT_SCRIPT"].startswith('"""usage: s3-object.py put')
     assert distribution_command in inputs["BACKUP_SCRIPT"]
     assert "control-plane-install-controller" in plan.all_dependencies(step)
@@ -122,6 +121,7 @@ def test_cloud_installs_them_at_boot_from_its_envelope_in_ssm(stacks):
     assert (inputs["GPU_CLUSTER_HOST"], inputs["GPU_CLUSTER_STEP"]) == (
         "control-plane", "install-backup")
     assert inputs["BACKUP_STORE"] == "s3" and inputs["BACKUP_BUCKET"].startswith("dev-backups-")
+    assert inputs["BACKUP_RECIPIENTS"].startswith("age1")
     assert "gpu_cluster_create" in envelope and "case \"${1:-create}\"" in envelope
     # Its role reads them (as the CA key: read_ssm_parameter retries until they exist).
     [role_policy] = [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy")

@@ -357,7 +357,8 @@ def _database_patches(kubeflow: KubeflowSettings, database: catalog.Database) ->
             "command": ["sh", "-c",
                         f"mkdir -p {database.datadir} && touch {database.datadir}/.gpu-cluster "
                         f"|| {{ echo '{database.deployment}: the volume is not writable by uid "
-                        f"{MYSQL_UID}: export NFS with no_root_squash (or owned by that uid), or "
+                        f"{MYSQL_UID}: its folder on the export must be (the provisioner makes it mode "
+                        f"0777; root on a node is squashed and cannot chown it), or "
                         f"set gpu-cluster:{settings_path}.storageClass' >&2; exit 1; }}"],
             "volumeMounts": [{"name": database.volume, "mountPath": "/var/lib/mysql"}],
             "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,

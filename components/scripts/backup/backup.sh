@@ -11,23 +11,25 @@ set -euo pipefail
 # install-backup installs it with the distribution's cluster_state_snapshot
 # (components/scripts/<distribution>/cluster-state.sh) ahead of it.
 #
+# Every snapshot is encrypted here, before it leaves the controller, with age to the
+# public keys in /etc/gpu-cluster/backup.recipients (config backup.recipients): age's
+# payload is ChaCha20-Poly1305 in 64 KiB chunks and its header carries an HMAC
+# (https://github.com/C2SP/C2SP/blob/main/age.md), so a changed byte is refused at
+# decryption. No key that decrypts is on the controller.
+#
 # Settings (environment, from /etc/gpu-cluster/backup.env; see backup/lib.sh):
 #   BACKUP_STORE      s3: PUT to s3://BACKUP_BUCKET/BACKUP_OBJECT with the instance's role
 #                     (S3_CLIENT, s3-object.py), a new version each time: the bucket keeps
-#                     BACKUP_RETENTION of them and encrypts them (its lifecycle and default
-#                     encryption); nfs: the folder BACKUP_DIR of the NFS export
-#                     BACKUP_NFS_SOURCE; path: the folder BACKUP_DIR on the controller.
-#                     In both, files BACKUP_NAME-<UTC time>-<snapshot>.enc, encrypted with
-#                     the key in /etc/gpu-cluster/backup.key, the newest BACKUP_RETENTION kept.
+#                     BACKUP_RETENTION of them (its lifecycle); nfs: the folder BACKUP_DIR
+#                     of the NFS export BACKUP_NFS_SOURCE; path: the folder BACKUP_DIR on
+#                     the controller. In both, files BACKUP_NAME-<UTC time>-<snapshot>.age,
+#                     the newest BACKUP_RETENTION kept.
 
 # encrypt_into FILE FOLDER NAME: FILE encrypted as FOLDER/NAME; a file only appears
 # complete (written under a temporary name, then renamed).
 encrypt_into() {
   local partial="$2/.$3.partial"
-  # AES-256 with a key derived from the key file's secret by PBKDF2; `openssl enc -d` with
-  # the same options decrypts (backup/restore.sh).
-  openssl enc -aes-256-cbc -pbkdf2 -iter 200000 -salt -in "$1" -out "$partial" \
-    -pass "file:$ROOT$BACKUP_KEY_FILE" ||
+  age --encrypt --recipients-file "$ROOT$BACKUP_RECIPIENTS_FILE" --output "$partial" "$1" ||
     { rm -f -- "$partial"; die "could not encrypt the snapshot into $2"; }
   mv -f -- "$partial" "$2/$3"
 }
@@ -37,7 +39,7 @@ encrypt_into() {
 prune() {
   local -a kept=()
   local file
-  mapfile -t kept < <(find "$1" -maxdepth 1 -type f -name "$BACKUP_NAME-*.enc" -printf '%f\n' | sort -r)
+  mapfile -t kept < <(find "$1" -maxdepth 1 -type f -name "$BACKUP_NAME-*.age" -printf '%f\n' | sort -r)
   for file in "${kept[@]:BACKUP_RETENTION}"; do
     rm -f -- "${1:?}/$file"
     log "changed: removed $file (over the $BACKUP_RETENTION kept)"
@@ -62,17 +64,21 @@ backup_location() {
 main() {
   local snapshot name
   load_backup_settings
-  if backup_encrypted "$BACKUP_STORE" && [[ ! -s "$ROOT$BACKUP_KEY_FILE" ]]; then
-    die "no encryption key in $BACKUP_KEY_FILE: has \`pulumi up\` run the install-backup step?"
+  if [[ ! -s "$ROOT$BACKUP_RECIPIENTS_FILE" ]]; then
+    die "no age public keys in $BACKUP_RECIPIENTS_FILE to encrypt to: has \`pulumi up\` run the install-backup step?"
   fi
+  command -v age >/dev/null || die "age is not installed: has \`pulumi up\` run the install-backup step?"
+  # Only root reads what is written here (the plain snapshot in TEMP_DIR included).
+  umask 077
   make_temp_dir
   snapshot="$(cluster_state_snapshot "$TEMP_DIR")" || die "could not take a snapshot"
-  name="$BACKUP_NAME-$(date -u +%Y%m%dT%H%M%SZ)-${snapshot##*/}.enc"
+  name="$BACKUP_NAME-$(date -u +%Y%m%dT%H%M%SZ)-${snapshot##*/}.age"
   case "$BACKUP_STORE" in
     s3)
-      python3 "$ROOT$S3_CLIENT" put "$AWS_REGION" "$BACKUP_BUCKET" "$BACKUP_OBJECT" "$snapshot" ||
+      encrypt_into "$snapshot" "$TEMP_DIR" "$name"
+      python3 "$ROOT$S3_CLIENT" put "$AWS_REGION" "$BACKUP_BUCKET" "$BACKUP_OBJECT" "$TEMP_DIR/$name" ||
         die "could not upload the snapshot to $(backup_location)"
-      log "changed: uploaded ${snapshot##*/} to $(backup_location)"
+      log "changed: uploaded ${snapshot##*/}, encrypted with age, to $(backup_location)"
       ;;
     nfs | path) with_backup_folder keep_in "$snapshot" "$name" ;;
   esac

@@ -13,17 +13,28 @@ set -euo pipefail
 #   BACKUP_SCRIPT, RESTORE_SCRIPT  required: the texts of the two commands
 #   BACKUP_SCHEDULE         required: systemd OnCalendar= value (checked by the config)
 #   CONTROLLER_SERVICE      required: the control plane's unit, e.g. k0scontroller.service
-#   BACKUP_ENCRYPTION_KEY   nfs and path: the secret snapshots are encrypted with
+#   BACKUP_RECIPIENTS       required: blank-separated age public keys (age1...) every
+#                           snapshot is encrypted to; their private keys stay off the host
 #   S3_CLIENT_SCRIPT        s3: the text of s3-object.py, installed at S3_CLIENT
 UNIT=gpu-cluster-backup
 SERVICE_FILE="/etc/systemd/system/$UNIT.service"
 TIMER_FILE="/etc/systemd/system/$UNIT.timer"
 BACKUP_COMMAND="$BACKUP_LIB_DIR/backup.sh"
 RESTORE_COMMAND=/usr/local/sbin/gpu-cluster-restore
+RECIPIENTS=()
 
 check_inputs() {
-  check_missing_env BACKUP_SCRIPT RESTORE_SCRIPT BACKUP_SCHEDULE CONTROLLER_SERVICE
+  local recipient
+  read -r -a RECIPIENTS <<<"${BACKUP_RECIPIENTS:-}"
+  check_missing_env BACKUP_SCRIPT RESTORE_SCRIPT BACKUP_SCHEDULE CONTROLLER_SERVICE \
+    BACKUP_RECIPIENTS
   check_backup_settings
+  # age's X25519 recipients (Bech32, "age" and 58 characters); config/backup.py also
+  # checks their checksum.
+  for recipient in "${RECIPIENTS[@]}"; do
+    [[ "$recipient" =~ ^age1[qpzry9x8gf2tvdw0s3jn54khce6mua7l]{58}$ ]] ||
+      INPUT_PROBLEMS+=("BACKUP_RECIPIENTS has '$recipient', which is not an age public key (age1...)")
+  done
   # OnCalendar= takes the rest of its line: no line break, quote, `%` or `\`.
   if [[ -n "${BACKUP_SCHEDULE:-}" ]] && ! [[ "$BACKUP_SCHEDULE" =~ ^[A-Za-z0-9*,./:~\ -]+$ ]]; then
     INPUT_PROBLEMS+=("BACKUP_SCHEDULE is not a calendar event: '$BACKUP_SCHEDULE'")
@@ -31,10 +42,7 @@ check_inputs() {
   if [[ -n "${CONTROLLER_SERVICE:-}" ]] && ! [[ "$CONTROLLER_SERVICE" =~ ^[A-Za-z0-9@._-]+\.service$ ]]; then
     INPUT_PROBLEMS+=("CONTROLLER_SERVICE must be a systemd service name, got '$CONTROLLER_SERVICE'")
   fi
-  case "${BACKUP_STORE:-}" in
-    s3) check_missing_env S3_CLIENT_SCRIPT ;;
-    nfs | path) check_missing_env BACKUP_ENCRYPTION_KEY ;;
-  esac
+  [[ "${BACKUP_STORE:-}" != s3 ]] || check_missing_env S3_CLIENT_SCRIPT
   die_on_input_problems
 }
 
@@ -84,18 +92,33 @@ WantedBy=timers.target
 UNIT
 }
 
+# install_age: the age package (Ubuntu 22.04: 1.0.0 in universe; 24.04: 1.1.1,
+# https://packages.ubuntu.com/jammy/age, https://packages.ubuntu.com/noble/age).
+install_age() {
+  if package_installed age; then
+    log "age is already installed"
+    return 0
+  fi
+  apt_update_once
+  apt_get install -y age
+  log "changed: installed age"
+}
+
 main() {
   local changed=0
   check_inputs
+  install_age
   write_text "$BACKUP_COMMAND" 0700 "$BACKUP_SCRIPT"
   write_text "$RESTORE_COMMAND" 0700 "$RESTORE_SCRIPT"
   if [[ "$BACKUP_STORE" == s3 ]]; then
     write_text "$S3_CLIENT" 0644 "$S3_CLIENT_SCRIPT"
     [[ -f "$ROOT$SSM_CLIENT" ]] ||
       die "no $SSM_CLIENT, which the instance's boot keeps (the S3 client uses it)"
-  else
-    # The key stays when backups move elsewhere: the snapshots made with it need it.
-    write_text "$BACKUP_KEY_FILE" 0600 "$BACKUP_ENCRYPTION_KEY"
+  fi
+  # Public keys: encrypting needs no secret, and nothing here can decrypt.
+  write_text "$BACKUP_RECIPIENTS_FILE" 0644 "$(printf '%s\n' "${RECIPIENTS[@]}")"
+  if [[ -e "$ROOT$OLD_BACKUP_KEY_FILE" ]]; then
+    warn "$OLD_BACKUP_KEY_FILE decrypts the snapshots made before they were encrypted with age (*.enc); delete it with them once no longer needed (README \"Backups\")"
   fi
   write_text "$BACKUP_ENV_FILE" 0600 "$(settings_text)"
   write_text "$SERVICE_FILE" 0644 "$(service_text)"

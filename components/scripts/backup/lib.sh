@@ -9,7 +9,11 @@
 GPU_CLUSTER_BACKUP_LIB_LOADED=1
 BACKUP_LIB_DIR=/usr/local/lib/gpu-cluster/backup
 BACKUP_ENV_FILE=/etc/gpu-cluster/backup.env
-BACKUP_KEY_FILE=/etc/gpu-cluster/backup.key
+# The age public keys snapshots are encrypted to (install-backup).
+BACKUP_RECIPIENTS_FILE=/etc/gpu-cluster/backup.recipients
+# The symmetric key of the snapshots made before age (*.enc, openssl without a MAC): read
+# by nothing any more, named in warnings only.
+OLD_BACKUP_KEY_FILE=/etc/gpu-cluster/backup.key
 # Where the NFS export is mounted while a snapshot is written to it.
 BACKUP_MOUNT_DIR=/run/gpu-cluster/backup-mount
 
@@ -68,12 +72,6 @@ load_backup_settings() {
   fi
   check_backup_settings
   die_on_input_problems
-}
-
-# backup_encrypted STORE: success when snapshots in STORE are encrypted with the key file
-# (S3 encrypts them itself: the bucket's default encryption).
-backup_encrypted() {
-  [[ "$1" != s3 ]]
 }
 
 # with_backup_folder COMMAND ARGS...: runs COMMAND ARGS... FOLDER with FOLDER the host

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Undoes install-backup: no more scheduled snapshots. The snapshots already kept, and the
-# key they are encrypted with (/etc/gpu-cluster/backup.key), stay.
+# Undoes install-backup: no more scheduled snapshots. The snapshots already kept stay.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -17,13 +16,13 @@ main() {
   fi
   for path in "/etc/systemd/system/$UNIT.timer" "/etc/systemd/system/$UNIT.service" \
     "$BACKUP_LIB_DIR/backup.sh" "$BACKUP_LIB_DIR/s3-object.py" /usr/local/sbin/gpu-cluster-restore \
-    "$BACKUP_ENV_FILE"; do
+    "$BACKUP_ENV_FILE" "$BACKUP_RECIPIENTS_FILE"; do
     remove_file "$path"
     changed=$((changed | FILE_CHANGED))
   done
   if ((changed)); then
     systemd_reload
-    log "changed: removed the scheduled snapshots (the kept ones and their key stay)"
+    log "changed: removed the scheduled snapshots (the kept ones stay)"
   else
     log "unchanged: no scheduled snapshots"
   fi

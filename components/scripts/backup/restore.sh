@@ -11,20 +11,26 @@ set -euo pipefail
 # install-backup installs it with the distribution's cluster_state_restore
 # (<distribution>/cluster-state.sh) ahead of it.
 #
-#   gpu-cluster-restore --yes FILE     a snapshot file on the controller; an .enc file (from
-#                                      the NFS export or backup.path) is decrypted with
-#                                      /etc/gpu-cluster/backup.key
-#   gpu-cluster-restore --yes latest   the newest snapshot in the NFS export or backup.path
+#   gpu-cluster-restore --yes --identity KEY FILE     a snapshot file on the controller (from
+#                                      S3, the NFS export or backup.path), decrypted with
+#                                      age and the restorer's identity file KEY (the private
+#                                      key of one of backup.recipients)
+#   gpu-cluster-restore --yes --identity KEY latest   the newest snapshot in the NFS export
+#                                      or backup.path
+#   gpu-cluster-restore --yes --decrypted FILE        a snapshot already decrypted elsewhere
+#                                      (`age --decrypt -i KEY -o FILE SNAPSHOT`)
 #   gpu-cluster-restore --list         the snapshots there, newest first
 #
-# Restoring stops the control plane and replaces its state: what changed in the cluster
-# since the snapshot is lost, hence --yes. The timer's backups are paused meanwhile.
+# A snapshot age does not decrypt (another key, or a changed byte: age checks the header's
+# HMAC and each chunk's Poly1305 tag) is refused before anything stops. Restoring stops
+# the control plane and replaces its state: what changed in the cluster since the
+# snapshot is lost, hence --yes. The timer's backups are paused meanwhile.
 
-USAGE="usage: gpu-cluster-restore --yes FILE|latest, or gpu-cluster-restore --list"
+USAGE="usage: gpu-cluster-restore --yes --identity KEY FILE|latest, gpu-cluster-restore --yes --decrypted FILE, or gpu-cluster-restore --list"
 
 # list_in FOLDER: this cluster's snapshots in FOLDER, newest first.
 list_in() {
-  find "$1" -maxdepth 1 -type f -name "$BACKUP_NAME-*.enc" -printf '%f\n' | sort -r
+  find "$1" -maxdepth 1 -type f -name "$BACKUP_NAME-*.age" -printf '%f\n' | sort -r
 }
 
 # copy_newest_in TARGET FOLDER: the newest snapshot in FOLDER, copied to TARGET.
@@ -36,28 +42,27 @@ copy_newest_in() {
   cp -- "$2/$newest" "$1"
 }
 
-# plain_snapshot FILE: the snapshot to restore, decrypted into TEMP_DIR when encrypted.
-plain_snapshot() {
-  local file=$1
-  if [[ "$file" != *.enc ]]; then
-    printf '%s\n' "$file"
-    return
-  fi
-  [[ -s "$ROOT$BACKUP_KEY_FILE" ]] || die "no key in $BACKUP_KEY_FILE to decrypt $file"
+# decrypted FILE IDENTITY: FILE decrypted with age into TEMP_DIR, its path printed; dies
+# when age refuses it. age may have written part of a tampered file before its failing
+# chunk: that part is removed, never restored.
+decrypted() {
   local plain
-  plain="$TEMP_DIR/$(basename -- "${file%.enc}")"
-  openssl enc -d -aes-256-cbc -pbkdf2 -iter 200000 -in "$file" -out "$plain" \
-    -pass "file:$ROOT$BACKUP_KEY_FILE" ||
-    die "could not decrypt $file with $BACKUP_KEY_FILE (a snapshot of another stack?)"
+  plain="$TEMP_DIR/$(basename -- "${1%.age}")"
+  if ! age --decrypt --identity "$2" --output "$plain" "$1"; then
+    rm -f -- "$plain"
+    die "could not decrypt $1 with $2: it is not encrypted to that key (backup.recipients), or it was changed after it was made; nothing was restored"
+  fi
   printf '%s\n' "$plain"
 }
 
 main() {
-  local confirmed=false what="" file
+  local confirmed=false what="" file identity="" plain=false
   while (($#)); do
     case "$1" in
       --yes) confirmed=true ;;
       --list) what=--list ;;
+      --identity) (($# > 1)) || die "$USAGE"; identity=$2; shift ;;
+      --decrypted) plain=true ;;
       -*) die "$USAGE" ;;
       *) [[ -z "$what" ]] || die "$USAGE"; what=$1 ;;
     esac
@@ -71,14 +76,22 @@ main() {
     return
   fi
   [[ "$confirmed" == true ]] || die "restoring replaces the cluster's state with the snapshot's: add --yes"
+  if [[ "$plain" == true ]]; then
+    [[ -z "$identity" && "$what" != latest ]] || die "$USAGE"
+  else
+    [[ -n "$identity" ]] || die "the snapshot is encrypted with age: give the identity file of one of backup.recipients with --identity (or decrypt it elsewhere and give it with --decrypted)"
+    [[ -r "$identity" ]] || die "cannot read the identity file $identity"
+  fi
+  umask 077
   make_temp_dir
   if [[ "$what" == latest ]]; then
     [[ "$BACKUP_STORE" != s3 ]] || die "download a version of s3://$BACKUP_BUCKET/$BACKUP_OBJECT and give its path"
-    with_backup_folder copy_newest_in "$TEMP_DIR/latest.enc"
-    what="$TEMP_DIR/latest.enc"
+    with_backup_folder copy_newest_in "$TEMP_DIR/latest.age"
+    what="$TEMP_DIR/latest.age"
   fi
   [[ -f "$what" ]] || die "no snapshot file $what"
-  file="$(plain_snapshot "$what")"
+  file=$what
+  [[ "$plain" == true ]] || file="$(decrypted "$what" "$identity")"
   systemctl stop gpu-cluster-backup.timer
   cluster_state_restore "$file"
   systemctl start gpu-cluster-backup.timer
