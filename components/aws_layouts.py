@@ -221,21 +221,27 @@ class Cloud(_OnAws):
 
     def nodes_after(self, control_plane: ControlPlane, provider: k8s.Provider,
                     machines: Machines) -> list[pulumi.Resource]:
-        """The EC2 pools, whose instances join at boot with a token the program registers,
-        and the agent that removes the node of an instance a pool lets go."""
+        """The EC2 pools, whose instances join at boot with the token the controller keeps
+        in SSM, and the controller's services that rotate those tokens and remove the node
+        of an instance a pool let go."""
         context, settings = self.context, self.context.settings
-        cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(
-            settings.cluster_name, context.pki, control_plane.node_endpoint, provider),
-            opts=self._aws.opts)
         pools = [
             GpuWorkerPool(f"{context.name}-{boot.pool.name}", GpuWorkerPoolArgs(
-                boot, self._aws.network,
-                control_plane.pool_join_token(boot.pool.name, provider),
-                context.distribution, self._aws.network.node_security_group, cleanup,
-                self._aws.boot_store, self.default_tags, after=[control_plane.installed]),
+                boot, self._aws.network, context.distribution,
+                self._aws.network.node_security_group, self._aws.boot_store,
+                self.default_tags, after=[control_plane.installed]),
                 opts=self._aws.opts)
             for boot in pool_boots(settings, context.distribution)
         ]
+        if pools:
+            cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(
+                settings.cluster_name, settings.aws.region, context.pki,
+                control_plane.node_endpoint, provider, context.distribution,
+                control_plane.host.name, control_plane.ssh, self._aws.instance.role_name,
+                after=[control_plane.installed]), opts=self._aws.opts)
+            started = cleanup.start([p.token_parameter for p in pools])
+            for pool in pools:
+                pool.launch(after=[started])
         machines.images.update({pool.name: p.image for pool, p in zip(settings.pools, pools)})
         self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
                        "gpus": p.gpus, "gpuModel": p.gpu_model} for p in settings.pools]

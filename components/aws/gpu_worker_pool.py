@@ -1,8 +1,10 @@
 """EC2 GPU workers (cloud layout) that join the cluster at boot, with no SSH from the
 program: the launch template's user data fetches and runs the same step scripts as bare metal
 (host settings, NVIDIA runtime, the join), and the join token is read at boot from an
-SSM SecureString that only the pool's instance role may read. A changed launch template
-rolls the pool (instance refresh); an instance leaving the pool deletes its own node."""
+SSM SecureString that only the pool's instance role may read, and that the controller
+refills with a new expiring token (components/aws/pool_node_cleanup.py). A changed launch
+template rolls the pool (instance refresh); the controller deletes the node of an instance
+that left the pool."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from components.aws.network import AwsNetwork, pinned_image
 from components.distributions.base import Distribution
 from components.aws.tags import propagated_tags
 from components.hosts.steps import HostStep, Machine
-from components.aws.pool_node_cleanup import WATCH_TERMINATION, PoolNodeCleanup, node_cleanup_env
+from components.aws.pool_node_cleanup import TOKEN_PLACEHOLDER
 from config import versions
 from config.model import WorkerPool
 
@@ -56,13 +58,9 @@ class PoolBoot:
 class GpuWorkerPoolArgs:
     boot: PoolBoot
     network: AwsNetwork
-    # The pool's worker join token (secret); stored where only the pool's role reads it.
-    join_token: pulumi.Output[str]
     distribution: Distribution
     # Inbound rules between nodes reference it; the control plane's group allows the rest.
     node_security_group: aws.ec2.SecurityGroup
-    # The credential a terminating instance deletes its own node with.
-    node_cleanup: PoolNodeCleanup
     # Where its boot's bundle and plan are fetched from.
     boot_store: BootStore
     # The provider's default_tags (components/aws/tags.py): what the group and the launch
@@ -87,7 +85,12 @@ class GpuWorkerPool(pulumi.ComponentResource):
         profile = self._create_instance_profile(boot)
         self.image = pool.ami or pinned_image(versions.GPU_IMAGE_OWNER, versions.GPU_IMAGE_NAME,
                                               parent=self)
-        template = self._create_launch_template(profile, boot)
+        self._template = self._create_launch_template(profile, boot)
+
+    def launch(self, after: Sequence[pulumi.Resource]) -> aws.autoscaling.Group:
+        """The pool's group, once `after` is done (the controller stored the pool's first
+        join token)."""
+        name, args, pool, template = self._name, self._args, self._args.boot.pool, self._template
         placement = (aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster",
                                             tags=self._tags(), opts=self._opts)
                      if pool.placement_group else None)
@@ -114,11 +117,11 @@ class GpuWorkerPool(pulumi.ComponentResource):
             tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
                   for k, v in self._propagated_tags().items()],
             # The token must be readable before the first instance boots.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.token_parameter]),
+            opts=pulumi.ResourceOptions(parent=self,
+                                        depends_on=[self.token_parameter, *after]),
         )
-        args.node_cleanup.hold_terminating_instances(f"{name}-node-cleanup", self.group,
-                                                    self._opts)
         self.register_outputs({"tokenParameter": self.token_parameter.name})
+        return self.group
 
     def _tags(self) -> dict:
         """The pool's own tags; the stack's and the cluster's are the provider's defaults."""
@@ -130,15 +133,18 @@ class GpuWorkerPool(pulumi.ComponentResource):
         return propagated_tags(self._args.default_tags, self._tags())
 
     def _store_join_token(self) -> aws.ssm.Parameter:
+        """The parameter the controller keeps the pool's current join token in: its value
+        is the controller's (ignore_changes), never the program's."""
         boot = self._args.boot
         return secret_parameter(f"{self._name}-join-token",
                                 ssm_paths.pool_join_token(boot.cluster_name, boot.pool.name),
-                                self._args.join_token, self._tags(), self._opts)
+                                TOKEN_PLACEHOLDER, self._tags(), pulumi.ResourceOptions.merge(
+                                    self._opts, pulumi.ResourceOptions(ignore_changes=["value"])))
 
     def _create_instance_profile(self, machine: MachineBoot) -> aws.iam.InstanceProfile:
         boot = self._args.boot
         return instance_profile(
-            f"{self._name}-node", [self.token_parameter, self._args.node_cleanup.parameter],
+            f"{self._name}-node", [self.token_parameter],
             ssm_paths.boot_status(boot.cluster_name, boot.pool.name), self._tags(), self._opts,
             machine.object_arns)
 
@@ -180,8 +186,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
 
 def pool_boot_steps(boot: PoolBoot, distribution: Distribution) -> list[HostStep]:
     """Host settings, the NVIDIA runtime (GPU pools), the reboot those need and the check
-    after it, the join, then the service that removes the node when the pool lets the
-    instance go."""
+    after it, then the join (nothing on the instance removes its node: the controller does)."""
     pool = boot.pool
     steps = list(boot.preparation)
     steps.append(HostStep("join-worker", distribution.join_worker, {
@@ -191,6 +196,4 @@ def pool_boot_steps(boot: PoolBoot, distribution: Distribution) -> list[HostStep
         # Only recorded: new kubelet settings roll the pool (new instances start with them).
         "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
     }))
-    steps.append(HostStep("watch-termination", WATCH_TERMINATION,
-                          node_cleanup_env(boot.cluster_name, distribution)))
     return steps

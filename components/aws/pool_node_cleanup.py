@@ -1,98 +1,129 @@
-"""How a cloud pool instance leaves the cluster without leaving a NotReady node behind.
+"""The EC2 pools looked after from the control plane, so that no credential on a pool
+instance may delete a node, and no pool join token lasts:
 
-When a pool's auto scaling group terminates an instance (scale-in, instance refresh,
-health replacement), a termination lifecycle hook keeps it running for a while; the
-instance's node-cleanup service sees IMDS report the Terminated target state and deletes
-its own Node object. It does so with a credential made here (the kubelet's own may not
-delete nodes): a client certificate for a user bound to a ClusterRole that may only get
-and delete nodes, as a kubeconfig in an SSM SecureString that only pool roles may read."""
+- gpu-cluster-pool-node-watcher on the controller (scripts/aws/pool-node-watcher.sh, every
+  minute) deletes the nodes of pool instances that are gone, with a credential of its own:
+  a client certificate of WATCHER_USER, bound to a ClusterRole that may get, list and
+  delete nodes. It reaches the controller inside the install step's stdin over SSH and
+  stays there (0600); it is never in SSM, which pool instances read.
+- gpu-cluster-pool-tokens on the controller (scripts/aws/rotate-pool-tokens.sh, every
+  ROTATE_EVERY) stores in each pool's SSM SecureString a new join token that expires after
+  POOL_TOKEN_TTL; the program creates the parameter with a placeholder and never writes
+  its value again. The install step rotates once before any pool instance starts.
 
-from dataclasses import dataclass
+The controller's role gets one policy of its own for this (controller_policy)."""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.common import kube
-
-from components.aws import ssm_paths
-from components.aws.boot import secret_parameter
-from components.kubernetes.pki import ClusterPki
+from components.common.remote_step import Ssh, run_step
+from components.common.step_text import SSM_READER, DataFile, Script
 from components.distributions.base import Distribution
 from components.kubernetes.kubeconfig import client_kubeconfig
-from components.common.step_text import DataFile, Script
-from components.common.shell_text import without_comment_lines
+from components.kubernetes.pki import ClusterPki
+from config.model import POOL_LABEL
 
-WATCH_TERMINATION = Script("aws/watch-termination.sh")
-NODE_CLEANUP_AGENT = DataFile("aws/node-cleanup-agent.sh")
-NODE_CLEANUP_USER = "gpu-cluster:node-cleanup"
-# Where the boot keeps ssm-parameter.py on the instance (boot/run-boot.sh).
-SSM_CLIENT_PATH = "/var/lib/gpu-cluster/boot/ssm-parameter.py"
-# How long a terminating instance is held for its cleanup: polling every 5 s, one SSM
-# read and one API call need far less; the instance goes on when the hook times out.
-HOLD_SECONDS = 120
-
-
-
-def node_cleanup_env(cluster_name: str, distribution: Distribution) -> dict[str, str]:
-    """The inputs of the watch-termination boot step."""
-    return {
-        # Installed without its comments: user data has a size limit.
-        "NODE_CLEANUP_AGENT": without_comment_lines(NODE_CLEANUP_AGENT.text()),
-        "NODE_CLEANUP_KUBECONFIG_PARAMETER": ssm_paths.node_cleanup_kubeconfig(cluster_name),
-        "KUBECTL": distribution.kubectl,
-        "SSM_CLIENT": SSM_CLIENT_PATH,
-    }
+WATCH_POOLS = Script("aws/watch-pools.sh")
+POOL_NODE_WATCHER = DataFile("aws/pool-node-watcher.sh")
+ROTATE_POOL_TOKENS = DataFile("aws/rotate-pool-tokens.sh")
+EC2_INSTANCES = DataFile("aws/ec2-instances.py")
+WATCHER_USER = "gpu-cluster:pool-node-watcher"
+# A pool's join token expires a day after it is made and is replaced every 6 h: one read
+# at boot just before a rotation still has 18 h for the boot steps and the join.
+POOL_TOKEN_TTL = "24h"
+ROTATE_EVERY = "6h"
+# What a pool's token parameter holds until the controller's first rotation.
+TOKEN_PLACEHOLDER = "none: gpu-cluster-pool-tokens on the controller stores the join token"
 
 
 def cluster_role() -> list[dict]:
-    """What the cleanup credential may do: read and delete nodes, nothing else."""
-    name = "gpu-cluster:node-cleanup"
+    """What the watcher's credential may do: read and delete nodes, nothing else."""
+    name = WATCHER_USER
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
          "metadata": {"name": name},
-         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "delete"]}]},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"],
+                    "verbs": ["get", "list", "delete"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": name},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                      "name": name},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                       "name": NODE_CLEANUP_USER}]},
+                       "name": WATCHER_USER}]},
     ]
+
+
+def controller_policy(token_parameter_arns: Sequence[str]) -> str:
+    """The controller role's grant for the pools, apart from its other policies: listing
+    instances (DescribeInstances has no resource types, so "*" is its only resource:
+    https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html;
+    the watcher filters by the cluster tag) and writing the pools' token parameters."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Sid": "PoolNodeWatcherListsInstances", "Effect": "Allow",
+         "Action": ["ec2:DescribeInstances"], "Resource": "*"},
+        {"Sid": "PoolTokenRotationWritesTokens", "Effect": "Allow",
+         "Action": ["ssm:PutParameter"], "Resource": sorted(token_parameter_arns)},
+    ]})
 
 
 @dataclass
 class PoolNodeCleanupArgs:
     cluster_name: str
+    region: str
     pki: ClusterPki
-    # Where pool instances reach the API (the controller's private address).
+    # Where the controller reaches the API (its private address).
     api_endpoint: pulumi.Input[str]
     kubernetes: k8s.Provider
+    distribution: Distribution
+    # The controller: its name, SSH to it, its instance role, what the step waits for.
+    controller: str
+    ssh: Ssh
+    controller_role: pulumi.Input[str]
+    after: Sequence[pulumi.Resource] = field(default_factory=list)
 
 
 class PoolNodeCleanup(pulumi.ComponentResource):
-    parameter: aws.ssm.Parameter
-
     def __init__(self, name: str, args: PoolNodeCleanupArgs,
                  opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:aws:PoolNodeCleanup", name, None, opts)
-        kube.apply_all(cluster_role(), kube.k8s_provider_opts(args.kubernetes, self))
-        cert = args.pki.client_certificate("node-cleanup", NODE_CLEANUP_USER)
-        kubeconfig = pulumi.Output.all(
+        self._name, self._args = name, args
+        self._rbac = kube.apply_all(cluster_role(), kube.k8s_provider_opts(args.kubernetes, self))
+        cert = args.pki.client_certificate("pool-node-watcher", WATCHER_USER)
+        self._kubeconfig = pulumi.Output.secret(pulumi.Output.all(
             args.api_endpoint, args.pki.ca_cert_pem, cert.cert_pem, cert.private_key_pem,
         ).apply(lambda v: client_kubeconfig(args.cluster_name, v[0], v[1],
-                                            "node-cleanup", v[2], v[3]))
-        self.parameter = secret_parameter(
-            f"{name}-kubeconfig", ssm_paths.node_cleanup_kubeconfig(args.cluster_name), kubeconfig,
-            # No tags of its own: the provider's default_tags are all it carries.
-            None, pulumi.ResourceOptions(parent=self))
-        self.register_outputs({"parameter": self.parameter.name})
+                                            "pool-node-watcher", v[2], v[3])))
+        self.register_outputs({})
 
-    def hold_terminating_instances(self, name: str, group: aws.autoscaling.Group,
-                                   opts: pulumi.ResourceOptions) -> aws.autoscaling.LifecycleHook:
-        """A group's termination hook: its instances stay up HOLD_SECONDS for the cleanup,
-        then terminate whatever happened (CONTINUE)."""
-        return aws.autoscaling.LifecycleHook(
-            name, autoscaling_group_name=group.name,
-            lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
-            heartbeat_timeout=HOLD_SECONDS, default_result="CONTINUE", opts=opts)
+    def start(self, token_parameters: Sequence[aws.ssm.Parameter]) -> pulumi.Resource:
+        """The controller's grant and the install step (which stores the first tokens);
+        the pools' groups wait for it."""
+        args = self._args
+        opts = pulumi.ResourceOptions(parent=self)
+        policy = aws.iam.RolePolicy(
+            f"{self._name}-controller", role=args.controller_role,
+            policy=pulumi.Output.all(*[p.arn for p in token_parameters]).apply(
+                controller_policy), opts=opts)
+        distribution = args.distribution
+        return run_step(args.controller, "watch-pools", on=args.ssh, create=WATCH_POOLS, env={
+            "POOL_NODE_WATCHER": POOL_NODE_WATCHER.text(),
+            "ROTATE_POOL_TOKENS": ROTATE_POOL_TOKENS.text(),
+            "EC2_INSTANCES": EC2_INSTANCES.text(),
+            "AWS_CLIENT_TEXT": SSM_READER.text(),
+            "WATCHER_KUBECONFIG": self._kubeconfig,
+            "AWS_REGION": args.region,
+            "CLUSTER_NAME": args.cluster_name,
+            "POOL_LABEL": POOL_LABEL,
+            "KUBECTL": distribution.kubectl,
+            "TOKEN_COMMAND": distribution.pool_token_command,
+            "TOKEN_TTL": POOL_TOKEN_TTL,
+            "ROTATE_EVERY": ROTATE_EVERY,
+            "POOL_TOKEN_PARAMETERS": pulumi.Output.all(
+                *[p.name for p in token_parameters]).apply(" ".join),
+        }, depends_on=[*args.after, *self._rbac, policy, *token_parameters], parent=self)

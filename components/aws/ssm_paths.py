@@ -23,9 +23,5 @@ def boot_status(cluster_name: str, machine: str) -> str:
     return f"{cluster_prefix(cluster_name)}/boot-status/{machine}"
 
 
-def node_cleanup_kubeconfig(cluster_name: str) -> str:
-    return f"{cluster_prefix(cluster_name)}/node-cleanup/kubeconfig"
-
-
 def user_kubeconfig(cluster_name: str, user: str) -> str:
     return f"{cluster_prefix(cluster_name)}/users/{user}/kubeconfig"

@@ -63,6 +63,9 @@ class Distribution(Protocol):
     # Run on the controller for each worker right before its join; prints the token. None:
     # every node joins with the one token of shared_join_token, and so do pools.
     create_join_token: Optional[Script]
+    # On the controller: a command printing a new worker join token that expires, the
+    # lifetime (e.g. 24h) appended: what the controller's rotation stores for the pools.
+    pool_token_command: str
     admit_node: Script
     remove_node: Script
     apply_worker_profile: Script

@@ -35,6 +35,9 @@ class K0s:
     join_worker = Script("k0s/join-worker.sh")
     reset_node = Script("k0s/reset-node.sh")
     create_join_token = Script("k0s/create-join-token.sh")
+    # A bootstrap token with an expiration, in a worker join token (k0s cmd/token/create.go
+    # at v1.36.3+k0s.2, lines 33 and 91: --expiry, a Go duration).
+    pool_token_command = "/usr/local/bin/k0s token create --role=worker --expiry"
     admit_node = Script("k0s/admit-node.sh")
     remove_node = Script("k0s/remove-node.sh")
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")

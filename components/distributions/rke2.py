@@ -58,6 +58,13 @@ class Rke2:
     # Agents join with the agent token the program generates (join_token below); RKE2
     # issues no per-node tokens to fetch from the server.
     create_join_token = None
+    # A bootstrap token Secret with a TTL, printed as K10<CA hash>::<id>.<secret>: `rke2
+    # token create` (rancher/rke2 v1.36.3+rke2r1 pkg/cli/cmds/token.go, lines 18-24, wraps
+    # k3s pkg/cli/token/token.go create). Agents may join with it, servers may not, and a
+    # joined agent starts again after it expired, on its node authorization (k3s
+    # docs/adrs/agent-join-token.md, "Decision").
+    pool_token_command = (f"/usr/local/bin/rke2 token create --kubeconfig {ADMIN_KUBECONFIG} "
+                          "--description gpu-cluster-pool --ttl")
     admit_node = Script("rke2/admit-node.sh")
     remove_node = Script("rke2/remove-node.sh")
     apply_worker_profile = Script("rke2/apply-agent-args.sh")

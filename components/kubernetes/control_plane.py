@@ -7,12 +7,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import pulumi
-import pulumi_kubernetes as k8s
-import pulumi_random as random
 from pulumi_command import local, remote
 
 from components.kubernetes.pki import ClusterPki
-from components.distributions.base import BOOTSTRAP_TOKEN, Distribution, JoinToken
+from components.distributions.base import Distribution, JoinToken
 from components.hosts.bootstrap import PreparedMachine
 from components.kubernetes.kubeconfig import client_kubeconfig
 from components.common.remote_step import Ssh, run_step
@@ -22,10 +20,6 @@ from config.kubernetes import KubernetesSettings
 from config.model import Host
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
-# Kubernetes bootstrap tokens: a 6-character id and a 16-character secret of [a-z0-9]
-# (https://kubernetes.io/docs/reference/access-authn-authz/bootstrap-tokens/).
-BOOTSTRAP_TOKEN_BYTES = 11
-BOOTSTRAP_TOKEN_TYPE = "bootstrap.kubernetes.io/token"
 
 
 @dataclass
@@ -153,12 +147,6 @@ class ControlPlane(pulumi.ComponentResource):
         return self.create_join_token(node, self._args.kubernetes.worker_token_expiry,
                                       after, env)
 
-    def pool_join_token(self, pool: str, provider: k8s.Provider) -> pulumi.Output[str]:
-        """The token a pool's instances join with (secret)."""
-        if self._shared_token is not None:
-            return self._shared_token.value
-        return self.create_bootstrap_token(pool, provider)
-
     def _cluster_join_token(self) -> JoinToken:
         """The distribution's one join token, from the CA and the cluster's secrets; it
         waits for the control plane (a pool's instances use it as soon as it is stored)."""
@@ -186,43 +174,3 @@ class ControlPlane(pulumi.ComponentResource):
         )
         return JoinToken(pulumi.Output.secret(step.stdout.apply(lambda text: text.strip())),
                          step.urn)
-
-    def create_bootstrap_token(self, about: str, provider: k8s.Provider) -> pulumi.Output[str]:
-        """A worker join token made here (no SSH): a bootstrap token the program registers
-        through the API. It does not expire, as a pool may scale at any time; only the
-        pool's instances can read it. Raising kubernetes.joinTokenGeneration renews it (its
-        Secret, named after the token's id, is replaced: the old token stops working)."""
-        token = random.RandomBytes(f"{about}-bootstrap-token", length=BOOTSTRAP_TOKEN_BYTES,
-                                   opts=pulumi.ResourceOptions(
-                                       parent=self, replacement_trigger=(
-                                           self._args.kubernetes.join_token_generation)))
-        manifest = token.hex.apply(lambda value: bootstrap_token_secret(
-            value[:6], value[6:22], f"gpu-cluster: joins {about}"))
-        secret = k8s.core.v1.Secret(
-            f"{about}-bootstrap-token",
-            metadata=manifest.apply(lambda m: m["metadata"]),
-            type=BOOTSTRAP_TOKEN_TYPE,
-            string_data=pulumi.Output.secret(manifest.apply(lambda m: m["stringData"])),
-            opts=pulumi.ResourceOptions(parent=self, provider=provider),
-        )
-        return pulumi.Output.secret(pulumi.Output.all(
-            self.node_endpoint, self._args.pki.ca_cert_pem, token.hex, secret.id,
-        ).apply(lambda v: self._args.distribution.shared_join_token(
-            v[0], v[1], {BOOTSTRAP_TOKEN: f"{v[2][:6]}.{v[2][6:22]}"})))
-
-
-def bootstrap_token_secret(token_id: str, token_secret: str, description: str) -> dict:
-    """The kube-system Secret that makes bootstrap token `<token_id>.<token_secret>` valid
-    for worker joins, the form distributions' own token commands register."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"},
-        "type": BOOTSTRAP_TOKEN_TYPE,
-        "stringData": {
-            "token-id": token_id,
-            "token-secret": token_secret,
-            "description": description,
-            "usage-bootstrap-authentication": "true",
-        },
-    }

@@ -1,5 +1,6 @@
 """usage: ssm-parameter.py get REGION NAME        print its value (SecureStrings decrypted)
        ssm-parameter.py put REGION NAME VALUE  store VALUE as a String, overwriting
+       ssm-parameter.py put-secret REGION NAME store stdin as a SecureString, overwriting
        ssm-parameter.py delete REGION NAME     delete it; a missing one counts as deleted
        ssm-parameter.py instance-id            print this instance's id
 
@@ -59,16 +60,12 @@ def _hmac(key, text):
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
-def signed_headers(credentials, region, host, action, body, now):
-    """AWS Signature Version 4 headers for a JSON POST of `action` to `/` of the SSM API."""
+def sigv4(credentials, region, service, host, headers, body, now):
+    """`headers` with AWS Signature Version 4 added for a POST of `body` to `/` of `service`
+    (this client's SSM calls, the EC2 reads of ec2-instances.py)."""
     amz_date = now.strftime("%Y%m%dT%H%M%SZ")
     date = amz_date[:8]
-    headers = {
-        "content-type": "application/x-amz-json-1.1",
-        "host": host,
-        "x-amz-date": amz_date,
-        "x-amz-target": "AmazonSSM." + action,
-    }
+    headers = {**headers, "host": host, "x-amz-date": amz_date}
     if credentials.get("Token"):
         headers["x-amz-security-token"] = credentials["Token"]
     names = sorted(headers)
@@ -78,17 +75,25 @@ def signed_headers(credentials, region, host, action, body, now):
         ";".join(names),
         hashlib.sha256(body).hexdigest(),
     ])
-    scope = f"{date}/{region}/ssm/aws4_request"
+    scope = f"{date}/{region}/{service}/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
                          hashlib.sha256(canonical.encode()).hexdigest()])
     key = _hmac(("AWS4" + credentials["SecretAccessKey"]).encode(), date)
-    for part in (region, "ssm", "aws4_request"):
+    for part in (region, service, "aws4_request"):
         key = _hmac(key, part)
     signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
     headers["authorization"] = (
         f"AWS4-HMAC-SHA256 Credential={credentials['AccessKeyId']}/{scope}, "
         f"SignedHeaders={';'.join(names)}, Signature={signature}")
     return headers
+
+
+def signed_headers(credentials, region, host, action, body, now):
+    """AWS Signature Version 4 headers for a JSON POST of `action` to `/` of the SSM API."""
+    return sigv4(credentials, region, "ssm", host, {
+        "content-type": "application/x-amz-json-1.1",
+        "x-amz-target": "AmazonSSM." + action,
+    }, body, now)
 
 
 def call_ssm(region, action, request):
@@ -112,6 +117,17 @@ def put(region, name, value):
     return ""
 
 
+def put_secret(region, name):
+    """Overwrites the SecureString `name` with stdin (without its last newline): a secret
+    never goes on a command line."""
+    value = sys.stdin.read().rstrip("\n")
+    if not value:
+        raise ValueError("no value on stdin")
+    call_ssm(region, "PutParameter",
+             {"Name": name, "Value": value, "Type": "SecureString", "Overwrite": True})
+    return ""
+
+
 def delete(region, name):
     try:
         call_ssm(region, "DeleteParameter", {"Name": name})
@@ -127,7 +143,8 @@ def instance_id():
 
 
 # Each action and how many arguments it takes.
-ACTIONS = {"get": (get, 2), "put": (put, 3), "delete": (delete, 2),
+ACTIONS = {"get": (get, 2), "put": (put, 3), "put-secret": (put_secret, 2),
+           "delete": (delete, 2),
            "instance-id": (instance_id, 0)}
 
 

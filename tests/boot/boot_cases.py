@@ -76,8 +76,6 @@ WORK = {
     "join-worker": (r"^k0s install worker ", r"^k0s start$"),
     "install-controller": (r"^k0s install controller ", r"^k0s start$",
                            r"^k0s kubectl get --raw=/readyz$"),
-    "watch-termination": (r"^systemctl enable gpu-cluster-node-cleanup\.service$",
-                          r"^systemctl restart gpu-cluster-node-cleanup\.service$"),
     # Its envelope, read from SSM, run: the backups' timer.
     "install-backup": (r"^systemctl enable gpu-cluster-backup\.timer$",
                        r"^systemctl restart gpu-cluster-backup\.timer$"),
@@ -91,8 +89,6 @@ DONE = {
     "install-controller": "ready: the Kubernetes API",
     "reboot-if-needed": "changed: rebooting in 2s for what the earlier steps installed",
     "verify-boot": "boot verified: kernel arguments active",
-    "watch-termination": "gpu-cluster-node-cleanup.service watches for this instance's "
-                         "termination",
     "install-backup": "changed: gpu-cluster-backup.timer starts a snapshot at",
 }
 # What differs with RKE2: its steps' work, last words and a call only they make.
@@ -229,7 +225,7 @@ def expected_steps(case: Boot) -> list[str]:
                                            "install-backup"]
                                           if settings.layout == "cloud" else [])]
     return ["prepare-host", *(["install-nvidia"] if gpus(case) else []), *reboot,
-            "join-worker", "watch-termination"]
+            "join-worker"]
 
 
 def work(case: Boot, step: str) -> tuple[str, ...]:

@@ -120,6 +120,7 @@ def test_a_usage_error_exits_2_with_the_usage(args, stdin):
     assert result.stderr == (
         "usage: ssm-parameter.py get REGION NAME        print its value (SecureStrings decrypted)\n"
         "       ssm-parameter.py put REGION NAME VALUE  store VALUE as a String, overwriting\n"
+        "       ssm-parameter.py put-secret REGION NAME store stdin as a SecureString, overwriting\n"
         "       ssm-parameter.py delete REGION NAME     delete it; a missing one counts as deleted\n"
         "       ssm-parameter.py instance-id            print this instance's id\n")
 
@@ -306,6 +307,23 @@ def test_put_then_get_returns_the_value(imds, aws):
     # put overwrites.
     assert run(imds, aws, "put", REGION, name, "ready").returncode == 0
     assert run(imds, aws, "get", REGION, name, stdin=False).stdout == "ready"
+
+
+def test_put_secret_stores_stdin_as_a_secure_string(imds, aws):
+    """How the controller's rotation stores a pool's join token: never on a command line."""
+    name = "/gpu-cluster/dev/a10g/join-token"
+    result = subprocess.run(
+        [PYTHON, str(SCRIPT), "put-secret", REGION, name], input=VALUE, capture_output=True,
+        text=True, timeout=TIMEOUT_SECONDS,
+        env={"IMDS_ENDPOINT_URL": imds.url, "SSM_ENDPOINT_URL": aws.endpoint,
+             "PATH": "/usr/bin:/bin"})
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    stored = aws.ssm().get_parameter(Name=name, WithDecryption=True)["Parameter"]
+    assert stored["Type"] == "SecureString" and stored["Value"] == VALUE.rstrip("\n")
+    empty = subprocess.run([PYTHON, str(SCRIPT), "put-secret", REGION, name], input="",
+                           capture_output=True, text=True, timeout=TIMEOUT_SECONDS,
+                           env={"IMDS_ENDPOINT_URL": imds.url, "PATH": "/usr/bin:/bin"})
+    assert empty.returncode == 1 and "no value on stdin" in empty.stderr
 
 
 def test_get_decrypts_a_secure_string(imds, aws):

@@ -92,8 +92,10 @@ def test_permissions_are_read_only_unless_a_job_needs_more():
             assert set(granted.values()) <= {"read", "write"}
             writes = {scope for scope, level in granted.items() if level == "write"}
             assert writes <= {"id-token", "pull-requests"}, (path.name, name, writes)
-            if "id-token" in writes:  # only jobs that assume an AWS role
-                assert any("configure-aws-credentials" in s.get("uses", "") for s in job["steps"])
+            if "id-token" in writes:  # only jobs that exchange it, in an environment
+                assert any("configure-aws-credentials" in s.get("uses", "")
+                           or "pulumi/auth-actions" in s.get("uses", "") for s in job["steps"])
+                assert "environment" in job, (path.name, name)
 
 
 def test_credentials_come_from_secrets_and_oidc_only():
@@ -104,7 +106,91 @@ def test_credentials_come_from_secrets_and_oidc_only():
             if "configure-aws-credentials" in step.get("uses", ""):
                 assert step["with"]["role-to-assume"].startswith("${{ vars.AWS_")
             if "pulumi/actions" in step.get("uses", ""):
-                assert step["env"] == {"PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}"}
+                assert step["env"] == {"PULUMI_ACCESS_TOKEN": PULUMI_TOKEN}
+
+
+# The token pulumi/auth-actions exchanged for the job's GitHub OIDC token.
+PULUMI_TOKEN = "${{ steps.pulumi-login.outputs.pulumi-access-token }}"
+# https://github.com/pulumi/auth-actions action.yml: requested-token-type and scope.
+TEAM_TOKEN = "urn:pulumi:token-type:access_token:team"
+
+
+def test_no_workflow_reads_a_repository_wide_pulumi_token():
+    """A repository secret reaches any branch's code: a pushed branch may edit the workflow
+    (pull_request runs the branch's copy) and print it."""
+    for path in WORKFLOWS:
+        assert "secrets.PULUMI_ACCESS_TOKEN" not in path.read_text(), path.name
+
+
+def test_every_pulumi_token_is_a_team_token_of_the_job_s_environment():
+    """Pulumi Cloud's GitHub OIDC issuer maps the token's subject, which names the job's
+    environment (repo:<owner>/<repo>:environment:<name>), to a team token
+    (https://www.pulumi.com/docs/administration/guides/oidc-issuers/github/): a job gets a
+    stack's token only by passing that environment's protection rules
+    (https://docs.github.com/actions/reference/deployments-and-environments)."""
+    for path in WORKFLOWS:
+        for name, job in load(path)["jobs"].items():
+            uses = [s.get("uses", "") for s in job.get("steps", [])]
+            if not any("pulumi/actions" in u for u in uses):
+                continue
+            assert job.get("environment"), (path.name, name)
+            assert job["permissions"]["id-token"] == "write", (path.name, name)
+            [login] = [i for i, u in enumerate(uses) if "pulumi/auth-actions" in u]
+            step = job["steps"][login]
+            assert step["id"] == "pulumi-login"
+            assert step["with"]["requested-token-type"] == TEAM_TOKEN
+            assert step["with"]["scope"] == "team:${{ vars.PULUMI_TEAM }}"
+            assert step["with"]["export-environment-variables"] == "false"
+            assert login < min(i for i, u in enumerate(uses) if "pulumi/actions" in u)
+            for step in job["steps"]:
+                if "PULUMI_ACCESS_TOKEN" in step.get("env", {}):
+                    assert step["env"]["PULUMI_ACCESS_TOKEN"] == PULUMI_TOKEN, (path.name, name)
+
+
+def _pulumi_jobs(path: Path) -> dict:
+    return {name: job for name, job in load(path)["jobs"].items()
+            if any("pulumi/actions" in s.get("uses", "") for s in job.get("steps", []))}
+
+
+def test_pull_requests_preview_prod_only_in_its_protected_environment():
+    path = PROJECT_DIR / ".github/workflows/pull-request.yml"
+    workflow = load(path)
+    tokens = {name for name, job in workflow["jobs"].items()
+              if job.get("permissions", {}).get("id-token") == "write"}
+    assert tokens == {"preview", "preview-prod"}
+    jobs = _pulumi_jobs(path)
+    assert set(jobs) == tokens
+    changes = workflow["jobs"]["changes"]["outputs"]
+    # Every stack but prod, each in its own environment.
+    other = jobs["preview"]
+    assert other["environment"] == "preview-${{ matrix.stack }}"
+    assert other["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.changes.outputs.stacks) }}"
+    assert changes["stacks"] == "${{ steps.affected.outputs.stacks }}"
+    # prod: the environment with required reviewers, its stack named outright.
+    prod = jobs["preview-prod"]
+    assert prod["environment"] == "preview-prod"
+    assert prod["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.changes.outputs.prod) }}"
+    assert changes["prod"] == "${{ steps.affected.outputs.prod }}"
+    [step] = [s for s in prod["steps"] if "pulumi/actions" in s.get("uses", "")]
+    assert step["with"]["stack-name"] == "${{ vars.PULUMI_ORG }}/gpu-cluster/prod"
+    # The matrix of the other job never holds prod, whatever the change.
+    result = subprocess.run([sys.executable, str(PROJECT_DIR / ".github/scripts/affected_stacks.py"),
+                             "--all"], capture_output=True, text=True, check=True)
+    outputs = dict(line.split("=", 1) for line in result.stdout.splitlines())
+    assert "prod" not in [i["stack"] for i in json.loads(outputs["stacks"])]
+    assert [i["stack"] for i in json.loads(outputs["prod"])] == ["prod"]
+
+
+def test_the_readme_sets_reviewers_on_every_environment_that_reaches_prod():
+    """The protection rules live in the repository's settings: the README says which."""
+    text = (PROJECT_DIR / "README.md").read_text()
+    rows = {m[1]: m[2] for m in re.finditer(r"^\| environment \| `([\w-]+)` \| (.*)\|$", text, re.M)}
+    for name in ("preview-prod", "prod"):
+        assert "*Required reviewers*" in rows[name], name
+    for name in ("prod", "drift"):
+        assert "`main`" in rows[name], name
+    for name, row in rows.items():
+        assert "`PULUMI_TEAM`" in row, name
 
 
 def _pulumi_steps(path: Path) -> list:
@@ -113,10 +199,11 @@ def _pulumi_steps(path: Path) -> list:
 
 
 def test_pull_requests_get_previews_with_the_policy_pack_as_comments():
-    [(_, job, step)] = _pulumi_steps(PROJECT_DIR / ".github/workflows/pull-request.yml")
-    assert step["with"]["command"] == "preview" and step["with"]["comment-on-pr"] == "true"
-    assert step["with"]["policyPacks"] == "${{ github.workspace }}/policy"
-    assert job["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.changes.outputs.stacks) }}"
+    found = _pulumi_steps(PROJECT_DIR / ".github/workflows/pull-request.yml")
+    assert [name for name, _, _ in found] == ["preview", "preview-prod"]
+    for _, _, step in found:
+        assert step["with"]["command"] == "preview" and step["with"]["comment-on-pr"] == "true"
+        assert step["with"]["policyPacks"] == "${{ github.workspace }}/policy"
 
 
 def test_pull_requests_run_the_offline_checks_without_credentials():
@@ -196,8 +283,8 @@ def test_drift_runs_nightly_on_every_stack_reading_only():
     stacks = workflow["jobs"]["stacks"]
     assert "affected_stacks.py --all" in stacks["steps"][-1]["run"]
     job = workflow["jobs"]["drift"]
-    # An environment's required reviewers would hold it, and it deploys nothing.
-    assert "environment" not in job
+    # One environment without reviewers (they would hold it, and it deploys nothing).
+    assert job["environment"] == "drift"
     assert job["concurrency"]["group"] != "up-${{ matrix.stack }}"
     [(_, _, preview)] = _pulumi_steps(PROJECT_DIR / ".github/workflows/drift.yml")
     assert preview["with"]["command"] == "preview"

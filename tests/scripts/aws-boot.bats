@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# What EC2 instances run at first boot: aws/install-ssh-host-key.sh, aws/watch-termination.sh,
+# What EC2 instances run at first boot: aws/install-ssh-host-key.sh
 # and the runner of a machine's boot plan (boot/run-boot.sh).
 
 bats_require_minimum_version 1.5.0
@@ -59,58 +59,6 @@ host_key_step() {
   assert_failure
   assert_output_contains "SSH_HOST_PUBLIC_KEY is not an ssh-ed25519 public key: 'ssh-rsa AAAA'" \
     "SSH_HOST_KEY_SSM_PARAMETER is not an SSM parameter name"
-}
-
-watch_step() {
-  NODE_CLEANUP_AGENT="$(<"$SCRIPTS_DIR/aws/node-cleanup-agent.sh")"
-  export NODE_CLEANUP_AGENT NODE_CLEANUP_KUBECONFIG_PARAMETER=/gpu-cluster/dev/node-cleanup/kubeconfig \
-    BOOT_STATUS_PARAMETER=/gpu-cluster/dev/boot-status/a10g KUBECTL="k0s kubectl" \
-    SSM_CLIENT=/var/lib/gpu-cluster/boot/ssm-parameter.py
-}
-
-@test "watch-termination: installs the agent, its settings and unit, and starts it" {
-  watch_step
-  run_script aws/watch-termination.sh
-  assert_success
-  assert_file /usr/local/libexec/gpu-cluster/node-cleanup-agent "$NODE_CLEANUP_AGENT"
-  assert_mode /usr/local/libexec/gpu-cluster/node-cleanup-agent 755
-  assert_mode /etc/gpu-cluster/node-cleanup.env 600
-  grep -qx 'KUBECTL="k0s kubectl"' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/node-cleanup.env"
-  grep -qx 'ExecStart=/usr/local/libexec/gpu-cluster/node-cleanup-agent' \
-    "$GPU_CLUSTER_ROOT/etc/systemd/system/gpu-cluster-node-cleanup.service"
-  assert_call_order '^systemctl daemon-reload$' '^systemctl enable gpu-cluster-node-cleanup\.service$' \
-    '^systemctl restart gpu-cluster-node-cleanup\.service$'
-  assert_idempotent aws/watch-termination.sh
-}
-
-@test "watch-termination: a kubectl by absolute path (RKE2's) is kept quoted" {
-  watch_step
-  export KUBECTL=/var/lib/rancher/rke2/bin/kubectl
-  run_script aws/watch-termination.sh
-  assert_success
-  grep -qx 'KUBECTL="/var/lib/rancher/rke2/bin/kubectl"' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/node-cleanup.env"
-}
-
-@test "watch-termination: a kubectl path with a relative part or quotes is refused" {
-  watch_step
-  for bad in 'bin/kubectl' '/usr/bin/kubectl"x' '/opt/kube ctl/$x'; do
-    export KUBECTL="$bad"
-    run_script aws/watch-termination.sh
-    assert_failure
-    assert_output_contains "KUBECTL is not a command with plain words"
-  done
-}
-
-@test "watch-termination: names every bad input at once" {
-  watch_step
-  export KUBECTL='k0s kubectl; reboot' SSM_CLIENT=relative/path AWS_REGION=mars
-  unset NODE_CLEANUP_AGENT
-  run_script aws/watch-termination.sh
-  assert_failure
-  assert_output_contains "missing required environment variable(s): NODE_CLEANUP_AGENT" \
-    "KUBECTL is not a command with plain words: 'k0s kubectl; reboot'" \
-    "SSM_CLIENT is not an absolute path: 'relative/path'" "AWS_REGION is not a region name: 'mars'"
-  refute_called '^systemctl'
 }
 
 # plan NAME=SCRIPT...: a boot plan (components/aws/boot.py boot_plan), each SCRIPT standing
@@ -195,11 +143,4 @@ status() {
   assert_output_contains "gpu-cluster: a10g: prepare-host: completed in an earlier boot" \
     "gpu-cluster: a10g: reboot-if-needed: completed in an earlier boot" joined
   [ "$(status)" == ready ]
-}
-
-@test "watch-termination: systemd accepts the unit as written" {
-  watch_step
-  run_script aws/watch-termination.sh
-  assert_success
-  assert_unit_verifies /etc/systemd/system/gpu-cluster-node-cleanup.service
 }

@@ -169,19 +169,6 @@ assert_call_free_order() {
   refute_gpu_detached
 }
 
-@test "dev-char: watch-termination (pool boot) on a GPU instance" {
-  nvidia_driver_loaded 580.95.05
-  NODE_CLEANUP_AGENT="$(<"$SCRIPTS_DIR/aws/node-cleanup-agent.sh")"
-  export NODE_CLEANUP_AGENT AWS_REGION=us-west-2 KUBECTL="k0s kubectl" \
-    NODE_CLEANUP_KUBECONFIG_PARAMETER=/gpu-cluster/dev/node-cleanup/kubeconfig \
-    BOOT_STATUS_PARAMETER=/gpu-cluster/dev/boot-status/a10g \
-    SSM_CLIENT=/var/lib/gpu-cluster/boot/ssm-parameter.py
-  run_script aws/watch-termination.sh
-  assert_success
-  assert_called '^systemctl daemon-reload$'
-  refute_gpu_detached
-}
-
 @test "dev-char: the OpenVPN client on a GPU node" {
   nvidia_driver_loaded 580.95.05
   export OPENVPN_CONFIG=$'client\nremote 203.0.113.1 1194 udp' REMOTE_CIDR=10.20.0.0/16 \

@@ -66,6 +66,19 @@ agent_joined() {
   assert_called '^systemctl restart --no-block rke2-agent$'
 }
 
+@test "join-agent: a pool's bootstrap token (rke2 token create on the controller) joins too" {
+  local token
+  token="K10$(printf '%064d' 7)::abcdef.0123456789abcdef"
+  export RKE2_AGENT_TOKEN="$token"
+  run_script rke2/join-agent.sh
+  assert_success
+  assert_file /etc/rancher/rke2/agent-token "$token"
+  export RKE2_AGENT_TOKEN="K10$(printf '%064d' 7)::abcdef.0123456789ABCDEF"
+  run_script rke2/join-agent.sh
+  assert_failure
+  assert_output_contains "RKE2_AGENT_TOKEN is not an agent token with the server's CA hash"
+}
+
 @test "join-agent: a token without the CA hash or a config without token-file is refused, unshown" {
   export RKE2_AGENT_TOKEN="$AGENT_SECRET" RKE2_CONFIG='server: https://10.20.0.10:9345'
   unset RKE2_KUBELET_CONFIG

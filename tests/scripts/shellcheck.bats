@@ -31,13 +31,13 @@ find_shellcheck() {
 }
 
 step_scripts() {
-  # Not steps: the agent a pool instance runs as a service (installed by
-  # watch-termination.sh), the distributions' snapshot functions (pasted into the backup
+  # Not steps: the services the controller runs for the pools (installed by
+  # watch-pools.sh), the distributions' snapshot functions (pasted into the backup
   # commands, like a lib.sh), check/: a step's check mode and additions, pasted into its
   # check after the step, and bundle/ and boot/: what receives, installs and runs the step
   # bundle and the boot plan, before any lib.sh is there.
   find "$SCRIPTS_DIR" -name '*.sh' ! -name lib.sh ! -name cluster-state.sh \
-    ! -path '*/aws/node-cleanup-agent.sh' ! -path '*/check/*' \
+    ! -path '*/aws/pool-node-watcher.sh' ! -path '*/aws/rotate-pool-tokens.sh' ! -path '*/check/*' \
     ! -path '*/bundle/*' ! -path '*/boot/*' |
     LC_ALL=C sort
 }

@@ -2,10 +2,8 @@
 no secret in user data, IMDSv2 everywhere, IAM limited to reading one parameter."""
 
 import base64
-import gzip
 import hashlib
 import json
-import re
 
 import pytest
 import yaml
@@ -18,6 +16,7 @@ from components.common.step_text import step_inputs
 from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
 from preview.stack_file import read_stack
+from components.aws.pool_node_cleanup import TOKEN_PLACEHOLDER
 from tests.stacks.steps import boot_steps
 from tests.conftest import PROJECT_DIR, example_plan
 
@@ -57,7 +56,8 @@ def test_the_program_runs_remote_commands_only_to_upgrade_the_controller(dev):
     # program's step bundle before them (the one fetched at boot may be older).
     assert {c.name for c in dev.of_type("command:remote:Command")} == {
         "control-plane-check-version", "control-plane-install-controller",
-        "control-plane-authorized-keys", "control-plane-install-bundle"}
+        "control-plane-authorized-keys", "control-plane-install-bundle",
+        "control-plane-watch-pools"}
     # A wait, where `pulumi up` runs, for the API the controller installs at boot.
     assert {c.name for c in dev.of_type("command:local:Command")} == {
         "control-plane-wait-for-api", "dev-nodes-ready"}
@@ -106,29 +106,18 @@ def test_the_admin_kubeconfig_is_signed_by_the_cluster_ca(dev):
         == "system:masters"
 
 
-def test_pool_join_tokens_hold_a_bootstrap_token_the_program_registers(dev):
-    secrets = {r.name: r for r in dev.of_type("kubernetes:core/v1:Secret")
-               if r.inputs["type"] == "bootstrap.kubernetes.io/token"}
-    assert set(secrets) == {f"{p}-bootstrap-token" for p in ("a10g", "h100", "cpu")}
-    for parameter in dev.of_type("aws:ssm/parameter:Parameter"):
-        pool = parameter.inputs["name"].split("/")[3]
-        if not parameter.inputs["name"].endswith("/join-token"):
-            continue
-        token = yaml.safe_load(gzip.decompress(base64.b64decode(
-            unwrap(parameter.inputs["value"]))))
-        [cluster] = token["clusters"]
-        assert cluster["cluster"]["server"] == "https://10.30.0.10:6443"
-        assert base64.b64decode(cluster["cluster"]["certificate-authority-data"]).decode() \
-            == ca_cert(dev)
-        [user] = token["users"]
-        assert user["name"] == "kubelet-bootstrap"
-        token_id, token_secret = user["user"]["token"].split(".")
-        data = unwrap(secrets[f"{pool}-bootstrap-token"].inputs["stringData"])
-        assert (data["token-id"], data["token-secret"]) == (token_id, token_secret)
-        assert re.fullmatch(r"[a-z0-9]{6}", token_id) and re.fullmatch(r"[a-z0-9]{16}",
-                                                                       token_secret)
-        assert unwrap(secrets[f"{pool}-bootstrap-token"].inputs["metadata"])["name"] \
-            == f"bootstrap-token-{token_id}"
+def test_pool_join_tokens_are_the_controllers_and_registered_by_no_one_else(dev):
+    """No bootstrap token Secret of the program's (they never expired); each pool's
+    parameter holds a placeholder until the controller's first rotation, and the program
+    never writes its value again."""
+    assert not [r for r in dev.of_type("kubernetes:core/v1:Secret")
+                if r.inputs["type"] == "bootstrap.kubernetes.io/token"]
+    tokens = [p for p in dev.of_type("aws:ssm/parameter:Parameter")
+              if p.inputs["name"].endswith("/join-token")]
+    assert len(tokens) == 3
+    for parameter in tokens:
+        assert unwrap(parameter.inputs["value"]) == TOKEN_PLACEHOLDER
+        assert parameter.ignore_changes == ["value"]
 
 
 @pytest.mark.parametrize("pool, instance_type, count, zones", [
@@ -161,18 +150,18 @@ def test_user_data_boots_the_node_without_any_secret(dev):
         scripts = boot_scripts(template)
         text = "\n".join([bootstrap, *scripts])
         assert not any(secret in text for secret in dev.secrets), template.name
-        join = scripts[-2]
+        join = scripts[-1]
         assert "export K0S_JOIN_TOKEN=''" in join
         pool = template.name.split("-")[1]
         assert f"export K0S_JOIN_TOKEN_SSM_PARAMETER='/gpu-cluster/dev/{pool}/join-token'" in join
         steps = [s.split("export GPU_CLUSTER_STEP='")[1].split("'")[0] for s in scripts]
         expected = ["prepare-host", "install-nvidia"] if pool != "cpu" else ["prepare-host"]
-        assert steps == expected + ["reboot-if-needed", "verify-boot", "join-worker",
-                                    "watch-termination"]
+        # Nothing on the instance removes its node: the controller does.
+        assert steps == expected + ["reboot-if-needed", "verify-boot", "join-worker"]
 
 
 def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
-    join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-2]
+    join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-1]
     assert "export NODE_LABELS='gpu-cluster/pool=a10g,nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G'" \
         in join
     assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'" in join
@@ -204,23 +193,24 @@ def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
     assert backup_step
     controller = {"/gpu-cluster/dev/control-plane/ca-key",
                   "/gpu-cluster/dev/control-plane/ssh-host-key", *backup_step}
-    cleanup = "/gpu-cluster/dev/node-cleanup/kubeconfig"
-    assert set(parameters) == tokens | controller | {cleanup}
+    assert set(parameters) == tokens | controller
     for parameter in parameters.values():
         assert parameter.inputs["type"] == "SecureString"
-        assert rpc.is_rpc_secret(parameter.inputs["value"])
+        # The pools' tokens are the controller's (components/aws/pool_node_cleanup.py).
+        assert rpc.is_rpc_secret(parameter.inputs["value"]) or parameter.inputs["name"] in tokens
 
     def arn(name: str) -> str:
         parameter = parameters[name]
         return aws_mocks.resource(parameter.type, parameter.name, parameter.inputs)[1]["arn"]
 
     # The controller's role may also put its backups (tests/stacks/test_backups.py).
+    # And, apart, rotate the pools' tokens (tests/stacks/test_pool_nodes.py).
     policies = [p for p in dev.of_type("aws:iam/rolePolicy:RolePolicy")
-                if p.name != "dev-backup-writer"]
+                if p.name not in ("dev-backup-writer", "dev-node-cleanup-controller")]
     assert len(policies) == 4
-    reads = {"a10g": {"/gpu-cluster/dev/a10g/join-token", cleanup},
-             "h100": {"/gpu-cluster/dev/h100/join-token", cleanup},
-             "cpu": {"/gpu-cluster/dev/cpu/join-token", cleanup},
+    reads = {"a10g": {"/gpu-cluster/dev/a10g/join-token"},
+             "h100": {"/gpu-cluster/dev/h100/join-token"},
+             "cpu": {"/gpu-cluster/dev/cpu/join-token"},
              "control": controller}
     [bucket] = [b for b in dev.of_type("aws:s3/bucket:Bucket") if b.name == "dev-boot-bucket"]
     bucket_name = aws_mocks.resource(bucket.type, bucket.name, bucket.inputs)[1]["bucket"]
@@ -306,7 +296,7 @@ def test_a_pool_with_many_labels_and_taints_keeps_its_user_data_small():
     [template] = [t for t in plan.of_type(TEMPLATE)
                   if t.name.endswith(f"-{values['pools'][0]['name']}-template")]
     assert len(base64.b64decode(template.inputs["userData"])) <= 4096
-    join = step_inputs(boot_steps(plan, template)[-2])
+    join = step_inputs(boot_steps(plan, template)[-1])
     assert "team.example.com/l599=" in join["NODE_LABELS"]
     assert "team.example.com/t9=yes:NoSchedule" in join["NODE_TAINTS"]
 

@@ -221,19 +221,13 @@ def test_join_token_generation_renews_rke2s_agent_token_and_reruns_only_its_read
         "gpu000-join-worker": {"stdin"}, "gpu001-join-worker": {"stdin"}}
 
 
-def test_join_token_generation_renews_the_pools_bootstrap_tokens():
+def test_join_token_generation_leaves_k0s_cloud_pools_alone():
+    """Their tokens expire and the controller renews them (tests/stacks/test_pool_nodes.py):
+    no program-made pool token is left for the generation to renew."""
     values = cloud_config()
     before = preview(values)
     after = preview(with_values(values, "kubernetes", joinTokenGeneration=2))
-    assert changed(before, after) == {"gpu-bootstrap-token"}
-    token = next(r for r in after.resources if r.name == "gpu-bootstrap-token"
-                 and r.type == "random:index/randomBytes:RandomBytes")
-    assert token.replacement_trigger == 2
-    # The new token reaches the pool's SSM parameter (an update) and nothing that would
-    # touch an instance: the launch template does not carry it.
-    fed = fed_by(after, {"gpu-bootstrap-token"})
-    assert fed["test-gpu-join-token"] == {"value"}
-    assert not any("launch-template" in name or "instance" in name for name in fed), fed
+    assert changed(before, after) == set()
 
 
 VPN_CLIENTS = ("gateway", "admin", "user-carol", "user-dave")

@@ -15,21 +15,24 @@ set -euo pipefail
 #   RKE2_CONFIG         /etc/rancher/rke2/config.yaml of the agent (server URL, token-file,
 #                       node-ip, node-name, node-label, node-taint; no secrets).
 #   RKE2_KUBELET_CONFIG the kubelet drop-in, written before the first start only.
-#   RKE2_AGENT_TOKEN    the agent token K10<sha256 of the server CA>::node:<secret>, or
+#   RKE2_AGENT_TOKEN    the agent token K10<sha256 of the server CA>::node:<secret>, or a
+#                       bootstrap token K10<sha256 of the server CA>::<id>.<secret> (pools:
+#                       `rke2 token create` on the controller), or
 #   RKE2_AGENT_TOKEN_SSM_PARAMETER, AWS_REGION and SSM_READER naming an SSM SecureString
 #                       holding it (cloud instances).
 
 SERVICE_ACTIVE_TIMEOUT=300
 # k3s pkg/clientaccess/token.go: "K10" + hex SHA-256 of the server's CA bundle + "::" +
-# user:password. The CA hash makes the agent refuse a server with another CA.
-AGENT_TOKEN_FORMAT='^K10[0-9a-f]{64}::node:[^[:space:]]+$'
+# user:password, or a bootstrap token's <id>.<secret> (k3s pkg/cli/token/token.go create,
+# clientaccess.FormatTokenBytes). The CA hash makes the agent refuse a server with another CA.
+AGENT_TOKEN_FORMAT='^K10[0-9a-f]{64}::(node:[^[:space:]]+|[a-z0-9]{6}\.[a-z0-9]{16})$'
 
 check_inputs() {
   check_missing_env RKE2_CONFIG RKE2_KUBELET_CONFIG
   : "${RKE2_VERSION:=}"
   rke2_check_secret RKE2_AGENT_TOKEN "the agent token" /gpu-cluster/dev/rke2-agent-token/a100
   if [[ -n "${RKE2_AGENT_TOKEN:-}" ]] && ! [[ "$RKE2_AGENT_TOKEN" =~ $AGENT_TOKEN_FORMAT ]]; then
-    INPUT_PROBLEMS+=("RKE2_AGENT_TOKEN is not an agent token with the server's CA hash (K10<64 hex digits>::node:<secret>)")
+    INPUT_PROBLEMS+=("RKE2_AGENT_TOKEN is not an agent token with the server's CA hash (K10<64 hex digits>::node:<secret> or ::<id>.<secret>)")
   fi
   if [[ -n "${RKE2_CONFIG:-}" && "$RKE2_CONFIG" != *"token-file: $RKE2_AGENT_TOKEN_FILE"* ]]; then
     INPUT_PROBLEMS+=("RKE2_CONFIG does not read the agent token from $RKE2_AGENT_TOKEN_FILE (token-file)")

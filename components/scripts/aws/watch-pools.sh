@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Runs on the cloud layout's controller (over SSH, after the control plane): installs the
+# services that look after the EC2 pools from the control plane (below).
+set -euo pipefail
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+: "${GPU_CLUSTER_STEP:=watch-pools}"
+
+# Inputs (environment):
+#   POOL_NODE_WATCHER, ROTATE_POOL_TOKENS, EC2_INSTANCES, AWS_CLIENT_TEXT
+#                         the texts of pool-node-watcher.sh, rotate-pool-tokens.sh,
+#                         ec2-instances.py and ssm-parameter.py.
+#   WATCHER_KUBECONFIG    the watcher's own kubeconfig (it may get, list and delete nodes).
+#   AWS_REGION, CLUSTER_NAME, POOL_LABEL
+#   KUBECTL               the distribution's kubectl command ("k0s kubectl", or RKE2's path).
+#   TOKEN_COMMAND         the distribution's command printing a new worker join token,
+#                         the lifetime appended.
+#   TOKEN_TTL, ROTATE_EVERY  durations (systemd and Go both read 24h, 6h, 90m).
+#   POOL_TOKEN_PARAMETERS the pools' join-token SSM parameters, space-separated.
+#
+# Each service is run by its timer:
+#   gpu-cluster-pool-node-watcher  deletes the nodes of pool instances that are gone
+#                                  (pool-node-watcher.sh), every minute;
+#   gpu-cluster-pool-tokens        stores a new expiring join token for each pool in SSM
+#                                  (rotate-pool-tokens.sh), every ROTATE_EVERY.
+# When anything changed, it rotates the tokens at once, before it returns: the pools'
+# instances, which start only after this step, find a valid token.
+
+LIBEXEC=/usr/local/libexec/gpu-cluster
+ETC=/etc/gpu-cluster
+WATCHER_UNIT=gpu-cluster-pool-node-watcher
+TOKENS_UNIT=gpu-cluster-pool-tokens
+WATCH_EVERY=60s
+DURATION='^[0-9]+(s|m|h)$'
+
+check_inputs() {
+  check_missing_env POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES AWS_CLIENT_TEXT \
+    WATCHER_KUBECONFIG AWS_REGION CLUSTER_NAME POOL_LABEL KUBECTL TOKEN_COMMAND TOKEN_TTL \
+    ROTATE_EVERY POOL_TOKEN_PARAMETERS
+  local name parameter
+  if [[ -n "${AWS_REGION:-}" && ! "$AWS_REGION" =~ $AWS_REGION_NAME ]]; then
+    INPUT_PROBLEMS+=("AWS_REGION is not a region name: '$AWS_REGION'")
+  fi
+  if [[ -n "${CLUSTER_NAME:-}" && ! "$CLUSTER_NAME" =~ ^[a-z0-9]([a-z0-9-]*[a-z0-9])?$ ]]; then
+    INPUT_PROBLEMS+=("CLUSTER_NAME is not a cluster name: '$CLUSTER_NAME'")
+  fi
+  if [[ -n "${POOL_LABEL:-}" && ! "$POOL_LABEL" =~ ^[a-z0-9.-]+/[a-z0-9.-]+$ ]]; then
+    INPUT_PROBLEMS+=("POOL_LABEL is not a label key: '$POOL_LABEL'")
+  fi
+  for name in KUBECTL TOKEN_COMMAND; do
+    if [[ -n "${!name:-}" && ! "${!name}" =~ ^([a-z0-9]+|(/[A-Za-z0-9_.-]+)+)( [a-z0-9/.:=-]+)*$ ]]; then
+      INPUT_PROBLEMS+=("$name is not a command with plain words: '${!name}'")
+    fi
+  done
+  for name in TOKEN_TTL ROTATE_EVERY; do
+    if [[ -n "${!name:-}" && ! "${!name}" =~ $DURATION ]]; then
+      INPUT_PROBLEMS+=("$name is not a duration such as 24h or 90m: '${!name}'")
+    fi
+  done
+  for parameter in ${POOL_TOKEN_PARAMETERS:-}; do
+    if [[ ! "$parameter" =~ $SSM_PARAMETER_NAME ]]; then
+      INPUT_PROBLEMS+=("POOL_TOKEN_PARAMETERS holds a name that is not an SSM parameter name: '$parameter'")
+    fi
+  done
+  die_on_input_problems
+}
+
+# timer UNIT DESCRIPTION EVERY: a service run by UNIT.timer every EVERY, first soon after boot.
+install_timer() {
+  write_file "/etc/systemd/system/$1.service" 0644 <<EOT
+# Managed by gpu-cluster (watch-pools); changes are overwritten.
+[Unit]
+Description=gpu-cluster: $2
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=oneshot
+EnvironmentFile=$ETC/$4.env
+ExecStart=$LIBEXEC/$4
+EOT
+  changed=$((changed | FILE_CHANGED))
+  write_file "/etc/systemd/system/$1.timer" 0644 <<EOT
+# Managed by gpu-cluster (watch-pools); changes are overwritten.
+[Unit]
+Description=gpu-cluster: $2, every $3
+
+[Timer]
+OnBootSec=2min
+OnUnitActiveSec=$3
+
+[Install]
+WantedBy=timers.target
+EOT
+  changed=$((changed | FILE_CHANGED))
+}
+
+main() {
+  local changed=0
+  check_inputs
+  write_text "$LIBEXEC/pool-node-watcher" 0755 "$POOL_NODE_WATCHER"
+  changed=$((changed | FILE_CHANGED))
+  write_text "$LIBEXEC/pool-tokens" 0755 "$ROTATE_POOL_TOKENS"
+  changed=$((changed | FILE_CHANGED))
+  write_text "$LIBEXEC/ec2-instances.py" 0644 "$EC2_INSTANCES"
+  changed=$((changed | FILE_CHANGED))
+  write_text "$LIBEXEC/ssm-parameter.py" 0644 "$AWS_CLIENT_TEXT"
+  changed=$((changed | FILE_CHANGED))
+  write_text "$ETC/pool-node-watcher.kubeconfig" 0600 "$WATCHER_KUBECONFIG"
+  changed=$((changed | FILE_CHANGED))
+  # systemd reads these as KEY=VALUE lines; values with spaces are quoted, all are checked
+  # words without quotes.
+  write_file "$ETC/pool-node-watcher.env" 0600 <<EOT
+AWS_REGION=$AWS_REGION
+CLUSTER_NAME=$CLUSTER_NAME
+POOL_LABEL=$POOL_LABEL
+KUBECTL="$KUBECTL"
+KUBECONFIG_FILE=$ETC/pool-node-watcher.kubeconfig
+AWS_CLIENT=$LIBEXEC/ssm-parameter.py
+EC2_CLIENT=$LIBEXEC/ec2-instances.py
+EOT
+  changed=$((changed | FILE_CHANGED))
+  write_file "$ETC/pool-tokens.env" 0600 <<EOT
+AWS_REGION=$AWS_REGION
+AWS_CLIENT=$LIBEXEC/ssm-parameter.py
+TOKEN_COMMAND="$TOKEN_COMMAND"
+TOKEN_TTL=$TOKEN_TTL
+POOL_TOKEN_PARAMETERS="$POOL_TOKEN_PARAMETERS"
+EOT
+  changed=$((changed | FILE_CHANGED))
+  install_timer "$WATCHER_UNIT" "delete the nodes of pool instances that are gone" \
+    "$WATCH_EVERY" pool-node-watcher
+  install_timer "$TOKENS_UNIT" "new expiring join tokens for the pools" "$ROTATE_EVERY" \
+    pool-tokens
+  if needs_follow_up "$changed" "start-$TOKENS_UNIT"; then
+    systemd_reload
+    log "changed: reloaded systemd units (daemon-reload)"
+    # A oneshot service: start returns once the tokens are stored (or fails the step).
+    systemctl start "$TOKENS_UNIT.service"
+    log "changed: stored new join tokens for the pools (valid for $TOKEN_TTL)"
+    systemd_enable "$WATCHER_UNIT.timer" "$TOKENS_UNIT.timer"
+    systemctl restart "$WATCHER_UNIT.timer" "$TOKENS_UNIT.timer"
+    log "changed: started $WATCHER_UNIT.timer and $TOKENS_UNIT.timer"
+  else
+    log "$WATCHER_UNIT.timer and $TOKENS_UNIT.timer are installed"
+  fi
+  follow_up_done "start-$TOKENS_UNIT"
+  log "pool nodes of gone instances are deleted from here; pool join tokens expire after $TOKEN_TTL"
+}
+
+main "$@"

@@ -1,0 +1,99 @@
+"""ec2-instances.py, which the controller's pool-node watcher asks which pool instances are
+live: run as a subprocess over real HTTP on loopback against moto's server with IAM
+authentication on (moto checks each request's SigV4 signature and the role's policy), with
+the role credentials a fake IMDSv2 hands out. Nothing here leaves 127.0.0.1."""
+
+import http.server
+import subprocess
+import threading
+
+import pytest
+from moto.server import ThreadedMotoServer
+
+from components.aws.pool_node_cleanup import EC2_INSTANCES
+from components.common.step_text import SCRIPTS_DIR, SSM_READER
+from tests.components.test_ssm_parameter import (PYTHON, REGION, TIMEOUT_SECONDS, FakeImds,
+                                                 ImdsState, boto3_client, post, role_session)
+
+pytestmark = pytest.mark.tools
+
+SETUP = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
+# moto's stand-in image (moto/ec2/resources/amis.json).
+IMAGE = "ami-12c6146b"
+
+
+@pytest.fixture(scope="module")
+def ec2():
+    """moto's server with instances of cluster dev (live, stopped, terminated), of another
+    cluster and untagged, then IAM authentication on with a role that may only describe."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    try:
+        client = boto3_client("ec2", endpoint, SETUP)
+
+        def launch(count: int, **tags) -> list[dict]:
+            specification = [{"ResourceType": "instance", "Tags": [
+                {"Key": k, "Value": v} for k, v in tags.items()]}] if tags else []
+            return client.run_instances(ImageId=IMAGE, MinCount=count, MaxCount=count,
+                                        TagSpecifications=specification)["Instances"]
+
+        live = launch(2, **{"gpu-cluster/cluster": "dev", "gpu-cluster/pool": "a10g"})
+        stopped = launch(1, **{"gpu-cluster/cluster": "dev", "gpu-cluster/pool": "cpu"})
+        gone = launch(1, **{"gpu-cluster/cluster": "dev", "gpu-cluster/pool": "a10g"})
+        other = launch(1, **{"gpu-cluster/cluster": "prod", "gpu-cluster/pool": "a10g"})
+        untagged = launch(1)
+        client.stop_instances(InstanceIds=[stopped[0]["InstanceId"]])
+        client.terminate_instances(InstanceIds=[gone[0]["InstanceId"]])
+        reader = role_session(endpoint, "gpu-cluster-controller", ["ec2:DescribeInstances"])
+        previous = post(f"{endpoint}/moto-api/reset-auth", b"0")
+        names = {key: [i["PrivateDnsName"].split(".")[0] for i in group] for key, group in
+                 (("live", live + stopped), ("gone", gone), ("other", other + untagged))}
+        try:
+            yield endpoint, reader, names
+        finally:
+            post(f"{endpoint}/moto-api/reset-auth",
+                 previous["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"].encode())
+    finally:
+        post(f"{endpoint}/moto-api/reset")
+        server.stop()
+
+
+@pytest.fixture
+def imds():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeImds)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=TIMEOUT_SECONDS)
+
+
+def run(imds, endpoint: str, credentials: dict, cluster: str = "dev"):
+    imds.state = ImdsState(credentials=dict(credentials))
+    return subprocess.run(
+        [PYTHON, str(SCRIPTS_DIR / EC2_INSTANCES.path), str(SCRIPTS_DIR / SSM_READER.path),
+         REGION, cluster], capture_output=True, text=True, timeout=TIMEOUT_SECONDS,
+        env={"IMDS_ENDPOINT_URL": imds.url, "EC2_ENDPOINT_URL": endpoint,
+             "PATH": "/usr/bin:/bin"})
+
+
+def test_it_names_the_live_instances_of_the_cluster_only(ec2, imds):
+    endpoint, reader, names = ec2
+    result = run(imds, endpoint, reader)
+    assert result.returncode == 0, result.stderr
+    listed = result.stdout.splitlines()
+    assert sorted(listed) == sorted(names["live"]) and len(listed) == 3
+    assert all(name.startswith("ip-") and name == name.lower() for name in listed)
+    assert not set(listed) & set(names["gone"] + names["other"])
+
+
+def test_a_refused_call_prints_nothing_and_fails(ec2, imds):
+    endpoint, reader, _ = ec2
+    wrong = {**reader, "SecretAccessKey": "not-the-key"}
+    result = run(imds, endpoint, wrong)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "HTTP 401" in result.stderr and "AuthFailure" in result.stderr

@@ -1,0 +1,156 @@
+#!/usr/bin/env bats
+# What looks after the EC2 pools from the controller: the install step aws/watch-pools.sh,
+# and the two services it installs, aws/pool-node-watcher.sh (deletes the nodes of gone
+# pool instances) and aws/rotate-pool-tokens.sh (expiring join tokens into SSM). The
+# services run here with their own small stubs of python3 (the AWS clients) and kubectl.
+
+bats_require_minimum_version 1.5.0
+load helpers
+
+setup() {
+  setup_host
+}
+
+install_step() {
+  POOL_NODE_WATCHER="$(<"$SCRIPTS_DIR/aws/pool-node-watcher.sh")"
+  ROTATE_POOL_TOKENS="$(<"$SCRIPTS_DIR/aws/rotate-pool-tokens.sh")"
+  EC2_INSTANCES="$(<"$SCRIPTS_DIR/aws/ec2-instances.py")"
+  AWS_CLIENT_TEXT="$(<"$SCRIPTS_DIR/ssm-parameter.py")"
+  export POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES AWS_CLIENT_TEXT \
+    WATCHER_KUBECONFIG=$'apiVersion: v1\nkind: Config' AWS_REGION=us-west-2 CLUSTER_NAME=dev \
+    POOL_LABEL=gpu-cluster/pool KUBECTL="k0s kubectl" \
+    TOKEN_COMMAND="/usr/local/bin/k0s token create --role=worker --expiry" TOKEN_TTL=24h \
+    ROTATE_EVERY=6h POOL_TOKEN_PARAMETERS="/gpu-cluster/dev/a10g/join-token /gpu-cluster/dev/cpu/join-token"
+}
+
+@test "watch-pools: installs both services and timers, and stores tokens before starting the timers" {
+  install_step
+  run_script aws/watch-pools.sh
+  assert_success
+  assert_file /usr/local/libexec/gpu-cluster/pool-node-watcher "$POOL_NODE_WATCHER"
+  assert_mode /usr/local/libexec/gpu-cluster/pool-node-watcher 755
+  assert_file /usr/local/libexec/gpu-cluster/pool-tokens "$ROTATE_POOL_TOKENS"
+  assert_mode /etc/gpu-cluster/pool-node-watcher.kubeconfig 600
+  assert_mode /etc/gpu-cluster/pool-tokens.env 600
+  grep -qx 'TOKEN_TTL=24h' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-tokens.env"
+  grep -qx 'OnUnitActiveSec=6h' "$GPU_CLUSTER_ROOT/etc/systemd/system/gpu-cluster-pool-tokens.timer"
+  grep -qx 'OnUnitActiveSec=60s' "$GPU_CLUSTER_ROOT/etc/systemd/system/gpu-cluster-pool-node-watcher.timer"
+  assert_call_order '^systemctl start gpu-cluster-pool-tokens\.service$' \
+    '^systemctl enable gpu-cluster-pool-node-watcher\.timer gpu-cluster-pool-tokens\.timer$'
+  assert_output_contains "pool join tokens expire after 24h"
+  assert_idempotent aws/watch-pools.sh
+}
+
+@test "watch-pools: systemd accepts the units as written" {
+  install_step
+  run_script aws/watch-pools.sh
+  assert_success
+  local unit
+  for unit in gpu-cluster-pool-node-watcher gpu-cluster-pool-tokens; do
+    assert_unit_verifies "/etc/systemd/system/$unit.service"
+    assert_unit_verifies "/etc/systemd/system/$unit.timer"
+  done
+}
+
+@test "watch-pools: names every bad input at once" {
+  install_step
+  export TOKEN_TTL=forever KUBECTL='k0s kubectl; reboot' POOL_TOKEN_PARAMETERS='/ok bad$name'
+  unset WATCHER_KUBECONFIG
+  run_script aws/watch-pools.sh
+  assert_failure
+  assert_output_contains "missing required environment variable(s): WATCHER_KUBECONFIG" \
+    "TOKEN_TTL is not a duration such as 24h or 90m: 'forever'" \
+    "KUBECTL is not a command with plain words: 'k0s kubectl; reboot'" \
+    "POOL_TOKEN_PARAMETERS holds a name that is not an SSM parameter name: 'bad\$name'"
+  refute_called '^systemctl'
+}
+
+# agent_stubs: python3 (ec2-instances.py: the live instances' node names, or a failure;
+# ssm-parameter.py put-secret: stdin recorded) and the distributions' commands.
+agent_stubs() {
+  AGENT_BIN="$BATS_TEST_TMPDIR/agent-bin"
+  mkdir -p "$AGENT_BIN"
+  cat >"$AGENT_BIN/python3" <<'STUB'
+#!/bin/bash
+printf 'python3 %s\n' "$*" >>"$STUB_CALLS"
+case "$1" in
+  */ec2-instances.py) [[ -z "${EC2_FAIL:-}" ]] || exit 1; printf '%s' "${LIVE_NAMES:-}" ;;
+  */ssm-parameter.py) [[ "$2" == put-secret ]] && printf '%s %s\n' "$4" "$(cat)" >>"$STUB_STATE/stored" ;;
+esac
+STUB
+  cat >"$AGENT_BIN/k0s" <<'STUB'
+#!/bin/bash
+printf 'k0s %s\n' "$*" >>"$STUB_CALLS"
+case "$*" in
+  *" get nodes -l gpu-cluster/pool "*) printf '%s' "${POOL_NODES:-}" ;;
+  "token create --role=worker --expiry 24h") echo "H4sItoken$RANDOM" ;;
+  *" delete node "*) ;;
+  *) exit 3 ;;
+esac
+STUB
+  chmod 0755 "$AGENT_BIN/python3" "$AGENT_BIN/k0s"
+  export PATH="$AGENT_BIN:$PATH" AWS_REGION=us-west-2 CLUSTER_NAME=dev KUBECTL="k0s kubectl" \
+    KUBECONFIG_FILE=/etc/gpu-cluster/pool-node-watcher.kubeconfig \
+    AWS_CLIENT=/usr/local/libexec/gpu-cluster/ssm-parameter.py \
+    EC2_CLIENT=/usr/local/libexec/gpu-cluster/ec2-instances.py POOL_LABEL=gpu-cluster/pool
+}
+
+@test "pool-node-watcher: deletes only the pool nodes no live instance of the cluster holds" {
+  agent_stubs
+  # ip-10-30-1-17: its instance was terminated; ip-10-30-1-18: live; ip-10-30-1-19: gone
+  # from EC2's list but still Ready (a name that does not follow the instance): kept.
+  export LIVE_NAMES=$'ip-10-30-1-18\nip-10-30-2-40\n' POOL_NODES=$'ip-10-30-1-17 Unknown\nip-10-30-1-18 True\nip-10-30-1-19 True\nip-10-30-1-20 False\n'
+  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
+  assert_success
+  assert_called '^python3 /usr/local/libexec/gpu-cluster/ec2-instances\.py /usr/local/libexec/gpu-cluster/ssm-parameter\.py us-west-2 dev$'
+  [ "$(grep -c ' delete node ' "$STUB_CALLS")" -eq 2 ]
+  assert_called '^k0s kubectl --kubeconfig /etc/gpu-cluster/pool-node-watcher\.kubeconfig delete node ip-10-30-1-17 --ignore-not-found --wait=false$'
+  assert_called '^k0s kubectl --kubeconfig /etc/gpu-cluster/pool-node-watcher\.kubeconfig delete node ip-10-30-1-20 --ignore-not-found --wait=false$'
+  assert_output_contains "node ip-10-30-1-19 is Ready but no instance of the cluster holds its name: kept" \
+    "2 node(s) deleted"
+}
+
+@test "pool-node-watcher: lists only the pool's nodes, never the controller's" {
+  agent_stubs
+  export LIVE_NAMES='' POOL_NODES=''
+  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
+  assert_success
+  assert_called '^k0s kubectl --kubeconfig \S+ get nodes -l gpu-cluster/pool -o '
+  refute_called ' delete '
+}
+
+@test "pool-node-watcher: deletes nothing when EC2 does not answer" {
+  agent_stubs
+  export EC2_FAIL=1 POOL_NODES=$'ip-10-30-1-17 Unknown\n'
+  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
+  assert_failure
+  assert_output_contains "could not list this cluster's instances in EC2: deleting nothing"
+  refute_called ' delete '
+  refute_called ' get nodes '
+}
+
+@test "pool-tokens: a new expiring token for each pool, into its SSM parameter" {
+  agent_stubs
+  export TOKEN_COMMAND="k0s token create --role=worker --expiry" TOKEN_TTL=24h \
+    POOL_TOKEN_PARAMETERS="/gpu-cluster/dev/a10g/join-token /gpu-cluster/dev/cpu/join-token"
+  run bash "$SCRIPTS_DIR/aws/rotate-pool-tokens.sh"
+  assert_success
+  [ "$(grep -c '^k0s token create --role=worker --expiry 24h$' "$STUB_CALLS")" -eq 2 ]
+  assert_called '^python3 /usr/local/libexec/gpu-cluster/ssm-parameter\.py put-secret us-west-2 /gpu-cluster/dev/a10g/join-token$'
+  grep -Eq '^/gpu-cluster/dev/a10g/join-token H4sItoken[0-9]+$' "$STUB_STATE/stored"
+  grep -Eq '^/gpu-cluster/dev/cpu/join-token H4sItoken[0-9]+$' "$STUB_STATE/stored"
+  # The token goes on stdin, never on a command line or in the log.
+  refute_called 'H4sItoken'
+  [[ "$output" != *H4sItoken* ]]
+  assert_output_contains "stored a new join token in /gpu-cluster/dev/cpu/join-token (it expires in 24h)"
+}
+
+@test "pool-tokens: a token that cannot be made leaves the current one" {
+  agent_stubs
+  export TOKEN_COMMAND="k0s token create --role=worker --expiry" TOKEN_TTL=1h \
+    POOL_TOKEN_PARAMETERS=/gpu-cluster/dev/a10g/join-token
+  run bash "$SCRIPTS_DIR/aws/rotate-pool-tokens.sh"
+  assert_failure
+  assert_output_contains "could not create a join token for /gpu-cluster/dev/a10g/join-token"
+  [ ! -e "$STUB_STATE/stored" ]
+}
