@@ -83,7 +83,10 @@ def instance_profile(name: str, reads: Sequence[aws.ssm.Parameter], status_path:
                                pulumi.Output.all(*objects)).apply(
         lambda arns: instance_policy(arns[0], status_path, arns[1]))
     aws.iam.RolePolicy(f"{name}-read-parameter", role=role.id, policy=policy, opts=opts)
-    return aws.iam.InstanceProfile(name, role=role.name, opts=opts)
+    profile = aws.iam.InstanceProfile(name, role=role.name, opts=opts)
+    # The role's ARN, for the policies that name it (the EFS file system's).
+    profile.role_arn = role.arn
+    return profile
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             ssm_paths.boot_status(self._args.cluster_name, self.host.name), self._tags(),
             self._opts, boot.object_arns)
         # What other components grant the instance (writing its backups).
-        self.role_name = profile.role
+        self.role_name, self.role_arn = profile.role, profile.role_arn
         return profile
 
     def _boot(self, public_ip: Optional[pulumi.Output[str]]) -> MachineBoot:
