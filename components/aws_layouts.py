@@ -113,7 +113,8 @@ class _OnAws(Layout):
                 api_port=settings.kubernetes.api_port,
                 control_plane_ports=context.distribution.control_plane_ports,
                 cluster_cidrs=self.cluster_cidrs, boot_store=boot_store, vpn=settings.vpn,
-                lan_cidr=settings.network.lan_cidr, boot=boot),
+                lan_cidr=settings.network.lan_cidr, boot=boot,
+                secrets_key=bucket.key.arn if bucket is not None else None),
             opts=opts)
         if bucket is not None:
             bucket.allow_writes_by(f"{context.name}-backup-writer", instance.role_name,

@@ -1,7 +1,7 @@
 """A small evaluator of AWS policies, for the statements the program writes: Allow and Deny,
 Principal ("*", {"AWS": ARN or list}, an account's root), Action and Resource with the
-wildcards * and ?, and the condition operators StringEquals, StringLike, ArnEquals,
-ArnNotEquals and Bool. It follows AWS's documented logic; anything else in a policy is
+wildcards * and ?, and the condition operators StringEquals, StringNotEquals, StringLike,
+ArnEquals, ArnNotEquals and Bool. It follows AWS's documented logic; anything else in a policy is
 refused (an evaluator that skipped an element would answer for a policy it did not read).
 
 - An explicit deny in any policy that applies overrides every allow; without an allow the
@@ -16,6 +16,8 @@ refused (an evaluator that skipped an element would answer for a policy it did n
   or through the account and the principal's own policies
   (https://docs.aws.amazon.com/kms/latest/developerguide/determining-access-key-policy.html,
   https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_compare-resource-policies.html).
+- aws:PrincipalTag/KEY is in the request of a principal with that tag
+  (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principaltag).
 - Conditions: all operators of a statement and all keys of an operator must match; the
   values of one key are OR'ed; a key absent from the request matches no operator but the
   negated ones (...Not...), which it matches
@@ -44,6 +46,8 @@ class Principal:
     arn: str
     # Its identity-based policies (documents).
     policies: tuple = ()
+    # Its tags, as aws:PrincipalTag/KEY (a role's or a user's).
+    tags: tuple = ()
 
     @property
     def account(self) -> Optional[str]:
@@ -119,6 +123,7 @@ def _bool(pattern: str, value: str) -> bool:
 # operator -> (how one policy value matches one request value, negated)
 _OPERATORS = {
     "StringEquals": (_string_equals, False),
+    "StringNotEquals": (_string_equals, True),
     "StringLike": (_string_like, False),
     "ArnEquals": (_string_like, False),
     "ArnLike": (_string_like, False),
@@ -151,12 +156,15 @@ def _applies(statement: dict, request: Request) -> bool:
 
 def _context(principal: Principal, request: Request) -> Request:
     """The request with the keys AWS adds for every caller (aws:PrincipalArn,
-    aws:PrincipalAccount, kms:CallerAccount), none for an anonymous one."""
+    aws:PrincipalAccount, kms:CallerAccount, aws:PrincipalTag/*), none for an anonymous
+    one."""
     context = dict(request.context)
     if principal.arn != ANONYMOUS:
         context.setdefault("aws:PrincipalArn", principal.arn)
         context.setdefault("aws:PrincipalAccount", principal.account)
         context.setdefault("kms:CallerAccount", principal.account)
+        for key, value in principal.tags:
+            context.setdefault(f"aws:PrincipalTag/{key}", value)
     return Request(request.action, request.resource, context)
 
 

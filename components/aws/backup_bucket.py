@@ -3,7 +3,8 @@ only (components/aws/buckets.py), encrypted under a customer-managed KMS key, ve
 each snapshot a new version of one object, the newest `retention` versions kept by its
 lifecycle and each locked for backup.lockDays (S3 Object Lock). The controller's role may
 only put that object; only the restore role reads and decrypts it
-(components/aws/backup_policies.py)."""
+(components/aws/backup_policies.py). The key also encrypts the controller's SSM
+SecureStrings."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from components.aws.backup_policies import (
     restore_trust_policy,
 )
 from components.aws.buckets import private_bucket
+from components.aws.ssm_paths import cluster_prefix
+from components.aws.tags import CLUSTER_TAG
 
 # Each snapshot is a new version of this object below the cluster's prefix.
 SNAPSHOT_OBJECT = "snapshot"
@@ -103,7 +106,9 @@ class BackupBucket(pulumi.ComponentResource):
             f"{name}-key", description=f"{args.cluster_name}: the control plane's snapshots",
             enable_key_rotation=True, deletion_window_in_days=30,
             policy=pulumi.Output.all(self.restore_role.arn, bucket.arn).apply(
-                lambda v: backup_key_policy(args.region, v[1], v[0])),
+                lambda v: backup_key_policy(
+                    args.region, v[1], v[0], _parameters(args.region, v[0], args.cluster_name),
+                    (CLUSTER_TAG, args.cluster_name))),
             opts=keep)
         aws.kms.Alias(f"{name}-key-alias",
                       name=f"alias/gpu-cluster/{args.cluster_name}/backups",
@@ -118,6 +123,13 @@ class BackupBucket(pulumi.ComponentResource):
             policy=pulumi.Output.all(self.bucket.arn, self.key.arn).apply(
                 lambda v: backup_writer_policy(v[0], backup_prefix(cluster_name), v[1])),
             opts=opts)
+
+
+def _parameters(region: str, role_arn: str, cluster_name: str) -> str:
+    """The ARN pattern of the cluster's SSM parameters (arn:aws:ssm:REGION:ACCOUNT:
+    parameter/NAME, the account the role's)."""
+    parts = role_arn.split(":")
+    return f"arn:{parts[1]}:ssm:{region}:{parts[4]}:parameter{cluster_prefix(cluster_name)}/*"
 
 
 def lifecycle_rule(retention: int) -> aws.s3.BucketLifecycleConfigurationRuleArgs:

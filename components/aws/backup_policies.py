@@ -44,7 +44,17 @@ def _through_s3(region: str, bucket_arn: str) -> dict:
                              "kms:EncryptionContext:aws:s3:arn": bucket_arn}}
 
 
-def backup_key_policy(region: str, bucket_arn: str, restore_role_arn: str) -> str:
+def _through_ssm(region: str, parameters: str) -> dict:
+    """Only as Parameter Store's encryption of the cluster's SecureStrings, whose
+    encryption context is the parameter's ARN
+    (https://docs.aws.amazon.com/systems-manager/latest/userguide/secure-string-parameter-kms-encryption.html,
+    "Using the Parameter Store encryption context")."""
+    return {"StringEquals": {"kms:ViaService": f"ssm.{region}.amazonaws.com"},
+            "StringLike": {"kms:EncryptionContext:PARAMETER_ARN": parameters}}
+
+
+def backup_key_policy(region: str, bucket_arn: str, restore_role_arn: str,
+                      parameters: str, cluster_tag: tuple[str, str]) -> str:
     """The snapshots' key. Administrators of the account manage it but cannot use it to
     decrypt; principals of the account whose own policies allow it (the controller's role,
     backup_writer_policy) may have S3 generate data keys for this bucket: a single-part
@@ -55,7 +65,12 @@ def backup_key_policy(region: str, bucket_arn: str, restore_role_arn: str) -> st
     https://docs.aws.amazon.com/AmazonS3/latest/userguide/mpuoverview.html#mpuAndPermissions).
     Only the restore role decrypts, through S3 for this bucket; an explicit deny holds
     that against any identity policy (an explicit deny overrides every allow:
-    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html)."""
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html).
+    The cluster's SSM SecureStrings (`parameters`, an ARN pattern) are under the same key:
+    Parameter Store decrypts them for the roles the program makes, which carry
+    `cluster_tag` (aws:PrincipalTag), and for principals whose own policies allow
+    kms:Decrypt on the key (administrators); which parameter each may read stays its
+    ssm:GetParameter permission. A read-only user's ssm:GetParameter no longer suffices."""
     root = f"arn:{_partition(restore_role_arn)}:iam::{account_of(restore_role_arn)}:root"
     return json.dumps({"Version": "2012-10-17", "Statement": [
         {"Sid": "KeyAdministration", "Effect": "Allow", "Principal": {"AWS": root},
@@ -66,9 +81,24 @@ def backup_key_policy(region: str, bucket_arn: str, restore_role_arn: str) -> st
         {"Sid": "RestoreRoleDecryptsThroughS3", "Effect": "Allow",
          "Principal": {"AWS": restore_role_arn}, "Action": "kms:Decrypt", "Resource": "*",
          "Condition": _through_s3(region, bucket_arn)},
+        # Whoever deploys stores them and reads them back: the provider reads a parameter
+        # decrypted after writing it (terraform-provider-aws internal/service/ssm/
+        # parameter.go, findParameterByName(..., withDecryption=true)).
+        {"Sid": "ClusterSecretsStoredThroughSsm", "Effect": "Allow",
+         "Principal": {"AWS": root}, "Action": ["kms:Encrypt", "kms:GenerateDataKey",
+                                                "kms:Decrypt"],
+         "Resource": "*", "Condition": _through_ssm(region, parameters)},
+        {"Sid": "ClusterRolesReadClusterSecretsThroughSsm", "Effect": "Allow",
+         "Principal": {"AWS": "*"}, "Action": "kms:Decrypt", "Resource": "*",
+         "Condition": {**_through_ssm(region, parameters), "StringEquals": {
+             "kms:ViaService": f"ssm.{region}.amazonaws.com",
+             "kms:CallerAccount": account_of(restore_role_arn),
+             f"aws:PrincipalTag/{cluster_tag[0]}": cluster_tag[1]}}},
+        # Parameter Store's own decrypts are held by the statement above instead.
         {"Sid": "NobodyElseDecrypts", "Effect": "Deny", "Principal": "*",
          "Action": DECRYPTING, "Resource": "*",
-         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": restore_role_arn}}},
+         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": restore_role_arn},
+                       "StringNotEquals": {"kms:ViaService": f"ssm.{region}.amazonaws.com"}}},
     ]})
 
 

@@ -79,6 +79,9 @@ class ControlPlaneHostArgs:
     vpn: Optional[VpnSettings] = None
     lan_cidr: Optional[str] = None
     boot: Optional[ControllerBoot] = None
+    # The cluster's KMS key its SecureStrings are encrypted with (the backups' key; none:
+    # the account's AWS-managed SSM key).
+    secrets_key: Optional[pulumi.Input[str]] = None
 
 
 class ControlPlaneHost(pulumi.ComponentResource):
@@ -148,7 +151,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
         key = tls.PrivateKey(f"{self._name}-ssh-host-key", algorithm="ED25519", opts=self._opts)
         self.ssh_host_key_parameter = secret_parameter(
             f"{self._name}-ssh-host-key", self._parameter("ssh-host-key"),
-            key.private_key_openssh, self._tags(), self._opts)
+            key.private_key_openssh, self._tags(), self._opts, self._args.secrets_key)
         self._made_host_public_key = key.public_key_openssh.apply(str.strip)
         configured = self._args.aws.control_plane.ssh_host_key
         self.ssh_host_public_key: pulumi.Input[str] = (
@@ -165,11 +168,12 @@ class ControlPlaneHost(pulumi.ComponentResource):
         if self._args.boot is not None:
             self.ca_key_parameter = secret_parameter(
                 f"{self._name}-ca-key", self._parameter("ca-key"),
-                self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts)
+                self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts,
+                self._args.secrets_key)
             reads.append(self.ca_key_parameter)
             reads += [secret_parameter(f"{self._name}-{name}",
                                        self._parameter(name), value,
-                                       self._tags(), self._opts)
+                                       self._tags(), self._opts, self._args.secrets_key)
                       for name, value in {**self._args.boot.secrets,
                                           **self._args.boot.stored}.items()]
         profile = instance_profile(

@@ -30,7 +30,8 @@ S3_READ_ONLY = {"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Action": ["s3:Get*", "s3:List*", "s3:Describe*",
                                    "s3-object-lambda:Get*", "s3-object-lambda:List*"],
      "Resource": "*"},
-    {"Effect": "Allow", "Action": ["kms:Describe*", "kms:Get*", "kms:List*"], "Resource": "*"}]}
+    {"Effect": "Allow", "Action": ["kms:Describe*", "kms:Get*", "kms:List*",
+                                   "ssm:Describe*", "ssm:Get*", "ssm:List*"], "Resource": "*"}]}
 ADMINISTRATOR = {"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Action": "*", "Resource": "*"}]}
 EFS_CLIENT_FULL_ACCESS = {"Version": "2012-10-17", "Statement": [
@@ -54,6 +55,15 @@ def aws_managed_s3_key_policy(region: str) -> dict:
                                        "kms:ViaService": f"s3.{region}.amazonaws.com"}}}]}
 
 
+def aws_managed_ssm_key_policy(region: str) -> dict:
+    """The aws/ssm key's policy, what a SecureString without a KeyId uses: every principal
+    of the account, through Parameter Store (as aws/s3's)."""
+    policy = aws_managed_s3_key_policy(region)
+    policy["Statement"][0]["Condition"]["StringEquals"]["kms:ViaService"] = (
+        f"ssm.{region}.amazonaws.com")
+    return policy
+
+
 def arn_of(resource) -> str:
     return aws_mocks.resource(resource.type, resource.name, resource.inputs)[1]["arn"]
 
@@ -75,7 +85,9 @@ class Stack:
             [role] = {u for u in named + [v for n in named for v in profiles.get(n, [])]
                       if u in roles}
             policies.setdefault(role, []).append(json.loads(attached.inputs["policy"]))
-        self.roles = {r.name: Principal(r.name, arn_of(r), tuple(policies.get(u, ())))
+        # The provider's default tags reach every role (components/aws/tags.py).
+        tags = tuple(json.loads(provider.inputs["defaultTags"])["tags"].items())
+        self.roles = {r.name: Principal(r.name, arn_of(r), tuple(policies.get(u, ())), tags)
                       for u, r in roles.items()}
         self.read_only = Principal("read-only user", f"arn:aws:iam::{ACCOUNT}:user/auditor",
                                    (S3_READ_ONLY,))
@@ -108,6 +120,22 @@ class Stack:
             "kms:ViaService": f"s3.{self.region}.amazonaws.com",
             "kms:EncryptionContext:aws:s3:arn": arn_of(self.bucket)})
         return evaluate(who, request, self.key_policy, resource_policy_required=True)
+
+    def reads_secret(self, who: Principal, name: str) -> bool:
+        """Whether `who` reads the SecureString `name` decrypted: ssm:GetParameter, then
+        Parameter Store's kms:Decrypt as `who`, with the parameter's ARN as context."""
+        [parameter] = [p for p in self.plan.of_type("aws:ssm/parameter:Parameter")
+                       if p.inputs["name"] == name]
+        arn = arn_of(parameter)
+        key = parameter.inputs.get("keyId")
+        # The preview's mocks name SSM ARNs in a region of their own; AWS, in the stack's.
+        in_region = arn.replace(f":{aws_mocks.PREVIEW_REGION}:", f":{self.region}:")
+        request = Request("kms:Decrypt", key or f"arn:aws:kms:{self.region}:{ACCOUNT}:alias/aws/ssm", {
+            "kms:ViaService": f"ssm.{self.region}.amazonaws.com",
+            "kms:EncryptionContext:PARAMETER_ARN": in_region})
+        policy = self.key_policy if key else aws_managed_ssm_key_policy(self.region)
+        return (evaluate(who, Request("ssm:GetParameter", arn)) == ALLOW
+                and evaluate(who, request, policy, resource_policy_required=True) == ALLOW)
 
     def may(self, who: Principal) -> dict:
         """What `who` may do with a kept snapshot, each as S3 and KMS would decide."""
@@ -181,6 +209,21 @@ def test_who_may_assume_the_restore_role(stack):
     assert evaluate(stack.administrator, assume, trust, resource_policy_required=True) == ALLOW
     for who in (stack.read_only, stack.role("control-plane-host-role")):
         assert evaluate(who, assume, trust, resource_policy_required=True) == IMPLICIT_DENY
+
+
+def test_the_controllers_secrets_are_read_by_its_role_and_administrators_only():
+    stack = Stack(example_plan("dev"))
+    ca_key = "/gpu-cluster/dev/control-plane/ca-key"
+    [parameter] = [p for p in stack.plan.of_type("aws:ssm/parameter:Parameter")
+                   if p.inputs["name"] == ca_key]
+    # ssm:GetParameter alone (a read-only user) no longer decrypts it; a pool's node may
+    # not get it at all.
+    assert not stack.reads_secret(stack.read_only, ca_key)
+    assert parameter.inputs["keyId"] == stack.key_arn
+    assert stack.reads_secret(stack.role("control-plane-host-role"), ca_key)
+    assert stack.reads_secret(stack.administrator, ca_key)
+    assert not stack.reads_secret(stack.role("-h100-node"), ca_key)
+    assert not stack.reads_secret(stack.role("-backups-restore"), ca_key)
 
 
 # The EFS file system: the stacks set storage.efs.anonymousNfs (their volumes mount with the

@@ -181,4 +181,9 @@ AWS = [
          "backup.restorePrincipals is unset: only principals whose own policies allow "
          "sts:AssumeRole on it, the account's administrators, who manage the key anyway; "
          "the stacks that name principals pass"),
+    Skip("CKV_AWS_33", "*:BackupKey", "the statement that lets Parameter Store decrypt the "
+         "cluster's SecureStrings for the cluster's roles names any principal, limited by "
+         "kms:CallerAccount (this account), kms:ViaService (SSM), the parameters' ARN prefix "
+         "and aws:PrincipalTag (the cluster tag the program's roles carry): the pattern of "
+         "AWS's own managed keys, whose roles are made after the key"),
 ]
