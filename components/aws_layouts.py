@@ -72,6 +72,7 @@ class _OnAws(Layout):
     the EFS file system."""
 
     boots_itself = False
+    efs: Optional[EfsFileSystem] = None
 
     def _aws_control_plane(self) -> _AwsControlPlane:
         context, settings = self.context, self.context.settings
@@ -89,8 +90,10 @@ class _OnAws(Layout):
                                             node_security_group=self.boots_itself,
                                             node_ports=context.distribution.node_ports),
                              opts=opts)
+        backup = settings.backup
         bucket = (BackupBucket(f"{context.name}-backups", BackupBucketArgs(
-            settings.cluster_name, settings.backup.retention), opts=opts)
+            settings.cluster_name, backup.retention, settings.aws.region, backup.lock_days,
+            tuple(backup.restore_principals)), opts=opts)
             if backup_store(settings.layout, settings.backup, None, None) else None)
         boot = (ControllerBoot(context.distribution, context.pki,
                                tuple(preparation_steps(settings.tuning, settings.nvidia,
@@ -112,7 +115,8 @@ class _OnAws(Layout):
                 cluster_cidrs=self.cluster_cidrs,
                 node_cidrs=node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts]),
                 boot_store=boot_store, vpn=settings.vpn,
-                lan_cidr=settings.network.lan_cidr, boot=boot),
+                lan_cidr=settings.network.lan_cidr, boot=boot,
+                secrets_key=bucket.key.arn if bucket is not None else None),
             opts=opts)
         if bucket is not None:
             bucket.allow_writes_by(f"{context.name}-backup-writer", instance.role_name,
@@ -155,12 +159,17 @@ class _OnAws(Layout):
             if not self.boots_itself:
                 machines.backup = self._backup_target(aws_side.backup_bucket)
         if settings.storage.efs is not None:
-            efs = EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
+            # Its nodes: the controller, the on-prem hosts (hybrid: from their LAN
+            # addresses, routed through the tunnel unchanged), the pools (cloud).
+            self.efs = EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
                 settings.cluster_name, settings.storage.efs, settings.aws.vpc,
-                aws_side.network, self.cluster_cidrs,
-                by_address=settings.layout == "hybrid"), opts=aws_side.opts)
-            machines.efs_address = efs.address
-            machines.storage_servers += efs.mount_targets
+                aws_side.network,
+                [aws_side.instance.private_ip] + [h.address for h in settings.hosts],
+                by_address=settings.layout == "hybrid",
+                node_security_group=aws_side.network.node_security_group),
+                opts=aws_side.opts)
+            machines.efs_address = self.efs.address
+            machines.storage_servers += self.efs.mount_targets
         return machines
 
 
@@ -197,6 +206,9 @@ class Hybrid(_OnAws):
             storage_servers=[b.nfs_server for b in bootstraps.values() if b.nfs_server],
             join_after={h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts},
             users_on_private_network=True, vpn=vpn)
+        if self.efs is not None:
+            # On-prem nodes have no IAM role: only the controller's can be named.
+            self.efs.allow_nodes([aws_side.instance.role_arn])
         machines.gateways["onPrem"] = next(
             (h.address for h in settings.hosts if h.name == settings.vpn.onprem_gateway),
             settings.vpn.existing_server_address)
@@ -242,6 +254,8 @@ class Cloud(_OnAws):
             started = cleanup.start([p.token_parameter for p in pools])
             for pool in pools:
                 pool.launch(after=[started])
+        if self.efs is not None:
+            self.efs.allow_nodes([self._aws.instance.role_arn] + [p.role_arn for p in pools])
         machines.images.update({pool.name: p.image for pool, p in zip(settings.pools, pools)})
         self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
                        "gpus": p.gpus, "gpuModel": p.gpu_model} for p in settings.pools]

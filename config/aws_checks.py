@@ -16,6 +16,17 @@ from config.partial import PartialConfig
 from config.problems import Problem
 
 
+# The storage add-on's volumes are kubelet `nfs` volumes: the kernel's NFS client, no IAM
+# identity, no TLS (those need the EFS mount helper: https://docs.aws.amazon.com/efs/
+# latest/ug/mounting-IAM-option.html, https://docs.aws.amazon.com/efs/latest/ug/
+# encryption-in-transit.html).
+ANONYMOUS_NFS_REQUIRED = (
+    "must be true: the cluster mounts EFS with the kernel's NFS client (Kubernetes `nfs` "
+    "volumes), which presents no IAM identity and no TLS, so under the file system policy "
+    "that requires both (the default) no node could mount it. With true, any client the "
+    "security group admits (the node addresses only) mounts as root; README, \"EFS\"")
+
+
 def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
     problems = []
     if cfg.layout != "cloud" and cfg.pools:
@@ -267,6 +278,8 @@ def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
     address is computed, or given (required with an adopted VPC)."""
     problems = []
     efs = cfg.storage.efs if cfg.storage else None
+    if efs is not None and not efs.anonymous_nfs:
+        problems.append(Problem("storage.efs.anonymousNfs", ANONYMOUS_NFS_REQUIRED))
     if efs is not None and efs.mount_target_address is None and aws.vpc.id is not None:
         problems.append(Problem("storage.efs.mountTargetAddress",
                                 "is required with an adopted VPC: the address of the file "

@@ -101,6 +101,20 @@ AgeRecipient = Annotated[str, AfterValidator(_age_recipient)]
 # S3 keeps at most 100 noncurrent versions by count (NewerNoncurrentVersions, "up to
 # 100", https://docs.aws.amazon.com/AmazonS3/latest/API/API_NoncurrentVersionExpiration.html).
 MAX_RETENTION = 101
+# An IAM user or role of an account, or the account itself (its root)
+# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns).
+_IAM_PRINCIPAL = re.compile(
+    r"arn:aws(-cn|-us-gov)?:iam::\d{12}:(root|(user|role)(/[\w+=,.@-]+)+)")
+
+
+def _iam_principal(value: str) -> str:
+    if not _IAM_PRINCIPAL.fullmatch(value):
+        raise ValueError(f"'{value}' is not the ARN of an IAM user or role "
+                         "(arn:aws:iam::123456789012:role/NAME) or an account's root")
+    return value
+
+
+IamPrincipal = Annotated[str, AfterValidator(_iam_principal)]
 
 
 class BackupSettings(Section):
@@ -118,6 +132,14 @@ class BackupSettings(Section):
     # leaves (all stores). Their private keys (identities) stay with whoever restores:
     # nothing on the cluster can decrypt a snapshot. Required when backups are on.
     recipients: Annotated[list[AgeRecipient], AfterValidator(_distinct)] = []
+    # AWS layouts: who may assume the restore role, the only one that can read and decrypt
+    # the snapshots. Unset: the account's administrators (its root: only principals whose
+    # own policies allow sts:AssumeRole on the role).
+    restore_principals: list[IamPrincipal] = []
+    # AWS layouts: each snapshot is locked (S3 Object Lock, governance mode) for this many
+    # days: nobody without s3:BypassGovernanceRetention, the controller least of all, can
+    # delete or replace it before then.
+    lock_days: int = Field(default=7, ge=1, le=36500)
 
 
 # The folder of the NFS export the snapshots go to.
@@ -149,6 +171,12 @@ def backup_checks(cfg: "PartialConfig") -> list[Problem]:
     if backup.path is not None and cfg.layout in ("hybrid", "cloud"):
         problems.append(Problem("backup.path", "is for bare metal; on the AWS layouts the "
                                 "snapshots go to an S3 bucket the program creates"))
+    if cfg.layout not in ("hybrid", "cloud"):
+        problems += [Problem(f"backup.{key}", "is for the AWS layouts, whose snapshots go to "
+                             "an S3 bucket the program creates")
+                     for key, field in (("restorePrincipals", "restore_principals"),
+                                        ("lockDays", "lock_days"))
+                     if field in backup.model_fields_set]
     controller = next((host.name for _, host in cfg.hosts if host.runs_control_plane), None)
     store = backup_store(cfg.layout, backup, cfg.storage, controller)
     if store == "nfs" and cfg.tuning is not None and not cfg.tuning.install_nfs_client:

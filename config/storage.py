@@ -39,6 +39,13 @@ class EfsBackend(Section):
     mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
                                       "timeo=600", "retrans=2", "noresvport"]
     default: Optional[bool] = None
+    # On the AWS layouts: let NFS clients that present no IAM identity mount the file system
+    # the program creates, as root, from the node addresses its security group admits.
+    # Off, its file system policy requires IAM authorization and TLS (the EFS mount helper,
+    # `mount -t efs -o tls,iam`) and gives root to node roles only; the cluster's volumes
+    # mount with the kernel's NFS client, which can do neither, so a stack with EFS must
+    # set it (the preview warns). README, "EFS".
+    anonymous_nfs: bool = False
 
 
 class LocalPathBackend(Section):

@@ -52,8 +52,15 @@ def resource(type_: str, name: str, inputs: dict) -> Optional[tuple[str, dict[st
         # S3 names a bucket from its prefix and a unique suffix of 26 characters.
         outputs["bucket"] = inputs.get("bucket") or f"{inputs.get('bucketPrefix', '')}{_hex(name, 26)}"
         outputs["arn"] = f"arn:aws:s3:::{outputs['bucket']}"
+    elif type_ == "aws:iam/role:Role":
+        outputs["arn"] = f"arn:aws:iam::{PREVIEW_ACCOUNT}:role/{name}-{_hex(name, 7)}"
+    elif type_ == "aws:kms/key:Key":
+        outputs["keyId"] = f"{_hex(name, 8)}-0000-4000-8000-{_hex(name + '-key', 12)}"
+        outputs["arn"] = f"arn:aws:kms:{PREVIEW_REGION}:{PREVIEW_ACCOUNT}:key/{outputs['keyId']}"
     elif type_ == "aws:efs/fileSystem:FileSystem":
         outputs["dnsName"] = f"{resource_id}.efs.preview.amazonaws.com"
+        outputs["arn"] = (f"arn:aws:elasticfilesystem:{PREVIEW_REGION}:{PREVIEW_ACCOUNT}:"
+                          f"file-system/{resource_id}")
     return resource_id, outputs
 
 
@@ -61,6 +68,9 @@ def invoke(token: str, args: dict) -> Optional[dict]:
     if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
         names = [f"preview-zone-{letter}" for letter in "abcdef"]
         return {"id": "preview", "names": names, "zoneIds": [f"pz-{n}" for n in range(6)]}
+    if token == "aws:index/getCallerIdentity:getCallerIdentity":
+        return {"id": PREVIEW_ACCOUNT, "accountId": PREVIEW_ACCOUNT, "userId": "PREVIEW",
+                "arn": f"arn:aws:iam::{PREVIEW_ACCOUNT}:user/preview"}
     if token == "aws:ec2/getAmi:getAmi":
         return {"id": "ami-0000000000preview", "name": "ubuntu-noble-24.04 (offline preview)",
                 "architecture": "x86_64"}

@@ -72,7 +72,7 @@ def hybrid_config(workers: int = 2) -> dict:
     values["hosts"] = values["hosts"][1:]
     values["aws"] = {"region": "us-east-1", "adminCidrs": ["198.51.100.0/24"]}
     values["vpn"] = {"onpremGateway": "gpu000", "clientSourceCidrs": ["198.51.100.7/32"]}
-    values["storage"] = {"efs": {}}
+    values["storage"] = {"efs": {"anonymousNfs": True}}
     return values
 
 
@@ -83,7 +83,7 @@ def cloud_config() -> dict:
         "clusterName": "test",
         "aws": {"region": "us-west-2", "adminCidrs": ["198.51.100.0/24"]},
         "pools": [{"name": "gpu", "instanceType": "g5.12xlarge", "count": 2, "gpus": 4}],
-        "storage": {"efs": {}},
+        "storage": {"efs": {"anonymousNfs": True}},
         "backup": {"recipients": [TEST_AGE_RECIPIENT]},
         "sshPrivateKey": TEST_PRIVATE_KEY,
     }

@@ -42,10 +42,13 @@ BOOT_STEP = "boot"
 
 
 def secret_parameter(name: str, parameter_name: str, value: pulumi.Input[str],
-                     tags: Optional[dict], opts: pulumi.ResourceOptions) -> aws.ssm.Parameter:
-    """A SecureString (encrypted with the account's AWS-managed SSM key)."""
+                     tags: Optional[dict], opts: pulumi.ResourceOptions,
+                     key_id: Optional[pulumi.Input[str]] = None) -> aws.ssm.Parameter:
+    """A SecureString, encrypted with the cluster's key `key_id` (components/aws/
+    backup_policies.py) or else the account's AWS-managed SSM key."""
     return aws.ssm.Parameter(name, name=parameter_name, type="SecureString",
-                             value=pulumi.Output.secret(value), tags=tags, opts=opts)
+                             value=pulumi.Output.secret(value), tags=tags, key_id=key_id,
+                             opts=opts)
 
 
 
@@ -83,7 +86,10 @@ def instance_profile(name: str, reads: Sequence[aws.ssm.Parameter], status_path:
                                pulumi.Output.all(*objects)).apply(
         lambda arns: instance_policy(arns[0], status_path, arns[1]))
     aws.iam.RolePolicy(f"{name}-read-parameter", role=role.id, policy=policy, opts=opts)
-    return aws.iam.InstanceProfile(name, role=role.name, opts=opts)
+    profile = aws.iam.InstanceProfile(name, role=role.name, opts=opts)
+    # The role's ARN, for the policies that name it (the EFS file system's).
+    profile.role_arn = role.arn
+    return profile
 
 
 @dataclass(frozen=True)

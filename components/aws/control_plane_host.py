@@ -81,6 +81,9 @@ class ControlPlaneHostArgs:
     vpn: Optional[VpnSettings] = None
     lan_cidr: Optional[str] = None
     boot: Optional[ControllerBoot] = None
+    # The cluster's KMS key its SecureStrings are encrypted with (the backups' key; none:
+    # the account's AWS-managed SSM key).
+    secrets_key: Optional[pulumi.Input[str]] = None
 
 
 class ControlPlaneHost(pulumi.ComponentResource):
@@ -150,7 +153,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
         key = tls.PrivateKey(f"{self._name}-ssh-host-key", algorithm="ED25519", opts=self._opts)
         self.ssh_host_key_parameter = secret_parameter(
             f"{self._name}-ssh-host-key", self._parameter("ssh-host-key"),
-            key.private_key_openssh, self._tags(), self._opts)
+            key.private_key_openssh, self._tags(), self._opts, self._args.secrets_key)
         self._made_host_public_key = key.public_key_openssh.apply(str.strip)
         configured = self._args.aws.control_plane.ssh_host_key
         self.ssh_host_public_key: pulumi.Input[str] = (
@@ -167,11 +170,12 @@ class ControlPlaneHost(pulumi.ComponentResource):
         if self._args.boot is not None:
             self.ca_key_parameter = secret_parameter(
                 f"{self._name}-ca-key", self._parameter("ca-key"),
-                self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts)
+                self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts,
+                self._args.secrets_key)
             reads.append(self.ca_key_parameter)
             reads += [secret_parameter(f"{self._name}-{name}",
                                        self._parameter(name), value,
-                                       self._tags(), self._opts)
+                                       self._tags(), self._opts, self._args.secrets_key)
                       for name, value in {**self._args.boot.secrets,
                                           **self._args.boot.stored}.items()]
         profile = instance_profile(
@@ -179,7 +183,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             ssm_paths.boot_status(self._args.cluster_name, self.host.name), self._tags(),
             self._opts, boot.object_arns)
         # What other components grant the instance (writing its backups).
-        self.role_name = profile.role
+        self.role_name, self.role_arn = profile.role, profile.role_arn
         return profile
 
     def _boot(self, public_ip: Optional[pulumi.Output[str]]) -> MachineBoot:

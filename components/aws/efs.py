@@ -1,9 +1,11 @@
 """An encrypted EFS file system in the VPC with a mount target per subnet at fixed
-addresses, NFS open only to the VPC and the on-prem LAN, and (unless the stack says
-otherwise) protected from deletion: data outlives the cluster."""
+addresses, NFS open only to the cluster's node addresses, a file system policy, and
+(unless the stack says otherwise) protected from deletion: data outlives the cluster."""
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -13,6 +15,48 @@ from config.cloud import VpcSettings, efs_mount_target_addresses
 from config.storage import EfsBackend
 
 NFS_PORT = 2049
+# What an NFS client may do (https://docs.aws.amazon.com/efs/latest/ug/
+# iam-access-control-nfs-efs.html, "EFS actions for clients").
+MOUNT, WRITE, ROOT = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
+                      "elasticfilesystem:ClientRootAccess")
+ANONYMOUS_NFS_WARNING = (
+    "storage.efs.anonymousNfs: the EFS file system lets NFS clients without an IAM identity "
+    "or TLS mount it as root; its security group admits the cluster's node addresses only")
+
+
+def efs_policy(file_system_arn: str, node_roles: Sequence[str], anonymous_nfs: bool) -> str:
+    """The file system policy. Without it AWS's default policy lets any client that reaches
+    a mount target mount, write and be root ("Default EFS file system policy", the page
+    above). By default: IAM authorization (no statement allows the anonymous principal of a
+    client mounted without `iam`), TLS (aws:SecureTransport), and root for the node roles
+    only, held by explicit denies against any identity policy (an allow in either the
+    identity or the file system policy suffices for EFS, the page above; an explicit deny
+    overrides both, https://docs.aws.amazon.com/IAM/latest/UserGuide/
+    reference_policies_evaluation-logic.html). With storage.efs.anonymousNfs, AWS's default
+    policy spelled out: the security group is then the only limit."""
+    through_mount_target = {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
+    if anonymous_nfs:
+        return json.dumps({"Version": "2012-10-17", "Statement": [{
+            "Sid": "NfsClientsOfTheNodeAddresses", "Effect": "Allow",
+            "Principal": {"AWS": "*"}, "Action": [MOUNT, WRITE, ROOT],
+            "Resource": file_system_arn, "Condition": through_mount_target}]})
+    roles = sorted(node_roles)
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Sid": "NodesMountWriteAndAreRoot", "Effect": "Allow", "Principal": {"AWS": roles},
+         "Action": [MOUNT, WRITE, ROOT], "Resource": file_system_arn,
+         "Condition": through_mount_target},
+        {"Sid": "TlsOnly", "Effect": "Deny", "Principal": {"AWS": "*"},
+         "Action": [MOUNT, WRITE, ROOT], "Resource": file_system_arn,
+         "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+        {"Sid": "RootOnlyForNodes", "Effect": "Deny", "Principal": {"AWS": "*"},
+         "Action": ROOT, "Resource": file_system_arn,
+         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": roles}}},
+    ]})
+
+
+def efs_client_cidrs(node_addresses: Sequence[str]) -> list[str]:
+    """The /32 of each node address, in order, once."""
+    return [f"{address}/32" for address in dict.fromkeys(node_addresses)]
 
 
 @dataclass
@@ -22,11 +66,13 @@ class EfsFileSystemArgs:
     # Its mount targets' subnets are this VPC's: their addresses follow from its subnets.
     vpc: VpcSettings
     network: AwsNetwork
-    # The networks NFS is open to (config.cloud.cluster_cidrs).
-    cluster_cidrs: Sequence[str]
+    # The addresses of the nodes NFS is open to: the controller, on-prem hosts.
+    node_addresses: Sequence[str]
     # Nodes reach it by mount-target address, not by the file system's DNS name (hybrid:
     # on-prem nodes have no AWS DNS).
     by_address: bool = False
+    # Cloud: the pools' instances, whose addresses are not known, by their security group.
+    node_security_group: Optional[aws.ec2.SecurityGroup] = None
 
 
 class EfsFileSystem(pulumi.ComponentResource):
@@ -47,11 +93,19 @@ class EfsFileSystem(pulumi.ComponentResource):
         group = aws.ec2.SecurityGroup(f"{name}-nfs", vpc_id=args.network.vpc_id,
                                       description=f"{args.cluster_name} EFS (NFS)",
                                       tags=tags, opts=opts)
-        for index, cidr in enumerate(args.cluster_cidrs):
+        # Node addresses only: never the VPC, the LAN or the VPN's range. By index, as the
+        # networks were: their rules are updated in place, not replaced.
+        for index, cidr in enumerate(efs_client_cidrs(args.node_addresses)):
             aws.vpc.SecurityGroupIngressRule(
-                f"{name}-nfs-{index}", security_group_id=group.id, ip_protocol="tcp",
-                from_port=NFS_PORT, to_port=NFS_PORT, cidr_ipv4=cidr, description="nfs",
-                opts=opts)
+                f"{name}-nfs-{index}", security_group_id=group.id,
+                ip_protocol="tcp", from_port=NFS_PORT, to_port=NFS_PORT, cidr_ipv4=cidr,
+                description="nfs from a node", opts=opts)
+        if args.node_security_group is not None:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-nfs-pool-nodes", security_group_id=group.id, ip_protocol="tcp",
+                from_port=NFS_PORT, to_port=NFS_PORT,
+                referenced_security_group_id=args.node_security_group.id,
+                description="nfs from the pools' nodes", opts=opts)
         addresses = self.mount_target_addresses(args.vpc, args.efs,
                                                len(args.network.subnet_ids))
         self.mount_targets = [
@@ -67,7 +121,18 @@ class EfsFileSystem(pulumi.ComponentResource):
         # address, through the VPN.
         self.address: pulumi.Input[str] = (addresses[0] if args.by_address
                                            else self.file_system.dns_name)
+        self._name, self._anonymous_nfs = name, args.efs.anonymous_nfs
+        if self._anonymous_nfs:
+            pulumi.log.warn(ANONYMOUS_NFS_WARNING, resource=self)
         self.register_outputs({"fileSystemId": self.file_system.id, "address": self.address})
+
+    def allow_nodes(self, node_roles: Sequence[pulumi.Input[str]]) -> aws.efs.FileSystemPolicy:
+        """The file system policy, once every node role exists (efs_policy)."""
+        return aws.efs.FileSystemPolicy(
+            f"{self._name}-policy", file_system_id=self.file_system.id,
+            policy=pulumi.Output.all(self.file_system.arn, *node_roles).apply(
+                lambda v: efs_policy(v[0], v[1:], self._anonymous_nfs)),
+            opts=pulumi.ResourceOptions(parent=self))
 
     @staticmethod
     def mount_target_addresses(vpc: VpcSettings, efs: EfsBackend, subnets: int) -> list:

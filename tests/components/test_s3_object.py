@@ -4,6 +4,7 @@ to moto's server with a role session the fake IMDSv2 of test_ssm_parameter.py ha
 and moto (IAM authentication on) checks the signature and the role's policy. Nothing here
 leaves 127.0.0.1."""
 
+import base64
 import datetime
 import hashlib
 import json
@@ -35,6 +36,7 @@ aws, imds_server, imds = ssm_tests.aws, ssm_tests.imds_server, ssm_tests.imds
 SCRIPT = SCRIPTS_DIR / "aws" / "s3-object.py"
 BUCKET = "dev-backups-0123456789"
 PREFIX = "dev/control-plane"
+KEY = f"arn:aws:kms:{REGION}:123456789012:key/0d1e2f30-0000-4000-8000-000000000000"
 
 
 def client_module(monkeypatch):
@@ -53,10 +55,13 @@ def test_the_put_is_signed_as_botocore_signs_it(monkeypatch):
     now = datetime.datetime(2026, 11, 23, 3, 30, 5, tzinfo=datetime.timezone.utc)
     ssm = {"__name__": "ssm_parameter"}
     exec(compile(SSM_READER.text(), "ssm-parameter.py", "exec"), ssm)
+    md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
     headers = client["signed_put_headers"](CREDENTIALS, REGION, host, path,
-                                           hashlib.sha256(body).hexdigest(), now, ssm["_hmac"])
+                                           hashlib.sha256(body).hexdigest(), now, ssm["_hmac"],
+                                           md5)
     request = AWSRequest(method="PUT", url=url, data=body,
-                         headers={"Content-Type": "application/octet-stream"})
+                         headers={"Content-Type": "application/octet-stream",
+                                  "Content-MD5": md5})
     signer = S3SigV4Auth(Credentials(CREDENTIALS["AccessKeyId"],
                                      CREDENTIALS["SecretAccessKey"], CREDENTIALS["Token"]),
                          "s3", REGION)
@@ -68,8 +73,8 @@ def test_the_put_is_signed_as_botocore_signs_it(monkeypatch):
 
 def role_session(endpoint: str) -> dict:
     """A session of a role that may put objects under PREFIX of BUCKET only, as the
-    controller's role (components/aws/backup_bucket.py backup_writer_policy)."""
-    from components.aws.backup_bucket import backup_writer_policy
+    controller's role (components/aws/backup_policies.py backup_writer_policy)."""
+    from components.aws.backup_policies import backup_writer_policy
 
     setup = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
     iam, sts = boto3_client("iam", endpoint, setup), boto3_client("sts", endpoint, setup)
@@ -79,7 +84,7 @@ def role_session(endpoint: str) -> dict:
     arn = iam.create_role(RoleName="gpu-cluster-controller",
                           AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
     iam.put_role_policy(RoleName="gpu-cluster-controller", PolicyName="backups",
-                        PolicyDocument=backup_writer_policy(f"arn:aws:s3:::{BUCKET}", PREFIX))
+                        PolicyDocument=backup_writer_policy(f"arn:aws:s3:::{BUCKET}", PREFIX, KEY))
     session = sts.assume_role(RoleArn=arn, RoleSessionName="i-0123")["Credentials"]
     return {key: session[key] for key in ("AccessKeyId", "SecretAccessKey")} | {
         "Token": session["SessionToken"]}
@@ -93,6 +98,10 @@ def bucket(aws):
     s3 = boto3_client("s3", aws.endpoint, setup)
     s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
     s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    # As components/aws/backup_bucket.py sets it: each version locked, governance mode.
+    s3.put_object_lock_configuration(Bucket=BUCKET, ObjectLockConfiguration={
+        "ObjectLockEnabled": "Enabled",
+        "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 7}}})
     session = role_session(aws.endpoint)
     post(f"{aws.endpoint}/moto-api/reset-auth", b"0")
     return session
@@ -118,11 +127,19 @@ def test_each_upload_is_a_new_version_of_the_object(imds, aws, bucket, tmp_path)
     s3 = boto3_client("s3", aws.endpoint, bucket)
     with pytest.raises(s3.exceptions.ClientError, match="AccessDenied"):
         s3.get_object(Bucket=BUCKET, Key=key)
-    post(f"{aws.endpoint}/moto-api/reset-auth", b"2")
+    post(f"{aws.endpoint}/moto-api/reset-auth", b"5")
     try:
         s3 = boto3_client("s3", aws.endpoint, {"AccessKeyId": "AKIAMOTOSETUP",
                                                "SecretAccessKey": "setup"})
         assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"second"
+        versions = s3.list_object_versions(Bucket=BUCKET, Prefix=key)["Versions"]
+        assert len(versions) == 2
+        # Object Lock: a kept version outlives a delete by anyone without the bypass.
+        first = versions[-1]["VersionId"]
+        assert s3.head_object(Bucket=BUCKET, Key=key, VersionId=first)[
+            "ObjectLockMode"] == "GOVERNANCE"
+        with pytest.raises(s3.exceptions.ClientError, match="AccessDenied"):
+            s3.delete_object(Bucket=BUCKET, Key=key, VersionId=first)
         assert len(s3.list_object_versions(Bucket=BUCKET, Prefix=key)["Versions"]) == 2
     finally:
         post(f"{aws.endpoint}/moto-api/reset-auth", b"0")

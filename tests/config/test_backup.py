@@ -204,3 +204,42 @@ def test_age_itself_accepts_what_the_config_accepts_and_refuses_a_changed_key(tm
     for recipient in (TEST_AGE_RECIPIENT, OTHER_RECIPIENT, README_RECIPIENT):
         assert encrypts(recipient)
     assert not encrypts(_one_changed(TEST_AGE_RECIPIENT))
+
+@pytest.mark.parametrize("principal, ok", [
+    ("arn:aws:iam::123456789012:role/restore-operators", True),
+    ("arn:aws:iam::123456789012:user/team/alice", True),
+    ("arn:aws:iam::123456789012:root", True),
+    ("arn:aws:iam::123456789012:role/*", False),   # a wildcard names everyone
+    ("*", False),
+    ("arn:aws:sts::123456789012:assumed-role/r/s", False),  # a session, not a principal
+    ("arn:aws:iam::123456789012:role/a\"}, {\"AWS\": \"*", False),
+])
+def test_restore_principals_are_iam_users_roles_or_an_account(principal, ok):
+    values = cloud_config()
+    values["backup"] |= {"restorePrincipals": [principal]}
+    if ok:
+        assert loads(values).backup.restore_principals == [principal]
+    else:
+        [(path, message)] = problems_of(values)
+        assert path == "backup.restorePrincipals[0]" and "not the ARN" in message
+
+
+@pytest.mark.parametrize("days, ok", [(1, True), (36500, True), (0, False), (36501, False)])
+def test_lock_days_are_a_retention_s3_accepts(days, ok):
+    values = hybrid_config()
+    values["backup"] = {"recipients": [TEST_AGE_RECIPIENT], "lockDays": days}
+    if ok:
+        assert loads(values).backup.lock_days == days
+    else:
+        assert [path for path, _ in problems_of(values)] == ["backup.lockDays"]
+
+
+def test_the_restore_role_and_the_lock_are_for_the_aws_layouts():
+    values = bare_metal_config()
+    values["storage"] = {"nfs": {"server": "192.168.2.50"}}
+    values["backup"] = {"recipients": [TEST_AGE_RECIPIENT],
+                        "restorePrincipals": ["arn:aws:iam::123456789012:root"], "lockDays": 3}
+    problems = problems_of(values)
+    assert sorted(path for path, _ in problems) == ["backup.lockDays", "backup.restorePrincipals"]
+    assert all("AWS layouts" in message for _, message in problems)
+

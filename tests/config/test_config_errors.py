@@ -50,7 +50,7 @@ def client_to_existing_without_lan(values: dict) -> None:
 
 def efs_in_a_small_vpc(values: dict) -> None:
     values["aws"]["vpc"] = {"cidr": "10.20.0.0/26"}
-    values["storage"] = {"efs": {"mountTargetAddress": "10.20.0.20"}}
+    values["storage"] = {"efs": {"mountTargetAddress": "10.20.0.20", "anonymousNfs": True}}
 
 
 def no_parsed_hosts_and_no_key(values: dict) -> None:

@@ -148,6 +148,8 @@ INVALID_CASES = [
 
 
 HYBRID_CASES = [
+    ("efs without saying it trusts nfs clients without iam", set_path("storage", {"efs": {}}),
+     "gpu-cluster:storage.efs.anonymousNfs", "the kernel's NFS client"),
     ("vpc overlaps lan", set_path("aws.vpc", {"cidr": "192.168.0.0/16"}),
      "gpu-cluster:aws.vpc.cidr", "overlaps gpu-cluster:network.lanCidr"),
     ("vpc overlaps pods", set_path("aws.vpc", {"cidr": "10.244.0.0/16"}),
@@ -196,6 +198,8 @@ def test_a_profile_must_be_an_openvpn_client_profile():
 
 
 CLOUD_CASES = [
+    ("efs without saying it trusts nfs clients without iam", set_path("storage", {"efs": {}}),
+     "gpu-cluster:storage.efs.anonymousNfs", "the kernel's NFS client"),
     ("gpus on a cpu instance", set_path("pools[0].instanceType", "m6i.4xlarge"),
      "gpu-cluster:pools[0] (gpu).instanceType", "'m6i.4xlarge' has no NVIDIA GPU but the pool claims 4"),
     ("no pools", set_path("pools", []), "gpu-cluster:pools", "add at least one worker pool"),

@@ -174,3 +174,17 @@ SECRETS = [
     (Skip("CKV_SECRET_6", "tests/distribute/test_merge.py", "a placeholder token in a made-up "
           "kubeconfig the merge test reads"), "ef05976d5672d9a762350e7cb52ce20cc13326a8"),
 ]
+
+# AWS policies the example stacks' previews render (tests/scans/test_checkov_aws_policies.py),
+# matched by check and `<stack>:<logical id>`.
+AWS = [
+    Skip("CKV_AWS_61", "*:RestoreRole", "the restore role trusts the account (its root) while "
+         "backup.restorePrincipals is unset: only principals whose own policies allow "
+         "sts:AssumeRole on it, the account's administrators, who manage the key anyway; "
+         "the stacks that name principals pass"),
+    Skip("CKV_AWS_33", "*:BackupKey", "the statement that lets Parameter Store decrypt the "
+         "cluster's SecureStrings for the cluster's roles names any principal, limited by "
+         "kms:CallerAccount (this account), kms:ViaService (SSM), the parameters' ARN prefix "
+         "and aws:PrincipalTag (the cluster tag the program's roles carry): the pattern of "
+         "AWS's own managed keys, whose roles are made after the key"),
+]

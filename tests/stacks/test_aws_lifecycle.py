@@ -151,7 +151,7 @@ def test_nat_egress_settings_are_checked(vpc, key, message):
     values["aws"]["vpc"] = vpc
     if "id" in vpc:
         values["aws"]["controlPlane"] = {"privateIp": "10.20.0.10"}
-        values["storage"] = {"efs": {"mountTargetAddress": "10.20.0.20"}}
+        values["storage"] = {"efs": {"mountTargetAddress": "10.20.0.20", "anonymousNfs": True}}
     with pytest.raises(ConfigError) as error:
         preview(values)
     assert f"gpu-cluster:{key}: " in str(error.value) and message in str(error.value)

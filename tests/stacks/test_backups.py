@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from preview import aws_mocks
 from preview.engine import unwrap_secrets
 from components.common.step_text import step_inputs
 from tests.stacks.steps import boot_steps
@@ -141,11 +142,20 @@ def test_the_bucket_is_private_encrypted_versioned_and_tls_only(stacks, stack):
         "ignorePublicAcls": True, "restrictPublicBuckets": True}
     assert inputs["BucketOwnershipControls"]["rule"] == {"objectOwnership": "BucketOwnerEnforced"}
     [rule] = inputs["BucketServerSideEncryptionConfiguration"]["rules"]
-    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "aws:kms"}
+    # Under the stack's own key (its policy: tests/components/test_iam_evaluation.py).
+    [key] = [r for r in plan.of_type("aws:kms/key:Key") if r.name.endswith("-backups-key")]
+    assert rule["applyServerSideEncryptionByDefault"] == {
+        "sseAlgorithm": "aws:kms", "kmsMasterKeyId": aws_mocks.resource(key.type, key.name, key.inputs)[1]["arn"]}
+    assert key.retain_on_delete and key.inputs["enableKeyRotation"] is True
     assert inputs["BucketVersioning"]["versioningConfiguration"] == {"status": "Enabled"}
-    [statement] = json.loads(inputs["BucketPolicy"]["policy"])["Statement"]
-    assert statement["Effect"] == "Deny" and statement["Principal"] == "*"
-    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    tls, reads = json.loads(inputs["BucketPolicy"]["policy"])["Statement"]
+    assert tls["Effect"] == "Deny" and tls["Principal"] == "*"
+    assert tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert reads["Sid"] == "OnlyTheRestoreRoleReads" and reads["Effect"] == "Deny"
+    # Each snapshot locked for backup.lockDays (7), in governance mode, after versioning.
+    lock = inputs["BucketObjectLockConfiguration"]
+    assert lock["objectLockEnabled"] == "Enabled"
+    assert lock["rule"] == {"defaultRetention": {"mode": "GOVERNANCE", "days": 7}}
     [lifecycle] = inputs["BucketLifecycleConfiguration"]["rules"]
     # The current version and 6 older ones: backup.retention's default of 7.
     assert lifecycle["noncurrentVersionExpiration"] == {"noncurrentDays": 1,
@@ -167,8 +177,10 @@ def test_the_controllers_role_may_only_put_its_own_snapshots(stacks, stack):
                 if r.name.endswith("-backup-writer")]
     [bucket] = backup_buckets(plan)
     cluster = bucket.inputs["bucketPrefix"].split("-backups-")[0]
-    [statement] = json.loads(writer.inputs["policy"])["Statement"]
+    statement, encrypt = json.loads(writer.inputs["policy"])["Statement"]
     assert statement["Action"] == ["s3:PutObject"]
+    assert encrypt["Action"] == ["kms:GenerateDataKey"]
+    assert encrypt["Resource"].startswith("arn:aws:kms:")
     assert statement["Resource"].startswith(f"arn:aws:s3:::{cluster}-backups-")
     assert statement["Resource"].endswith(f"/{cluster}/control-plane/*")
     # On the controller's instance role.

@@ -203,10 +203,12 @@ def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
         parameter = parameters[name]
         return aws_mocks.resource(parameter.type, parameter.name, parameter.inputs)[1]["arn"]
 
-    # The controller's role may also put its backups (tests/stacks/test_backups.py).
-    # And, apart, rotate the pools' tokens (tests/stacks/test_pool_nodes.py).
+    # The controller's role may also put its backups, and the restore role read them
+    # (tests/stacks/test_backups.py, tests/components/test_iam_evaluation.py); and, apart,
+    # rotate the pools' tokens (tests/stacks/test_pool_nodes.py).
     policies = [p for p in dev.of_type("aws:iam/rolePolicy:RolePolicy")
-                if p.name not in ("dev-backup-writer", "dev-node-cleanup-controller")]
+                if p.name not in ("dev-backup-writer", "dev-backups-restore-read",
+                                  "dev-node-cleanup-controller")]
     assert len(policies) == 4
     reads = {"a10g": {"/gpu-cluster/dev/a10g/join-token"},
              "h100": {"/gpu-cluster/dev/h100/join-token"},
@@ -236,13 +238,21 @@ def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
     assert not dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
 
 
-def test_efs_is_mounted_once_per_subnet_and_open_only_to_the_vpc(dev):
+def test_efs_is_mounted_once_per_subnet_and_open_only_to_the_nodes(dev):
     assert len(dev.of_type("aws:efs/mountTarget:MountTarget")) == 2
     [file_system] = dev.of_type("aws:efs/fileSystem:FileSystem")
     assert file_system.inputs["encrypted"] is True
-    nfs_rules = [r for r in dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
-                 if r.inputs["description"] == "nfs"]
-    assert [r.inputs["cidrIpv4"] for r in nfs_rules] == ["10.30.0.0/16"]
+    nfs_rules = {r.name: r.inputs for r in
+                 dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+                 if r.name.startswith("dev-efs-nfs")}
+    # The controller's address, and the pools' instances by their security group: not the VPC.
+    assert nfs_rules["dev-efs-nfs-0"]["cidrIpv4"] == "10.30.0.10/32"
+    [group] = [g for g in dev.of_type("aws:ec2/securityGroup:SecurityGroup")
+               if g.name == "dev-network-nodes"]
+    assert nfs_rules["dev-efs-nfs-pool-nodes"]["referencedSecurityGroupId"] == (
+        aws_mocks.resource(group.type, group.name, group.inputs)[0])
+    assert len(nfs_rules) == 2 and all(r["fromPort"] == r["toPort"] == 2049
+                                       for r in nfs_rules.values())
 
 
 def test_nodes_accept_traffic_only_from_each_other(dev):

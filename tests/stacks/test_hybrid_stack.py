@@ -85,9 +85,13 @@ def test_efs_is_encrypted_protected_and_mounted_once_per_subnet(prod):
     subnets = prod.of_type("aws:ec2/subnet:Subnet")
     assert len(targets) == len(subnets) == 2
     assert sorted(t.inputs["ipAddress"] for t in targets) == ["10.20.0.20", "10.20.1.20"]
+    # The node addresses only: the controller and each on-prem host, never the VPC, the
+    # LAN or the VPN's range.
     assert security_group_rules(prod, "prod-efs-nfs") == {
-        ("nfs", "tcp", 2049, "10.20.0.0/16"), ("nfs", "tcp", 2049, "192.168.10.0/24"),
-        ("nfs", "tcp", 2049, "10.8.0.0/24")}
+        ("nfs from a node", "tcp", 2049, f"{address}/32")
+        for address in ("10.20.0.10", "192.168.10.2", "192.168.10.11", "192.168.10.12")}
+    # storage.efs.anonymousNfs (the kernel's NFS client mounts it): said at every preview.
+    assert any("storage.efs.anonymousNfs" in warning for warning in prod.warnings)
     # On-prem nodes mount it by address through the tunnel.
     deployment = next(r for r in prod.of_type("kubernetes:apps/v1:Deployment")
                       if r.inputs["metadata"]["name"] == "efs-subdir-provisioner")
@@ -144,7 +148,7 @@ def test_an_adopted_vpc_is_used_as_is():
                             "subnetIds": ["subnet-0a", "subnet-0b"],
                             "routeTableIds": ["rtb-0a"], "cidr": "10.20.0.0/16"}
     values["aws"]["controlPlane"] = {"privateIp": "10.20.0.10"}
-    values["storage"] = {"efs": {"mountTargetAddress": "10.20.0.20"}}
+    values["storage"] = {"efs": {"mountTargetAddress": "10.20.0.20", "anonymousNfs": True}}
     plan = preview(values)
     assert not plan.of_type("aws:ec2/vpc:Vpc") and not plan.of_type("aws:ec2/subnet:Subnet")
     routes = plan.of_type("aws:ec2/route:Route")

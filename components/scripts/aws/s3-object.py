@@ -4,11 +4,15 @@ S3 PutObject with the EC2 instance's own role (IMDSv2), standard library only: i
 run our steps have python3, not the AWS CLI. The role's credentials and the HTTP calls are
 ssm-parameter.py's (the copy the instance's boot keeps, or SSM_CLIENT): one client of the
 instance metadata service. The bucket encrypts the object (its default encryption); with
-versioning on, a PUT to the same key adds a version. Errors go to stderr (AWS's error
+versioning on, a PUT to the same key adds a version. It sends Content-MD5, which S3 requires
+of every PUT to a bucket with an Object Lock retention (the backups' bucket:
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-lock-managing.html,
+"Using Object Lock with Content-MD5"). Errors go to stderr (AWS's error
 body names the problem). Exit 1 on any failure, 2 on a usage error. S3_ENDPOINT_URL
 (path-style, e.g. http://127.0.0.1:5000) overrides the endpoint (tests, VPC endpoints).
 """
 
+import base64
 import datetime
 import hashlib
 import hmac
@@ -42,14 +46,18 @@ def object_url(region, bucket, key):
     return base + path, urllib.parse.urlsplit(base).netloc, path
 
 
-def signed_put_headers(credentials, region, host, path, payload_hash, now, sign):
+def signed_put_headers(credentials, region, host, path, payload_hash, now, sign,
+                       content_md5=None):
     """AWS Signature Version 4 headers of an S3 PUT to `path` (no query); `sign` is
-    ssm-parameter.py's HMAC-SHA256 (key, text) -> digest."""
+    ssm-parameter.py's HMAC-SHA256 (key, text) -> digest; `content_md5` the body's MD5,
+    base64 (signed with the rest)."""
     amz_date = now.strftime("%Y%m%dT%H%M%SZ")
     date = amz_date[:8]
     # urllib would send a PUT's body as a form (application/x-www-form-urlencoded).
     headers = {"content-type": "application/octet-stream", "host": host,
                "x-amz-content-sha256": payload_hash, "x-amz-date": amz_date}
+    if content_md5:
+        headers["content-md5"] = content_md5
     if credentials.get("Token"):
         headers["x-amz-security-token"] = credentials["Token"]
     names = sorted(headers)
@@ -76,7 +84,8 @@ def put(region, bucket, key, file):
     url, host, path = object_url(region, bucket, key)
     headers = signed_put_headers(client.instance_credentials(), region, host, path,
                                  hashlib.sha256(body).hexdigest(),
-                                 datetime.datetime.now(datetime.timezone.utc), client._hmac)
+                                 datetime.datetime.now(datetime.timezone.utc), client._hmac,
+                                 base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode())
     try:
         client.http("PUT", url, headers, body)
     except client.HttpError as error:
