@@ -41,6 +41,7 @@ from components.hosts.steps import preparation_steps
 from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
 from components.common.remote_step import Ssh, SshAccess, connection_to
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
+from components.network.vpn_clients import gateway_address
 from config.backup import backup_store
 from config.cloud import cluster_cidrs, node_cidrs
 from config.model import StackConfig
@@ -160,11 +161,15 @@ class _OnAws(Layout):
                 machines.backup = self._backup_target(aws_side.backup_bucket)
         if settings.storage.efs is not None:
             # Its nodes: the controller, the on-prem hosts (hybrid: from their LAN
-            # addresses, routed through the tunnel unchanged), the pools (cloud).
+            # addresses, routed through the tunnel unchanged; the gateway's own packets from
+            # its fixed tunnel address), the pools (cloud).
+            gateway = ([gateway_address(settings.vpn.tunnel_cidr)]
+                       if settings.vpn is not None and settings.vpn.mode == "server-on-ec2"
+                       else [])
             self.efs = EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
                 settings.cluster_name, settings.storage.efs, settings.aws.vpc,
                 aws_side.network,
-                [aws_side.instance.private_ip] + [h.address for h in settings.hosts],
+                [aws_side.instance.private_ip] + [h.address for h in settings.hosts] + gateway,
                 by_address=settings.layout == "hybrid",
                 node_security_group=aws_side.network.node_security_group),
                 opts=aws_side.opts)

@@ -67,6 +67,12 @@ def user_addresses(tunnel_cidr: str, users: Sequence[str]) -> dict[str, str]:
     return {user: str(network[FIRST_USER_HOST + slot]) for slot, user in taken.items()}
 
 
+def gateway_address(tunnel_cidr: str) -> str:
+    """The on-prem gateway's fixed tunnel address: what its own packets to the VPC leave
+    the tunnel from (those of the LAN behind it keep their LAN addresses)."""
+    return str(ipaddress.IPv4Network(tunnel_cidr)[GATEWAY_HOST])
+
+
 def clients(tunnel_cidr: str, vpc_cidr: str, lan_cidr: str, names: Mapping[str, str],
             api: Reach, user_networks: Mapping[str, Sequence[str]]) -> list[Client]:
     """The gateway, the admin and the users; `names` maps gateway, admin and user-<name>
@@ -75,7 +81,7 @@ def clients(tunnel_cidr: str, vpc_cidr: str, lan_cidr: str, names: Mapping[str, 
     server = f"{network[1]}/32"
     users = sorted(name.removeprefix("user-") for name in names if name.startswith("user-"))
     result = [
-        Client(names["gateway"], str(network[GATEWAY_HOST]),
+        Client(names["gateway"], gateway_address(tunnel_cidr),
                (Reach(vpc_cidr), Reach(server)), behind=lan_cidr),
         Client(names["admin"], str(network[ADMIN_HOST]), (Reach(vpc_cidr), Reach(lan_cidr))),
     ]

@@ -85,11 +85,13 @@ def test_efs_is_encrypted_protected_and_mounted_once_per_subnet(prod):
     subnets = prod.of_type("aws:ec2/subnet:Subnet")
     assert len(targets) == len(subnets) == 2
     assert sorted(t.inputs["ipAddress"] for t in targets) == ["10.20.0.20", "10.20.1.20"]
-    # The node addresses only: the controller and each on-prem host, never the VPC, the
-    # LAN or the VPN's range.
+    # The node addresses only: the controller, each on-prem host and the gateway's fixed
+    # tunnel address (its own packets leave the tunnel from it), never the VPC, the LAN or
+    # the VPN's range.
     assert security_group_rules(prod, "prod-efs-nfs") == {
         ("nfs from a node", "tcp", 2049, f"{address}/32")
-        for address in ("10.20.0.10", "192.168.10.2", "192.168.10.11", "192.168.10.12")}
+        for address in ("10.20.0.10", "192.168.10.2", "192.168.10.11", "192.168.10.12",
+                        "10.8.0.2")}
     # storage.efs.anonymousNfs (the kernel's NFS client mounts it): said at every preview.
     assert any("storage.efs.anonymousNfs" in warning for warning in prod.warnings)
     # On-prem nodes mount it by address through the tunnel.
