@@ -9,7 +9,8 @@ import pytest
 from components.access.queues import TEAM_LABEL
 from components.access.team_policy import CONTROLLER_TAINT_KEYS, POLICY_NAME
 from components.distributions.rke2 import SERVER_ONLY_TAINT
-from tests.conftest import bare_metal_config, shared_preview
+from preview.stack_file import EXAMPLE_STACKS
+from tests.conftest import bare_metal_config, example_plan, shared_preview
 
 cel = pytest.importorskip("cel", reason="common-expression-language is not installed "
                                         "(requirements-dev.txt)")
@@ -96,3 +97,45 @@ def test_the_controllers_taints_are_those_the_policy_refuses_tolerating():
     # and runs none on a plain controller (docs/architecture/index.md).
     assert SERVER_ONLY_TAINT.split("=")[0] in CONTROLLER_TAINT_KEYS
     assert "node-role.kubernetes.io/control-plane" in CONTROLLER_TAINT_KEYS
+
+
+def _rke2_with_teams():
+    values = bare_metal_config(workers=1)
+    values["kubernetes"] = {"distribution": "rke2"}
+    values["access"] = {"teams": [{"name": "vision"}]}
+    return shared_preview(values)
+
+
+PLANS = {**{stack: (lambda stack=stack: example_plan(stack)) for stack in EXAMPLE_STACKS},
+         "rke2 bare metal with a team": _rke2_with_teams}
+
+
+@pytest.mark.parametrize("stack", PLANS)
+def test_no_team_pod_can_land_on_a_controller(stack):
+    """A k0s controller runs no kubelet (K0S_ENABLE_WORKER false: k0s
+    docs/architecture/index.md, "no container engine or kubelet running on controllers");
+    an RKE2 server runs one, tainted CriticalAddonsOnly, which the team policy refuses to
+    let a team's pod tolerate."""
+    plan = PLANS[stack]()
+    texts = [r.inputs["stdin"] for r in plan.resources
+             if r.name.endswith("install-controller") and "stdin" in r.inputs]
+    stdin = "\n".join(t["value"] if isinstance(t, dict) else t for t in texts)
+    assert stdin, stack
+    if "K0S_ENABLE_WORKER=" in stdin:
+        assert "K0S_ENABLE_WORKER='false'" in stdin
+        return
+    assert f"- {SERVER_ONLY_TAINT}" in stdin
+    found = {r.inputs["kind"]: r.inputs for r in plan.resources
+             if r.type.startswith("kubernetes:admissionregistration.k8s.io/v1:")}
+    if "ValidatingAdmissionPolicy" not in found:
+        # No team: no team pod to keep off it.
+        assert not [r for r in plan.resources if r.type == "kubernetes:core/v1:Namespace"
+                    and TEAM_LABEL in r.inputs["metadata"].get("labels", {})], stack
+        return
+    key, rest = SERVER_ONLY_TAINT.split("=")
+    value, effect = rest.split(":")
+    toleration = {"key": key, "operator": "Equal", "value": value, "effect": effect}
+    pod = {**POD, "spec": {**POD["spec"], "tolerations": [toleration]}}
+    context = {"object": pod, "request": {"operation": "CREATE"}}
+    validations = found["ValidatingAdmissionPolicy"]["spec"]["validations"]
+    assert any(cel.evaluate(v["expression"], context) is False for v in validations), stack
