@@ -111,9 +111,17 @@ def tolerations(taints: Iterable[Taint]) -> list[dict]:
     return result
 
 
+# The admin applies these files into a namespace of their own, which no team user has a role
+# in. Its level is stated because the cluster's default is restricted
+# (components/common/pod_security.py): the MPIJob's workers use the host network (NCCL is
+# measured on the hosts' NICs) and run sshd as root, the NVIDIA images run as root.
+POD_SECURITY_LABELS = {"pod-security.kubernetes.io/enforce": "privileged"}
+
+
 def namespace() -> dict:
     return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": NAMESPACE, "labels": component_labels("namespace")}}
+            "metadata": {"name": NAMESPACE, "labels": {**component_labels("namespace"),
+                                                        **POD_SECURITY_LABELS}}}
 
 
 def bounded_name(name: str, limit: int = 63) -> str:

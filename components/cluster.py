@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 from pulumi_command import local
 
+from components.common import pod_security
 from components.hosts.authorized_keys import authorized_keys_step
 from components.access.teams import (Access, AccessArgs, KubeflowProfiles, job_kinds,
                                     kubeconfig_cluster_name)
@@ -249,7 +250,11 @@ class Cluster(pulumi.ComponentResource):
             vpn_profile=machines.vpn.user_profile if machines.vpn else None,
             kubeflow_profiles=profiles, kueue=self._create_kueue(),
             kubeconfig_cluster=kubeconfig_cluster_name(
-                settings.cluster_name, machines.users_on_private_network)), opts=opts)
+                settings.cluster_name, machines.users_on_private_network),
+            pod_security_version=pod_security.version_of(settings.kubernetes.version),
+            workload_controllers=[(index, host.name) for index, host in enumerate(settings.hosts)
+                                  if host.runs_control_plane and host.runs_workloads]),
+            opts=opts)
 
     def _create_kueue(self) -> Optional[list]:
         """Kueue for the teams' queues (access.queues), when there is a team."""

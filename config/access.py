@@ -73,10 +73,18 @@ def _team_name(value: str) -> str:
     return value
 
 
+# The Pod Security Standards level a team's namespace enforces
+# (https://kubernetes.io/docs/concepts/security/pod-security-standards/). restricted by
+# default; baseline (root in containers, any image's default capabilities, inline volumes
+# but nfs) only by this key, which the preview warns about.
+PodSecurityLevel = Literal["restricted", "baseline"]
+
+
 class Team(Section):
     name: Annotated[DnsLabel, AfterValidator(_team_name)]
     quota: Quota = Quota()
     container_defaults: ContainerDefaults = ContainerDefaults()
+    pod_security: PodSecurityLevel = "restricted"
 
 
 class User(Section):

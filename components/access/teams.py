@@ -12,7 +12,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.access.queues import TEAM_LABEL, queue_objects
-from components.common import kube
+from components.access.team_policy import team_pod_policy
+from components.common import kube, pod_security
 
 from components.aws import ssm_paths
 from components.kubernetes.pki import ClusterPki
@@ -33,6 +34,15 @@ MAX_EARLY_RENEWAL_HOURS = 30 * 24
 # deploy/v2beta1/mpi-operator.yaml: kubeflow-mpijobs-edit/-view), which users are not bound to.
 AGGREGATE_TO_EDIT = "rbac.authorization.k8s.io/aggregate-to-edit"
 AGGREGATE_TO_VIEW = "rbac.authorization.k8s.io/aggregate-to-view"
+# The preview's warning for a team below restricted (access.teams[].podSecurity).
+BASELINE_WARNING = (
+    "access.teams[{team}].podSecurity is {level}: pods in namespace {team} may run as root "
+    "and keep the runtime's default capabilities (Pod Security Standards {level}); "
+    "remove the key to enforce restricted")
+CONTROLLER_WORKER_WARNING = (
+    "hosts[{index}] ({host}).role is controller+worker and access.teams is set: team pods can "
+    "run on the controller, beside the cluster's datastore and CA key; give teams worker "
+    "hosts and the controller role `controller`")
 # policy.go's Read and Write verb sets: edit writes, reading comes with view.
 READ_VERBS = ["get", "list", "watch"]
 WRITE_VERBS = ["create", "update", "patch", "delete", "deletecollection"]
@@ -101,6 +111,11 @@ class AccessArgs:
     # The cluster entry's name in users' kubeconfigs when it is not the cluster's: where
     # they reach another address than the admin (kubeconfig_cluster_name).
     kubeconfig_cluster: Optional[str] = None
+    # The Pod Security version the teams' levels are pinned to (pod_security.version_of).
+    pod_security_version: str = "latest"
+    # Hosts (index in `hosts`, name) that run the control plane and workloads: team pods can
+    # be scheduled beside the datastore and the CA there, which the preview warns about.
+    workload_controllers: Sequence[tuple[int, str]] = ()
 
 
 class Access(pulumi.ComponentResource):
@@ -115,7 +130,18 @@ class Access(pulumi.ComponentResource):
         on_cluster = kube.k8s_provider_opts(args.provider, self)
         profiles = args.kubeflow_profiles
         owner = profiles.owner if profiles is not None else None
-        manifests = [obj for team in access.teams for obj in team_objects(team, owner)]
+        version = args.pod_security_version
+        manifests = [obj for team in access.teams
+                     for obj in team_objects(team, owner, version)]
+        for team in access.teams:
+            if team.pod_security != pod_security.CLUSTER_DEFAULT:
+                pulumi.log.warn(BASELINE_WARNING.format(team=team.name,
+                                                        level=team.pod_security), resource=self)
+        if access.teams:
+            manifests += team_pod_policy(MANAGED_BY)
+            for index, host in args.workload_controllers:
+                pulumi.log.warn(CONTROLLER_WORKER_WARNING.format(index=index, host=host),
+                                resource=self)
         manifests += [obj for user in access.users for obj in user_bindings(user)]
         manifests += job_roles(list(args.job_kinds))
         created = kube.apply_all(manifests, on_cluster)
@@ -189,11 +215,19 @@ class Access(pulumi.ComponentResource):
 
 
 
-def team_objects(team: Team, kubeflow_owner: Optional[str] = None) -> list[dict]:
-    """The team's Namespace, its ResourceQuota (when it sets one) and LimitRange."""
+def team_objects(team: Team, kubeflow_owner: Optional[str] = None,
+                 pod_security_version: str = "latest") -> list[dict]:
+    """The team's Namespace (enforcing its Pod Security level), its ResourceQuota (when it
+    sets one) and LimitRange."""
     labels = {**MANAGED_BY, TEAM_LABEL: team.name}
+    # Set before Kubeflow's profile controller adopts the namespace, which adds its own
+    # pod-security.kubernetes.io/enforce: baseline only where the key is absent
+    # (kubeflow/manifests 26.03 applications/profiles/pss/namespace-labels.yaml, lines 14-16:
+    # "Profile controller will not replace a namespace label if its key already exists").
+    namespace_labels = {**labels,
+                        **pod_security.namespace_labels(team.pod_security, pod_security_version)}
     namespace = {"apiVersion": "v1", "kind": "Namespace",
-                 "metadata": {"name": team.name, "labels": labels}}
+                 "metadata": {"name": team.name, "labels": namespace_labels}}
     if kubeflow_owner:
         # What Kubeflow's profile controller requires to adopt an existing namespace.
         namespace["metadata"]["annotations"] = {"owner": kubeflow_owner}

@@ -10,7 +10,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.common import kube
+from components.common import kube, pod_security
 from config import versions
 from config.model import Host
 from config.storage import EfsBackend, LocalPathBackend, NfsBackend, STORAGE_CLASS_NAMES, StorageSettings
@@ -99,7 +99,11 @@ def _service_account_rbac(namespace: str, account: str, cluster_rules: list[dict
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
     rbac = "rbac.authorization.k8s.io"
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        # The subdir provisioner runs as root (it creates and chowns each claim's folder on
+        # the export) with the runtime's default capabilities: baseline, not the cluster's
+        # restricted default; no team user has a role here.
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": namespace, "labels": pod_security.namespace_labels("baseline", "latest")}},
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": account, "namespace": namespace}},
         {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": account},

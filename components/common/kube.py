@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 # apiVersion group -> pulumi_kubernetes module name.
 _GROUP_MODULES = {
     "": "core",
+    "admissionregistration.k8s.io": "admissionregistration",
     "apps": "apps",
     "batch": "batch",
     "rbac.authorization.k8s.io": "rbac",

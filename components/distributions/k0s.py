@@ -15,6 +15,7 @@ from components.distributions.base import (
     JoinToken,
     node_labels,
 )
+from components.common import audit, pod_security
 from components.common.step_text import Script
 from config.model import Host, WorkerPool
 
@@ -25,6 +26,12 @@ WORKER_PROFILE = "gpu-cluster"
 # The kubelet's usual root instead of k0s's /var/lib/k0s/kubelet, so upstream device
 # plugins and CSI drivers, which hard-code /var/lib/kubelet, work unmodified.
 KUBELET_ROOT_DIR = "/var/lib/kubelet"
+# Files install-controller writes for kube-apiserver, which k0s runs as the system user
+# kube-apiserver (k0s pkg/constant/constant.go ApiserverUser; `k0s install controller`
+# creates it, pkg/install/users_linux.go): readable by it, and its own log folder.
+ADMISSION_CONFIG_FILE = "/etc/k0s/admission-config.yaml"
+AUDIT_POLICY_FILE = "/etc/k0s/audit-policy.yaml"
+AUDIT_LOG_FILE = "/var/log/k0s-audit/audit.log"
 
 
 class K0s:
@@ -75,6 +82,7 @@ class K0s:
                 "address": controller.address,
                 "port": settings.kubernetes.api_port,
                 "sans": [controller.address, *extra_sans, *settings.kubernetes.api_sans],
+                "extraArgs": api_server_args(),
             },
             "network": {
                 "provider": settings.cni,
@@ -192,7 +200,21 @@ class K0s:
             "K0S_ENABLE_WORKER": "true" if host.runs_workloads else "false",
             "API_PORT": str(self.settings.kubernetes.api_port),
             "K0S_CA_CERT": ca_cert_pem,
+            "K0S_ADMISSION_CONFIG": pod_security.admission_configuration(
+                pod_security.version_of(self.settings.kubernetes.version)),
+            "K0S_AUDIT_POLICY": audit.policy(),
         }
+
+
+def api_server_args() -> dict[str, str]:
+    """kube-apiserver flags through the cluster config (k0s docs/configuration.md,
+    spec.api.extraArgs): the Pod Security default as k0s docs/podsecurity.md configures it,
+    and the audit log, which k0s leaves to the user (docs/cis_benchmark.md, checks
+    1.2.22-1.2.25)."""
+    return {"admission-control-config-file": ADMISSION_CONFIG_FILE,
+            "audit-policy-file": AUDIT_POLICY_FILE,
+            "audit-log-path": AUDIT_LOG_FILE,
+            **audit.ROTATION}
 
 
 # The user name k0s gives worker join tokens; its bootstrap RBAC expects it.

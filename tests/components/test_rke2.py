@@ -19,7 +19,8 @@ from tests.conftest import bare_metal_config, cloud_config
 
 # Config-file keys RKE2 v1.36 accepts: the flags rancher/rke2 pkg/cli/cmds/server.go and
 # agent.go keep from k3s (copyFlag or a changed default; commit 6ce1a80, v1.36.4 branch),
-# plus RKE2's own serverFlag (cni, ingress-controller, enable-servicelb). Flags marked
+# plus RKE2's own serverFlag (cni, ingress-controller, enable-servicelb; audit-policy-file,
+# pod-security-admission-config-file: rke2-docs docs/reference/server_config.md). Flags marked
 # dropFlag there (flannel-iface, https-listen-port, supervisor-port, ...) are refused.
 RKE2_SERVER_KEYS = set("""
 config debug bind-address advertise-address tls-san tls-san-security data-dir cluster-cidr
@@ -39,6 +40,7 @@ kubelet-arg kube-proxy-arg agent-token agent-token-file server secrets-encryptio
 protect-kernel-defaults snapshotter selinux lb-server-port service-node-port-range
 etcd-expose-metrics airgap-extra-registry helm-job-image helm-controller-arg enable-pprof
 servicelb-namespace cni ingress-controller enable-servicelb
+audit-policy-file pod-security-admission-config-file
 """.split())
 RKE2_AGENT_KEYS = set("""
 config debug data-dir token token-file node-name with-node-id node-label node-taint

@@ -11,6 +11,7 @@ EXAMPLES = {
     "access.teams[].containerDefaults.cpuRequest": "100m",
     "access.teams[].containerDefaults.memoryLimit": "4Gi",
     "access.teams[].containerDefaults.memoryRequest": "256Mi",
+    "access.teams[].podSecurity": "baseline",
     "access.teams[].quota.cpu": "8",
     "access.teams[].quota.memory": "64Gi",
     "access.teams[].quota.storage": "1Ti",

@@ -136,7 +136,8 @@ kind: ClusterConfig"
     K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="$config" K0S_ENABLE_WORKER=true NODE_IP=192.0.2.10 \
     KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 KUBELET_ROOT_DIR=/var/lib/kubelet \
     K0S_CA_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----' K0S_CA_KEY="$ca_key" \
-    K0S_CA_KEY_SSM_PARAMETER="" AWS_REGION="" SSM_READER=""
+    K0S_CA_KEY_SSM_PARAMETER="" AWS_REGION="" SSM_READER="" \
+    K0S_ADMISSION_CONFIG="kind: AdmissionConfiguration" K0S_AUDIT_POLICY="kind: Policy"
   export STUB_RECORD_ENV=1
   run_envelope create
   assert_success
@@ -156,7 +157,8 @@ kind: ClusterConfig"
     NODE_IP=192.0.2.10 KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 \
     KUBELET_ROOT_DIR="" K0S_CA_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----' \
     K0S_CA_KEY="" K0S_CA_KEY_SSM_PARAMETER=/gpu-cluster/dev/cluster-ca-key AWS_REGION=eu-central-1 \
-    SSM_READER="$(<"$SCRIPTS_DIR/ssm-parameter.py")"
+    SSM_READER="$(<"$SCRIPTS_DIR/ssm-parameter.py")" \
+    K0S_ADMISSION_CONFIG="kind: AdmissionConfiguration" K0S_AUDIT_POLICY="kind: Policy"
   export STUB_RECORD_ENV=1
   run_envelope create
   assert_success

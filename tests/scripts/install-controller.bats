@@ -22,12 +22,17 @@ CA_KEY="-----BEGIN EC PRIVATE KEY-----
 $CA_KEY_SECRET
 -----END EC PRIVATE KEY-----"
 CA_PARAMETER=/gpu-cluster/dev/cluster-ca-key
+ADMISSION_CONFIG='apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration'
+AUDIT_POLICY='apiVersion: audit.k8s.io/v1
+kind: Policy'
 
 setup() {
   setup_host
   export K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="$K0S_YAML" K0S_ENABLE_WORKER=false \
     NODE_IP=192.0.2.10 KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 \
-    KUBELET_ROOT_DIR=/var/lib/kubelet K0S_CA_CERT="$CA_CERT" K0S_CA_KEY="$CA_KEY"
+    KUBELET_ROOT_DIR=/var/lib/kubelet K0S_CA_CERT="$CA_CERT" K0S_CA_KEY="$CA_KEY" \
+    K0S_ADMISSION_CONFIG="$ADMISSION_CONFIG" K0S_AUDIT_POLICY="$AUDIT_POLICY"
 }
 
 # ca_key_in_ssm: as on a cloud controller: the CA key in an SSM SecureString the stubbed
@@ -412,4 +417,33 @@ refute_key_leaked() {
   [ "$status" -eq 1 ]
   assert_output_contains "K0S_CA_KEY_SSM_PARAMETER is not an SSM parameter name (e.g. /gpu-cluster/dev/cluster-ca-key): 'ca key'; missing required environment variable(s): AWS_REGION (needed to read the cluster CA key from SSM parameter ca key); the python3 command is not installed; it is needed to read the cluster CA key from SSM parameter ca key"
   [ "$(<"$STUB_CALLS")" = "" ]
+}
+
+@test "install-controller: writes the API server's admission and audit files, readable by kube-apiserver" {
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_file /etc/k0s/admission-config.yaml "$ADMISSION_CONFIG"
+  assert_file /etc/k0s/audit-policy.yaml "$AUDIT_POLICY"
+  assert_mode /etc/k0s/admission-config.yaml 644
+  assert_mode /etc/k0s/audit-policy.yaml 644
+  assert_mode /var/log/k0s-audit 700
+  assert_called '^id -u kube-apiserver$'
+  assert_idempotent k0s/install-controller.sh
+}
+
+@test "install-controller: a changed audit policy restarts the controller" {
+  run_script k0s/install-controller.sh
+  assert_success
+  export K0S_AUDIT_POLICY="$AUDIT_POLICY
+rules: []"
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called '^systemctl restart k0scontroller$'
+}
+
+@test "install-controller: refuses to run without the API server's admission configuration" {
+  unset K0S_ADMISSION_CONFIG
+  run_script k0s/install-controller.sh
+  assert_failure
+  assert_output_contains K0S_ADMISSION_CONFIG
 }

@@ -38,12 +38,18 @@ SERVER_TOKEN='server-token-secret-4f1c9e'
 AGENT_TOKEN='agent-token-secret-7d2b0a'
 TLS=/var/lib/rancher/rke2/server/tls
 
+ADMISSION_CONFIG='apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration'
+AUDIT_POLICY='apiVersion: audit.k8s.io/v1
+kind: Policy'
+
 setup() {
   setup_host
   rke2_kubectl_installed
   export RKE2_VERSION=v1.36.3+rke2r1 RKE2_CONFIG="$SERVER_CONFIG" \
     RKE2_KUBELET_CONFIG="$KUBELET_CONFIG" RKE2_CA_CERT="$CA_CERT" RKE2_CA_KEY="$CA_KEY" \
-    RKE2_TOKEN="$SERVER_TOKEN" RKE2_AGENT_TOKEN="$AGENT_TOKEN" RKE2_CANAL_CONFIG="$CANAL_CONFIG"
+    RKE2_TOKEN="$SERVER_TOKEN" RKE2_AGENT_TOKEN="$AGENT_TOKEN" RKE2_CANAL_CONFIG="$CANAL_CONFIG" \
+    RKE2_ADMISSION_CONFIG="$ADMISSION_CONFIG" RKE2_AUDIT_POLICY="$AUDIT_POLICY"
 }
 
 # refute_secrets_leaked: no secret in output, stub command lines or stub environments.
@@ -272,4 +278,19 @@ server_started() {
   run_script rke2/install-server.sh
   assert_success
   refute_gpu_detached
+}
+
+@test "install-server: writes the Pod Security default and the audit policy its config names" {
+  run_script rke2/install-server.sh
+  assert_success
+  assert_file /etc/rancher/rke2/gpu-cluster-pss.yaml "$ADMISSION_CONFIG"
+  assert_file /etc/rancher/rke2/gpu-cluster-audit-policy.yaml "$AUDIT_POLICY"
+  assert_mode /etc/rancher/rke2/gpu-cluster-pss.yaml 600
+  assert_mode /etc/rancher/rke2/gpu-cluster-audit-policy.yaml 600
+  assert_idempotent rke2/install-server.sh
+  export RKE2_ADMISSION_CONFIG="$ADMISSION_CONFIG
+plugins: []"
+  run_script rke2/install-server.sh
+  assert_success
+  assert_called '^systemctl restart --no-block rke2-server$'
 }

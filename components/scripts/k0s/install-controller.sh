@@ -18,6 +18,8 @@ set -euo pipefail
 #                      text of ssm-parameter.py) with the instance's own credentials
 #                      (a cloud controller: the key is not in its user data). Exactly
 #                      one of the two; either is used only while the key is not in place.
+#   K0S_ADMISSION_CONFIG  the API server's AdmissionConfiguration (Pod Security default),
+#   K0S_AUDIT_POLICY      its audit policy: files K0S_CONFIG's spec.api.extraArgs name.
 #   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.
 
 API_READY_TIMEOUT=600
@@ -26,6 +28,12 @@ API_READY_TIMEOUT=600
 # (https://docs.k0sproject.io/stable/custom-ca/).
 K0S_CA_CERT_FILE="$K0S_DATA_DIR/pki/ca.crt"
 K0S_CA_KEY_FILE="$K0S_DATA_DIR/pki/ca.key"
+# Where spec.api.extraArgs point kube-apiserver (components/distributions/k0s.py), which
+# k0s runs as the system user kube-apiserver (k0s pkg/constant/constant.go ApiserverUser).
+K0S_ADMISSION_CONFIG_FILE=/etc/k0s/admission-config.yaml
+K0S_AUDIT_POLICY_FILE=/etc/k0s/audit-policy.yaml
+K0S_AUDIT_LOG_DIR=/var/log/k0s-audit
+K0S_APISERVER_USER=kube-apiserver
 
 # ca_key_needed: success when the key input is used: the CA is not in place yet, or
 # its key is missing.
@@ -34,7 +42,8 @@ ca_key_needed() {
 }
 
 check_inputs() {
-  check_missing_env K0S_VERSION K0S_CONFIG K0S_ENABLE_WORKER NODE_IP API_PORT K0S_CA_CERT
+  check_missing_env K0S_VERSION K0S_CONFIG K0S_ENABLE_WORKER NODE_IP API_PORT K0S_CA_CERT \
+    K0S_ADMISSION_CONFIG K0S_AUDIT_POLICY
   : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
   : "${KUBELET_ROOT_DIR:=}" "${K0S_CA_KEY:=}" "${K0S_CA_KEY_SSM_PARAMETER:=}"
   if [[ -n "${K0S_CA_CERT:-}" && "$K0S_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
@@ -99,6 +108,21 @@ ensure_cluster_ca() {
   fi
 }
 
+# ensure_audit_log_dir: the audit log's folder, 0700, owned by kube-apiserver once
+# `k0s install controller` made that user (pkg/install/users_linux.go); until then root's,
+# and the API server (restarted by k0s's supervisor) waits for the second call.
+ensure_audit_log_dir() {
+  local uid
+  mkdir -p -- "$ROOT$K0S_AUDIT_LOG_DIR"
+  chmod 0700 -- "$ROOT$K0S_AUDIT_LOG_DIR"
+  if uid="$(id -u "$K0S_APISERVER_USER" 2>/dev/null)"; then
+    if [[ "$(stat -c %u -- "$ROOT$K0S_AUDIT_LOG_DIR")" != "$uid" ]]; then
+      chown -- "$uid" "$ROOT$K0S_AUDIT_LOG_DIR"
+      log "changed: $K0S_AUDIT_LOG_DIR now belongs to $K0S_APISERVER_USER"
+    fi
+  fi
+}
+
 # controller_args: sets ARGS to the `k0s install controller` arguments.
 controller_args() {
   ARGS=(-c "$K0S_CONFIG_FILE")
@@ -128,8 +152,15 @@ main() {
   if ((FILE_CHANGED)); then
     restart=1
   fi
+  # Read by kube-apiserver (not root): world-readable, and neither holds a secret.
+  write_text "$K0S_ADMISSION_CONFIG_FILE" 0644 "$K0S_ADMISSION_CONFIG"
+  ((FILE_CHANGED == 0)) || restart=1
+  write_text "$K0S_AUDIT_POLICY_FILE" 0644 "$K0S_AUDIT_POLICY"
+  ((FILE_CHANGED == 0)) || restart=1
+  ensure_audit_log_dir
   controller_args
   k0s_ensure_service controller "$restart" "${ARGS[@]}"
+  ensure_audit_log_dir
   wait_until "$API_READY_TIMEOUT" "the Kubernetes API (port $API_PORT) to be ready" \
     k0s kubectl get --raw=/readyz
 }

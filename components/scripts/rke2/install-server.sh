@@ -16,6 +16,8 @@ set -euo pipefail
 #                       first start only; later changes are apply-agent-args.sh's.
 #   RKE2_CA_CERT        the cluster CA certificate (PEM).
 #   RKE2_CANAL_CONFIG   optional: the rke2-canal HelmChartConfig; empty removes ours.
+#   RKE2_ADMISSION_CONFIG  the API server's AdmissionConfiguration (Pod Security default) and
+#   RKE2_AUDIT_POLICY      its audit policy: the files RKE2_CONFIG names.
 # Secrets, each given directly or as <NAME>_SSM_PARAMETER (with AWS_REGION and SSM_READER),
 # needed on every run (they stay in their 0600 files, which RKE2 reads at each start):
 #   RKE2_CA_KEY         the CA's private key (PEM); used only while it is not in place.
@@ -34,9 +36,14 @@ CA_NAMES=(server-ca client-ca)
 # bootstrap data is encrypted with the token; changing it takes `rke2 token rotate`).
 DATASTORE_DIR=$RKE2_DATA_DIR/server/db
 CANAL_CONFIG_FILE=$RKE2_DATA_DIR/server/manifests/rke2-canal-config.yaml
+# What RKE2_CONFIG's pod-security-admission-config-file and audit-policy-file name
+# (components/distributions/rke2.py); RKE2 mounts them into its kube-apiserver pod.
+ADMISSION_CONFIG_FILE=/etc/rancher/rke2/gpu-cluster-pss.yaml
+AUDIT_POLICY_FILE=/etc/rancher/rke2/gpu-cluster-audit-policy.yaml
 
 check_inputs() {
-  check_missing_env RKE2_VERSION RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_CA_CERT
+  check_missing_env RKE2_VERSION RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_CA_CERT \
+    RKE2_ADMISSION_CONFIG RKE2_AUDIT_POLICY
   : "${RKE2_CANAL_CONFIG:=}"
   if [[ -n "${RKE2_CA_CERT:-}" && "$RKE2_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
     INPUT_PROBLEMS+=("RKE2_CA_CERT is not a PEM certificate")
@@ -125,6 +132,10 @@ main() {
   write_text "$RKE2_CONFIG_FILE" 0600 "$RKE2_CONFIG"
   ((FILE_CHANGED == 0)) || restart=1
   rke2_write_kubelet_config "$RKE2_KUBELET_CONFIG"
+  ((FILE_CHANGED == 0)) || restart=1
+  write_text "$ADMISSION_CONFIG_FILE" 0600 "$RKE2_ADMISSION_CONFIG"
+  ((FILE_CHANGED == 0)) || restart=1
+  write_text "$AUDIT_POLICY_FILE" 0600 "$RKE2_AUDIT_POLICY"
   ((FILE_CHANGED == 0)) || restart=1
   # RKE2's deploy controller applies what is in the manifests folder, at the first start
   # and when it changes (docs: networking/basic_network_options.md, Canal).

@@ -1,0 +1,76 @@
+"""What Pod Security levels do not cover in the teams' namespaces, refused by a
+ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, Kubernetes 1.30+:
+https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/) bound
+to every namespace carrying the team label:
+
+- an inline `nfs:` volume, which baseline admits (pod-security-admission policy/
+  check_restrictedVolumes.go lists nfs under restricted only): it would mount the shared
+  export as root and read every team's claims and the add-ons' databases;
+- a way onto a controller: tolerating the taints that keep workloads off it, or naming a
+  node (spec.nodeName skips the scheduler, so NoSchedule taints are not checked:
+  https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename).
+
+Team users cannot change their namespace's labels (namespaces are cluster-scoped; Kubernetes'
+admin/edit roles grant no write on them), so they cannot step out of the binding."""
+
+from components.access.queues import TEAM_LABEL
+
+POLICY_NAME = "gpu-cluster-team-pods"
+# The taints controllers carry: Kubernetes' control-plane role taint (and its old name), which
+# k0s sets on a controller that also runs a kubelet (docs/worker-node-config.md), and
+# CriticalAddonsOnly, the taint RKE2's docs put on servers that run no workloads
+# (docs/install/ha.md). Critical add-ons in kube-system tolerate them; a team's pod may not.
+CONTROLLER_TAINT_KEYS = ("node-role.kubernetes.io/control-plane",
+                         "node-role.kubernetes.io/master", "CriticalAddonsOnly")
+
+
+def _cel_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+# Each: (CEL expression over the pod, the message a refused request gets).
+VALIDATIONS = (
+    ("!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.nfs))",
+     "inline nfs volumes are refused in team namespaces: use a PersistentVolumeClaim of "
+     "the cluster's storage class"),
+    # A toleration without a key (operator Exists) tolerates every taint.
+    ("!has(object.spec.tolerations) || object.spec.tolerations.all(t, has(t.key) && "
+     f"t.key != '' && !(t.key in {_cel_list(CONTROLLER_TAINT_KEYS)}))",
+     "team pods may not tolerate the controllers' taints (" + ", ".join(CONTROLLER_TAINT_KEYS)
+     + ") nor every taint (a toleration without a key)"),
+    # Only at creation: the scheduler's binding sets nodeName on every scheduled pod, and
+    # later updates of that pod carry it.
+    ("request.operation != 'CREATE' || !has(object.spec.nodeName) || "
+     "object.spec.nodeName == ''",
+     "team pods are placed by the scheduler: spec.nodeName may not be set"),
+)
+
+
+def team_pod_policy(labels: dict[str, str]) -> list[dict]:
+    """The policy and its binding (Deny) to the namespaces labelled TEAM_LABEL."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POLICY_NAME, "labels": dict(labels)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+            "validations": [{"expression": expression, "message": message,
+                             "reason": "Forbidden"}
+                            for expression, message in VALIDATIONS],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": POLICY_NAME, "labels": dict(labels)},
+        "spec": {
+            "policyName": POLICY_NAME,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchExpressions": [
+                {"key": TEAM_LABEL, "operator": "Exists"}]}},
+        },
+    }
+    return [policy, binding]
