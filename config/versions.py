@@ -36,10 +36,42 @@ DISTRIBUTIONS = {
     "rke2": Distribution(RKE2, re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+(-rc[0-9]+)?\+rke2r[0-9]+"),
                          fixed_api_port=6443),
 }
+# The sha256 of the file each distribution's scripts download (k0s: the binary
+# k0s-<version>-<arch>; RKE2: rke2.linux-<arch>.tar.gz), per release and architecture,
+# checked on the host before anything is installed. Pinned here, never read from the release
+# that is being checked. Sources (the release's own sha256 files are not reachable offline):
+# - k0s v1.36.3+k0s.2: github.com/johbo/k0s-nix commit 02b6c83 k0s/1_36.nix (Nix SRI hashes
+#   of the release assets, "k0s_1_36: 1.36.3+k0s.1 -> 1.36.3+k0s.2"); amd64 also in a second,
+#   unrelated Nix package fetching the same URL (the same SRI hash).
+# - RKE2 v1.36.3+rke2r1: github.com/KornaKube/terraform-hcloud-kube-hetzner commit eb6d1f2
+#   locals.tf:841-844 rke2_release_sha256_manifest ("captured from the official GitHub
+#   release assets/checksum files", the tarball its scripts/install-verified-kubernetes.sh
+#   verifies); amd64 also in an RKE2-on-Flatcar guide's Ignition `verification.hash`.
+# Another kubernetes.version needs its checksums in `gpu-cluster:versions` releaseSha256.
+RELEASE_SHA256 = {
+    "k0s": {
+        K0S: {"amd64": "f8b278ba5a9938ced226381484a0f31b6bfa2938703949df235474e03c774acc",
+              "arm64": "5114193cad12fd34169518bb81b5967792e0c3b840dd6d730d0e0252315131ee"},
+    },
+    "rke2": {
+        RKE2: {"amd64": "5bbc6315131af7f435385d0ed63f14788ef2a858ac482f8b9146cf3a1a1582d3",
+               "arm64": "af50c3352ccb4d86c1fda24424707f9d4078b2a296245d832143ae283cd5fdbd"},
+    },
+}
+RELEASE_ARCHITECTURES = ("amd64", "arm64")
+
 # NVIDIA's production driver branch, installed from Ubuntu's *-server packages.
 NVIDIA_DRIVER_BRANCH = "580"
 # apt version of nvidia-container-toolkit and its libraries.
 NVIDIA_CONTAINER_TOOLKIT = "1.19.1-1"
+# The OpenPGP key of its apt repository (https://nvidia.github.io/libnvidia-container/gpgkey,
+# "NVIDIA CORPORATION (Open Source Projects) <cudatools@nvidia.com>"), by fingerprint: the
+# gpg listing of that file in NVIDIA/nvidia-container-toolkit#650 and
+# NVIDIA/libnvidia-container#280; the key apt names when it is missing is its long id
+# DDCAE044F796ECB0 (NVIDIA/nvidia-container-toolkit#81). install-nvidia.sh trusts no other.
+# (The CUDA repository's key, EB693B3035CD5710E231E123A4B469963BF863CC, is not used: the
+# driver comes from Ubuntu's archive.)
+NVIDIA_CONTAINER_TOOLKIT_KEY_FINGERPRINT = "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
 
 # Operating systems the bootstrap scripts support (checked by preflight.sh).
 SUPPORTED_UBUNTU_RELEASES = ("22.04", "24.04")
