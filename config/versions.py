@@ -155,6 +155,11 @@ KUBEFLOW_MANIFESTS_REPOSITORY = "https://github.com/kubeflow/manifests"
 # The Argo Workflows release that release's Pipelines names as remote bases (v1.11.0's too)
 # (applications/pipeline/upstream/third-party/argo/base/kustomization.yaml), vendored too.
 ARGO_WORKFLOWS = "v3.7.3"
+# JobSet, which Trainer's folder names as a remote base (the release asset
+# github.com/kubernetes-sigs/jobset/releases/download/v0.10.1/manifests.yaml), vendored:
+# built from the tag's config/default as the release does (vendor/README.md).
+JOBSET = "v0.10.1"
+JOBSET_MANIFEST = f"vendor/jobset-{JOBSET}/manifests.yaml"
 # cert-manager's own API check (the Helm chart's startupapicheck), at the cert-manager
 # release those manifests ship; the tests check the tag against them.
 CERT_MANAGER_API_CHECK_IMAGE = "quay.io/jetstack/cert-manager-startupapicheck:v1.19.4"
