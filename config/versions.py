@@ -122,7 +122,11 @@ DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless"
 # charts/kube-prometheus-stack/values.yaml `prometheus.prometheusSpec.image`, its
 # kube-state-metrics dependency 8.4.0 with appVersion 2.20.0; commit cf408a2, Aug 2026).
 PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.14.0"
-KUBE_STATE_METRICS_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0"
+# By digest (the tag kept for people): the multi-arch index of v2.20.0, the same in two
+# unrelated public repositories that pin it (one also lists its amd64 manifest
+# 01171220c7c0...); no upstream file publishes it.
+KUBE_STATE_METRICS_IMAGE = ("registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0"
+                            "@sha256:42cfe3723a5f058171c627537fb57a3ea0f26e4380fa18555a95cb1a1b4cfc5b")
 # Grafana at the appVersion of the grafana chart that kube-prometheus-stack 88.5.3 depends
 # on (grafana-community/helm-charts charts/grafana/Chart.yaml 12.11.1, commit 3386a11).
 GRAFANA_IMAGE = "docker.io/grafana/grafana:13.2.0"
@@ -173,3 +177,21 @@ UBUNTU_IMAGE_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-2
 # AWS's GPU image with the NVIDIA driver and container toolkit (the cloud pools' default).
 GPU_IMAGE_OWNER = "amazon"
 GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20260929"
+
+# The images the program applies, by the key that names them here; `pulumi preview` warns
+# about those pinned by tag only (image_pins.tag_only). Kueue's is its repository and tag.
+DEPLOYED_IMAGES = {
+    "NVIDIA_DEVICE_PLUGIN_IMAGE": NVIDIA_DEVICE_PLUGIN_IMAGE,
+    "KUEUE_IMAGE_REPOSITORY": f"{KUEUE_IMAGE_REPOSITORY}:{KUEUE}",
+    "NFS_SUBDIR_PROVISIONER_IMAGE": NFS_SUBDIR_PROVISIONER_IMAGE,
+    "LOCAL_PATH_PROVISIONER_IMAGE": LOCAL_PATH_PROVISIONER_IMAGE,
+    "BUSYBOX_IMAGE": BUSYBOX_IMAGE,
+    "DCGM_EXPORTER_IMAGE": DCGM_EXPORTER_IMAGE,
+    "PROMETHEUS_IMAGE": PROMETHEUS_IMAGE,
+    "KUBE_STATE_METRICS_IMAGE": KUBE_STATE_METRICS_IMAGE,
+    "GRAFANA_IMAGE": GRAFANA_IMAGE,
+    "CUDA_BASE_IMAGE": CUDA_BASE_IMAGE,
+    "CUDA_SAMPLE_IMAGE": CUDA_SAMPLE_IMAGE,
+    "NCCL_TESTS_IMAGE": NCCL_TESTS_IMAGE,
+    "CERT_MANAGER_API_CHECK_IMAGE": CERT_MANAGER_API_CHECK_IMAGE,
+}

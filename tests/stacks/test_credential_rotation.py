@@ -15,7 +15,7 @@ from pulumi.output import Unknown
 
 from preview.plan import Plan, ResourceRecord
 from preview import credentials
-from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview, shared_preview
+from tests.conftest import own_warnings, bare_metal_config, cloud_config, hybrid_config, preview, shared_preview
 
 _GENERATED = [re.compile(r"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----", re.S),
               re.compile(r"[A-Za-z0-9+/]{40,}={0,2}"), re.compile(r"\b[0-9a-f]{16,}\b")]
@@ -295,4 +295,4 @@ def test_closing_a_vpn_rotation_moves_only_the_server_to_the_new_ca(hybrid):
     # bundle that loses the old CA.
     assert fed_by(after, credentials) == {"test-vpn-pki-server-cert": {"certRequestPem"},
                                           "control-plane-install-openvpn-server": {"stdin"}}
-    assert before.warnings and not after.warnings
+    assert own_warnings(before) and not own_warnings(after)
