@@ -33,6 +33,7 @@ from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.host_security import host_warnings
 from config.model import StackConfig
 from config import vendored
+from config.image_pins import tag_only_warning
 
 # The distribution's cluster secrets, as hex (safe in any config file or token).
 SECRET_BYTES = 32
@@ -52,6 +53,9 @@ class Cluster(pulumi.ComponentResource):
         settings = args.settings
         # The vendored upstream files as pinned, or nothing is registered.
         vendored.verify()
+        warning = tag_only_warning(settings.kubeflow is not None)
+        if warning:
+            pulumi.log.warn(warning)
         distribution = distribution_for(distribution_settings(settings))
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution

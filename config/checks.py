@@ -12,6 +12,7 @@ from config.kubeflow_checks import kubeflow_checks
 from config.monitoring import monitoring_checks
 from config.partial import PartialConfig
 from config.problems import Problem
+from config.release_pins import release_pin_checks
 from config.types import key_body
 
 # Label prefixes the kubelet may set on its own node (NodeRestriction admission).
@@ -34,6 +35,7 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += kubeflow_checks(cfg)
     problems += backup_checks(cfg)
     problems += monitoring_checks(cfg)
+    problems += release_pin_checks(cfg)
     return problems
 
 

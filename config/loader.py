@@ -261,6 +261,8 @@ def _salvage(values: dict[str, Any], unchecked: set[str]) -> PartialConfig:
         access=section("access"),
         backup=section("backup"),
         monitoring=section("monitoring"),
+        kubernetes=section("kubernetes"),
+        versions=section("versions"),
     )
 
 
@@ -292,4 +294,6 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         access=settings.access,
         backup=settings.backup,
         monitoring=settings.monitoring,
+        kubernetes=settings.kubernetes,
+        versions=settings.versions,
     )

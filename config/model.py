@@ -25,6 +25,7 @@ from config.kubeflow import KubeflowSettings
 from config.kubernetes import KubernetesSettings
 from config.model_base import Section
 from config.monitoring import MonitoringSettings
+from config.release_pins import VersionOverrides
 from config.storage import StorageSettings
 from config.types import (
     AbsolutePath,
@@ -336,6 +337,8 @@ class StackConfig(Section):
     backup: BackupSettings = BackupSettings()
     # GPU monitoring: DCGM exporter, Prometheus, Grafana (config/monitoring.py).
     monitoring: MonitoringSettings = MonitoringSettings()
+    # Beside the pins of config/versions.py: a release's sha256 (config/release_pins.py).
+    versions: VersionOverrides = VersionOverrides()
 
     @property
     def cni_mtu(self) -> int:

@@ -7,8 +7,10 @@ from config.access import AccessSettings
 from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
 from config.kubeflow import KubeflowSettings
+from config.kubernetes import KubernetesSettings
 from config.monitoring import MonitoringSettings
 from config.model import Host, HostTuning, NetworkSettings, SshSettings
+from config.release_pins import VersionOverrides
 from config.storage import StorageSettings
 
 
@@ -41,3 +43,5 @@ class PartialConfig:
     access: Optional[AccessSettings] = None
     backup: Optional[BackupSettings] = None
     monitoring: Optional[MonitoringSettings] = None
+    kubernetes: Optional[KubernetesSettings] = None
+    versions: Optional[VersionOverrides] = None

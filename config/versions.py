@@ -36,10 +36,42 @@ DISTRIBUTIONS = {
     "rke2": Distribution(RKE2, re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+(-rc[0-9]+)?\+rke2r[0-9]+"),
                          fixed_api_port=6443),
 }
+# The sha256 of the file each distribution's scripts download (k0s: the binary
+# k0s-<version>-<arch>; RKE2: rke2.linux-<arch>.tar.gz), per release and architecture,
+# checked on the host before anything is installed. Pinned here, never read from the release
+# that is being checked. Sources (the release's own sha256 files are not reachable offline):
+# - k0s v1.36.3+k0s.2: github.com/johbo/k0s-nix commit 02b6c83 k0s/1_36.nix (Nix SRI hashes
+#   of the release assets, "k0s_1_36: 1.36.3+k0s.1 -> 1.36.3+k0s.2"); amd64 also in a second,
+#   unrelated Nix package fetching the same URL (the same SRI hash).
+# - RKE2 v1.36.3+rke2r1: github.com/KornaKube/terraform-hcloud-kube-hetzner commit eb6d1f2
+#   locals.tf:841-844 rke2_release_sha256_manifest ("captured from the official GitHub
+#   release assets/checksum files", the tarball its scripts/install-verified-kubernetes.sh
+#   verifies); amd64 also in an RKE2-on-Flatcar guide's Ignition `verification.hash`.
+# Another kubernetes.version needs its checksums in `gpu-cluster:versions` releaseSha256.
+RELEASE_SHA256 = {
+    "k0s": {
+        K0S: {"amd64": "f8b278ba5a9938ced226381484a0f31b6bfa2938703949df235474e03c774acc",
+              "arm64": "5114193cad12fd34169518bb81b5967792e0c3b840dd6d730d0e0252315131ee"},
+    },
+    "rke2": {
+        RKE2: {"amd64": "5bbc6315131af7f435385d0ed63f14788ef2a858ac482f8b9146cf3a1a1582d3",
+               "arm64": "af50c3352ccb4d86c1fda24424707f9d4078b2a296245d832143ae283cd5fdbd"},
+    },
+}
+RELEASE_ARCHITECTURES = ("amd64", "arm64")
+
 # NVIDIA's production driver branch, installed from Ubuntu's *-server packages.
 NVIDIA_DRIVER_BRANCH = "580"
 # apt version of nvidia-container-toolkit and its libraries.
 NVIDIA_CONTAINER_TOOLKIT = "1.19.1-1"
+# The OpenPGP key of its apt repository (https://nvidia.github.io/libnvidia-container/gpgkey,
+# "NVIDIA CORPORATION (Open Source Projects) <cudatools@nvidia.com>"), by fingerprint: the
+# gpg listing of that file in NVIDIA/nvidia-container-toolkit#650 and
+# NVIDIA/libnvidia-container#280; the key apt names when it is missing is its long id
+# DDCAE044F796ECB0 (NVIDIA/nvidia-container-toolkit#81). install-nvidia.sh trusts no other.
+# (The CUDA repository's key, EB693B3035CD5710E231E123A4B469963BF863CC, is not used: the
+# driver comes from Ubuntu's archive.)
+NVIDIA_CONTAINER_TOOLKIT_KEY_FINGERPRINT = "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
 
 # Operating systems the bootstrap scripts support (checked by preflight.sh).
 SUPPORTED_UBUNTU_RELEASES = ("22.04", "24.04")
@@ -90,7 +122,11 @@ DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless"
 # charts/kube-prometheus-stack/values.yaml `prometheus.prometheusSpec.image`, its
 # kube-state-metrics dependency 8.4.0 with appVersion 2.20.0; commit cf408a2, Aug 2026).
 PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.14.0"
-KUBE_STATE_METRICS_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0"
+# By digest (the tag kept for people): the multi-arch index of v2.20.0, the same in two
+# unrelated public repositories that pin it (one also lists its amd64 manifest
+# 01171220c7c0...); no upstream file publishes it.
+KUBE_STATE_METRICS_IMAGE = ("registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0"
+                            "@sha256:42cfe3723a5f058171c627537fb57a3ea0f26e4380fa18555a95cb1a1b4cfc5b")
 # Grafana at the appVersion of the grafana chart that kube-prometheus-stack 88.5.3 depends
 # on (grafana-community/helm-charts charts/grafana/Chart.yaml 12.11.1, commit 3386a11).
 GRAFANA_IMAGE = "docker.io/grafana/grafana:13.2.0"
@@ -123,6 +159,11 @@ KUBEFLOW_MANIFESTS_REPOSITORY = "https://github.com/kubeflow/manifests"
 # The Argo Workflows release that release's Pipelines names as remote bases (v1.11.0's too)
 # (applications/pipeline/upstream/third-party/argo/base/kustomization.yaml), vendored too.
 ARGO_WORKFLOWS = "v3.7.3"
+# JobSet, which Trainer's folder names as a remote base (the release asset
+# github.com/kubernetes-sigs/jobset/releases/download/v0.10.1/manifests.yaml), vendored:
+# built from the tag's config/default as the release does (vendor/README.md).
+JOBSET = "v0.10.1"
+JOBSET_MANIFEST = f"vendor/jobset-{JOBSET}/manifests.yaml"
 # cert-manager's own API check (the Helm chart's startupapicheck), at the cert-manager
 # release those manifests ship; the tests check the tag against them.
 CERT_MANAGER_API_CHECK_IMAGE = "quay.io/jetstack/cert-manager-startupapicheck:v1.19.4"
@@ -136,3 +177,21 @@ UBUNTU_IMAGE_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-2
 # AWS's GPU image with the NVIDIA driver and container toolkit (the cloud pools' default).
 GPU_IMAGE_OWNER = "amazon"
 GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20260929"
+
+# The images the program applies, by the key that names them here; `pulumi preview` warns
+# about those pinned by tag only (image_pins.tag_only). Kueue's is its repository and tag.
+DEPLOYED_IMAGES = {
+    "NVIDIA_DEVICE_PLUGIN_IMAGE": NVIDIA_DEVICE_PLUGIN_IMAGE,
+    "KUEUE_IMAGE_REPOSITORY": f"{KUEUE_IMAGE_REPOSITORY}:{KUEUE}",
+    "NFS_SUBDIR_PROVISIONER_IMAGE": NFS_SUBDIR_PROVISIONER_IMAGE,
+    "LOCAL_PATH_PROVISIONER_IMAGE": LOCAL_PATH_PROVISIONER_IMAGE,
+    "BUSYBOX_IMAGE": BUSYBOX_IMAGE,
+    "DCGM_EXPORTER_IMAGE": DCGM_EXPORTER_IMAGE,
+    "PROMETHEUS_IMAGE": PROMETHEUS_IMAGE,
+    "KUBE_STATE_METRICS_IMAGE": KUBE_STATE_METRICS_IMAGE,
+    "GRAFANA_IMAGE": GRAFANA_IMAGE,
+    "CUDA_BASE_IMAGE": CUDA_BASE_IMAGE,
+    "CUDA_SAMPLE_IMAGE": CUDA_SAMPLE_IMAGE,
+    "NCCL_TESTS_IMAGE": NCCL_TESTS_IMAGE,
+    "CERT_MANAGER_API_CHECK_IMAGE": CERT_MANAGER_API_CHECK_IMAGE,
+}

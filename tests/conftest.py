@@ -175,3 +175,9 @@ def run_checked(*command: str, timeout: float = 30) -> str:
         raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}): "
                            f"{result.stderr.strip() or result.stdout.strip()}")
     return result.stdout
+
+
+def own_warnings(plan: Plan) -> list[str]:
+    """The plan's warnings but the one every preview prints about images pinned by tag
+    only (config/image_pins.py)."""
+    return [warning for warning in plan.warnings if "pinned by tag only" not in warning]

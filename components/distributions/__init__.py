@@ -8,6 +8,7 @@ from components.distributions.base import Distribution, DistributionSettings
 from config import versions
 from config.cloud import control_plane_address
 from config.model import StackConfig
+from config.release_pins import release_sha256
 
 
 def distribution_class(name: str) -> type:
@@ -34,6 +35,8 @@ def distribution_settings(config: StackConfig) -> DistributionSettings:
                         else control_plane_address(config.aws)),
         host_addresses=tuple(host.address for host in config.hosts),
         has_pools=bool(config.pools),
+        release_sha256=release_sha256(config.kubernetes.distribution, config.kubernetes.version,
+                                      config.versions),
     )
 
 

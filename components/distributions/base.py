@@ -4,7 +4,7 @@ plane needs, how workers get their join tokens, and how the NVIDIA runtime reach
 containerd. Nothing outside components/distributions/ knows which distribution it is."""
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Protocol
 
 import pulumi
@@ -39,6 +39,9 @@ class DistributionSettings:
     # advance) join too: what the CNI's interface can be pinned by.
     host_addresses: tuple[str, ...]
     has_pools: bool
+    # The sha256 the scripts require of kubernetes.version's release file, by architecture
+    # (config/release_pins.py: the pins of config/versions.py, `versions.releaseSha256`).
+    release_sha256: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

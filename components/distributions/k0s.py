@@ -17,6 +17,7 @@ from components.distributions.base import (
 )
 from components.common import audit, pod_security
 from components.common.step_text import Script
+from config import versions
 from config.model import Host, WorkerPool
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.
@@ -157,7 +158,11 @@ class K0s:
         }
 
     def version_env(self) -> dict[str, str]:
-        return {"K0S_VERSION": self.settings.kubernetes.version}
+        """The release and its binary's sha256 per architecture (K0S_SHA256_AMD64, ...;
+        empty where none is pinned: k0s/lib.sh refuses that architecture)."""
+        return {"K0S_VERSION": self.settings.kubernetes.version,
+                **{f"K0S_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
+                   for arch in versions.RELEASE_ARCHITECTURES}}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"K0S_CA_KEY": ca_key_pem}

@@ -13,6 +13,7 @@ import yaml
 from components.distributions.base import DistributionSettings, JoinToken, node_labels
 from components.common import audit, pod_security
 from components.common.step_text import Script
+from config import versions
 from config.model import Host, WorkerPool
 
 ETC = "/etc/rancher/rke2"
@@ -239,7 +240,7 @@ class Rke2:
         """install-server's inputs but its secrets: RKE2_CA_KEY, RKE2_TOKEN and
         RKE2_AGENT_TOKEN (each also as <NAME>_SSM_PARAMETER)."""
         return {
-            "RKE2_VERSION": self.version,
+            **self.version_env(),
             "RKE2_CONFIG": pulumi.Output.from_input(extra_sans).apply(
                 lambda sans: self.cluster_config(host, sans)),
             "RKE2_KUBELET_CONFIG": self.worker_profile_values(),
@@ -260,7 +261,11 @@ class Rke2:
         }
 
     def version_env(self) -> dict[str, str]:
-        return {"RKE2_VERSION": self.version}
+        """The release and its tarball's sha256 per architecture (RKE2_SHA256_AMD64, ...;
+        empty where none is pinned: rke2/lib.sh refuses that architecture)."""
+        return {"RKE2_VERSION": self.version,
+                **{f"RKE2_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
+                   for arch in versions.RELEASE_ARCHITECTURES}}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"RKE2_CA_KEY": ca_key_pem}

@@ -14,6 +14,7 @@ import pulumi
 
 from components.distributions.base import Distribution
 from components.common.step_text import Script
+from config import versions
 from config.model import HostTuning, NvidiaSettings
 
 PREFLIGHT = Script("preflight.sh")
@@ -116,6 +117,7 @@ def install_nvidia_env(nvidia: NvidiaSettings, distribution: Distribution,
         "NVSWITCH": _nvswitch(nvswitch),
         "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
         "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
+        "NVIDIA_REPO_KEY_FINGERPRINT": versions.NVIDIA_CONTAINER_TOOLKIT_KEY_FINGERPRINT,
         "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",
         # Empty: the distribution adds the runtime itself; install-nvidia writes no drop-in.
         "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin() or "",

@@ -21,7 +21,8 @@ FABRIC_MANAGER_UNIT=nvidia-fabricmanager.service
 
 check_inputs() {
   : "${INSTALL_DRIVER:=true}" "${NVSWITCH:=auto}"
-  local required=(NVIDIA_DRIVER_BRANCH NVIDIA_CONTAINER_TOOLKIT_VERSION CONTAINERD_DROPIN_PATH)
+  local required=(NVIDIA_DRIVER_BRANCH NVIDIA_CONTAINER_TOOLKIT_VERSION CONTAINERD_DROPIN_PATH
+    NVIDIA_REPO_KEY_FINGERPRINT)
   # Given but empty: no drop-in (RKE2 adds the runtime when it finds the toolkit).
   [[ -v CONTAINERD_DROPIN_CONTENT ]] || required+=(CONTAINERD_DROPIN_CONTENT)
   require_env "${required[@]}"
@@ -32,6 +33,10 @@ check_inputs() {
   fi
   if [[ ! "$NVIDIA_CONTAINER_TOOLKIT_VERSION" =~ ^[0-9][0-9A-Za-z.+~:-]*$ ]]; then
     die "NVIDIA_CONTAINER_TOOLKIT_VERSION '$NVIDIA_CONTAINER_TOOLKIT_VERSION' is not an apt version"
+  fi
+  if [[ ! "$NVIDIA_REPO_KEY_FINGERPRINT" =~ ^[0-9A-F]{40}$ ]]; then
+    die "NVIDIA_REPO_KEY_FINGERPRINT must be an OpenPGP v4 fingerprint (40 upper-case hex" \
+      "digits), got '$NVIDIA_REPO_KEY_FINGERPRINT'"
   fi
   if [[ "$CONTAINERD_DROPIN_PATH" != /* || "$CONTAINERD_DROPIN_PATH" == *..* ]]; then
     die "CONTAINERD_DROPIN_PATH must be an absolute path without '..', got '$CONTAINERD_DROPIN_PATH'"
@@ -139,13 +144,37 @@ EOF
   log "changed: loaded the nvidia kernel module"
 }
 
+# primary_fingerprints FILE: the fingerprint of each primary key in FILE (armored, or a
+# keyring gpg --dearmor wrote), one a line: field 10 of the "fpr" record right after each
+# "pub" record of gpg's colon listing (gnupg doc/DETAILS). Nothing is imported.
+primary_fingerprints() {
+  gpg --batch --show-keys --with-colons -- "$1" 2>/dev/null |
+    awk -F: '$1 == "pub" { primary = 1; next }
+      $1 == "fpr" && primary { print $10 } { primary = 0 }'
+}
+
+# is_pinned_key FILE: FILE holds exactly one primary key, NVIDIA_REPO_KEY_FINGERPRINT.
+is_pinned_key() {
+  [[ -s "$1" && "$(primary_fingerprints "$1")" == "$NVIDIA_REPO_KEY_FINGERPRINT" ]]
+}
+
 configure_toolkit_repo() {
-  local list_changed
-  if [[ -s "$ROOT$NVIDIA_KEYRING" ]]; then
-    log "unchanged $NVIDIA_KEYRING"
+  local list_changed found
+  # The key apt trusts for the repository is the one pinned by fingerprint
+  # (config/versions.py), checked before it is written and at every run after.
+  if is_pinned_key "$ROOT$NVIDIA_KEYRING"; then
+    log "unchanged $NVIDIA_KEYRING (key $NVIDIA_REPO_KEY_FINGERPRINT)"
   else
+    if [[ -e "$ROOT$NVIDIA_KEYRING" ]]; then
+      warn "$NVIDIA_KEYRING does not hold exactly the pinned key $NVIDIA_REPO_KEY_FINGERPRINT; replacing it"
+    fi
     make_temp_dir
     curl -fsSL --retry 5 -o "$TEMP_DIR/gpgkey" "$NVIDIA_REPO_URL/gpgkey"
+    if ! is_pinned_key "$TEMP_DIR/gpgkey"; then
+      found="$(primary_fingerprints "$TEMP_DIR/gpgkey" | paste -sd ' ' -)"
+      die "$NVIDIA_REPO_URL/gpgkey is not the pinned key $NVIDIA_REPO_KEY_FINGERPRINT" \
+        "(found: ${found:-no OpenPGP key}); nothing trusted"
+    fi
     gpg --batch --yes --dearmor -o "$TEMP_DIR/keyring.gpg" "$TEMP_DIR/gpgkey"
     write_file "$NVIDIA_KEYRING" 0644 <"$TEMP_DIR/keyring.gpg"
   fi

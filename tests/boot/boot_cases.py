@@ -2,11 +2,13 @@
 stacks and the variants below, what each step must do on the stubbed host, and a boot
 of one through cloud-init with AWS emulated (tests/boot/test_boot_user_data.py)."""
 
+import dataclasses
 import email
 import functools
 import gzip
 import json
 import re
+import subprocess
 from base64 import b64decode
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +21,15 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from components.aws.boot import boot_scripts, plan_steps
 from components.distributions import k0s, rke2
 from components.common.step_text import step_inputs
-from config import load as load_config
+from config import load as load_config, versions
 from preview.engine import unwrap_secrets
 from preview.plan import Plan, ResourceRecord
-from preview.stack_file import EXAMPLE_STACKS, read_stack
+from preview.engine import run_program
+from preview.stack_file import EXAMPLE_STACKS, StackConfigFile, read_stack
 from tests.boot.aws_emulation import AwsEmulation
 from tests.boot.cloud_init import CloudInitRun, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host
-from tests.conftest import PROJECT_DIR, as_cli_config, cloud_config, example_plan, shared_preview
+from tests.conftest import PROJECT_DIR, as_cli_config, cloud_config
 
 INSTANCE = "aws:ec2/instance:Instance"
 OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
@@ -110,8 +113,30 @@ FAIL = {"install-ssh-host-key": r"^systemctl try-restart ssh", "prepare-host":
         "install-controller": r"^k0s install controller"}
 
 
+def fake_release_sha256(distribution: str, version: str) -> str:
+    """The sha256 of the fake release file the stubbed curl serves for `version`."""
+    return subprocess.run([str(PROJECT_DIR / "tests/scripts/stubs/stub"), "fake-sha256",
+                           distribution, version], capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin", "GPU_CLUSTER_ROOT": "/nonexistent",
+                               "STUB_STATE": "/nonexistent"}).stdout.strip()
+
+
+def with_fake_release_pins(stack_file: StackConfigFile) -> StackConfigFile:
+    """The stack with `versions.releaseSha256` set to the stub's fake release (the stub host
+    cannot serve the real file that config/versions.py pins), the only change."""
+    settings = load_config(stack_file.config, stack_file.secret_keys, stack_file.stack)
+    kubernetes = settings.kubernetes
+    sha256 = fake_release_sha256(kubernetes.distribution, kubernetes.version)
+    config = {**stack_file.config, "gpu-cluster:versions": json.dumps(
+        {"releaseSha256": {arch: sha256 for arch in versions.RELEASE_ARCHITECTURES}})}
+    return dataclasses.replace(stack_file, config=config)
+
+
+@functools.cache
 def plan(stack: str) -> Plan:
-    return shared_preview(VARIANTS[stack]) if stack in VARIANTS else example_plan(stack)
+    stack_file = (as_cli_config(VARIANTS[stack]) if stack in VARIANTS
+                  else read_stack(PROJECT_DIR, stack))
+    return run_program(PROJECT_DIR, with_fake_release_pins(stack_file))
 
 
 @dataclass
@@ -195,6 +220,7 @@ BOOTS = boots()
 def _settings(stack: str):
     stack_file = (as_cli_config(VARIANTS[stack]) if stack in VARIANTS
                   else read_stack(PROJECT_DIR, stack))
+    stack_file = with_fake_release_pins(stack_file)
     return load_config(stack_file.config, stack_file.secret_keys, stack_file.stack)
 
 

@@ -104,6 +104,8 @@ EXAMPLES = {
     "tuning.extraKernelArgs[]": "pcie_aspm=off",
     "tuning.kubeletResolvConf": "/run/systemd/resolve/resolv.conf",
     "tuning.reservedCpus": "0-1",
+    "versions.releaseSha256{key}": "amd64",
+    "versions.releaseSha256{value}": "0123456789abcdef" * 4,
     "vpn.existingServerAddress": "192.168.10.5",
     "vpn.tunnelCidr": "10.8.0.0/24",
     "vpn.mode": "server-on-ec2",

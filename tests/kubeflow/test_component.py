@@ -17,8 +17,8 @@ from config import ConfigError
 from preview.engine import run_program
 from preview.report import tree, write_artifacts
 from preview.stack_file import read_stack
-from tests.conftest import (PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config, preview,
-                            require_tool)
+from tests.conftest import (PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config,
+                            own_warnings, preview, require_tool)
 from tests.kubeflow.certificates import curl, https_server, make_certificate
 from components.common.step_text import whole_text
 
@@ -289,12 +289,12 @@ def test_a_configured_certificate_is_served_and_none_is_made(tmp_path):
 def test_plain_http_is_warned_in_the_preview_and_makes_no_certificate():
     plan = preview(with_kubeflow(bare_metal_config(workers=1), access={"tls": {"mode": "off"}}))
     warning = PLAIN_HTTP_WARNING.format(url="http://192.168.2.2:31380/")
-    assert plan.warnings == [warning]
+    assert own_warnings(plan) == [warning]
     assert f"warning: {warning}" in tree(plan)
     assert not [r for r in plan.resources if r.name == TLS_SECRET or "gateway-tls" in r.name]
     assert "kubeflowTlsCertificate" not in plan.outputs
     # TLS on (the default): no warning.
-    assert preview(with_kubeflow(bare_metal_config(workers=1))).warnings == []
+    assert own_warnings(preview(with_kubeflow(bare_metal_config(workers=1)))) == []
 
 
 def test_the_offline_preview_stands_in_for_an_encrypted_certificate_key(tmp_path):

@@ -12,10 +12,9 @@ import yaml
 
 from components.addons.kubeflow import catalog, overlay, sources
 from components.addons.kubeflow.install import write_upstream_copy
+from config import versions
 from config.kubeflow import KubeflowSettings
 from tests.k8s_tools import tool
-
-TRAINER = catalog.COMPONENT_PATHS["trainer"][0]
 
 
 def offline_kustomize() -> list[str]:
@@ -53,16 +52,6 @@ def test_every_stage_builds_from_the_vendored_release_with_no_network(tmp_path):
         bases = yaml.safe_load(text)
         assert not [b for b in bases["resources"] + bases.get("components", [])
                     if "://" in b or "?ref=" in b], stage
-        if stage == catalog.APPS:
-            # Trainer's folder reads JobSet's release asset from GitHub: the apps stage
-            # builds with every other component, and fails offline on that URL alone.
-            result = subprocess.run(command + [str(folder)], capture_output=True, text=True)
-            assert result.returncode != 0
-            assert catalog.REMOTE_BASES["trainer"] in result.stderr, result.stderr[-2000:]
-            kustomization = yaml.safe_load(text)
-            kustomization["resources"] = [r for r in kustomization["resources"]
-                                          if not r.endswith(TRAINER)]
-            (folder / sources.KUSTOMIZATION).write_text(yaml.safe_dump(kustomization))
         result = subprocess.run(command + [str(folder)], capture_output=True, text=True)
         assert result.returncode == 0, (stage, result.stderr[-2000:])
         objects = [o for o in yaml.safe_load_all(result.stdout) if o]
@@ -73,6 +62,12 @@ def test_every_stage_builds_from_the_vendored_release_with_no_network(tmp_path):
             assert ("Deployment", "workflow-controller") in kinds
             assert ("CustomResourceDefinition", "workflows.argoproj.io") in kinds
             assert ("Deployment", "ml-pipeline") in kinds
+            # Trainer's JobSet, from its vendored manifest (no download at `pulumi up`).
+            assert ("Deployment", "jobset-controller-manager") in kinds
+            assert ("CustomResourceDefinition", "jobsets.jobset.x-k8s.io") in kinds
+            [jobset] = [o for o in objects if o["kind"] == "Deployment"
+                        and o["metadata"]["name"] == "jobset-controller-manager"]
+            assert jobset["metadata"]["namespace"] == "kubeflow-system"
 
 
 def test_the_upstream_copy_differs_from_the_vendored_files_by_the_remote_bases_alone(tmp_path):
@@ -80,10 +75,19 @@ def test_the_upstream_copy_differs_from_the_vendored_files_by_the_remote_bases_a
     copy = tmp_path / sources.UPSTREAM_COPY
     files = sources.upstream_copy(kubeflow, catalog.stages_for(kubeflow), copy)
     vendored = Path(__file__).resolve().parents[2] / catalog.VENDORED
+    jobset = "applications/trainer/upstream/third-party/jobset"
+    # JobSet's manifest sits beside the kustomization that reads it: the vendored bytes.
+    assert files.pop(f"{jobset}/manifests.yaml") == (
+        Path(__file__).resolve().parents[2] / versions.JOBSET_MANIFEST).read_bytes()
     changed = {name for name, data in files.items()
                if (vendored / name).read_bytes() != data}
-    assert changed == {f"{catalog.REWRITTEN}/upstream/third-party/argo/base/kustomization.yaml",
-                       f"{catalog.REWRITTEN}/upstream/third-party/argo/installs/cluster/kustomization.yaml"}
+    assert changed == {"applications/pipeline/upstream/third-party/argo/base/kustomization.yaml",
+                       "applications/pipeline/upstream/third-party/argo/installs/cluster/kustomization.yaml",
+                       f"{jobset}/kustomization.yaml"}
+    original = (vendored / jobset / "kustomization.yaml").read_text()
+    assert files[f"{jobset}/kustomization.yaml"].decode() == original.replace(
+        next(iter(catalog.LOCAL_FILES)), "manifests.yaml")
+    changed.discard(f"{jobset}/kustomization.yaml")
     for name in changed:
         original = (vendored / name).read_text().splitlines()
         rewritten = files[name].decode().splitlines()

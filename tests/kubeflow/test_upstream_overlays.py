@@ -1,7 +1,7 @@
 """The Kubeflow overlays against the real pinned release, vendored in vendor/, built by the
-real `kubectl kustomize`: the same overlay code the program writes. Trainer's folder pulls
-JobSet's release asset from GitHub (catalog.REMOTE_BASES), so it is left out of the builds
-here but for the offline test that names it (Trainer's runtimes stage is included).
+real `kubectl kustomize`: the same overlay code the program writes. Trainer's folder is left
+out of the builds here (tests/kubeflow/test_offline_build.py builds it, with its JobSet read
+from vendor/; Trainer's runtimes stage is included).
 Fixtures: tests/kubeflow/conftest.py; helpers: tests/kubeflow/overlays.py."""
 
 import os

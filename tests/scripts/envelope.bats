@@ -93,7 +93,8 @@ assert_stubs_read_no_stdin() {
   local token
   token="$(k0s_join_token abcdef.0123456789abcdef)"
   build_envelope join-worker k0s/join-worker.sh k0s/reset-node.sh \
-    K0S_VERSION=v1.34.1+k0s.0 K0S_JOIN_TOKEN="$token" NODE_IP=10.20.0.21 \
+    K0S_VERSION=v1.34.1+k0s.0 K0S_SHA256_AMD64="$(fake_sha256 k0s v1.34.1+k0s.0)" K0S_SHA256_ARM64="" \
+    K0S_JOIN_TOKEN="$token" NODE_IP=10.20.0.21 \
     KUBELET_EXTRA_ARGS="--system-reserved=cpu=500m,memory=1Gi --v=2" \
     NODE_LABELS="gpu-cluster.io/gpu=true" NODE_TAINTS="" K0S_PROFILE="" KUBELET_ROOT_DIR=/var/lib/kubelet
   export STUB_RECORD_ENV=1
@@ -133,7 +134,8 @@ apiVersion: k0s.k0sproject.io/v1beta1
 kind: ClusterConfig"
   local ca_key=$'-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIA-envelope-ca-key\n-----END EC PRIVATE KEY-----'
   build_envelope install-controller k0s/install-controller.sh k0s/reset-node.sh \
-    K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="$config" K0S_ENABLE_WORKER=true NODE_IP=192.0.2.10 \
+    K0S_VERSION=v1.34.1+k0s.0 K0S_SHA256_AMD64="$(fake_sha256 k0s v1.34.1+k0s.0)" K0S_SHA256_ARM64="" \
+    K0S_CONFIG="$config" K0S_ENABLE_WORKER=true NODE_IP=192.0.2.10 \
     KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 KUBELET_ROOT_DIR=/var/lib/kubelet \
     K0S_CA_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----' K0S_CA_KEY="$ca_key" \
     K0S_CA_KEY_SSM_PARAMETER="" AWS_REGION="" SSM_READER="" \
@@ -153,7 +155,8 @@ kind: ClusterConfig"
   local ca_key=$'-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIA-ssm-envelope-ca-key\n-----END EC PRIVATE KEY-----'
   ssm_parameter eu-central-1 /gpu-cluster/dev/cluster-ca-key "$ca_key"
   build_envelope install-controller k0s/install-controller.sh k0s/reset-node.sh \
-    K0S_VERSION=v1.34.1+k0s.0 K0S_CONFIG="kind: ClusterConfig" K0S_ENABLE_WORKER=false \
+    K0S_VERSION=v1.34.1+k0s.0 K0S_SHA256_AMD64="$(fake_sha256 k0s v1.34.1+k0s.0)" K0S_SHA256_ARM64="" \
+    K0S_CONFIG="kind: ClusterConfig" K0S_ENABLE_WORKER=false \
     NODE_IP=192.0.2.10 KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" API_PORT=6443 \
     KUBELET_ROOT_DIR="" K0S_CA_CERT=$'-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----' \
     K0S_CA_KEY="" K0S_CA_KEY_SSM_PARAMETER=/gpu-cluster/dev/cluster-ca-key AWS_REGION=eu-central-1 \

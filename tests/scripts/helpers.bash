@@ -12,7 +12,7 @@ STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip i
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
 # Commands whose call means the host was changed; a second run must not call them.
-STATE_CHANGING='^(systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
+STATE_CHANGING='^(systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|sysctl --system|swapoff|modprobe|apt-get|gpg (--batch )?(--yes )?--dearmor|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
 
 # nfs_export_options: serve-nfs's options as the program sets them, root squashed to
 # nobody (65534); on a runner that is not root, to the runner itself, whom serve-nfs may
@@ -196,7 +196,28 @@ run_script() {
     echo "run_script: call setup_host first; refusing to run against the real host" >&2
     return 1
   fi
+  pin_fake_releases
   run bash "$SCRIPTS_DIR/$script" "$@"
+}
+
+# pin_fake_releases: K0S_SHA256_AMD64/ARM64 and RKE2_SHA256_AMD64/ARM64 as the program
+# passes them (config/versions.py RELEASE_SHA256), here the sha256 of the stub's fake release
+# of K0S_VERSION and RKE2_VERSION. A test that gives its own sets FAKE_PINS=off.
+# fake_sha256 k0s|rke2 VERSION: the sha256 of the stub's fake release file of VERSION.
+fake_sha256() {
+  "$TESTS_DIR/stubs/stub" fake-sha256 "$1" "$2"
+}
+
+pin_fake_releases() {
+  [[ "${FAKE_PINS:-}" != off ]] || return 0
+  local distribution version arch
+  for distribution in K0S RKE2; do
+    version="${distribution}_VERSION"
+    [[ -n "${!version:-}" ]] || continue
+    for arch in AMD64 ARM64; do
+      export "${distribution}_SHA256_$arch=$(fake_sha256 "${distribution,,}" "${!version}")"
+    done
+  done
 }
 
 reset_calls() {

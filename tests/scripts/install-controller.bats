@@ -82,7 +82,8 @@ refute_key_leaked() {
   run_script k0s/install-controller.sh
   assert_success
   assert_called "^curl -fsSL --retry 5 -o [^ ]+/k0s-v1\\.34\\.1\\+k0s\\.0-amd64 $RELEASE_URL/k0s-v1\\.34\\.1%2Bk0s\\.0-amd64\$"
-  assert_called "^curl -fsSL --retry 5 -o [^ ]+/sha256sums\\.txt $RELEASE_URL/sha256sums\\.txt\$"
+  # The pinned sha256 is the check, never a checksum file of the same release.
+  refute_called 'sha256sums'
   assert_output_contains "verified sha256 of k0s-v1.34.1+k0s.0-amd64" "changed /usr/local/bin/k0s"
   assert_mode /usr/local/bin/k0s 755
   assert_file /etc/k0s/k0s.yaml "$K0S_YAML"
@@ -201,9 +202,34 @@ refute_key_leaked() {
   export STUB_BAD_CHECKSUM=1
   run_script k0s/install-controller.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-controller: checksum mismatch for k0s-v1.34.1+k0s.0-amd64"
+  assert_output_contains "gpu-cluster: moscow: install-controller: checksum mismatch for k0s-v1.34.1+k0s.0-amd64: pinned $K0S_SHA256_AMD64"
   [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/k0s" ]
   refute_called '^k0s (install|start)'
+}
+
+@test "install-controller: the binary is checked against the pin of the host's architecture" {
+  export STUB_UNAME_M=aarch64 FAKE_PINS=off K0S_SHA256_AMD64="" K0S_SHA256_ARM64
+  K0S_SHA256_ARM64="$(fake_sha256 k0s "$K0S_VERSION")"
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_output_contains "verified sha256 of k0s-v1.34.1+k0s.0-arm64"
+}
+
+@test "install-controller: no pinned sha256 for the host's architecture downloads nothing" {
+  export FAKE_PINS=off K0S_SHA256_AMD64="" K0S_SHA256_ARM64="$(printf 'a%.0s' {1..64})"
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "install-controller: no pinned sha256 for k0s-v1.34.1+k0s.0-amd64: set gpu-cluster:versions releaseSha256.amd64"
+  refute_called '^curl .*/releases/'
+  [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/k0s" ]
+}
+
+@test "install-controller: a pin that is not a sha256 is refused" {
+  export FAKE_PINS=off K0S_SHA256_AMD64="$(printf 'A%.0s' {1..64})"
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "K0S_SHA256_AMD64 must be 64 lower-case hex digits"
+  refute_called '^curl .*/releases/'
 }
 
 @test "install-controller: gives up when the API never gets ready" {
@@ -254,6 +280,7 @@ refute_key_leaked() {
 
 @test "install-controller: the CA key never shows up in output, command lines or environments" {
   export STUB_RECORD_ENV=1
+  pin_fake_releases
   run --separate-stderr bash "$SCRIPTS_DIR/k0s/install-controller.sh"
   assert_success
   [[ "$stderr" == *"changed /var/lib/k0s/pki/ca.key"* ]]
@@ -282,6 +309,7 @@ refute_key_leaked() {
 @test "install-controller: reads the CA key from SSM before anything changes" {
   ca_key_in_ssm
   export STUB_RECORD_ENV=1
+  pin_fake_releases
   run --separate-stderr bash "$SCRIPTS_DIR/k0s/install-controller.sh"
   assert_success
   assert_called '^python3 - get eu-central-1 /gpu-cluster/dev/cluster-ca-key$'

@@ -13,8 +13,28 @@ version = 3
 [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]
   BinaryName = "/usr/bin/nvidia-container-runtime"'
 
+# The fingerprint of the key NVIDIA serves (config/versions.py), which the stub serves.
+PINNED_KEY=C95B321B61E88C1809C4F759DDCAE044F796ECB0
+KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
+SOURCES=/etc/apt/sources.list.d/nvidia-container-toolkit.list
+
+# real_key NAME: a throwaway OpenPGP key made by the real gpg, armored at
+# $BATS_FILE_TMPDIR/NAME.asc; prints its fingerprint.
+real_key() {
+  local home="$BATS_FILE_TMPDIR/gnupg-$1"
+  if [[ ! -f "$BATS_FILE_TMPDIR/$1.asc" ]]; then
+    mkdir -p "$home" && chmod 0700 "$home"
+    GNUPGHOME="$home" /usr/bin/gpg --batch --quiet --passphrase '' \
+      --quick-generate-key "$1 <$1@example.com>" ed25519 sign never 2>/dev/null
+    GNUPGHOME="$home" /usr/bin/gpg --batch --armor --export >"$BATS_FILE_TMPDIR/$1.asc"
+  fi
+  GNUPGHOME="$home" /usr/bin/gpg --batch --with-colons --list-keys |
+    awk -F: '$1 == "fpr" { print $10; exit }'
+}
+
 setup() {
   setup_host
+  export NVIDIA_REPO_KEY_FINGERPRINT=$PINNED_KEY
   export NVIDIA_DRIVER_BRANCH=580 NVIDIA_CONTAINER_TOOLKIT_VERSION=1.19.1-1 \
     CONTAINERD_DROPIN_PATH=/etc/k0s/containerd.d/nvidia.toml \
     CONTAINERD_DROPIN_CONTENT="$DROPIN_CONTENT"
@@ -57,6 +77,69 @@ setup() {
     "unchanged /etc/k0s/containerd.d/nvidia.toml"
 }
 
+@test "install-nvidia: checks the repository key against the pinned fingerprint before trusting it" {
+  run_script install-nvidia.sh
+  assert_success
+  assert_called "^gpg --batch --show-keys --with-colons -- [^ ]+/gpgkey$"
+  assert_call_order '/gpgkey$' '^gpg --batch --show-keys' '^gpg --batch --yes --dearmor'
+}
+
+@test "install-nvidia: another key at NVIDIA's URL is refused and nothing is trusted" {
+  export STUB_NVIDIA_KEY_FINGERPRINT=0123456789ABCDEF0123456789ABCDEF01234567
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "install-nvidia: https://nvidia.github.io/libnvidia-container/gpgkey is not the pinned key $PINNED_KEY (found: 0123456789ABCDEF0123456789ABCDEF01234567); nothing trusted"
+  [ ! -e "$GPU_CLUSTER_ROOT$KEYRING" ]
+  [ ! -e "$GPU_CLUSTER_ROOT$SOURCES" ]
+  refute_called '^gpg --batch --yes --dearmor|nvidia-container-toolkit='
+}
+
+@test "install-nvidia: the pinned key with another key beside it is refused" {
+  export STUB_NVIDIA_GPGKEY_FILE="$BATS_TEST_TMPDIR/two-keys.asc"
+  printf -- '-----BEGIN PGP PUBLIC KEY BLOCK-----\nstub key %s\nstub key %s\n-----END PGP PUBLIC KEY BLOCK-----\n' \
+    "$PINNED_KEY" 0123456789ABCDEF0123456789ABCDEF01234567 >"$STUB_NVIDIA_GPGKEY_FILE"
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "is not the pinned key $PINNED_KEY (found: $PINNED_KEY 0123456789ABCDEF0123456789ABCDEF01234567)"
+  [ ! -e "$GPU_CLUSTER_ROOT$KEYRING" ]
+}
+
+@test "install-nvidia: a keyring trusted earlier with another key is replaced by the pinned one" {
+  mkdir -p "$GPU_CLUSTER_ROOT/usr/share/keyrings"
+  printf 'stub-dearmored\nstub key 0123456789ABCDEF0123456789ABCDEF01234567\n' >"$GPU_CLUSTER_ROOT$KEYRING"
+  run_script install-nvidia.sh
+  assert_success
+  assert_output_contains "$KEYRING does not hold exactly the pinned key $PINNED_KEY; replacing it" "changed $KEYRING"
+  grep -qx "stub key $PINNED_KEY" "$GPU_CLUSTER_ROOT$KEYRING"
+}
+
+@test "install-nvidia: a fingerprint that is not 40 upper-case hex digits is refused" {
+  export NVIDIA_REPO_KEY_FINGERPRINT="${PINNED_KEY,,}"
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "NVIDIA_REPO_KEY_FINGERPRINT must be an OpenPGP v4 fingerprint"
+  assert_no_state_changes
+}
+
+@test "install-nvidia: with real gpg and real keys, the pinned key is trusted and another is not" {
+  local pinned other
+  pinned="$(real_key pinned)"
+  other="$(real_key other)"
+  export STUB_NVIDIA_GPGKEY_FILE="$BATS_FILE_TMPDIR/pinned.asc" NVIDIA_REPO_KEY_FINGERPRINT=$pinned
+  run_script install-nvidia.sh
+  assert_success
+  # The keyring apt reads is the real gpg's dearmored key: it lists the pinned key alone.
+  [ "$(/usr/bin/gpg --batch --show-keys --with-colons "$GPU_CLUSTER_ROOT$KEYRING" | awk -F: '$1 == "pub"' | wc -l)" -eq 1 ]
+  run_script install-nvidia.sh
+  assert_success
+  assert_output_contains "unchanged $KEYRING (key $pinned)"
+
+  export NVIDIA_REPO_KEY_FINGERPRINT=$other
+  run_script install-nvidia.sh
+  assert_failure
+  assert_output_contains "is not the pinned key $other (found: $pinned); nothing trusted"
+}
+
 @test "install-nvidia: with nouveau loaded it blacklists it and asks for a reboot" {
   mkdir -p "$GPU_CLUSTER_ROOT/sys/module/nouveau"
   run_script install-nvidia.sh
@@ -91,7 +174,7 @@ options nouveau modeset=0'
   assert_success
   assert_called 'install -y --allow-downgrades --allow-change-held-packages nvidia-container-toolkit=1\.18\.0-1 nvidia-container-toolkit-base=1\.18\.0-1 libnvidia-container-tools=1\.18\.0-1 libnvidia-container1=1\.18\.0-1$'
   assert_output_contains "changed: installed NVIDIA Container Toolkit 1.18.0-1 (was 1.19.1-1)"
-  refute_called '^(curl|gpg)|nvidia-headless'
+  refute_called '^(curl|gpg --batch --yes)|nvidia-headless'
 }
 
 @test "install-nvidia: a changed runtime drop-in is rewritten, nothing else" {

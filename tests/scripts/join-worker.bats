@@ -34,6 +34,7 @@ setup() {
 
 @test "join-worker: the token never shows up in output, command lines or environments" {
   export STUB_RECORD_ENV=1
+  pin_fake_releases
   run --separate-stderr bash "$SCRIPTS_DIR/k0s/join-worker.sh"
   assert_success
   [[ "$output$stderr" != *"$TOKEN"* ]]
@@ -164,6 +165,7 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   token_in_ssm
   # As in an envelope that exports every input, an empty one included.
   export K0S_JOIN_TOKEN="" STUB_RECORD_ENV=1
+  pin_fake_releases
   run --separate-stderr bash "$SCRIPTS_DIR/k0s/join-worker.sh"
   assert_success
   refute_output_contains "$SSM_TOKEN"
@@ -343,11 +345,12 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
 
 @test "join-worker: asks the API in the token whether it accepts the token before joining" {
   export STUB_RECORD_ENV=1
+  pin_fake_releases
   run --separate-stderr bash "$SCRIPTS_DIR/k0s/join-worker.sh"
   assert_success
   assert_called '^curl --silent --show-error --max-time 10 --output /dev/null --write-out %\{http_code\} --cacert /tmp/[^ ]+/ca\.crt --header @/tmp/[^ ]+/authorization https://10\.20\.0\.10:6443/version$'
   # Before anything on the host changes: the k0s download is the first change.
-  assert_call_order '^curl .*/version$' '^curl .*/sha256sums\.txt$'
+  assert_call_order '^curl .*/version$' '^curl .*/k0s-v1\.34\.1%2Bk0s\.0-amd64$'
   [[ "$stderr" == *"the API at https://10.20.0.10:6443 accepts the join token"* ]]
   # The bootstrap token travels in a private file, never on a command line.
   [[ "$output$stderr" != *"$BEARER"* ]]
@@ -361,7 +364,7 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: join-worker: the API at https://10.20.0.10:6443 refuses the join token (HTTP 401): it has expired or was deleted; issue a new one: pulumi up --replace '$K0S_JOIN_ISSUER_URN'"
-  refute_called '^curl .*/sha256sums\.txt$'
+  refute_called '^curl .*/releases/'
   [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/k0s" ]
   [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
   [[ "$output" != *"$BEARER"* ]]

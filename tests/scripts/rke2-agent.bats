@@ -36,6 +36,7 @@ agent_joined() {
 
 @test "join-agent: installs RKE2, writes token, config and kubelet settings, starts the agent" {
   export STUB_RECORD_ENV=1
+  pin_fake_releases
   run --separate-stderr bash "$SCRIPTS_DIR/rke2/join-agent.sh"
   assert_success
   assert_file /etc/rancher/rke2/agent-token "$AGENT_TOKEN"
@@ -95,7 +96,7 @@ agent_joined() {
   export STUB_BAD_CHECKSUM=1
   run_script rke2/join-agent.sh
   assert_failure
-  assert_output_contains "join-agent: checksum mismatch for rke2.linux-amd64.tar.gz"
+  assert_output_contains "join-agent: checksum mismatch for rke2.linux-amd64.tar.gz: pinned $RKE2_SHA256_AMD64"
   [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/rke2" ]
 }
 

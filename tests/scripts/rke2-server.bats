@@ -79,7 +79,7 @@ server_started() {
   run_script rke2/install-server.sh
   assert_success
   assert_called "^curl -fsSL --retry 5 -o .*/rke2\.linux-amd64\.tar\.gz $RELEASE_URL/rke2\.linux-amd64\.tar\.gz$"
-  assert_called "^curl -fsSL --retry 5 -o .* $RELEASE_URL/sha256sum-amd64\.txt$"
+  refute_called 'sha256sum-'
   assert_output_contains "verified sha256 of rke2.linux-amd64.tar.gz"
   [ -x "$GPU_CLUSTER_ROOT/usr/local/bin/rke2" ]
   [ -f "$GPU_CLUSTER_ROOT/usr/local/lib/systemd/system/rke2-server.service" ]
@@ -128,6 +128,7 @@ server_started() {
 
 @test "install-server: secrets never show up in output, command lines or environments" {
   export STUB_RECORD_ENV=1
+  pin_fake_releases
   run --separate-stderr bash "$SCRIPTS_DIR/rke2/install-server.sh"
   assert_success
   [ -s "$STUB_STATE/env.log" ]
@@ -146,7 +147,7 @@ server_started() {
   export STUB_BAD_CHECKSUM=1
   run_script rke2/install-server.sh
   assert_failure
-  assert_output_contains "install-server: checksum mismatch for rke2.linux-amd64.tar.gz"
+  assert_output_contains "install-server: checksum mismatch for rke2.linux-amd64.tar.gz: pinned $RKE2_SHA256_AMD64"
   [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/rke2" ]
   refute_called '^systemctl (daemon-reload|enable|start)'
 }
@@ -156,7 +157,18 @@ server_started() {
   run_script rke2/install-server.sh
   assert_success
   assert_called "$RELEASE_URL/rke2\.linux-arm64\.tar\.gz$"
-  assert_called "$RELEASE_URL/sha256sum-arm64\.txt$"
+  refute_called 'sha256sum-'
+}
+
+@test "install-server: no pinned sha256 for the host's architecture downloads nothing" {
+  export STUB_UNAME_M=aarch64 FAKE_PINS=off RKE2_SHA256_ARM64=""
+  RKE2_SHA256_AMD64="$(fake_sha256 rke2 "$RKE2_VERSION")"
+  export RKE2_SHA256_AMD64
+  run_script rke2/install-server.sh
+  assert_failure
+  assert_output_contains "install-server: no pinned sha256 for rke2.linux-arm64.tar.gz of RKE2 v1.36.3+rke2r1: set gpu-cluster:versions releaseSha256.arm64"
+  refute_called '^curl .*/releases/'
+  [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/rke2" ]
 }
 
 @test "install-server: a changed config restarts the server; a new version is installed" {

@@ -132,11 +132,14 @@ LOCAL_BASES: dict[str, str] = {
     _ARGO.format(path): f"vendor/argo-workflows-{versions.ARGO_WORKFLOWS}/manifests/{path}"
     for path in ("base/crds/minimal", "base/workflow-controller",
                  "cluster-install-no-crds/workflow-controller-rbac")}
-REWRITTEN = "applications/pipeline"
-# Still fetched by kustomize at `pulumi up` (HTTPS, no git): JobSet's release asset, which
-# is built by its release process and is no file of a git tag (vendor/README.md).
-REMOTE_BASES: dict[str, str] = {
-    "trainer": "https://github.com/kubernetes-sigs/jobset/releases/download/v0.10.1/manifests.yaml"}
+# Trainer's JobSet (applications/trainer/upstream/third-party/jobset names the release
+# asset), built from the tag and vendored (vendor/README.md). A file, not a folder:
+# kustomize reads a file resource only below its kustomization, so the copy holds it there.
+LOCAL_FILES: dict[str, str] = {
+    f"https://github.com/kubernetes-sigs/jobset/releases/download/{versions.JOBSET}"
+    "/manifests.yaml": versions.JOBSET_MANIFEST}
+# The vendored folders read from the copy (sources.upstream_copy).
+REWRITTEN = ("applications/pipeline", "applications/trainer")
 
 # Image names (without tag or digest) in containers of each folder, as the folder writes
 # them: the image mirror rewrites exactly these. Entries of the trainer and pipelines

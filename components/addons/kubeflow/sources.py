@@ -37,7 +37,7 @@ def base_reference(kubeflow: KubeflowSettings, path: str, overlay_dir: Path) -> 
 
 
 def _rewritten(path: str) -> bool:
-    return path == catalog.REWRITTEN or path.startswith(catalog.REWRITTEN + "/")
+    return any(path == folder or path.startswith(folder + "/") for folder in catalog.REWRITTEN)
 
 
 def upstream_copy(kubeflow: KubeflowSettings, stages: list[catalog.Stage],
@@ -64,9 +64,17 @@ def upstream_copy(kubeflow: KubeflowSettings, stages: list[catalog.Stage],
                                             (copy_dir / relative).parent)
                     text = text.replace(url, local)
                     replaced.add(url)
+            for url, target in catalog.LOCAL_FILES.items():
+                if url in text:
+                    name = Path(target).name
+                    text = text.replace(url, name)
+                    # Checked against vendor/SHA256SUMS like every vendored file.
+                    files[str(Path(relative).parent / name)] = (vendored.PROJECT_DIR / target).read_bytes()
+                    replaced.add(url)
             data = text.encode()
         files[relative] = data
-    if set(catalog.LOCAL_BASES) - replaced:
-        raise ValueError(f"catalog.LOCAL_BASES names {sorted(set(catalog.LOCAL_BASES) - replaced)}, "
-                         f"which no vendored kustomization under {catalog.REWRITTEN} reads")
+    unused = set(catalog.LOCAL_BASES) | set(catalog.LOCAL_FILES)
+    if unused - replaced:
+        raise ValueError(f"catalog names {sorted(unused - replaced)}, which no vendored "
+                         f"kustomization under {catalog.REWRITTEN} reads")
     return files

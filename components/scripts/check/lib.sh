@@ -27,8 +27,8 @@
 
 CHECK_EXIT_DRIFT=3
 # Commands the checked steps read with; mkdir, ln and mktemp only set up this library.
-CHECK_COMMANDS=(apt-mark awk cat cmp cut diff dpkg-query getent grep head ip mktemp nvidia-smi
-  readlink rm sort stat sysctl systemctl tr)
+CHECK_COMMANDS=(apt-mark awk cat cmp cut diff dpkg-query getent gpg grep head ip mktemp
+  nvidia-smi paste readlink rm sort stat sysctl systemctl tr)
 # The first lines of a difference shown for a file others may read (no secret in it).
 CHECK_DIFF_LINES=12
 
@@ -250,7 +250,16 @@ chown() {
   drift "${*: -1} is not owned by ${*: -2:1} (the step would run: chown $*)"
 }
 
-for _check_command in chmod curl gpg ln mv update-grub update-initramfs; do
+# gpg lists a key file's keys without importing them (--show-keys); it changes nothing else.
+gpg() {
+  if [[ " $* " == *" --show-keys "* ]]; then
+    command gpg "$@"
+  else
+    check_would_run gpg "$@"
+  fi
+}
+
+for _check_command in chmod curl ln mv update-grub update-initramfs; do
   eval "$_check_command() { check_would_run $_check_command \"\$@\"; }"
 done
 unset _check_command _check_path

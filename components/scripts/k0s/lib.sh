@@ -38,10 +38,12 @@ k0s_current_version() {
 }
 
 # k0s_install_binary VERSION: installs k0s VERSION (e.g. v1.34.1+k0s.0) to
-# /usr/local/bin/k0s from the GitHub release after checking it against the
-# release's sha256sums.txt. Sets K0S_BINARY_CHANGED=1 when it replaced the binary.
+# /usr/local/bin/k0s from the GitHub release after checking it against the sha256 the
+# program pinned for this host's architecture (K0S_SHA256_AMD64 or K0S_SHA256_ARM64, from
+# config/versions.py or `gpu-cluster:versions`), never against a checksum file of the same
+# release. Sets K0S_BINARY_CHANGED=1 when it replaced the binary.
 k0s_install_binary() {
-  local version=$1 current asset base expected actual
+  local version=$1 current asset base expected actual pin
   K0S_BINARY_CHANGED=0
   if [[ ! "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+$ ]]; then
     die "K0S_VERSION '$version' does not look like a k0s release (e.g. v1.34.1+k0s.0)"
@@ -52,22 +54,24 @@ k0s_install_binary() {
     return 0
   fi
   k0s_detect_arch
+  pin="K0S_SHA256_${K0S_ARCH^^}"
+  expected="${!pin:-}"
   asset="k0s-${version}-${K0S_ARCH}"
+  if [[ -z "$expected" ]]; then
+    die "no pinned sha256 for $asset: set gpu-cluster:versions releaseSha256.$K0S_ARCH" \
+      "(config/versions.py pins none for k0s $version on $K0S_ARCH)"
+  fi
+  if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
+    die "$pin must be 64 lower-case hex digits (a sha256), got '$expected'"
+  fi
   base="$K0S_RELEASES_URL/${version//+/%2B}"
   make_temp_dir
   log "downloading k0s $version for $K0S_ARCH${current:+ (installed: $current)}"
   curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$base/${asset//+/%2B}"
-  curl -fsSL --retry 5 -o "$TEMP_DIR/sha256sums.txt" "$base/sha256sums.txt"
-  expected="$(awk -v name="$asset" \
-    '$2 == name || $2 == "*" name || $2 == "./" name { print $1; exit }' \
-    "$TEMP_DIR/sha256sums.txt")"
-  if [[ -z "$expected" ]]; then
-    die "sha256sums.txt of k0s $version has no checksum for $asset"
-  fi
   actual="$(sha256sum "$TEMP_DIR/$asset")"
   actual="${actual%% *}"
   if [[ "$actual" != "$expected" ]]; then
-    die "checksum mismatch for $asset: expected $expected, got $actual"
+    die "checksum mismatch for $asset: pinned $expected, downloaded $actual; nothing installed"
   fi
   log "verified sha256 of $asset"
   write_file "$K0S_BIN" 0755 <"$TEMP_DIR/$asset"

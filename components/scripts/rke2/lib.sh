@@ -57,11 +57,13 @@ rke2_current_version() {
 }
 
 # rke2_install VERSION: installs RKE2 VERSION from the release tarball after checking it
-# against the release's sha256sum-ARCH.txt, as install.sh does (download_checksums,
-# verify_tarball, unpack_tarball), then reloads systemd for its units. Sets
-# RKE2_BINARY_CHANGED=1 when it replaced the installation.
+# against the sha256 the program pinned for this host's architecture (RKE2_SHA256_AMD64 or
+# RKE2_SHA256_ARM64, from config/versions.py or `gpu-cluster:versions`; install.sh reads
+# sha256sum-ARCH.txt of the same release instead), unpacks it as install.sh does
+# (unpack_tarball), then reloads systemd for its units. Sets RKE2_BINARY_CHANGED=1 when it
+# replaced the installation.
 rke2_install() {
-  local version=$1 current asset base expected actual
+  local version=$1 current asset base expected actual pin
   RKE2_BINARY_CHANGED=0
   if [[ ! "$version" =~ $RKE2_RELEASE ]]; then
     die "RKE2_VERSION '$version' does not look like an RKE2 release (e.g. v1.36.3+rke2r1)"
@@ -72,22 +74,24 @@ rke2_install() {
     return 0
   fi
   rke2_detect_arch
+  pin="RKE2_SHA256_${RKE2_ARCH^^}"
+  expected="${!pin:-}"
   asset="rke2.linux-$RKE2_ARCH.tar.gz"
+  if [[ -z "$expected" ]]; then
+    die "no pinned sha256 for $asset of RKE2 $version: set gpu-cluster:versions" \
+      "releaseSha256.$RKE2_ARCH (config/versions.py pins none for it on $RKE2_ARCH)"
+  fi
+  if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
+    die "$pin must be 64 lower-case hex digits (a sha256), got '$expected'"
+  fi
   base="$RKE2_RELEASES_URL/${version//+/%2B}"
   make_temp_dir
   log "downloading RKE2 $version for $RKE2_ARCH${current:+ (installed: $current)}"
   curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$base/$asset"
-  curl -fsSL --retry 5 -o "$TEMP_DIR/sha256sum.txt" "$base/sha256sum-$RKE2_ARCH.txt"
-  expected="$(awk -v name="$asset" \
-    '$2 == name || $2 == "*" name || $2 == "./" name { print $1; exit }' \
-    "$TEMP_DIR/sha256sum.txt")"
-  if [[ -z "$expected" ]]; then
-    die "sha256sum-$RKE2_ARCH.txt of RKE2 $version has no checksum for $asset"
-  fi
   actual="$(sha256sum "$TEMP_DIR/$asset")"
   actual="${actual%% *}"
   if [[ "$actual" != "$expected" ]]; then
-    die "checksum mismatch for $asset: expected $expected, got $actual"
+    die "checksum mismatch for $asset: pinned $expected, downloaded $actual; nothing installed"
   fi
   log "verified sha256 of $asset"
   mkdir -p -- "$ROOT$RKE2_PREFIX"

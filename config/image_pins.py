@@ -1,0 +1,30 @@
+"""Images pinned by digest (`repo:tag@sha256:<64 hex>`, the tag kept for people) or by tag
+only: a tag can be moved to other content by whoever can push to the repository, a digest
+cannot. The preview names the ones still pinned by tag (components/cluster.py)."""
+
+import re
+
+from config import versions
+
+DIGEST = re.compile(r"[^\s@]+:[^\s@:/]+@sha256:[0-9a-f]{64}")
+
+
+def tag_only(images: dict[str, str]) -> list[str]:
+    """The keys of `images` (config/versions.py names) whose image has no digest."""
+    return sorted(key for key, image in images.items() if not DIGEST.fullmatch(image))
+
+
+def tag_only_warning(kubeflow: bool) -> str:
+    """The preview's warning, or "" when every image is pinned by digest."""
+    keys = tag_only(versions.DEPLOYED_IMAGES)
+    if not keys and not kubeflow:
+        return ""
+    text = (f"{len(keys)} of the {len(versions.DEPLOYED_IMAGES)} images the program deploys "
+            "are pinned by tag only, which their registry can move to other content: "
+            + ", ".join(f"{key} ({versions.DEPLOYED_IMAGES[key]})" for key in keys)
+            + "; no upstream source publishes their digests: append \"@sha256:...\" read "
+            "from the registry (`crane digest IMAGE`) in config/versions.py")
+    if kubeflow:
+        text += ("; Kubeflow's images are as kubeflow/manifests " + versions.KUBEFLOW_MANIFESTS
+                 + " pins them (tags; kubeflow.imageMirror can serve reviewed copies)")
+    return text

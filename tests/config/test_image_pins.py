@@ -1,0 +1,47 @@
+"""Images by digest with the tag kept for people; the preview names those pinned by tag only."""
+
+import pytest
+
+from config import versions
+from config.image_pins import DIGEST, tag_only, tag_only_warning
+
+DIGEST_SUFFIX = "@sha256:" + "0123456789abcdef" * 4
+
+
+def test_a_digest_pin_keeps_its_tag_and_is_matched_whole():
+    assert DIGEST.fullmatch("registry.k8s.io/x/y:v1" + DIGEST_SUFFIX)
+    for image in ("registry.k8s.io/x/y:v1", "registry.k8s.io/x/y" + DIGEST_SUFFIX,
+                  "registry.k8s.io/x/y:v1" + DIGEST_SUFFIX.upper().replace("SHA", "sha"),
+                  "registry.k8s.io/x/y:v1" + DIGEST_SUFFIX + "0", "x:v1@sha256:abc"):
+        assert not DIGEST.fullmatch(image), image
+
+
+def test_kube_state_metrics_is_pinned_by_digest():
+    assert DIGEST.fullmatch(versions.KUBE_STATE_METRICS_IMAGE)
+    assert versions.KUBE_STATE_METRICS_IMAGE.startswith(
+        "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0@")
+
+
+def test_the_warning_names_every_image_pinned_by_tag_only():
+    keys = tag_only(versions.DEPLOYED_IMAGES)
+    assert "KUBE_STATE_METRICS_IMAGE" not in keys
+    assert "PROMETHEUS_IMAGE" in keys
+    warning = tag_only_warning(kubeflow=False)
+    assert f"{len(keys)} of the {len(versions.DEPLOYED_IMAGES)} images" in warning
+    for key in keys:
+        assert f"{key} ({versions.DEPLOYED_IMAGES[key]})" in warning
+    assert "Kubeflow" not in warning
+    assert "kubeflow/manifests 26.03 pins them" in tag_only_warning(kubeflow=True)
+
+
+def test_no_warning_when_every_image_has_a_digest(monkeypatch):
+    monkeypatch.setattr(versions, "DEPLOYED_IMAGES", {"A": "r/a:v1" + DIGEST_SUFFIX})
+    assert tag_only_warning(kubeflow=False) == ""
+
+
+@pytest.mark.parametrize("stack", ["lab"])
+def test_the_preview_prints_the_warning(stack):
+    from tests.conftest import example_plan
+    plan = example_plan(stack)
+    warnings = plan.warnings
+    assert any("pinned by tag only" in str(w) for w in warnings), warnings[:5]
