@@ -11,6 +11,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.access.kubeflow_profiles import contributor_objects, profile_owner
 from components.access.queues import TEAM_LABEL, queue_objects
 from components.common import kube
 
@@ -62,10 +63,9 @@ TRAIN_JOBS = JobKind("trainjobs", "trainer.kubeflow.org", ("trainjobs",),
 
 @dataclass(frozen=True)
 class KubeflowProfiles:
-    """With Kubeflow's profiles: who owns each team's Profile (kubeflow.user.email) and
-    what installs the Profile CRD and its controller."""
+    """With Kubeflow's profiles: what installs the Profile CRD and its controller (each
+    team's owner and contributors: components/access/kubeflow_profiles.py)."""
 
-    owner: str
     after: Sequence[pulumi.Resource]
 
 
@@ -114,8 +114,8 @@ class Access(pulumi.ComponentResource):
         access = args.access
         on_cluster = kube.k8s_provider_opts(args.provider, self)
         profiles = args.kubeflow_profiles
-        owner = profiles.owner if profiles is not None else None
-        manifests = [obj for team in access.teams for obj in team_objects(team, owner)]
+        manifests = [obj for team in access.teams for obj in team_objects(
+            team, profile_owner(team.name) if profiles is not None else None)]
         manifests += [obj for user in access.users for obj in user_bindings(user)]
         manifests += job_roles(list(args.job_kinds))
         created = kube.apply_all(manifests, on_cluster)
@@ -156,9 +156,12 @@ class Access(pulumi.ComponentResource):
         args = self._args
         opts = kube.k8s_provider_opts(args.provider, self, [*namespaces, *profiles.after])
         for team in args.access.teams:
-            k8s.apiextensions.CustomResource(
-                f"{team.name}-kubeflow-profile", **kubeflow_profile(team, profiles.owner),
-                opts=opts)
+            profile = k8s.apiextensions.CustomResource(
+                f"{team.name}-kubeflow-profile",
+                **kubeflow_profile(team, profile_owner(team.name)), opts=opts)
+            # Its contributors, once the controller adopted the namespace.
+            kube.apply_all(contributor_objects(team, args.access.users),
+                           kube.k8s_provider_opts(args.provider, self, [profile]))
 
     def _create_queues(self, kueue: Sequence[pulumi.Resource], namespaces: list) -> None:
         """Kueue's objects for the teams (components/access/queues.py), once its CRDs and
