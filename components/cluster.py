@@ -236,13 +236,15 @@ class Cluster(pulumi.ComponentResource):
                 admin_cidrs=settings.aws.admin_cidrs if settings.aws else (),
                 controller=self.control_plane.host, controller_ssh=self.control_plane.ssh,
                 controller_kubectl=self._distribution.kubectl_path,
-                controller_service=self._distribution.controller_service),
+                controller_service=self._distribution.controller_service,
+                users=settings.access.users,
+                password_hashes=settings.kubeflow_password_hashes,
+                connector_secrets=settings.kubeflow_connector_secrets),
                 opts=opts)
             self.kubeflow_url = kubeflow.url
             self.kubeflow_tls_certificate = kubeflow.tls_certificate
             if "profiles" in settings.kubeflow.components:
-                profiles = KubeflowProfiles(settings.kubeflow.user.email,
-                                            kubeflow.profiles_installed)
+                profiles = KubeflowProfiles(kubeflow.profiles_installed)
         # On hybrid, users reach the API at its private address (VPN or LAN); admins may
         # use the public one from aws.adminCidrs.
         users_endpoint = (self.control_plane.node_endpoint if machines.users_on_private_network

@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from config.kubeflow import Email
 from config.model_base import Section
 from config.types import DnsLabel
 
@@ -95,6 +96,19 @@ class User(Section):
     role: AccessRole = "edit"
     # Teams the role applies in; an admin without namespaces is a cluster admin.
     namespaces: list[DnsLabel] = []
+    # With Kubeflow: the user's login (a Dex static user, or the identity provider's email
+    # claim) and a contributor of their teams' profiles with their role. No email: no
+    # Kubeflow access.
+    email: Optional[Email] = None
+
+    @field_validator("email")
+    @classmethod
+    def _loggable(cls, value: Optional[str]) -> Optional[str]:
+        # The teams' profile owners live under .invalid (components/access/kubeflow_profiles.py).
+        if value and value.lower().rstrip(".").endswith(".invalid"):
+            raise ValueError(f"'{value}' is under .invalid, which names the teams' profile "
+                             "owners; use the user's own address")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -133,6 +147,9 @@ class AccessSettings(Section):
     @classmethod
     def _unique_users(cls, users: list[User]) -> list[User]:
         _refuse_duplicates("user", [user.name for user in users])
+        # One login per person: Kubeflow's user id is the email (case as given).
+        _refuse_duplicates("email", [user.email.lower() if user.email else None
+                                     for user in users])
         return users
 
     @model_validator(mode="after")
@@ -146,9 +163,11 @@ class AccessSettings(Section):
         return self
 
 
-def _refuse_duplicates(what: str, names: list[str]) -> None:
+def _refuse_duplicates(what: str, names: list[Optional[str]]) -> None:
     seen: dict[str, int] = {}
     for index, name in enumerate(names):
+        if name is None:
+            continue
         if name in seen:
             raise ValueError(f"{what} '{name}' is listed twice (entries {seen[name]} and {index})")
         seen[name] = index

@@ -6,12 +6,13 @@ sections (storage, layout, the password secret) are in `config/kubeflow_checks.p
 import re
 from typing import Annotated, Literal, Optional
 
-from cryptography import x509
 from pydantic import AfterValidator, Field, field_validator
 
 from config import versions
-from config.model_base import MULTI_LINE, Section
-from config.types import AbsolutePath, DnsLabel, HostOrIp, IPv4, IPv4Cidr, Port
+from config.kubeflow_login import Connector
+from config.model_base import Section
+from config.types import (AbsolutePath, DnsLabel, HostOrIp, IPv4, IPv4Cidr, PemCertificateChain,
+                          Port)
 
 # Components a stack may select, in install order; see components/addons/kubeflow/catalog.py.
 KubeflowComponent = Literal["profiles", "dashboard", "notebooks", "volumes", "tensorboards",
@@ -28,8 +29,6 @@ _REGISTRY_PREFIX = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?(/[a-z0
 # No query (kustomize adds ?ref=) and nothing a shell or YAML would read specially.
 _GIT_URL = re.compile(r"(https://|ssh://|git@)[A-Za-z0-9._~:/@%+=-]{1,2048}")
 _QUANTITY = re.compile(r"[1-9][0-9]*(Mi|Gi|Ti)")
-_PEM_CHAIN = re.compile(r"\s*(-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+"
-                        r"-----END CERTIFICATE-----\s*)+")
 
 
 def _email(value: str) -> str:
@@ -47,19 +46,7 @@ def _registry_prefix(value: str) -> str:
     return value
 
 
-def _pem_chain(value: str) -> str:
-    if not _PEM_CHAIN.fullmatch(value):
-        raise ValueError("is not a PEM certificate chain: -----BEGIN CERTIFICATE----- blocks, the "
-                         "server's certificate first, then its intermediates")
-    try:
-        x509.load_pem_x509_certificates(value.encode())
-    except ValueError:
-        raise ValueError("has a CERTIFICATE block that is not an X.509 certificate") from None
-    return value
-
-
 Email = Annotated[str, AfterValidator(_email)]
-PemCertificateChain = Annotated[str, AfterValidator(_pem_chain), MULTI_LINE]
 RegistryPrefix = Annotated[str, AfterValidator(_registry_prefix)]
 
 
@@ -90,7 +77,9 @@ class ManifestsSource(Section):
 
 
 class KubeflowUser(Section):
-    """The Dex static user; the password is the secret `gpu-cluster:kubeflowPassword`."""
+    """The single Dex static user of earlier versions (its password the secret
+    `gpu-cluster:kubeflowPassword`): still a login, with its own profile, but owner of no
+    team's; each `access.users` entry's own login replaces it (the preview warns)."""
 
     email: Email
     # Dex's username; defaults to the email's local part.
@@ -222,7 +211,12 @@ class KubeflowAccess(Section):
 class KubeflowSettings(Section):
     source: ManifestsSource = ManifestsSource()
     components: list[KubeflowComponent] = DEFAULT_COMPONENTS
-    user: KubeflowUser
+    # Deprecated: one login for everyone (KubeflowUser); access.users[].email instead.
+    user: Optional[KubeflowUser] = None
+    # The organisation's identity providers (config/kubeflow_login.py); without them each
+    # access.users entry with an email is a Dex static user, its bcrypt hash the secret
+    # gpu-cluster:kubeflowPasswordHashes.<user>.
+    connectors: list[Connector] = []
     katib: KatibSettings = KatibSettings()
     pipelines: PipelinesSettings = PipelinesSettings()
     image_mirror: Optional[ImageMirror] = None
@@ -234,4 +228,15 @@ class KubeflowSettings(Section):
         doubled = sorted({c for c in value if value.count(c) > 1})
         if doubled:
             raise ValueError(f"lists {', '.join(doubled)} more than once")
+        return value
+
+    @field_validator("connectors")
+    @classmethod
+    def _connector_ids(cls, value: list) -> list:
+        ids = [connector.id for connector in value]
+        doubled = sorted({i for i in ids if ids.count(i) > 1})
+        if doubled:
+            raise ValueError(f"connector id {', '.join(doubled)} is listed more than once")
+        if "local" in ids:
+            raise ValueError("connector id 'local' is Dex's password database; choose another")
         return value

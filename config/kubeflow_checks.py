@@ -28,14 +28,22 @@ def kubeflow_checks(cfg: PartialConfig) -> list[Problem]:
     if not cfg.has_kubeflow:
         return [Problem(key, "is set but gpu-cluster:kubeflow is not")
                 for key, value in (("kubeflowPassword", cfg.kubeflow_password),
-                                   ("kubeflowTlsKey", cfg.kubeflow_tls_key)) if value]
-    problems = _password(cfg.kubeflow_password)
-    problems += _default_storage_class(cfg)
+                                   ("kubeflowTlsKey", cfg.kubeflow_tls_key),
+                                   ("kubeflowPasswordHashes", cfg.kubeflow_password_hashes),
+                                   ("kubeflowConnectorSecrets", cfg.kubeflow_connector_secrets))
+                if value]
+    problems = _default_storage_class(cfg)
     kubeflow = cfg.kubeflow
     if kubeflow is None:  # the section itself did not parse; its problems are reported
-        return problems
+        return problems + (_password(cfg.kubeflow_password) if cfg.kubeflow_password else [])
     problems += _components(kubeflow.components)
-    if cfg.access is not None:
+    if kubeflow.user is not None:
+        problems += _password(cfg.kubeflow_password)
+    elif cfg.kubeflow_password:
+        problems.append(Problem("kubeflowPassword", "is only used with kubeflow.user (deprecated):"
+                                " give each access.users entry its own login instead"))
+    problems += login_checks(cfg)
+    if cfg.access is not None and kubeflow.user is not None:
         # Kubeflow's profile controller owns the user's profile namespace.
         problems += [Problem(f"access.teams[{index}].name", f"'{team.name}' is the Kubeflow "
                              "user's profile namespace (kubeflow.user.profile); name the team "
@@ -51,6 +59,45 @@ def kubeflow_checks(cfg: PartialConfig) -> list[Problem]:
         ]
     problems += _access(cfg)
     problems += _tls(cfg)
+    return problems
+
+
+def login_checks(cfg: PartialConfig) -> list[Problem]:
+    """Every access.users entry with an email logs in: through a connector, or as a Dex
+    static user with a bcrypt hash of its own. Secrets are never quoted."""
+    kubeflow, hashes = cfg.kubeflow, cfg.kubeflow_password_hashes
+    users = cfg.access.users if cfg.access is not None else []
+    with_email = {user.name for user in users if user.email}
+    problems = []
+    if not kubeflow.connectors:
+        problems += [Problem(f"kubeflowPasswordHashes.{user.name}",
+                             f"is required: access.users[{index}] ({user.name}) logs in to "
+                             "Kubeflow with a password of its own; set its bcrypt hash with "
+                             f"`pulumi config set --secret --path 'gpu-cluster:kubeflowPasswordHashes"
+                             f".{user.name}' \"$(htpasswd -nBC 12 '' | tr -d ':\\n')\"`, or "
+                             "configure kubeflow.connectors")
+                     for index, user in enumerate(users) if user.email and user.name not in hashes]
+    for name, value in hashes.items():
+        key = f"kubeflowPasswordHashes.{name}"
+        if name not in with_email:
+            problems.append(Problem(key, "names no access.users entry with an email"))
+        elif kubeflow.connectors:
+            problems.append(Problem(key, "is not used: users log in through kubeflow.connectors"))
+        elif value == UPSTREAM_EXAMPLE_HASH:
+            problems.append(Problem(key, "is kubeflow/manifests' published example hash"))
+        elif not BCRYPT_HASH.fullmatch(value):
+            problems.append(Problem(key, "is not a bcrypt hash ($2a$/$2b$/$2y$, cost, 53 "
+                                    "characters of salt and hash)"))
+    ids = {connector.id: connector.type for connector in kubeflow.connectors}
+    what = {"oidc": "its OIDC client secret", "ldap": "its LDAP bind password"}
+    problems += [Problem(f"kubeflowConnectorSecrets.{connector_id}", f"is required: {what[kind]}")
+                 for connector_id, kind in ids.items()
+                 if not cfg.kubeflow_connector_secrets.get(connector_id)]
+    problems += [Problem(f"kubeflowConnectorSecrets.{name}", "names no kubeflow.connectors entry")
+                 for name in cfg.kubeflow_connector_secrets if name not in ids]
+    if not (with_email or kubeflow.user is not None):
+        problems.append(Problem("kubeflow", "nobody can log in: give access.users entries an "
+                                "email (their Kubeflow login)"))
     return problems
 
 

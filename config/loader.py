@@ -194,7 +194,13 @@ def _unknown_nested_key(loc: tuple) -> str:
 
 def _path(loc: tuple) -> str:
     path = ""
+    previous = None
     for part in loc:
+        # A tagged union's tag (kubeflow.connectors[0]'s `oidc`) is no key of the file.
+        tag = isinstance(previous, int) and part in UNION_TAGS
+        previous = part
+        if tag:
+            continue
         if isinstance(part, int):
             path += f"[{part}]"
         elif part == "[key]":
@@ -258,12 +264,25 @@ def _salvage(values: dict[str, Any], unchecked: set[str]) -> PartialConfig:
         has_kubeflow="kubeflow" in values,
         kubeflow_password=str(values.get("kubeflowPassword") or ""),
         kubeflow_tls_key=str(values.get("kubeflowTlsKey") or ""),
+        kubeflow_password_hashes=_string_map(values.get("kubeflowPasswordHashes")),
+        kubeflow_connector_secrets=_string_map(values.get("kubeflowConnectorSecrets")),
         access=section("access"),
         backup=section("backup"),
         monitoring=section("monitoring"),
         kubernetes=section("kubernetes"),
         versions=section("versions"),
     )
+
+
+# The tags of the config's tagged unions (config/kubeflow_login.py Connector).
+UNION_TAGS = ("oidc", "ldap")
+
+
+def _string_map(value: Any) -> dict[str, str]:
+    """A secret map's entries that are text (its own problems are reported by the model)."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): item for key, item in value.items() if isinstance(item, str)}
 
 
 def _from_settings(settings: StackConfig) -> PartialConfig:
@@ -291,6 +310,10 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
                            if settings.kubeflow_password else ""),
         kubeflow_tls_key=(settings.kubeflow_tls_key.get_secret_value()
                           if settings.kubeflow_tls_key else ""),
+        kubeflow_password_hashes={name: value.get_secret_value() for name, value
+                                  in (settings.kubeflow_password_hashes or {}).items()},
+        kubeflow_connector_secrets={name: value.get_secret_value() for name, value
+                                    in (settings.kubeflow_connector_secrets or {}).items()},
         access=settings.access,
         backup=settings.backup,
         monitoring=settings.monitoring,

@@ -329,8 +329,12 @@ class StackConfig(Section):
     access: AccessSettings = AccessSettings()
     # Kubeflow from the pinned kubeflow/manifests release; off unless configured.
     kubeflow: Optional[KubeflowSettings] = None
-    # The Kubeflow (Dex) user's password, or its bcrypt hash.
+    # The Kubeflow (Dex) user's password, or its bcrypt hash (the deprecated kubeflow.user).
     kubeflow_password: Optional[SecretStr] = None
+    # Per access.users name, the bcrypt hash of the user's Kubeflow password (Dex).
+    kubeflow_password_hashes: Optional[dict[DnsLabel, SecretStr]] = None
+    # Per kubeflow.connectors id, its OIDC client secret or LDAP bind password.
+    kubeflow_connector_secrets: Optional[dict[DnsLabel, SecretStr]] = None
     # The private key of kubeflow.access.tls.certificate (PEM).
     kubeflow_tls_key: Optional[MultiLineSecret] = None
     # Scheduled snapshots of the control plane's state (config/backup.py).
@@ -360,6 +364,6 @@ class StackConfig(Section):
 
 # Keys whose value must be set with `pulumi config set --secret`.
 SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile", "kubeflowPassword",
-               "kubeflowTlsKey")
+               "kubeflowTlsKey", "kubeflowPasswordHashes", "kubeflowConnectorSecrets")
 # Secret keys that hold SSH private keys.
 PRIVATE_KEY_KEYS = ("sshPrivateKey", "bastionPrivateKey")

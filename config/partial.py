@@ -40,6 +40,9 @@ class PartialConfig:
     has_kubeflow: bool = False
     kubeflow_password: str = ""
     kubeflow_tls_key: str = ""
+    # kubeflowPasswordHashes and kubeflowConnectorSecrets: name -> secret text.
+    kubeflow_password_hashes: dict = field(default_factory=dict)
+    kubeflow_connector_secrets: dict = field(default_factory=dict)
     access: Optional[AccessSettings] = None
     backup: Optional[BackupSettings] = None
     monitoring: Optional[MonitoringSettings] = None

@@ -7,6 +7,7 @@ import re
 from typing import Annotated
 
 from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from pydantic import AfterValidator, Field, SecretStr
 
@@ -24,6 +25,8 @@ _DURATION = re.compile(r"([0-9]+h)?([0-9]+m)?([0-9]+s)?")
 # useradd(8) ("[a-z_][a-z0-9_-]*[$]?", "up to 32 characters long") and Debian's
 # adduser.conf NAME_REGEX: what a login name may be, so it is safe on any command line.
 _USER_NAME = re.compile(r"[a-z_][a-z0-9_-]*[$]?")
+_PEM_CHAIN = re.compile(r"\s*(-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+"
+                        r"-----END CERTIFICATE-----\s*)+")
 
 
 def _dns_label(value: str) -> str:
@@ -245,6 +248,17 @@ def _user_name(value: str) -> str:
     return value
 
 
+def _pem_chain(value: str) -> str:
+    if not _PEM_CHAIN.fullmatch(value):
+        raise ValueError("is not a PEM certificate chain: -----BEGIN CERTIFICATE----- blocks, the "
+                         "server's certificate first, then its intermediates")
+    try:
+        x509.load_pem_x509_certificates(value.encode())
+    except ValueError:
+        raise ValueError("has a CERTIFICATE block that is not an X.509 certificate") from None
+    return value
+
+
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 IPv4 = Annotated[str, AfterValidator(_ipv4)]
 IPv4Cidr = Annotated[str, AfterValidator(_ipv4_cidr)]
@@ -259,6 +273,7 @@ AuthorizedKey = Annotated[str, AfterValidator(_authorized_key)]
 UserName = Annotated[str, AfterValidator(_user_name)]
 # A secret whose text spans lines (a private key, a VPN profile).
 MultiLineSecret = Annotated[SecretStr, MULTI_LINE]
+PemCertificateChain = Annotated[str, AfterValidator(_pem_chain), MULTI_LINE]
 Port = Annotated[int, Field(ge=1, le=65535)]
 NfsMountOption = Annotated[str, AfterValidator(_nfs_mount_option)]
 NfsMountOptions = Annotated[list[NfsMountOption], AfterValidator(_distinct_mount_options)]

@@ -30,6 +30,19 @@ def ssh_private_key(draw: Optional[Draw] = None) -> str:
     return entropy.restamp_openssh(_openssh(entropy.ed25519_key(draw)), draw)
 
 
+def password_hash(draw: Draw) -> str:
+    """A bcrypt hash (cost 4: a placeholder) of a throwaway password; its salt from `draw`."""
+    import bcrypt
+
+    salt = base64.b64encode(draw(16)).decode().translate(_BCRYPT_ALPHABET)[:22]
+    return bcrypt.hashpw(base64.b64encode(draw(24)), f"$2b$04${salt}".encode()).decode()
+
+
+_BCRYPT_ALPHABET = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=",
+    "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.")
+
+
 def join_token(draw: Draw) -> str:
     return base64.b64encode(draw(96)).decode()
 

@@ -203,6 +203,12 @@ def _secret_strings(text: str) -> set[str]:
     own: the lines of its private-key and static-key blocks (certificates are public and
     stay readable) and the credential values of a kubeconfig."""
     found = {text, text.strip()}
+    if text.lstrip().startswith("{"):
+        # A secret map (kubeflowPasswordHashes): each value is a secret of its own.
+        try:
+            found |= {v for v in json.loads(text).values() if isinstance(v, str)}
+        except (ValueError, AttributeError):
+            pass
     for kind, body in _PEM_BLOCK.findall(text):
         if "CERTIFICATE" not in kind:
             found |= {line.strip() for line in body.splitlines() if len(line.strip()) >= 16}

@@ -28,6 +28,8 @@ _PLACEHOLDERS = {
     "sshPrivateKey": credentials.ssh_private_key,
     "bastionPrivateKey": credentials.ssh_private_key,
     "vpnClientProfile": vpn_placeholder.client_profile,
+    # Each entry's (kubeflowPasswordHashes.<user>): a bcrypt hash, as the config requires.
+    "kubeflowPasswordHashes": credentials.password_hash,
 }
 
 
@@ -65,7 +67,7 @@ def read_stack(project_dir: Path, stack: str) -> StackConfigFile:
     for key, value in stack_config.items():
         _set(result, _full_key(key, project["name"], path.name), value)
     required = list(REQUIRED_SECRETS)
-    if f"{NAMESPACE}:kubeflow" in result.config:
+    if _kubeflow(result).get("user") is not None:
         required.append("kubeflowPassword")
     if _vpn_mode(result) == "client-to-existing":
         required.append("vpnClientProfile")
@@ -76,6 +78,7 @@ def read_stack(project_dir: Path, stack: str) -> StackConfigFile:
             result.placeholders.remove(key)
             result.missing.append(key)
     _stand_in_for_the_tls_key(result)
+    _stand_in_for_password_hashes(result)
     return result
 
 
@@ -117,6 +120,40 @@ def _kind(value: Any) -> str:
     if value is None:
         return "empty"
     return f"a single value ({type(value).__name__})"
+
+
+def _kubeflow(result: StackConfigFile) -> dict:
+    try:
+        value = json.loads(result.config.get(f"{NAMESPACE}:kubeflow", "{}"))
+    except ValueError:
+        return {}  # the config check reports what is wrong with it
+    return value if isinstance(value, dict) else {}
+
+
+def _stand_in_for_password_hashes(result: StackConfigFile) -> None:
+    """With Kubeflow and no connectors, each access.users entry with an email needs its
+    hash (kubeflowPasswordHashes.<name>): a stack file without it previews with a
+    placeholder hash, listed as missing."""
+    kubeflow = _kubeflow(result)
+    if f"{NAMESPACE}:kubeflow" not in result.config or kubeflow.get("connectors"):
+        return
+    try:
+        access = json.loads(result.config.get(f"{NAMESPACE}:access", "{}"))
+        users = [u for u in access.get("users", []) if isinstance(u, dict) and u.get("email")]
+        key = f"{NAMESPACE}:kubeflowPasswordHashes"
+        hashes = json.loads(result.config[key]) if key in result.config else {}
+    except (ValueError, AttributeError, TypeError):
+        return  # the config check reports what is wrong with it
+    if not isinstance(hashes, dict):
+        return
+    missing = [str(u.get("name")) for u in users if u.get("name") not in hashes]
+    for name in missing:
+        hashes[name] = credentials.password_hash(entropy.stream(f"placeholder:{key}.{name}"))
+        result.missing.append(f"{key}.{name}")
+    if missing:
+        result.config[key] = json.dumps(hashes)
+        if key not in result.secret_keys:
+            result.secret_keys.append(key)
 
 
 def _vpn_mode(result: StackConfigFile) -> Any:
@@ -166,7 +203,8 @@ def _reveal(key: str, value: Any, placeholders: list[str]) -> tuple[Any, bool]:
     if isinstance(value, dict) and set(value) == {"secure"}:
         placeholders.append(key)
         name = key.split(":", 1)[1] if key.startswith(f"{NAMESPACE}:") else key
-        make = _PLACEHOLDERS.get(name)
+        make = _PLACEHOLDERS.get(name.split(".", 1)[0] if name.startswith(
+            "kubeflowPasswordHashes.") else name)
         return (make(entropy.stream(f"placeholder:{key}")) if make
                 else f"offline-preview-placeholder-for-{key}"), True
     if isinstance(value, dict):

@@ -11,6 +11,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.access.kubeflow_profiles import contributor_objects, profile_owner
 from components.access.queues import TEAM_LABEL, queue_objects
 from components.access.team_policy import team_pod_policy
 from components.common import kube, pod_security
@@ -72,10 +73,9 @@ TRAIN_JOBS = JobKind("trainjobs", "trainer.kubeflow.org", ("trainjobs",),
 
 @dataclass(frozen=True)
 class KubeflowProfiles:
-    """With Kubeflow's profiles: who owns each team's Profile (kubeflow.user.email) and
-    what installs the Profile CRD and its controller."""
+    """With Kubeflow's profiles: what installs the Profile CRD and its controller (each
+    team's owner and contributors: components/access/kubeflow_profiles.py)."""
 
-    owner: str
     after: Sequence[pulumi.Resource]
 
 
@@ -129,10 +129,11 @@ class Access(pulumi.ComponentResource):
         access = args.access
         on_cluster = kube.k8s_provider_opts(args.provider, self)
         profiles = args.kubeflow_profiles
-        owner = profiles.owner if profiles is not None else None
         version = args.pod_security_version
         manifests = [obj for team in access.teams
-                     for obj in team_objects(team, owner, version)]
+                     for obj in team_objects(
+                         team, profile_owner(team.name) if profiles is not None else None,
+                         version)]
         for team in access.teams:
             if team.pod_security != pod_security.CLUSTER_DEFAULT:
                 pulumi.log.warn(BASELINE_WARNING.format(team=team.name,
@@ -182,9 +183,12 @@ class Access(pulumi.ComponentResource):
         args = self._args
         opts = kube.k8s_provider_opts(args.provider, self, [*namespaces, *profiles.after])
         for team in args.access.teams:
-            k8s.apiextensions.CustomResource(
-                f"{team.name}-kubeflow-profile", **kubeflow_profile(team, profiles.owner),
-                opts=opts)
+            profile = k8s.apiextensions.CustomResource(
+                f"{team.name}-kubeflow-profile",
+                **kubeflow_profile(team, profile_owner(team.name)), opts=opts)
+            # Its contributors, once the controller adopted the namespace.
+            kube.apply_all(contributor_objects(team, args.access.users),
+                           kube.k8s_provider_opts(args.provider, self, [profile]))
 
     def _create_queues(self, kueue: Sequence[pulumi.Resource], namespaces: list) -> None:
         """Kueue's objects for the teams (components/access/queues.py), once its CRDs and

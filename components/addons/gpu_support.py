@@ -18,6 +18,14 @@ FEATURE_DISCOVERY_NAMESPACE = "gpu-feature-discovery"
 RUNTIME_CLASS = "nvidia"
 # Set on every GPU host by the bootstrap; what the plugin and RuntimeClass select on.
 GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
+# The plugin hands a container its GPUs as /dev/null mounts under the toolkit's
+# DEVICE_LIST_MOUNT_ROOT, which only the kubelet (for the plugin) makes, instead of as
+# NVIDIA_VISIBLE_DEVICES, which any pod can set (k8s-device-plugin v0.20.0 README,
+# "DEVICE_LIST_STRATEGY"; the toolkit honours them with accept-nvidia-visible-devices-as-
+# volume-mounts, and ignores the variable of unprivileged containers: install-nvidia.sh).
+DEVICE_LIST_STRATEGY = "volume-mounts"
+# nvidia-container-toolkit v1.19.1 internal/config/image/cuda_image.go:34.
+DEVICE_LIST_MOUNT_ROOT = "/var/run/nvidia-container-devices"
 
 
 @dataclass
@@ -79,6 +87,9 @@ def feature_discovery_values(gpu: GpuSettings, taints: Sequence[Taint]) -> dict:
         "devicePlugin": {"enabled": False},
         "gfd": {"enabled": True},
         "migStrategy": gpu.mig_strategy,
+        # With it the chart gives GFD CAP_SYS_ADMIN, which the toolkit needs to honour
+        # its NVIDIA_VISIBLE_DEVICES=all (chart templates/_helpers.tpl, requiresCapSysAdmin).
+        "deviceListStrategy": DEVICE_LIST_STRATEGY,
         "runtimeClassName": RUNTIME_CLASS,
         "nodeSelector": GPU_NODE_SELECTOR,
         "tolerations": gpu_tolerations(taints),
@@ -88,7 +99,9 @@ def feature_discovery_values(gpu: GpuSettings, taints: Sequence[Taint]) -> dict:
 
 def device_plugin_config(gpu: GpuSettings) -> str:
     """The device plugin's config file (its v1 config API)."""
-    config: dict = {"version": "v1", "flags": {"migStrategy": gpu.mig_strategy}}
+    config: dict = {"version": "v1", "flags": {
+        "migStrategy": gpu.mig_strategy,
+        "plugin": {"deviceListStrategy": DEVICE_LIST_STRATEGY}}}
     replicas = gpu.time_slicing_replicas
     if replicas > 1:
         config["sharing"] = {"timeSlicing": {
@@ -113,12 +126,14 @@ def plugin_env(gpu: GpuSettings, cpu_manager_policy: str) -> list[dict]:
 
 
 def plugin_security_context(gpu: GpuSettings, cpu_manager_policy: str) -> dict:
-    """The least privilege the plugin works with, as the upstream chart chooses it."""
+    """The least privilege the plugin works with, as the upstream chart chooses it: with
+    the volume-mounts strategy, CAP_SYS_ADMIN (chart templates/_helpers.tpl,
+    requiresCapSysAdmin), the toolkit's mark of a privileged container, whose
+    NVIDIA_VISIBLE_DEVICES=all it still honours (toolkit v1.19.1 internal/config/image/
+    privileged.go:36). MIG's own need for it is covered with it."""
     if cpu_manager_policy == "static":
         return {"privileged": True}
-    if gpu.mig_strategy != "none":
-        return {"capabilities": {"add": ["SYS_ADMIN"]}}
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return {"capabilities": {"add": ["SYS_ADMIN"]}}
 
 
 def gpu_manifests(gpu: GpuSettings, taints: Sequence[Taint],
@@ -131,9 +146,11 @@ def gpu_manifests(gpu: GpuSettings, taints: Sequence[Taint],
         "metadata": {"name": RUNTIME_CLASS},
         # The containerd runtime the bootstrap adds on GPU hosts.
         "handler": "nvidia",
-        # Pods asking for this runtime can only run on GPU nodes.
-        "scheduling": {"nodeSelector": GPU_NODE_SELECTOR,
-                       "tolerations": gpu_tolerations(taints)},
+        # Pods asking for this runtime can only run on GPU nodes. No tolerations: the
+        # RuntimeClass admission would add them to every pod naming it, GPUs requested
+        # or not (kubernetes.io/docs/concepts/containers/runtime-class, "Scheduling");
+        # a GPU pod tolerates the GPU nodes' taints itself.
+        "scheduling": {"nodeSelector": GPU_NODE_SELECTOR},
     }
     config_map = {
         "apiVersion": "v1",

@@ -32,10 +32,16 @@ def _snake(name: str) -> str:
 
 def apply(manifest: dict, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """Registers one object; its Pulumi name is `<namespace>-<kind>-<name>`."""
-    cls = resource_class(manifest["apiVersion"], manifest["kind"])
     metadata = manifest["metadata"]
     name = "-".join(filter(None, [metadata.get("namespace"), manifest["kind"].lower(),
                                   metadata["name"]]))
+    if manifest["apiVersion"].rpartition("/")[0] not in _GROUP_MODULES:
+        # A custom resource (Istio's, Kubeflow's): its CRD's fields as they are.
+        return k8s.apiextensions.CustomResource(
+            name, api_version=manifest["apiVersion"], kind=manifest["kind"],
+            **{key: value for key, value in manifest.items()
+               if key not in ("apiVersion", "kind")}, opts=opts)
+    cls = resource_class(manifest["apiVersion"], manifest["kind"])
     fields = {_snake(key): value for key, value in manifest.items()
               if key not in ("apiVersion", "kind")}
     return cls(name, **fields, opts=opts)

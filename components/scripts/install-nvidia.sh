@@ -18,6 +18,17 @@ TOOLKIT_PACKAGES=(nvidia-container-toolkit nvidia-container-toolkit-base
 # go and override a packaged file of the same name (udev(7)).
 DEV_CHAR_RULE_FILE=/etc/udev/rules.d/71-nvidia-dev-char.rules
 FABRIC_MANAGER_UNIT=nvidia-fabricmanager.service
+# The toolkit's config (nvidia-container-toolkit v1.19.1 api/config/v1/config.go:35,
+# RelativeFilePath under /etc), read by its runtime and hook at every container start.
+TOOLKIT_CONFIG=/etc/nvidia-container-runtime/config.toml
+# GPUs only as the device plugin allocates them: an unprivileged container's
+# NVIDIA_VISIBLE_DEVICES is ignored, and the plugin's list comes as /dev/null mounts under
+# /var/run/nvidia-container-devices (v1.19.1 api/config/v1/config.go:64-65, the keys;
+# internal/config/image/cuda_image.go:258-292 VisibleDevices, :358-387 the mounts, which
+# must come from the host's /dev/null). The defaults are true and false (api/config/v1/
+# toml.go:255-256): any pod of the nvidia runtime could name every GPU of its node.
+TOOLKIT_SETTINGS=(accept-nvidia-visible-devices-envvar-when-unprivileged=false
+  accept-nvidia-visible-devices-as-volume-mounts=true)
 
 check_inputs() {
   : "${INSTALL_DRIVER:=true}" "${NVSWITCH:=auto}"
@@ -213,6 +224,23 @@ configure_runtime() {
   fi
   # k0s watches this folder and reloads its containerd when a drop-in changes.
   write_text "$CONTAINERD_DROPIN_PATH" 0644 "$CONTAINERD_DROPIN_CONTENT"
+}
+
+# configure_toolkit: TOOLKIT_SETTINGS in the toolkit's config, the rest of it as it is. The
+# toolkit's own editor writes it (`nvidia-ctk config`, as the package's postinst does,
+# packaging/debian/nvidia-container-toolkit-base.postinst), into a temporary file first so an
+# unchanged config is not rewritten. The runtime reads it at each container start: no restart.
+configure_toolkit() {
+  local setting args=()
+  for setting in "${TOOLKIT_SETTINGS[@]}"; do
+    args+=(--set "$setting")
+  done
+  make_temp_dir
+  if ! nvidia-ctk --quiet config --config-file="$ROOT$TOOLKIT_CONFIG" "${args[@]}" \
+    --output="$TEMP_DIR/config.toml"; then
+    die "nvidia-ctk config could not set ${TOOLKIT_SETTINGS[*]} in $TOOLKIT_CONFIG"
+  fi
+  write_file "$TOOLKIT_CONFIG" 0644 <"$TEMP_DIR/config.toml"
 }
 
 # link_device_nodes: NVIDIA's udev rule for the boots to come and, with the driver loaded,
@@ -433,6 +461,7 @@ main() {
   fi
   configure_toolkit_repo
   install_toolkit
+  configure_toolkit
   link_device_nodes
   configure_runtime
   configure_fabric_manager

@@ -1,6 +1,8 @@
 """What the hostile-value test starts each key from: the stack file it edits, the
 settings that put the key in use, and a valid value where the stack file has none."""
 
+import copy
+
 from tests.kubeflow.certificates import make_certificate
 
 # Values for keys the stack files leave unset.
@@ -61,7 +63,19 @@ EXAMPLES = {
     "kubeflow.source.path": "/opt/kubeflow-manifests",
     "kubeflow.source.ref": "26.03",
     "kubeflow.source.repository": "https://github.com/kubeflow/manifests",
+    "kubeflow.user.email": "ada@example.com",
     "kubeflow.user.name": "ada",
+    "kubeflowPassword": "a long test passphrase",
+    "access.users[].email": "ops@example.com",
+    "kubeflowConnectorSecrets{key}": "corp",
+    "kubeflowConnectorSecrets{value}": "a client secret",
+    **{f"kubeflow.connectors[].{key}": value for key, value in {
+        "type": "oidc", "id": "corp", "name": "Corp SSO", "issuer": "https://login.example.com",
+        "clientId": "kubeflow", "scopes[]": "email", "host": "ldap.example.com:636",
+        "bindDn": "cn=kubeflow,dc=example,dc=com", "rootCa": CERTIFICATE,
+        "userSearch.baseDn": "dc=example,dc=com", "userSearch.filter": "(objectClass=person)",
+        "userSearch.username": "mail", "userSearch.idAttr": "uid",
+        "userSearch.emailAttr": "mail", "userSearch.nameAttr": "cn"}.items()},
     "kubeflow.user.profile": "kubeflow-ada",
     "kubeflowTlsKey": TLS_KEY,
     "kubernetes.apiSans[]": "k8s.example.com",
@@ -168,8 +182,45 @@ def _backups_encrypted(values: dict) -> None:
     values.setdefault("backup", {})["recipients"] = [EXAMPLES["backup.recipients[]"]]
 
 
+def _shared_user(values: dict) -> None:
+    values["kubeflow"]["user"] = {"email": "ada@example.com"}
+    values["kubeflowPassword"] = "a long test passphrase"
+
+
+def _ops_lead_logs_in(values: dict) -> None:
+    hashes = values["kubeflowPasswordHashes"]
+    hashes["ops-lead"] = next(iter(hashes.values()))
+
+
+_OIDC = {"type": "oidc", "id": "corp", "name": "Corp SSO", "issuer": "https://login.example.com",
+         "clientId": "kubeflow"}
+_LDAP = {"type": "ldap", "id": "corp", "name": "Directory", "host": "ldap.example.com:636",
+         "bindDn": "cn=kubeflow,dc=example,dc=com", "userSearch": {"baseDn": "dc=example,dc=com"}}
+
+
+def _connector(template: dict):
+    def settings(values: dict) -> None:
+        values["kubeflow"]["connectors"] = [copy.deepcopy(template)]
+        values["kubeflowConnectorSecrets"] = {"corp": "a client secret"}
+        values["kubeflowPasswordHashes"] = {}  # users log in through the connector
+    return settings
+
+
 # What a key needs around it to be in use.
 SETTINGS_FOR = {
+    "kubeflow.user.email": _shared_user,
+    "kubeflow.user.name": _shared_user,
+    "kubeflow.user.profile": _shared_user,
+    "kubeflowPassword": _shared_user,
+    "access.users[].email": _ops_lead_logs_in,
+    "kubeflowConnectorSecrets{key}": _connector(_OIDC),
+    "kubeflowConnectorSecrets{value}": _connector(_OIDC),
+    **{f"kubeflow.connectors[].{key}": _connector(_OIDC) for key in (
+        "type", "id", "name", "issuer", "clientId", "scopes[]")},
+    **{f"kubeflow.connectors[].{key}": _connector(_LDAP) for key in (
+        "host", "bindDn", "rootCa", "userSearch.baseDn", "userSearch.filter",
+        "userSearch.username", "userSearch.idAttr", "userSearch.emailAttr",
+        "userSearch.nameAttr")},
     "aws.vpc.privateSubnetCidrs[]": _nat,
     "aws.vpc.privateSubnetIds[]": _nat,
     "aws.vpc.subnetCidrs[]": _two_subnets,

@@ -161,7 +161,8 @@ def _load(values: dict, file: StackConfigFile) -> tuple[list[Problem], StackConf
            for key, value in values.items()}
     secret_keys = set(file.secret_keys) | {
         f"gpu-cluster:{key}" for key in ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile",
-                                        "kubeflowPassword", "kubeflowTlsKey") if key in values}
+                                        "kubeflowPassword", "kubeflowTlsKey", "kubeflowPasswordHashes",
+                                        "kubeflowConnectorSecrets") if key in values}
     stack_file = StackConfigFile(project=file.project, stack=file.stack, config=raw,
                                  secret_keys=sorted(secret_keys))
     try:
@@ -282,16 +283,17 @@ def test_a_hostile_value_is_refused_at_its_key_or_cannot_break_out(path, hostile
 
 
 def _annotation(path: str) -> Any:
-    model: Any = StackConfig
+    models: list[Any] = [StackConfig]
     annotation = None
     for token in _tokens(path):
         if token in ("[]", "{key}", "{value}"):
             continue
-        field = next(f for f in model.model_fields.values() if f.alias == token)
+        # A union's models (kubeflow.connectors[]): the one that has the key.
+        field = next(f for model in models for f in model.model_fields.values()
+                     if f.alias == token)
         annotation = field.annotation
-        nested = [leaf for leaf in _leaves(annotation)
+        models = [leaf for leaf in _leaves(annotation)
                   if isinstance(leaf, type) and issubclass(leaf, BaseModel)]
-        model = nested[0] if nested else None
     return annotation
 
 

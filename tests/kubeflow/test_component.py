@@ -28,8 +28,23 @@ TLS_SECRET = f"{overlay.GATEWAY_NAMESPACE}-secret-{overlay.GATEWAY_TLS_SECRET}"
 
 
 def with_kubeflow(values: dict, **kubeflow) -> dict:
+    """Kubeflow with the deprecated single user (kubeflow.user, kubeflowPassword)."""
     values["kubeflow"] = {"user": {"email": "ada@example.com"}, **kubeflow}
     values["kubeflowPassword"] = PASSWORD
+    return values
+
+
+# bcrypt of PASSWORD at cost 4 (fast in tests), a fixed salt.
+PASSWORD_HASH = bcrypt.hashpw(PASSWORD.encode(), b"$2b$04$" + b"saltsaltsaltsaltsaltsu").decode()
+
+
+def with_own_logins(values: dict, **kubeflow) -> dict:
+    """Kubeflow where ada, an access.users entry, logs in with her own password."""
+    values["kubeflow"] = dict(kubeflow)
+    access = values.setdefault("access", {})
+    access.setdefault("users", []).append(
+        {"name": "ada", "role": "admin", "email": "ada@example.com"})
+    values["kubeflowPasswordHashes"] = {"ada": PASSWORD_HASH}
     return values
 
 
@@ -287,14 +302,15 @@ def test_a_configured_certificate_is_served_and_none_is_made(tmp_path):
 
 
 def test_plain_http_is_warned_in_the_preview_and_makes_no_certificate():
-    plan = preview(with_kubeflow(bare_metal_config(workers=1), access={"tls": {"mode": "off"}}))
+    plan = preview(with_own_logins(bare_metal_config(workers=1),
+                                   access={"tls": {"mode": "off"}}))
     warning = PLAIN_HTTP_WARNING.format(url="http://192.168.2.2:31380/")
     assert own_warnings(plan) == [warning]
     assert f"warning: {warning}" in tree(plan)
     assert not [r for r in plan.resources if r.name == TLS_SECRET or "gateway-tls" in r.name]
     assert "kubeflowTlsCertificate" not in plan.outputs
     # TLS on (the default): no warning.
-    assert own_warnings(preview(with_kubeflow(bare_metal_config(workers=1)))) == []
+    assert own_warnings(preview(with_own_logins(bare_metal_config(workers=1)))) == []
 
 
 def test_the_offline_preview_stands_in_for_an_encrypted_certificate_key(tmp_path):

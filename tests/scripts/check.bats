@@ -164,6 +164,16 @@ install_nvidia() {
   assert_drifted "drift: /etc/k0s/containerd.d/nvidia.toml is missing"
 }
 
+@test "check: the toolkit honouring NVIDIA_VISIBLE_DEVICES again is drift; nothing changed" {
+  install_nvidia
+  run_envelope create
+  assert_success
+  sed -i 's/^accept-nvidia-visible-devices-envvar-when-unprivileged = false/accept-nvidia-visible-devices-envvar-when-unprivileged = true/' \
+    "$GPU_CLUSTER_ROOT/etc/nvidia-container-runtime/config.toml"
+  check_changes_nothing
+  assert_drifted "drift: /etc/nvidia-container-runtime/config.toml differs"
+}
+
 @test "check: a Fabric Manager stopped on an HGX host is drift" {
   add_nvswitches 6
   install_nvidia

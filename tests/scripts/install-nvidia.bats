@@ -140,6 +140,37 @@ setup() {
   assert_output_contains "is not the pinned key $other (found: $pinned); nothing trusted"
 }
 
+# toolkit_setting KEY: KEY's value in the toolkit's config as a TOML parser reads it.
+toolkit_setting() {
+  "${GPU_CLUSTER_PYTHON:-/usr/bin/python3}" -c 'import sys, tomllib
+with open(sys.argv[1], "rb") as config:
+    print(str(tomllib.load(config).get(sys.argv[2])).lower())' \
+    "$GPU_CLUSTER_ROOT/etc/nvidia-container-runtime/config.toml" "$1"
+}
+
+@test "install-nvidia: the toolkit ignores NVIDIA_VISIBLE_DEVICES of unprivileged containers" {
+  run_script install-nvidia.sh
+  assert_success
+  assert_called '^nvidia-ctk --quiet config --config-file=[^ ]*/etc/nvidia-container-runtime/config\.toml --set accept-nvidia-visible-devices-envvar-when-unprivileged=false --set accept-nvidia-visible-devices-as-volume-mounts=true --output=[^ ]+$'
+  [ "$(toolkit_setting accept-nvidia-visible-devices-envvar-when-unprivileged)" = false ]
+  [ "$(toolkit_setting accept-nvidia-visible-devices-as-volume-mounts)" = true ]
+  # The package's other settings stay.
+  [ "$(toolkit_setting disable-require)" = false ]
+  grep -qx 'ldconfig = "@/sbin/ldconfig.real"' "$GPU_CLUSTER_ROOT/etc/nvidia-container-runtime/config.toml"
+  assert_mode /etc/nvidia-container-runtime/config.toml 644
+  assert_idempotent install-nvidia.sh
+  assert_output_contains "unchanged /etc/nvidia-container-runtime/config.toml"
+
+  # Set back by hand (or by a package that rewrote it): the next run sets it again.
+  sed -i 's/^accept-nvidia-visible-devices-envvar-when-unprivileged = false/accept-nvidia-visible-devices-envvar-when-unprivileged = true/' \
+    "$GPU_CLUSTER_ROOT/etc/nvidia-container-runtime/config.toml"
+  [ "$(toolkit_setting accept-nvidia-visible-devices-envvar-when-unprivileged)" = true ]
+  run_script install-nvidia.sh
+  assert_success
+  assert_output_contains "changed /etc/nvidia-container-runtime/config.toml"
+  [ "$(toolkit_setting accept-nvidia-visible-devices-envvar-when-unprivileged)" = false ]
+}
+
 @test "install-nvidia: with nouveau loaded it blacklists it and asks for a reboot" {
   mkdir -p "$GPU_CLUSTER_ROOT/sys/module/nouveau"
   run_script install-nvidia.sh

@@ -57,17 +57,22 @@ def test_device_plugin_tolerates_the_gpu_hosts_taints():
     assert all(t["operator"] == "Exists" for t in pod["tolerations"])
 
 
+# The plugin passes GPUs as volume mounts; CAP_SYS_ADMIN (the toolkit's "privileged") lets
+# its own NVIDIA_VISIBLE_DEVICES=all through, as the upstream chart sets it for that strategy.
+PLUGIN_FLAGS = {"plugin": {"deviceListStrategy": "volume-mounts"}}
+SYS_ADMIN = {"capabilities": {"add": ["SYS_ADMIN"]}}
+
+
 @pytest.mark.parametrize("gpu, tuning, expected_config, security", [
-    ({}, {}, {"version": "v1", "flags": {"migStrategy": "none"}},
-     {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}),
+    ({}, {}, {"version": "v1", "flags": {"migStrategy": "none", **PLUGIN_FLAGS}}, SYS_ADMIN),
     ({"timeSlicingReplicas": 4}, {},
-     {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": {
-         "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}},
-     {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}),
-    ({"migStrategy": "mixed"}, {}, {"version": "v1", "flags": {"migStrategy": "mixed"}},
-     {"capabilities": {"add": ["SYS_ADMIN"]}}),
+     {"version": "v1", "flags": {"migStrategy": "none", **PLUGIN_FLAGS},
+      "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}},
+     SYS_ADMIN),
+    ({"migStrategy": "mixed"}, {},
+     {"version": "v1", "flags": {"migStrategy": "mixed", **PLUGIN_FLAGS}}, SYS_ADMIN),
     ({}, {"cpuManagerPolicy": "static", "reservedCpus": "0-1"},
-     {"version": "v1", "flags": {"migStrategy": "none"}}, {"privileged": True}),
+     {"version": "v1", "flags": {"migStrategy": "none", **PLUGIN_FLAGS}}, {"privileged": True}),
 ])
 def test_device_plugin_config_and_privileges_follow_the_settings(gpu, tuning, expected_config,
                                                                  security):

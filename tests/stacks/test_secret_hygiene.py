@@ -13,6 +13,7 @@ import stat
 from dataclasses import replace
 from pathlib import Path
 
+import bcrypt
 import pytest
 
 import preview.__main__ as preview_command
@@ -47,6 +48,12 @@ def with_real_secrets(stack: str):
     if "bastion" in json.loads(config.get(f"{NAMESPACE}:ssh", "{}")):
         keys.append(f"{NAMESPACE}:bastionPrivateKey")
     values = {key: made_up_secret(key.split(":", 1)[1]) for key in dict.fromkeys(keys)}
+    for key, value in values.items():
+        if key.endswith(":kubeflowPasswordHashes"):
+            # A map: a real bcrypt hash per user it names.
+            values[key] = json.dumps({name: bcrypt.hashpw(made_up_secret(name).encode(),
+                                                          bcrypt.gensalt(4)).decode()
+                                      for name in json.loads(config[key])})
     config.update(values)
     return replace(stack_file, config=config, secret_keys=list(values), placeholders=[],
                    missing=[]), values
@@ -57,6 +64,8 @@ def needles(value: str) -> set:
     preview engine redacts them) the lines of its private-key blocks and the credential
     values of a kubeconfig."""
     found = {value.strip(), base64.b64encode(value.encode()).decode(), *_secret_strings(value)}
+    # A map's values (kubeflowPasswordHashes), each whole and in base64.
+    found |= {base64.b64encode(s.encode()).decode() for s in _secret_strings(value)}
     return {n for n in found if len(n) >= 8}
 
 

@@ -60,12 +60,14 @@ def test_mpi_operator_manifest_is_the_pinned_release():
     assert len(yaml.safe_dump(crd)) > 262144
 
 
+# Chart values with the settings; the plugin always passes GPUs as volume mounts.
+_VOLUME_MOUNTS = {"deviceListStrategy": "volume-mounts"}
 DEVICE_PLUGIN_CASES = [
-    ("defaults", {}, {}, {"migStrategy": "none"}),
-    ("time-slicing", {"timeSlicingReplicas": 4}, {}, {"migStrategy": "none"}),
-    ("mig mixed", {"migStrategy": "mixed"}, {}, {"migStrategy": "mixed"}),
+    ("defaults", {}, {}, {"migStrategy": "none", **_VOLUME_MOUNTS}),
+    ("time-slicing", {"timeSlicingReplicas": 4}, {}, {"migStrategy": "none", **_VOLUME_MOUNTS}),
+    ("mig mixed", {"migStrategy": "mixed"}, {}, {"migStrategy": "mixed", **_VOLUME_MOUNTS}),
     ("cpu manager static", {}, {"cpuManagerPolicy": "static", "reservedCpus": "0-1"},
-     {"migStrategy": "none", "compatWithCPUManager": True}),
+     {"migStrategy": "none", "compatWithCPUManager": True, **_VOLUME_MOUNTS}),
 ]
 
 

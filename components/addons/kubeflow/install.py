@@ -1,8 +1,9 @@
 """Kubeflow from the pinned kubeflow/manifests release, installed in stages so one
 `pulumi up` succeeds: each stage is a kustomize overlay (components/addons/kubeflow/overlay.py)
 applied by the Kubernetes provider, and the next stage waits until every Deployment and
-Job of the previous one is ready. The Dex user's password hash and the OIDC and cookie
-secrets are Secrets the program creates; upstream's published values are never applied."""
+Job of the previous one is ready. The users' password hashes, the connectors' secrets and
+the OIDC and cookie secrets are Secrets the program creates; upstream's published values
+are never applied."""
 
 import ipaddress
 import os
@@ -22,8 +23,10 @@ from pydantic import SecretStr
 from components.common import kube
 from components.addons.kubeflow import catalog
 from components.addons.kubeflow import overlay, sources
+from components.addons.kubeflow.dex import StaticLogin, connector_env
 from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script
+from config.access import User
 from config.kubeflow import KubeflowAccess, KubeflowSettings
 from config.model import Host
 
@@ -42,6 +45,10 @@ PLAIN_HTTP_WARNING = (
     "password and session cookies cross the network unencrypted, and the Jupyter, Volumes "
     "and Tensorboards web apps run with their Secure cookies turned off. Use selfSigned or "
     "certificate unless the network path is trusted.")
+SHARED_USER_WARNING = (
+    "kubeflow.user is deprecated: one Dex login ({email}, password gpu-cluster:kubeflowPassword) "
+    "that whoever knows the password shares. It owns its own profile only, no team's; give each "
+    "access.users entry an email (its own login) and remove kubeflow.user and kubeflowPassword.")
 _BCRYPT_ALPHABET = bytes.maketrans(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
     b"./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
@@ -50,8 +57,8 @@ _BCRYPT_ALPHABET = bytes.maketrans(
 @dataclass
 class KubeflowArgs:
     kubeflow: KubeflowSettings
-    # gpu-cluster:kubeflowPassword (or its bcrypt hash).
-    password: SecretStr
+    # gpu-cluster:kubeflowPassword (or its bcrypt hash), with the deprecated kubeflow.user.
+    password: Optional[SecretStr]
     # In the self-signed certificate's subject.
     cluster_name: str
     provider: k8s.Provider
@@ -72,6 +79,12 @@ class KubeflowArgs:
     controller_ssh: Optional[Ssh] = None
     controller_kubectl: str = ""
     controller_service: str = ""
+    # access.users: those with an email log in, with their hash from
+    # gpu-cluster:kubeflowPasswordHashes unless kubeflow.connectors are configured.
+    users: Sequence[User] = ()
+    password_hashes: Optional[dict[str, SecretStr]] = None
+    # gpu-cluster:kubeflowConnectorSecrets: connector id -> secret.
+    connector_secrets: Optional[dict[str, SecretStr]] = None
 
 
 class Kubeflow(pulumi.ComponentResource):
@@ -84,13 +97,15 @@ class Kubeflow(pulumi.ComponentResource):
         self.tls_certificate: Optional[pulumi.Output[str]] = None
         if kubeflow.access.tls.mode == "off":
             pulumi.log.warn(PLAIN_HTTP_WARNING.format(url=self.url), resource=self)
-        password_hash = self._dex_password_hash()
-        self.overlay_dirs = write_overlays(kubeflow, args.admin_cidrs)
+        if kubeflow.user is not None:
+            pulumi.log.warn(SHARED_USER_WARNING.format(email=kubeflow.user.email), resource=self)
+        dex_secrets = self._dex_secrets()
+        self.overlay_dirs = write_overlays(kubeflow, args.admin_cidrs, self.logins, self.url)
         previous: list = list(args.depends_on)
         self.stages: dict[str, k8s.kustomize.v2.Directory] = {}
         for stage in catalog.stages_for(kubeflow):
             if stage.name == catalog.AUTH.name:
-                previous += self._create_auth_secrets(password_hash)
+                previous += self._create_auth_secrets(dex_secrets)
             if stage.name == catalog.ISTIO.name and kubeflow.access.tls.mode != "off":
                 # In istio-system (istio-crds made it) before the gateway starts.
                 previous.append(self._create_gateway_tls_secret())
@@ -100,13 +115,33 @@ class Kubeflow(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
                                             depends_on=previous))
             previous = [self.stages[stage.name]]
-        self._roll_dex_on_new_password(password_hash)
+        self._roll_dex_on_new_password(dex_secrets)
         if kubeflow.access.mode == "portForward":
             self._create_port_forward()
         # The stage that installs the Profile CRD and controller (with the apps).
         self.profiles_installed = [self.stages[catalog.APPS]] if catalog.APPS in self.stages \
             else []
         self.register_outputs({"url": self.url, "tlsCertificate": self.tls_certificate})
+
+    @property
+    def logins(self) -> list[StaticLogin]:
+        """The users who log in with a Dex password of their own (none with connectors)."""
+        if self._args.kubeflow.connectors:
+            return []
+        return [StaticLogin(user.name, user.email) for user in self._args.users if user.email]
+
+    def _dex_secrets(self) -> dict[str, pulumi.Output[str]]:
+        """Dex's environment from the dex-passwords Secret: each login's hash, each
+        connector's secret (the config checks made sure every one is there)."""
+        args = self._args
+        hashes, secrets = args.password_hashes or {}, args.connector_secrets or {}
+        values = {login.env: pulumi.Output.secret(hashes[login.name].get_secret_value())
+                  for login in self.logins}
+        values.update({connector_env(connector.id): pulumi.Output.secret(
+            secrets[connector.id].get_secret_value()) for connector in args.kubeflow.connectors})
+        if args.kubeflow.user is not None:
+            values["DEX_USER_PASSWORD"] = self._dex_password_hash()
+        return values
 
     def _dex_password_hash(self) -> pulumi.Output[str]:
         """Dex's bcrypt hash of the configured password (a configured hash as it is). Its
@@ -120,12 +155,14 @@ class Kubeflow(pulumi.ComponentResource):
         return pulumi.Output.secret(salt.base64.apply(
             lambda value: dex_password_hash(password, value)))
 
-    def _roll_dex_on_new_password(self, password_hash: pulumi.Output[str]) -> None:
-        """Dex reads the hash from its environment at start: a new hash restarts it. The
-        pod template's annotation is a random id renewed with the hash, not derived from
-        it, so the cluster publishes nothing about the password."""
+    def _roll_dex_on_new_password(self, dex_secrets: dict[str, pulumi.Output[str]]) -> None:
+        """Dex reads the hashes and secrets from its environment at start: a new one
+        restarts it. The pod template's annotation is a random id renewed with them, not
+        derived from them, so the cluster publishes nothing about a password."""
+        keepers = {"passwordHash": dex_secrets["DEX_USER_PASSWORD"]} \
+            if set(dex_secrets) == {"DEX_USER_PASSWORD"} else dict(dex_secrets)
         version = random.RandomId(f"{self._name}-dex-password-version", byte_length=8,
-                                  keepers={"passwordHash": password_hash},
+                                  keepers=keepers,
                                   opts=pulumi.ResourceOptions(parent=self))
         k8s.apps.v1.DeploymentPatch(
             f"{self._name}-dex-password-rollout",
@@ -174,9 +211,11 @@ class Kubeflow(pulumi.ComponentResource):
             opts=mine)
         return cert.cert_pem, pulumi.Output.secret(key.private_key_pem)
 
-    def _create_auth_secrets(self, password_hash: pulumi.Output[str]) -> list[pulumi.Resource]:
-        """Dex's password hash and the OIDC client and cookie secrets, in the namespaces
-        the istio-crds stage created, before Dex and oauth2-proxy start."""
+    def _create_auth_secrets(self, dex_secrets: dict[str, pulumi.Output[str]]
+                             ) -> list[pulumi.Resource]:
+        """Dex's password hashes and connector secrets, and the OIDC client and cookie
+        secrets, in the namespaces the istio-crds stage created, before Dex and
+        oauth2-proxy start."""
         opts = kube.k8s_provider_opts(self._args.provider, self,
                                       [self.stages[catalog.ISTIO_CRDS.name]])
         mine = pulumi.ResourceOptions(parent=self)
@@ -191,8 +230,7 @@ class Kubeflow(pulumi.ComponentResource):
                                "stringData": data}, opts)
 
         return [
-            secret(overlay.DEX_PASSWORDS_SECRET, "auth",
-                   {"DEX_USER_PASSWORD": password_hash}),
+            secret(overlay.DEX_PASSWORDS_SECRET, "auth", dex_secrets),
             secret(overlay.DEX_CLIENT_SECRET, "auth",
                    {"OIDC_CLIENT_ID": client_id, "OIDC_CLIENT_SECRET": client.hex}),
             secret(overlay.OAUTH2_PROXY_SECRET, "oauth2-proxy",
@@ -248,7 +286,8 @@ def dex_password_hash(password: str, salt_base64: str) -> str:
     return bcrypt.hashpw(password.encode(), f"$2b${BCRYPT_COST:02d}$".encode() + salt).decode()
 
 
-def write_overlays(kubeflow: KubeflowSettings, admin_cidrs: Sequence[str]) -> dict[str, str]:
+def write_overlays(kubeflow: KubeflowSettings, admin_cidrs: Sequence[str],
+                   logins: Sequence[StaticLogin] = (), public_url: str = "") -> dict[str, str]:
     """Writes each stage's overlay under build/<stack>/kubeflow/NN-<stage>/ and returns
     the folders (relative to the project) the provider reads at `pulumi up`."""
     root = OVERLAYS_DIR.format(stack=pulumi.get_stack())
@@ -267,7 +306,7 @@ def write_overlays(kubeflow: KubeflowSettings, admin_cidrs: Sequence[str]) -> di
         relative = f"{root}/{number:02d}-{stage.name}"
         folder = PROJECT_DIR / relative
         folder.mkdir(parents=True, exist_ok=True)
-        files = overlay.render_stage(kubeflow, stage, folder)
+        files = overlay.render_stage(kubeflow, stage, folder, logins, public_url)
         # Hidden names are other runs' files being written; a file another run removed
         # first is gone all the same.
         for stale in {name for name in os.listdir(folder) if not name.startswith(".")} \

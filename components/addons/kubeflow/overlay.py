@@ -4,12 +4,13 @@ project's patches: the known fixes, the Dex user, the gateway exposure and the i
 mirror. Files only, so the tests build exactly these overlays with the real
 `kubectl kustomize`."""
 
-import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
 from components.addons.kubeflow import catalog
+from components.addons.kubeflow.dex import StaticLogin, dex_config
 from components.addons.kubeflow.image_mirror import (install_record, mirrored_name,
                                                      pull_policy_replacements)
 from components.addons.kubeflow.sources import KUSTOMIZATION, base_reference
@@ -39,9 +40,10 @@ TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
 AWAIT_MARGIN_SECONDS = 600
 
 
-def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage,
-                 overlay_dir: Path) -> dict[str, str]:
-    """The files of one stage's overlay."""
+def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage, overlay_dir: Path,
+                 logins: Sequence[StaticLogin] = (), public_url: str = "") -> dict[str, str]:
+    """The files of one stage's overlay; `logins` and `public_url` (the URL users open,
+    where Dex's connectors send them back) go into Dex's config."""
     kustomization: dict = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -64,7 +66,7 @@ def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage,
     elif stage.name == catalog.ISTIO.name:
         patches.append(_gateway_patch(kubeflow))
     elif stage.name == catalog.AUTH.name:
-        patches += _auth_patches(kubeflow)
+        patches += _auth_patches(kubeflow, logins, public_url)
     elif stage.name == catalog.KUBEFLOW_BASE.name:
         # The kubeflow namespace's NetworkPolicies without the namespace (istio-crds made it).
         patches.append(_delete_all("", "v1", "Namespace", "kubeflow"))
@@ -78,7 +80,7 @@ def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage,
             patches += _insecure_cookie_patches(kubeflow)
         if "trainer" in kubeflow.components:
             patches.append(_delete_all(*catalog.TRAINER_RUNTIME_KIND))
-        if "profiles" in kubeflow.components:
+        if "profiles" in kubeflow.components and kubeflow.user is not None:
             files["user-profile.yaml"] = _dump_all([user_profile(kubeflow)])
     if patches:
         kustomization["patches"] = patches
@@ -265,34 +267,11 @@ def _insecure_cookie_patches(kubeflow: KubeflowSettings) -> list[dict]:
 # --- Auth: the configured Dex user, the program's secrets -------------------------------
 
 
-def dex_config(kubeflow: KubeflowSettings) -> str:
-    """Upstream's Dex config (oauth2-proxy overlay) with the configured static user in
-    place of the example user; the hash comes from the program's dex-passwords Secret."""
-    user = kubeflow.user
-    config = {
-        "issuer": "http://dex.auth.svc.cluster.local:5556/dex",
-        "storage": {"type": "kubernetes", "config": {"inCluster": True}},
-        "web": {"http": "0.0.0.0:5556"},
-        "logger": {"level": "info", "format": "text"},
-        "oauth2": {"skipApprovalScreen": True},
-        "enablePasswordDB": True,
-        "staticPasswords": [{
-            "email": user.email,
-            "hashFromEnv": "DEX_USER_PASSWORD",
-            "username": user.username,
-            # Stable per email, so sessions and profiles survive re-runs.
-            "userID": str(uuid.uuid5(uuid.NAMESPACE_URL, f"mailto:{user.email}")),
-        }],
-        "staticClients": [{"idEnv": "OIDC_CLIENT_ID", "redirectURIs": ["/oauth2/callback"],
-                           "name": "Dex Login Application", "secretEnv": "OIDC_CLIENT_SECRET"}],
-    }
-    return _dump(config)
-
-
-def _auth_patches(kubeflow: KubeflowSettings) -> list[dict]:
+def _auth_patches(kubeflow: KubeflowSettings, logins: Sequence[StaticLogin],
+                  public_url: str) -> list[dict]:
     dex_map = {"apiVersion": "v1", "kind": "ConfigMap",
                "metadata": {"name": "dex", "namespace": "auth"},
-               "data": {"config.yaml": dex_config(kubeflow)}}
+               "data": {"config.yaml": dex_config(kubeflow, logins, public_url)}}
     env = [{"name": name, "valueFrom": {"secretKeyRef": {"name": OAUTH2_PROXY_SECRET, "key": key}}}
            for name, key in (("OAUTH2_PROXY_CLIENT_ID", "client-id"),
                              ("OAUTH2_PROXY_CLIENT_SECRET", "client-secret"),

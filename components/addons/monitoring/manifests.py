@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from components.addons.gpu_support import GPU_NODE_SELECTOR, RUNTIME_CLASS, gpu_tolerations
+from components.addons.gpu_support import (DEVICE_LIST_MOUNT_ROOT, GPU_NODE_SELECTOR,
+                                           RUNTIME_CLASS, gpu_tolerations)
 from components.addons.monitoring.rules import (
     DCGM_JOB,
     KUBE_STATE_METRICS_JOB,
@@ -82,8 +83,6 @@ def dcgm_exporter(taints: Sequence[Taint]) -> list[dict]:
             {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
             {"name": "DCGM_EXPORTER_LISTEN", "value": f":{DCGM_PORT}"},
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-            # The nvidia runtime mounts the driver (NVML) into the container.
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
             {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
         ],
         "ports": [{"name": "metrics", "containerPort": DCGM_PORT}],
@@ -100,6 +99,12 @@ def dcgm_exporter(taints: Sequence[Taint]) -> list[dict]:
             {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources",
              "readOnly": True},
             {"name": "counters", "mountPath": "/etc/dcgm-exporter/counters", "readOnly": True},
+            # Every GPU and the driver (NVML), asked of the nvidia runtime as the device
+            # plugin asks: the host's /dev/null at <root>/all (toolkit v1.19.1 internal/
+            # config/image/cuda_image.go:358-387). The toolkit ignores NVIDIA_VISIBLE_DEVICES
+            # of a container without CAP_SYS_ADMIN (install-nvidia.sh), and this one has none.
+            {"name": "gpu-request", "mountPath": f"{DEVICE_LIST_MOUNT_ROOT}/all",
+             "readOnly": True},
         ],
         # The chart's probes: DCGM takes its time to start.
         "livenessProbe": {"httpGet": {"path": "/health", "port": DCGM_PORT},
@@ -130,6 +135,8 @@ def dcgm_exporter(taints: Sequence[Taint]) -> list[dict]:
                         {"name": "pod-resources", "hostPath": {
                             "path": "/var/lib/kubelet/pod-resources", "type": "Directory"}},
                         {"name": "counters", "configMap": {"name": f"{name}-counters"}},
+                        {"name": "gpu-request", "hostPath": {"path": "/dev/null",
+                                                             "type": "CharDevice"}},
                     ],
                 },
             },

@@ -34,6 +34,8 @@ CHECK_DIFF_LINES=12
 
 _check_dir="$(mktemp -d)"
 _check_rm="$(command -v rm)"
+# install-nvidia's `nvidia-ctk config --output=<temporary file>` (nvidia-ctk below).
+_check_nvidia_ctk="$(command -v nvidia-ctk || true)"
 CHECK_DRIFT_FILE="$_check_dir/drift"
 : >"$CHECK_DRIFT_FILE"
 command mkdir -- "$_check_dir/bin" "$_check_dir/wanted"
@@ -220,9 +222,37 @@ swapoff() {
   drift "swap is on (the step would run: swapoff $*)"
 }
 
-# nvidia-ctk's only use: linking the device nodes, which the check compares itself.
+# nvidia-ctk: linking the device nodes, which the check compares itself; `config` writing
+# into a temporary folder (install-nvidia's toolkit config, which write_file then compares)
+# runs, anything else is reported.
 nvidia-ctk() {
-  ensure_nvidia_dev_char_links
+  local arg output=""
+  if [[ " $* " == *" system create-dev-char-symlinks "* ]]; then
+    ensure_nvidia_dev_char_links
+    return 0
+  fi
+  for arg in "$@"; do
+    [[ "$arg" != --output=* ]] || output=${arg#--output=}
+  done
+  if [[ " $* " != *" config "* || " $* " == *" --in-place "* ]] || ! check_temporary "$output"; then
+    check_would_run nvidia-ctk "$@"
+    return 0
+  fi
+  if [[ -z "$_check_nvidia_ctk" ]]; then
+    drift "nvidia-ctk is not installed (the NVIDIA Container Toolkit)"
+    : >"$output"
+    return 0
+  fi
+  "$_check_nvidia_ctk" "$@"
+}
+
+# check_temporary PATH: success when PATH is below one of the step's temporary folders.
+check_temporary() {
+  local dir
+  for dir in "${_GPU_CLUSTER_TEMP_DIRS[@]}"; do
+    [[ -z "$1" || "$1" != "$dir"/* ]] || return 0
+  done
+  return 1
 }
 
 # rm: only below the temporary folders (lib.sh's cleanup); anything else is reported.
