@@ -85,7 +85,7 @@ def _strings(value: Any, where: str = "") -> typing.Iterator[tuple[str, str]]:
         yield where, value
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            yield from _strings(item, f"item {index}")
+            yield from _strings(item, f"{where}, item {index}" if where else f"item {index}")
     elif isinstance(value, dict):
         for key, item in value.items():
             shown = _brief(key)

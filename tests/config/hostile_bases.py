@@ -59,6 +59,7 @@ EXAMPLES = {
     "backup.path": "/mnt/backups",
     "backup.recipients[]": "age1jrhjtn2rvyheaj4zywcdp6e2ugecmx9aveej8syxafje9qvah9nqe2cz9y",
     "backup.schedule": "*-*-* 03:30:00",
+    "backup.restorePrincipals[]": "arn:aws:iam::123456789012:role/restore-operators",
     "kubeflow.pipelines.mysql.storageSize": "20Gi",
     "kubeflow.source.path": "/opt/kubeflow-manifests",
     "kubeflow.source.ref": "26.03",
@@ -123,13 +124,16 @@ EXAMPLES = {
     "vpn.existingServerAddress": "192.168.10.5",
     "vpn.tunnelCidr": "10.8.0.0/24",
     "vpn.mode": "server-on-ec2",
+    "vpn.userNetworks{key}": "carol",
+    "vpn.userNetworks{value}": ["192.168.10.0/24"],
+    "vpn.userNetworks{value}[]": "192.168.10.0/24",
     "vpn.protocol": "udp",
     "vpnClientProfile": PROFILE,
 }
 
 
 def stack_for(path: str) -> str:
-    if path.startswith(("aws.", "pools")):
+    if path.startswith(("aws.", "pools", "backup.restorePrincipals")):
         return "dev"  # cloud
     if path.startswith(("vpn", "storage.efs", "kubeflow.access.sourceRanges",
                         "monitoring.grafana.access.sourceRanges")):

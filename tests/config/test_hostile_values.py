@@ -123,6 +123,13 @@ def _place(values: dict, path: str, make_value) -> tuple[str, str]:
             concrete += f"[{position}]"
             node = node[position]
             continue
+        if token == "{value}":  # a map of lists (vpn.userNetworks): its first entry's list,
+            # named by the map's key (as a map's own values are)
+            key_path = path[:path.index("{value}")] + "{key}"
+            if not node:
+                node[EXAMPLES[key_path]] = []
+            node = node[next(iter(node))]
+            continue
         concrete += f".{token}" if concrete else token
         empty = [] if following == "[]" else copy.deepcopy(TEMPLATES.get(template_path, {}))
         if node.get(token) is None:
