@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 from config import StackConfig, load
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config
+from tests.conftest import PROJECT_DIR, TEST_HOST_KEY, as_cli_config, bare_metal_config
 
 ALL_FILES = ("gpu-smoke.yaml", "rwx-check.yaml", "mpijob-benchmark.yaml")
 
@@ -57,7 +57,7 @@ def _tainted() -> dict:
     for host in values["hosts"][1:]:
         host["taints"] = copy.deepcopy(GPU_TAINTS)
     values["hosts"].append({"name": "cpu000", "address": "192.168.2.20", "interface": "eno1",
-                            "taints": copy.deepcopy(CPU_TAINTS)})
+                            "taints": copy.deepcopy(CPU_TAINTS), "sshHostKey": TEST_HOST_KEY})
     return values
 
 
@@ -65,7 +65,7 @@ def _single_node() -> dict:
     values = bare_metal_config(workers=0)
     values["hosts"] = [{"name": "tower", "address": "192.168.2.1", "interface": "eno2",
                         "role": "controller+worker", "gpus": 2,
-                        "gpuModel": "NVIDIA-GeForce-RTX-4090"}]
+                        "gpuModel": "NVIDIA-GeForce-RTX-4090", "sshHostKey": TEST_HOST_KEY}]
     values["storage"] = {"nfs": {"host": "tower", "path": "/srv/nfs"}}
     return values
 

@@ -8,6 +8,7 @@ the config loader, PREVIEW_EXAMPLES through the whole offline preview (CI: 4000 
 a developer's run: 300 and 10). Re-run with another seed: FUZZ_SEED=123 pytest tests/fuzz."""
 
 import copy
+import json
 import os
 import shlex
 import shutil
@@ -31,8 +32,14 @@ PREVIEW_EXAMPLES = (150 if CI_BUDGET else 10) * SCALE
 _SETTINGS = dict(deadline=None, database=None, print_blob=True,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                         HealthCheck.large_base_example])
+def _as_text(value) -> str:
+    """A secret as the CLI hands it over: text, or a secret map (kubeflowPasswordHashes) as
+    JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 SECRET_PARTS = {part for values, keys in BASES.values() for key in keys
-                for part in _secret_strings(values[key]) if len(part) >= 8}
+                for part in _secret_strings(_as_text(values[key])) if len(part) >= 8}
 
 
 def check_refusal(error: ConfigError) -> None:

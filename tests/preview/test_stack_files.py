@@ -28,7 +28,10 @@ CLIENT_TO_EXISTING = textwrap.dedent("""\
           sshHostKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKPvBQLorBQY59OKCmXrgRZHMkIaXzJ4GpXZeV6uGFIw
           gpus: 4
       gpu-cluster:storage:
-        efs: {}
+        efs:
+          anonymousNfs: true
+      gpu-cluster:backup:
+        recipients: [age1jrhjtn2rvyheaj4zywcdp6e2ugecmx9aveej8syxafje9qvah9nqe2cz9y]
       gpu-cluster:aws:
         region: us-east-1
         adminCidrs: [198.51.100.0/24]

@@ -67,6 +67,17 @@ KUBERNETES = [
            "CKV_K8S_16"),
           ("CKV_K8S_37", "capabilities: a privileged container has every capability, see "
            "CKV_K8S_16"))],
+    *[Skip(check, f"{stack}:DaemonSet.kube-system.nvidia-device-plugin", reason)
+      for stack in ("lab", "dev") for check, reason in (
+          ("CKV_K8S_39", "CAP_SYS_ADMIN: with deviceListStrategy volume-mounts the plugin "
+           "mounts each allocated device list, as upstream's chart gives it (k8s-device-plugin "
+           "v0.20.0 deployments/helm/nvidia-device-plugin/templates/_helpers.tpl "
+           "requiresCapSysAdmin)"),
+          ("CKV_K8S_25", "an added capability: CAP_SYS_ADMIN, see CKV_K8S_39"),
+          ("CKV_K8S_37", "capabilities: CAP_SYS_ADMIN alone, see CKV_K8S_39"),
+          ("CKV_K8S_28", "NET_RAW: the runtime's default set, with CAP_SYS_ADMIN added (see "
+           "CKV_K8S_39)"),
+          ("CKV_K8S_20", "privilege escalation: implied by CAP_SYS_ADMIN, see CKV_K8S_39"))],
     Skip("CKV_K8S_38", PROVISIONERS, "the provisioner watches claims and creates volumes "
          "through the API server with its service account's token"),
     Skip("CKV_K8S_23", DCGM_EXPORTER, "root: the exporter reads the kubelet's root-owned "
@@ -101,11 +112,19 @@ KUBERNETES = [
 
 # (check, repository path, SHA-1 of the value as checkov reports it)
 SECRETS = [
+    (Skip("CKV_SECRET_6", "config/backup.py", "Bech32's alphabet (BIP 173), which age public "
+          "keys are written in"), "9a96960baa4d8c0559cf89f72b5f3486736762e9"),
+    (Skip("CKV_SECRET_6", "esc/gpu-cluster-prod.yaml", "the name of the AWS Secrets Manager "
+          "secret holding carol's Kubeflow password hash, not its value"),
+     "12b5bff998e9ee481ed69bfe49e0a16b0c7bc191"),
+    (Skip("CKV_SECRET_6", "tests/config/hostile_bases.py", "a test's throwaway Kubeflow "
+          "password, for the deprecated shared login's keys"),
+     "e46b271d746b89b5fc5b524653935f46ebbbf1fc"),
+    (Skip("CKV_SECRET_6", "tests/kubeflow/test_logins.py", "a test's throwaway LDAP bind "
+          "password, which the test follows into Dex's environment"),
+     "f80cf23b2ca4d72a74dcbf262ff79441edea7200"),
     (Skip("CKV_SECRET_6", "esc/gpu-cluster-prod.yaml", "the name of the AWS Secrets Manager "
           "secret holding the SSH key, not its value"), "d096bf510e13cd822fc592a6722545a2276d9eab"),
-    (Skip("CKV_SECRET_6", "esc/gpu-cluster-prod.yaml", "the name of the AWS Secrets Manager "
-          "secret holding the Kubeflow password, not its value"),
-     "5e644157e216faf8224494540324823879f5e53e"),
     (Skip("CKV_SECRET_6", "components/addons/kubeflow/overlay.py", "the name of the Secret the "
           "Kubeflow gateway reads its certificate from, not a secret value"),
      "c2961a0e0bfd04d83a715ba7c960d5c677a277a2"),
@@ -132,7 +151,7 @@ SECRETS = [
      "25910f981e85ca04baf359199dd0bd4a3ae738b6"),
     (Skip("CKV_SECRET_6", "components/addons/kubeflow/overlay.py", "the name of a Kubernetes Secret "
           "(oauth2-proxy-credentials), not its value"), "bbd8ac609aefe4addc19754aecda67f07a733dc8"),
-    (Skip("CKV_SECRET_6", "components/addons/kubeflow/overlay.py", "the name of an environment "
+    (Skip("CKV_SECRET_6", "components/addons/kubeflow/dex.py", "the name of an environment "
           "variable Dex reads its client secret from (OIDC_CLIENT_SECRET)"),
      "797ca1ab12ee9088580bd97899de59427758a911"),
     (Skip("CKV_SECRET_6", "tests/config/test_config_errors.py", "a made-up Kubeflow password "

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# OpenVPN server of the VPC <-> on-prem bridge: the package, its config, keys, CRL and
-# the clients' client-config-dir entries under /etc/openvpn/server, the packet filter of
-# what arrives from the tunnel (applied by the unit before it starts), IP forwarding, and
-# the openvpn-server@gpu-cluster service, restarted when any of its files changed.
+# OpenVPN server of the VPC <-> on-prem bridge: package, config, keys, CRL, per-client
+# entries, the filter of what arrives from the tunnel (applied by the unit before it
+# starts), IP forwarding; openvpn-server@gpu-cluster restarted when a file changed.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
