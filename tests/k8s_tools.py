@@ -34,3 +34,21 @@ def tool(name: str) -> Optional[Path]:
             path.write_bytes(zipped.read(f"{binary}/{binary}"))
             path.chmod(0o755)
     return target
+
+
+def validate_strict(objects: list, path: Path) -> str:
+    """kubernetes-validate --strict on `objects` (written to `path`), against the Kubernetes
+    minor of the pinned k0s release; fails the test on any finding, returns its report."""
+    import subprocess
+
+    import yaml
+
+    from config import versions
+    from tests.conftest import require_tool
+
+    path.write_text(yaml.safe_dump_all(objects))
+    kubernetes = ".".join(versions.K0S.lstrip("v").split(".")[:2]) + ".0"
+    result = subprocess.run([require_tool("kubernetes-validate"), "--strict", "-k", kubernetes,
+                             str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout

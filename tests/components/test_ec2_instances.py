@@ -13,7 +13,8 @@ from moto.server import ThreadedMotoServer
 from components.aws.pool_node_cleanup import EC2_INSTANCES
 from components.common.step_text import SCRIPTS_DIR, SSM_READER
 from tests.components.test_ssm_parameter import (PYTHON, REGION, TIMEOUT_SECONDS, FakeImds,
-                                                 ImdsState, boto3_client, post, role_session)
+                                                 ImdsState, boto3_client, post, role_session,
+                                                 signed_requests_only)
 
 pytestmark = pytest.mark.tools
 
@@ -47,14 +48,10 @@ def ec2():
         client.stop_instances(InstanceIds=[stopped[0]["InstanceId"]])
         client.terminate_instances(InstanceIds=[gone[0]["InstanceId"]])
         reader = role_session(endpoint, "gpu-cluster-controller", ["ec2:DescribeInstances"])
-        previous = post(f"{endpoint}/moto-api/reset-auth", b"0")
         names = {key: [i["PrivateDnsName"].split(".")[0] for i in group] for key, group in
                  (("live", live + stopped), ("gone", gone), ("other", other + untagged))}
-        try:
+        with signed_requests_only(endpoint):
             yield endpoint, reader, names
-        finally:
-            post(f"{endpoint}/moto-api/reset-auth",
-                 previous["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"].encode())
     finally:
         post(f"{endpoint}/moto-api/reset")
         server.stop()

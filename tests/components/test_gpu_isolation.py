@@ -21,7 +21,8 @@ from components.addons.monitoring.manifests import dcgm_exporter
 from config import versions
 from config.model import GpuSettings, Taint
 from tests.boot.stub_host import stub_host
-from tests.conftest import PROJECT_DIR, require_tool
+from tests.k8s_tools import validate_strict
+from tests.conftest import PROJECT_DIR
 
 TOOLKIT_CONFIG = "etc/nvidia-container-runtime/config.toml"
 ENVVAR_UNPRIVILEGED = "accept-nvidia-visible-devices-envvar-when-unprivileged"
@@ -188,12 +189,6 @@ def test_the_runtime_class_lends_no_gpu_toleration(toolkit_config):
 
 
 def test_the_rendered_objects_pass_kubernetes_validate_strict(tmp_path):
-    validate = require_tool("kubernetes-validate")
     objects = list(rendered().values())
-    path = tmp_path / "gpu.yaml"
-    path.write_text(yaml.safe_dump_all(objects))
-    kubernetes = ".".join(versions.K0S.lstrip("v").split(".")[:2]) + ".0"
-    result = subprocess.run([validate, "--strict", "-k", kubernetes, str(path)],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count(" passed for resource ") == len(objects), result.stdout
+    report = validate_strict(objects, tmp_path / "gpu.yaml")
+    assert report.count(" passed for resource ") == len(objects), report

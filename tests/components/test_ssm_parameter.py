@@ -9,6 +9,7 @@ refused. moto checks SSM actions but not resources: it authorizes SSM calls agai
 Nothing here leaves 127.0.0.1."""
 
 import ast
+import contextlib
 import datetime
 import http.server
 import json
@@ -168,6 +169,18 @@ def post(url: str, data: bytes = b"") -> dict:
         return json.loads(response.read())
 
 
+@contextlib.contextmanager
+def signed_requests_only(endpoint: str):
+    """Within it, moto's server answers only requests with a valid signature and a policy
+    allowing them; the setting before is put back after."""
+    previous = post(f"{endpoint}/moto-api/reset-auth", b"0")
+    try:
+        yield
+    finally:
+        post(f"{endpoint}/moto-api/reset-auth",
+             previous["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"].encode())
+
+
 def role_session(endpoint: str, name: str, actions: list) -> dict:
     """Credentials of a session of a new role that may make these SSM calls."""
     setup = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
@@ -197,13 +210,8 @@ def aws():
         node = role_session(endpoint, "gpu-cluster-node",
                             ["ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"])
         reader = role_session(endpoint, "gpu-cluster-reader", ["ssm:GetParameter"])
-        # From now on every request needs a valid signature and a policy allowing it.
-        previous = post(f"{endpoint}/moto-api/reset-auth", b"0")
-        try:
+        with signed_requests_only(endpoint):
             yield Aws(endpoint, node, reader)
-        finally:
-            post(f"{endpoint}/moto-api/reset-auth",
-                 previous["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"].encode())
     finally:
         # moto's backends live in this process: leave nothing behind for other tests.
         post(f"{endpoint}/moto-api/reset")

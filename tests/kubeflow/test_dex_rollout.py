@@ -4,14 +4,12 @@ the result is a valid Deployment whose pod template carries the new annotation, 
 password restarts Dex; nothing in it derives from the password."""
 
 import copy
-import subprocess
 
-import yaml
 from pulumi.runtime import rpc
 
 from components.addons.kubeflow import catalog
-from config import versions
-from tests.conftest import bare_metal_config, preview, require_tool
+from tests.k8s_tools import validate_strict
+from tests.conftest import bare_metal_config, preview
 from tests.kubeflow.test_component import with_kubeflow
 from tests.kubeflow.overlays import build, settings, stages_of, write
 
@@ -29,7 +27,6 @@ def merged(target: dict, patch: dict) -> dict:
 
 
 def test_the_rollout_patch_merged_onto_upstreams_dex_is_a_valid_deployment(tmp_path):
-    validate = require_tool("kubernetes-validate")
     kubeflow = settings()
     auth = next(s for s in stages_of(kubeflow) if s.name == catalog.AUTH.name)
     write(kubeflow, auth, tmp_path / "auth")
@@ -46,9 +43,4 @@ def test_the_rollout_patch_merged_onto_upstreams_dex_is_a_valid_deployment(tmp_p
     # Upstream's template otherwise untouched.
     assert result["spec"]["template"]["spec"] == dex["spec"]["template"]["spec"]
 
-    path = tmp_path / "dex.yaml"
-    path.write_text(yaml.safe_dump(result))
-    kubernetes = ".".join(versions.K0S.lstrip("v").split(".")[:2]) + ".0"
-    checked = subprocess.run([validate, "--strict", "-k", kubernetes, str(path)],
-                             capture_output=True, text=True)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    validate_strict([result], tmp_path / "dex.yaml")

@@ -11,7 +11,6 @@ Profiles and AuthorizationPolicies through their vendored CRDs' schemas."""
 
 import copy
 import re
-import subprocess
 
 import bcrypt
 import pytest
@@ -19,8 +18,8 @@ import yaml
 from jsonschema import Draft7Validator
 from pulumi.runtime import rpc
 
-from config import versions
-from tests.conftest import PROJECT_DIR, bare_metal_config, preview, require_tool
+from tests.k8s_tools import validate_strict
+from tests.conftest import PROJECT_DIR, bare_metal_config, preview
 from tests.config.loading import problem_lines
 from tests.kubeflow.overlays import build, find
 
@@ -144,17 +143,11 @@ def crd_schema(path, kind: str, version: str) -> dict:
 
 
 def test_the_objects_pass_kubernetes_validate_strict_and_their_crds(plan, tmp_path):
-    validate = require_tool("kubernetes-validate")
     namespaces = [n for n in objects(plan, "kubernetes:core/v1:Namespace")
                   if n["metadata"]["name"] in ("vision", "nlp")]
     kubernetes_objects = namespaces + kubeflow_bindings(plan)
-    path = tmp_path / "access.yaml"
-    path.write_text(yaml.safe_dump_all(kubernetes_objects))
-    kubernetes = ".".join(versions.K0S.lstrip("v").split(".")[:2]) + ".0"
-    result = subprocess.run([validate, "--strict", "-k", kubernetes, str(path)],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count(" passed for resource ") == len(kubernetes_objects) == 5
+    report = validate_strict(kubernetes_objects, tmp_path / "access.yaml")
+    assert report.count(" passed for resource ") == len(kubernetes_objects) == 5
     # The profile controller adopts a namespace only with its owner's annotation
     # (kubeflow/dashboard profile_controller.go:175-176).
     profiles = {p["metadata"]["name"]: p for p in objects(plan, PROFILE)}
