@@ -22,9 +22,17 @@ def tag_only_warning(kubeflow: bool) -> str:
     text = (f"{len(keys)} of the {len(versions.DEPLOYED_IMAGES)} images the program deploys "
             "are pinned by tag only, which their registry can move to other content: "
             + ", ".join(f"{key} ({versions.DEPLOYED_IMAGES[key]})" for key in keys)
-            + "; no upstream source publishes their digests: append \"@sha256:...\" read "
-            "from the registry (`crane digest IMAGE`) in config/versions.py")
+            + "; `python -m pins` reads their digests from the registries into "
+            "config/versions.py's IMAGE_DIGESTS")
     if kubeflow:
         text += ("; Kubeflow's images are as kubeflow/manifests " + versions.KUBEFLOW_MANIFESTS
                  + " pins them (tags; kubeflow.imageMirror can serve reviewed copies)")
     return text
+
+
+def chart_tag(image: str, repository: str) -> str:
+    """What a chart that renders `repository:tag` needs as its tag for `image`: the tag,
+    with the digest when it has one (`v1@sha256:...` makes `repository:v1@sha256:...`)."""
+    if not image.startswith(repository + ":"):
+        raise ValueError(f"{image} is not of {repository}")
+    return image[len(repository) + 1:]

@@ -15,6 +15,38 @@ K0S = "v1.36.3+k0s.2"
 RKE2 = "v1.36.3+rke2r1"
 
 
+# Image digests: the content each tag named when it was pinned, so a tag moved by whoever can
+# push to its repository changes nothing here. An image constant below is `pinned(...)`: its
+# tag, kept for people, plus the digest listed here, if any. `python -m pins` reads the
+# digests of the tag-only images from their registries and adds them to this table
+# (`--check` reports a tag that moved since); each line says where its digest came from.
+# The lines between the markers are the table's, one image a line: the tool rewrites them.
+IMAGE_DIGESTS: dict[str, str] = {
+    # --- pins: digests ---
+    # NVIDIA's own pin: NVIDIA/gpu-operator bundle/manifests/
+    # gpu-operator-certified.clusterserviceversion.yaml:266 (commit a22dbf6, Aug 2026).
+    "nvcr.io/nvidia/k8s-device-plugin:v0.20.0": "sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312",
+    # NVIDIA's own pin: the same file at commit ce8360e (gpu-operator's dcgm-exporter pin
+    # before 4.6.0).
+    "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless": "sha256:60d3b00ac80b4ae77f94dae2f943685605585ad9e92fdccda3154d009ae317cc",
+    # The multi-arch index of v2.20.0, the same in two unrelated public repositories that pin
+    # it (one also lists its amd64 manifest 01171220c7c0...); no upstream file publishes it.
+    "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0": "sha256:42cfe3723a5f058171c627537fb57a3ea0f26e4380fa18555a95cb1a1b4cfc5b",
+    # The same digest in unrelated public repositories that pin v3.14.0 from quay.io and
+    # from Docker Hub (open-telemetry/opentelemetry-ebpf-instrumentation among them).
+    "quay.io/prometheus/prometheus:v3.14.0": "sha256:5ce7540c3c00ef4ab0c9d2c995c6a5b9c421f44b4a115d97a2c7af3b1c21cbb0",
+    # The same digest in more than five unrelated public repositories that pin 13.2.0.
+    "docker.io/grafana/grafana:13.2.0": "sha256:3fd54ae1214669f8355f065ec9f6445d5279a3d77095ab048ca045685272429b",
+    # --- end of pins ---
+}
+
+
+def pinned(image: str) -> str:
+    """`image` (repository:tag) with its digest from IMAGE_DIGESTS appended, when it has one."""
+    digest = IMAGE_DIGESTS.get(image)
+    return f"{image}@{digest}" if digest else image
+
+
 @dataclass(frozen=True)
 class Distribution:
     """A Kubernetes distribution the program installs: its pinned release, the form of
@@ -78,7 +110,8 @@ SUPPORTED_UBUNTU_RELEASES = ("22.04", "24.04")
 
 # Cluster add-ons.
 NVIDIA_DEVICE_PLUGIN = "v0.20.0"
-NVIDIA_DEVICE_PLUGIN_IMAGE = f"nvcr.io/nvidia/k8s-device-plugin:{NVIDIA_DEVICE_PLUGIN}"
+NVIDIA_DEVICE_PLUGIN_REPOSITORY = "nvcr.io/nvidia/k8s-device-plugin"
+NVIDIA_DEVICE_PLUGIN_IMAGE = pinned(f"{NVIDIA_DEVICE_PLUGIN_REPOSITORY}:{NVIDIA_DEVICE_PLUGIN}")
 # The same release's Helm chart, used only for the optional GPU Feature Discovery (with
 # its node-feature-discovery dependency); the device plugin itself is rendered here.
 NVIDIA_DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
@@ -103,53 +136,48 @@ KUEUE = "v0.19.2"
 KUEUE_CHART = f"vendor/kueue-{KUEUE}/charts/kueue"
 KUEUE_CHART_VERSION = KUEUE.lstrip("v")
 KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
+KUEUE_IMAGE = pinned(f"{KUEUE_IMAGE_REPOSITORY}:{KUEUE}")
 NFS_SUBDIR_PROVISIONER = "v4.0.2"
-NFS_SUBDIR_PROVISIONER_IMAGE = (
-    f"registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:{NFS_SUBDIR_PROVISIONER}"
-)
+NFS_SUBDIR_PROVISIONER_IMAGE = pinned(
+    f"registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:{NFS_SUBDIR_PROVISIONER}")
 LOCAL_PATH_PROVISIONER = "v0.0.37"
-LOCAL_PATH_PROVISIONER_IMAGE = f"rancher/local-path-provisioner:{LOCAL_PATH_PROVISIONER}"
+LOCAL_PATH_PROVISIONER_IMAGE = pinned(f"rancher/local-path-provisioner:{LOCAL_PATH_PROVISIONER}")
 # A small shell: local-path-provisioner's helper pods and the storage acceptance check.
-BUSYBOX_IMAGE = "busybox:1.37.0"
+BUSYBOX_IMAGE = pinned("busybox:1.37.0")
 
 # The monitoring add-on (components/addons/monitoring/), rendered by the program, no chart.
 # NVIDIA's DCGM exporter at the tag its own chart pins (NVIDIA/dcgm-exporter
 # deployment/values.yaml `image.tag`, commit d5e5f51, May 2026): DCGM 4.5.3, which needs
 # driver R450 or later (docs.nvidia.com/datacenter/dcgm/latest/installation.html,
 # "Supported Platforms"), so the R580 branch above.
-DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless"
+DCGM_EXPORTER_IMAGE = pinned("nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless")
 # The versions kube-prometheus-stack 88.5.3 ships (prometheus-community/helm-charts
 # charts/kube-prometheus-stack/values.yaml `prometheus.prometheusSpec.image`, its
 # kube-state-metrics dependency 8.4.0 with appVersion 2.20.0; commit cf408a2, Aug 2026).
-PROMETHEUS_IMAGE = "quay.io/prometheus/prometheus:v3.14.0"
-# By digest (the tag kept for people): the multi-arch index of v2.20.0, the same in two
-# unrelated public repositories that pin it (one also lists its amd64 manifest
-# 01171220c7c0...); no upstream file publishes it.
-KUBE_STATE_METRICS_IMAGE = ("registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0"
-                            "@sha256:42cfe3723a5f058171c627537fb57a3ea0f26e4380fa18555a95cb1a1b4cfc5b")
+PROMETHEUS_IMAGE = pinned("quay.io/prometheus/prometheus:v3.14.0")
+KUBE_STATE_METRICS_IMAGE = pinned(
+    "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0")
 # Grafana at the appVersion of the grafana chart that kube-prometheus-stack 88.5.3 depends
 # on (grafana-community/helm-charts charts/grafana/Chart.yaml 12.11.1, commit 3386a11).
-GRAFANA_IMAGE = "docker.io/grafana/grafana:13.2.0"
+GRAFANA_IMAGE = pinned("docker.io/grafana/grafana:13.2.0")
 
 # Images of the acceptance workloads (files users apply after `pulumi up`).
-CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04"
-CUDA_SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+CUDA_BASE_IMAGE = pinned("nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04")
+CUDA_SAMPLE_IMAGE = pinned("nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04")
 # NCCL's benchmark for the MPI check: NVIDIA/nccl-tests 2.18.3 built with MPI, NCCL 2.30.4,
 # CUDA 12.9.1 (Ampere to Blackwell; the R580 driver runs it), HPC-X OpenMPI and sshd: CoreWeave's
 # maintained image, listed in the "Docker Images" table of github.com/coreweave/nccl-tests
-# README.md (commit cb86553, May 2026); the tag's suffix is the commit it was built from. No
-# upstream source publishes its digest, so it is pinned by tag; a digest read from the registry
-# can be appended as "@sha256:...".
-NCCL_TESTS_IMAGE = "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu24.04-nccl2.30.4-1-2eedd7c"
+# README.md (commit cb86553, May 2026); the tag's suffix is the commit it was built from.
+NCCL_TESTS_IMAGE = pinned(
+    "ghcr.io/coreweave/nccl-tests:12.9.1-devel-ubuntu24.04-nccl2.30.4-1-2eedd7c")
 # Images of `python -m validate` only (never applied by the program).
 # NVIDIA's DCGM (dcgmi, nv-hostengine), the tag the GPU Operator chart pins for its standalone
 # host engine (NVIDIA/gpu-operator deployments/gpu-operator/values.yaml, `dcgm.version`).
-DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:3.3.7-1-ubuntu22.04"
+DCGM_IMAGE = pinned("nvcr.io/nvidia/cloud-native/dcgm:3.3.7-1-ubuntu22.04")
 # fio and iperf3: the community images public manifests pin (Docker Hub ljishen/fio, built from
-# github.com/ljishen/fio-docker; networkstatic/iperf3, from github.com/nerdalert/iperf3). Tags,
-# no digest: none is published upstream; append "@sha256:..." read from the registry to pin one.
-FIO_IMAGE = "ljishen/fio:3.36"
-IPERF3_IMAGE = "networkstatic/iperf3:3.16"
+# github.com/ljishen/fio-docker; networkstatic/iperf3, from github.com/nerdalert/iperf3).
+FIO_IMAGE = pinned("ljishen/fio:3.36")
+IPERF3_IMAGE = pinned("networkstatic/iperf3:3.16")
 
 # Kubeflow: the kubeflow/manifests release (git tag) the Kubeflow stages are built from: the
 # community distribution 26.03 (its README, "Kubeflow Components Versions"). It ships
@@ -166,7 +194,7 @@ JOBSET = "v0.10.1"
 JOBSET_MANIFEST = f"vendor/jobset-{JOBSET}/manifests.yaml"
 # cert-manager's own API check (the Helm chart's startupapicheck), at the cert-manager
 # release those manifests ship; the tests check the tag against them.
-CERT_MANAGER_API_CHECK_IMAGE = "quay.io/jetstack/cert-manager-startupapicheck:v1.19.4"
+CERT_MANAGER_API_CHECK_IMAGE = pinned("quay.io/jetstack/cert-manager-startupapicheck:v1.19.4")
 
 # EC2 images, by exact name (an image name is unique per owner and region), so an instance
 # or launch template changes only when this pin does, never because a newer image
@@ -179,10 +207,10 @@ GPU_IMAGE_OWNER = "amazon"
 GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20260929"
 
 # The images the program applies, by the key that names them here; `pulumi preview` warns
-# about those pinned by tag only (image_pins.tag_only). Kueue's is its repository and tag.
+# about those pinned by tag only (image_pins.tag_only).
 DEPLOYED_IMAGES = {
     "NVIDIA_DEVICE_PLUGIN_IMAGE": NVIDIA_DEVICE_PLUGIN_IMAGE,
-    "KUEUE_IMAGE_REPOSITORY": f"{KUEUE_IMAGE_REPOSITORY}:{KUEUE}",
+    "KUEUE_IMAGE": KUEUE_IMAGE,
     "NFS_SUBDIR_PROVISIONER_IMAGE": NFS_SUBDIR_PROVISIONER_IMAGE,
     "LOCAL_PATH_PROVISIONER_IMAGE": LOCAL_PATH_PROVISIONER_IMAGE,
     "BUSYBOX_IMAGE": BUSYBOX_IMAGE,
@@ -195,3 +223,5 @@ DEPLOYED_IMAGES = {
     "NCCL_TESTS_IMAGE": NCCL_TESTS_IMAGE,
     "CERT_MANAGER_API_CHECK_IMAGE": CERT_MANAGER_API_CHECK_IMAGE,
 }
+# The images only `python -m validate` runs (the others it runs are above).
+VALIDATE_IMAGES = {"DCGM_IMAGE": DCGM_IMAGE, "FIO_IMAGE": FIO_IMAGE, "IPERF3_IMAGE": IPERF3_IMAGE}

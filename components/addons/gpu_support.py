@@ -11,6 +11,7 @@ import yaml
 
 from components.common import kube
 from config import versions
+from config.image_pins import chart_tag
 from config.model import GpuSettings, Host, Taint, WorkerPool
 
 NAMESPACE = "kube-system"
@@ -86,6 +87,10 @@ def feature_discovery_values(gpu: GpuSettings, taints: Sequence[Taint]) -> dict:
     return {
         "devicePlugin": {"enabled": False},
         "gfd": {"enabled": True},
+        # The chart's image is the device plugin's (GFD is a mode of it), by our pin.
+        "image": {"repository": versions.NVIDIA_DEVICE_PLUGIN_REPOSITORY,
+                  "tag": chart_tag(versions.NVIDIA_DEVICE_PLUGIN_IMAGE,
+                                   versions.NVIDIA_DEVICE_PLUGIN_REPOSITORY)},
         "migStrategy": gpu.mig_strategy,
         # With it the chart gives GFD CAP_SYS_ADMIN, which the toolkit needs to honour
         # its NVIDIA_VISIBLE_DEVICES=all (chart templates/_helpers.tpl, requiresCapSysAdmin).

@@ -10,6 +10,7 @@ import yaml
 
 from components.common import kube
 from config import versions
+from config.image_pins import chart_tag
 
 NAMESPACE = "kueue-system"
 # What a job carries to be queued in its namespace's LocalQueue of that name
@@ -56,7 +57,8 @@ def chart_values() -> dict:
     """The release's image (the chart in the tag names a staging one) and our configuration."""
     return {
         "controllerManager": {"manager": {"image": {
-            "repository": versions.KUEUE_IMAGE_REPOSITORY, "tag": versions.KUEUE,
+            "repository": versions.KUEUE_IMAGE_REPOSITORY,
+            "tag": chart_tag(versions.KUEUE_IMAGE, versions.KUEUE_IMAGE_REPOSITORY),
             "pullPolicy": "IfNotPresent"}}},
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
             manager_configuration(), sort_keys=False)},

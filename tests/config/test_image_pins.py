@@ -1,5 +1,7 @@
 """Images by digest with the tag kept for people; the preview names those pinned by tag only."""
 
+from pathlib import Path
+
 import pytest
 
 from config import versions
@@ -16,16 +18,30 @@ def test_a_digest_pin_keeps_its_tag_and_is_matched_whole():
         assert not DIGEST.fullmatch(image), image
 
 
-def test_kube_state_metrics_is_pinned_by_digest():
-    assert DIGEST.fullmatch(versions.KUBE_STATE_METRICS_IMAGE)
-    assert versions.KUBE_STATE_METRICS_IMAGE.startswith(
-        "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0@")
+@pytest.mark.parametrize("key", ["NVIDIA_DEVICE_PLUGIN_IMAGE", "DCGM_EXPORTER_IMAGE",
+                                 "PROMETHEUS_IMAGE", "KUBE_STATE_METRICS_IMAGE", "GRAFANA_IMAGE"])
+def test_the_images_with_a_published_digest_are_pinned_by_it(key):
+    image = versions.DEPLOYED_IMAGES[key]
+    assert DIGEST.fullmatch(image), image
+    assert versions.IMAGE_DIGESTS[image.split("@")[0]] == image.split("@")[1]
+
+
+def test_every_digest_in_the_table_pins_an_image_and_none_is_written_elsewhere():
+    images = {**versions.DEPLOYED_IMAGES, **versions.VALIDATE_IMAGES}
+    pinned = {image.split("@")[0] for image in images.values() if "@" in image}
+    assert pinned == set(versions.IMAGE_DIGESTS)
+    assert all(DIGEST.fullmatch(f"{image}@{digest}")
+               for image, digest in versions.IMAGE_DIGESTS.items())
+    # Digests live in the table only: the versions file names none outside it.
+    text = Path(versions.__file__).read_text()
+    table = text[text.index("# --- pins: digests ---"):text.index("# --- end of pins ---")]
+    assert text.count("sha256:") == table.count("sha256:") + text.count("@sha256:...")
 
 
 def test_the_warning_names_every_image_pinned_by_tag_only():
     keys = tag_only(versions.DEPLOYED_IMAGES)
     assert "KUBE_STATE_METRICS_IMAGE" not in keys
-    assert "PROMETHEUS_IMAGE" in keys
+    assert "BUSYBOX_IMAGE" in keys
     warning = tag_only_warning(kubeflow=False)
     assert f"{len(keys)} of the {len(versions.DEPLOYED_IMAGES)} images" in warning
     for key in keys:

@@ -7,7 +7,8 @@ import subprocess
 import pytest
 import yaml
 
-from components.addons.gpu_support import gpu_manifests, gpu_node_taints
+from components.addons.gpu_support import (feature_discovery_values, gpu_manifests,
+                                           gpu_node_taints)
 from components.addons.shared_storage import NFS_PROVISIONER, storage_manifests
 from config import load, versions
 from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config
@@ -103,7 +104,11 @@ def test_device_plugin_matches_the_upstream_chart_rendered_with_the_same_setting
     scheduling = {key: our_pod[key] for key in ("runtimeClassName", "nodeSelector", "tolerations")}
 
     # Scheduling, privileges and driver access, with the settings as chart values.
-    chart_pod, plugin = chart_plugin(render_chart(tmp_path, {**chart_values, **scheduling}))
+    # The image as the GFD chart gets it: our tag, with its digest (the chart's default is
+    # the same tag, its appVersion: the last test of this file).
+    image = feature_discovery_values(settings.gpu, ())["image"]
+    chart_pod, plugin = chart_plugin(render_chart(
+        tmp_path, {**chart_values, **scheduling, "image": image}))
     assert our_plugin["image"] == plugin["image"] == versions.NVIDIA_DEVICE_PLUGIN_IMAGE
     assert our_plugin["command"] == plugin["command"]
     for key in (*scheduling, "priorityClassName"):
@@ -202,7 +207,6 @@ def test_local_path_provisioner_matches_the_upstream_release_manifest():
 
 
 def test_feature_discovery_chart_values_render_gfd_and_nfd_only(tmp_path):
-    from components.addons.gpu_support import feature_discovery_values
 
     settings = settings_with(gpu={"featureDiscovery": True})
     values = feature_discovery_values(settings.gpu, gpu_node_taints(settings.hosts))
@@ -221,3 +225,5 @@ def test_feature_discovery_chart_values_render_gfd_and_nfd_only(tmp_path):
     assert any("node-feature-discovery-worker" in name for name in daemon_sets)
     chart = fixture("k8s-device-plugin-v0.20.0/deployments/helm/nvidia-device-plugin/Chart.yaml")
     assert yaml.safe_load(chart.read_text())["version"] == versions.NVIDIA_DEVICE_PLUGIN_CHART_VERSION
+    # The chart's own image tag (its appVersion) is the one we pin with a digest.
+    assert f"v{yaml.safe_load(chart.read_text())['appVersion']}" == versions.NVIDIA_DEVICE_PLUGIN
