@@ -52,8 +52,6 @@ class JoinToken:
     issued_by: pulumi.Output[str]
 
 
-# The secret shared_join_token gets for a pool: a bootstrap token the program registers.
-BOOTSTRAP_TOKEN = "bootstrap-token"
 # A port a node or the control plane must accept: (number, "tcp" or "udp").
 Port = tuple[int, str]
 
@@ -136,10 +134,9 @@ class Distribution(Protocol):
 
     def shared_join_token(self, api_endpoint: str, ca_cert_pem: str,
                           secrets: Mapping[str, str]) -> str:
-        """A join token several nodes share, from the secrets the program made: the
-        cluster_secrets (every node's, when create_join_token is None) or, for a pool of a
-        distribution that issues tokens per node, BOOTSTRAP_TOKEN (a Kubernetes bootstrap
-        token `<id>.<secret>` the program registers)."""
+        """The join token every node shares, from the cluster_secrets the program made.
+        Only a distribution whose create_join_token is None has one (its pools join with
+        it too); the others' pools join with the controller's rotated tokens."""
 
     def worker_profile_values(self) -> str: ...
 

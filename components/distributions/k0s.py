@@ -1,8 +1,6 @@
 """The k0s boundary: which scripts install, join and reset a node, the cluster config,
 and k0s's own containerd paths. A second distribution implements the same attributes."""
 
-import base64
-import gzip
 import json
 from collections.abc import Mapping, Sequence
 
@@ -10,7 +8,6 @@ import pulumi
 import yaml
 
 from components.distributions.base import (
-    BOOTSTRAP_TOKEN,
     DistributionSettings,
     JoinToken,
     node_labels,
@@ -190,10 +187,6 @@ class K0s:
     def join_from_ssm_env(self, parameter: str) -> dict:
         return {"K0S_JOIN_TOKEN": "", "K0S_JOIN_TOKEN_SSM_PARAMETER": parameter}
 
-    def shared_join_token(self, api_endpoint: str, ca_cert_pem: str,
-                          secrets: Mapping[str, str]) -> str:
-        return join_token(api_endpoint, ca_cert_pem, secrets[BOOTSTRAP_TOKEN])
-
     def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:
         """install-controller's inputs but the CA key, which comes as K0S_CA_KEY (over
@@ -220,28 +213,6 @@ def api_server_args() -> dict[str, str]:
             "audit-policy-file": AUDIT_POLICY_FILE,
             "audit-log-path": AUDIT_LOG_FILE,
             **audit.ROTATION}
-
-
-# The user name k0s gives worker join tokens; its bootstrap RBAC expects it.
-WORKER_TOKEN_USER = "kubelet-bootstrap"
-
-
-def join_token(api_endpoint: str, ca_cert_pem: str, bootstrap_token: str) -> str:
-    """A k0s worker join token, as `k0s token create --role=worker` prints it: a
-    kubeconfig holding the API address, the CA and a bootstrap token, gzipped, base64."""
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "k0s", "cluster": {
-            "server": api_endpoint,
-            "certificate-authority-data": base64.b64encode(ca_cert_pem.encode()).decode()}}],
-        "contexts": [{"name": "k0s", "context": {"cluster": "k0s",
-                                                 "user": WORKER_TOKEN_USER}}],
-        "current-context": "k0s",
-        "users": [{"name": WORKER_TOKEN_USER, "user": {"token": bootstrap_token}}],
-    }
-    data = yaml.safe_dump(kubeconfig, sort_keys=False).encode()
-    return base64.b64encode(gzip.compress(data, mtime=0)).decode()
 
 
 # What components/distributions/__init__.py loads for this distribution.
