@@ -2,10 +2,11 @@
 instance may delete a node, and no pool join token lasts:
 
 - gpu-cluster-pool-node-watcher on the controller (scripts/aws/pool-node-watcher.sh, every
-  minute) deletes the nodes of pool instances that are gone, with a credential of its own:
-  a client certificate of WATCHER_USER, bound to a ClusterRole that may get, list and
-  delete nodes. It reaches the controller inside the install step's stdin over SSH and
-  stays there (0600); it is never in SSM, which pool instances read.
+  minute) deletes the nodes and the SSM boot statuses of instances that are gone. For the
+  nodes it has a credential of its own: a client certificate of WATCHER_USER, bound to a
+  ClusterRole that may get, list and delete nodes. It reaches the controller inside the
+  install step's stdin over SSH and stays there (0600); it is never in SSM, which pool
+  instances read.
 - gpu-cluster-pool-tokens on the controller (scripts/aws/rotate-pool-tokens.sh, every
   ROTATE_EVERY) stores in each pool's SSM SecureString a new join token that expires after
   POOL_TOKEN_TTL; the program creates the parameter with a placeholder and never writes
@@ -21,6 +22,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.aws import ssm_paths
 from components.common import kube
 from components.common.remote_step import Ssh, run_step
 from components.common.step_text import SSM_READER, DataFile, Script
@@ -33,6 +35,7 @@ WATCH_POOLS = Script("aws/watch-pools.sh")
 POOL_NODE_WATCHER = DataFile("aws/pool-node-watcher.sh")
 ROTATE_POOL_TOKENS = DataFile("aws/rotate-pool-tokens.sh")
 EC2_INSTANCES = DataFile("aws/ec2-instances.py")
+FORGET_BOOT_STATUSES = DataFile("aws/forget-boot-statuses.py")
 WATCHER_USER = "gpu-cluster:pool-node-watcher"
 # A pool's join token expires a day after it is made and is replaced every 6 h: one read
 # at boot just before a rotation still has 18 h for the boot steps and the join.
@@ -59,16 +62,25 @@ def cluster_role() -> list[dict]:
     ]
 
 
-def controller_policy(token_parameter_arns: Sequence[str]) -> str:
+def controller_policy(token_parameter_arns: Sequence[str], status_path: str) -> str:
     """The controller role's grant for the pools, apart from its other policies: listing
     instances (DescribeInstances has no resource types, so "*" is its only resource:
     https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html;
-    the watcher filters by the cluster tag) and writing the pools' token parameters."""
+    the watcher filters by the cluster tag), writing the pools' token parameters, and
+    listing and deleting the boot statuses below `status_path` (GetParametersByPath is
+    authorized on the path asked for: https://docs.aws.amazon.com/systems-manager/latest/
+    userguide/sysman-paramstore-access.html)."""
+    prefix = token_parameter_arns[0].split(":parameter/", 1)[0]
+    statuses = f"{prefix}:parameter{status_path}"
     return json.dumps({"Version": "2012-10-17", "Statement": [
         {"Sid": "PoolNodeWatcherListsInstances", "Effect": "Allow",
          "Action": ["ec2:DescribeInstances"], "Resource": "*"},
         {"Sid": "PoolTokenRotationWritesTokens", "Effect": "Allow",
          "Action": ["ssm:PutParameter"], "Resource": sorted(token_parameter_arns)},
+        {"Sid": "PoolNodeWatcherListsBootStatuses", "Effect": "Allow",
+         "Action": ["ssm:GetParametersByPath"], "Resource": [statuses, f"{statuses}/*"]},
+        {"Sid": "PoolNodeWatcherForgetsGoneInstances", "Effect": "Allow",
+         "Action": ["ssm:DeleteParameter"], "Resource": f"{statuses}/*"},
     ]})
 
 
@@ -93,6 +105,7 @@ class PoolNodeCleanup(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:aws:PoolNodeCleanup", name, None, opts)
         self._name, self._args = name, args
+        self._status_path = ssm_paths.boot_statuses(args.cluster_name)
         self._rbac = kube.apply_all(cluster_role(), kube.k8s_provider_opts(args.kubernetes, self))
         cert = args.pki.client_certificate("pool-node-watcher", WATCHER_USER)
         self._kubeconfig = pulumi.Output.secret(pulumi.Output.all(
@@ -109,12 +122,14 @@ class PoolNodeCleanup(pulumi.ComponentResource):
         policy = aws.iam.RolePolicy(
             f"{self._name}-controller", role=args.controller_role,
             policy=pulumi.Output.all(*[p.arn for p in token_parameters]).apply(
-                controller_policy), opts=opts)
+                lambda arns: controller_policy(arns, self._status_path)), opts=opts)
         distribution = args.distribution
         return run_step(args.controller, "watch-pools", on=args.ssh, create=WATCH_POOLS, env={
             "POOL_NODE_WATCHER": POOL_NODE_WATCHER.text(),
             "ROTATE_POOL_TOKENS": ROTATE_POOL_TOKENS.text(),
             "EC2_INSTANCES": EC2_INSTANCES.text(),
+            "FORGET_BOOT_STATUSES": FORGET_BOOT_STATUSES.text(),
+            "BOOT_STATUS_PATH": self._status_path,
             "AWS_CLIENT_TEXT": SSM_READER.text(),
             "WATCHER_KUBECONFIG": self._kubeconfig,
             "AWS_REGION": args.region,

@@ -17,10 +17,16 @@ def pool_join_token(cluster_name: str, pool: str) -> str:
     return f"{cluster_prefix(cluster_name)}/{pool}/join-token"
 
 
+def boot_statuses(cluster_name: str) -> str:
+    """Below it, every instance's boot status: the controller's pool-node watcher deletes
+    those of instances that are gone."""
+    return f"{cluster_prefix(cluster_name)}/boot-status"
+
+
 def boot_status(cluster_name: str, machine: str) -> str:
     """Where the instances of `machine` (the controller or a pool) report their boot, one
     parameter per instance id."""
-    return f"{cluster_prefix(cluster_name)}/boot-status/{machine}"
+    return f"{boot_statuses(cluster_name)}/{machine}"
 
 
 def user_kubeconfig(cluster_name: str, user: str) -> str:

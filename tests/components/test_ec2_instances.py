@@ -10,7 +10,7 @@ import threading
 import pytest
 from moto.server import ThreadedMotoServer
 
-from components.aws.pool_node_cleanup import EC2_INSTANCES
+from components.aws.pool_node_cleanup import EC2_INSTANCES, FORGET_BOOT_STATUSES
 from components.common.step_text import SCRIPTS_DIR, SSM_READER
 from tests.components.test_ssm_parameter import (PYTHON, REGION, TIMEOUT_SECONDS, FakeImds,
                                                  ImdsState, boto3_client, post, role_session,
@@ -21,6 +21,7 @@ pytestmark = pytest.mark.tools
 SETUP = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
 # moto's stand-in image (moto/ec2/resources/amis.json).
 IMAGE = "ami-12c6146b"
+STATUSES = "/gpu-cluster/dev/boot-status"
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +49,21 @@ def ec2():
         client.stop_instances(InstanceIds=[stopped[0]["InstanceId"]])
         client.terminate_instances(InstanceIds=[gone[0]["InstanceId"]])
         reader = role_session(endpoint, "gpu-cluster-controller", ["ec2:DescribeInstances"])
+        watcher = role_session(endpoint, "gpu-cluster-watcher", [
+            "ec2:DescribeInstances", "ssm:GetParametersByPath", "ssm:DeleteParameter"])
         names = {key: [i["PrivateDnsName"].split(".")[0] for i in group] for key, group in
                  (("live", live + stopped), ("gone", gone), ("other", other + untagged))}
+        # Boot statuses as the instances write them (run-boot.sh), 23 of them so the
+        # listing takes three pages of 10; one parameter that is not an instance's.
+        ssm = boto3_client("ssm", endpoint, SETUP)
+        statuses = {f"{STATUSES}/a10g/{i['InstanceId']}": i for i in live + gone}
+        statuses.update({f"{STATUSES}/cpu/{i['InstanceId']}": i for i in stopped})
+        statuses.update({f"{STATUSES}/a10g/i-{n:017x}": None for n in range(19)})
+        for name in [*statuses, f"{STATUSES}/a10g/notes", "/gpu-cluster/prod/boot-status/a10g/"
+                     + other[0]["InstanceId"]]:
+            ssm.put_parameter(Name=name, Value="ready", Type="String")
         with signed_requests_only(endpoint):
-            yield endpoint, reader, names
+            yield endpoint, reader, names, watcher, statuses
     finally:
         post(f"{endpoint}/moto-api/reset")
         server.stop()
@@ -79,7 +91,7 @@ def run(imds, endpoint: str, credentials: dict, cluster: str = "dev"):
 
 
 def test_it_names_the_live_instances_of_the_cluster_only(ec2, imds):
-    endpoint, reader, names = ec2
+    endpoint, reader, names, *_ = ec2
     result = run(imds, endpoint, reader)
     assert result.returncode == 0, result.stderr
     listed = result.stdout.splitlines()
@@ -89,8 +101,42 @@ def test_it_names_the_live_instances_of_the_cluster_only(ec2, imds):
 
 
 def test_a_refused_call_prints_nothing_and_fails(ec2, imds):
-    endpoint, reader, _ = ec2
+    endpoint, reader, *_ = ec2
     wrong = {**reader, "SecretAccessKey": "not-the-key"}
     result = run(imds, endpoint, wrong)
     assert result.returncode == 1 and result.stdout == ""
     assert "HTTP 401" in result.stderr and "AuthFailure" in result.stderr
+
+
+def forget(imds, endpoint: str, credentials: dict):
+    imds.state = ImdsState(credentials=dict(credentials))
+    return subprocess.run(
+        [PYTHON, str(SCRIPTS_DIR / FORGET_BOOT_STATUSES.path), str(SCRIPTS_DIR / SSM_READER.path),
+         str(SCRIPTS_DIR / EC2_INSTANCES.path), REGION, "dev", STATUSES],
+        capture_output=True, text=True, timeout=TIMEOUT_SECONDS,
+        env={"IMDS_ENDPOINT_URL": imds.url, "EC2_ENDPOINT_URL": endpoint,
+             "SSM_ENDPOINT_URL": endpoint, "PATH": "/usr/bin:/bin"})
+
+
+def test_the_boot_statuses_of_gone_instances_are_deleted_and_no_other(ec2, imds):
+    endpoint, _, _, watcher, statuses = ec2
+    # Refused without a valid signature: nothing is deleted.
+    refused = forget(imds, endpoint, {**watcher, "SecretAccessKey": "not-the-key"})
+    assert refused.returncode == 1 and refused.stdout == ""
+
+    result = forget(imds, endpoint, watcher)
+
+    assert result.returncode == 0, result.stderr
+    gone = sorted(name for name, instance in statuses.items()
+                  if instance is None or instance["PrivateDnsName"].split(".")[0] in ec2[2]["gone"])
+    assert sorted(result.stdout.splitlines()) == gone and len(gone) == 20
+    ssm = boto3_client("ssm", endpoint, watcher)
+    left = {p["Name"] for page in ssm.get_paginator("get_parameters_by_path").paginate(
+        Path="/gpu-cluster", Recursive=True) for p in page["Parameters"]}
+    kept = set(statuses) - set(gone)
+    other_cluster = [n for n in left if n.startswith("/gpu-cluster/prod/boot-status/a10g/i-")]
+    assert left == kept | {f"{STATUSES}/a10g/notes", *other_cluster}
+    assert len(kept) == 3 and len(other_cluster) == 1
+    # A second run finds nothing more to delete.
+    again = forget(imds, endpoint, watcher)
+    assert again.returncode == 0 and again.stdout == ""

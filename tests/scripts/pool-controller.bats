@@ -15,8 +15,10 @@ install_step() {
   POOL_NODE_WATCHER="$(<"$SCRIPTS_DIR/aws/pool-node-watcher.sh")"
   ROTATE_POOL_TOKENS="$(<"$SCRIPTS_DIR/aws/rotate-pool-tokens.sh")"
   EC2_INSTANCES="$(<"$SCRIPTS_DIR/aws/ec2-instances.py")"
+  FORGET_BOOT_STATUSES="$(<"$SCRIPTS_DIR/aws/forget-boot-statuses.py")"
   AWS_CLIENT_TEXT="$(<"$SCRIPTS_DIR/ssm-parameter.py")"
-  export POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES AWS_CLIENT_TEXT \
+  export POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES FORGET_BOOT_STATUSES AWS_CLIENT_TEXT \
+    BOOT_STATUS_PATH=/gpu-cluster/dev/boot-status \
     WATCHER_KUBECONFIG=$'apiVersion: v1\nkind: Config' AWS_REGION=us-west-2 CLUSTER_NAME=dev \
     POOL_LABEL=gpu-cluster/pool KUBECTL="k0s kubectl" \
     TOKEN_COMMAND="/usr/local/bin/k0s token create --role=worker --expiry" TOKEN_TTL=24h \
@@ -30,6 +32,9 @@ install_step() {
   assert_file /usr/local/libexec/gpu-cluster/pool-node-watcher "$POOL_NODE_WATCHER"
   assert_mode /usr/local/libexec/gpu-cluster/pool-node-watcher 755
   assert_file /usr/local/libexec/gpu-cluster/pool-tokens "$ROTATE_POOL_TOKENS"
+  assert_file /usr/local/libexec/gpu-cluster/forget-boot-statuses.py "$FORGET_BOOT_STATUSES"
+  grep -qx 'BOOT_STATUS_PATH=/gpu-cluster/dev/boot-status' \
+    "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.env"
   assert_mode /etc/gpu-cluster/pool-node-watcher.kubeconfig 600
   assert_mode /etc/gpu-cluster/pool-tokens.env 600
   grep -qx 'TOKEN_TTL=24h' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-tokens.env"
@@ -54,19 +59,22 @@ install_step() {
 
 @test "watch-pools: names every bad input at once" {
   install_step
-  export TOKEN_TTL=forever KUBECTL='k0s kubectl; reboot' POOL_TOKEN_PARAMETERS='/ok bad$name'
+  export TOKEN_TTL=forever KUBECTL='k0s kubectl; reboot' POOL_TOKEN_PARAMETERS='/ok bad$name' \
+    BOOT_STATUS_PATH='/gpu-cluster/dev/boot status'
   unset WATCHER_KUBECONFIG
   run_script aws/watch-pools.sh
   assert_failure
   assert_output_contains "missing required environment variable(s): WATCHER_KUBECONFIG" \
     "TOKEN_TTL is not a duration such as 24h or 90m: 'forever'" \
     "KUBECTL is not a command with plain words: 'k0s kubectl; reboot'" \
-    "POOL_TOKEN_PARAMETERS holds a name that is not an SSM parameter name: 'bad\$name'"
+    "POOL_TOKEN_PARAMETERS holds a name that is not an SSM parameter name: 'bad\$name'" \
+    "BOOT_STATUS_PATH is not an SSM parameter path: '/gpu-cluster/dev/boot status'"
   refute_called '^systemctl'
 }
 
 # agent_stubs: python3 (ec2-instances.py: the live instances' node names, or a failure;
-# ssm-parameter.py put-secret: stdin recorded) and the distributions' commands.
+# forget-boot-statuses.py: the statuses it deleted, or a failure; ssm-parameter.py
+# put-secret: stdin recorded) and the distributions' commands.
 agent_stubs() {
   AGENT_BIN="$BATS_TEST_TMPDIR/agent-bin"
   mkdir -p "$AGENT_BIN"
@@ -75,6 +83,7 @@ agent_stubs() {
 printf 'python3 %s\n' "$*" >>"$STUB_CALLS"
 case "$1" in
   */ec2-instances.py) [[ -z "${EC2_FAIL:-}" ]] || exit 1; printf '%s' "${LIVE_NAMES:-}" ;;
+  */forget-boot-statuses.py) [[ -z "${FORGET_FAIL:-}" ]] || exit 1; printf '%s' "${FORGOTTEN:-}" ;;
   */ssm-parameter.py) [[ "$2" == put-secret ]] && printf '%s %s\n' "$4" "$(cat)" >>"$STUB_STATE/stored" ;;
 esac
 STUB
@@ -92,7 +101,9 @@ STUB
   export PATH="$AGENT_BIN:$PATH" AWS_REGION=us-west-2 CLUSTER_NAME=dev KUBECTL="k0s kubectl" \
     KUBECONFIG_FILE=/etc/gpu-cluster/pool-node-watcher.kubeconfig \
     AWS_CLIENT=/usr/local/libexec/gpu-cluster/ssm-parameter.py \
-    EC2_CLIENT=/usr/local/libexec/gpu-cluster/ec2-instances.py POOL_LABEL=gpu-cluster/pool
+    EC2_CLIENT=/usr/local/libexec/gpu-cluster/ec2-instances.py POOL_LABEL=gpu-cluster/pool \
+    BOOT_STATUS_CLIENT=/usr/local/libexec/gpu-cluster/forget-boot-statuses.py \
+    BOOT_STATUS_PATH=/gpu-cluster/dev/boot-status
 }
 
 @test "pool-node-watcher: deletes only the pool nodes no live instance of the cluster holds" {
@@ -108,6 +119,25 @@ STUB
   assert_called '^k0s kubectl --kubeconfig /etc/gpu-cluster/pool-node-watcher\.kubeconfig delete node ip-10-30-1-20 --ignore-not-found --wait=false$'
   assert_output_contains "node ip-10-30-1-19 is Ready but no instance of the cluster holds its name: kept" \
     "2 node(s) deleted"
+}
+
+@test "pool-node-watcher: then deletes the boot statuses of gone instances" {
+  agent_stubs
+  export LIVE_NAMES='' POOL_NODES='' \
+    FORGOTTEN=$'/gpu-cluster/dev/boot-status/a10g/i-0123456789abcdef0\n/gpu-cluster/dev/boot-status/cpu/i-0fedcba9876543210\n'
+  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
+  assert_success
+  assert_called '^python3 /usr/local/libexec/gpu-cluster/forget-boot-statuses\.py /usr/local/libexec/gpu-cluster/ssm-parameter\.py /usr/local/libexec/gpu-cluster/ec2-instances\.py us-west-2 dev /gpu-cluster/dev/boot-status$'
+  assert_output_contains "2 boot status(es) of gone instances deleted"
+}
+
+@test "pool-node-watcher: says so and fails when the boot statuses cannot be cleared" {
+  agent_stubs
+  export LIVE_NAMES='' POOL_NODES='' FORGET_FAIL=1
+  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
+  assert_failure
+  assert_output_contains "0 node(s) deleted" \
+    "could not delete the boot statuses of gone instances below /gpu-cluster/dev/boot-status"
 }
 
 @test "pool-node-watcher: lists only the pool's nodes, never the controller's" {

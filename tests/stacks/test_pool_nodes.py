@@ -15,6 +15,8 @@ from components.common.step_text import step_inputs
 from preview import aws_mocks
 from preview.engine import unwrap_secrets
 from tests.conftest import cloud_config, example_plan, shared_preview
+from tests.iam_evaluator import ALLOW, Principal, evaluate
+from tests.iam_evaluator import Request as AwsRequest
 from tests.rbac import Rbac, Request, rule_allows, stack_rbac_objects
 
 POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -110,11 +112,24 @@ def test_the_controller_watches_the_pools_with_a_grant_of_its_own(dev):
     tokens = sorted(arn(p) for p in dev.of_type(PARAMETER)
                     if p.inputs["name"].endswith("/join-token"))
     assert len(tokens) == 3
-    assert json.loads(policy.inputs["policy"])["Statement"] == [
+    document = json.loads(policy.inputs["policy"])
+    assert document["Statement"][:2] == [
         {"Sid": "PoolNodeWatcherListsInstances", "Effect": "Allow",
          "Action": ["ec2:DescribeInstances"], "Resource": "*"},
         {"Sid": "PoolTokenRotationWritesTokens", "Effect": "Allow",
          "Action": ["ssm:PutParameter"], "Resource": tokens}]
+    # The boot statuses of gone instances: listed and deleted below their path, nothing else.
+    controller = Principal("controller", "arn:aws:iam::000000000000:role/c", (document,))
+    statuses = tokens[0].split(":parameter/")[0] + ":parameter/gpu-cluster/dev/boot-status"
+    allowed = {(action, resource): evaluate(controller, AwsRequest(action, resource)) == ALLOW
+               for action in ("ssm:GetParametersByPath", "ssm:DeleteParameter",
+                              "ssm:PutParameter", "ssm:GetParameter")
+               for resource in (statuses, f"{statuses}/a10g/i-0123456789abcdef0",
+                                tokens[0].replace("/a10g/join-token", "/control-plane/ca-key"))}
+    assert {key for key, allow in allowed.items() if allow} == {
+        ("ssm:GetParametersByPath", statuses),
+        ("ssm:GetParametersByPath", f"{statuses}/a10g/i-0123456789abcdef0"),
+        ("ssm:DeleteParameter", f"{statuses}/a10g/i-0123456789abcdef0")}
     # No pool role may write a token or list instances.
     for other in dev.of_type(POLICY):
         if other.name.endswith("-node-read-parameter"):

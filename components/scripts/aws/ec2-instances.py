@@ -36,11 +36,12 @@ def request_body(cluster, next_token):
     return urllib.parse.urlencode(fields).encode()
 
 
-def live_names(client, region, cluster):
+def live_instances(client, region, cluster):
+    """(node name, instance id) of each live instance of `cluster`, by name."""
     endpoint = os.environ.get("EC2_ENDPOINT_URL", f"https://ec2.{region}.amazonaws.com")
     host = urllib.parse.urlsplit(endpoint).netloc
     credentials = client["instance_credentials"]()
-    names, next_token = set(), None
+    instances, next_token = set(), None
     while True:
         body = request_body(cluster, next_token)
         headers = client["sigv4"](
@@ -53,10 +54,10 @@ def live_names(client, region, cluster):
             state = item.findtext("{*}instanceState/{*}name", "")
             dns = item.findtext("{*}privateDnsName", "")
             if state in LIVE_STATES and dns:
-                names.add(dns.split(".", 1)[0].lower())
+                instances.add((dns.split(".", 1)[0].lower(), item.findtext("{*}instanceId", "")))
         next_token = answer.findtext("{*}nextToken", "")
         if not next_token:
-            return sorted(names)
+            return sorted(instances)
 
 
 def main(argv):
@@ -65,7 +66,7 @@ def main(argv):
         return 2
     client = runpy.run_path(argv[1])
     try:
-        names = live_names(client, argv[2], argv[3])
+        names = sorted({name for name, _ in live_instances(client, argv[2], argv[3])})
     except client["HttpError"] as error:
         print(error, file=sys.stderr)
         return 1

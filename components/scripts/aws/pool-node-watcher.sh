@@ -13,10 +13,15 @@
 #   kubernetes pkg/controller/nodelifecycle, --node-monitor-grace-period).
 # Any failure (EC2 or the API unanswered) deletes nothing; the timer tries again.
 #
+# Then the boot statuses (SSM parameters below BOOT_STATUS_PATH, one per instance id) of
+# instances that are gone are deleted (forget-boot-statuses.py), so terminated pool
+# instances leave nothing behind in SSM.
+#
 # Environment (from /etc/gpu-cluster/pool-node-watcher.env): AWS_REGION, CLUSTER_NAME,
 # KUBECTL (the distribution's kubectl command), KUBECONFIG_FILE (the watcher's own
 # credential: get, list and delete nodes), AWS_CLIENT (ssm-parameter.py), EC2_CLIENT
-# (ec2-instances.py), POOL_LABEL.
+# (ec2-instances.py), POOL_LABEL, BOOT_STATUS_CLIENT (forget-boot-statuses.py),
+# BOOT_STATUS_PATH.
 set -euo pipefail
 
 HOST="$(hostname)"
@@ -26,8 +31,9 @@ log() {
 }
 
 main() {
-  local missing=() name live nodes node ready deleted=0
-  for name in AWS_REGION CLUSTER_NAME KUBECTL KUBECONFIG_FILE AWS_CLIENT EC2_CLIENT POOL_LABEL; do
+  local missing=() name live nodes node ready deleted=0 forgotten
+  for name in AWS_REGION CLUSTER_NAME KUBECTL KUBECONFIG_FILE AWS_CLIENT EC2_CLIENT POOL_LABEL \
+    BOOT_STATUS_CLIENT BOOT_STATUS_PATH; do
     [[ -n "${!name:-}" ]] || missing+=("$name")
   done
   if ((${#missing[@]} > 0)); then
@@ -60,6 +66,12 @@ main() {
     deleted=$((deleted + 1))
   done <<<"$nodes"
   log "$deleted node(s) deleted"
+  if ! forgotten="$(python3 "$BOOT_STATUS_CLIENT" "$AWS_CLIENT" "$EC2_CLIENT" "$AWS_REGION" \
+    "$CLUSTER_NAME" "$BOOT_STATUS_PATH")"; then
+    log "could not delete the boot statuses of gone instances below $BOOT_STATUS_PATH"
+    exit 1
+  fi
+  log "$(grep -c . <<<"$forgotten" || true) boot status(es) of gone instances deleted"
 }
 
 main "$@"

@@ -7,9 +7,10 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=watch-pools}"
 
 # Inputs (environment):
-#   POOL_NODE_WATCHER, ROTATE_POOL_TOKENS, EC2_INSTANCES, AWS_CLIENT_TEXT
-#                         the texts of pool-node-watcher.sh, rotate-pool-tokens.sh,
-#                         ec2-instances.py and ssm-parameter.py.
+#   POOL_NODE_WATCHER, ROTATE_POOL_TOKENS, EC2_INSTANCES, FORGET_BOOT_STATUSES,
+#   AWS_CLIENT_TEXT       the texts of pool-node-watcher.sh, rotate-pool-tokens.sh,
+#                         ec2-instances.py, forget-boot-statuses.py and ssm-parameter.py.
+#   BOOT_STATUS_PATH      the SSM path the instances' boot statuses are below.
 #   WATCHER_KUBECONFIG    the watcher's own kubeconfig (it may get, list and delete nodes).
 #   AWS_REGION, CLUSTER_NAME, POOL_LABEL
 #   KUBECTL               the distribution's kubectl command ("k0s kubectl", or RKE2's path).
@@ -19,8 +20,8 @@ set -euo pipefail
 #   POOL_TOKEN_PARAMETERS the pools' join-token SSM parameters, space-separated.
 #
 # Each service is run by its timer:
-#   gpu-cluster-pool-node-watcher  deletes the nodes of pool instances that are gone
-#                                  (pool-node-watcher.sh), every minute;
+#   gpu-cluster-pool-node-watcher  deletes the nodes and boot statuses of pool instances
+#                                  that are gone (pool-node-watcher.sh), every minute;
 #   gpu-cluster-pool-tokens        stores a new expiring join token for each pool in SSM
 #                                  (rotate-pool-tokens.sh), every ROTATE_EVERY.
 # When anything changed, it rotates the tokens at once, before it returns: the pools'
@@ -34,9 +35,9 @@ WATCH_EVERY=60s
 DURATION='^[0-9]+(s|m|h)$'
 
 check_inputs() {
-  check_missing_env POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES AWS_CLIENT_TEXT \
-    WATCHER_KUBECONFIG AWS_REGION CLUSTER_NAME POOL_LABEL KUBECTL TOKEN_COMMAND TOKEN_TTL \
-    ROTATE_EVERY POOL_TOKEN_PARAMETERS
+  check_missing_env POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES FORGET_BOOT_STATUSES \
+    AWS_CLIENT_TEXT WATCHER_KUBECONFIG AWS_REGION CLUSTER_NAME POOL_LABEL KUBECTL \
+    TOKEN_COMMAND TOKEN_TTL ROTATE_EVERY POOL_TOKEN_PARAMETERS BOOT_STATUS_PATH
   local name parameter
   if [[ -n "${AWS_REGION:-}" && ! "$AWS_REGION" =~ $AWS_REGION_NAME ]]; then
     INPUT_PROBLEMS+=("AWS_REGION is not a region name: '$AWS_REGION'")
@@ -57,6 +58,9 @@ check_inputs() {
       INPUT_PROBLEMS+=("$name is not a duration such as 24h or 90m: '${!name}'")
     fi
   done
+  if [[ -n "${BOOT_STATUS_PATH:-}" && ! "$BOOT_STATUS_PATH" =~ $SSM_PARAMETER_NAME ]]; then
+    INPUT_PROBLEMS+=("BOOT_STATUS_PATH is not an SSM parameter path: '$BOOT_STATUS_PATH'")
+  fi
   for parameter in ${POOL_TOKEN_PARAMETERS:-}; do
     if [[ ! "$parameter" =~ $SSM_PARAMETER_NAME ]]; then
       INPUT_PROBLEMS+=("POOL_TOKEN_PARAMETERS holds a name that is not an SSM parameter name: '$parameter'")
@@ -104,6 +108,8 @@ main() {
   changed=$((changed | FILE_CHANGED))
   write_text "$LIBEXEC/ec2-instances.py" 0644 "$EC2_INSTANCES"
   changed=$((changed | FILE_CHANGED))
+  write_text "$LIBEXEC/forget-boot-statuses.py" 0644 "$FORGET_BOOT_STATUSES"
+  changed=$((changed | FILE_CHANGED))
   write_text "$LIBEXEC/ssm-parameter.py" 0644 "$AWS_CLIENT_TEXT"
   changed=$((changed | FILE_CHANGED))
   write_text "$ETC/pool-node-watcher.kubeconfig" 0600 "$WATCHER_KUBECONFIG"
@@ -118,6 +124,8 @@ KUBECTL="$KUBECTL"
 KUBECONFIG_FILE=$ETC/pool-node-watcher.kubeconfig
 AWS_CLIENT=$LIBEXEC/ssm-parameter.py
 EC2_CLIENT=$LIBEXEC/ec2-instances.py
+BOOT_STATUS_CLIENT=$LIBEXEC/forget-boot-statuses.py
+BOOT_STATUS_PATH=$BOOT_STATUS_PATH
 EOT
   changed=$((changed | FILE_CHANGED))
   write_file "$ETC/pool-tokens.env" 0600 <<EOT
