@@ -185,7 +185,8 @@ for _ in $(seq 100); do
   kill -0 "$worker" 2>/dev/null || break
   sleep 0.1
 done
-# shellcheck disable=SC2086 # OpenMPI splits plm_rsh_args on spaces too
+# OpenMPI splits plm_rsh_args on spaces too; the command runs on the far side.
+# shellcheck disable=SC2086,SC2016
 as_user ssh -o BatchMode=yes $RSH_ARGS 127.0.0.1 'echo "rank host as uid $(id -u)"' \
   || { echo "ssh failed; the worker's log:"; cat /tmp/worker.log; exit 1; }
 cat /tmp/worker.log
@@ -241,3 +242,16 @@ def test_the_worker_s_non_root_sshd_accepts_the_launcher_s_ssh(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"rank host as uid {uid}" in done.stdout
     assert f"sshd as {loopback.USER} (uid {uid}) on 127.0.0.1:{SSH_PORT}" in done.stdout
+
+
+def test_the_team_worker_script_and_the_test_harness_are_shellcheck_clean(tmp_path):
+    from tests.conftest import require_tool
+
+    shellcheck = require_tool("shellcheck")
+    job = team_jobs("lab")["mpijob-team-vision.yaml"]
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    for name, script in (("worker", worker["command"][2]), ("harness", HARNESS)):
+        path = tmp_path / f"{name}.sh"
+        path.write_text(f"#!/bin/bash\n{script}")
+        result = subprocess.run([shellcheck, str(path)], capture_output=True, text=True)
+        assert result.returncode == 0, (name, result.stdout)
