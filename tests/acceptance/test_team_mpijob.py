@@ -255,3 +255,30 @@ def test_the_team_worker_script_and_the_test_harness_are_shellcheck_clean(tmp_pa
         path.write_text(f"#!/bin/bash\n{script}")
         result = subprocess.run([shellcheck, str(path)], capture_output=True, text=True)
         assert result.returncode == 0, (name, result.stdout)
+
+
+@pytest.mark.parametrize("log_name, passes", [
+    ("constructed-socket-fallback-2x4.log", True),  # every rank and link on sockets
+    ("constructed-ib-2x4.log", False),  # NCCL took another network
+])
+def test_the_team_launcher_passes_only_when_nccl_used_sockets_between_nodes(tmp_path, log_name,
+                                                                            passes):
+    """The rendered launcher, its own environment (CHECK_NETWORK, CHECK_NODES) and a stand-in
+    mpirun printing a recorded log (tests/acceptance/data)."""
+    from tests.acceptance.test_scripts import DATA, FAKE_MPIRUN
+
+    job = team_jobs("lab")["mpijob-team-vision.yaml"]
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mpirun").write_text(FAKE_MPIRUN)
+    (bin_dir / "mpirun").chmod(0o755)
+    env = {**os.environ, **{e["name"]: e["value"] for e in launcher["env"]},
+           "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_LOG": str(DATA / log_name),
+           "TMPDIR": str(tmp_path)}
+    done = subprocess.run([*launcher["command"], *launcher["args"]], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode == 0) == passes, done.stdout + done.stderr
+    assert ("PASS" in done.stdout.splitlines()) == passes
+    if not passes:
+        assert "NCCL did not use only network Socket" in done.stderr
