@@ -2,8 +2,8 @@ r"""Acceptance workloads: Kubernetes files that prove a freshly built cluster wo
 
 `render(settings)` turns the stack config into files (name -> list of objects) and
 `dump(objects)` gives one file's YAML; the offline preview writes them to
-`build/<stack>/acceptance/`. After `pulumi up`, apply each file and read its logs (every file
-carries the `gpu-acceptance` Namespace, so each one applies on its own):
+`build/<stack>/acceptance/`. After `pulumi up`, apply each file and read its logs (every file but
+the teams' carries the `gpu-acceptance` Namespace, so each one applies on its own):
 
     # Every GPU host: nvidia-smi sees the requested GPUs, then the CUDA vectorAdd sample runs.
     kubectl apply -f build/<stack>/acceptance/gpu-smoke.yaml
@@ -26,14 +26,22 @@ carries the `gpu-acceptance` Namespace, so each one applies on its own):
     kubectl -n gpu-acceptance logs job/nccl-tests-launcher \
         | python -m acceptance.nccl_results --network IB --nodes <GPU hosts>
 
+    # A team's own multi-node GPU job, in the team's namespace under Pod Security
+    # restricted (acceptance/mpi_team.py); a user of the team with `edit` may apply it too.
+    kubectl apply -f build/<stack>/acceptance/mpijob-team-<team>.yaml
+    kubectl -n <team> wait --for=condition=Succeeded mpijob/nccl-team-check --timeout=60m
+    kubectl -n <team> logs job/nccl-team-check-launcher
+    kubectl -n <team> delete mpijob nccl-team-check
+
 A failed check leaves a failed Job (`kubectl -n gpu-acceptance get jobs,pods`). Finished Jobs are
 removed after an hour; to run a check again sooner, delete its Jobs first, e.g.
 `kubectl -n gpu-acceptance delete job -l app.kubernetes.io/component=gpu-smoke`.
 `kubectl delete namespace gpu-acceptance` removes every check and the test volume.
 
 Files without anything to check are not rendered: no `gpu-smoke.yaml` and no
-`mpijob-benchmark.yaml` when no host that runs workloads has GPUs, and no
-`mpijob-benchmark.yaml` when `mpi.operator` is off (the MPIJob kind would not exist).
+`mpijob-benchmark.yaml` when no host that runs workloads has GPUs, no
+`mpijob-benchmark.yaml` and no `mpijob-team-*.yaml` when `mpi.operator` is off (the MPIJob
+kind would not exist), and no `mpijob-team-<team>.yaml` for a team whose quota allows no GPU.
 """
 
 __all__ = ["NAMESPACE", "dump", "render"]

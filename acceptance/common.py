@@ -113,8 +113,13 @@ def tolerations(taints: Iterable[Taint]) -> list[dict]:
 
 # The admin applies these files into a namespace of their own, which no team user has a role
 # in. Its level is stated because the cluster's default is restricted
-# (components/common/pod_security.py): the MPIJob's workers use the host network (NCCL is
-# measured on the hosts' NICs) and run sshd as root, the NVIDIA images run as root.
+# (components/common/pod_security.py), for the fabric benchmark (mpijob-benchmark.yaml),
+# which measures the hosts' NICs: its workers use the host network (NCCL over the hosts'
+# interfaces and their RoCE/IPoIB addresses; baseline refuses hostNetwork,
+# pod-security-admission policy/check_hostNamespaces.go) and, with InfiniBand, keep IPC_LOCK
+# to pin their buffers for the HCAs (no level but privileged admits it:
+# check_capabilities_baseline.go). The same job as researchers run it, under restricted, is
+# each team's mpijob-team-<team>.yaml (acceptance/mpi_team.py).
 POD_SECURITY_LABELS = {"pod-security.kubernetes.io/enforce": "privileged"}
 
 

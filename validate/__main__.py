@@ -19,6 +19,7 @@ from doctor.kubeapi import ApiError, Client
 from validate import ValidateError, report, thresholds
 from validate.checks import Context, Options, gpus, nccl, storage
 from validate.kube import Kube
+from validate.manifests import PRIVILEGED, host_namespace
 from validate.manifests import namespace as namespace_object
 from validate.report import UNCHECKED, Verdict
 
@@ -145,16 +146,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(kube: Kube, known, options: Options, limits, progress) -> list[Verdict]:
     namespace = f"gpu-validate-{kube.run_id}"
+    host = host_namespace(namespace)
     try:
         nodes = kube.nodes()
     except ApiError as error:
         raise ValidateError(f"the cluster's API: {error}") from None
-    context = Context(kube, namespace, known, options, limits, progress, nodes)
-    progress(f"run {kube.run_id}: namespace {namespace}, "
+    context = Context(kube, namespace, known, options, limits, progress, nodes,
+                      host_namespace=host)
+    progress(f"run {kube.run_id}: namespaces {namespace} (restricted), {host} (privileged), "
              f"{len(context.gpu_nodes())} GPU node(s), {len(nodes)} node(s)")
     verdicts: list[Verdict] = []
     try:
         kube.create(namespace_object(namespace, kube.run_id))
+        kube.create(namespace_object(host, kube.run_id, PRIVILEGED))
         for name, check in CHECKS.items():
             if name in options.skip:
                 continue
@@ -168,7 +172,7 @@ def _run(kube: Kube, known, options: Options, limits, progress) -> list[Verdict]
     finally:
         # Also on Ctrl-C and SIGTERM: everything labelled with this run goes.
         progress(f"cleanup: deleting what run {kube.run_id} created")
-        for problem in kube.cleanup(namespace):
+        for problem in kube.cleanup(namespace, host):
             print(f"warning: cleanup: {problem}", file=sys.stderr)
     return verdicts
 

@@ -94,15 +94,16 @@ class Kube:
                 raise TimeoutError(f"{kind} {name} reached none of {', '.join(done)}")
             self.sleep(POLL_SECONDS)
 
-    def cleanup(self, namespace: str) -> list[str]:
+    def cleanup(self, *namespaces: str) -> list[str]:
         """Deletes what this run created, by its label; returns what could not be deleted."""
         failed = []
-        for kind in NAMESPACED_CLEANUP:
-            try:
-                self.client.request("DELETE", f"{path_of(kind, namespace)}?labelSelector="
-                                    f"{self.selector}", accept=(200, 202, 404))
-            except ApiError as error:
-                failed.append(f"{kind}: {error}")
+        for namespace in namespaces:
+            for kind in NAMESPACED_CLEANUP:
+                try:
+                    self.client.request("DELETE", f"{path_of(kind, namespace)}?labelSelector="
+                                        f"{self.selector}", accept=(200, 202, 404))
+                except ApiError as error:
+                    failed.append(f"{kind} in {namespace}: {error}")
         try:
             namespaces = self.client.list(f"/api/v1/namespaces?labelSelector={self.selector}")
             for item in namespaces:

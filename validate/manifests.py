@@ -1,7 +1,12 @@
-"""The objects a run creates: one namespace, then pods (and claims, and the acceptance
-MPIJob) in it, all with the run's label. Pods run once (restartPolicy Never), with a
+"""The objects a run creates: two namespaces, then pods (and claims, and the acceptance
+MPIJob) in them, all with the run's label. Pods run once (restartPolicy Never), with a
 deadline, no service account token, the runtime's seccomp profile and no privilege
-escalation; only what a check needs beyond that is added, and said why."""
+escalation; only what a check needs beyond that is added, and said why.
+
+The run's namespace enforces Pod Security `restricted`, as a team's does: the CUDA sample,
+NCCL on one node, the shared-volume pods and fio run there as non-root users without
+capabilities. The checks that need the host (dcgmi's SYS_ADMIN; iperf3 and the fabric MPIJob
+on the host network) run in a second namespace, `<run namespace>-host`, at `privileged`."""
 
 import copy
 from typing import Optional
@@ -23,15 +28,26 @@ def labels(run_id: str, component: str) -> dict:
             "app.kubernetes.io/component": component, RUN_LABEL: run_id}
 
 
-def namespace(name: str, run_id: str) -> dict:
-    # The NCCL workers and iperf3 use the host network (NCCL is measured on the hosts' NICs,
-    # as the acceptance MPIJob runs it) and dcgmi needs SYS_ADMIN: the namespace must admit
-    # privileged pods even where the cluster's Pod Security default is stricter
-    # (https://kubernetes.io/docs/concepts/security/pod-security-admission/).
+RESTRICTED, PRIVILEGED = "restricted", "privileged"
+# A user every image has (Debian's and Ubuntu's `nobody`), for tools that need no home.
+NOBODY = 65534
+# nccl-tests' image: the `ubuntu` user of its ubuntu:24.04 base (acceptance/mpi_team.py).
+MPI_UID = 1000
+
+
+def host_namespace(name: str) -> str:
+    return f"{name}-host"
+
+
+def namespace(name: str, run_id: str, level: str = RESTRICTED) -> dict:
+    """A run's namespace at a stated level, whatever the cluster's default
+    (https://kubernetes.io/docs/concepts/security/pod-security-admission/). The host one is
+    privileged: the fabric MPIJob's workers and iperf3 use the host network (NCCL measured on
+    the hosts' NICs) and dcgmi needs SYS_ADMIN, which baseline refuses too."""
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": {
                 **labels(run_id, "namespace"),
-                "pod-security.kubernetes.io/enforce": "privileged"}}}
+                "pod-security.kubernetes.io/enforce": level}}}
 
 
 def tolerations(node: dict) -> list[dict]:
@@ -54,7 +70,9 @@ def _container_security(add: Optional[list[str]] = None) -> dict:
 
 
 def pod(name: str, ns: str, run_id: str, component: str, container: dict, deadline: int,
-        node: Optional[dict] = None, gpus: int = 0, extra: Optional[dict] = None) -> dict:
+        node: Optional[dict] = None, gpus: int = 0, extra: Optional[dict] = None,
+        run_as: Optional[int] = None) -> dict:
+    """A pod; with `run_as` it runs as that user and group and passes `restricted`."""
     container = copy.deepcopy(container)
     resources = container.setdefault("resources", {})
     resources.setdefault("requests", {"cpu": "100m", "memory": "128Mi"})
@@ -68,6 +86,8 @@ def pod(name: str, ns: str, run_id: str, component: str, container: dict, deadli
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
     }
+    if run_as is not None:
+        spec["securityContext"].update(runAsNonRoot=True, runAsUser=run_as, runAsGroup=run_as)
     if gpus:
         spec["runtimeClassName"] = RUNTIME_CLASS
     else:
@@ -84,10 +104,13 @@ def pod(name: str, ns: str, run_id: str, component: str, container: dict, deadli
 
 
 def cuda_smoke(name, ns, run_id, node, gpus, deadline) -> dict:
-    # The image's default command runs vectorAdd; it prints "Test PASSED".
+    # The image's default command runs vectorAdd; it prints "Test PASSED". It needs only the
+    # GPUs' device nodes, which the driver makes readable by every user (its module option
+    # NVreg_DeviceFileMode, 0666 by default: NVIDIA driver README, "Configuring ... Device
+    # File Permissions"), so it runs as nobody.
     return pod(name, ns, run_id, "cuda-smoke", {"name": "vector-add",
                                                  "image": images.CUDA_SAMPLE_IMAGE},
-               deadline, node, gpus)
+               deadline, node, gpus, run_as=NOBODY)
 
 
 DCGM_SCRIPT = """\
@@ -100,7 +123,8 @@ dcgmi diag -r "$LEVEL"
 def dcgm_diag(name, ns, run_id, node, gpus, level, deadline) -> dict:
     # The diagnostic reads GPU counters only a privileged client may: NVIDIA's DCGM container
     # docs run it with `--cap-add SYS_ADMIN` (docs.nvidia.com/datacenter/dcgm, "Getting
-    # Started", containers).
+    # Started", containers). No Pod Security level but privileged admits SYS_ADMIN
+    # (pod-security-admission policy/check_capabilities_baseline.go): the host namespace.
     return pod(name, ns, run_id, "dcgm-diag", {
         "name": "dcgmi", "image": images.DCGM_IMAGE, "command": ["sh", "-c", DCGM_SCRIPT],
         "env": [{"name": "LEVEL", "value": str(level)}],
@@ -110,23 +134,22 @@ def dcgm_diag(name, ns, run_id, node, gpus, level, deadline) -> dict:
 
 def nccl_node(name, ns, run_id, node, gpus, deadline) -> dict:
     # One process drives every GPU of the node (-g), so no mpirun: the MPI=1 build then runs
-    # as an MPI singleton, which OpenMPI allows as root only with both variables
-    # (open-mpi/ompi orte/tools/orterun; documented in mpirun(1) --allow-run-as-root).
+    # as an MPI singleton, as the image's non-root user (root would need OpenMPI's
+    # OMPI_ALLOW_RUN_AS_ROOT pair: mpirun(1) --allow-run-as-root).
     return pod(name, ns, run_id, "nccl-node", {
         "name": "all-reduce", "image": images.NCCL_TESTS_IMAGE,
         "command": [ALL_REDUCE_PERF, "-b", "8", "-e", "8G", "-f", "2", "-g", str(gpus)],
-        "env": [{"name": "OMPI_ALLOW_RUN_AS_ROOT", "value": "1"},
-                {"name": "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "value": "1"},
-                {"name": "NCCL_DEBUG", "value": "INFO"}],
+        "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]},
         deadline, node, gpus,
         # NCCL shares memory between the GPUs' threads; the runtime's 64Mi is too small.
-        {"volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]})
+        {"volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}, run_as=MPI_UID)
 
 
 def iperf3_server(name, ns, run_id, node, deadline) -> dict:
-    # On the host network: the link NCCL's sockets use between GPU nodes is measured.
+    # On the host network: the link the fabric MPIJob's NCCL sockets use between GPU nodes is
+    # measured (baseline refuses hostNetwork: the host namespace).
     return pod(name, ns, run_id, "iperf3-server", {
         "name": "iperf3", "image": images.IPERF3_IMAGE,
         "command": ["iperf3", "-s", "-1", "-p", str(IPERF3_PORT)]}, deadline, node,
@@ -160,11 +183,9 @@ echo "node $NODE_NAME read from-$PEER, written on node $(cat "/data/from-$PEER")
 
 
 def rwx_pod(name, ns, run_id, me, peer, claim_name, node, deadline) -> dict:
-    volume = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}],
-              # Every backend's provisioner (nfs-subdir for nfs and efs, local-path) makes the
-              # volume's folder world-writable.
-              "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
-                                  "seccompProfile": {"type": "RuntimeDefault"}}}
+    # Every backend's provisioner (nfs-subdir for nfs and efs, local-path) makes the
+    # volume's folder world-writable, so nobody may write there.
+    volume = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]}
     return pod(name, ns, run_id, "storage-rwx", {
         "name": "write-read", "image": images.BUSYBOX_IMAGE, "command": ["sh", "-c", RWX_SCRIPT],
         "env": [{"name": "ME", "value": me}, {"name": "PEER", "value": peer},
@@ -172,7 +193,8 @@ def rwx_pod(name, ns, run_id, me, peer, claim_name, node, deadline) -> dict:
                 {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
         "securityContext": {**_container_security(), "readOnlyRootFilesystem": True},
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}]}, deadline, node, extra=volume)
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}]}, deadline, node, extra=volume,
+        run_as=NOBODY)
 
 
 def fio_pod(name, ns, run_id, claim_name, size_mib, node, deadline) -> dict:
@@ -186,7 +208,9 @@ def fio_pod(name, ns, run_id, claim_name, size_mib, node, deadline) -> dict:
                       "limits": {"memory": "1Gi"}},
         "volumeMounts": [{"name": "data", "mountPath": "/data"}]}, deadline, node,
         extra={"volumes": [{"name": "data",
-                            "persistentVolumeClaim": {"claimName": claim_name}}]})
+                            "persistentVolumeClaim": {"claimName": claim_name}}]},
+        # The claim's folder is world-writable (rwx_pod).
+        run_as=NOBODY)
 
 
 def mpijob(rendered: dict, ns: str, run_id: str) -> dict:

@@ -134,12 +134,14 @@ def _time_sliced() -> dict:
 
 
 CASES = {
-    "lab": Case("lab", {"moscow": 4, "madrid": 4, "campos": 4}, nccl=_nccl()),
+    "lab": Case("lab", {"moscow": 4, "madrid": 4, "campos": 4}, nccl=_nccl(),
+                files=(*ALL_FILES, "mpijob-team-vision.yaml", "mpijob-team-nlp.yaml")),
     # Two 8-GPU servers on InfiniBand (hybrid: the VPN gateway runs workloads too).
     "prod": Case("prod", {"gpu01": 8, "gpu02": 8},
                  taints={"gpu01": PROD_GPU_TAINTS, "gpu02": PROD_GPU_TAINTS, "vpn-gw": []},
                  storage_class="efs", nccl=_nccl(ifname="eno1", ib=True),
-                 rdma_resource="rdma/rdma_shared_device_a"),
+                 rdma_resource="rdma/rdma_shared_device_a",
+                 files=(*ALL_FILES, "mpijob-team-research.yaml")),
     # The controller runs no kubelet: one node runs workloads.
     "one-worker": Case(lambda: bare_metal_config(workers=1, gpus=4), {"gpu000": 4},
                        rwx_mode="single-node", nccl=_nccl()),

@@ -80,6 +80,13 @@ def program_objects(plan, directory: Path) -> list[dict]:
     return objects
 
 
-def validate_namespace() -> dict:
-    """The namespace `python -m validate` creates for a run."""
-    return validate_manifests.namespace("gpu-validate-run1", "run1")
+VALIDATE_NAMESPACE = "gpu-validate-run1"
+VALIDATE_HOST_NAMESPACE = validate_manifests.host_namespace(VALIDATE_NAMESPACE)
+
+
+def validate_namespaces() -> list[dict]:
+    """The namespaces `python -m validate` creates for a run: its own, restricted, and the
+    privileged one of the checks that need the host."""
+    return [validate_manifests.namespace(VALIDATE_NAMESPACE, "run1"),
+            validate_manifests.namespace(VALIDATE_HOST_NAMESPACE, "run1",
+                                         validate_manifests.PRIVILEGED)]

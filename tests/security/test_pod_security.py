@@ -8,6 +8,7 @@ import copy
 
 import pytest
 
+from acceptance.common import gpu_hosts
 from components.access.queues import TEAM_LABEL
 from components.common import pod_security
 from preview.stack_file import EXAMPLE_STACKS
@@ -24,7 +25,7 @@ def stack(request, tmp_path_factory):
     directory = tmp_path_factory.mktemp("build") / request.param
     plan, settings = cluster.build(request.param, directory)
     objects = cluster.program_objects(plan, directory)
-    objects.append(cluster.validate_namespace())
+    objects += cluster.validate_namespaces()
     return request.param, settings, directory, objects
 
 
@@ -65,7 +66,8 @@ def test_every_namespace_has_the_intended_level_and_admits_what_the_program_runs
     expected = {ns: "restricted" for ns in found}
     expected.update({ns: "privileged" for ns in pod_security.SYSTEM_EXEMPTIONS if ns in found})
     expected.update({"nfs-provisioner": "baseline", "efs-provisioner": "baseline",
-                     "gpu-acceptance": "privileged", "gpu-validate-run1": "privileged"})
+                     "gpu-acceptance": "privileged", cluster.VALIDATE_NAMESPACE: "restricted",
+                     cluster.VALIDATE_HOST_NAMESPACE: "privileged"})
     expected = {ns: level for ns, level in expected.items() if ns in found}
     assert found == expected, f"{name}: effective Pod Security levels"
     assert {found[team] for team in teams} <= {"restricted"}
@@ -142,47 +144,94 @@ def test_a_team_user_s_pods_are_admitted_or_refused_as_intended(stack, pod, spec
     assert (not pss.violations(spec, "baseline")) == baseline
 
 
-def test_the_acceptance_mpijob_runs_in_its_own_namespace_beside_no_team(stack):
-    """The acceptance benchmark runs as root on the host network: in gpu-acceptance, which
-    the admin applies and which states privileged; a team's restricted namespace refuses
-    it, as it refuses the same pod from a team user."""
+def test_the_fabric_benchmark_runs_in_its_own_namespace_beside_no_team(stack):
+    """The fabric benchmark (the hosts' NICs: host network; IPC_LOCK with InfiniBand) runs
+    in gpu-acceptance, which the admin applies and which states privileged; a team's
+    restricted namespace refuses it, as it refuses the same pod from a team user."""
     name, settings, _, objects = stack
-    jobs = [o for o in objects if o["kind"] == "MPIJob"]
+    jobs = [o for o in objects if o["kind"] == "MPIJob"
+            and o["metadata"]["namespace"] == "gpu-acceptance"]
     if not jobs:
-        pytest.skip(f"{name} renders no acceptance MPIJob")
+        pytest.skip(f"{name} renders no fabric benchmark")
     found = levels(cluster.admission_configuration(stack[2]), objects)
     for job in jobs:
-        namespace = job["metadata"]["namespace"]
-        assert namespace not in {team.name for team in settings.access.teams}
+        assert job["metadata"]["namespace"] not in {team.name for team in settings.access.teams}
         for pod, spec in pss.pod_specs(job):
-            assert pss.violations(spec, found[namespace]) == [], pod
+            assert pss.violations(spec, found[job["metadata"]["namespace"]]) == [], pod
         worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
-        assert "hostNetwork=true" in pss.violations(worker, "restricted")
+        assert "hostNetwork=true" in pss.violations(worker, "baseline")
 
 
+def with_operator_additions(job: dict, role: str) -> dict:
+    """A replica's pod spec as the MPI operator v0.8.0 creates it: the SSH Secret at
+    sshAuthMountPath (pkg/controller/mpi_job_controller.go setupSSHOnPod), the launcher's
+    ConfigMap of the hostfile (newLauncherPodTemplate), their env; nothing else."""
+    spec = copy.deepcopy(job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"])
+    spec.setdefault("volumes", []).append(
+        {"name": "ssh-auth", "secret": {"secretName": f"{job['metadata']['name']}-ssh"}})
+    main = spec["containers"][0]
+    main.setdefault("volumeMounts", []).append(
+        {"name": "ssh-auth", "mountPath": job["spec"].get("sshAuthMountPath", "/root/.ssh")})
+    if role == "Launcher":
+        spec["volumes"].append({"name": "mpi-job-config", "configMap": {
+            "name": f"{job['metadata']['name']}-config"}})
+        main["env"] = [*main.get("env", []), {"name": "NVIDIA_VISIBLE_DEVICES"},
+                       {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"}]
+    return spec
+
+
+def test_every_team_runs_the_acceptance_mpijob_in_its_own_namespace_under_its_level(stack):
+    """A researcher's multi-node GPU job: each team's MPIJob, in the team's namespace, is
+    admitted there as the operator creates its pods, and would be under restricted whatever
+    the team's level."""
+    name, settings, directory, objects = stack
+    teams = {team.name for team in settings.access.teams}
+    if not (teams and settings.mpi.operator and gpu_hosts(settings)):
+        pytest.skip(f"{name} has no team, no MPI operator or no GPU host")
+    found = levels(cluster.admission_configuration(directory), objects)
+    jobs = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "MPIJob"
+            and o["metadata"]["namespace"] in teams}
+    assert set(jobs) == teams, f"{name}: teams without their acceptance MPIJob"
+    for team, job in jobs.items():
+        assert found[team] in ("restricted", "baseline"), (name, team)
+        for role in ("Launcher", "Worker"):
+            spec = with_operator_additions(job, role)
+            assert pss.violations(spec, "restricted") == [], (name, team, role)
+            assert pss.violations(spec, found[team]) == [], (name, team, role)
+        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+        assert worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert "hostNetwork" not in worker
+
+
+# validate's pods: name -> (pod, the namespace it runs in).
+RESTRICTED_NS, HOST_NS = cluster.VALIDATE_NAMESPACE, cluster.VALIDATE_HOST_NAMESPACE
 VALIDATE_PODS = {
-    "cuda-smoke": vm.cuda_smoke("a", "ns", "r", None, 1, 60),
-    "dcgm-diag": vm.dcgm_diag("a", "ns", "r", None, 1, 1, 60),
-    "nccl-node": vm.nccl_node("a", "ns", "r", None, 1, 60),
-    "iperf3-server": vm.iperf3_server("a", "ns", "r", None, 60),
-    "rwx": vm.rwx_pod("a", "ns", "r", "me", "peer", "claim", None, 60),
-    "fio": vm.fio_pod("a", "ns", "r", "claim", 64, None, 60),
+    "cuda-smoke": vm.cuda_smoke("a", RESTRICTED_NS, "r", None, 1, 60),
+    "nccl-node": vm.nccl_node("a", RESTRICTED_NS, "r", None, 1, 60),
+    "rwx": vm.rwx_pod("a", RESTRICTED_NS, "r", "me", "peer", "claim", None, 60),
+    "fio": vm.fio_pod("a", RESTRICTED_NS, "r", "claim", 64, None, 60),
+    "dcgm-diag": vm.dcgm_diag("a", HOST_NS, "r", None, 1, 1, 60),
+    "iperf3-server": vm.iperf3_server("a", HOST_NS, "r", None, 60),
+    "iperf3-client": vm.iperf3_client("a", HOST_NS, "r", None, "192.168.2.1", 60),
 }
 
 
 @pytest.mark.parametrize("pod", sorted(VALIDATE_PODS))
-def test_validate_s_pods_are_admitted_in_validate_s_namespace(pod):
-    namespace = cluster.validate_namespace()
-    level = pss.effective_level(namespace, namespace["metadata"]["name"], "restricted")
-    assert level == "privileged"
-    assert pss.violations(VALIDATE_PODS[pod]["spec"], level) == []
+def test_validate_s_pods_are_admitted_in_their_namespace(pod):
+    namespaces = {n["metadata"]["name"]: n for n in cluster.validate_namespaces()}
+    manifest = VALIDATE_PODS[pod]
+    ns = manifest["metadata"]["namespace"]
+    level = pss.effective_level(namespaces[ns], ns, "restricted")
+    assert pss.violations(manifest["spec"], level) == []
 
 
-def test_validate_s_namespace_needs_privileged_for_its_host_network_and_sys_admin_pods():
-    """Why validate's namespace states privileged: baseline would refuse these."""
-    assert pss.lowest_level(VALIDATE_PODS["iperf3-server"]["spec"]) == "privileged"
-    assert pss.lowest_level(VALIDATE_PODS["dcgm-diag"]["spec"]) == "privileged"
-    assert pss.lowest_level(VALIDATE_PODS["rwx"]["spec"]) == "restricted"
+def test_only_the_checks_that_need_the_host_leave_restricted():
+    """dcgmi's SYS_ADMIN and iperf3's host network: privileged is the only level that
+    admits them; every other pod of validate passes restricted."""
+    levels_of = {pod: pss.lowest_level(m["spec"]) for pod, m in VALIDATE_PODS.items()}
+    assert levels_of == {"cuda-smoke": "restricted", "nccl-node": "restricted",
+                         "rwx": "restricted", "fio": "restricted", "dcgm-diag": "privileged",
+                         "iperf3-server": "privileged", "iperf3-client": "privileged"}
 
 
 def test_a_team_set_to_baseline_is_labelled_so_and_the_preview_warns_naming_the_key():

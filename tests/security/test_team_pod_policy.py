@@ -139,3 +139,20 @@ def test_no_team_pod_can_land_on_a_controller(stack):
     context = {"object": pod, "request": {"operation": "CREATE"}}
     validations = found["ValidatingAdmissionPolicy"]["spec"]["validations"]
     assert any(cel.evaluate(v["expression"], context) is False for v in validations), stack
+
+
+def test_each_team_s_acceptance_mpijob_passes_the_team_policy(policy_objects):
+    """The pods of the teams' acceptance MPIJobs (lab's two teams; prod's, whose GPU hosts
+    are tainted, so its pods carry tolerations) pass every validation of the policy."""
+    from acceptance import render
+    from tests.acceptance.cases import CASES, settings_of
+
+    checked = 0
+    for case in ("lab", "prod"):
+        for file, objects in render(settings_of(CASES[case])).items():
+            for job in (o for o in objects if file.startswith("mpijob-team-")):
+                for role, replica in job["spec"]["mpiReplicaSpecs"].items():
+                    spec = replica["template"]["spec"]
+                    assert refusals(policy_objects, spec) == [], (case, file, role)
+                    checked += 1
+    assert checked == 6  # lab's two teams, prod's one: launcher and worker each

@@ -113,7 +113,8 @@ def test_preview_command_writes_the_build_folder(tmp_path, capsys):
     assert "Resources:" in printed and "gpu-cluster:sshPrivateKey" in printed
     build = tmp_path / "lab"
     assert sorted(p.name for p in (build / "acceptance").iterdir()) == [
-        "gpu-smoke.yaml", "mpijob-benchmark.yaml", "rwx-check.yaml"]
+        "gpu-smoke.yaml", "mpijob-benchmark.yaml", "mpijob-team-nlp.yaml",
+        "mpijob-team-vision.yaml", "rwx-check.yaml"]
     assert (build / "manifests" / "upstream.txt").read_text().count("mpi-operator.yaml") == 1
     assert f"Wrote {sum(1 for p in build.rglob('*') if p.is_file())} files" in printed
 

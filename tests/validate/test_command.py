@@ -212,3 +212,30 @@ def test_junit_is_read_by_a_junit_consumer(serve, authority, tmp_path):
     assert "vectorAdd did not print 'Test PASSED'" in failed[0].result[0].text
     assert "no CUDA-capable device" in failed[0].system_out
     ET.parse(tmp_path / "junit.xml")  # well-formed for any other reader
+
+
+def test_every_pod_runs_under_restricted_but_those_that_need_the_host(serve, authority,
+                                                                       tmp_path):
+    """The run's pods as it creates them, each judged at its namespace's Pod Security level
+    (tests/security/pss.py, after k8s.io/pod-security-admission): the CUDA sample, NCCL on
+    one node and the storage pods in the run's restricted namespace; dcgmi (SYS_ADMIN),
+    iperf3 and the fabric MPIJob (host network) in its privileged one."""
+    from tests.security import pss
+
+    server = serve()
+    done, _ = run_validate(tmp_path, server.url, authority)
+    assert done.returncode == 0, done.stdout + done.stderr
+    namespaces = {o["metadata"]["name"]: o for o in server.created if o["kind"] == "Namespace"}
+    levels = {name: pss.effective_level(ns, name, "restricted")
+              for name, ns in namespaces.items()}
+    by_level: dict[str, set] = {}
+    for obj in server.created:
+        for pod, spec in pss.pod_specs(obj):
+            level = levels[obj["metadata"]["namespace"]]
+            assert pss.violations(spec, level) == [], (pod, level)
+            component = obj["metadata"]["labels"]["app.kubernetes.io/component"]
+            by_level.setdefault(level, set()).add(component)
+    assert sorted(levels.values()) == ["privileged", "restricted"]
+    assert by_level == {
+        "restricted": {"cuda-smoke", "nccl-node", "storage-rwx", "storage-fio"},
+        "privileged": {"dcgm-diag", "iperf3-server", "iperf3-client", "mpi-benchmark"}}

@@ -46,6 +46,9 @@ class Context:
     thresholds: Thresholds
     progress: Callable[[str], None]
     nodes: list[dict] = field(default_factory=list)
+    # The namespace of the checks that need host access (privileged: validate/manifests.py
+    # namespace); `namespace` itself is restricted.
+    host_namespace: str = ""
 
     def node(self, name: str) -> Optional[dict]:
         return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
@@ -92,11 +95,11 @@ def run_pods(ctx: Context, check: str, items: list[tuple[str, dict, Judge]],
         except ApiError as error:
             verdicts.append(Verdict(check, subject, UNCHECKED, f"could not create the pod: {error}"))
     for subject, manifest, judge in created:
-        name = manifest["metadata"]["name"]
+        name, namespace = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
         ctx.progress(f"{check} {subject}: waiting for pod {name}")
         try:
-            pod = ctx.kube.wait_pod(ctx.namespace, name, deadline)
-            log = ctx.kube.log(ctx.namespace, name)
+            pod = ctx.kube.wait_pod(namespace, name, deadline)
+            log = ctx.kube.log(namespace, name)
             verdict = judge(pod, log)
             verdict.output = clip(log)
         except TimeoutError as error:

@@ -84,7 +84,8 @@ def dcgm_diag(ctx: Context) -> list[Verdict]:
                            measured={"tests": [list(t) for t in diag.tests]})
         return judge
 
-    items = [(g.name, manifests.dcgm_diag(bounded(f"dcgm-diag-{g.name}"), ctx.namespace,
+    # In the privileged namespace: dcgmi needs SYS_ADMIN (validate/manifests.py dcgm_diag).
+    items = [(g.name, manifests.dcgm_diag(bounded(f"dcgm-diag-{g.name}"), ctx.host_namespace,
                                           ctx.kube.run_id, g.node, g.gpus, level,
                                           ctx.options.timeout), judge_for(g.name))
              for g in usable]

@@ -85,7 +85,8 @@ def _rendered_mpijob(ctx: Context) -> Optional[dict]:
 
 def link_baseline(ctx: Context, gpus: list) -> tuple[Optional[float], list[Verdict]]:
     """iperf3 from each GPU node to the next (a ring, as NCCL's ring runs): the slowest
-    link's rate in GB/s, and a verdict per link."""
+    link's rate in GB/s, and a verdict per link. On the host network, in the privileged
+    namespace: the link measured is the one the fabric MPIJob's NCCL uses."""
     verdicts, rates = [], []
     for index, server in enumerate(gpus):
         client = gpus[(index + 1) % len(gpus)]
@@ -97,14 +98,15 @@ def link_baseline(ctx: Context, gpus: list) -> tuple[Optional[float], list[Verdi
         client_name = bounded(f"iperf3-c-{client.name}")
         try:
             ctx.progress(f"link-baseline {subject}: iperf3")
-            ctx.kube.create(manifests.iperf3_server(server_name, ctx.namespace, ctx.kube.run_id,
+            host = ctx.host_namespace
+            ctx.kube.create(manifests.iperf3_server(server_name, host, ctx.kube.run_id,
                                                     server.node, ctx.options.timeout))
-            served = ctx.kube.wait_running(ctx.namespace, server_name, ctx.deadline())
+            served = ctx.kube.wait_running(host, server_name, ctx.deadline())
             address = served["status"]["podIP"]  # the host network: the node's address
-            ctx.kube.create(manifests.iperf3_client(client_name, ctx.namespace, ctx.kube.run_id,
+            ctx.kube.create(manifests.iperf3_client(client_name, host, ctx.kube.run_id,
                                                     client.node, address, ctx.options.timeout))
-            pod = ctx.kube.wait_pod(ctx.namespace, client_name, ctx.deadline())
-            log = ctx.kube.log(ctx.namespace, client_name)
+            pod = ctx.kube.wait_pod(host, client_name, ctx.deadline())
+            log = ctx.kube.log(host, client_name)
             bits = parse_iperf3(log)
         except (ApiError, TimeoutError, RuntimeError, ValueError) as error:
             verdicts.append(Verdict("link-baseline", subject, UNCHECKED, f"iperf3: {error}",
@@ -147,20 +149,21 @@ def multi_node(ctx: Context) -> list[Verdict]:
                   f"share: {ctx.thresholds.link_fraction_source}"
                   if not ctx.options.link_fraction else
                   f"{fraction:g} (--link-fraction) x iperf3's slowest link {baseline:.3f} GB/s")
-    job = manifests.mpijob(rendered, ctx.namespace, ctx.kube.run_id)
+    # The fabric MPIJob uses the host network: the privileged namespace.
+    job = manifests.mpijob(rendered, ctx.host_namespace, ctx.kube.run_id)
     name = job["metadata"]["name"]
     clock = timed(ctx.kube.clock)
     ctx.progress(f"nccl-cluster: MPIJob {name} across {subject}")
     try:
         ctx.kube.create(job)
-        ctx.kube.wait_condition("MPIJob", ctx.namespace, name, ("Succeeded", "Failed"),
+        ctx.kube.wait_condition("MPIJob", ctx.host_namespace, name, ("Succeeded", "Failed"),
                                 ctx.deadline(ctx.options.mpi_timeout))
         selector = f"{MPI_JOB_NAME_LABEL}={name},{MPI_ROLE_LABEL}=launcher"
-        launchers = ctx.kube.pods(ctx.namespace, selector)
+        launchers = ctx.kube.pods(ctx.host_namespace, selector)
         if not launchers:
             raise RuntimeError("no launcher pod")
         launcher = launchers[-1]
-        log = ctx.kube.log(ctx.namespace, launcher["metadata"]["name"])
+        log = ctx.kube.log(ctx.host_namespace, launcher["metadata"]["name"])
     except (ApiError, TimeoutError, RuntimeError) as error:
         return verdicts + [Verdict("nccl-cluster", subject, UNCHECKED, f"MPIJob {name}: {error}",
                                    seconds=clock())]
