@@ -57,6 +57,13 @@ run_step() {
   grep -qx '\[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia\]' \
     "$GPU_CLUSTER_ROOT/etc/k0s/containerd.d/nvidia.toml"
   [ ! -e "$GPU_CLUSTER_ROOT/var/run/reboot-required" ]
+  # The same GPU isolation as on hosts whose driver the program installs: an unprivileged
+  # pod's NVIDIA_VISIBLE_DEVICES is ignored (install-nvidia.sh TOOLKIT_SETTINGS).
+  "$PYTHON" -c 'import sys, tomllib
+config = tomllib.load(open(sys.argv[1], "rb"))
+assert config["accept-nvidia-visible-devices-envvar-when-unprivileged"] is False, config
+assert config["accept-nvidia-visible-devices-as-volume-mounts"] is True, config' \
+    "$GPU_CLUSTER_ROOT/etc/nvidia-container-runtime/config.toml"
 
   reset_calls
   run_step install-nvidia
