@@ -13,7 +13,8 @@ from config.model import POOL_LABEL, Host, StackConfig, Taint
 NAMESPACE = "gpu-acceptance"
 
 
-# The RuntimeClass components/addons/gpu_support.py creates for GPU pods.
+# The RuntimeClass components/addons/gpu_support.py creates (patches, where the distribution
+# installs its own) for GPU pods.
 RUNTIME_CLASS = "nvidia"
 
 

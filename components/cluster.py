@@ -10,13 +10,15 @@ import pulumi_random as random
 from pulumi_command import local
 
 from components.common import pod_security
+from components.common.remote_step import run_step
 from components.hosts.authorized_keys import authorized_keys_step
 from components.access.teams import (Access, AccessArgs, KubeflowProfiles, job_kinds,
                                     kubeconfig_cluster_name)
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
-from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_taints
+from components.addons.gpu_support import (RUNTIME_CLASS, GpuSupport, GpuSupportArgs,
+                                           gpu_node_taints)
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
 from components.addons.monitoring.install import Monitoring, MonitoringArgs
@@ -30,6 +32,7 @@ from components.addons.shared_storage import (
 )
 from components.kubernetes.backups import install_backup_env, install_backup_over_ssh
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
+from config.gpu_hosts import runtime_warnings
 from config.host_security import host_warnings
 from config.model import StackConfig
 from config import vendored
@@ -59,8 +62,9 @@ class Cluster(pulumi.ComponentResource):
         distribution = distribution_for(distribution_settings(settings))
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution
-        for warning in host_warnings(settings.layout, settings.ssh, settings.hosts,
-                                     settings.tuning, settings.access):
+        for warning in [*host_warnings(settings.layout, settings.ssh, settings.hosts,
+                                       settings.tuning, settings.access),
+                        *runtime_warnings(settings.hosts, settings.nvidia)]:
             pulumi.log.warn(warning, resource=self)
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
             settings.cluster_name, settings.kubernetes.admin_certificate_generation),
@@ -94,7 +98,7 @@ class Cluster(pulumi.ComponentResource):
         # declare_dependency): at 499 workers, 9,500 resources a walk, for each of about
         # 50 objects.
         self.provider = self._kubernetes_provider(f"{name}-kubernetes", [nodes_ready])
-        self._create_addons(machines)
+        self._create_addons(machines, nodes_ready)
         self._create_backups(machines, control_plane)
         self.gateways = machines.gateways
         self.images = machines.images
@@ -204,12 +208,14 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
 
-    def _create_addons(self, machines: Machines) -> None:
+    def _create_addons(self, machines: Machines, nodes_ready: pulumi.Resource) -> None:
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs, Kubeflow."""
         settings, opts = self._settings, pulumi.ResourceOptions(parent=self)
         GpuSupport(f"{self._name}-gpu", GpuSupportArgs(
             settings.gpu, gpu_node_taints([*settings.hosts, *settings.pools]),
-            settings.tuning.cpu_manager_policy, self.provider), opts=opts)
+            settings.tuning.cpu_manager_policy, self.provider,
+            distribution_runtime_class=self._distribution_runtime_class(nodes_ready)),
+            opts=opts)
         storage = settings.storage
         self.storage = SharedStorage(
             f"{self._name}-storage",
@@ -261,6 +267,19 @@ class Cluster(pulumi.ComponentResource):
             workload_controllers=[(index, host.name) for index, host in enumerate(settings.hosts)
                                   if host.runs_control_plane and host.runs_workloads]),
             opts=opts)
+
+    def _distribution_runtime_class(self, nodes_ready: pulumi.Resource
+                                    ) -> Optional[pulumi.Resource]:
+        """When the distribution installs its own `nvidia` RuntimeClass: the step on the
+        controller after which it exists (once the nodes are ready: its installer needs
+        one), which the GPU add-on's patch of it waits for."""
+        wait = self._distribution.runtime_class_wait(RUNTIME_CLASS)
+        if wait is None:
+            return None
+        script, env = wait
+        return run_step(self.control_plane.host.name, "wait-for-runtime-class",
+                        on=self.control_plane.ssh, create=script, env=env,
+                        depends_on=[nodes_ready], parent=self)
 
     def _create_kueue(self) -> Optional[list]:
         """Kueue for the teams' queues (access.queues), when there is a team."""

@@ -26,6 +26,7 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += _hosts_on_lan(cfg)
     problems += _roles(cfg)
     problems += _host_fields(cfg)
+    problems += _nvidia(cfg)
     problems += _ssh_keys(cfg)
     problems += host_key_problems(cfg.layout, cfg.ssh, cfg.hosts)
     problems += _tuning(cfg)
@@ -171,6 +172,24 @@ def _host_fields(cfg: PartialConfig) -> list[Problem]:
                         "the control-plane host cannot be replaced by rejoining it: the cluster's "
                         "state lives on it; only workers take a generation")
             )
+    return problems
+
+
+def _nvidia(cfg: PartialConfig) -> list[Problem]:
+    """install-nvidia installs the driver together with the toolkit: a host whose driver
+    the program installs gets both."""
+    if cfg.nvidia is None:
+        return []
+    problems = []
+    for index, host in cfg.hosts:
+        driver, toolkit = cfg.nvidia.for_host(host)
+        if host.gpus and driver and not toolkit:
+            key = (f"hosts[{index}].installToolkit" if host.install_toolkit is not None
+                   else "nvidia.installToolkit")
+            problems.append(Problem(key, f"is false but the program installs the NVIDIA driver "
+                                    f"on {host.name} (installDriver: true), which comes with the "
+                                    "container toolkit; set installDriver: false too when the "
+                                    "host brings both"))
     return problems
 
 

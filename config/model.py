@@ -154,6 +154,10 @@ class Host(Section):
     # true: cordon and drain the node (it stays in the cluster); false: uncordon it. Unset:
     # the program leaves the cordon alone.
     maintenance: Optional[bool] = None
+    # This host's own answer to nvidia.installDriver / nvidia.installToolkit (unset: the
+    # stack's): a vGPU guest or an image that brings its own driver keeps it.
+    install_driver: Optional[bool] = None
+    install_toolkit: Optional[bool] = None
     # Raised by the user when the machine behind this name is new hardware: its steps run
     # again on it, and the old node object is removed before it joins (README, Day-2).
     generation: int = Field(default=0, ge=0, le=1_000_000)
@@ -207,7 +211,13 @@ class HostTuning(Section):
 
 
 class NvidiaSettings(Section):
+    # The pinned driver branch on GPU hosts; false keeps the host's own (a vGPU guest's
+    # GRID driver, an image's), of any branch.
     install_driver: bool = True
+    # The pinned NVIDIA Container Toolkit and containerd's `nvidia` runtime on GPU hosts,
+    # which the device plugin's and the DCGM exporter's pods run with (RuntimeClass
+    # `nvidia`); false leaves both to the host (the preview warns).
+    install_toolkit: bool = True
     driver_branch: str = Field(default=versions.NVIDIA_DRIVER_BRANCH, pattern=r"^\d{3}$")
     container_toolkit_version: str = Field(
         default=versions.NVIDIA_CONTAINER_TOOLKIT, pattern=r"^\d+\.\d+\.\d+(-\d+)?$"
@@ -215,6 +225,13 @@ class NvidiaSettings(Section):
     # Make nvidia the node's default container runtime instead of selecting it per pod
     # with the `nvidia` RuntimeClass.
     default_runtime: bool = False
+
+    def for_host(self, host: "Host") -> tuple[bool, bool]:
+        """(install the driver, install the toolkit and runtime) on `host`: its own
+        installDriver / installToolkit, else the stack's."""
+        driver = self.install_driver if host.install_driver is None else host.install_driver
+        toolkit = self.install_toolkit if host.install_toolkit is None else host.install_toolkit
+        return driver, toolkit
 
 
 class GpuSettings(Section):

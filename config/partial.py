@@ -9,7 +9,7 @@ from config.cloud import AwsSettings, VpnSettings
 from config.kubeflow import KubeflowSettings
 from config.kubernetes import KubernetesSettings
 from config.monitoring import MonitoringSettings
-from config.model import Host, HostTuning, NetworkSettings, SshSettings
+from config.model import Host, HostTuning, NetworkSettings, NvidiaSettings, SshSettings
 from config.release_pins import VersionOverrides
 from config.storage import StorageSettings
 
@@ -22,6 +22,7 @@ class PartialConfig:
     network: Optional[NetworkSettings] = None
     ssh: Optional[SshSettings] = None
     tuning: Optional[HostTuning] = None
+    nvidia: Optional[NvidiaSettings] = None
     hosts: list[tuple[int, Host]] = field(default_factory=list)
     all_hosts_parsed: bool = True
     storage: Optional[StorageSettings] = None

@@ -16,7 +16,8 @@ from validate.kube import RUN_LABEL
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
-# The RuntimeClass components/addons/gpu_support.py creates for GPU pods.
+# The RuntimeClass components/addons/gpu_support.py creates (patches, where the distribution
+# installs its own) for GPU pods.
 RUNTIME_CLASS = "nvidia"
 # nccl-tests built with MPI=1 (the pinned image, acceptance/mpi_benchmark.py ALL_REDUCE_PERF).
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"

@@ -4,6 +4,7 @@ only on GPU nodes, with optional time-slicing and MIG strategy."""
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -38,14 +39,24 @@ class GpuSupportArgs:
     cpu_manager_policy: str
     # The add-ons' provider: registered once every node is registered and labelled.
     provider: k8s.Provider
+    # Set when the distribution installs its own `nvidia` RuntimeClass: the resource after
+    # which it exists. The program then patches that object's scheduling (patch_runtime_class)
+    # instead of creating it.
+    distribution_runtime_class: Optional[pulumi.Resource] = None
 
 
 class GpuSupport(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuSupportArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:addons:GpuSupport", name, None, opts)
         opts = kube.k8s_provider_opts(args.provider, self)
-        self.resources = kube.apply_all(
-            gpu_manifests(args.gpu, args.gpu_node_taints, args.cpu_manager_policy), opts)
+        runtime_class, *rest = gpu_manifests(args.gpu, args.gpu_node_taints,
+                                             args.cpu_manager_policy)
+        self.runtime_class = (
+            kube.apply(runtime_class, opts) if args.distribution_runtime_class is None
+            else patch_runtime_class(runtime_class, args.distribution_runtime_class, opts))
+        # Pods naming a RuntimeClass that does not exist yet are refused at admission.
+        self.resources = [self.runtime_class, *kube.apply_all(rest, pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(depends_on=[self.runtime_class])))]
         if args.gpu.feature_discovery:
             self.resources.append(self._create_feature_discovery(name, args, opts))
         self.register_outputs({})
@@ -64,6 +75,30 @@ class GpuSupport(pulumi.ComponentResource):
             values=feature_discovery_values(args.gpu, args.gpu_node_taints),
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
         )
+
+
+def patch_runtime_class(manifest: dict, exists_after: pulumi.Resource,
+                        opts: pulumi.ResourceOptions) -> k8s.node.v1.RuntimeClassPatch:
+    """The distribution's RuntimeClass with the program's scheduling, once `exists_after`
+    says it exists. The handler stays the distribution's (immutable, and the same: the
+    runtime it adds to containerd). The name and the old type as an alias: a stack whose
+    state holds the RuntimeClass the program once created (before the distribution's
+    chart, which then adopted it) updates that resource in place, since a Patch resource
+    is replaced only for a new name or namespace (pulumi-kubernetes provider/pkg/provider/
+    provider.go Diff, forceNewFields); without the alias the engine would delete it, the
+    distribution's object by then. retain_on_delete: removing the patch or destroying the
+    stack leaves the distribution's object alone; Pulumi honours it from the state
+    (pulumi/pulumi pkg/resource/deploy/step.go DeleteStep.Apply), and pulumi-kubernetes
+    refuses to delete a Patch that co-owns a required field (handler) unless it is set
+    (provider.go Delete, "currently managing a required field")."""
+    metadata = manifest["metadata"]
+    return k8s.node.v1.RuntimeClassPatch(
+        f"{manifest['kind'].lower()}-{metadata['name']}",
+        metadata={"name": metadata["name"]},
+        scheduling=manifest["scheduling"],
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            depends_on=[exists_after], retain_on_delete=True,
+            aliases=[pulumi.Alias(type_="kubernetes:node.k8s.io/v1:RuntimeClass")])))
 
 
 def gpu_node_taints(nodes: Iterable["Host | WorkerPool"]) -> tuple[Taint, ...]:

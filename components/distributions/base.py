@@ -148,6 +148,11 @@ class Distribution(Protocol):
         """The containerd drop-in adding the `nvidia` runtime, or None when the
         distribution adds it by itself."""
 
+    def runtime_class_wait(self, name: str) -> Optional[tuple[Script, dict[str, str]]]:
+        """None when the program creates RuntimeClass `name`. Otherwise the distribution
+        installs its own, and this step on the controller (its script and inputs) waits
+        until it has: the program then patches that object instead of creating one."""
+
 
 def node_labels(node: "Host | WorkerPool") -> dict[str, str]:
     """Labels from config plus the GPU labels the GPU add-ons select nodes by."""

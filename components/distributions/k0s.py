@@ -121,6 +121,10 @@ class K0s:
             values["reservedSystemCPUs"] = tuning.reserved_cpus
         return values
 
+    def runtime_class_wait(self, name: str) -> None:
+        """None: k0s installs no RuntimeClass; the program creates its own."""
+        return None
+
     def nvidia_runtime_dropin(self) -> str:
         """containerd 2 (config v3) drop-in adding the `nvidia` runtime."""
         lines = ["# Written by gpu-cluster: the NVIDIA container runtime for k0s's containerd.",

@@ -57,6 +57,13 @@ AGENT_TOKEN_USER = "node"
 # agents' secret.
 SERVER_TOKEN, AGENT_SECRET = "server-token", "agent-token"
 SECRET_ENV = {SERVER_TOKEN: "RKE2_TOKEN", AGENT_SECRET: "RKE2_AGENT_TOKEN"}
+# RKE2's chart of RuntimeClasses, installed by its helm-controller, and what it holds
+# (see Rke2.runtime_class_wait).
+RUNTIME_CLASSES_CHART = "rke2-runtimeclasses"
+RUNTIME_CLASSES = ("nvidia", "nvidia-experimental", "crun")
+WAIT_FOR_RUNTIME_CLASS = Script("rke2/wait-for-runtime-class.sh")
+# The chart's install job needs a node with its CNI: minutes on a fresh server.
+RUNTIME_CLASS_WAIT_SECONDS = 900
 
 
 class Rke2:
@@ -185,6 +192,21 @@ class Rke2:
         findNvidiaContainerRuntimes; nvidia.go in older releases). install-nvidia must
         therefore restart rke2-server/rke2-agent if the toolkit arrives after RKE2."""
         return None
+
+    def runtime_class_wait(self, name: str) -> Optional[tuple[Script, dict[str, str]]]:
+        """RKE2 installs RuntimeClasses `nvidia`, `nvidia-experimental` and `crun` with its
+        rke2-runtimeclasses chart (rancher/rke2 v1.36.3+rke2r1 charts/chart_versions.yaml:
+        60-63; rancher/rke2-charts packages/rke2-runtimeclasses/charts/values.yaml:1-7),
+        only their name and handler (templates/runtimeclasses.yaml:1-8), a while after the
+        server starts. Creating `nvidia` too fails (pulumi-kubernetes >= 4.29 creates
+        client-side: AlreadyExists, CHANGELOG 4.29.0 #2926) or races the chart, whose
+        adoption would drop the fields it does not set. So the program waits for RKE2's
+        and patches it."""
+        if name not in RUNTIME_CLASSES:
+            return None
+        return WAIT_FOR_RUNTIME_CLASS, {"RUNTIME_CLASS": name,
+                                        "CHART_RELEASE": RUNTIME_CLASSES_CHART,
+                                        "WAIT_TIMEOUT": str(RUNTIME_CLASS_WAIT_SECONDS)}
 
     def canal_config(self, interface: Optional[str] = None, mtu: int = 0,
                      interface_regex: Optional[str] = None) -> Optional[str]:

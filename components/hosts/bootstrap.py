@@ -138,11 +138,13 @@ class HostBootstrap(pulumi.ComponentResource):
             parent=self,
         )
 
-    def _gpus(self) -> int:
-        return self._args.host.gpus if self._args.nvidia.install_driver else 0
+    def _nvidia(self) -> tuple[bool, bool]:
+        """(install the driver, install the toolkit and runtime) on this host."""
+        return self._args.nvidia.for_host(self._args.host)
 
     def _host_settings(self) -> str:
-        return host_settings(self._args.tuning, self._args.nvidia, self._gpus())
+        return host_settings(self._args.tuning, self._args.nvidia, self._args.host.gpus,
+                             *self._nvidia())
 
     def _create_preparation(self) -> pulumi.Resource:
         """The preparation steps in order, each after the one before. The check after the
@@ -150,9 +152,11 @@ class HostBootstrap(pulumi.ComponentResource):
         worker's node is drained after preflight, before anything changes (drain_first)."""
         args = self._args
         host = args.host
-        machine = Machine(gpus=self._gpus(), install_driver=True, nvswitch=host.nvswitch,
+        install_driver, install_toolkit = self._nvidia()
+        machine = Machine(gpus=host.gpus, install_driver=install_driver,
+                          nvswitch=host.nvswitch,
                           ssh_port=args.endpoint.port if args.endpoint
-                          else args.ssh.settings.port)
+                          else args.ssh.settings.port, install_toolkit=install_toolkit)
         waiting = self.waiting_ssh
         extra = self._extra_env(machine)
         previous: list = []
@@ -174,7 +178,7 @@ class HostBootstrap(pulumi.ComponentResource):
         branch verify-boot checks where install-nvidia installs it, and how a worker reads
         whether its node is drained for a reboot."""
         extra: dict[str, dict[str, str]] = {}
-        if machine.gpus:
+        if machine.gpus and machine.install_driver:
             extra["verify-boot"] = {"CHECK_DRIVER_BRANCH": "true"}
         if self._args.drain_first is not None:
             extra["reboot-if-needed"] = {"NODE_NAME": self._args.host.name,
@@ -205,6 +209,9 @@ class HostBootstrap(pulumi.ComponentResource):
             "CONTROL_PLANE_PORT": str(args.ssh.settings.port),
             "MIN_FREE_DISK_GB": str(args.tuning.min_free_disk_gb),
             "NVIDIA_DRIVER_BRANCH": args.nvidia.driver_branch,
+            # A driver already there is the host's to keep, of any branch (preflight's
+            # default, true, leaves the other hosts' inputs as they were).
+            **({} if self._nvidia()[0] else {"INSTALL_DRIVER": "false"}),
         }
 
     def _create_serve_nfs(self, prepared: pulumi.Resource,

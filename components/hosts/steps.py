@@ -39,14 +39,17 @@ class HostStep:
 
 @dataclass(frozen=True)
 class Machine:
-    """What the preparation depends on: the GPUs the NVIDIA stack is set up for (0: none),
-    whether the driver is installed or the image's is used, NVSwitches (auto: as found on
-    the PCI bus), and the SSH port held off until a reboot."""
+    """What the preparation depends on: its GPUs (0: none), whether the driver is installed
+    or the host's own is kept, whether the container toolkit and the `nvidia` runtime are
+    installed (install-nvidia) or the host brings them, NVSwitches (auto: as found on the
+    PCI bus), and the SSH port held off until a reboot. verify-boot counts the GPUs in
+    any case."""
 
     gpus: int
     install_driver: bool
     nvswitch: Union[bool, str]
     ssh_port: int
+    install_toolkit: bool = True
 
 
 def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
@@ -56,7 +59,7 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
     if preflight_env is not None:
         steps.append(HostStep("preflight", PREFLIGHT, preflight_env))
     steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(tuning)))
-    if machine.gpus:
+    if machine.gpus and machine.install_toolkit:
         steps.append(HostStep("install-nvidia", INSTALL_NVIDIA, install_nvidia_env(
             nvidia, distribution, machine.install_driver, machine.nvswitch)))
     reboot_env, verify_env = reboot_envs(tuning, nvidia, distribution, machine.gpus,
@@ -94,17 +97,20 @@ def reboot_envs(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distri
             {**reason, "GPU_COUNT": str(gpus), "NVSWITCH": _nvswitch(nvswitch)})
 
 
-def host_settings(tuning: HostTuning, nvidia: NvidiaSettings, gpus: int) -> str:
+def host_settings(tuning: HostTuning, nvidia: NvidiaSettings, gpus: int,
+                  install_driver: bool = True, install_toolkit: bool = True) -> str:
     """What a host in the cluster must be drained for before its steps change it, as
     KEY=VALUE pairs (the value of the node annotation gpu-cluster.io/host-settings,
-    upgrade/lib.sh): on a GPU host the driver branch, which needs the GPUs idle and a
-    reboot, and the container toolkit; the kernel arguments (a reboot), as a digest."""
+    upgrade/lib.sh): on a GPU host the driver branch the program installs, which needs the
+    GPUs idle and a reboot, and the container toolkit it installs; the kernel arguments (a
+    reboot), as a digest."""
     prepared = prepare_host_env(tuning)
     kernel = "\n".join(f"{key}={prepared[key]}" for key in REBOOT_REASONS)
     pairs = {"kernel-args": hashlib.sha256(kernel.encode()).hexdigest()[:12]}
-    if gpus:
-        pairs = {"nvidia-driver": nvidia.driver_branch,
-                 "container-toolkit": nvidia.container_toolkit_version, **pairs}
+    if gpus and install_toolkit:
+        pairs = {"container-toolkit": nvidia.container_toolkit_version, **pairs}
+    if gpus and install_driver and install_toolkit:
+        pairs = {"nvidia-driver": nvidia.driver_branch, **pairs}
     return ",".join(f"{key}={value}" for key, value in pairs.items())
 
 

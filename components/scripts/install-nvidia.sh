@@ -453,11 +453,13 @@ configure_fabric_manager() {
 
 main() {
   check_inputs
-  # Cloud GPU images ship the driver; only the toolkit pin and the runtime are ours then.
+  # Cloud GPU images and vGPU guests bring the driver; only the toolkit pin and the runtime
+  # are ours then.
   if is_true "$INSTALL_DRIVER"; then
     install_driver
   else
-    log "the NVIDIA driver comes with the image (INSTALL_DRIVER=false)"
+    log "the NVIDIA driver is the host's own and is kept (INSTALL_DRIVER=false):" \
+      "$(driver_version | grep . || echo 'none answers yet')"
   fi
   configure_toolkit_repo
   install_toolkit

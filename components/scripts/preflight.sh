@@ -20,8 +20,9 @@ ok() {
 check_inputs() {
   require_env HOST_NAME HOST_ADDRESS HOST_ROLE GPU_COUNT CONTROL_PLANE_PORT MIN_FREE_DISK_GB \
     NVIDIA_DRIVER_BRANCH
-  : "${HOST_INTERFACE:=}" "${CONTROL_PLANE_ADDRESS:=}"
+  : "${HOST_INTERFACE:=}" "${CONTROL_PLANE_ADDRESS:=}" "${INSTALL_DRIVER:=true}"
   require_uint GPU_COUNT CONTROL_PLANE_PORT MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH
+  require_bool INSTALL_DRIVER
   case "$HOST_ROLE" in
     controller | worker | controller+worker) ;;
     *) die "HOST_ROLE must be controller, worker or controller+worker, got '$HOST_ROLE'" ;;
@@ -131,10 +132,18 @@ check_gpus() {
   fi
 }
 
+# check_driver: with INSTALL_DRIVER=true the driver install-nvidia installs must be the only
+# one (another branch is refused); with false the host's own is kept, of any branch (a vGPU
+# guest's GRID driver), and a GPU host must have one that answers.
 check_driver() {
   local version
   if ! command -v nvidia-smi >/dev/null 2>&1; then
-    log "info: no NVIDIA driver installed yet (no nvidia-smi)"
+    if ((GPU_COUNT > 0)) && ! is_true "$INSTALL_DRIVER"; then
+      fail "no NVIDIA driver (no nvidia-smi), but installDriver is false for this host:" \
+        "install its own driver (a vGPU guest: NVIDIA's guest driver) or set installDriver: true"
+    else
+      log "info: no NVIDIA driver installed yet (no nvidia-smi)"
+    fi
     return 0
   fi
   if ! version="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null)" ||
@@ -143,11 +152,14 @@ check_driver() {
     return 0
   fi
   version="${version%%$'\n'*}"
-  if [[ "${version%%.*}" == "$NVIDIA_DRIVER_BRANCH" ]]; then
+  if ! is_true "$INSTALL_DRIVER"; then
+    ok "NVIDIA driver $version (branch ${version%%.*}) is the host's own and is kept" \
+      "(installDriver: false; nvidia.driverBranch $NVIDIA_DRIVER_BRANCH is not installed here)"
+  elif [[ "${version%%.*}" == "$NVIDIA_DRIVER_BRANCH" ]]; then
     ok "NVIDIA driver $version (branch $NVIDIA_DRIVER_BRANCH)"
   elif ((GPU_COUNT > 0)); then
     fail "NVIDIA driver $version is installed but branch $NVIDIA_DRIVER_BRANCH is configured;" \
-      "remove it or configure branch ${version%%.*}"
+      "remove it, configure branch ${version%%.*}, or keep it with installDriver: false"
   else
     log "info: NVIDIA driver $version installed (no GPUs configured for this host)"
   fi

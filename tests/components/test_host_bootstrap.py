@@ -36,7 +36,11 @@ CASES = [
     ("controller", lambda v: None,
      ["controller-preflight", "controller-prepare-host",
       *(f"controller-{step}" for step in REBOOT)]),
+    # Its own driver: the toolkit and the runtime still come from install-nvidia.
     ("gpu000", lambda v: v.update(nvidia={"installDriver": False}),
+     ["gpu000-preflight", "gpu000-prepare-host", "gpu000-install-nvidia",
+      *(f"gpu000-{step}" for step in REBOOT)]),
+    ("gpu000", lambda v: v.update(nvidia={"installDriver": False, "installToolkit": False}),
      ["gpu000-preflight", "gpu000-prepare-host", *(f"gpu000-{step}" for step in REBOOT)]),
     ("gpu000", lambda v: v.update(tuning={"rebootWhenNeeded": False}),
      ["gpu000-preflight", "gpu000-prepare-host", "gpu000-install-nvidia", "gpu000-verify-boot"]),

@@ -251,7 +251,7 @@ options nouveau modeset=0'
   run_script install-nvidia.sh
   assert_success
   refute_called 'nvidia-headless|modprobe nvidia'
-  assert_output_contains "the NVIDIA driver comes with the image (INSTALL_DRIVER=false)"
+  assert_output_contains "the NVIDIA driver is the host's own and is kept (INSTALL_DRIVER=false): none answers yet"
   assert_file /etc/k0s/containerd.d/nvidia.toml "$DROPIN_CONTENT"
 }
 

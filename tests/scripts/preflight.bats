@@ -83,6 +83,38 @@ setup() {
   assert_output_contains "ok: NVIDIA driver 580.95.05 (branch 580)"
 }
 
+@test "preflight: a vGPU guest's own driver of another branch is kept with INSTALL_DRIVER=false" {
+  # NVIDIA's vGPU 16 guest driver (R535) on a VM whose GPUs are vGPUs of one physical GPU.
+  echo 535.183.06 >"$STUB_STATE/nvidia-driver-version"
+  mkdir -p "$GPU_CLUSTER_ROOT/sys/module/nvidia"
+  export INSTALL_DRIVER=false
+  run_script preflight.sh
+  assert_success
+  assert_output_contains "ok: NVIDIA driver 535.183.06 (branch 535) is the host's own and is kept (installDriver: false; nvidia.driverBranch 580 is not installed here)"
+  refute_output_contains "FAILED"
+  assert_no_state_changes
+  # Managed by the program, the same driver is refused, naming the way to keep it.
+  export INSTALL_DRIVER=true
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "FAILED: NVIDIA driver 535.183.06 is installed but branch 580 is configured; remove it, configure branch 535, or keep it with installDriver: false"
+}
+
+@test "preflight: a GPU host that keeps its own driver must have one" {
+  remove_stub nvidia-smi
+  export INSTALL_DRIVER=false
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "FAILED: no NVIDIA driver (no nvidia-smi), but installDriver is false for this host: install its own driver (a vGPU guest: NVIDIA's guest driver) or set installDriver: true"
+  export GPU_COUNT=0
+  run_script preflight.sh
+  assert_success
+  export INSTALL_DRIVER=maybe
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "INSTALL_DRIVER"
+}
+
 @test "preflight: no nvidia-smi is fine; a broken one only warns" {
   run_script preflight.sh
   assert_success

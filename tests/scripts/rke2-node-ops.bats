@@ -93,3 +93,36 @@ rke2_installed() {
   assert_called '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml wait --for=condition=Ready node/tokyo'
   assert_output_contains "node tokyo is Ready"
 }
+
+# The RuntimeClasses RKE2's rke2-runtimeclasses chart installs: rancher/rke2-charts
+# packages/rke2-runtimeclasses (tests/stacks/fixtures/rke2-runtimeclasses.yaml).
+@test "wait-for-runtime-class: waits until RKE2's chart has installed its nvidia RuntimeClass" {
+  rke2_kubectl_installed
+  export RUNTIME_CLASS=nvidia CHART_RELEASE=rke2-runtimeclasses WAIT_TIMEOUT=60 \
+    STUB_RUNTIMECLASS_RELEASE=rke2-runtimeclasses STUB_RUNTIMECLASS_AFTER=3
+  run_script rke2/wait-for-runtime-class.sh
+  assert_success
+  assert_called '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml get runtimeclass nvidia -o jsonpath=\{\.metadata\.annotations\.meta\\\.helm\\\.sh/release-name\}$'
+  [ "$(grep -c 'get runtimeclass nvidia' "$STUB_CALLS")" -eq 3 ]
+  assert_output_contains "ready: RuntimeClass nvidia from RKE2's rke2-runtimeclasses chart" \
+    "RuntimeClass nvidia is RKE2's (rke2-runtimeclasses chart); its scheduling is patched next"
+  assert_no_state_changes
+}
+
+@test "wait-for-runtime-class: another owner's RuntimeClass or none fails, naming the chart" {
+  rke2_kubectl_installed
+  export RUNTIME_CLASS=nvidia CHART_RELEASE=rke2-runtimeclasses WAIT_TIMEOUT=4 \
+    STUB_RUNTIMECLASS_RELEASE=""
+  run_script rke2/wait-for-runtime-class.sh
+  assert_failure
+  assert_output_contains "RuntimeClass nvidia is not (yet) the rke2-runtimeclasses chart's (its release: none)" \
+    "gpu-cluster: moscow: wait-for-runtime-class: RKE2 has not installed its rke2-runtimeclasses chart: \`kubectl -n kube-system get helmchart rke2-runtimeclasses\` and the job helm-install-rke2-runtimeclasses say why"
+  unset STUB_RUNTIMECLASS_RELEASE
+  run_script rke2/wait-for-runtime-class.sh
+  assert_failure
+  assert_output_contains 'runtimeclasses.node.k8s.io "nvidia" not found'
+  export RUNTIME_CLASS='nvidia;id'
+  run_script rke2/wait-for-runtime-class.sh
+  assert_failure
+  assert_output_contains "RUNTIME_CLASS and CHART_RELEASE must be object names"
+}
