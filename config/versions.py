@@ -103,6 +103,20 @@ KUEUE = "v0.19.2"
 KUEUE_CHART = f"vendor/kueue-{KUEUE}/charts/kueue"
 KUEUE_CHART_VERSION = KUEUE.lstrip("v")
 KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
+# The EFS CSI driver (the cloud layout's EFS volumes: access points, mounted by efs-utils with
+# `tls,iam`): its Helm chart 4.4.1 at the release tag v3.4.1, vendored from the tag
+# (vendor/README.md); the images are the chart's defaults at that tag
+# (charts/aws-efs-csi-driver/values.yaml `image`, `sidecars.*.image`), set here in its values.
+EFS_CSI_DRIVER = "v3.4.1"
+EFS_CSI_DRIVER_CHART = f"vendor/aws-efs-csi-driver-{EFS_CSI_DRIVER}/charts/aws-efs-csi-driver"
+EFS_CSI_DRIVER_CHART_VERSION = "4.4.1"
+EFS_CSI_DRIVER_IMAGE_REPOSITORY = "public.ecr.aws/efs-csi-driver/amazon/aws-efs-csi-driver"
+EFS_CSI_SIDECAR_IMAGES = {
+    "livenessProbe": ("public.ecr.aws/csi-components/livenessprobe", "v2.19.0-eksbuild.3"),
+    "nodeDriverRegistrar": ("public.ecr.aws/csi-components/csi-node-driver-registrar",
+                            "v2.17.0-eksbuild.3"),
+    "csiProvisioner": ("public.ecr.aws/csi-components/csi-provisioner", "v6.3.0-eksbuild.2"),
+}
 NFS_SUBDIR_PROVISIONER = "v4.0.2"
 NFS_SUBDIR_PROVISIONER_IMAGE = (
     f"registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:{NFS_SUBDIR_PROVISIONER}"
@@ -183,6 +197,9 @@ GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20
 DEPLOYED_IMAGES = {
     "NVIDIA_DEVICE_PLUGIN_IMAGE": NVIDIA_DEVICE_PLUGIN_IMAGE,
     "KUEUE_IMAGE_REPOSITORY": f"{KUEUE_IMAGE_REPOSITORY}:{KUEUE}",
+    "EFS_CSI_DRIVER_IMAGE_REPOSITORY": f"{EFS_CSI_DRIVER_IMAGE_REPOSITORY}:{EFS_CSI_DRIVER}",
+    **{f"EFS_CSI_SIDECAR_IMAGES.{name}": f"{repository}:{tag}"
+       for name, (repository, tag) in EFS_CSI_SIDECAR_IMAGES.items()},
     "NFS_SUBDIR_PROVISIONER_IMAGE": NFS_SUBDIR_PROVISIONER_IMAGE,
     "LOCAL_PATH_PROVISIONER_IMAGE": LOCAL_PATH_PROVISIONER_IMAGE,
     "BUSYBOX_IMAGE": BUSYBOX_IMAGE,
