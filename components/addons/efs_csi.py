@@ -65,7 +65,14 @@ def chart_values(cluster_name: str, kubelet_root_dir: str) -> dict:
                 "nodeSelectorTerms": [{"matchExpressions": [
                     {"key": _CONTROL_PLANE_LABEL, "operator": "DoesNotExist"}]}]}}},
         },
-        "node": {"kubeletPath": kubelet_root_dir},
+        "node": {
+            "kubeletPath": kubelet_root_dir,
+            # No `patch` on every Node for the node pods' account (its only use is taking
+            # off the driver's startup taint, which no node here carries: values.yaml
+            # `disableMutation`, templates/node-serviceaccount.yaml): a pool node holds
+            # that account's token, and must not be able to change other nodes.
+            "serviceAccount": {"disableMutation": True},
+        },
     }
 
 

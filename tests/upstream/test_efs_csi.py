@@ -100,6 +100,25 @@ def test_the_node_plugin_mounts_on_the_host_in_the_kubelet_s_folder():
     assert "/var/lib/kubelet" not in paths
 
 
+def test_the_node_pods_account_may_not_change_nodes():
+    [role] = [o for o in by_kind(rendered_chart(), "ClusterRole")
+              if o["metadata"]["name"] == "efs-csi-node-role"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                              "verbs": ["get", "list", "watch"]}]
+
+
+def test_the_policy_pack_admits_what_the_chart_runs():
+    """The stack's policy pack sees the chart's objects in a real `pulumi preview`; only the
+    node plugin is privileged, and it is named among the system components."""
+    from policy.rules import Resource, check
+
+    for obj in rendered_chart():
+        group = obj["apiVersion"].rpartition("/")[0] or "core"
+        kind = f"kubernetes:{group}/{obj['apiVersion'].rpartition('/')[2]}:{obj['kind']}"
+        assert check(Resource(type=kind, name=obj["metadata"]["name"], props=obj)) == [], obj[
+            "metadata"]["name"]
+
+
 def test_the_csi_driver_is_an_ordinary_object_not_a_hook():
     [driver] = by_kind(rendered_chart(), "CSIDriver")
     assert driver["metadata"]["name"] == PROVISIONER
