@@ -284,6 +284,12 @@ def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
     efs = cfg.storage.efs if cfg.storage else None
     if efs is not None and not efs.anonymous_nfs and not efs_mounts_with_iam(cfg.layout):
         problems.append(Problem("storage.efs.anonymousNfs", ANONYMOUS_NFS_REQUIRED))
+    if efs is not None and not efs_mounts_with_iam(cfg.layout):
+        for key, name in (("directory_perms", "directoryPerms"),
+                          ("gid_range_start", "gidRangeStart"), ("gid_range_end", "gidRangeEnd")):
+            if key in efs.model_fields_set:
+                problems.append(Problem(f"storage.efs.{name}", "is only used on the cloud "
+                                        "layout, whose claims are EFS access points; remove it"))
     if efs is not None and efs_mounts_with_iam(cfg.layout) \
             and efs.gid_range_end <= efs.gid_range_start:
         problems.append(Problem("storage.efs.gidRangeEnd",

@@ -34,6 +34,16 @@ def test_a_hybrid_stack_must_say_its_on_prem_hosts_mount_without_iam():
     assert len(problems) == 1
 
 
+def test_access_point_keys_are_refused_where_claims_are_no_access_points():
+    problems = problem_lines(with_efs(hybrid_config(), anonymousNfs=True, directoryPerms="750",
+                                      gidRangeEnd=70000))
+    assert sorted(problems) == [
+        "gpu-cluster:storage.efs.directoryPerms: is only used on the cloud layout, whose "
+        "claims are EFS access points; remove it",
+        "gpu-cluster:storage.efs.gidRangeEnd: is only used on the cloud layout, whose claims "
+        "are EFS access points; remove it"]
+
+
 @pytest.mark.parametrize("efs, path, fragment", [
     ({"directoryPerms": "rwx"}, "storage.efs.directoryPerms",
      "'rwx' is not an octal file mode like 700 or 0750"),
