@@ -45,6 +45,7 @@ from components.network.vpn_clients import gateway_address
 from config.backup import backup_store
 from config.cloud import cluster_cidrs, node_cidrs
 from config.model import StackConfig
+from config.storage import efs_mounts_with_iam
 from config.types import public_key_of
 from components.layouts import Layout, Machines, machines_of
 
@@ -166,14 +167,20 @@ class _OnAws(Layout):
             gateway = ([gateway_address(settings.vpn.tunnel_cidr)]
                        if settings.vpn is not None and settings.vpn.mode == "server-on-ec2"
                        else [])
+            # The controller mounts EFS where it is a node's gateway to it (hybrid); on the
+            # cloud layout it runs no kubelet and the pools are the nodes.
+            with_iam = efs_mounts_with_iam(settings.layout)
+            controller = [] if with_iam else [aws_side.instance.private_ip]
             self.efs = EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
                 settings.cluster_name, settings.storage.efs, settings.aws.vpc,
                 aws_side.network,
-                [aws_side.instance.private_ip] + [h.address for h in settings.hosts] + gateway,
+                controller + [h.address for h in settings.hosts] + gateway,
                 by_address=settings.layout == "hybrid",
                 node_security_group=aws_side.network.node_security_group),
                 opts=aws_side.opts)
             machines.efs_address = self.efs.address
+            if with_iam:
+                machines.efs_file_system_id = self.efs.file_system.id
             machines.storage_servers += self.efs.mount_targets
         return machines
 
@@ -260,7 +267,12 @@ class Cloud(_OnAws):
             for pool in pools:
                 pool.launch(after=[started])
         if self.efs is not None:
-            self.efs.allow_nodes([self._aws.instance.role_arn] + [p.role_arn for p in pools])
+            # The pools' roles: the nodes that mount it, and where the CSI driver's
+            # controller runs (components/addons/efs_csi.py).
+            self.efs.allow_nodes([p.role_arn for p in pools])
+            self.efs.allow_provisioner(
+                {pool.name: p.role_name for pool, p in zip(settings.pools, pools)},
+                settings.cluster_name)
         machines.images.update({pool.name: p.image for pool, p in zip(settings.pools, pools)})
         self.pools = [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
                        "gpus": p.gpus, "gpuModel": p.gpu_model} for p in settings.pools]

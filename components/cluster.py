@@ -25,6 +25,7 @@ from components.addons.monitoring.install import Monitoring, MonitoringArgs
 from components.addons.monitoring.rules import gpu_node_groups
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.addons.kueue import Kueue, KueueArgs
+from components.addons.efs_csi import EfsCsiSettings
 from components.addons.shared_storage import (
     SharedStorage,
     SharedStorageArgs,
@@ -223,7 +224,10 @@ class Cluster(pulumi.ComponentResource):
                 storage, self.provider, machines.storage_servers,
                 nfs_server=(nfs_server_address(storage.nfs, settings.hosts)
                             if storage.nfs is not None else None),
-                efs_address=machines.efs_address),
+                efs_address=machines.efs_address,
+                efs_csi=(EfsCsiSettings(machines.efs_file_system_id, settings.cluster_name,
+                                        self._distribution.kubelet_root_dir)
+                         if machines.efs_file_system_id is not None else None)),
             opts=opts)
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",

@@ -68,6 +68,8 @@ class Machines:
     booted_ssh: Optional[Ssh] = None
     # The EFS file system the layout created.
     efs_address: Optional[pulumi.Input[str]] = None
+    # Its id, where the nodes mount it with IAM and TLS (the EFS CSI driver's StorageClass).
+    efs_file_system_id: Optional[pulumi.Input[str]] = None
     # Users reach the API at the controller's private address (through the VPN or LAN).
     users_on_private_network: bool = False
     vpn: Optional[VpnBridge] = None

@@ -13,18 +13,22 @@ from config.cloud import (
     subnet_cidrs,
 )
 from config.partial import PartialConfig
+from config.storage import efs_mounts_with_iam
 from config.problems import Problem
 
 
-# The storage add-on's volumes are kubelet `nfs` volumes: the kernel's NFS client, no IAM
+# The hybrid layout's volumes are kubelet `nfs` volumes: the kernel's NFS client, no IAM
 # identity, no TLS (those need the EFS mount helper: https://docs.aws.amazon.com/efs/
 # latest/ug/mounting-IAM-option.html, https://docs.aws.amazon.com/efs/latest/ug/
-# encryption-in-transit.html).
+# encryption-in-transit.html), and its on-prem hosts have no AWS identity the helper could
+# use (aws/efs-utils v3.2.0 src/efs_utils_common/aws_credentials.py:79-146 takes one from
+# a credentials URI, a named profile, Pod Identity, web identity or the instance's role).
 ANONYMOUS_NFS_REQUIRED = (
-    "must be true: the cluster mounts EFS with the kernel's NFS client (Kubernetes `nfs` "
-    "volumes), which presents no IAM identity and no TLS, so under the file system policy "
-    "that requires both (the default) no node could mount it. With true, any client the "
-    "security group admits (the node addresses only) mounts as root; README, \"EFS\"")
+    "must be true on the hybrid layout: its on-prem hosts have no AWS identity and mount EFS "
+    "with the kernel's NFS client (Kubernetes `nfs` volumes), which presents no IAM identity "
+    "and no TLS, so under the file system policy that requires both (the default) no node "
+    "could mount it. With true, any client the security group admits (the node addresses "
+    "only) mounts as root; README, \"EFS access\"")
 
 
 def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
@@ -278,8 +282,20 @@ def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
     address is computed, or given (required with an adopted VPC)."""
     problems = []
     efs = cfg.storage.efs if cfg.storage else None
-    if efs is not None and not efs.anonymous_nfs:
+    if efs is not None and not efs.anonymous_nfs and not efs_mounts_with_iam(cfg.layout):
         problems.append(Problem("storage.efs.anonymousNfs", ANONYMOUS_NFS_REQUIRED))
+    if efs is not None and not efs_mounts_with_iam(cfg.layout):
+        for key, name in (("directory_perms", "directoryPerms"),
+                          ("gid_range_start", "gidRangeStart"), ("gid_range_end", "gidRangeEnd")):
+            if key in efs.model_fields_set:
+                problems.append(Problem(f"storage.efs.{name}", "is only used on the cloud "
+                                        "layout, whose claims are EFS access points; remove it"))
+    if efs is not None and efs_mounts_with_iam(cfg.layout) \
+            and efs.gid_range_end <= efs.gid_range_start:
+        problems.append(Problem("storage.efs.gidRangeEnd",
+                                f"{efs.gid_range_end} must be greater than gidRangeStart "
+                                f"{efs.gid_range_start}: each claim takes its own id from "
+                                "the range"))
     if efs is not None and efs.mount_target_address is None and aws.vpc.id is not None:
         problems.append(Problem("storage.efs.mountTargetAddress",
                                 "is required with an adopted VPC: the address of the file "

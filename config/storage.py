@@ -3,9 +3,14 @@ node-local folders), one StorageClass each, and the one rule for which is the de
 
 from typing import Optional
 
+from pydantic import Field
+
 from config.host_paths import HostDataPath
 from config.model_base import Section
-from config.types import AbsolutePath, DnsLabel, HostOrIp, IPv4, NfsMountOptions
+from config.types import AbsolutePath, DirectoryMode, DnsLabel, HostOrIp, IPv4, NfsMountOptions
+
+# The largest POSIX id EFS access points take (a 32-bit id; CreateAccessPoint's PosixUser).
+MAX_ID = 2**32 - 2
 
 
 class NfsBackend(Section):
@@ -39,19 +44,42 @@ class EfsBackend(Section):
     mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
                                       "timeo=600", "retrans=2", "noresvport"]
     default: Optional[bool] = None
-    # On the AWS layouts: let NFS clients that present no IAM identity mount the file system
-    # the program creates, as root, from the node addresses its security group admits.
-    # Off, its file system policy requires IAM authorization and TLS (the EFS mount helper,
-    # `mount -t efs -o tls,iam`) and gives root to node roles only; the cluster's volumes
-    # mount with the kernel's NFS client, which can do neither, so a stack with EFS must
-    # set it (the preview warns). README, "EFS".
+    # Hybrid layout: let NFS clients that present no IAM identity mount the file system the
+    # program creates, as root, from the node addresses its security group admits. Its
+    # on-prem hosts have no AWS identity and mount EFS with the kernel's NFS client, so a
+    # hybrid stack with EFS must set it (the preview warns). On the cloud layout every node
+    # mounts with IAM and TLS (the EFS CSI driver): off, unless volumes made before that
+    # must keep mounting with the kernel's client (README, "EFS access"; warned too).
     anonymous_nfs: bool = False
+    # Cloud layout: each claim is an EFS access point (the CSI driver's efs-ap mode) whose
+    # root folder gets this mode and whose user and group, one per claim, come from the
+    # range below (aws-efs-csi-driver v3.4.1 pkg/driver/controller.go: directoryPerms at
+    # :271, the allocation at :298-310, the range's own checks at :829-861).
+    directory_perms: DirectoryMode = "700"
+    gid_range_start: int = Field(default=50000, ge=1, le=MAX_ID)
+    gid_range_end: int = Field(default=60000, ge=1, le=MAX_ID)
 
 
 class LocalPathBackend(Section):
     # Node-local folder for volumes (seed 000 pointed it at a mergerfs mount).
     path: HostDataPath = "/opt/local-path-provisioner"
     default: Optional[bool] = None
+
+
+# The tags of the access points the EFS CSI driver creates: its own on every one
+# (aws-efs-csi-driver v3.4.1 pkg/driver/controller.go:49-50 DefaultTagKey,
+# buildAccessPointTags at :879), and the cluster's, from the chart's `controller.tags`
+# (components/addons/efs_csi.py); the nodes' identity policy names both
+# (components/aws/efs.py provisioner_policy).
+ACCESS_POINT_CSI_TAG = "efs.csi.aws.com/cluster"
+ACCESS_POINT_CLUSTER_TAG = "gpu-cluster/cluster"
+
+
+def efs_mounts_with_iam(layout: str) -> bool:
+    """The one rule for how nodes mount EFS: with IAM and TLS through the EFS CSI driver
+    where every node is an EC2 instance with a role (cloud); with the kernel's NFS client
+    where on-prem hosts mount it (hybrid, bare-metal), which presents neither."""
+    return layout == "cloud"
 
 
 # StorageClass name of each backend.

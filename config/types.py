@@ -231,6 +231,13 @@ def _distinct_mount_options(options: list[str]) -> list[str]:
     return options
 
 
+# EFS CreationInfo.Permissions: "^[0-7]{3,4}$" (EFS API reference, CreationInfo).
+def _directory_mode(value: str) -> str:
+    if not re.fullmatch(r"[0-7]{3,4}", value):
+        raise ValueError(f"'{value}' is not an octal file mode like 700 or 0750")
+    return value
+
+
 def _duration(value: str) -> str:
     if not value or not _DURATION.fullmatch(value):
         raise ValueError(f"'{value}' is not a duration like 2h, 30m or 1h30m")
@@ -267,6 +274,7 @@ LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 InterfaceName = Annotated[str, AfterValidator(_interface)]
 Duration = Annotated[str, AfterValidator(_duration)]
+DirectoryMode = Annotated[str, AfterValidator(_directory_mode)]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
 AuthorizedKey = Annotated[str, AfterValidator(_authorized_key)]

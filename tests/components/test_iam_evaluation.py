@@ -226,11 +226,12 @@ def test_the_controllers_secrets_are_read_by_its_role_and_administrators_only():
     assert not stack.reads_secret(stack.role("-backups-restore"), ca_key)
 
 
-# The EFS file system: the stacks set storage.efs.anonymousNfs (their volumes mount with the
-# kernel's NFS client); the default policy is evaluated from efs_policy with their roles.
+# The EFS file system: the cloud stack (dev) mounts with IAM and TLS, its policy as the
+# preview renders it; the hybrid stack (prod) sets storage.efs.anonymousNfs (its on-prem hosts
+# mount with the kernel's NFS client).
 
-def _efs(who: Principal, action: str, policy, tls: bool = True) -> str:
-    request = Request(action, FILE_SYSTEM, {
+def _efs(who: Principal, action: str, policy, tls: bool = True, resource=None) -> str:
+    request = Request(action, resource or FILE_SYSTEM, {
         "aws:SecureTransport": "true" if tls else "false",
         "elasticfilesystem:AccessedViaMountTarget": "true"})
     return evaluate(who, request, policy)
@@ -240,43 +241,86 @@ FILE_SYSTEM = f"arn:aws:elasticfilesystem:us-west-2:{ACCOUNT}:file-system/fs-012
 MOUNT, WRITE, ROOT = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
                       "elasticfilesystem:ClientRootAccess")
 NOBODY = Principal("anonymous NFS client", ANONYMOUS)
-
-
-def test_by_default_the_file_system_wants_iam_and_tls_and_gives_root_to_nodes_only():
-    from components.aws.efs import efs_policy
-
-    stack = Stack(example_plan("dev"))
-    nodes = [stack.role("control-plane-host-role")] + [
-        p for name, p in stack.roles.items() if name.endswith("-node")]
-    policy = efs_policy(FILE_SYSTEM, [n.arn for n in nodes], anonymous_nfs=False)
-    for node in nodes:
-        for action in (MOUNT, WRITE, ROOT):
-            assert _efs(node, action, policy) == ALLOW, (node.name, action)
-            assert _efs(node, action, policy, tls=False) == EXPLICIT_DENY, (node.name, action)
-    # A client without IAM: nothing; the restore role and a read-only user: nothing.
-    for who in (NOBODY, stack.role("-backups-restore"), stack.read_only):
-        assert _efs(who, MOUNT, policy) == IMPLICIT_DENY, who.name
-    assert _efs(NOBODY, ROOT, policy) == EXPLICIT_DENY
-    # An identity allowed every client action mounts (an allow in either policy suffices
-    # for EFS) but is never root.
-    client = Principal("EFS client user", f"arn:aws:iam::{ACCOUNT}:user/researcher",
+# A user whose own policy allows every client action (AWS's managed client policy).
+EFS_CLIENT = Principal("EFS client user", f"arn:aws:iam::{ACCOUNT}:user/researcher",
                        (EFS_CLIENT_FULL_ACCESS,))
-    assert _efs(client, MOUNT, policy) == ALLOW
-    assert _efs(client, ROOT, policy) == EXPLICIT_DENY
 
 
-@pytest.mark.parametrize("name", ["dev", "prod"])
-def test_the_stacks_file_system_policy_is_explicit_about_anonymous_nfs(name):
-    plan = example_plan(name)
+def _stack_file_system(plan) -> tuple[str, str]:
     [policy] = [r.inputs["policy"] for r in
                 plan.of_type("aws:efs/fileSystemPolicy:FileSystemPolicy")]
     [file_system] = plan.of_type("aws:efs/fileSystem:FileSystem")
-    assert json.loads(policy)["Statement"][0]["Resource"] == arn_of(file_system)
+    return arn_of(file_system), policy
+
+
+def test_the_cloud_file_system_wants_iam_and_tls_and_its_pool_nodes_only():
+    stack = Stack(example_plan("dev"))
+    arn, policy = _stack_file_system(stack.plan)
+    nodes = [p for name, p in stack.roles.items() if name.endswith("-node")]
+    assert len(nodes) == 3
+    for node in nodes:
+        for action in (MOUNT, WRITE, ROOT):
+            assert _efs(node, action, policy, resource=arn) == ALLOW, (node.name, action)
+            assert _efs(node, action, policy, tls=False, resource=arn) == EXPLICIT_DENY, (
+                node.name, action)
+    # Everyone else, with TLS or without, whatever their own policies allow: nothing. The
+    # controller runs no kubelet on the cloud layout; a client without IAM is anonymous.
+    others = (stack.role("control-plane-host-role"), stack.role("-backups-restore"),
+              stack.read_only, stack.administrator, EFS_CLIENT, NOBODY)
+    for who in others:
+        for action in (MOUNT, WRITE, ROOT):
+            assert _efs(who, action, policy, resource=arn) == EXPLICIT_DENY, (who.name, action)
+
+
+def test_the_policy_without_anonymous_nfs_follows_its_node_roles():
+    from components.aws.efs import efs_policy
+
+    stack = Stack(example_plan("prod"))
+    controller = stack.role("control-plane-host-role")
+    policy = efs_policy(FILE_SYSTEM, [controller.arn], anonymous_nfs=False)
+    assert _efs(controller, ROOT, policy) == ALLOW
+    assert _efs(controller, MOUNT, policy, tls=False) == EXPLICIT_DENY
+    for who in (NOBODY, EFS_CLIENT, stack.read_only, stack.role("-backups-restore")):
+        assert _efs(who, MOUNT, policy) == EXPLICIT_DENY, who.name
+
+
+def test_the_hybrid_file_system_policy_is_explicit_about_anonymous_nfs():
+    arn, policy = _stack_file_system(example_plan("prod"))
+    assert json.loads(policy)["Statement"][0]["Resource"] == arn
     # anonymousNfs: any client the security group admits is root; through a mount target only.
-    request = Request(ROOT, arn_of(file_system), {"elasticfilesystem:AccessedViaMountTarget": "true"})
+    request = Request(ROOT, arn, {"elasticfilesystem:AccessedViaMountTarget": "true"})
     assert evaluate(NOBODY, request, policy) == ALLOW
     request.context["elasticfilesystem:AccessedViaMountTarget"] = "false"
     assert evaluate(NOBODY, request, policy) == IMPLICIT_DENY
+
+
+def test_only_the_pools_make_and_remove_the_cluster_s_access_points():
+    stack = Stack(example_plan("dev"))
+    arn, _ = _stack_file_system(stack.plan)
+    region, account = arn.split(":")[3:5]
+    access_point = f"arn:aws:elasticfilesystem:{region}:{account}:access-point/fsap-0abc"
+    ours = {"aws:RequestTag/efs.csi.aws.com/cluster": "true",
+            "aws:RequestTag/gpu-cluster/cluster": "dev"}
+    tagged = {"aws:ResourceTag/efs.csi.aws.com/cluster": "true",
+              "aws:ResourceTag/gpu-cluster/cluster": "dev"}
+    create = Request("elasticfilesystem:CreateAccessPoint", arn, ours)
+    delete = Request("elasticfilesystem:DeleteAccessPoint", access_point, tagged)
+    for node in (p for name, p in stack.roles.items() if name.endswith("-node")):
+        assert evaluate(node, create) == ALLOW, node.name
+        assert evaluate(node, delete) == ALLOW, node.name
+        assert evaluate(node, Request("elasticfilesystem:DescribeMountTargets", arn)) == ALLOW
+        # Not on another file system, not untagged, not another cluster's access points.
+        other = arn.replace("fs-", "fs-other")
+        assert evaluate(node, Request(create.action, other, ours)) == IMPLICIT_DENY
+        assert evaluate(node, Request(create.action, arn, {})) == IMPLICIT_DENY
+        theirs = {**tagged, "aws:ResourceTag/gpu-cluster/cluster": "prod"}
+        assert evaluate(node, Request(delete.action, access_point, theirs)) == IMPLICIT_DENY
+        assert evaluate(node, Request("elasticfilesystem:DeleteFileSystem", arn)) == \
+            IMPLICIT_DENY
+    for who in (stack.role("control-plane-host-role"), stack.role("-backups-restore"),
+                stack.read_only):
+        assert evaluate(who, create) == IMPLICIT_DENY, who.name
+        assert evaluate(who, delete) == IMPLICIT_DENY, who.name
 
 
 def test_the_evaluator_follows_the_documented_logic():

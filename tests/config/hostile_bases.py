@@ -112,6 +112,7 @@ EXAMPLES = {
     "storage.efs.mountTargetAddress": "10.20.0.20",
     "storage.efs.mountOptions[]": "hard",
     "storage.efs.path": "/",
+    "storage.efs.directoryPerms": "700",
     "storage.localPath.path": "/opt/local-path-provisioner",
     "storage.nfs.server": "192.168.2.50",
     "storage.nfs.mountOptions[]": "hard",
@@ -133,7 +134,9 @@ EXAMPLES = {
 
 
 def stack_for(path: str) -> str:
-    if path.startswith(("aws.", "pools", "backup.restorePrincipals")):
+    # The access points' keys are the cloud layout's (its StorageClass renders them).
+    if path.startswith(("aws.", "pools", "backup.restorePrincipals",
+                        "storage.efs.directoryPerms")):
         return "dev"  # cloud
     if path.startswith(("vpn", "storage.efs", "kubeflow.access.sourceRanges",
                         "monitoring.grafana.access.sourceRanges")):

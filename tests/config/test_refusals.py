@@ -198,8 +198,6 @@ def test_a_profile_must_be_an_openvpn_client_profile():
 
 
 CLOUD_CASES = [
-    ("efs without saying it trusts nfs clients without iam", set_path("storage", {"efs": {}}),
-     "gpu-cluster:storage.efs.anonymousNfs", "the kernel's NFS client"),
     ("gpus on a cpu instance", set_path("pools[0].instanceType", "m6i.4xlarge"),
      "gpu-cluster:pools[0] (gpu).instanceType", "'m6i.4xlarge' has no NVIDIA GPU but the pool claims 4"),
     ("no pools", set_path("pools", []), "gpu-cluster:pools", "add at least one worker pool"),

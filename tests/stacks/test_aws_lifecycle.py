@@ -192,10 +192,12 @@ def efs_server(plan) -> str:
 def test_cloud_nodes_mount_efs_in_their_own_zone_and_onprem_nodes_by_address():
     cloud = shared_preview(cloud_config())
     [file_system] = cloud.of_type(EFS)
-    # The file system's DNS name resolves to the mount target of the client's zone.
-    dns_name = aws_mocks.resource(file_system.type, file_system.name, file_system.inputs)[1][
-        "dnsName"]
-    assert efs_server(cloud) == dns_name
+    # The CSI driver mounts by the file system's id: efs-utils mounts its DNS name, which
+    # resolves to the mount target of the client's zone.
+    [storage_class] = [r for r in cloud.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+                       if r.inputs["metadata"]["name"] == "efs"]
+    assert storage_class.inputs["parameters"]["fileSystemId"] == aws_mocks.resource(
+        file_system.type, file_system.name, file_system.inputs)[0]
     assert efs_server(shared_preview(hybrid_config())) == "10.20.0.20"
 
 

@@ -205,10 +205,12 @@ def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
 
     # The controller's role may also put its backups, and the restore role read them
     # (tests/stacks/test_backups.py, tests/components/test_iam_evaluation.py); and, apart,
-    # rotate the pools' tokens (tests/stacks/test_pool_nodes.py).
+    # rotate the pools' tokens (tests/stacks/test_pool_nodes.py); the pools make EFS access
+    # points (tests/components/test_iam_evaluation.py).
     policies = [p for p in dev.of_type("aws:iam/rolePolicy:RolePolicy")
                 if p.name not in ("dev-backup-writer", "dev-backups-restore-read",
-                                  "dev-node-cleanup-controller")]
+                                  "dev-node-cleanup-controller")
+                and not p.name.startswith("dev-efs-csi-controller-")]
     assert len(policies) == 4
     reads = {"a10g": {"/gpu-cluster/dev/a10g/join-token"},
              "h100": {"/gpu-cluster/dev/h100/join-token"},
@@ -245,13 +247,13 @@ def test_efs_is_mounted_once_per_subnet_and_open_only_to_the_nodes(dev):
     nfs_rules = {r.name: r.inputs for r in
                  dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
                  if r.name.startswith("dev-efs-nfs")}
-    # The controller's address, and the pools' instances by their security group: not the VPC.
-    assert nfs_rules["dev-efs-nfs-0"]["cidrIpv4"] == "10.30.0.10/32"
+    # The pools' instances by their security group: not the VPC, nor the controller, which
+    # runs no kubelet and mounts nothing.
     [group] = [g for g in dev.of_type("aws:ec2/securityGroup:SecurityGroup")
                if g.name == "dev-network-nodes"]
     assert nfs_rules["dev-efs-nfs-pool-nodes"]["referencedSecurityGroupId"] == (
         aws_mocks.resource(group.type, group.name, group.inputs)[0])
-    assert len(nfs_rules) == 2 and all(r["fromPort"] == r["toPort"] == 2049
+    assert len(nfs_rules) == 1 and all(r["fromPort"] == r["toPort"] == 2049
                                        for r in nfs_rules.values())
 
 

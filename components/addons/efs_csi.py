@@ -1,0 +1,107 @@
+"""EFS through the EFS CSI driver (kubernetes-sigs/aws-efs-csi-driver, its chart vendored at
+the release tag, vendor/README.md), where every node has an AWS identity (the cloud layout,
+config/storage.py efs_mounts_with_iam): each claim is an access point of the file system
+with a user and group of its own, mounted by efs-utils with `tls` and `iam`, so the file
+system policy (components/aws/efs.py efs_policy) can require both."""
+
+from dataclasses import dataclass
+
+import pulumi
+
+from config import versions
+from config.image_pins import chart_tag
+from config.storage import ACCESS_POINT_CLUSTER_TAG, EfsBackend
+
+# Upstream installs it in kube-system (docs/install.md:57 at v3.4.1), which the cluster's
+# Pod Security default exempts (components/common/pod_security.py): its node pods are
+# privileged, with the host's network and the kubelet's folder.
+NAMESPACE = "kube-system"
+PROVISIONER = "efs.csi.aws.com"
+# What k0s and RKE2 label a controller that runs a kubelet with (k0s docs/
+# worker-node-config.md, "Controller worker nodes are assigned ... labels").
+_CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+
+
+@dataclass(frozen=True)
+class EfsCsiSettings:
+    """What the composition knows that the chart needs."""
+    # The file system the program created (the StorageClass's fileSystemId).
+    file_system_id: pulumi.Input[str]
+    cluster_name: str
+    # The distribution's kubelet folder, where the node plugin publishes volumes.
+    kubelet_root_dir: str
+
+
+def chart_values(cluster_name: str, kubelet_root_dir: str) -> dict:
+    """The chart's values (charts/aws-efs-csi-driver/values.yaml at v3.4.1) the program
+    sets; everything else is upstream's default."""
+    sidecars = {name: {"image": {"repository": repository,
+                                 "tag": chart_tag(image, repository),
+                                 "pullPolicy": "IfNotPresent"}}
+                for name, (repository, image) in versions.EFS_CSI_SIDECAR_IMAGES.items()}
+    return {
+        "image": {"repository": versions.EFS_CSI_DRIVER_IMAGE_REPOSITORY,
+                  "tag": chart_tag(versions.EFS_CSI_DRIVER_IMAGE,
+                                   versions.EFS_CSI_DRIVER_IMAGE_REPOSITORY),
+                  "pullPolicy": "IfNotPresent"},
+        "sidecars": sidecars,
+        # The CSIDriver as an ordinary object, not a Helm hook (templates/csidriver.yaml):
+        # the provider applies it like the rest and deletes it with the release.
+        "useHelmHooksForCSIDriver": False,
+        "controller": {
+            # The host's network, as the node pods have it (templates/node-daemonset.yaml
+            # `hostNetwork: true`): the instance's role through IMDS, whose hop limit of 1
+            # (components/aws/gpu_worker_pool.py) keeps it from pods on the pod network.
+            "hostNetwork": True,
+            # Access points only: the controller never mounts the file system's root, so
+            # it needs no privilege (values.yaml: privileged is only for
+            # deleteAccessPointRootDir, which stays off: data outlives its claim).
+            "deleteAccessPointRootDir": False,
+            "containerSecurityContext": {"privileged": False,
+                                         "allowPrivilegeEscalation": False},
+            # On the access points it creates, next to the driver's own tag: what the
+            # nodes' identity policy lets them tag and delete (components/aws/efs.py
+            # provisioner_policy; `--tags key:value`, pkg/driver/driver.go:196-220).
+            "tags": {ACCESS_POINT_CLUSTER_TAG: cluster_name},
+            # Not on a controller that runs a kubelet (RKE2's server): the pools' roles are
+            # the ones allowed to make access points.
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": _CONTROL_PLANE_LABEL, "operator": "DoesNotExist"}]}]}}},
+        },
+        "node": {
+            "kubeletPath": kubelet_root_dir,
+            # No `patch` on every Node for the node pods' account (its only use is taking
+            # off the driver's startup taint, which no node here carries: values.yaml
+            # `disableMutation`, templates/node-serviceaccount.yaml): a pool node holds
+            # that account's token, and must not be able to change other nodes.
+            "serviceAccount": {"disableMutation": True},
+        },
+    }
+
+
+def storage_class_fields(efs: EfsBackend, file_system_id: str) -> dict:
+    """The StorageClass's provisioner, parameters and mount options (docs/parameters.md at
+    v3.4.1). Each claim gets an access point (efs-ap) under /volumes, named after the claim
+    with a unique suffix, with a user and group of its own from the configured range, which
+    EFS enforces for every operation through it (user identity enforcement, same page)."""
+    return {
+        "provisioner": PROVISIONER,
+        "parameters": {
+            "provisioningMode": "efs-ap",
+            "fileSystemId": file_system_id,
+            "directoryPerms": efs.directory_perms,
+            "gidRangeStart": str(efs.gid_range_start),
+            "gidRangeEnd": str(efs.gid_range_end),
+            "basePath": "/volumes",
+            "subPathPattern": "${.PVC.namespace}/${.PVC.name}",
+            "ensureUniqueDirectory": "true",
+        },
+        # `iam`: efs-utils signs the mount with the node's role (the instance's, through
+        # IMDS). TLS needs no option: the driver adds `tls` to every mount unless a volume
+        # says encryptInTransit "false", and to every access point mount regardless
+        # (pkg/driver/node.go:102 and :167-176 at v3.4.1); a `tls` here only logs that it
+        # is deprecated (:222-230). The rest: storage.efs.mountOptions.
+        "mountOptions": ["iam", *efs.mount_options],
+        "volumeBindingMode": "Immediate",
+    }
