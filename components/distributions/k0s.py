@@ -68,6 +68,15 @@ class K0s:
     # None: the control plane reaches kubelets through the konnectivity tunnels that
     # the nodes open.
     node_ports: Mapping[str, tuple[int, str]] = {}
+    # docs/networking.md at v1.36.3+k0s.2, "Required ports and protocols" (lines 58-64;
+    # hack/ostests/modules/os/k0s-controller.firewalld-service.xml and
+    # k0s-worker.firewalld-service.xml): a controller's etcd peers, join API and
+    # konnectivity; a worker's kubelet and its CNI's port, BGP for kube-router and VXLAN for
+    # Calico (cluster_config sets its vxlan mode). etcd's client port listens on loopback.
+    controller_firewall_ports = {"etcd-peer": (2380, "tcp"), **control_plane_ports}
+    worker_firewall_ports = {"kubelet": (10250, "tcp")}
+    cni_firewall_ports = {"kuberouter": {"kube-router-bgp": (179, "tcp")},
+                          "calico": {"calico-vxlan": (4789, "udp")}}
     # The CA key is its only secret; join tokens are issued per node.
     cluster_secrets: Sequence[str] = ()
     join_secrets: Sequence[str] = ()
@@ -110,6 +119,15 @@ class K0s:
             "spec": spec,
         }
         return yaml.safe_dump(document, sort_keys=False)
+
+    def host_firewall_ports(self, host: Host) -> dict[str, tuple[int, str]]:
+        """A controller's ports; a host that runs workloads (a worker, a controller+worker)
+        adds its kubelet's and its CNI's."""
+        ports = dict(self.controller_firewall_ports) if host.runs_control_plane else {}
+        if host.runs_workloads:
+            ports.update({**self.worker_firewall_ports,
+                          **self.cni_firewall_ports[self.settings.cni]})
+        return ports
 
     def worker_profile_values(self) -> str:
         """The kubelet settings of the workers' profile, as JSON (a change restarts the
