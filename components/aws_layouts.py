@@ -46,7 +46,7 @@ from config.backup import backup_store
 from config.cloud import cluster_cidrs, node_cidrs
 from config.model import StackConfig
 from config.types import public_key_of
-from components.layouts import Layout, Machines, firewall_steps, machines_of
+from components.layouts import Layout, Machines, machines_of
 
 
 def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBoot]:
@@ -209,8 +209,7 @@ class Hybrid(_OnAws):
             aws_side, controller=controller, prepared=machines_of(bootstraps),
             hosts=[controller, *settings.hosts],
             storage_servers=[b.nfs_server for b in bootstraps.values() if b.nfs_server],
-            join_after={h.name: [*vpn.tunnel_up_for(h.name), *firewall_steps(bootstraps)]
-                        for h in settings.hosts},
+            join_after={h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts},
             users_on_private_network=True, vpn=vpn)
         if self.efs is not None:
             # On-prem nodes have no IAM role: only the controller's can be named.

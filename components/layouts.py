@@ -161,19 +161,15 @@ def host_firewall_sources(settings: StackConfig) -> list[str]:
 def host_firewall_ruleset(settings: StackConfig, distribution: Distribution,
                           host: Host) -> Optional[str]:
     """The ruleset of an on-prem host's host-firewall step; None for a machine that is not
-    one of `hosts` (the EC2 control plane: its security group) or with the firewall off."""
+    one of `hosts` (the EC2 control plane: its security group) or with the firewall off.
+    On bare metal the controller's comes before install-controller, so a new host's join
+    finds its address admitted there."""
     if (settings.layout not in FIREWALL_LAYOUTS or not settings.host_firewall.enabled
             or all(h.name != host.name for h in settings.hosts)):
         return None
     return firewall.ruleset(host.name, distribution.host_firewall_ports(host),
                             host_firewall_sources(settings),
                             [settings.network.pod_cidr, settings.network.service_cidr])
-
-
-def firewall_steps(bootstraps: dict[str, HostBootstrap]) -> list[pulumi.Resource]:
-    """What a join waits for: every host's firewall admits the nodes' current addresses
-    (a new host's among them) before it joins."""
-    return [b.firewall for b in bootstraps.values() if b.firewall is not None]
 
 
 def max_unavailable(settings: StackConfig) -> int:
@@ -196,9 +192,7 @@ class BareMetal(Layout):
                       else self._bootstrap(h, controller.address, controller=first)
                       for h in settings.hosts}
         machines = Machines(controller, machines_of(bootstraps), list(settings.hosts),
-                            [b.nfs_server for b in bootstraps.values() if b.nfs_server],
-                            join_after={h.name: firewall_steps(bootstraps)
-                                        for h in settings.hosts})
+                            [b.nfs_server for b in bootstraps.values() if b.nfs_server])
         machines.backup = bare_metal_backup_target(settings)
         machines.backup_location = machines.backup.location if machines.backup else None
         return machines

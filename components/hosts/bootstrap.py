@@ -111,8 +111,6 @@ class HostBootstrap(pulumi.ComponentResource):
     def __init__(self, name: str, args: HostBootstrapArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:hosts:HostBootstrap", name, None, opts)
         self._args = args
-        # Its host-firewall step, when it has one.
-        self.firewall: Optional[remote.Command] = None
         self.ssh = with_bundle(args.host.name, Ssh(connection_to(args.host, args.ssh,
                                                                 args.endpoint),
                                                   args.host.ssh_user or args.ssh.settings.user),
@@ -171,8 +169,6 @@ class HostBootstrap(pulumi.ComponentResource):
                                  env={**step.env, **extra.get(step.step, {}),
                                       **machine_env(host)},
                                  delete=step.delete, depends_on=previous, parent=self)]
-            if step.step == "host-firewall":
-                self.firewall = previous[0]
             if step.step == "preflight" and args.drain_first is not None:
                 previous = [self._drain_first(args.drain_first, previous)]
         return previous[0]
