@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from components.kubernetes.pki import ClusterPki
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution
+from components.hosts import firewall
 from components.hosts.bootstrap import (
     HostBootstrap,
     HostBootstrapArgs,
@@ -31,6 +32,8 @@ from components.kubernetes.upgrade import host_drain
 from components.common.remote_step import Endpoint, Ssh, SshAccess
 from components.network.vpn_bridge import VpnBridge
 from config.backup import BACKUP_FOLDER, backup_store
+from config.cloud import control_plane_address, tunnel_server_address
+from config.firewall import FIREWALL_LAYOUTS
 from config.model import Host, StackConfig
 
 @dataclass
@@ -123,7 +126,8 @@ class Layout(abc.ABC):
                 endpoint,
                 nfs_export=(NfsExport(nfs.path, nfs_client_addresses(settings))
                             if nfs is not None and nfs.host == host.name else None),
-                drain_first=drain),
+                drain_first=drain, firewall_ruleset=host_firewall_ruleset(
+                    settings, context.distribution, host)),
             opts=pulumi.ResourceOptions(parent=context.parent))
 
 
@@ -140,6 +144,34 @@ def nfs_client_addresses(settings: StackConfig) -> tuple[str, ...]:
                                                settings.storage, controller.name) == "nfs":
         addresses.append(controller.address)
     return tuple(dict.fromkeys(addresses))
+
+
+def host_firewall_sources(settings: StackConfig) -> list[str]:
+    """Where the on-prem hosts' node ports are reached from: each host's own address; on
+    hybrid the control plane's private address (its overlay packets are sent from it: the
+    CNI is pinned to it) and, with our VPN server, the server's tunnel address (the
+    instance's other packets to the LAN leave its tun device from it);
+    hostFirewall.extraSources. Never the LAN or the VPN range as a whole."""
+    sources = [f"{host.address}/32" for host in settings.hosts]
+    if settings.layout == "hybrid" and settings.aws is not None:
+        sources.append(f"{control_plane_address(settings.aws)}/32")
+        if settings.vpn is not None and settings.vpn.mode == "server-on-ec2":
+            sources.append(f"{tunnel_server_address(settings.vpn)}/32")
+    return sources + list(settings.host_firewall.extra_sources)
+
+
+def host_firewall_ruleset(settings: StackConfig, distribution: Distribution,
+                          host: Host) -> Optional[str]:
+    """The ruleset of an on-prem host's host-firewall step; None for a machine that is not
+    one of `hosts` (the EC2 control plane: its security group) or with the firewall off.
+    On bare metal the controller's comes before install-controller, so a new host's join
+    finds its address admitted there."""
+    if (settings.layout not in FIREWALL_LAYOUTS or not settings.host_firewall.enabled
+            or all(h.name != host.name for h in settings.hosts)):
+        return None
+    return firewall.ruleset(host.name, distribution.host_firewall_ports(host),
+                            host_firewall_sources(settings),
+                            [settings.network.pod_cidr, settings.network.service_cidr])
 
 
 def max_unavailable(settings: StackConfig) -> int:

@@ -6,6 +6,7 @@ import ipaddress
 
 from config.aws_checks import cloud_checks, hybrid_checks
 from config.backup import backup_checks
+from config.firewall import firewall_checks
 from config.host_paths import host_path_problem
 from config.host_security import host_key_problems
 from config.kubeflow_checks import kubeflow_checks
@@ -30,6 +31,7 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += _ssh_keys(cfg)
     problems += host_key_problems(cfg.layout, cfg.ssh, cfg.hosts)
     problems += _tuning(cfg)
+    problems += firewall_checks(cfg.layout, cfg.host_firewall)
     problems += _storage(cfg)
     problems += hybrid_checks(cfg)
     problems += cloud_checks(cfg)

@@ -21,6 +21,7 @@ from config import versions
 from config.access import AccessSettings
 from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
+from config.firewall import HostFirewallSettings
 from config.kubeflow import KubeflowSettings
 from config.kubernetes import KubernetesSettings
 from config.model_base import Section
@@ -335,6 +336,8 @@ class StackConfig(Section):
     vpn_client_profile: Optional[MultiLineSecret] = None
     hosts: list[Host] = []
     tuning: HostTuning = HostTuning()
+    # nftables on on-prem hosts: node ports for the nodes only (config/firewall.py).
+    host_firewall: HostFirewallSettings = HostFirewallSettings()
     nvidia: NvidiaSettings = NvidiaSettings()
     gpu: GpuSettings = GpuSettings()
     storage: StorageSettings

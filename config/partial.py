@@ -6,6 +6,7 @@ from typing import Optional
 from config.access import AccessSettings
 from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
+from config.firewall import HostFirewallSettings
 from config.kubeflow import KubeflowSettings
 from config.kubernetes import KubernetesSettings
 from config.monitoring import MonitoringSettings
@@ -23,6 +24,7 @@ class PartialConfig:
     ssh: Optional[SshSettings] = None
     tuning: Optional[HostTuning] = None
     nvidia: Optional[NvidiaSettings] = None
+    host_firewall: Optional[HostFirewallSettings] = None
     hosts: list[tuple[int, Host]] = field(default_factory=list)
     all_hosts_parsed: bool = True
     storage: Optional[StorageSettings] = None

@@ -105,6 +105,12 @@ class Distribution(Protocol):
     # raised (the others cannot change once the cluster runs).
     join_secrets: Sequence[str]
 
+    def host_firewall_ports(self, host: Host) -> Mapping[str, Port]:
+        """The ports `host` answers the cluster's nodes on and nobody else (the host
+        firewall, components/hosts/firewall.py), by name: its control plane's beyond the
+        API and its node's, for the CNI the settings choose. Not the API's port, nor
+        NodePorts: users reach those."""
+
     def node_env(self, node: Host | WorkerPool, node_ip: str) -> dict[str, str]: ...
 
     def version_env(self) -> dict[str, str]:

@@ -30,6 +30,18 @@ KUBELET_ROOT_DIR = "/var/lib/kubelet"
 ADMISSION_CONFIG_FILE = "/etc/k0s/admission-config.yaml"
 AUDIT_POLICY_FILE = "/etc/k0s/audit-policy.yaml"
 AUDIT_LOG_FILE = "/var/log/k0s-audit/audit.log"
+# Worker joins (k0s's join API) and konnectivity agents.
+CONTROL_PLANE_PORTS = {"k0s-join-api": (9443, "tcp"), "konnectivity": (8132, "tcp")}
+# What a host's firewall admits from the nodes only: docs/networking.md at v1.36.3+k0s.2,
+# "Required ports and protocols" (lines 58-64; hack/ostests/modules/os/
+# k0s-controller.firewalld-service.xml and k0s-worker.firewalld-service.xml): a
+# controller's etcd peers, join API and konnectivity; a worker's kubelet and its CNI's port,
+# BGP for kube-router and VXLAN for Calico (cluster_config sets its vxlan mode). etcd's
+# client port listens on loopback; 6443 stays open to users.
+CONTROLLER_FIREWALL_PORTS = {"etcd-peer": (2380, "tcp"), **CONTROL_PLANE_PORTS}
+WORKER_FIREWALL_PORTS = {"kubelet": (10250, "tcp")}
+CNI_FIREWALL_PORTS = {"kuberouter": {"kube-router-bgp": (179, "tcp")},
+                      "calico": {"calico-vxlan": (4789, "udp")}}
 
 
 class K0s:
@@ -60,8 +72,7 @@ class K0s:
     # service").
     node_services = ("k0scontroller.service", "k0sworker.service")
     kubelet_root_dir = KUBELET_ROOT_DIR
-    # Worker joins (k0s's join API) and konnectivity agents.
-    control_plane_ports = {"k0s-join-api": (9443, "tcp"), "konnectivity": (8132, "tcp")}
+    control_plane_ports = CONTROL_PLANE_PORTS
     # None: the control plane reaches kubelets through the konnectivity tunnels that
     # the nodes open.
     node_ports: Mapping[str, tuple[int, str]] = {}
@@ -107,6 +118,14 @@ class K0s:
             "spec": spec,
         }
         return yaml.safe_dump(document, sort_keys=False)
+
+    def host_firewall_ports(self, host: Host) -> dict[str, tuple[int, str]]:
+        """A controller's ports; a host that runs workloads (a worker, a controller+worker)
+        adds its kubelet's and its CNI's."""
+        ports = dict(CONTROLLER_FIREWALL_PORTS) if host.runs_control_plane else {}
+        if host.runs_workloads:
+            ports.update({**WORKER_FIREWALL_PORTS, **CNI_FIREWALL_PORTS[self.settings.cni]})
+        return ports
 
     def worker_profile_values(self) -> str:
         """The kubelet settings of the workers' profile, as JSON (a change restarts the

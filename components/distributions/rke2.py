@@ -48,6 +48,13 @@ NODE_PORTS = {
     "canal-health": (9099, "tcp"),
 }
 CONTROL_PLANE_PORTS = {"rke2-supervisor": (SUPERVISOR_PORT, "tcp"), **NODE_PORTS}
+# What an on-prem server answers the nodes on and nobody else (the same "Inbound Network
+# Rules"): the supervisor and etcd's client, peer and metrics ports ("RKE2 server nodes").
+# Canal's WireGuard ports (51820-51821/udp) only with flannel's wireguard backend, which
+# canal_config never sets (docs: networking/basic_network_options.md, Canal); 6443 and the
+# NodePort range stay open to users.
+SERVER_FIREWALL_PORTS = {"rke2-supervisor": (SUPERVISOR_PORT, "tcp"), "etcd-client": (2379, "tcp"),
+                         "etcd-peer": (2380, "tcp"), "etcd-metrics": (2381, "tcp")}
 # Keeps workloads off a server that is not to run them (docs: install/ha.md, "node-taint:
 # CriticalAddonsOnly=true:NoExecute"); an RKE2 server always runs a kubelet.
 SERVER_ONLY_TAINT = "CriticalAddonsOnly=true:NoExecute"
@@ -246,6 +253,11 @@ class Rke2:
         addresses = [*extra_addresses, *self.settings.host_addresses]
         regex = address_regex(addresses) if addresses and not self.settings.has_pools else None
         return self.canal_config(mtu=self.settings.cni_mtu, interface_regex=regex)
+
+    def host_firewall_ports(self, host: Host) -> dict[str, tuple[int, str]]:
+        """Every node's NODE_PORTS (a server runs a kubelet and Canal too), and a server's
+        SERVER_FIREWALL_PORTS."""
+        return {**(SERVER_FIREWALL_PORTS if host.runs_control_plane else {}), **NODE_PORTS}
 
     def node_env(self, node: "Host | WorkerPool", node_ip: str,
                  server_address: Optional[str] = None) -> dict[str, str]:

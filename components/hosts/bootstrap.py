@@ -86,6 +86,9 @@ class HostBootstrapArgs:
     nfs_export: Optional[NfsExport] = None
     # A worker of the cluster: its node is drained before its host settings change.
     drain_first: Optional[DrainFirst] = None
+    # The host firewall's ruleset (components/hosts/firewall.py); None: no host-firewall
+    # step (the EC2 control plane, or hostFirewall.enabled false, which removes its table).
+    firewall_ruleset: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -161,14 +164,15 @@ class HostBootstrap(pulumi.ComponentResource):
         extra = self._extra_env(machine)
         previous: list = []
         for step in preparation_steps(args.tuning, args.nvidia, args.distribution, machine,
-                                      preflight_env=self._preflight_env()):
+                                      preflight_env=self._preflight_env(),
+                                      firewall_ruleset=args.firewall_ruleset):
             script = (REBOOT_DRAINED_WORKER if step.step == "reboot-if-needed"
                       and args.drain_first is not None else step.script)
             previous = [run_step(host.name, step.step, on=waiting if step.after_reboot
                                  else self.ssh, create=script,
                                  env={**step.env, **extra.get(step.step, {}),
                                       **machine_env(host)},
-                                 depends_on=previous, parent=self)]
+                                 delete=step.delete, depends_on=previous, parent=self)]
             if step.step == "preflight" and args.drain_first is not None:
                 previous = [self._drain_first(args.drain_first, previous)]
         return previous[0]

@@ -3,7 +3,7 @@ metal and hybrid hosts (components/hosts/bootstrap.py) and rendered into the boo
 of EC2 instances (components/aws/boot.py). A new step is added here once.
 
 prepare-host -> [install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH, preflight
-comes first."""
+comes first and, on on-prem hosts, host-firewall follows prepare-host."""
 
 import hashlib
 from collections.abc import Mapping
@@ -19,6 +19,9 @@ from config.model import HostTuning, NvidiaSettings
 
 PREFLIGHT = Script("preflight.sh")
 PREPARE_HOST = Script("prepare-host.sh", checks=True)
+# The nftables table of on-prem hosts (components/hosts/firewall.py renders its ruleset).
+HOST_FIREWALL = Script("host-firewall.sh", checks=True)
+REMOVE_HOST_FIREWALL = Script("host-firewall-remove.sh")
 INSTALL_NVIDIA = Script("install-nvidia.sh", checks=True)
 REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
 VERIFY_BOOT = Script("verify-boot.sh")
@@ -35,6 +38,8 @@ class HostStep:
     env: Mapping[str, pulumi.Input[str]]
     # Runs once the machine is back from the reboot before it (over SSH: keeps dialing).
     after_reboot: bool = False
+    # Runs when the step is gone from the list (over SSH only).
+    delete: Optional[Script] = None
 
 
 @dataclass(frozen=True)
@@ -54,11 +59,18 @@ class Machine:
 
 def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
                       machine: Machine,
-                      preflight_env: Optional[Mapping[str, str]] = None) -> list[HostStep]:
+                      preflight_env: Optional[Mapping[str, str]] = None,
+                      firewall_ruleset: Optional[str] = None) -> list[HostStep]:
+    """`preflight_env` and `firewall_ruleset` are given over SSH only (boot user data
+    never holds them: EC2 machines have security groups)."""
     steps = []
     if preflight_env is not None:
         steps.append(HostStep("preflight", PREFLIGHT, preflight_env))
     steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(tuning)))
+    if firewall_ruleset is not None:
+        steps.append(HostStep("host-firewall", HOST_FIREWALL,
+                              {"HOST_FIREWALL_RULESET": firewall_ruleset},
+                              delete=REMOVE_HOST_FIREWALL))
     if machine.gpus and machine.install_toolkit:
         steps.append(HostStep("install-nvidia", INSTALL_NVIDIA, install_nvidia_env(
             nvidia, distribution, machine.install_driver, machine.nvswitch)))

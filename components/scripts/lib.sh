@@ -39,6 +39,11 @@ log_prefix() {
   printf 'gpu-cluster: %s: %s:' "${GPU_CLUSTER_HOST}" "${GPU_CLUSTER_STEP:-script}"
 }
 
+# checking: failure: the step changes the host (check/lib.sh's answers success in `check`).
+checking() {
+  return 1
+}
+
 # log MESSAGE..., warn MESSAGE..., die MESSAGE... (exits 1): to stderr.
 log() {
   printf '%s %s\n' "$(log_prefix)" "$*" >&2

@@ -27,13 +27,15 @@ def test_lab_has_every_step_and_no_cloud_resources(lab_plan):
     types = {r.type for r in lab_plan.resources}
     assert not any(t.startswith("aws:") for t in types)
     commands = {r.name for r in lab_plan.of_type("command:remote:Command")}
-    expected = {"controller-preflight", "controller-prepare-host", "controller-reboot-if-needed",
+    expected = {"controller-preflight", "controller-prepare-host", "controller-host-firewall",
+                "controller-reboot-if-needed",
                 "controller-verify-boot", "controller-check-version",
                 "controller-install-controller", "controller-serve-nfs",
                 "controller-authorized-keys", "controller-install-bundle"}
     for worker in WORKERS:
         expected |= {f"{worker}-{step}" for step in (
-            "preflight", "drain-host", "prepare-host", "install-nvidia", "reboot-if-needed",
+            "preflight", "drain-host", "prepare-host", "host-firewall", "install-nvidia",
+            "reboot-if-needed",
             "verify-boot", "drain-node", "upgrade-node", "uncordon-node",
             "create-join-token", "join-worker", "admit-node", "apply-worker-profile",
             "authorized-keys", "install-bundle")}
@@ -55,7 +57,9 @@ def test_worker_steps_run_in_order(lab_plan, worker):
     # A joined worker's node is drained (from the controller) before its host changes.
     assert deps(lab_plan, f"{worker}-drain-host") == {f"{worker}-preflight"}
     assert deps(lab_plan, f"{worker}-prepare-host") == {f"{worker}-drain-host"}
-    assert deps(lab_plan, f"{worker}-install-nvidia") == {f"{worker}-prepare-host"}
+    # The firewall before anything listens on the node's ports.
+    assert deps(lab_plan, f"{worker}-host-firewall") == {f"{worker}-prepare-host"}
+    assert deps(lab_plan, f"{worker}-install-nvidia") == {f"{worker}-host-firewall"}
     # A reboot if the driver or kernel arguments need one, and the check of the result,
     # before anything joins.
     assert deps(lab_plan, f"{worker}-reboot-if-needed") == {f"{worker}-install-nvidia"}
@@ -78,7 +82,8 @@ def test_worker_steps_run_in_order(lab_plan, worker):
 
 def test_controller_steps_run_in_order(lab_plan):
     assert deps(lab_plan, "controller-prepare-host") == {"controller-preflight"}
-    assert deps(lab_plan, "controller-reboot-if-needed") == {"controller-prepare-host"}
+    assert deps(lab_plan, "controller-host-firewall") == {"controller-prepare-host"}
+    assert deps(lab_plan, "controller-reboot-if-needed") == {"controller-host-firewall"}
     assert deps(lab_plan, "controller-install-controller") == {
         "controller-verify-boot", "controller-check-version", "lab-pki-ca-key",
         "lab-pki-ca-cert"}
@@ -230,8 +235,9 @@ def test_preview_artifacts_hold_no_secret(lab_plan, tmp_path):
     names = {p.relative_to(tmp_path / "lab").as_posix() for p in written}
     assert {"plan.txt", "plan.json", "outputs.json", "kubeconfig/admin.template.yaml",
             "hosts/moscow/02-install-bundle.sh", "hosts/moscow/03-preflight.sh",
-            "hosts/moscow/07-reboot-if-needed.sh", "hosts/moscow/08-verify-boot.sh",
-            "hosts/moscow/12-join-worker.sh", "hosts/controller/08-install-controller.sh",
+            "hosts/moscow/06-host-firewall.sh", "hosts/moscow/08-reboot-if-needed.sh",
+            "hosts/moscow/09-verify-boot.sh", "hosts/moscow/13-join-worker.sh",
+            "hosts/controller/09-install-controller.sh",
             f"bundle/{bundle.step_bundle().digest}/lib.sh"} <= names
     for path in written:
         text = path.read_text()

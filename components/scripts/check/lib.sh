@@ -27,7 +27,7 @@
 
 CHECK_EXIT_DRIFT=3
 # Commands the checked steps read with; mkdir, ln and mktemp only set up this library.
-CHECK_COMMANDS=(apt-mark awk cat cmp cut diff dpkg-query getent gpg grep head ip mktemp
+CHECK_COMMANDS=(apt-mark awk cat cmp cut diff dpkg-query getent gpg grep head ip mktemp nft
   nvidia-smi paste readlink rm sort stat sysctl systemctl tr)
 # The first lines of a difference shown for a file others may read (no secret in it).
 CHECK_DIFF_LINES=12
@@ -36,6 +36,8 @@ _check_dir="$(mktemp -d)"
 _check_rm="$(command -v rm)"
 # install-nvidia's `nvidia-ctk config --output=<temporary file>` (nvidia-ctk below).
 _check_nvidia_ctk="$(command -v nvidia-ctk || true)"
+# host-firewall's listing of the table it wants, made in a network namespace of its own.
+_check_unshare="$(command -v unshare || true)"
 CHECK_DRIFT_FILE="$_check_dir/drift"
 : >"$CHECK_DRIFT_FILE"
 command mkdir -- "$_check_dir/bin" "$_check_dir/wanted"
@@ -278,6 +280,31 @@ mkdir() {
 
 chown() {
   drift "${*: -1} is not owned by ${*: -2:1} (the step would run: chown $*)"
+}
+
+# nft: listing and `-c` (check only: nothing is committed) pass; anything else is reported.
+nft() {
+  local arg
+  for arg in "$@"; do
+    case "$arg" in
+      -c | --check | list) command nft "$@"; return ;;
+      -*) ;;
+      *) break ;;
+    esac
+  done
+  check_would_run nft "$@"
+}
+
+# unshare --net -- COMMAND...: a command of CHECK_COMMANDS in a new, empty network
+# namespace, gone when it exits, so what it changes there changes nothing on the host
+# (host-firewall's listing of the table it loads). Any other form is reported.
+unshare() {
+  if [[ "${1:-}" == --net && "${2:-}" == -- && -n "$_check_unshare" &&
+    " ${CHECK_COMMANDS[*]} " == *" ${3:-} "* && -e "$_check_dir/bin/$3" ]]; then
+    "$_check_unshare" --net -- "$_check_dir/bin/$3" "${@:4}"
+  else
+    check_would_run unshare "$@"
+  fi
 }
 
 # gpg lists a key file's keys without importing them (--show-keys); it changes nothing else.
