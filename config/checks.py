@@ -48,7 +48,10 @@ def _networks_disjoint(cfg: PartialConfig) -> list[Problem]:
         "network.serviceCidr": cfg.network.service_cidr,
     }
     named = {key: cidr for key, cidr in named.items() if cidr}
-    if cfg.layout in ("hybrid", "cloud") and cfg.aws is not None:
+    # An adopted VPC's network is unknown without aws.vpc.cidr (config/aws_checks.py asks
+    # for it): the default is no network of the user's.
+    if cfg.layout in ("hybrid", "cloud") and cfg.aws is not None and (
+            cfg.aws.vpc.id is None or "cidr" in cfg.aws.vpc.model_fields_set):
         named["aws.vpc.cidr"] = cfg.aws.vpc.cidr
     if cfg.layout == "hybrid" and cfg.vpn is not None:
         named["vpn.tunnelCidr"] = cfg.vpn.tunnel_cidr

@@ -133,6 +133,9 @@ EXAMPLES = {
 
 
 def stack_for(path: str) -> str:
+    # Route tables route the on-prem LAN: hybrid only.
+    if path.startswith("aws.vpc.routeTableIds"):
+        return "prod"  # hybrid
     if path.startswith(("aws.", "pools", "backup.restorePrincipals")):
         return "dev"  # cloud
     if path.startswith(("vpn", "storage.efs", "kubeflow.access.sourceRanges",
