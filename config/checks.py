@@ -93,14 +93,21 @@ def _hosts_on_lan(cfg: PartialConfig) -> list[Problem]:
         return [Problem("network.lanCidr", f"is required by the {cfg.layout} layout: the "
                         "on-prem LAN the hosts are on")]
     lan = ipaddress.ip_network(cfg.network.lan_cidr)
-    return [
-        Problem(
-            f"hosts[{index}].address",
-            f"{host.address} is outside gpu-cluster:network.lanCidr {lan}",
-        )
-        for index, host in cfg.hosts
-        if ipaddress.ip_address(host.address) not in lan
-    ]
+    # A /31 or /32 has no network or broadcast address (RFC 3021).
+    reserved = {lan.network_address: "network", lan.broadcast_address: "broadcast"} \
+        if lan.prefixlen < 31 else {}
+    problems = []
+    for index, host in cfg.hosts:
+        address = ipaddress.ip_address(host.address)
+        if address not in lan:
+            problems.append(Problem(f"hosts[{index}].address",
+                                    f"{host.address} is outside gpu-cluster:network.lanCidr {lan}"))
+        elif address in reserved:
+            problems.append(Problem(f"hosts[{index}].address",
+                                    f"{host.address} is the {reserved[address]} address of "
+                                    f"gpu-cluster:network.lanCidr {lan}, which no host can "
+                                    "have; give the host's own address"))
+    return problems
 
 
 def _roles(cfg: PartialConfig) -> list[Problem]:

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from config.checks import cross_checks
 from config.messages import (QUOTE_LIMIT, cut, did_you_mean, finish, keys_at, namespace_typo,
-                             shown, string_leaves)
+                             required_message, set_secret_command, shown, string_leaves)
 from config.model_base import without_field_names
 from config.partial import PartialConfig
 from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, WorkerPool
@@ -62,7 +62,7 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
         if key in SECRET_KEYS and full_key not in secret_keys:
             problems.append(
                 Problem(key, "must be a secret, but it is set in plain text; remove it and set it "
-                        f"with `pulumi config set --secret {full_key}`")
+                        f"with `{set_secret_command(full_key)}`")
             )
         try:
             values[key] = _decode(text)
@@ -166,7 +166,7 @@ def _from_validation_error(error: ValidationError, secret_paths: set[str]) -> li
                   or any(marker in leaf.upper() for leaf in string_leaves(value)
                          for marker in _PRIVATE_KEY_MARKERS))
         if item["type"] == "missing":
-            message = "is required"
+            message = required_message(item["loc"])
         elif item["type"] == "extra_forbidden":
             message = _unknown_nested_key(item["loc"])
         elif secret:
@@ -175,12 +175,22 @@ def _from_validation_error(error: ValidationError, secret_paths: set[str]) -> li
         else:
             if isinstance(value, (str, int, float, bool)) and str(value) not in message:
                 message += f" (got {shown(value)})"
+            if isinstance(value, bool) and item["type"] in _TEXT_ERRORS:
+                message += _UNQUOTED_WORD
             # Validators quote the value whole; a long one is cut.
             for leaf in sorted(set(string_leaves(value)), key=len, reverse=True):
                 if len(leaf) > QUOTE_LIMIT:
                     message = message.replace(leaf, cut(leaf))
         problems.append(Problem(path, message))
     return problems
+
+
+# A YAML 1.1 reader (PyYAML, the offline preview's) takes an unquoted yes, no, on, off,
+# true or false as a boolean (https://yaml.org/type/bool.html); where text was meant, the
+# value arrives as one.
+_TEXT_ERRORS = ("string_type", "literal_error", "enum")
+_UNQUOTED_WORD = ("; an unquoted yes, no, on, off, true or false is read as a boolean: "
+                  "quote the word (\"off\")")
 
 
 def _unknown_nested_key(loc: tuple) -> str:
