@@ -89,7 +89,10 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
         problems += _from_validation_error(error, secret_paths)
         settings = None
     if settings is None or over_limit:
-        problems += cross_checks(_salvage(checked, set(values) - set(checked)))
+        dropped: set[str] = set()
+        partial = _salvage(checked, set(values) - set(checked), dropped)
+        problems += [problem for problem in cross_checks(partial)
+                     if not _speaks_of(problem, dropped)]
         raise ConfigError(finish(problems, values, secret_keys)) from None
     problems += cross_checks(_from_settings(settings))
     if problems:
@@ -221,19 +224,38 @@ def _path(loc: tuple) -> str:
     return path
 
 
-def _salvage(values: dict[str, Any], unchecked: set[str]) -> PartialConfig:
+def _speaks_of(problem: Problem, dropped: set[str]) -> bool:
+    return any(problem.path == key or problem.path.startswith((f"{key}.", f"{key}["))
+               or key in problem.message for key in dropped)
+
+
+def _salvage(values: dict[str, Any], unchecked: set[str], dropped: set[str]) -> PartialConfig:
     """Parses each section on its own so cross checks can still run on the valid ones;
-    `unchecked` lists were not looked at (over their limit)."""
+    `unchecked` lists were not looked at (over their limit). A section with broken keys is
+    parsed with those keys left at their defaults, added to `dropped` (the cross checks'
+    problems about them are not shown: their own problem is): one unquoted `cni: off`
+    does not hide the hosts' checks against network.lanCidr."""
     fields = {field.alias: field for field in StackConfig.model_fields.values()}
 
     def section(key: str):
         field = fields[key]
         if key not in values:
             return None if field.is_required() else field.get_default()
+        adapter = TypeAdapter(field.annotation)
         try:
-            return TypeAdapter(field.annotation).validate_python(values[key])
-        except ValidationError:
-            return None
+            return adapter.validate_python(values[key])
+        except ValidationError as error:
+            value = values[key]
+            broken = {item["loc"][0] for item in error.errors()
+                      if item["loc"] and isinstance(item["loc"][0], str)}
+            if not isinstance(value, dict) or not broken:
+                return None
+            try:
+                rest = adapter.validate_python({k: v for k, v in value.items() if k not in broken})
+            except ValidationError:
+                return None
+            dropped.update(f"{key}.{name}" for name in broken)
+            return rest
 
     hosts: list[tuple[int, Host]] = []
     raw_hosts = values.get("hosts", [])

@@ -82,3 +82,21 @@ def test_every_newcomer_mistake_is_reported_at_once():
     assert [line.split(": ")[0] for line in lines] == [
         "gpu-cluster:hosts[1] (gpu000).interface", "gpu-cluster:hosts[2] (gpu001).address",
         "gpu-cluster:sshPrivateKey", "gpu-cluster:storage"], lines
+
+
+def test_a_broken_key_does_not_hide_the_other_checks_of_its_section():
+    # `cni: off` breaks the network section; the hosts are still checked against lanCidr.
+    values = bare_metal_config(workers=2)
+    values["network"]["cni"] = False
+    values["hosts"][2]["address"] = "192.168.2.255"
+    assert [line.split(": ")[0] for line in problem_lines(values)] == [
+        "gpu-cluster:hosts[2] (gpu001).address", "gpu-cluster:network.cni"]
+
+
+def test_no_cross_check_speaks_of_a_broken_key_s_default():
+    # An invalid podCidr is not checked at its default (10.244.0.0/16) against the LAN.
+    values = bare_metal_config(workers=1)
+    values["network"] = {"lanCidr": "10.244.0.0/16", "podCidr": "10.244.0.0/33"}
+    values["hosts"][0]["address"], values["hosts"][1]["address"] = "10.244.0.1", "10.244.0.2"
+    assert [line.split(": ")[0] for line in problem_lines(values)] == [
+        "gpu-cluster:network.podCidr"]
