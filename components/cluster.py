@@ -33,13 +33,9 @@ from components.addons.shared_storage import (
 )
 from components.kubernetes.backups import install_backup_env, install_backup_over_ssh
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
-from config.gpu_hosts import runtime_warnings
-from config.cloud import control_plane_address
-from config.firewall import firewall_warnings
-from config.host_security import host_warnings
 from config.model import StackConfig
 from config import vendored
-from config.image_pins import tag_only_warning
+from config.warnings import preview_warnings
 
 # The distribution's cluster secrets, as hex (safe in any config file or token).
 SECRET_BYTES = 32
@@ -59,18 +55,10 @@ class Cluster(pulumi.ComponentResource):
         settings = args.settings
         # The vendored upstream files as pinned, or nothing is registered.
         vendored.verify()
-        warning = tag_only_warning(settings.kubeflow is not None)
-        if warning:
-            pulumi.log.warn(warning)
         distribution = distribution_for(distribution_settings(settings))
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution
-        for warning in [*host_warnings(settings.layout, settings.ssh, settings.hosts,
-                                       settings.tuning, settings.access),
-                        *runtime_warnings(settings.hosts, settings.nvidia),
-                        *firewall_warnings(settings.layout, settings.host_firewall,
-                                           settings.vpn.mode if settings.vpn else None,
-                                           settings.aws and control_plane_address(settings.aws))]:
+        for warning in preview_warnings(settings):
             pulumi.log.warn(warning, resource=self)
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
             settings.cluster_name, settings.kubernetes.admin_certificate_generation),

@@ -4,7 +4,9 @@ worker pools and the file system the program creates."""
 import ipaddress
 import re
 
+from config import versions
 from config.cloud import (
+    KEPLER_GPU_FAMILIES,
     NVIDIA_GPU_FAMILIES,
     AwsSettings,
     VpnSettings,
@@ -53,7 +55,7 @@ def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
             problems.append(Problem(key, f"is required by the hybrid layout: {what}"))
     aws = cfg.aws
     if aws is not None:
-        problems += _aws(aws)
+        problems += _aws(aws, cfg.layout)
         problems += _efs_on_aws(cfg, aws)
     vpn = cfg.vpn
     if vpn is not None:
@@ -77,7 +79,7 @@ def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
     return problems
 
 
-def _aws(aws: AwsSettings) -> list[Problem]:
+def _aws(aws: AwsSettings, layout: str) -> list[Problem]:
     problems = []
     if "0.0.0.0/0" in aws.admin_cidrs and not aws.allow_ssh_from_anywhere:
         problems.append(Problem("aws.adminCidrs", "0.0.0.0/0 would open SSH and the Kubernetes "
@@ -94,9 +96,19 @@ def _aws(aws: AwsSettings) -> list[Problem]:
         if len(vpc.subnet_ids) < 2:
             problems.append(Problem("aws.vpc.subnetIds", "an adopted VPC needs at least two "
                                     "subnets (in different availability zones)"))
-        if not vpc.route_table_ids:
+        if "cidr" not in vpc.model_fields_set:
+            problems.append(Problem("aws.vpc.cidr", f"is required with an adopted VPC "
+                                    f"({vpc.id}): its IPv4 CIDR, which the security groups "
+                                    "open the API and NFS to (`aws ec2 describe-vpcs "
+                                    f"--vpc-ids {vpc.id} --query 'Vpcs[0].CidrBlock'`)"))
+        # The on-prem LAN is routed through the VPN there; the cloud layout has neither.
+        if layout == "hybrid" and not vpc.route_table_ids:
             problems.append(Problem("aws.vpc.routeTableIds", "an adopted VPC needs the route "
                                     "tables of its subnets (the on-prem LAN is routed there)"))
+        elif layout == "cloud" and vpc.route_table_ids:
+            problems.append(Problem("aws.vpc.routeTableIds", "is not used by the cloud layout "
+                                    "(it routes the on-prem LAN through the VPN, which a "
+                                    "cloud stack has not); remove it"))
         if aws.control_plane.private_ip is None:
             problems.append(Problem("aws.controlPlane.privateIp", "is required with an adopted "
                                     "VPC (an address in the first subnet)"))
@@ -112,7 +124,10 @@ def _aws(aws: AwsSettings) -> list[Problem]:
     if not size_problems:
         problems += _egress(vpc, network)
     private_ip = aws.control_plane.private_ip
-    if private_ip is not None and ipaddress.ip_address(private_ip) not in network:
+    # An adopted VPC's own network is unknown without aws.vpc.cidr (its problem is above):
+    # nothing is compared with a default the user never set.
+    cidr_known = vpc.id is None or "cidr" in vpc.model_fields_set
+    if private_ip is not None and cidr_known and ipaddress.ip_address(private_ip) not in network:
         problems.append(Problem("aws.controlPlane.privateIp",
                                 f"{private_ip} is outside gpu-cluster:aws.vpc.cidr {network}"))
     return problems
@@ -255,7 +270,7 @@ def cloud_checks(cfg: PartialConfig) -> list[Problem]:
         problems.append(Problem("storage.nfs.host", "a cloud stack has no hosts to serve NFS; "
                                 "use efs, or nfs with an existing server"))
     if cfg.aws is not None:
-        problems += _aws(cfg.aws)
+        problems += _aws(cfg.aws, cfg.layout)
         problems += _efs_on_aws(cfg, cfg.aws)
     if not cfg.pools and cfg.all_pools_parsed:
         problems.append(Problem("pools", "add at least one worker pool (name, instanceType, "
@@ -267,7 +282,16 @@ def cloud_checks(cfg: PartialConfig) -> list[Problem]:
                                     f"gpu-cluster:pools[{seen[pool.name]}]"))
         seen.setdefault(pool.name, index)
         family = instance_family(pool.instance_type)
-        if pool.gpus and family not in NVIDIA_GPU_FAMILIES:
+        if family in KEPLER_GPU_FAMILIES:
+            problems.append(Problem(
+                f"pools[{index}].instanceType",
+                f"'{pool.instance_type}' has NVIDIA {KEPLER_GPU_FAMILIES[family]} GPUs "
+                "(Kepler), which are unsupported: the pinned driver branch R"
+                f"{versions.NVIDIA_DRIVER_BRANCH} and the pools' default image's driver "
+                "dropped Kepler (R470 was its last branch, NVIDIA's legacy GPU list: "
+                "https://www.nvidia.com/en-us/drivers/unix/legacy-gpu/); use a newer family "
+                f"({', '.join(sorted(NVIDIA_GPU_FAMILIES))})"))
+        elif pool.gpus and family not in NVIDIA_GPU_FAMILIES:
             known = ", ".join(sorted(NVIDIA_GPU_FAMILIES))
             problems.append(Problem(f"pools[{index}].instanceType",
                                     f"'{pool.instance_type}' has no NVIDIA GPU but the pool "

@@ -51,7 +51,10 @@ def _networks_disjoint(cfg: PartialConfig) -> list[Problem]:
         "network.serviceCidr": cfg.network.service_cidr,
     }
     named = {key: cidr for key, cidr in named.items() if cidr}
-    if cfg.layout in ("hybrid", "cloud") and cfg.aws is not None:
+    # An adopted VPC's network is unknown without aws.vpc.cidr (config/aws_checks.py asks
+    # for it): the default is no network of the user's.
+    if cfg.layout in ("hybrid", "cloud") and cfg.aws is not None and (
+            cfg.aws.vpc.id is None or "cidr" in cfg.aws.vpc.model_fields_set):
         named["aws.vpc.cidr"] = cfg.aws.vpc.cidr
     if cfg.layout == "hybrid" and cfg.vpn is not None:
         named["vpn.tunnelCidr"] = cfg.vpn.tunnel_cidr
@@ -93,14 +96,21 @@ def _hosts_on_lan(cfg: PartialConfig) -> list[Problem]:
         return [Problem("network.lanCidr", f"is required by the {cfg.layout} layout: the "
                         "on-prem LAN the hosts are on")]
     lan = ipaddress.ip_network(cfg.network.lan_cidr)
-    return [
-        Problem(
-            f"hosts[{index}].address",
-            f"{host.address} is outside gpu-cluster:network.lanCidr {lan}",
-        )
-        for index, host in cfg.hosts
-        if ipaddress.ip_address(host.address) not in lan
-    ]
+    # A /31 or /32 has no network or broadcast address (RFC 3021).
+    reserved = {lan.network_address: "network", lan.broadcast_address: "broadcast"} \
+        if lan.prefixlen < 31 else {}
+    problems = []
+    for index, host in cfg.hosts:
+        address = ipaddress.ip_address(host.address)
+        if address not in lan:
+            problems.append(Problem(f"hosts[{index}].address",
+                                    f"{host.address} is outside gpu-cluster:network.lanCidr {lan}"))
+        elif address in reserved:
+            problems.append(Problem(f"hosts[{index}].address",
+                                    f"{host.address} is the {reserved[address]} address of "
+                                    f"gpu-cluster:network.lanCidr {lan}, which no host can "
+                                    "have; give the host's own address"))
+    return problems
 
 
 def _roles(cfg: PartialConfig) -> list[Problem]:

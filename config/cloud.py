@@ -144,6 +144,14 @@ NVIDIA_GPU_FAMILIES = {
     "g6e": "L40S", "gr6": "L4",
 }
 
+# EC2 instance families whose NVIDIA GPUs are Kepler (family -> GPU): the 470 drivers are
+# the last branch that supports Kepler (NVIDIA's "Current graphics driver releases",
+# https://forums.developer.nvidia.com/t/current-graphics-driver-releases/28500: "470.xx -
+# GKxxx "Kepler" GPUs" under legacy releases; https://www.nvidia.com/en-us/drivers/unix/
+# legacy-gpu/ lists the Tesla K80 and GRID K520 there). The pinned branch
+# (versions.NVIDIA_DRIVER_BRANCH) and the pools' default image's driver are newer.
+KEPLER_GPU_FAMILIES = {"p2": "K80", "g2": "GRID K520"}
+
 
 def instance_family(instance_type: str) -> str:
     return instance_type.split(".", 1)[0]

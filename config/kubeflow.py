@@ -61,6 +61,12 @@ class ManifestsSource(Section):
     # vendor/ and `repository`.
     path: Optional[AbsolutePath] = None
 
+    @property
+    def vendored(self) -> bool:
+        """The pinned release, read from vendor/ (a git mirror of the same tag holds the same
+        files): `repository` is not read."""
+        return self.path is None and self.ref == versions.KUBEFLOW_MANIFESTS
+
     @field_validator("repository")
     @classmethod
     def _git_url(cls, value: str) -> str:

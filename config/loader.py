@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from config.checks import cross_checks
 from config.messages import (QUOTE_LIMIT, cut, did_you_mean, finish, keys_at, namespace_typo,
-                             shown, string_leaves)
+                             required_message, set_secret_command, shown, string_leaves)
 from config.model_base import without_field_names
 from config.partial import PartialConfig
 from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, WorkerPool
@@ -62,7 +62,7 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
         if key in SECRET_KEYS and full_key not in secret_keys:
             problems.append(
                 Problem(key, "must be a secret, but it is set in plain text; remove it and set it "
-                        f"with `pulumi config set --secret {full_key}`")
+                        f"with `{set_secret_command(full_key)}`")
             )
         try:
             values[key] = _decode(text)
@@ -89,7 +89,10 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
         problems += _from_validation_error(error, secret_paths)
         settings = None
     if settings is None or over_limit:
-        problems += cross_checks(_salvage(checked, set(values) - set(checked)))
+        dropped: set[str] = set()
+        partial = _salvage(checked, set(values) - set(checked), dropped)
+        problems += [problem for problem in cross_checks(partial)
+                     if not _speaks_of(problem, dropped)]
         raise ConfigError(finish(problems, values, secret_keys)) from None
     problems += cross_checks(_from_settings(settings))
     if problems:
@@ -166,7 +169,7 @@ def _from_validation_error(error: ValidationError, secret_paths: set[str]) -> li
                   or any(marker in leaf.upper() for leaf in string_leaves(value)
                          for marker in _PRIVATE_KEY_MARKERS))
         if item["type"] == "missing":
-            message = "is required"
+            message = required_message(item["loc"])
         elif item["type"] == "extra_forbidden":
             message = _unknown_nested_key(item["loc"])
         elif secret:
@@ -175,12 +178,22 @@ def _from_validation_error(error: ValidationError, secret_paths: set[str]) -> li
         else:
             if isinstance(value, (str, int, float, bool)) and str(value) not in message:
                 message += f" (got {shown(value)})"
+            if isinstance(value, bool) and item["type"] in _TEXT_ERRORS:
+                message += _UNQUOTED_WORD
             # Validators quote the value whole; a long one is cut.
             for leaf in sorted(set(string_leaves(value)), key=len, reverse=True):
                 if len(leaf) > QUOTE_LIMIT:
                     message = message.replace(leaf, cut(leaf))
         problems.append(Problem(path, message))
     return problems
+
+
+# A YAML 1.1 reader (PyYAML, the offline preview's) takes an unquoted yes, no, on, off,
+# true or false as a boolean (https://yaml.org/type/bool.html); where text was meant, the
+# value arrives as one.
+_TEXT_ERRORS = ("string_type", "literal_error", "enum")
+_UNQUOTED_WORD = ("; an unquoted yes, no, on, off, true or false is read as a boolean: "
+                  "quote the word (\"off\")")
 
 
 def _unknown_nested_key(loc: tuple) -> str:
@@ -211,19 +224,38 @@ def _path(loc: tuple) -> str:
     return path
 
 
-def _salvage(values: dict[str, Any], unchecked: set[str]) -> PartialConfig:
+def _speaks_of(problem: Problem, dropped: set[str]) -> bool:
+    return any(problem.path == key or problem.path.startswith((f"{key}.", f"{key}["))
+               or key in problem.message for key in dropped)
+
+
+def _salvage(values: dict[str, Any], unchecked: set[str], dropped: set[str]) -> PartialConfig:
     """Parses each section on its own so cross checks can still run on the valid ones;
-    `unchecked` lists were not looked at (over their limit)."""
+    `unchecked` lists were not looked at (over their limit). A section with broken keys is
+    parsed with those keys left at their defaults, added to `dropped` (the cross checks'
+    problems about them are not shown: their own problem is): one unquoted `cni: off`
+    does not hide the hosts' checks against network.lanCidr."""
     fields = {field.alias: field for field in StackConfig.model_fields.values()}
 
     def section(key: str):
         field = fields[key]
         if key not in values:
             return None if field.is_required() else field.get_default()
+        adapter = TypeAdapter(field.annotation)
         try:
-            return TypeAdapter(field.annotation).validate_python(values[key])
-        except ValidationError:
-            return None
+            return adapter.validate_python(values[key])
+        except ValidationError as error:
+            value = values[key]
+            broken = {item["loc"][0] for item in error.errors()
+                      if item["loc"] and isinstance(item["loc"][0], str)}
+            if not isinstance(value, dict) or not broken:
+                return None
+            try:
+                rest = adapter.validate_python({k: v for k, v in value.items() if k not in broken})
+            except ValidationError:
+                return None
+            dropped.update(f"{key}.{name}" for name in broken)
+            return rest
 
     hosts: list[tuple[int, Host]] = []
     raw_hosts = values.get("hosts", [])

@@ -5,7 +5,7 @@ import difflib
 import re
 import types
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -54,6 +54,51 @@ def namespace_typo(namespace: str) -> bool:
     # 0.8: one or two letters dropped, doubled or swapped in the 11 of "gpu-cluster";
     # "gpu-operator" (0.52) or "kubernetes" stay well below.
     return bool(difflib.get_close_matches(namespace.lower(), [NAMESPACE], n=1, cutoff=0.8))
+
+
+# What a secret is set from, where it is a file (`pulumi config set` reads stdin).
+SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "bastionPrivateKey": "bastion_key",
+                  "vpnClientProfile": "profile.ovpn", "kubeflowTlsKey": "key.pem"}
+
+
+def set_secret_command(full_key: str) -> str:
+    """The command that sets a secret key: `pulumi config set --secret KEY < FILE` where
+    its value is a file, with --path for an entry of a map (`kubeflowPasswordHashes.ada`)."""
+    key = full_key.partition(":")[2] or full_key
+    if "." in key:
+        return f"pulumi config set --secret --path '{NAMESPACE}:{key}'"
+    source = SECRET_SOURCES.get(key)
+    return f"pulumi config set --secret {NAMESPACE}:{key}" + (f" < {source}" if source else "")
+
+
+def required_message(loc: tuple) -> str:
+    """`is required`, with the values or keys it takes."""
+    annotation = _annotation_at(loc)
+    if get_origin(annotation) is Literal:
+        *first, last = [str(value) for value in get_args(annotation)]
+        return "is required: " + (f"{', '.join(first)} or {last}" if first else last)
+    keys = keys_at(tuple(loc) + ("",))
+    if keys:
+        return f"is required: a section with one or more of {', '.join(keys)}"
+    return "is required"
+
+
+def _annotation_at(loc: tuple) -> Any:
+    """The type of the key at `loc`, inside Optional and Annotated (None if unknown)."""
+    annotation: Any = StackConfig
+    for part in loc:
+        annotation = _bare(annotation)
+        if _is_model(annotation):
+            field = next((f for name, f in annotation.model_fields.items()
+                          if part in (name, f.alias)), None)
+            if field is None:
+                return None
+            annotation = field.annotation
+        elif get_origin(annotation) in (list, dict):
+            annotation = get_args(annotation)[-1]
+        else:
+            return None
+    return _bare(annotation)
 
 
 def keys_at(loc: tuple) -> list[str]:

@@ -15,7 +15,7 @@ from config import ConfigError, load
 from preview import entropy
 from preview.engine import run_program
 from preview.report import tree, write_artifacts
-from preview.stack_file import StackFileError, read_stack
+from preview.stack_file import StackFileError, read_stack, stack_name
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_STACK = "prod"
@@ -24,7 +24,8 @@ DEFAULT_STACK = "prod"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m preview", description=__doc__.split("\n")[0])
     parser.add_argument("stack", nargs="?", default=DEFAULT_STACK,
-                        help=f"stack to preview, reads Pulumi.<stack>.yaml (default: {DEFAULT_STACK})")
+                        help=f"stack to preview, reads Pulumi.<stack>.yaml; its name or that file "
+                        f"(default: {DEFAULT_STACK})")
     parser.add_argument("--build-dir", type=Path, default=PROJECT_DIR / "build",
                         help="where build/<stack>/ is written (default: ./build)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
+        args.stack = stack_name(args.stack, PROJECT_DIR)
         with entropy.reproducible(args.seed) if args.seed else contextlib.nullcontext():
             stack_file = read_stack(PROJECT_DIR, args.stack)
             plan = run_program(PROJECT_DIR, stack_file)

@@ -13,6 +13,7 @@ from pulumi.runtime import rpc
 
 from components.addons.shared_storage import DEFAULT_CLASS_ANNOTATION
 from components.addons.kubeflow.sources import UPSTREAM_COPY
+from config.messages import set_secret_command
 from config import vendored
 from config.storage import STORAGE_CLASS_NAMES
 from preview.host_files import bundle_files, host_scripts, vpn_configs
@@ -99,7 +100,7 @@ def _secrets_summary(plan: Plan) -> list[str]:
         return []
     lines = ["", "Secrets the preview uses placeholders for (in this preview only):"]
     lines += [f"  {key}: not set: `pulumi up` will refuse; set it with "
-              f"`pulumi config set --secret {key}`" for key in plan.missing_secrets]
+              f"`{set_secret_command(key)}`" for key in plan.missing_secrets]
     lines += [f"  {key}: encrypted: placeholder used (`pulumi up` decrypts it)"
               for key in plan.placeholders]
     return lines

@@ -4,7 +4,10 @@ PULUMI_CONFIG (key -> string; objects as JSON) and PULUMI_CONFIG_SECRET_KEYS.
 Secure values cannot be decrypted here (no CLI, no passphrase or cloud KMS), so each one
 gets an obvious placeholder, and the preview says so."""
 
+import difflib
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -12,7 +15,7 @@ from typing import Any, Optional
 import yaml
 
 from config.problems import NAMESPACE
-from preview import credentials, entropy, vpn_placeholder
+from preview import credentials, entropy, vpn_placeholder, yaml_errors
 
 # The project's example stacks: what the tests, the policy run and the benchmarks read. A
 # user's own Pulumi.<stack>.yaml beside them previews like any stack but is in none of
@@ -50,14 +53,43 @@ class StackConfigFile:
     missing: list[str] = field(default_factory=list)
 
 
+_STACK_FILE = re.compile(r"Pulumi\.(?P<stack>.+)\.ya?ml")
+
+
+def stack_name(argument: str, project_dir: Path) -> str:
+    """The stack an argument names: a stack's name, or its file (`Pulumi.towers.yaml`,
+    `./Pulumi.towers.yaml`) in the project folder, the one place Pulumi reads it from."""
+    path = Path(argument)
+    match = _STACK_FILE.fullmatch(path.name)
+    if match is None:
+        if "/" in argument:
+            raise StackFileError(f"{argument}: give a stack's name (prod) or its file "
+                                 "(Pulumi.prod.yaml)")
+        return argument
+    folder = (Path.cwd() / path).resolve().parent
+    if folder != project_dir.resolve():
+        raise StackFileError(f"{argument}: Pulumi reads a stack's file from the project "
+                             f"folder {project_dir} only; move it there and give its name "
+                             f"({match['stack']})")
+    return match["stack"]
+
+
 def read_stack(project_dir: Path, stack: str) -> StackConfigFile:
     project = _mapping(_yaml(project_dir / "Pulumi.yaml"), "Pulumi.yaml")
     if not isinstance(project.get("name"), str) or not project["name"]:
         raise StackFileError("Pulumi.yaml: `name` must be the project's name (a string)")
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
-        raise FileNotFoundError(f"no stack file {path.name} in {project_dir}")
+        # The names only, for the suggestion: no stack file but the one asked for is read
+        # (tools and tests go through EXAMPLE_STACKS).
+        stacks = [match["stack"] for match in map(_STACK_FILE.fullmatch, os.listdir(project_dir))
+                  if match]
+        close = difflib.get_close_matches(stack, sorted(stacks), n=1)
+        hint = (f"; did you mean '{close[0]}'?" if close else
+                f" (stacks here: {', '.join(sorted(stacks)) or 'none'})")
+        raise FileNotFoundError(f"no stack file {path.name} in {project_dir}{hint}")
     document = _mapping(_yaml(path) or {}, path.name)
+    _stack_file_keys(document, path.name)
     result = StackConfigFile(project=project["name"], stack=stack, config={}, secret_keys=[])
     project_config = project.get("config") or {}
     for key, spec in _mapping(project_config, "Pulumi.yaml", "config").items():
@@ -94,16 +126,34 @@ def _yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text())
     except yaml.MarkedYAMLError as error:
-        # PyYAML's marks count from 0; editors count from 1.
-        mark, context = error.problem_mark or error.context_mark, error.context_mark
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = error.problem or error.context or "cannot be parsed"
-        if error.context and error.problem and context is not None:
-            what += (f" ({error.context} at line {context.line + 1}, column "
-                     f"{context.column + 1})")
-        raise StackFileError(f"{path.name}{where}: not valid YAML: {what}") from None
+        if error.problem_mark is None and error.context_mark is None:
+            raise StackFileError(f"{path.name}: not valid YAML: {error}") from None
+        raise StackFileError(f"{path.name}, {yaml_errors.describe(error, path.read_text())}"
+                             ) from None
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise StackFileError(f"{path.name}: not valid YAML: {error}") from None
+
+
+# The top-level keys of a stack file (the Automation API's StackSettings, pulumi/pulumi-dotnet
+# sdk/Pulumi.Automation/StackSettings.cs: secretsprovider, encryptedkey, encryptionsalt,
+# config; `environment` names Pulumi ESC environments, README "Secrets and credentials with
+# Pulumi ESC").
+STACK_FILE_KEYS = ("secretsprovider", "encryptedkey", "encryptionsalt", "config", "environment")
+
+
+def _stack_file_keys(document: dict, file: str) -> None:
+    """Config keys written at the top level, without `config:` above them, are read by
+    nobody: say so instead of asking for keys that are there."""
+    stray = [str(key) for key in document if key not in STACK_FILE_KEYS]
+    if not stray:
+        return
+    shown = ", ".join(stray[:3]) + (", ..." if len(stray) > 3 else "")
+    if "config" not in document:
+        raise StackFileError(f"{file}: has no `config:` section: its keys ({shown}) must be "
+                             "indented under a first line `config:`")
+    raise StackFileError(f"{file}: {shown} {'is not a key' if len(stray) == 1 else 'are not keys'}"
+                         " of a stack file (those are " + ", ".join(STACK_FILE_KEYS) +
+                         "); a config key goes under `config:`, indented like the others")
 
 
 def _mapping(value: Any, file: str, key: Optional[str] = None) -> dict:

@@ -177,7 +177,12 @@ def run_checked(*command: str, timeout: float = 30) -> str:
     return result.stdout
 
 
+# Printed by every preview of bare_metal_config (its controller serves NFS itself).
+NO_BACKUPS = "no backups of the control plane"
+
+
 def own_warnings(plan: Plan) -> list[str]:
     """The plan's warnings but the one every preview prints about images pinned by tag
-    only (config/image_pins.py)."""
-    return [warning for warning in plan.warnings if "pinned by tag only" not in warning]
+    only (config/image_pins.py) and bare_metal_config's about backups (config/warnings.py)."""
+    return [warning for warning in plan.warnings
+            if "pinned by tag only" not in warning and not warning.startswith(NO_BACKUPS)]

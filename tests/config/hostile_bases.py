@@ -134,6 +134,9 @@ EXAMPLES = {
 
 
 def stack_for(path: str) -> str:
+    # Route tables route the on-prem LAN: hybrid only.
+    if path.startswith("aws.vpc.routeTableIds"):
+        return "prod"  # hybrid
     # The access points' keys are the cloud layout's (its StorageClass renders them).
     if path.startswith(("aws.", "pools", "backup.restorePrincipals",
                         "storage.efs.directoryPerms")):

@@ -70,8 +70,9 @@ def with_kubeflow(change: Callable[[dict], None]) -> Callable[[dict], None]:
 def many_hosts(count: int) -> Callable[[dict], None]:
     def apply(values: dict) -> None:
         values["network"]["lanCidr"] = "172.16.0.0/12"
-        values["hosts"] = [{"name": f"h{i}", "address": f"172.{16 + i // 65536}."
-                            f"{i // 256 % 256}.{i % 256}",
+        # From 172.16.0.1: 172.16.0.0 is the LAN's network address.
+        values["hosts"] = [{"name": f"h{i}", "address": f"172.{16 + (i + 1) // 65536}."
+                            f"{(i + 1) // 256 % 256}.{(i + 1) % 256}",
                             "role": "controller" if i == 0 else "worker",
                             "sshHostKey": TEST_HOST_KEY}
                            for i in range(count)]

@@ -263,7 +263,8 @@ def test_plaintext_secret_is_refused_with_the_command_to_fix_it():
     problems = problem_lines(bare_metal_config(), secret=())
     assert problems == [
         "gpu-cluster:sshPrivateKey: must be a secret, but it is set in plain text; remove it "
-        "and set it with `pulumi config set --secret gpu-cluster:sshPrivateKey`"
+        "and set it with `pulumi config set --secret gpu-cluster:sshPrivateKey "
+        "< ~/.ssh/id_ed25519`"
     ]
 
 

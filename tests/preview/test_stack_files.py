@@ -55,13 +55,29 @@ def project(tmp_path: Path, stack_text: str, project_text: str = VALID_PROJECT) 
 UNREADABLE = [
     # (id, stack file, Pulumi.yaml, the error)
     ("flow list never closed", "config:\n  gpu-cluster:layout: [bare\n", VALID_PROJECT,
-     "Pulumi.test.yaml, line 3, column 1: not valid YAML: expected ',' or ']', but got "
-     "'<stream end>' (while parsing a flow sequence at line 2, column 23)"),
+     "Pulumi.test.yaml, line 2, column 23: not valid YAML: this `[` is not closed by `]`"),
     ("indented key", "config:\n  gpu-cluster:layout: bare-metal\n   foo: 1\n", VALID_PROJECT,
-     "Pulumi.test.yaml, line 3, column 7: not valid YAML: mapping values are not allowed here"),
+     "Pulumi.test.yaml, line 3, column 7: not valid YAML: `foo: 1` is indented deeper than "
+     "the key above it (indent it like that key), or its value holds \": \" (quote the value)"),
     ("tab indentation", "config:\n\tgpu-cluster:layout: cloud\n", VALID_PROJECT,
-     "Pulumi.test.yaml, line 2, column 1: not valid YAML: found character '\\t' that cannot "
-     "start any token"),
+     "Pulumi.test.yaml, line 2, column 1: not valid YAML: a tab; indent with spaces only"),
+    # The mistake is on line 4; PyYAML stops on line 5.
+    ("no space after a colon", "config:\n  gpu-cluster:hosts:\n    - name: moscow\n"
+     "      address:192.168.2.2\n      gpus: 4\n", VALID_PROJECT,
+     "Pulumi.test.yaml, line 4, column 7: not valid YAML: `address:192.168.2.2` is not "
+     "`key: value`: put a space after the colon, or quote the text"),
+    ("key indented less than its neighbours", "config:\n  gpu-cluster:hosts:\n"
+     "    - name: moscow\n      address: 192.168.2.2\n     role: worker\n", VALID_PROJECT,
+     "Pulumi.test.yaml, line 5, column 6: not valid YAML: `role: worker` is indented by 5 "
+     "spaces, which matches no key above it: indent it like the keys beside it (or like its "
+     "parent's, to end the section)"),
+    ("no config section", "gpu-cluster:layout: bare-metal\ngpu-cluster:hosts: []\n",
+     VALID_PROJECT, "Pulumi.test.yaml: has no `config:` section: its keys "
+     "(gpu-cluster:layout, gpu-cluster:hosts) must be indented under a first line `config:`"),
+    ("a config key beside config", "config:\n  gpu-cluster:layout: cloud\n"
+     "gpu-cluster:hosts: []\n", VALID_PROJECT, "Pulumi.test.yaml: gpu-cluster:hosts is not "
+     "a key of a stack file (those are secretsprovider, encryptedkey, encryptionsalt, config, "
+     "environment); a config key goes under `config:`, indented like the others"),
     ("stack file is a list", "- gpu-cluster:layout: cloud\n", VALID_PROJECT,
      "Pulumi.test.yaml: the file must be a mapping of keys to values, not a list"),
     ("stack file is a scalar", "layout\n", VALID_PROJECT,
@@ -71,8 +87,7 @@ UNREADABLE = [
     ("config key is a number", "config:\n  1: cloud\n", VALID_PROJECT,
      "Pulumi.test.yaml: config key 1 must be a string like gpu-cluster:layout"),
     ("Pulumi.yaml syntax", "config: {}\n", "name: gpu-cluster\nruntime: [python\n",
-     "Pulumi.yaml, line 3, column 1: not valid YAML: expected ',' or ']', but got "
-     "'<stream end>' (while parsing a flow sequence at line 2, column 10)"),
+     "Pulumi.yaml, line 2, column 10: not valid YAML: this `[` is not closed by `]`"),
     ("Pulumi.yaml is a list", "config: {}\n", "- name\n",
      "Pulumi.yaml: the file must be a mapping of keys to values, not a list"),
     ("Pulumi.yaml without a name", "config: {}\n", "runtime: python\n",
@@ -91,21 +106,20 @@ def test_an_unreadable_file_is_named_with_its_line_and_column(tmp_path, stack_te
     assert str(caught.value) == error
 
 
-def run_preview(folder: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+def run_preview(folder: Path, tmp_path: Path, stack: str = "test") -> subprocess.CompletedProcess:
     script = ("import sys; sys.path.insert(0, sys.argv[1]); import preview.__main__ as m;"
               "from pathlib import Path; m.PROJECT_DIR = Path(sys.argv[2]);"
-              "sys.exit(m.main(['test', '--quiet', '--build-dir', sys.argv[3]]))")
+              "sys.exit(m.main([sys.argv[4], '--quiet', '--build-dir', sys.argv[3]]))")
     return subprocess.run([sys.executable, "-c", script, str(PROJECT_DIR), str(folder),
-                           str(tmp_path / "build")], capture_output=True, text=True,
-                          timeout=300)
+                           str(tmp_path / "build"), stack], capture_output=True, text=True,
+                          timeout=300, cwd=folder)
 
 
 def test_the_preview_prints_a_yaml_error_in_one_line(tmp_path):
     result = run_preview(project(tmp_path, "config:\n  gpu-cluster:layout: [bare\n"), tmp_path)
     assert result.returncode == 2
-    assert result.stderr == ("error: Pulumi.test.yaml, line 3, column 1: not valid YAML: "
-                             "expected ',' or ']', but got '<stream end>' (while parsing a "
-                             "flow sequence at line 2, column 23)\n")
+    assert result.stderr == ("error: Pulumi.test.yaml, line 2, column 23: not valid YAML: "
+                             "this `[` is not closed by `]`\n")
 
 
 def test_the_offline_policy_run_names_an_unreadable_stack_file(tmp_path, monkeypatch, capsys):
@@ -122,7 +136,7 @@ def test_the_offline_policy_run_names_an_unreadable_stack_file(tmp_path, monkeyp
 SECRETS = [
     # (id, the stack's sshPrivateKey lines, the preview's line about it)
     ("not set", "", "gpu-cluster:sshPrivateKey: not set: `pulumi up` will refuse; set it with "
-     "`pulumi config set --secret gpu-cluster:sshPrivateKey`"),
+     "`pulumi config set --secret gpu-cluster:sshPrivateKey < ~/.ssh/id_ed25519`"),
     ("encrypted", "  gpu-cluster:sshPrivateKey:\n    secure: AAABAKvhIqjLcu8=\n",
      "gpu-cluster:sshPrivateKey: encrypted: placeholder used (`pulumi up` decrypts it)"),
 ]

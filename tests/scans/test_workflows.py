@@ -310,3 +310,29 @@ def test_drift_runs_the_doctor_on_the_offline_previews_envelopes():
         "${{ vars.PULUMI_ORG }}/gpu-cluster/${{ matrix.stack }}")
     # The key is written 0600 and removed whatever happens.
     assert "umask 077" in script and "trap 'rm -f \"$key\"' EXIT" in script
+
+
+@pytest.mark.parametrize("job", ["up", "up-prod"])
+def test_up_stops_at_once_without_a_runner_inside_the_cluster_s_networks(job, tmp_path):
+    """`pulumi up` reaches the machines over SSH and the API from inside aws.adminCidrs
+    (README, "The network path of `pulumi up`"): a GitHub-hosted runner is not there, so
+    the job's first step, run by bash as the runner runs it, stops with the path it needs."""
+    first = load(PROJECT_DIR / ".github/workflows/up.yml")["jobs"][job]["steps"][0]
+    assert first["env"] == {"RUNNER_LABEL": "${{ vars.PULUMI_UP_RUNNER }}"}
+    script = tmp_path / "step.sh"
+    script.write_text(first["run"])
+
+    def run(label: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-e", str(script)], env={"RUNNER_LABEL": label,
+                              "PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+
+    unset = run("")
+    assert unset.returncode == 1
+    assert unset.stdout.startswith("::error::pulumi up reaches the hosts over SSH and the "
+                                   "control plane's Elastic IP on TCP 22 and the Kubernetes "
+                                   "API port from inside aws.adminCidrs")
+    assert "PULUMI_UP_RUNNER" in unset.stdout
+    assert run("gpu-lab-runner").returncode == 0
+    readme = (PROJECT_DIR / "README.md").read_text()
+    assert "### The network path of `pulumi up`" in readme
+    assert "no command runs on any machine of the cluster" not in readme

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from components.addons.kubeflow import catalog
-from config import vendored, versions
+from config import vendored
 from config.kubeflow import KubeflowSettings
 
 KUSTOMIZATION = "kustomization.yaml"
@@ -17,8 +17,7 @@ UPSTREAM_COPY = "upstream"
 
 def uses_vendored(kubeflow: KubeflowSettings) -> bool:
     """The pinned release from vendor/ (a git mirror of the same tag holds the same files)."""
-    source = kubeflow.source
-    return source.path is None and source.ref == versions.KUBEFLOW_MANIFESTS
+    return kubeflow.source.vendored
 
 
 def base_reference(kubeflow: KubeflowSettings, path: str, overlay_dir: Path) -> str:

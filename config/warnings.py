@@ -1,0 +1,84 @@
+"""The preview's warnings that follow from the config alone: each says what the program will
+not do (or does with a risk) that a user might expect, and names the key that changes it.
+One list, printed by `pulumi preview` (pulumi.log.warn) and the offline preview's
+"Warnings:" block; a new warning of this kind joins `preview_warnings`."""
+
+from typing import Optional
+
+from config.backup import backup_store
+from config.cloud import control_plane_address
+from config.firewall import firewall_warnings
+from config.gpu_hosts import runtime_warnings
+from config.host_security import host_warnings
+from config.image_pins import tag_only_warning
+from config.model import StackConfig
+
+# nfs(5), "soft / hard": "A so-called "soft" timeout can cause silent data corruption in
+# certain cases" (the README's "Shared storage").
+SOFT_OPTIONS = ("soft",)
+
+
+def preview_warnings(settings: StackConfig) -> list[str]:
+    """Every warning, in a fixed order: the images, the hosts, then the config's gaps."""
+    warnings = [tag_only_warning(settings.kubeflow is not None)]
+    warnings += host_warnings(settings.layout, settings.ssh, settings.hosts, settings.tuning,
+                              settings.access)
+    warnings += runtime_warnings(settings.hosts, settings.nvidia)
+    warnings += firewall_warnings(settings.layout, settings.host_firewall,
+                                  settings.vpn.mode if settings.vpn else None,
+                                  settings.aws and control_plane_address(settings.aws))
+    warnings += [backups_off_warning(settings), kubeflow_repository_warning(settings)]
+    warnings += soft_mount_warnings(settings)
+    return [warning for warning in warnings if warning]
+
+
+def backups_off_warning(settings: StackConfig) -> Optional[str]:
+    """Backups left unset on a bare-metal stack with no place outside the controller: no
+    snapshot is taken, and nothing else would say so (seed 000: the controller serves NFS)."""
+    backup = settings.backup
+    if backup.enabled is not None or settings.layout != "bare-metal":
+        return None
+    controller = settings.controller.name
+    if backup_store(settings.layout, backup, settings.storage, controller) is not None:
+        return None
+    nfs = settings.storage.nfs
+    why = (f"the NFS export is served by the controller {controller} itself "
+           "(gpu-cluster:storage.nfs.host)" if nfs is not None
+           else "there is no NFS export (gpu-cluster:storage.nfs) and no gpu-cluster:backup.path")
+    return (f"no backups of the control plane: {why}, and a snapshot kept on the machine it "
+            "restores is lost with it. Set gpu-cluster:backup.path to a folder on the "
+            "controller where other storage is mounted, or gpu-cluster:storage.nfs.server to "
+            "an NFS server on another machine (and gpu-cluster:backup.recipients); "
+            "gpu-cluster:backup.enabled: false says you mean it")
+
+
+def kubeflow_repository_warning(settings: StackConfig) -> Optional[str]:
+    kubeflow = settings.kubeflow
+    if kubeflow is None or "repository" not in kubeflow.source.model_fields_set:
+        return None
+    source = kubeflow.source
+    if source.path is not None:
+        return (f"gpu-cluster:kubeflow.source.repository ({source.repository}) is not read: "
+                f"gpu-cluster:kubeflow.source.path ({source.path}) replaces it; remove one")
+    if not source.vendored:
+        return None
+    return (f"gpu-cluster:kubeflow.source.repository ({source.repository}) is not read: "
+            f"gpu-cluster:kubeflow.source.ref is the pinned release ({source.ref}), which is "
+            "read from vendor/ (checked against vendor/SHA256SUMS); set "
+            "gpu-cluster:kubeflow.source.ref to another tag or commit to read the repository, "
+            "or remove the key")
+
+
+def soft_mount_warnings(settings: StackConfig) -> list[str]:
+    warnings = []
+    for name in ("nfs", "efs"):
+        backend = getattr(settings.storage, name)
+        soft = [option for option in (backend.mount_options if backend else [])
+                if option in SOFT_OPTIONS]
+        if soft:
+            warnings.append(
+                f"gpu-cluster:storage.{name}.mountOptions has {', '.join(soft)}: when the "
+                "server does not answer in time, reads and writes fail half done, which "
+                "\"can cause silent data corruption\" (nfs(5)), e.g. in Katib's and "
+                "Pipelines' MySQL on this storage; use hard (the default options)")
+    return warnings

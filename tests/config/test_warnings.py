@@ -1,0 +1,87 @@
+"""The preview's warnings about what the program will not do that a user might expect:
+each names the key that changes it, and reaches `pulumi preview` (pulumi.log.warn) and the
+offline preview's "Warnings:" block."""
+
+import copy
+
+import pytest
+
+from config.warnings import preview_warnings
+from tests.config.loading import loads
+from tests.conftest import bare_metal_config, cloud_config
+from tests.kubeflow.test_component import with_own_logins
+
+
+def warnings_of(values: dict) -> list[str]:
+    return [w for w in preview_warnings(loads(values)) if "pinned by tag only" not in w]
+
+
+@pytest.mark.parametrize("change", [
+    lambda v: v["backup"].update(enabled=False),
+    lambda v: v["backup"].update(path="/mnt/backups"),
+    lambda v: v["storage"]["nfs"].update(host=None, server="192.168.2.200"),
+], ids=["backups off on purpose", "backup.path", "another NFS server"])
+def test_no_backup_warning_where_they_run_or_are_off_on_purpose(change):
+    values = bare_metal_config(workers=1)
+    change(values)
+    values["storage"]["nfs"] = {k: v for k, v in values["storage"]["nfs"].items() if v}
+    assert not [w for w in warnings_of(values) if "backup" in w]
+
+
+def test_no_nfs_export_and_no_backup_path_is_warned():
+    values = bare_metal_config(workers=1)
+    values["storage"] = {"localPath": {}}
+    [warning] = [w for w in warnings_of(values) if "backup" in w]
+    assert "there is no NFS export (gpu-cluster:storage.nfs)" in warning
+
+
+def test_the_cloud_layout_has_no_backup_warning():
+    assert warnings_of(cloud_config()) == []
+
+
+@pytest.mark.parametrize("option", ["soft"])
+def test_soft_nfs_mounts_are_warned(option):
+    values = bare_metal_config(workers=1)
+    values["backup"]["enabled"] = False
+    values["storage"]["nfs"]["mountOptions"] = ["nfsvers=4.1", option, "timeo=10"]
+    assert warnings_of(values) == [
+        f"gpu-cluster:storage.nfs.mountOptions has {option}: when the server does not answer "
+        "in time, reads and writes fail half done, which \"can cause silent data corruption\" "
+        "(nfs(5)), e.g. in Katib's and Pipelines' MySQL on this storage; use hard (the "
+        "default options)"]
+
+
+def test_soft_efs_mounts_are_warned():
+    values = cloud_config()
+    values["storage"]["efs"]["mountOptions"] = ["nfsvers=4.1", "soft"]
+    [warning] = warnings_of(values)
+    assert warning.startswith("gpu-cluster:storage.efs.mountOptions has soft:")
+
+
+def kubeflow_values(**source) -> dict:
+    values = with_own_logins(bare_metal_config(workers=1))
+    values["backup"]["enabled"] = False
+    values["kubeflow"]["source"] = source
+    return values
+
+
+def test_a_repository_beside_a_local_copy_is_warned():
+    [warning] = [w for w in warnings_of(kubeflow_values(
+        repository="https://git.example.com/mirror/manifests", path="/opt/manifests"))
+        if "kubeflow.source" in w]
+    assert "gpu-cluster:kubeflow.source.path (/opt/manifests) replaces it" in warning
+
+
+def test_a_repository_read_for_another_ref_is_not_warned():
+    assert not [w for w in warnings_of(kubeflow_values(
+        repository="https://git.example.com/mirror/manifests", ref="v1.10.0"))
+        if "kubeflow.source" in w]
+
+
+def test_every_warning_names_a_key():
+    values = copy.deepcopy(kubeflow_values(repository="https://git.example.com/m/manifests"))
+    values["backup"].pop("enabled")
+    values["storage"]["nfs"]["mountOptions"] = ["soft"]
+    warnings = warnings_of(values)
+    assert len(warnings) == 3
+    assert all("gpu-cluster:" in warning for warning in warnings), warnings
