@@ -162,6 +162,21 @@ def test_failure_details(serve, authority, tmp_path):
     assert passing["detail"] == "dcgmi diag -r 1: 9 passed, 0 skipped"
 
 
+def test_a_gpu_failing_where_the_others_pass_is_named(serve, authority, tmp_path):
+    server = serve(scenario=_with("dcgm-diag", {
+        "phase": "Failed", "exitCode": 1, "log": read("dcgmi-diag-r3-partial.txt")}))
+    done, report = run_validate(tmp_path, server.url, authority, "--dcgm-level", "3",
+                                *[f"--skip={c}" for c in ("nccl-node", "nccl-cluster",
+                                                          "storage-fio")])
+    assert done.returncode == 1, done.stdout + done.stderr
+    (diag,) = [v for v in report["verdicts"] if v["status"] == "fail"]
+    assert diag["subject"] == "gpu001"
+    assert diag["detail"].splitlines() == [
+        "Hardware / GPU Memory: Fail - GPU: 3",
+        "Warning: Found 12 faulty memory elements on GPU 3"]
+    assert "    Hardware / GPU Memory: Fail - GPU: 3\n" in done.stdout
+
+
 def test_a_pod_that_never_runs_is_could_not_check(serve, authority, tmp_path):
     server = serve(scenario=_with("cuda-smoke", {"phase": "Pending",
                                                  "message": "0/3 nodes are available: "
