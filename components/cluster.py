@@ -62,6 +62,8 @@ class Cluster(pulumi.ComponentResource):
         for warning in host_warnings(settings.layout, settings.ssh, settings.hosts,
                                      settings.tuning, settings.access):
             pulumi.log.warn(warning, resource=self)
+        if settings.kubernetes.drain_warning():
+            pulumi.log.warn(settings.kubernetes.drain_warning(), resource=self)
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
             settings.cluster_name, settings.kubernetes.admin_certificate_generation),
                               opts=pulumi.ResourceOptions(parent=self))
@@ -185,7 +187,8 @@ class Cluster(pulumi.ComponentResource):
                                    self._distribution,
                                    machines.prepared[host.name], control_plane,
                                    self.node_api, machines.join_after.get(host.name, []),
-                                   settings.kubernetes.drain_timeout_seconds, bound),
+                                   settings.kubernetes.drain_timeout_seconds, bound,
+                                   drain_force=settings.kubernetes.drain_force),
                     opts=pulumi.ResourceOptions(parent=self),
                 ))
         return control_plane
