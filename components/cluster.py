@@ -183,7 +183,8 @@ class Cluster(pulumi.ComponentResource):
                                    self._distribution,
                                    machines.prepared[host.name], control_plane,
                                    self.node_api, machines.join_after.get(host.name, []),
-                                   settings.kubernetes.drain_timeout_seconds, bound),
+                                   settings.kubernetes.drain_timeout_seconds, bound,
+                                   drain_force=settings.kubernetes.drain_force),
                     opts=pulumi.ResourceOptions(parent=self),
                 ))
         return control_plane

@@ -116,7 +116,8 @@ class Layout(abc.ABC):
                                node_ready_timeout_seconds=(
                                    settings.kubernetes.node_ready_timeout_seconds),
                                reboot_timeout_seconds=settings.tuning.reboot_timeout_seconds,
-                               max_unavailable=max_unavailable(settings))
+                               max_unavailable=max_unavailable(settings),
+                               drain_force=settings.kubernetes.drain_force)
         return HostBootstrap(
             host.name,
             HostBootstrapArgs(

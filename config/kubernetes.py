@@ -2,7 +2,7 @@
 tokens, drains, the admin's certificate, and how a raised version reaches the workers."""
 
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
@@ -63,6 +63,9 @@ class KubernetesSettings(Section):
     # take before the step fails (kubectl drain --timeout); evictions respect
     # PodDisruptionBudgets, and a drain that fails stops an upgrade's rollout.
     drain_timeout_seconds: int = Field(default=600, ge=30, le=7200)
+    # Whether drains delete pods no controller manages (`kubectl run`), which are then gone
+    # for good (kubectl drain --force). Off: such a pod fails the drain, named.
+    drain_force: bool = False
     # Cloud: how long `pulumi up` waits for the API the controller installs at boot.
     api_ready_timeout_seconds: int = Field(default=900, ge=60, le=7200)
     # Raising it issues the admin a new key and client certificate (Day-2 rotation).
@@ -71,6 +74,14 @@ class KubernetesSettings(Section):
     # bootstrap tokens (Day-2 rotation).
     join_token_generation: int = Field(default=0, ge=0, le=1_000_000)
     upgrade: UpgradeSettings = UpgradeSettings()
+
+    def drain_warning(self) -> Optional[str]:
+        """The preview's warning when drains may delete users' pods."""
+        if not self.drain_force:
+            return None
+        return ("gpu-cluster:kubernetes.drainForce is true: drains (upgrades, maintenance, "
+                "removed and replaced machines) delete pods no controller manages, such as "
+                "an interactive `kubectl run` GPU pod, and nothing recreates them")
 
     @field_validator("version")
     @classmethod

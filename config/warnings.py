@@ -24,6 +24,7 @@ def preview_warnings(settings: StackConfig) -> list[str]:
     warnings += host_warnings(settings.layout, settings.ssh, settings.hosts, settings.tuning,
                               settings.access)
     warnings += runtime_warnings(settings.hosts, settings.nvidia)
+    warnings.append(settings.kubernetes.drain_warning())
     warnings += firewall_warnings(settings.layout, settings.host_firewall,
                                   settings.vpn.mode if settings.vpn else None,
                                   settings.aws and control_plane_address(settings.aws))

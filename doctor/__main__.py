@@ -11,7 +11,7 @@ import sys
 from doctor import DoctorError, drift, hosts, kubeapi, report, stack
 from doctor.checks import Context, run
 from doctor.checks.gpus import wanted_logs
-from doctor.findings import EXIT_UNCHECKED, exit_code
+from doctor.findings import EXIT_UNCHECKED, exit_code, unchecked
 
 PROG = "python -m doctor"
 
@@ -79,28 +79,41 @@ def _drift(args: argparse.Namespace, known: stack.Stack) -> drift.Drift | None:
     return drift.Drift(found, results)
 
 
+def _could_not_look(args: argparse.Namespace, subject: str, message: str, fix: str,
+                    source: str, server: str) -> int:
+    """The doctor could not look at all: the message on stderr, and with --json the report
+    too, one could-not-check finding, so a machine reading stdout still gets one."""
+    print(f"error: {message}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(report.as_json([unchecked("doctor", subject, message, fix)],
+                                        source, server))
+    return EXIT_UNCHECKED
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # What could not be read yet, for a report of why the doctor stopped.
+    subject, server = "stack outputs", ""
+    source = stack.planned_source(args.stack, args.outputs)
     try:
         if (args.stack is None) == (args.outputs is None):
             raise DoctorError("name a STACK or give --outputs FILE.json (one of them)")
         if args.cwd is not None and args.stack is None:
             raise DoctorError("--cwd goes with STACK")
         known = stack.read(args.stack, args.outputs, args.cwd or _project_dir())
+        subject, source, server = "cluster", known.source, known.kubeconfig.server
         snapshot = kubeapi.collect(known.kubeconfig, wanted_logs)
         context = Context(known, snapshot, _host_outputs(args, known), _drift(args, known))
         findings = run(context)
     except DoctorError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_UNCHECKED
+        return _could_not_look(args, subject, str(error), "", source, server)
     except KeyboardInterrupt:
         return 130
     except Exception as error:  # noqa: BLE001 - one line, never a traceback with key material
         if os.environ.get("DOCTOR_DEBUG"):
             raise
-        print(f"error: unexpected {type(error).__name__}; DOCTOR_DEBUG=1 shows where",
-              file=sys.stderr)
-        return EXIT_UNCHECKED
+        return _could_not_look(args, subject, f"unexpected {type(error).__name__}; "
+                               "DOCTOR_DEBUG=1 shows where", "", source, server)
     if args.json:
         sys.stdout.write(report.as_json(findings, known.source, snapshot.server))
     else:

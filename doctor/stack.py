@@ -56,6 +56,14 @@ class Stack:
         return next((pool for pool in self.pools if pool.name == name), None)
 
 
+def planned_source(stack: Optional[str], outputs_file: Optional[str]) -> str:
+    """The source as read() names it, for a report written when it could not be read."""
+    if outputs_file is not None:
+        return ("the outputs on standard input" if outputs_file == "-"
+                else f"outputs file '{outputs_file}'")
+    return f"stack '{stack}'" if stack else "no stack named"
+
+
 def read(stack: Optional[str], outputs_file: Optional[str], cwd: Optional[str]) -> Stack:
     try:
         if outputs_file is not None:

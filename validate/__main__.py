@@ -88,9 +88,31 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _report(args: argparse.Namespace, verdicts: list[Verdict], source: str,
+            server: str) -> int:
+    """The table on stdout, and the JSON and JUnit files asked for."""
+    sys.stdout.write(report.table(verdicts, source, server))
+    if args.json:
+        with open(args.json, "w") as handle:
+            handle.write(report.as_json(verdicts, source, server))
+    if args.junit:
+        with open(args.junit, "w") as handle:
+            handle.write(report.junit(verdicts, source))
+    return report.exit_code(verdicts)
+
+
+def _could_not_check(args: argparse.Namespace, subject: str, message: str, source: str,
+                     server: str) -> int:
+    """Nothing could be checked: the message on stderr, and the reports all the same, with
+    one could-not-check verdict (JUnit: an <error>), so CI reads why."""
+    print(f"error: {message}", file=sys.stderr)
+    return _report(args, [Verdict("setup", subject, UNCHECKED, message)], source, server)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     progress = Progress()
+    source = stack_outputs.planned_source(args.stack, args.outputs)
     try:
         if (args.stack is None) == (args.outputs is None):
             raise ValidateError("name a STACK or give --outputs FILE.json (one of them)")
@@ -99,8 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         known = stack_outputs.read(args.stack, args.outputs, args.cwd or _project_dir())
         limits = thresholds.load()
     except (ValidateError, DoctorError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return report.EXIT_UNCHECKED
+        return _could_not_check(args, "stack outputs", str(error), source, "")
     acceptance = args.acceptance or (
         os.path.join(_project_dir(), "build", args.stack, "acceptance") if args.stack else None)
     options = Options(timeout=args.timeout, mpi_timeout=args.mpi_timeout,
@@ -121,27 +142,20 @@ def main(argv: list[str] | None = None) -> int:
             verdicts = _run(kube, known, options, limits, progress)
             client.session.close()
     except (DoctorError, ValidateError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return report.EXIT_UNCHECKED
+        return _could_not_check(args, "cluster", str(error), known.source,
+                                server or known.kubeconfig.server)
     except KeyboardInterrupt:
         print("interrupted; what this run created is deleted", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 - one line, never a traceback with key material
         if os.environ.get("VALIDATE_DEBUG"):
             raise
-        print(f"error: unexpected {type(error).__name__}; VALIDATE_DEBUG=1 shows where",
-              file=sys.stderr)
-        return report.EXIT_UNCHECKED
+        return _could_not_check(args, "cluster", f"unexpected {type(error).__name__}; "
+                                "VALIDATE_DEBUG=1 shows where", known.source,
+                                server or known.kubeconfig.server)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    sys.stdout.write(report.table(verdicts, known.source, server))
-    if args.json:
-        with open(args.json, "w") as handle:
-            handle.write(report.as_json(verdicts, known.source, server))
-    if args.junit:
-        with open(args.junit, "w") as handle:
-            handle.write(report.junit(verdicts, known.source))
-    return report.exit_code(verdicts)
+    return _report(args, verdicts, known.source, server)
 
 
 def _run(kube: Kube, known, options: Options, limits, progress) -> list[Verdict]:

@@ -6,7 +6,12 @@
   `| <test> | <result> |` rows under section rows such as `|-----  Deployment  ---...|` or
   `+-----  Hardware  ---...+`; a result starts with one of the tokens of
   `DcgmiResult::Display()` (Pass, Skip, Warn, Fail, Not Run), per-GPU detail rows follow with
-  an empty first cell or an indented one.
+  an empty first cell or an indented one. A test whose GPUs did not all agree has a row per
+  result, and only the first names the test (v3.3.7 Diag.cpp:1158-1203, HelperDisplayGpuResults:
+  "Pass - GPUs: 0, 1, 2" then "Fail - GPU: 3" with an empty name cell): such a row is the
+  test above it. Messages ("Warning", "Info", "Error"; Diag.cpp:991-1008, 45 characters a row,
+  the name on the first only) follow a test's result rows. The header's first cell is
+  "Diagnostic", as is the name of the hardware diagnostic test (Diag.cpp:102).
 - fio `--output-format=json` (fio stat.c, show_run_stats/add_ddir_status_json): `jobs[]`,
   each with `error` and per direction `io_bytes`, `bw_bytes` (bytes/s) and `bw` (KiB/s).
 - iperf3 `-J` (iperf3 src/iperf_api.c, iperf_json_finish and the end summary): `end.sum_sent`
@@ -27,6 +32,8 @@ __all__ = ["NcclResult", "parse_nccl", "nccl_problems", "DcgmDiag", "parse_dcgmi
 
 _RESULT_TOKENS = ("Pass", "Skip", "Warn", "Fail", "Not Run")
 _SECTION = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][A-Za-z ]*?)\s+-+[+|]")
+# The names of message rows (Diag.cpp DisplayVerboseInfo's callers).
+_MESSAGE_NAMES = ("Warning", "Info", "Error")
 _ROW = re.compile(r"^\|\s(?P<name>[^|]*?)\s*\|\s(?P<result>[^|]*?)\s*\|\s*$")
 
 
@@ -45,22 +52,28 @@ class DcgmDiag:
 def parse_dcgmi(text: str) -> DcgmDiag:
     diag = DcgmDiag(ran="Successfully ran diagnostic for group." in text)
     section = ""
+    # The test whose result rows are being read; None once its messages begin.
+    test: Optional[str] = None
     for line in text.splitlines():
         line = line.rstrip()
         if match := _SECTION.match(line):
-            section = match["name"].strip()
+            section, test = match["name"].strip(), None
             continue
         match = _ROW.match(line)
-        if not match or match["name"] == "Diagnostic":
+        if not match or (match["name"], match["result"]) == ("Diagnostic", "Result"):
             continue
         name, cell = match["name"], match["result"]
         token = next((t for t in _RESULT_TOKENS if cell == t or cell.startswith(t + " ")), None)
-        if token and name and not name.startswith(" "):
-            diag.tests.append((section, name, token, cell[len(token):].strip(" -")))
-        elif section == "Metadata" and name:
-            diag.metadata[name] = cell
-        elif cell:
-            diag.details.append(f"{name.strip()}: {cell}".lstrip(": "))
+        if token and name and not name.startswith(" ") and name not in _MESSAGE_NAMES:
+            test = name
+        elif not (token and not name and test):
+            test = None
+            if section == "Metadata" and name:
+                diag.metadata[name] = cell
+            elif cell:
+                diag.details.append(f"{name.strip()}: {cell}".lstrip(": "))
+            continue
+        diag.tests.append((section, test, token, cell[len(token):].strip(" -")))
     return diag
 
 

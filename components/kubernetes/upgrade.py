@@ -23,7 +23,7 @@ from components.hosts.bootstrap import DrainFirst
 from config.model import Host
 
 CHECK_VERSION = Script("upgrade/check-version.sh")
-DRAIN_NODE = Script("upgrade/drain-node.sh")
+DRAIN_NODE = Script("upgrade/drain-node.sh", extra_libraries=("drain/lib.sh",))
 UNCORDON_NODE = Script("upgrade/uncordon-node.sh")
 # upgrade-node's share of one worker's upgrade: a release download, then up to 300 s for
 # the service to be active (SERVICE_ACTIVE_TIMEOUT in its scripts).
@@ -49,6 +49,12 @@ def check_version(host: Host, distribution: Distribution, ssh: Ssh,
     }, depends_on=depends_on, parent=parent)
 
 
+def drain_force_env(drain_force: bool) -> dict[str, str]:
+    """DRAIN_FORCE of the steps that drain (drain/lib.sh: kubernetes.drainForce), only when
+    set, so the steps of a stack without it keep their inputs."""
+    return {"DRAIN_FORCE": "true"} if drain_force else {}
+
+
 def slot_wait_seconds(drain_timeout_seconds: int, node_ready_timeout_seconds: int) -> int:
     """How long a drain step waits without any slot freeing: one worker's whole upgrade
     (its drain, upgrade-node's download and service start, its wait for Ready)."""
@@ -57,7 +63,7 @@ def slot_wait_seconds(drain_timeout_seconds: int, node_ready_timeout_seconds: in
 
 def host_drain(distribution: Distribution, *, controller: Ssh, drain_timeout_seconds: int,
                node_ready_timeout_seconds: int, reboot_timeout_seconds: int,
-               max_unavailable: int) -> DrainFirst:
+               max_unavailable: int, drain_force: bool = False) -> DrainFirst:
     """A worker's `<host>-drain-host` step on the controller, before its preparation; it
     waits for a slot for one worker's whole change (drain, preparation, reboot, Ready)."""
     return DrainFirst(controller, DRAIN_NODE, {
@@ -66,14 +72,15 @@ def host_drain(distribution: Distribution, *, controller: Ssh, drain_timeout_sec
         "SLOT_WAIT_TIMEOUT": str(drain_timeout_seconds + HOST_CHANGE_SECONDS
                                  + reboot_timeout_seconds + node_ready_timeout_seconds),
         "KUBECTL": distribution.kubectl_path,
+        **drain_force_env(drain_force),
     }, distribution.node_kubectl)
 
 
 def worker_upgrade(host: Host, distribution: Distribution, *, controller: Ssh, node: Ssh,
                    drain_timeout_seconds: int, node_ready_timeout_seconds: int,
                    max_unavailable: int, after: Sequence[pulumi.Resource],
-                   node_ready: Sequence[pulumi.Resource], parent: pulumi.Resource
-                   ) -> remote.Command:
+                   node_ready: Sequence[pulumi.Resource], parent: pulumi.Resource,
+                   drain_force: bool = False) -> remote.Command:
     """drain-node (controller) -> upgrade-node (host) -> uncordon-node (controller).
     `after`: the controller's install only. No worker's steps wait for another's in the
     graph (Pulumi's dependencies order creation too, so a chain between workers would
@@ -91,6 +98,7 @@ def worker_upgrade(host: Host, distribution: Distribution, *, controller: Ssh, n
         "SLOT_WAIT_TIMEOUT": str(slot_wait_seconds(drain_timeout_seconds,
                                                    node_ready_timeout_seconds)),
         **kubectl,
+        **drain_force_env(drain_force),
     }, depends_on=after, parent=parent)
     upgrade = run_step(host.name, "upgrade-node", on=node, create=distribution.upgrade_node,
                        env={**distribution.version_env(), "NODE_NAME": host.name,

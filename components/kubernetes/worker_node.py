@@ -12,12 +12,12 @@ from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import PreparedMachine
 from components.common.remote_step import machine_env, run_step
 from components.common.step_text import Script
-from components.kubernetes.upgrade import uncordon_worker, worker_upgrade
+from components.kubernetes.upgrade import drain_force_env, uncordon_worker, worker_upgrade
 from config.model import MACHINE_GENERATION_LABEL, Host
 
-MAINTAIN_NODE = Script("maintenance/maintain-node.sh")
+MAINTAIN_NODE = Script("maintenance/maintain-node.sh", extra_libraries=("drain/lib.sh",))
 END_MAINTENANCE = Script("maintenance/end-maintenance.sh")
-RETIRE_NODE = Script("maintenance/retire-node.sh")
+RETIRE_NODE = Script("maintenance/retire-node.sh", extra_libraries=("drain/lib.sh",))
 
 
 @dataclass
@@ -37,6 +37,8 @@ class WorkerNodeArgs:
     # kubernetes.upgrade.maxUnavailable as a count of workers: the bound drain-node keeps
     # on the controller (components/kubernetes/upgrade.py).
     max_unavailable: int = 1
+    # kubernetes.drainForce: drains delete pods no controller manages.
+    drain_force: bool = False
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -61,7 +63,7 @@ class WorkerNode(pulumi.ComponentResource):
                 node_ready_timeout_seconds=args.node_ready_timeout_seconds,
                 max_unavailable=args.max_unavailable,
                 after=[control_plane.installed],
-                node_ready=[args.machine.ready], parent=self)
+                node_ready=[args.machine.ready], parent=self, drain_force=args.drain_force)
             ready_to_join = [args.machine.ready, *args.join_after, installed]
             token = control_plane.join_token_for(host.name, after=ready_to_join,
                                                  env=machine_env(host))
@@ -74,7 +76,8 @@ class WorkerNode(pulumi.ComponentResource):
                     create=RETIRE_NODE,
                     env={**kubectl, **machine_env(host),
                          "DRAIN_TIMEOUT": str(args.drain_timeout_seconds),
-                         "GENERATION_LABEL": MACHINE_GENERATION_LABEL},
+                         "GENERATION_LABEL": MACHINE_GENERATION_LABEL,
+                         **drain_force_env(args.drain_force)},
                     depends_on=[control_plane.installed, *ready_to_join],
                     parent=self,
                 )]
@@ -106,6 +109,8 @@ class WorkerNode(pulumi.ComponentResource):
                 "NODE_NAME": host.name,
                 "NODE_READY_TIMEOUT": str(args.node_ready_timeout_seconds),
                 **machine_env(host),
+                # remove-node's drain (the delete).
+                **drain_force_env(args.drain_force),
             },
             depends_on=[joined],
             parent=self,
@@ -136,7 +141,8 @@ class WorkerNode(pulumi.ComponentResource):
                 delete=END_MAINTENANCE,
                 env={**kubectl, **machine_env(host),
                      "MAINTENANCE": "true" if host.maintenance else "false",
-                     "DRAIN_TIMEOUT": str(args.drain_timeout_seconds)},
+                     "DRAIN_TIMEOUT": str(args.drain_timeout_seconds),
+                     **drain_force_env(args.drain_force)},
                 depends_on=[admitted],
                 parent=self,
             ))

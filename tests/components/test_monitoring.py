@@ -56,7 +56,7 @@ def test_prometheus_config_and_rules_pass_promtool(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     # The rules file was found and read with it.
-    assert "SUCCESS: 8 rules found" in result.stdout
+    assert "SUCCESS: 10 rules found" in result.stdout
     assert "WARNING" not in result.stdout + result.stderr
 
 
@@ -69,16 +69,13 @@ def test_rules_pass_promtool_check_rules_without_duplicates(tmp_path):
     result = subprocess.run([promtool, "check", "rules", str(write_rules(tmp_path))],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 8 rules found" in result.stdout
+    assert "SUCCESS: 10 rules found" in result.stdout
 
 
 # promtool test rules: each alert fires on a sick series and stays quiet on a healthy one.
 # GPU 0 is healthy, GPU 1 sick; series as the DCGM exporter labels them.
 GPU = 'Hostname="moscow", gpu="{n}", modelName="NVIDIA A100", node="moscow"'
 ALERT_TESTS = {
-    "GpuXidError": [
-        ("DCGM_FI_DEV_XID_ERRORS", "0x20", "0+0x10 79x10"),
-    ],
     "GpuEccUncorrectableErrors": [
         ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "3x20", "0x10 1x10"),
     ],
@@ -119,7 +116,7 @@ def test_gpu_alerts_fire_on_sick_gpus_only(tmp_path):
     rules = write_rules(tmp_path)
     by_name = {rule["alert"]: rule for group in yaml.safe_load(rules.read_text())["groups"]
                for rule in group["rules"]}
-    values = {"GpuXidError": "79", "GpuTemperatureHigh": "92"}
+    values = {"GpuTemperatureHigh": "92"}
     tests = []
     for alert, series in ALERT_TESTS.items():
         rule = by_name[alert]
@@ -138,11 +135,68 @@ def test_gpu_alerts_fire_on_sick_gpus_only(tmp_path):
     ]}
     # The severities the README tells apart.
     assert {name: rule["labels"]["severity"] for name, rule in by_name.items()} == {
-        "GpuXidError": "warning", "GpuEccUncorrectableErrors": "critical",
+        "GpuXidHardwareError": "critical", "GpuXidError": "warning",
+        "GpuXidApplicationError": "info", "GpuEccUncorrectableErrors": "critical",
         "GpuRowRemapFailure": "critical", "GpuTemperatureHigh": "warning",
         "GpuThermalThrottling": "warning", "GpuExporterDown": "warning",
         "GpusMissingFromAllocatable": "critical"}
     run_unit_tests(promtool, tmp_path, rules, tests + [exporter_down])
+
+
+# As the exporter writes them (dcgm-exporter 4.5.3-4.8.2 expcollector.go:83-105): per GPU,
+# one series per XID of the last window, or one at 0 without `xid`; a series that leaves
+# the scrape is marked stale by Prometheus (promtool: `stale`).
+WINDOW = 'window_size_in_ms="300000"'
+
+
+def _xid_series(n: int, xid: int, first: int) -> list[dict]:
+    """GPU n reports `xid` once at minute `first`; the window holds it for 5 minutes. The
+    last-XID gauge keeps it for ever, as DCGM does."""
+    gpu = GPU.format(n=n)
+    return [
+        {"series": f"DCGM_FI_DEV_XID_ERRORS{{{gpu}}}", "values": f"0x{first - 1} {xid}x{40 - first}"},
+        {"series": f"DCGM_EXP_XID_ERRORS_COUNT{{{gpu}, {WINDOW}}}",
+         "values": f"0x{first - 1} stale _x4 0x{35 - first}"},
+        {"series": f'DCGM_EXP_XID_ERRORS_COUNT{{{gpu}, {WINDOW}, xid="{xid}"}}',
+         "values": f"_x{first} 1x4 stale"},
+    ]
+
+
+def test_xid_alerts_fire_on_a_new_xid_and_resolve_when_none_comes(tmp_path):
+    """GPU 1 falls off the bus (XID 79) at minute 10, GPU 2 runs a faulty program (XID 13)
+    at minute 20, GPU 3 reports XID 119 at minute 20, GPU 0 stays healthy. Each alert fires
+    at its XID, with its severity, and is gone five minutes later though the gauge of the
+    last XID still says 79, 13 and 119."""
+    promtool = require_tool("promtool")
+    rules = write_rules(tmp_path)
+    by_name = {rule["alert"]: rule for group in yaml.safe_load(rules.read_text())["groups"]
+               for rule in group["rules"]}
+    series = [{"series": f"DCGM_FI_DEV_XID_ERRORS{{{GPU.format(n=0)}}}", "values": "0x40"},
+              {"series": f"DCGM_EXP_XID_ERRORS_COUNT{{{GPU.format(n=0)}, {WINDOW}}}",
+               "values": "0x40"},
+              *_xid_series(1, 79, 10), *_xid_series(2, 13, 20), *_xid_series(3, 119, 20)]
+
+    def fired(alert: str, n: int, xid: int) -> dict:
+        labels = {"Hostname": "moscow", "gpu": str(n), "modelName": "NVIDIA A100",
+                  "node": "moscow", "window_size_in_ms": "300000", "xid": str(xid),
+                  **by_name[alert]["labels"]}
+        return {"exp_labels": labels, "exp_annotations": _rendered(by_name[alert], labels, "1")}
+
+    def at(minute: int, alert: str, *expected: dict) -> dict:
+        return {"eval_time": f"{minute}m", "alertname": alert, "exp_alerts": list(expected)}
+
+    checks = [at(5, name) for name in ("GpuXidHardwareError", "GpuXidError",
+                                       "GpuXidApplicationError")]
+    checks += [at(12, "GpuXidHardwareError", fired("GpuXidHardwareError", 1, 79)),
+               at(12, "GpuXidError"), at(12, "GpuXidApplicationError"),
+               at(22, "GpuXidHardwareError"),
+               at(22, "GpuXidApplicationError", fired("GpuXidApplicationError", 2, 13)),
+               at(22, "GpuXidError", fired("GpuXidError", 3, 119))]
+    # No new XID: every alert resolved, the last-XID gauge notwithstanding.
+    checks += [at(minute, name) for minute in (30, 39) for name in (
+        "GpuXidHardwareError", "GpuXidError", "GpuXidApplicationError")]
+    run_unit_tests(promtool, tmp_path, rules, [
+        {"interval": "1m", "input_series": series, "alert_rule_test": checks}])
 
 
 def run_unit_tests(promtool, tmp_path, rules, tests) -> None:

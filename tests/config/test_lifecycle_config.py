@@ -46,3 +46,12 @@ def test_the_drain_timeout_is_bounded():
     values["kubernetes"] = {"drainTimeoutSeconds": 5}
     assert any(p.startswith("gpu-cluster:kubernetes.drainTimeoutSeconds")
                for p in problems(values))
+
+
+def test_drain_force_is_off_by_default_and_a_boolean():
+    values = bare_metal_config()
+    cli = as_cli_config(values)
+    assert load(cli.config, cli.secret_keys, stack="test").kubernetes.drain_force is False
+    values["kubernetes"] = {"drainForce": "sometimes"}
+    found = problems(values)
+    assert any(p.startswith("gpu-cluster:kubernetes.drainForce") for p in found), found

@@ -125,6 +125,17 @@ def test_api_unreachable(cluster, authority, tmp_path):
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.startswith(f"error: the cluster's API: cannot reach {url}")
+    # A machine reading --json still gets the report: why nothing could be checked.
+    as_json = run_doctor("--outputs", str(outputs), "--json")
+    assert as_json.returncode == 2 and as_json.stderr == done.stderr
+    document = json.loads(as_json.stdout)
+    assert (document["exitCode"], document["server"]) == (2, url)
+    assert document["source"] == f"outputs file '{outputs}'"
+    assert document["counts"] == {"problem": 0, "could-not-check": 1, "warning": 0, "ok": 0}
+    [finding] = document["findings"]
+    assert (finding["check"], finding["verdict"], finding["subject"]) == (
+        "doctor", "could-not-check", "cluster")
+    assert finding["message"].startswith(f"the cluster's API: cannot reach {url}")
 
 
 def test_client_certificate_of_another_cluster_is_refused(served, cluster, authority, tmp_path):
@@ -145,6 +156,13 @@ def test_outputs_unreadable(tmp_path):
     assert redacted.returncode == 2 and "--show-secrets" in redacted.stderr
     neither = run_doctor()
     assert neither.returncode == 2 and "name a STACK or give --outputs" in neither.stderr
+    as_json = run_doctor("--outputs", str(tmp_path / "nothing.json"), "--json")
+    assert (as_json.returncode, as_json.stderr) == (missing.returncode, missing.stderr)
+    document = json.loads(as_json.stdout)
+    assert (document["exitCode"], document["server"]) == (2, "")
+    assert [(f["verdict"], f["subject"], f["message"]) for f in document["findings"]] == [
+        ("could-not-check", "stack outputs",
+         f"outputs file '{tmp_path / 'nothing.json'}' does not exist")]
 
 
 FAKE_SSH = r"""#!/bin/bash

@@ -109,15 +109,16 @@ run_reboot_step() {
 @test "drain-host: a failed drain stops the rollout; the next node's drain refuses, naming it" {
   prepared_with kazan "$OLD"
   prepared_with tokyo "$OLD"
-  STUB_FAIL_CALL=' drain kazan ' run_script upgrade/drain-node.sh
+  STUB_PDB_PODS=ml/trainer-0 run_script upgrade/drain-node.sh
   assert_failure
-  assert_output_contains "gpu-cluster: moscow: drain-node: could not drain node kazan within 120s"
-  [ "$(marks kazan)" = "$NEW|drain-node: could not drain node kazan within 120s|$OLD" ]
+  local why="could not drain node kazan: ml/trainer-0: a PodDisruptionBudget allowed no eviction within 120s (Cannot evict pod as it would violate the pod's disruption budget.)"
+  assert_output_contains "gpu-cluster: moscow: drain-node: $why"
+  [ "$(marks kazan)" = "$NEW|drain-node: $why|$OLD" ]
   reset_calls
   export MAX_UNAVAILABLE=2
   NODE_NAME=tokyo run_script upgrade/drain-node.sh
   assert_failure
-  assert_output_contains "refusing to start the upgrade of node tokyo: node(s) failed theirs: kazan (drain-node: could not drain node kazan within 120s)"
+  assert_output_contains "refusing to start the upgrade of node tokyo: node(s) failed theirs: kazan (drain-node: $why)"
   refute_called ' (drain|annotate) '
   [ "$(marks tokyo)" = "||$OLD" ]
 }

@@ -22,10 +22,10 @@ setup() {
 }
 
 @test "maintenance true: a drain that cannot finish fails naming host, step and the budget" {
-  export MAINTENANCE=true STUB_FAIL_CALL='^k0s kubectl drain'
+  export MAINTENANCE=true STUB_PDB_PODS=ml/trainer-0
   run_script maintenance/maintain-node.sh
   assert_failure
-  assert_output_contains "gpu-cluster: moscow: maintenance: node kazan is cordoned but was not drained within 120s: a PodDisruptionBudget"
+  assert_output_contains "gpu-cluster: moscow: maintenance: node kazan is cordoned but was not drained: ml/trainer-0: a PodDisruptionBudget allowed no eviction within 120s"
   refute_called '^k0s kubectl delete'
 }
 
@@ -95,10 +95,10 @@ setup() {
 
 @test "retire-node: a dead machine's node is deleted even when its drain times out" {
   export MACHINE_GENERATION=1 GENERATION_LABEL=gpu-cluster/machine-generation \
-    STUB_FAIL_CALL='^k0s kubectl drain'
+    STUB_PDB_PODS=ml/trainer-0
   run_script maintenance/retire-node.sh
   assert_success
-  assert_output_contains "warning: node kazan was not drained within 120s"
+  assert_output_contains "warning: node kazan was not drained (ml/trainer-0: a PodDisruptionBudget allowed no eviction within 120s"
   assert_called '^k0s kubectl delete node kazan$'
   assert_output_contains "deleted node kazan of machine generation 0"
 }

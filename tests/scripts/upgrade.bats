@@ -185,12 +185,17 @@ k0s_worker_running() {
 
 @test "drain-node: a drain that times out stops the rollout naming the host, step and node" {
   export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=30 STUB_NODES=kazan
-  export STUB_KUBELET_VERSION=v1.36.3+rke2r1 STUB_FAIL_CALL=' drain kazan '
+  export STUB_KUBELET_VERSION=v1.36.3+rke2r1 STUB_PDB_PODS=ml/trainer-0
   run_script upgrade/drain-node.sh
   assert_failure
-  assert_output_contains "gpu-cluster: moscow: drain-node: could not drain node kazan within 30s"
-  assert_output_contains "the upgrade stops here, before kazan is changed, and kazan is marked as failed"
-  [ "$(marks kazan)" = "v1.37.0+rke2r1|drain-node: could not drain node kazan within 30s" ]
+  local why="could not drain node kazan: ml/trainer-0: a PodDisruptionBudget allowed no eviction within 30s (Cannot evict pod as it would violate the pod's disruption budget.)"
+  assert_output_contains "gpu-cluster: moscow: drain-node: $why"
+  assert_output_contains "The upgrade stops here, before kazan is changed, and kazan is marked as failed"
+  [ "$(marks kazan)" = "v1.37.0+rke2r1|drain-node: $why" ]
+  # A failure kubectl names no pod for is shown as kubectl said it.
+  STUB_PDB_PODS="" STUB_FAIL_CALL=' drain kazan ' run_script upgrade/drain-node.sh
+  assert_failure
+  assert_output_contains "could not drain node kazan: kubectl drain failed: stub: kubectl failed as asked."
 }
 
 @test "drain-node: refuses a KUBECTL that is not a path and options" {

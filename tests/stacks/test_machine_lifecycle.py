@@ -111,3 +111,30 @@ def test_hosts_without_a_generation_keep_their_steps_unchanged(baseline):
     values, before, _ = baseline
     for name in ("gpu000-prepare-host", "gpu000-admit-node", "gpu002-install-nvidia"):
         assert "MACHINE_GENERATION" not in stdin(before, name)
+
+
+DRAINING_STEPS = ("drain-node", "drain-host", "admit-node", "maintenance", "retire-node")
+
+
+def test_drain_force_reaches_every_drain_and_the_preview_warns(baseline):
+    """kubernetes.drainForce: every step that drains gets DRAIN_FORCE (admit-node for
+    remove-node, its delete) and runs drain/lib.sh; off, their inputs are as before."""
+    values, before, noise = baseline
+    values = with_host(values, maintenance=True, generation=1)
+    off = preview(values)
+    values["kubernetes"] = {"drainForce": True}
+    on = preview(values)
+    for step in DRAINING_STEPS:
+        name = f"{HOST}-{step}"
+        assert "export DRAIN_FORCE='true'" in stdin(on, name), name
+        assert "export DRAIN_FORCE=" not in stdin(off, name), name
+        # The drain is drain/lib.sh's, with its messages.
+        assert "drain_node_with" in stdin(on, name) and "DRAIN_UNMANAGED=" in stdin(on, name)
+    assert [w for w in on.warnings if "drainForce" in w] == [
+        "gpu-cluster:kubernetes.drainForce is true: drains (upgrades, maintenance, removed "
+        "and replaced machines) delete pods no controller manages, such as an interactive "
+        "`kubectl run` GPU pod, and nothing recreates them"]
+    assert not [w for w in off.warnings if "drainForce" in w]
+    # Only the draining steps change, of every worker.
+    changed = {name.split("-", 1)[-1] for name in changed_inputs(off, on) - noise}
+    assert changed == set(DRAINING_STEPS), changed

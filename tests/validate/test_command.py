@@ -162,6 +162,21 @@ def test_failure_details(serve, authority, tmp_path):
     assert passing["detail"] == "dcgmi diag -r 1: 9 passed, 0 skipped"
 
 
+def test_a_gpu_failing_where_the_others_pass_is_named(serve, authority, tmp_path):
+    server = serve(scenario=_with("dcgm-diag", {
+        "phase": "Failed", "exitCode": 1, "log": read("dcgmi-diag-r3-partial.txt")}))
+    done, report = run_validate(tmp_path, server.url, authority, "--dcgm-level", "3",
+                                *[f"--skip={c}" for c in ("nccl-node", "nccl-cluster",
+                                                          "storage-fio")])
+    assert done.returncode == 1, done.stdout + done.stderr
+    (diag,) = [v for v in report["verdicts"] if v["status"] == "fail"]
+    assert diag["subject"] == "gpu001"
+    assert diag["detail"].splitlines() == [
+        "Hardware / GPU Memory: Fail - GPU: 3",
+        "Warning: Found 12 faulty memory elements on GPU 3"]
+    assert "    Hardware / GPU Memory: Fail - GPU: 3\n" in done.stdout
+
+
 def test_a_pod_that_never_runs_is_could_not_check(serve, authority, tmp_path):
     server = serve(scenario=_with("cuda-smoke", {"phase": "Pending",
                                                  "message": "0/3 nodes are available: "
@@ -192,9 +207,49 @@ def test_api_unreachable_is_could_not_check(authority, tmp_path):
     server._folder.cleanup()
     done, report = run_validate(tmp_path, url, authority)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert report is None
     assert "cannot reach https://127.0.0.1:" in done.stderr
     assert "Traceback" not in done.stderr
+    # The reports CI reads are written all the same, saying why nothing was checked.
+    assert (report["exitCode"], report["server"]) == (2, url)
+    assert report["counts"] == {"pass": 0, "fail": 0, "could-not-check": 1, "skipped": 0}
+    (verdict,) = report["verdicts"]
+    assert (verdict["check"], verdict["subject"], verdict["status"]) == (
+        "setup", "cluster", "could-not-check")
+    assert verdict["detail"].startswith(f"the cluster's API: cannot reach {url}")
+    assert_junit_error(tmp_path / "junit.xml", "validate.setup", "cluster",
+                       f"the cluster's API: cannot reach {url}")
+    assert "1 could-not-check" in done.stdout
+
+
+def test_unreadable_outputs_still_write_the_reports(tmp_path):
+    missing = tmp_path / "nothing.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VALIDATE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "validate", "--outputs", str(missing),
+         "--json", str(tmp_path / "report.json"), "--junit", str(tmp_path / "junit.xml")],
+        cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == f"error: outputs file '{missing}' does not exist\n"
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["source"] == f"outputs file '{missing}'" and report["exitCode"] == 2
+    assert [(v["check"], v["subject"], v["status"]) for v in report["verdicts"]] == [
+        ("setup", "stack outputs", "could-not-check")]
+    assert_junit_error(tmp_path / "junit.xml", "validate.setup", "stack outputs",
+                       f"outputs file '{missing}' does not exist")
+
+
+def assert_junit_error(path, classname: str, name: str, message: str) -> None:
+    """As a JUnit consumer reads it (junitparser): one test case, an <error>, no failure."""
+    junitparser = pytest.importorskip("junitparser")
+    xml = junitparser.JUnitXml.fromfile(str(path))
+    (suite,) = list(xml)
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (1, 0, 1, 0)
+    (case,) = list(suite)
+    assert (case.classname, case.name) == (classname, name)
+    (error,) = case.result
+    assert isinstance(error, junitparser.Error)
+    assert error.type == "could-not-check" and error.message.startswith(message)
+    ET.parse(path)
 
 
 def test_junit_is_read_by_a_junit_consumer(serve, authority, tmp_path):

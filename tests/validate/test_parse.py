@@ -44,6 +44,20 @@ def test_dcgmi_diag_table_fail_and_warn():
     assert len(diag.details) == 3
 
 
+def test_dcgmi_diag_partial_failure_keeps_the_failing_gpu_with_its_test():
+    """8 GPUs, GPU 3 failing GPU Memory: dcgmi names the test on its first row only."""
+    diag = parse_dcgmi((DATA / "dcgmi-diag-r3-partial.txt").read_text())
+    assert diag.with_result("Fail") == [("Hardware", "GPU Memory", "Fail", "GPU: 3")]
+    assert ("Hardware", "GPU Memory", "Pass", "GPUs: 0, 1, 2, 4, 5, 6, 7") in diag.tests
+    # The hardware diagnostic test shares its name with the header's first cell.
+    assert ("Hardware", "Diagnostic", "Pass", "All") in diag.tests
+    assert [t[1] for t in diag.tests if t[0] == "Stress"] == [
+        "SM Stress", "Targeted Stress", "Targeted Power", "Memory Bandwidth", "Memtest",
+        "EUD Test"]
+    assert len(diag.tests) == 9 + 1 + 4 + 6  # GPU Memory twice: its Pass and Fail rows
+    assert diag.details == ["Warning: Found 12 faulty memory elements on GPU 3"]
+
+
 def test_dcgmi_without_its_table_did_not_run():
     diag = parse_dcgmi("Error: unable to establish a connection to the specified host: "
                        "localhost\nError: Unable to connect to host engine. Host engine "

@@ -67,7 +67,8 @@ def dcgm_diag(ctx: Context) -> list[Verdict]:
             diag = parse_dcgmi(log)
             failed = diag.with_result("Fail")
             warned = diag.with_result("Warn")
-            problems = [f"{section} / {name}: Fail {rest}".rstrip()
+            # "Hardware / GPU Memory: Fail - GPU: 3" (rest: the GPUs when not all failed).
+            problems = [f"{section} / {name}: Fail" + (f" - {rest}" if rest else "")
                         for section, name, _, rest in failed]
             problems += diag.details if failed else []
             exit_problem = pod_failed(pod)

@@ -15,6 +15,7 @@ from components.addons.monitoring.rules import (
     DCGM_JOB,
     KUBE_STATE_METRICS_JOB,
     RULES_FILE,
+    XID_WINDOW_MINUTES,
 )
 from config import versions
 from config.model import POOL_LABEL, Taint
@@ -82,6 +83,11 @@ def dcgm_exporter(taints: Sequence[Taint]) -> list[dict]:
             # pod-resources socket), as the upstream chart does.
             {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
             {"name": "DCGM_EXPORTER_LISTEN", "value": f":{DCGM_PORT}"},
+            # The window of DCGM_EXP_XID_ERRORS_COUNT, in ms (dcgm-exporter 4.5.3-4.8.2
+            # pkg/cmd/app.go:238-243; its default, set here because the XID alerts resolve
+            # by it).
+            {"name": "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE",
+             "value": str(XID_WINDOW_MINUTES * 60 * 1000)},
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
         ],

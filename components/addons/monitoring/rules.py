@@ -1,6 +1,6 @@
-"""Prometheus alert rules for the GPUs: XID errors, uncorrectable ECC errors and failed
-row remapping, heat, an exporter that is down, and nodes offering fewer GPUs than the
-stack configures for them (generated from hosts[].gpus and pools[].gpus)."""
+"""Prometheus alert rules for the GPUs: XID errors (by who causes them), uncorrectable ECC
+errors and failed row remapping, heat, an exporter that is down, and nodes offering fewer
+GPUs than the stack configures for them (generated from hosts[].gpus and pools[].gpus)."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +17,21 @@ KUBE_STATE_METRICS_JOB = "kube-state-metrics"
 POOL_METRIC_LABEL = "label_" + "".join(c if c.isalnum() else "_" for c in POOL_LABEL)
 # NVIDIA's XID catalog, what each code means and what to do.
 XID_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/"
+# DCGM_EXP_XID_ERRORS_COUNT (dcgm-exporter 4.5.3-4.8.2 internal/pkg/collector/
+# xid_collector.go:39-75, expcollector.go:39-109): per GPU, one series per XID seen in the
+# last window (label `xid`, value how many times), or one series at 0 without `xid`. A
+# series of an XID goes away once the window has passed it, so its alert resolves then.
+XID_WINDOW_MINUTES = 5
+# Raised by a program's own fault, not the GPU's: 13 graphics engine exception, 31 GPU
+# memory page fault, 43 GPU stopped processing, 45 preemptive cleanup (NVIDIA's XID
+# catalog, "Xid Error Listing": only "User App Error" among their causes, or none other
+# than a driver error; the Ampere+ catalog's immediate action for them is RESTART_APP).
+APPLICATION_XIDS = (13, 31, 43, 45)
+# The GPU or its board: 48 double-bit ECC error, 63 and 64 row remapping / page retirement
+# recorded and failed, 74 NVLink error, 79 fallen off the bus, 92 high single-bit ECC rate,
+# 94 and 95 contained and uncontained ECC errors (the same catalog: "HW Error", and the
+# actions RESET_GPU, RESTART_BM or CONTACT_SUPPORT).
+HARDWARE_XIDS = (48, 63, 64, 74, 79, 92, 94, 95)
 
 
 @dataclass(frozen=True)
@@ -72,15 +87,41 @@ def _alert(name: str, expr: str, severity: str, summary: str, description: str,
     return rule
 
 
+def _xids(codes: tuple[int, ...]) -> str:
+    return "|".join(map(str, codes))
+
+
+def xid_rules(gpu: str) -> list[dict]:
+    """On the XIDs of the exporter's last window, never on the gauge of the last XID, which
+    stays up for ever after one (NVIDIA/dcgm-exporter#500, NVIDIA/DCGM#162). Each alert
+    carries the `xid` label; it resolves when the window holds no new one."""
+    count = "DCGM_EXP_XID_ERRORS_COUNT"
+    seen = (f"{gpu} reported XID {{{{ $labels.xid }}}} {{{{ $value }}}} time(s) in "
+            f"{XID_WINDOW_MINUTES} minutes")
+    return [
+        _alert("GpuXidHardwareError", f'{count}{{xid=~"{_xids(HARDWARE_XIDS)}"}} > 0',
+               "critical", seen,
+               "The XID points at the GPU or its board (ECC, row remapping, NVLink, off the "
+               "bus): drain the node, then reset the GPU or reboot as "
+               f"{XID_CATALOG} says for it; if it comes back, have the board checked."),
+        _alert("GpuXidError",
+               f'{count}{{xid!~"{_xids(APPLICATION_XIDS + HARDWARE_XIDS)}"}} > 0',
+               "warning", seen,
+               f"Look the XID up in {XID_CATALOG} and follow its action (often: drain the "
+               "node, reset the GPU or reboot)."),
+        _alert("GpuXidApplicationError", f'{count}{{xid=~"{_xids(APPLICATION_XIDS)}"}} > 0',
+               "info", seen,
+               "Usually a program's own fault (an illegal memory access, a page fault, a "
+               "killed context): tell the job's owner. The same XID on one GPU while the "
+               "same program runs well elsewhere points at the GPU."),
+    ]
+
+
 def gpu_health_rules(alerts: AlertSettings) -> list[dict]:
     gpu = "GPU {{ $labels.gpu }} ({{ $labels.modelName }}) on {{ $labels.Hostname }}"
     wait = alerts.for_minutes
     return [
-        # The gauge holds the last XID the driver reported for the GPU, 0 for none.
-        _alert("GpuXidError", "DCGM_FI_DEV_XID_ERRORS > 0", "warning",
-               f"{gpu} reported XID {{{{ $value }}}}",
-               f"The driver reported XID {{{{ $value }}}}: look it up in {XID_CATALOG} "
-               "and follow its action (often: drain the node, reset the GPU or reboot)."),
+        *xid_rules(gpu),
         _alert("GpuEccUncorrectableErrors",
                "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m]) > 0", "critical",
                f"{gpu} had uncorrectable (double-bit) ECC errors",

@@ -6,11 +6,15 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=../drain/lib.sh
+[[ -n "${GPU_CLUSTER_DRAIN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../drain/lib.sh"
 : "${GPU_CLUSTER_STEP:=remove-node}"
 
 main() {
   local node found
   require_env NODE_NAME
+  check_drain_inputs
+  die_on_input_problems
   node="${NODE_NAME,,}"
   if ! command -v k0s >/dev/null 2>&1 || ! k0s_service_installed k0scontroller; then
     log "no k0s controller on this host any more; nothing to drain or delete for $node"
@@ -21,7 +25,10 @@ main() {
     log "node $node does not exist; nothing to drain or delete"
     return 0
   fi
-  k0s kubectl drain "$node" --ignore-daemonsets --delete-emptydir-data --timeout=300s >&2
+  if ! drain_node_with "$node" 300 k0s kubectl; then
+    die "could not drain node $node, so it stays: $(drain_blockers_text). Free those pods," \
+      "then run pulumi up again"
+  fi
   log "changed: drained node $node"
   k0s kubectl delete node "$node" >&2
   log "changed: deleted node $node"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Node maintenance from the controller with the distribution's kubectl (KUBECTL, e.g.
 # "/usr/local/bin/k0s kubectl"): cordon and drain a node (hosts[].maintenance: true),
-# uncordon it (false), and remove the node object of a machine that was replaced.
+# uncordon it (false), and remove the node object of a machine that was replaced. The
+# scripts that drain also load drain/lib.sh, after this one.
 # shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 
 # shellcheck source=../lib.sh
@@ -29,6 +30,10 @@ maintenance_inputs() {
       INPUT_PROBLEMS+=("$name must be a whole number, got '${!name}'")
     fi
   done
+  if declare -F check_drain_inputs >/dev/null; then
+    # A script that drains (drain/lib.sh loaded): DRAIN_FORCE too.
+    check_drain_inputs
+  fi
   die_on_input_problems
   read -ra KUBECTL_CMD <<<"$KUBECTL"
 }
@@ -59,16 +64,12 @@ node_cordoned() {
   [[ "$(kube get node "$1" -o 'jsonpath={.spec.unschedulable}')" == true ]]
 }
 
-# drain_node NODE TIMEOUT: cordons NODE and evicts its pods through the Eviction API, which
-# refuses an eviction a PodDisruptionBudget does not allow; kubectl retries those until
-# TIMEOUT seconds have passed (kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/,
-# kubectl_drain --timeout). DaemonSet pods stay: their controller ignores the cordon.
+# drain_node NODE TIMEOUT: cordons NODE and drains it (drain/lib.sh drain_node_with); dies
+# naming the pods that kept it.
 drain_node() {
   local node=$1 timeout=$2
-  if ! kube drain "$node" --ignore-daemonsets --delete-emptydir-data \
-    --timeout="${timeout}s" >&2; then
-    die "node $node is cordoned but was not drained within ${timeout}s: a PodDisruptionBudget" \
-      "allowed no eviction or a pod did not stop (see the evictions above); fix that and run" \
-      "pulumi up again, or raise kubernetes.drainTimeoutSeconds"
+  if ! drain_node_with "$node" "$timeout" kube; then
+    die "node $node is cordoned but was not drained: $(drain_blockers_text). Free those" \
+      "pods and run pulumi up again (kubernetes.drainTimeoutSeconds bounds the wait)"
   fi
 }

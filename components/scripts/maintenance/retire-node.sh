@@ -7,6 +7,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_MAINTENANCE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=../drain/lib.sh
+[[ -n "${GPU_CLUSTER_DRAIN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../drain/lib.sh"
 : "${GPU_CLUSTER_STEP:=retire-node}"
 
 # Without it a new RKE2 agent is refused ("Node password rejected, duplicate hostname": the
@@ -26,10 +28,9 @@ main() {
     return 0
   fi
   log "node $node is machine generation ${current:-0}; retiring it for generation $MACHINE_GENERATION"
-  if ! kube drain "$node" --ignore-daemonsets --delete-emptydir-data \
-    --timeout="${DRAIN_TIMEOUT}s" >&2; then
-    warn "node $node was not drained within ${DRAIN_TIMEOUT}s (a machine that is gone" \
-      "cannot stop its pods); deleting it anyway"
+  if ! drain_node_with "$node" "$DRAIN_TIMEOUT" kube; then
+    warn "node $node was not drained ($(drain_blockers_text)); a machine that is gone" \
+      "cannot stop its pods: deleting it anyway"
   fi
   kube delete node "$node" >&2
   log "changed: deleted node $node of machine generation ${current:-0}"

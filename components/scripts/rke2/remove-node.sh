@@ -6,11 +6,15 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=../drain/lib.sh
+[[ -n "${GPU_CLUSTER_DRAIN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../drain/lib.sh"
 : "${GPU_CLUSTER_STEP:=remove-node}"
 
 main() {
   local node found
   require_env NODE_NAME
+  check_drain_inputs
+  die_on_input_problems
   node="${NODE_NAME,,}"
   # The admin kubeconfig RKE2 writes on a server (write-kubeconfig, default
   # /etc/rancher/rke2/rke2.yaml); rke2-uninstall.sh removes it with /etc/rancher/rke2.
@@ -23,7 +27,10 @@ main() {
     log "node $node does not exist; nothing to drain or delete"
     return 0
   fi
-  rke2_kubectl drain "$node" --ignore-daemonsets --delete-emptydir-data --timeout=300s >&2
+  if ! drain_node_with "$node" 300 rke2_kubectl; then
+    die "could not drain node $node, so it stays: $(drain_blockers_text). Free those pods," \
+      "then run pulumi up again"
+  fi
   log "changed: drained node $node"
   rke2_kubectl delete node "$node" >&2
   log "changed: deleted node $node"

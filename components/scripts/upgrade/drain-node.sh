@@ -7,11 +7,14 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_UPGRADE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=../drain/lib.sh
+[[ -n "${GPU_CLUSTER_DRAIN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../drain/lib.sh"
 : "${GPU_CLUSTER_STEP:=drain-node}"
 
 # kubectl drain evicts pods through the Eviction API, which respects
 # PodDisruptionBudgets (https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/);
-# evictions still refused after DRAIN_TIMEOUT seconds fail this step, and the rollout
+# evictions still refused after DRAIN_TIMEOUT seconds, or a pod no controller manages
+# without DRAIN_FORCE (drain/lib.sh), fail this step, naming the pods, and the rollout
 # stops here.
 #
 # The slots: every worker's drain-node may run at once (Pulumi runs independent steps
@@ -24,7 +27,8 @@ set -euo pipefail
 # Inputs (environment):
 #   NODE_NAME, DRAIN_TIMEOUT (seconds), MAX_UNAVAILABLE (nodes upgraded at once, 1 or
 #   more), SLOT_WAIT_TIMEOUT (seconds without any slot freeing before this step gives up),
-#   KUBECTL (the controller's kubectl with its admin credential), and one of:
+#   KUBECTL (the controller's kubectl with its admin credential), DRAIN_FORCE (optional,
+#   kubernetes.drainForce: true deletes pods no controller manages), and one of:
 #   KUBERNETES_VERSION  the release to upgrade to (after the controller's upgrade);
 #   HOST_SETTINGS       what the host is to be prepared with (HOST_SETTINGS_ANNOTATION),
 #                       with REBOOT_WHEN_NEEDED (tuning.rebootWhenNeeded, true or false).
@@ -107,18 +111,17 @@ take_slot() {
   done
 }
 
-# drain NODE WHY: cordons and drains NODE, which holds its slot; a drain that does not end
-# within DRAIN_TIMEOUT marks NODE as failed and stops the rollout.
+# drain NODE WHY: cordons and drains NODE, which holds its slot; a drain that fails marks
+# NODE as failed, naming the pods that kept it, and stops the rollout.
 drain() {
-  local node=$1 why=$2
+  local node=$1 why=$2 blockers
   log "draining node $node $why"
-  if ! admin_kubectl drain "$node" --ignore-daemonsets --delete-emptydir-data \
-    --timeout="${DRAIN_TIMEOUT}s" >&2; then
-    mark_failed "$node" "could not drain node $node within ${DRAIN_TIMEOUT}s"
-    die "could not drain node $node within ${DRAIN_TIMEOUT}s (pods a PodDisruptionBudget" \
-      "protects, or that do not stop); the upgrade stops here, before $node is changed," \
-      "and $node is marked as failed ($UPGRADE_FAILED_ANNOTATION). The node stays" \
-      "cordoned: free the pods and run pulumi up again, or \`kubectl uncordon $node\` and" \
+  if ! drain_node_with "$node" "$DRAIN_TIMEOUT" admin_kubectl; then
+    blockers="$(drain_blockers_text)"
+    mark_failed "$node" "could not drain node $node: $blockers"
+    die "could not drain node $node: $blockers. The upgrade stops here, before $node is" \
+      "changed, and $node is marked as failed ($UPGRADE_FAILED_ANNOTATION). The node stays" \
+      "cordoned: free those pods and run pulumi up again, or \`kubectl uncordon $node\` and" \
       "clear the mark to give up"
   fi
   log "changed: drained node $node"
@@ -189,6 +192,7 @@ main() {
   fi
   check_host_settings_input
   check_kubectl_input
+  check_drain_inputs
   die_on_input_problems
   require_uint DRAIN_TIMEOUT MAX_UNAVAILABLE SLOT_WAIT_TIMEOUT
   require_bool REBOOT_WHEN_NEEDED
