@@ -225,8 +225,11 @@ def _path(loc: tuple) -> str:
 
 
 def _speaks_of(problem: Problem, dropped: set[str]) -> bool:
+    """Whether `problem` is about a dropped key, or about a section holding one (with
+    storage.efs dropped, "storage: configure a backend" is that key's doing)."""
     return any(problem.path == key or problem.path.startswith((f"{key}.", f"{key}["))
-               or key in problem.message for key in dropped)
+               or key.startswith(f"{problem.path}.") or key in problem.message
+               for key in dropped)
 
 
 def _salvage(values: dict[str, Any], unchecked: set[str], dropped: set[str]) -> PartialConfig:
