@@ -174,6 +174,8 @@ class _OnAws(Layout):
                 node_security_group=aws_side.network.node_security_group),
                 opts=aws_side.opts)
             machines.efs_address = self.efs.address
+            machines.efs_mount_target_addresses = [target.ip_address
+                                                   for target in self.efs.mount_targets]
             machines.storage_servers += self.efs.mount_targets
         return machines
 

@@ -11,6 +11,7 @@ from pulumi_command import local
 
 from components.common import pod_security
 from components.hosts.authorized_keys import authorized_keys_step
+from components.access.storage_egress import StorageEgress
 from components.access.teams import (Access, AccessArgs, KubeflowProfiles, job_kinds,
                                     kubeconfig_cluster_name)
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
@@ -259,8 +260,25 @@ class Cluster(pulumi.ComponentResource):
                 settings.cluster_name, machines.users_on_private_network),
             pod_security_version=pod_security.version_of(settings.kubernetes.version),
             workload_controllers=[(index, host.name) for index, host in enumerate(settings.hosts)
-                                  if host.runs_control_plane and host.runs_workloads]),
+                                  if host.runs_control_plane and host.runs_workloads],
+            storage_egress=self._storage_egress(machines)),
             opts=opts)
+
+    def _storage_egress(self, machines: Machines) -> Optional[StorageEgress]:
+        """The shared storage's servers (the NFS server, EFS's mount targets), which team
+        pods may not reach; the controller's API port stays open where it is one of them."""
+        settings = self._settings
+        storage = settings.storage
+        servers: list = []
+        if storage.nfs is not None:
+            servers.append(nfs_server_address(storage.nfs, settings.hosts))
+        if storage.efs is not None:
+            servers += (machines.efs_mount_target_addresses
+                        or [storage.efs.mount_target_address])
+        if not servers:
+            return None
+        return StorageEgress(servers, machines.controller.address,
+                             settings.kubernetes.api_port)
 
     def _create_kueue(self) -> Optional[list]:
         """Kueue for the teams' queues (access.queues), when there is a team."""

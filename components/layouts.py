@@ -68,6 +68,8 @@ class Machines:
     booted_ssh: Optional[Ssh] = None
     # The EFS file system the layout created.
     efs_address: Optional[pulumi.Input[str]] = None
+    # The addresses of its mount targets (AWS assigns them in an existing VPC).
+    efs_mount_target_addresses: list = field(default_factory=list)
     # Users reach the API at the controller's private address (through the VPN or LAN).
     users_on_private_network: bool = False
     vpn: Optional[VpnBridge] = None
