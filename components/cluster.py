@@ -17,7 +17,8 @@ from components.access.teams import (Access, AccessArgs, KubeflowProfiles, job_k
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
-from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_taints
+from components.addons.gpu_support import (GpuSupport, GpuSupportArgs, gpu_node_taints,
+                                           untolerated_taint_warnings)
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
 from components.addons.monitoring.install import Monitoring, MonitoringArgs
@@ -208,6 +209,8 @@ class Cluster(pulumi.ComponentResource):
     def _create_addons(self, machines: Machines) -> None:
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs, Kubeflow."""
         settings, opts = self._settings, pulumi.ResourceOptions(parent=self)
+        for warning in untolerated_taint_warnings(settings.hosts, settings.pools):
+            pulumi.log.warn(warning, resource=self)
         GpuSupport(f"{self._name}-gpu", GpuSupportArgs(
             settings.gpu, gpu_node_taints([*settings.hosts, *settings.pools]),
             settings.tuning.cpu_manager_policy, self.provider), opts=opts)

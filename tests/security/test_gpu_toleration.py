@@ -179,3 +179,17 @@ def test_the_plugin_s_rule_reads_init_containers_and_only_extended_resources():
 def test_k3s_get_args_keeps_repeated_flags_in_order():
     assert k3s_get_args({"a": "1", "b": "2"}, ["a=3", "a=4", "b+=5"]) == [
         "--a=3", "--a=4", "--b=2", "--b=5"]
+
+
+def test_a_gpu_taint_the_plugin_does_not_tolerate_is_warned_about_by_key():
+    from tests.conftest import bare_metal_config, preview
+
+    values = bare_metal_config(workers=2)
+    values["hosts"][1]["taints"] = [{"key": "nvidia.com/gpu", "value": "present",
+                                     "effect": "NoSchedule"},
+                                    {"key": "dedicated", "value": "ml", "effect": "NoExecute"},
+                                    {"key": "soft", "effect": "PreferNoSchedule"}]
+    values["hosts"][2]["taints"] = [{"key": "gpu", "effect": "NoSchedule"}]
+    warnings = [w for w in preview(values).warnings if "ExtendedResourceToleration" in w]
+    assert [w.split(":", 1)[0] for w in warnings] == [
+        "hosts[1] (gpu000).taints[1] (dedicated=ml", "hosts[2] (gpu001).taints[0] (gpu"]
