@@ -181,6 +181,8 @@ class _OnAws(Layout):
             machines.efs_address = self.efs.address
             if with_iam:
                 machines.efs_file_system_id = self.efs.file_system.id
+            machines.efs_mount_target_addresses = [target.ip_address
+                                                   for target in self.efs.mount_targets]
             machines.storage_servers += self.efs.mount_targets
         return machines
 

@@ -12,13 +12,14 @@ from pulumi_command import local
 from components.common import pod_security
 from components.common.remote_step import run_step
 from components.hosts.authorized_keys import authorized_keys_step
+from components.access.storage_egress import StorageEgress
 from components.access.teams import (Access, AccessArgs, KubeflowProfiles, job_kinds,
                                     kubeconfig_cluster_name)
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import (RUNTIME_CLASS, GpuSupport, GpuSupportArgs,
-                                           gpu_node_taints)
+                                           gpu_node_taints, untolerated_taint_warnings)
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
 from components.addons.monitoring.install import Monitoring, MonitoringArgs
@@ -206,6 +207,8 @@ class Cluster(pulumi.ComponentResource):
     def _create_addons(self, machines: Machines, nodes_ready: pulumi.Resource) -> None:
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs, Kubeflow."""
         settings, opts = self._settings, pulumi.ResourceOptions(parent=self)
+        for warning in untolerated_taint_warnings(settings.hosts, settings.pools):
+            pulumi.log.warn(warning, resource=self)
         GpuSupport(f"{self._name}-gpu", GpuSupportArgs(
             settings.gpu, gpu_node_taints([*settings.hosts, *settings.pools]),
             settings.tuning.cpu_manager_policy, self.provider,
@@ -263,7 +266,8 @@ class Cluster(pulumi.ComponentResource):
                 settings.cluster_name, machines.users_on_private_network),
             pod_security_version=pod_security.version_of(settings.kubernetes.version),
             workload_controllers=[(index, host.name) for index, host in enumerate(settings.hosts)
-                                  if host.runs_control_plane and host.runs_workloads]),
+                                  if host.runs_control_plane and host.runs_workloads],
+            storage_egress=self._storage_egress(machines)),
             opts=opts)
 
     def _distribution_runtime_class(self, nodes_ready: pulumi.Resource
@@ -278,6 +282,22 @@ class Cluster(pulumi.ComponentResource):
         return run_step(self.control_plane.host.name, "wait-for-runtime-class",
                         on=self.control_plane.ssh, create=script, env=env,
                         depends_on=[nodes_ready], parent=self)
+
+    def _storage_egress(self, machines: Machines) -> Optional[StorageEgress]:
+        """The shared storage's servers (the NFS server, EFS's mount targets), which team
+        pods may not reach; the controller's API port stays open where it is one of them."""
+        settings = self._settings
+        storage = settings.storage
+        servers: list = []
+        if storage.nfs is not None:
+            servers.append(nfs_server_address(storage.nfs, settings.hosts))
+        if storage.efs is not None:
+            servers += (machines.efs_mount_target_addresses
+                        or [storage.efs.mount_target_address])
+        if not servers:
+            return None
+        return StorageEgress(servers, machines.controller.address,
+                             settings.kubernetes.api_port)
 
     def _create_kueue(self) -> Optional[list]:
         """Kueue for the teams' queues (access.queues), when there is a team."""

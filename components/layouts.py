@@ -73,6 +73,8 @@ class Machines:
     efs_address: Optional[pulumi.Input[str]] = None
     # Its id, where the nodes mount it with IAM and TLS (the EFS CSI driver's StorageClass).
     efs_file_system_id: Optional[pulumi.Input[str]] = None
+    # The addresses of its mount targets (AWS assigns them in an existing VPC).
+    efs_mount_target_addresses: list = field(default_factory=list)
     # Users reach the API at the controller's private address (through the VPN or LAN).
     users_on_private_network: bool = False
     vpn: Optional[VpnBridge] = None

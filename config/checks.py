@@ -265,6 +265,14 @@ def _tuning(cfg: PartialConfig) -> list[Problem]:
     return []
 
 
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _storage(cfg: PartialConfig) -> list[Problem]:
     storage = cfg.storage
     if storage is None:
@@ -294,6 +302,12 @@ def _storage(cfg: PartialConfig) -> list[Problem]:
             if path_problem:
                 problems.append(Problem("storage.nfs.path", f"{path_problem} (storage.nfs.host "
                                         "exports it read-write to the cluster's nodes)"))
+        if nfs.server is not None and cfg.access is not None and cfg.access.teams \
+                and not _is_ip(nfs.server):
+            # components/access/storage_egress.py: an ipBlock takes addresses only.
+            problems.append(Problem("storage.nfs.server", f"'{nfs.server}' is a DNS name; with "
+                                    "access.teams give the server's IP address: team pods are "
+                                    "kept off it by address (a NetworkPolicy)"))
         names = [host.name for _, host in cfg.hosts]
         if nfs.host is not None and cfg.all_hosts_parsed and nfs.host not in names:
             problems.append(Problem("storage.nfs.host", f"'{nfs.host}' is not one of the "

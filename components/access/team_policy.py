@@ -10,6 +10,10 @@ to every namespace carrying the team label:
   node (spec.nodeName skips the scheduler, so NoSchedule taints are not checked:
   https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename).
 
+A second policy (network_policy_guard) keeps NetworkPolicies in those namespaces the cluster
+admins': a team's own would add to what the storage egress policy allows
+(components/access/storage_egress.py).
+
 Team users cannot change their namespace's labels (namespaces are cluster-scoped; Kubernetes'
 admin/edit roles grant no write on them), so they cannot step out of the binding."""
 
@@ -68,6 +72,54 @@ def team_pod_policy(labels: dict[str, str]) -> list[dict]:
         "metadata": {"name": POLICY_NAME, "labels": dict(labels)},
         "spec": {
             "policyName": POLICY_NAME,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchExpressions": [
+                {"key": TEAM_LABEL, "operator": "Exists"}]}},
+        },
+    }
+    return [policy, binding]
+
+
+GUARD_NAME = "gpu-cluster-team-network-policies"
+# The verb each operation is authorized as (kubernetes.io/docs/reference/using-api/
+# api-concepts: create, update, delete; a deletecollection is admitted item by item as DELETE).
+_VERBS = "{'CREATE': 'create', 'UPDATE': 'update', 'DELETE': 'delete'}[request.operation]"
+# Allowed to whoever holds the verb on NetworkPolicies in every namespace (a check without
+# .namespace() is cluster-wide, which a RoleBinding never grants): cluster admins, the
+# namespace controller, the program's own system:masters identity. Not a team's edit or admin
+# role, which Kubernetes gives NetworkPolicy writes in the namespace (bootstrappolicy
+# policy.go, system:aggregate-to-edit). `authorizer`: https://kubernetes.io/docs/reference/
+# access-authn-authz/validating-admission-policy/#authorization-check
+GUARD_EXPRESSION = ("authorizer.group('networking.k8s.io').resource('networkpolicies')"
+                    f".check({_VERBS}).allowed()")
+GUARD_MESSAGE = ("NetworkPolicies in team namespaces are the cluster admins': the namespace's "
+                 "gpu-cluster-storage-egress policy keeps its pods off the shared storage's "
+                 "servers, and NetworkPolicies add up, so a team's own policy could open them")
+
+
+def network_policy_guard(labels: dict[str, str]) -> list[dict]:
+    """A policy and binding (Deny) refusing team users' writes of NetworkPolicies in the
+    namespaces labelled TEAM_LABEL: creating, changing or deleting one."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": GUARD_NAME, "labels": dict(labels)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE", "DELETE"],
+                "resources": ["networkpolicies"]}]},
+            "validations": [{"expression": GUARD_EXPRESSION, "message": GUARD_MESSAGE,
+                             "reason": "Forbidden"}],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": GUARD_NAME, "labels": dict(labels)},
+        "spec": {
+            "policyName": GUARD_NAME,
             "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": {"matchExpressions": [
                 {"key": TEAM_LABEL, "operator": "Exists"}]}},

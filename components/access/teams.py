@@ -13,7 +13,8 @@ import pulumi_kubernetes as k8s
 
 from components.access.kubeflow_profiles import contributor_objects, profile_owner
 from components.access.queues import TEAM_LABEL, queue_objects
-from components.access.team_policy import team_pod_policy
+from components.access.storage_egress import StorageEgress, storage_egress_policy
+from components.access.team_policy import network_policy_guard, team_pod_policy
 from components.common import kube, pod_security
 
 from components.aws import ssm_paths
@@ -116,6 +117,9 @@ class AccessArgs:
     # Hosts (index in `hosts`, name) that run the control plane and workloads: team pods can
     # be scheduled beside the datastore and the CA there, which the preview warns about.
     workload_controllers: Sequence[tuple[int, str]] = ()
+    # The NFS server and EFS mount targets, which team pods may not reach (none: no shared
+    # storage backend).
+    storage_egress: Optional[StorageEgress] = None
 
 
 class Access(pulumi.ComponentResource):
@@ -140,6 +144,11 @@ class Access(pulumi.ComponentResource):
                                                         level=team.pod_security), resource=self)
         if access.teams:
             manifests += team_pod_policy(MANAGED_BY)
+            if args.storage_egress is not None:
+                manifests += [storage_egress_policy(
+                    team.name, {**MANAGED_BY, TEAM_LABEL: team.name}, args.storage_egress)
+                    for team in access.teams]
+                manifests += network_policy_guard(MANAGED_BY)
             for index, host in args.workload_controllers:
                 pulumi.log.warn(CONTROLLER_WORKER_WARNING.format(index=index, host=host),
                                 resource=self)

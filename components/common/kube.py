@@ -13,6 +13,7 @@ _GROUP_MODULES = {
     "admissionregistration.k8s.io": "admissionregistration",
     "apps": "apps",
     "batch": "batch",
+    "networking.k8s.io": "networking",
     "rbac.authorization.k8s.io": "rbac",
     "storage.k8s.io": "storage",
     "node.k8s.io": "node",

@@ -55,6 +55,21 @@ class JoinToken:
 # A port a node or the control plane must accept: (number, "tcp" or "udp").
 Port = tuple[int, str]
 
+# kube-apiserver's --enable-admission-plugins names plugins "in addition to default enabled
+# ones" (kube-apiserver reference); this one is off by default (kubernetes
+# pkg/kubeapiserver/options/plugins.go, DefaultOffAdmissionPlugins). A pod that requests an
+# extended resource such as nvidia.com/gpu gets the toleration key=<resource>, operator
+# Exists, effect NoSchedule (kubernetes plugin/pkg/admission/extendedresourcetoleration/
+# admission.go, Admit), so GPU pods tolerate GPU nodes' nvidia.com/gpu:NoSchedule taint
+# without the `nvidia` RuntimeClass lending it to pods that request no GPU.
+GPU_TOLERATION_PLUGIN = "ExtendedResourceToleration"
+
+
+def admission_plugins(distribution_defaults: Sequence[str]) -> str:
+    """--enable-admission-plugins: the distribution's own list, which a value of ours
+    replaces, and the GPU toleration plugin."""
+    return ",".join(dict.fromkeys([*distribution_defaults, GPU_TOLERATION_PLUGIN]))
+
 
 class Distribution(Protocol):
     name: str

@@ -10,6 +10,7 @@ import yaml
 from components.distributions.base import (
     DistributionSettings,
     JoinToken,
+    admission_plugins,
     node_labels,
 )
 from components.common import audit, pod_security
@@ -42,6 +43,10 @@ CONTROLLER_FIREWALL_PORTS = {"etcd-peer": (2380, "tcp"), **CONTROL_PLANE_PORTS}
 WORKER_FIREWALL_PORTS = {"kubelet": (10250, "tcp")}
 CNI_FIREWALL_PORTS = {"kuberouter": {"kube-router-bgp": (179, "tcp")},
                       "calico": {"calico-vxlan": (4789, "udp")}}
+# k0s's own --enable-admission-plugins, which spec.api.extraArgs replaces, not extends (k0s
+# v1.36.3+k0s.2 pkg/component/controller/apiserver.go:120, and lines 140-146: a user's
+# extraArgs entry overrides the flag of the same name).
+DEFAULT_ADMISSION_PLUGINS = ("NodeRestriction",)
 
 
 class K0s:
@@ -231,8 +236,9 @@ def api_server_args() -> dict[str, str]:
     """kube-apiserver flags through the cluster config (k0s docs/configuration.md,
     spec.api.extraArgs): the Pod Security default as k0s docs/podsecurity.md configures it,
     and the audit log, which k0s leaves to the user (docs/cis_benchmark.md, checks
-    1.2.22-1.2.25)."""
+    1.2.22-1.2.25); k0s's admission plugins and the GPU toleration one."""
     return {"admission-control-config-file": ADMISSION_CONFIG_FILE,
+            "enable-admission-plugins": admission_plugins(DEFAULT_ADMISSION_PLUGINS),
             "audit-policy-file": AUDIT_POLICY_FILE,
             "audit-log-path": AUDIT_LOG_FILE,
             **audit.ROTATION}

@@ -10,7 +10,8 @@ from typing import Optional
 import pulumi
 import yaml
 
-from components.distributions.base import DistributionSettings, JoinToken, node_labels
+from components.distributions.base import (DistributionSettings, JoinToken, admission_plugins,
+                                          node_labels)
 from components.common import audit, pod_security
 from components.common.step_text import Script
 from config import versions
@@ -30,6 +31,14 @@ ADMIN_KUBECONFIG = f"{ETC}/rke2.yaml"
 ADMISSION_CONFIG_FILE = f"{ETC}/gpu-cluster-pss.yaml"
 AUDIT_POLICY_FILE = f"{ETC}/gpu-cluster-audit-policy.yaml"
 AUDIT_LOG_FILE = f"{DATA_DIR}/server/logs/audit.log"
+# RKE2's --enable-admission-plugins: it puts enable-admission-plugins=NodeRestriction ahead of
+# the kube-apiserver-arg entries (rancher/rke2 v1.36.3+rke2r1 pkg/cli/defaults/defaults.go:32-34),
+# as k3s's own default (k3s pkg/daemons/control/server.go, apiServer: argsMap
+# ["enable-admission-plugins"] = "NodeRestriction"); k3s pkg/util/args.go GetArgs passes an
+# entry without a +/- suffix after the earlier ones, and kube-apiserver's list flag
+# appends repeated values. The CIS profile adds no plugin (pkg/rke2/rke2.go). Ours repeats
+# NodeRestriction, so the list holds whatever GetArgs keeps.
+DEFAULT_ADMISSION_PLUGINS = ("NodeRestriction",)
 # RKE2's embedded containerd: its config (and config-v3.toml.tmpl, when a template is
 # ever needed) and socket (k3s pkg/agent/config; docs: advanced.md).
 CONTAINERD_DROPIN_DIR = f"{DATA_DIR}/agent/etc/containerd"
@@ -147,6 +156,8 @@ class Rke2:
             "audit-policy-file": AUDIT_POLICY_FILE,
             # Stated, not left to RKE2's defaults: the rotation is part of the documented policy.
             "kube-apiserver-arg": [f"audit-log-path={AUDIT_LOG_FILE}",
+                                   "enable-admission-plugins="
+                                   + admission_plugins(DEFAULT_ADMISSION_PLUGINS),
                                    *(f"{flag}={value}" for flag, value in audit.ROTATION.items())],
             **self._node_settings(controller),
         }

@@ -114,6 +114,11 @@ INVALID_CASES = [
      "not both or neither"),
     ("nfs host unknown", set_path("storage.nfs.host", "nas"), "gpu-cluster:storage.nfs.host",
      "not one of the configured hosts"),
+    # Team pods are kept off the NFS server by its address (components/access/storage_egress.py).
+    ("nfs server by name beside teams", lambda values: (
+        set_path("storage.nfs", {"server": "nas.example.com"})(values),
+        set_path("access", {"teams": [{"name": "vision"}]})(values)),
+     "gpu-cluster:storage.nfs.server", "'nas.example.com' is a DNS name; with access.teams"),
     ("relative nfs path", set_path("storage.nfs.path", "srv/nfs"), "gpu-cluster:storage.nfs.path",
      "not an absolute path"),
     ("two mount options in one item", set_path("storage.nfs.mountOptions", ["hard,timeo=600"]),

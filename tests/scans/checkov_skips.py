@@ -33,9 +33,6 @@ KUBERNETES = [
     Skip("CKV_K8S_11", "*", "CPU limits: CFS quotas throttle the device plugin, the "
          "provisioners and the acceptance jobs' feeders; each container has a CPU request and "
          "a memory limit instead"),
-    Skip("CKV2_K8S_6", "*:Pod.*", "a NetworkPolicy per pod: the add-ons serve nothing (the "
-         "device plugin talks to the kubelet's socket, the provisioners to the API server and "
-         "the NFS server) and the acceptance jobs run once in their own namespace"),
     Skip("CKV_K8S_8", DEVICE_PLUGIN, "liveness probe: the device plugin serves no health "
          "endpoint; it re-registers when the kubelet restarts (upstream has no probe either)"),
     Skip("CKV_K8S_9", DEVICE_PLUGIN, "readiness probe: nothing connects to the device plugin "

@@ -19,14 +19,21 @@ POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace":
        "spec": {"containers": [{"name": "main", "image": "busybox:1.37"}]}}
 
 
+def _pod_policy(plan) -> dict:
+    """The pod policy and its binding, by kind (the NetworkPolicy guard has its own name)."""
+    return {r.inputs["kind"]: r.inputs for r in plan.resources
+            if r.type.startswith("kubernetes:admissionregistration.k8s.io/v1:")
+            and POLICY_NAME in (r.inputs["metadata"]["name"],
+                                r.inputs.get("spec", {}).get("policyName"))}
+
+
 @pytest.fixture(scope="module")
 def policy_objects():
     values = bare_metal_config(workers=1)
     values["access"] = {"teams": [{"name": "vision"}, {"name": "nlp",
                                                        "podSecurity": "baseline"}]}
     plan = shared_preview(values)
-    found = {r.inputs["kind"]: r.inputs for r in plan.resources
-             if r.type.startswith("kubernetes:admissionregistration.k8s.io/v1:")}
+    found = _pod_policy(plan)
     namespaces = [r.inputs for r in plan.resources if r.type == "kubernetes:core/v1:Namespace"]
     return found, namespaces
 
@@ -125,8 +132,7 @@ def test_no_team_pod_can_land_on_a_controller(stack):
         assert "K0S_ENABLE_WORKER='false'" in stdin
         return
     assert f"- {SERVER_ONLY_TAINT}" in stdin
-    found = {r.inputs["kind"]: r.inputs for r in plan.resources
-             if r.type.startswith("kubernetes:admissionregistration.k8s.io/v1:")}
+    found = _pod_policy(plan)
     if "ValidatingAdmissionPolicy" not in found:
         # No team: no team pod to keep off it.
         assert not [r for r in plan.resources if r.type == "kubernetes:core/v1:Namespace"
