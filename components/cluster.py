@@ -17,6 +17,7 @@ from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import GpuSupport, GpuSupportArgs, gpu_node_taints
+from components.addons.kubeflow.image_mirror import with_cluster_mirror
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
 from components.addons.monitoring.install import Monitoring, MonitoringArgs
@@ -32,6 +33,7 @@ from components.kubernetes.backups import install_backup_env, install_backup_ove
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.host_security import host_warnings
 from config.model import StackConfig
+from config.image_checks import KUBEFLOW_ALIAS_WARNING
 from config import vendored
 from config.image_pins import tag_only_warning
 
@@ -56,6 +58,8 @@ class Cluster(pulumi.ComponentResource):
         warning = tag_only_warning(settings.kubeflow is not None)
         if warning:
             pulumi.log.warn(warning)
+        if settings.kubeflow is not None and settings.kubeflow.image_mirror is not None:
+            pulumi.log.warn(KUBEFLOW_ALIAS_WARNING)
         distribution = distribution_for(distribution_settings(settings))
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution
@@ -229,7 +233,8 @@ class Cluster(pulumi.ComponentResource):
         if settings.kubeflow is not None:
             # Its volumes are claimed on the default StorageClass: storage first.
             kubeflow = Kubeflow(f"{self._name}-kubeflow", KubeflowArgs(
-                settings.kubeflow, settings.kubeflow_password, settings.cluster_name,
+                with_cluster_mirror(settings.kubeflow, settings.image_mirror),
+                settings.kubeflow_password, settings.cluster_name,
                 self.provider, self.storage.resources,
                 tls_key=settings.kubeflow_tls_key,
                 workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],

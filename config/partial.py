@@ -6,6 +6,7 @@ from typing import Optional
 from config.access import AccessSettings
 from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
+from config.images import ImagesSettings
 from config.kubeflow import KubeflowSettings
 from config.kubernetes import KubernetesSettings
 from config.monitoring import MonitoringSettings
@@ -48,3 +49,5 @@ class PartialConfig:
     monitoring: Optional[MonitoringSettings] = None
     kubernetes: Optional[KubernetesSettings] = None
     versions: Optional[VersionOverrides] = None
+    images: Optional[ImagesSettings] = None
+    image_mirror_password: str = ""

@@ -10,6 +10,8 @@ from typing import Optional, Protocol
 import pulumi
 
 from components.common.step_text import Script
+from components.distributions.registry_mirror import RegistryFile
+from config.images import ImageMirror
 from config.kubernetes import KubernetesSettings
 from config.model import MACHINE_GENERATION_LABEL, POOL_LABEL, Host, HostTuning, WorkerPool
 
@@ -150,6 +152,15 @@ class Distribution(Protocol):
     def nvidia_runtime_dropin(self) -> Optional[str]:
         """The containerd drop-in adding the `nvidia` runtime, or None when the
         distribution adds it by itself."""
+
+    # A folder of containerd host namespaces the mirror's step owns ("" for none).
+    registry_hosts_dir: str
+    # Units restarted when the registry files change (none: read at every pull).
+    registry_services: Sequence[str]
+
+    def registry_files(self, mirror: ImageMirror, upstreams: Sequence[str]) -> list[RegistryFile]:
+        """The files that send `upstreams`' pulls through the image mirror
+        (components/distributions/registry_mirror.py)."""
 
 
 def node_labels(node: "Host | WorkerPool") -> dict[str, str]:

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import yaml
 
+from components.distributions.registry_mirror import RegistryFile, containerd_files
 from components.distributions.base import (
     BOOTSTRAP_TOKEN,
     DistributionSettings,
@@ -18,11 +19,17 @@ from components.distributions.base import (
 from components.common import audit, pod_security
 from components.common.step_text import Script
 from config import versions
+from config.images import ImageMirror
 from config.model import Host, WorkerPool
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.
 CONTAINERD_DROPIN_DIR = "/etc/k0s/containerd.d"
 CONTAINERD_SOCKET = "/run/k0s/containerd.sock"
+# The image mirror as k0s docs/runtime.md ("Configuring OCI registry mirrors") lays it out:
+# a drop-in naming config_path, the hosts.toml folders below it.
+REGISTRY_DROPIN = f"{CONTAINERD_DROPIN_DIR}/registries.toml"
+REGISTRY_HOSTS_DIR = f"{CONTAINERD_DROPIN_DIR}/certs.d"
+REGISTRY_CA = f"{REGISTRY_HOSTS_DIR}/gpu-cluster-mirror-ca.crt"
 WORKER_PROFILE = "gpu-cluster"
 # The kubelet's usual root instead of k0s's /var/lib/k0s/kubelet, so upstream device
 # plugins and CSI drivers, which hard-code /var/lib/kubelet, work unmodified.
@@ -140,6 +147,15 @@ class K0s:
             "",
         ]
         return "\n".join(lines)
+
+    # k0s reloads containerd on a drop-in's change by itself (docs/runtime.md), and
+    # containerd reads hosts.toml at every pull (hosts.go ConfigureHosts).
+    registry_hosts_dir = REGISTRY_HOSTS_DIR
+    registry_services: Sequence[str] = ()
+
+    def registry_files(self, mirror: ImageMirror, upstreams: Sequence[str]) -> list[RegistryFile]:
+        return containerd_files(mirror, upstreams, REGISTRY_DROPIN, REGISTRY_HOSTS_DIR,
+                                REGISTRY_CA)
 
     def node_env(self, node: "Host | WorkerPool", node_ip: str) -> dict[str, str]:
         """Inputs shared by install-controller (controller+worker) and join-worker; an

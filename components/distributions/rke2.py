@@ -11,9 +11,11 @@ import pulumi
 import yaml
 
 from components.distributions.base import DistributionSettings, JoinToken, node_labels
+from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.common import audit, pod_security
 from components.common.step_text import Script
 from config import versions
+from config.images import ImageMirror
 from config.model import Host, WorkerPool
 
 ETC = "/etc/rancher/rke2"
@@ -177,6 +179,15 @@ class Rke2:
             values["kubelet-arg"] = ["cpu-manager-policy=static",
                                      f"reserved-cpus={tuning.reserved_cpus}"]
         return yaml.safe_dump(values, sort_keys=False)
+
+    # RKE2 reads registries.yaml when it starts (rancher/rke2 docs, "In order for the
+    # registry changes to take effect, ... restart RKE2 on each configured node").
+    registry_hosts_dir = ""
+    registry_services: Sequence[str] = node_services
+
+    def registry_files(self, mirror: ImageMirror, upstreams: Sequence[str]) -> list[RegistryFile]:
+        return rke2_files(mirror, upstreams, f"{ETC}/registries.yaml",
+                          f"{ETC}/gpu-cluster-mirror-ca.crt")
 
     def nvidia_runtime_dropin(self) -> None:
         """None: RKE2's agent finds nvidia-container-runtime (PATH, /usr/bin, the GPU

@@ -2,6 +2,7 @@
 on GPU hosts the NVIDIA driver, container toolkit and containerd runtime, and the reboot
 those need, checked before the host may join."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
@@ -86,6 +87,8 @@ class HostBootstrapArgs:
     nfs_export: Optional[NfsExport] = None
     # A worker of the cluster: its node is drained before its host settings change.
     drain_first: Optional[DrainFirst] = None
+    # configure-registries' inputs when the cluster has an image mirror (steps.registry_env).
+    registries: Optional[Mapping[str, pulumi.Input[str]]] = None
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,8 @@ class HostBootstrap(pulumi.ComponentResource):
         extra = self._extra_env(machine)
         previous: list = []
         for step in preparation_steps(args.tuning, args.nvidia, args.distribution, machine,
-                                      preflight_env=self._preflight_env()):
+                                      preflight_env=self._preflight_env(),
+                                      registries=args.registries):
             script = (REBOOT_DRAINED_WORKER if step.step == "reboot-if-needed"
                       and args.drain_first is not None else step.script)
             previous = [run_step(host.name, step.step, on=waiting if step.after_reboot

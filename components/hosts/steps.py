@@ -2,11 +2,11 @@
 metal and hybrid hosts (components/hosts/bootstrap.py) and rendered into the boot user data
 of EC2 instances (components/aws/boot.py). A new step is added here once.
 
-prepare-host -> [install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH, preflight
-comes first."""
+prepare-host -> [configure-registries] -> [install-nvidia] -> [reboot-if-needed] ->
+verify-boot; over SSH, preflight comes first."""
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -15,6 +15,7 @@ import pulumi
 from components.distributions.base import Distribution
 from components.common.step_text import Script
 from config import versions
+from config.images import ImageMirror
 from config.model import HostTuning, NvidiaSettings
 
 PREFLIGHT = Script("preflight.sh")
@@ -22,6 +23,7 @@ PREPARE_HOST = Script("prepare-host.sh", checks=True)
 INSTALL_NVIDIA = Script("install-nvidia.sh", checks=True)
 REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
 VERIFY_BOOT = Script("verify-boot.sh")
+CONFIGURE_REGISTRIES = Script("configure-registries.sh")
 # prepare-host's inputs that change the kernel's command line.
 REBOOT_REASONS = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
 
@@ -51,11 +53,17 @@ class Machine:
 
 def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
                       machine: Machine,
-                      preflight_env: Optional[Mapping[str, str]] = None) -> list[HostStep]:
+                      preflight_env: Optional[Mapping[str, str]] = None,
+                      registries: Optional[Mapping[str, pulumi.Input[str]]] = None
+                      ) -> list[HostStep]:
+    """`registries`: configure-registries' inputs (registry_env) when the cluster has an
+    image mirror; before anything pulls an image."""
     steps = []
     if preflight_env is not None:
         steps.append(HostStep("preflight", PREFLIGHT, preflight_env))
     steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(tuning)))
+    if registries:
+        steps.append(HostStep("configure-registries", CONFIGURE_REGISTRIES, registries))
     if machine.gpus:
         steps.append(HostStep("install-nvidia", INSTALL_NVIDIA, install_nvidia_env(
             nvidia, distribution, machine.install_driver, machine.nvswitch)))
@@ -122,6 +130,23 @@ def install_nvidia_env(nvidia: NvidiaSettings, distribution: Distribution,
         # Empty: the distribution adds the runtime itself; install-nvidia writes no drop-in.
         "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin() or "",
     }
+
+
+def registry_env(distribution: Distribution, mirror: ImageMirror, upstreams: Sequence[str],
+                 password: Mapping[str, pulumi.Input[str]]) -> dict[str, pulumi.Input[str]]:
+    """configure-registries' inputs: the distribution's files for the mirror, and
+    `password` (REGISTRY_PASSWORD over SSH, REGISTRY_PASSWORD_SSM_PARAMETER at boot; none
+    without a login)."""
+    files = distribution.registry_files(mirror, upstreams)
+    env: dict[str, pulumi.Input[str]] = {
+        "REGISTRY_FILE_COUNT": str(len(files)),
+        "REGISTRY_HOSTS_DIR": distribution.registry_hosts_dir,
+        "REGISTRY_SERVICES": " ".join(distribution.registry_services)}
+    for number, file in enumerate(files, start=1):
+        env.update({f"REGISTRY_FILE_{number}_PATH": file.path,
+                    f"REGISTRY_FILE_{number}_MODE": file.mode,
+                    f"REGISTRY_FILE_{number}_CONTENT": file.content})
+    return {**env, **password}
 
 
 def _nvswitch(value: Union[bool, str]) -> str:
