@@ -32,6 +32,7 @@ from config.types import (
     AbsolutePath,
     AuthorizedKey,
     DnsLabel,
+    DownloadUrl,
     HostOrIp,
     InterfaceName,
     IPv4,
@@ -216,6 +217,9 @@ class NvidiaSettings(Section):
     # Make nvidia the node's default container runtime instead of selecting it per pod
     # with the `nvidia` RuntimeClass.
     default_runtime: bool = False
+    # A mirror of NVIDIA's container toolkit apt repository (its gpgkey and stable/deb/
+    # layout) instead of nvidia.github.io; the key is still checked by fingerprint.
+    apt_mirror: Optional[DownloadUrl] = None
 
 
 class GpuSettings(Section):

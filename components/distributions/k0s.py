@@ -176,9 +176,11 @@ class K0s:
     def version_env(self) -> dict[str, str]:
         """The release and its binary's sha256 per architecture (K0S_SHA256_AMD64, ...;
         empty where none is pinned: k0s/lib.sh refuses that architecture)."""
+        url = self.settings.kubernetes.release_url
         return {"K0S_VERSION": self.settings.kubernetes.version,
                 **{f"K0S_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
-                   for arch in versions.RELEASE_ARCHITECTURES}}
+                   for arch in versions.RELEASE_ARCHITECTURES},
+                **({"K0S_RELEASE_URL": url} if url else {})}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"K0S_CA_KEY": ca_key_pem}

@@ -274,9 +274,11 @@ class Rke2:
     def version_env(self) -> dict[str, str]:
         """The release and its tarball's sha256 per architecture (RKE2_SHA256_AMD64, ...;
         empty where none is pinned: rke2/lib.sh refuses that architecture)."""
+        url = self.settings.kubernetes.release_url
         return {"RKE2_VERSION": self.version,
                 **{f"RKE2_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
-                   for arch in versions.RELEASE_ARCHITECTURES}}
+                   for arch in versions.RELEASE_ARCHITECTURES},
+                **({"RKE2_RELEASE_URL": url} if url else {})}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"RKE2_CA_KEY": ca_key_pem}

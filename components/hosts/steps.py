@@ -120,7 +120,9 @@ def install_nvidia_env(nvidia: NvidiaSettings, distribution: Distribution,
                        install_driver: bool = True,
                        nvswitch: Union[bool, str] = "auto") -> dict[str, str]:
     """NVSWITCH: true/false, or auto (Fabric Manager when NVSwitches are on the PCI bus)."""
+    mirror = {"NVIDIA_APT_MIRROR": nvidia.apt_mirror} if nvidia.apt_mirror else {}
     return {
+        **mirror,
         "INSTALL_DRIVER": _flag(install_driver),
         "NVSWITCH": _nvswitch(nvswitch),
         "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
