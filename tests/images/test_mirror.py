@@ -184,3 +184,28 @@ def test_a_stack_with_every_addon_has_an_images_txt_the_mirror_serves_whole():
         assert image in lines
     [(_, env), *_] = registry_steps(plan)
     assert_served(resolve_all(files_of(env), lines))
+
+
+def test_pool_instances_read_the_password_from_ssm_and_their_user_data_stays_small():
+    import base64
+    from tests.conftest import cloud_config
+    values = with_mirror(cloud_config())
+    plan = preview(values)
+    pool = values["pools"][0]["name"]
+    [template] = [t for t in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+                  if t.name.endswith(f"-{pool}-template")]
+    # EC2 refuses user data over 16 KiB: the files go to the boot plan in S3, not there.
+    assert len(base64.b64decode(template.inputs["userData"])) <= 4096
+    steps = dict(registry_steps(plan))
+    parameter = f"/gpu-cluster/test/{pool}/image-mirror-password"
+    assert steps[template.name]["REGISTRY_PASSWORD_SSM_PARAMETER"] == parameter
+    assert "REGISTRY_PASSWORD" not in steps[template.name]
+    plans = [r.inputs.get("content", "") for r in plan.of_type("aws:s3/bucketObjectv2:BucketObjectv2")]
+    assert not any(PASSWORD in str(text) for text in plans)
+    [stored] = [r for r in plan.of_type("aws:ssm/parameter:Parameter")
+                if r.inputs.get("name") == parameter]
+    assert stored.inputs["type"] == "SecureString"
+    # Only the pool's own role reads it.
+    policies = [r for r in plan.of_type("aws:iam/rolePolicy:RolePolicy")
+                if parameter.lstrip("/") in json.dumps(r.inputs, default=str)]
+    assert policies and all(f"-{pool}-node" in r.name for r in policies)
