@@ -33,7 +33,7 @@ from components.kubernetes.backups import install_backup_env, install_backup_ove
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.host_security import host_warnings
 from config.model import StackConfig
-from config.image_checks import KUBEFLOW_ALIAS_WARNING
+from config.image_checks import KUBEFLOW_ALIAS_WARNING, LOGIN_WARNING
 from config import vendored
 from config.image_pins import tag_only_warning
 
@@ -60,6 +60,8 @@ class Cluster(pulumi.ComponentResource):
             pulumi.log.warn(warning)
         if settings.kubeflow is not None and settings.kubeflow.image_mirror is not None:
             pulumi.log.warn(KUBEFLOW_ALIAS_WARNING)
+        if settings.image_mirror is not None and settings.image_mirror.username:
+            pulumi.log.warn(LOGIN_WARNING)
         distribution = distribution_for(distribution_settings(settings))
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution

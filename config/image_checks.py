@@ -19,6 +19,12 @@ KUBEFLOW_ALIAS_WARNING = (
     "renaming them); move the same keys to gpu-cluster:images.mirror")
 
 
+LOGIN_WARNING = (
+    "images.mirror.username: every node pulls with this login, so every pod the cluster runs "
+    "can pull whatever it may read on the mirror; give it read access to the mirror's proxy "
+    "projects only")
+
+
 def image_checks(cfg: PartialConfig) -> list[Problem]:
     problems = []
     mirror = cfg.images.mirror if cfg.images is not None else None

@@ -4,7 +4,7 @@ kubeflow.imageMirror is read as images.mirror (or refused beside it, saying wher
 
 import pytest
 
-from config.image_checks import KUBEFLOW_ALIAS_WARNING
+from config.image_checks import KUBEFLOW_ALIAS_WARNING, LOGIN_WARNING
 from tests.config.loading import loads, problem_lines
 from tests.conftest import bare_metal_config, own_warnings, preview
 
@@ -107,3 +107,11 @@ def test_without_a_mirror_nothing_changes_on_the_hosts():
     plan = preview(bare_metal_config(workers=1))
     assert not [r for r in plan.of_type("command:remote:Command")
                 if "configure-registries" in r.name]
+
+
+def test_a_login_is_warned_as_the_whole_clusters_naming_its_key():
+    values = with_images({"registry": "harbor.example.internal", "username": "robot$pull"},
+                         password="a-token")
+    assert LOGIN_WARNING in own_warnings(preview(values))
+    assert LOGIN_WARNING.startswith("images.mirror.username")
+    assert LOGIN_WARNING not in own_warnings(preview(with_images({"registry": "harbor.example.internal"})))
