@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Sends every image pull of this node through the image mirror (images.mirror): writes the
-# files the distribution's containerd reads (rendered by the program,
-# components/distributions/registry_mirror.py), puts the mirror's password into them, and
-# restarts the distribution where it reads them only when it starts.
+# files containerd reads (components/distributions/registry_mirror.py) with the password put
+# in, and restarts the distribution where it reads them only when it starts.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
