@@ -47,7 +47,7 @@ from config.cloud import cluster_cidrs, node_cidrs
 from config.model import StackConfig
 from config.storage import efs_mounts_with_iam
 from config.types import public_key_of
-from components.layouts import Layout, Machines, machines_of
+from components.layouts import Layout, Machines, machines_of, registries_env
 
 
 def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBoot]:
@@ -56,8 +56,26 @@ def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBo
         return []
     return [PoolBoot(settings.cluster_name, settings.aws.region, pool,
                      tuple(preparation_steps(settings.tuning, settings.nvidia, distribution,
-                                           pool_machine(pool))))
+                                           pool_machine(pool), registries=registries_env(
+                                               settings, distribution, _boot_password(
+                                                   settings, ssm_paths.pool_secret(
+                                                       settings.cluster_name, pool.name,
+                                                       ssm_paths.IMAGE_MIRROR_PASSWORD))))),
+                     registry_password=_mirror_password(settings))
             for pool in settings.pools]
+
+
+
+def _mirror_password(settings: StackConfig) -> Optional[pulumi.Output[str]]:
+    mirror = settings.image_mirror
+    if mirror is None or not mirror.username or settings.image_mirror_password is None:
+        return None
+    return pulumi.Output.secret(settings.image_mirror_password.get_secret_value())
+
+
+def _boot_password(settings: StackConfig, parameter: str) -> dict:
+    return ({"REGISTRY_PASSWORD_SSM_PARAMETER": parameter}
+            if _mirror_password(settings) is not None else {})
 
 
 @dataclass
@@ -97,10 +115,16 @@ class _OnAws(Layout):
             settings.cluster_name, backup.retention, settings.aws.region, backup.lock_days,
             tuple(backup.restore_principals)), opts=opts)
             if backup_store(settings.layout, settings.backup, None, None) else None)
+        password = _mirror_password(settings)
         boot = (ControllerBoot(context.distribution, context.pki,
-                               tuple(preparation_steps(settings.tuning, settings.nvidia,
-                                                       context.distribution, CONTROLLER_MACHINE)),
-                               context.secrets)
+                               tuple(preparation_steps(
+                                   settings.tuning, settings.nvidia, context.distribution,
+                                   CONTROLLER_MACHINE, registries=registries_env(
+                                       settings, context.distribution, _boot_password(
+                                           settings, ssm_paths.control_plane_secret(
+                                               settings.cluster_name, ssm_paths.IMAGE_MIRROR_PASSWORD))))),
+                               context.secrets,
+                               stored={ssm_paths.IMAGE_MIRROR_PASSWORD: password} if password is not None else {})
                 if self.boots_itself else None)
         if boot is not None and bucket is not None:
             self._install_backup_at_boot(boot, bucket)
@@ -141,7 +165,7 @@ class _OnAws(Layout):
         check_envelope_fits(host, {**env, "BACKUP_BUCKET": "b" * 63})
         chunks = envelope_chunks(host, env)
         names = [f"backup-step-{index}" for index in range(len(chunks))]
-        boot.stored = dict(zip(names, chunks))
+        boot.stored = {**boot.stored, **dict(zip(names, chunks))}
         boot.after_install = (backup_boot_step(
             [ssm_paths.control_plane_secret(settings.cluster_name, name) for name in names],
             settings.aws.region),)

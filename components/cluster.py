@@ -20,6 +20,7 @@ from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import (RUNTIME_CLASS, GpuSupport, GpuSupportArgs,
                                            gpu_node_taints, untolerated_taint_warnings)
+from components.addons.kubeflow.image_mirror import with_cluster_mirror
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
 from components.addons.monitoring.install import Monitoring, MonitoringArgs
@@ -236,7 +237,8 @@ class Cluster(pulumi.ComponentResource):
         if settings.kubeflow is not None:
             # Its volumes are claimed on the default StorageClass: storage first.
             kubeflow = Kubeflow(f"{self._name}-kubeflow", KubeflowArgs(
-                settings.kubeflow, settings.kubeflow_password, settings.cluster_name,
+                with_cluster_mirror(settings.kubeflow, settings.image_mirror),
+                settings.kubeflow_password, settings.cluster_name,
                 self.provider, self.storage.resources,
                 tls_key=settings.kubeflow_tls_key,
                 workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],

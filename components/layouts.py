@@ -17,6 +17,8 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.addons.cluster_images import known_images, mirror_upstreams
+from components.hosts.steps import registry_env
 from components.kubernetes.pki import ClusterPki
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution
@@ -130,9 +132,30 @@ class Layout(abc.ABC):
                 nfs_export=(NfsExport(nfs.path, nfs_client_addresses(settings))
                             if nfs is not None and nfs.host == host.name else None),
                 drain_first=drain, firewall_ruleset=host_firewall_ruleset(
-                    settings, context.distribution, host)),
+                    settings, context.distribution, host),
+                registries=registries_env(settings, context.distribution, ssh_password(settings))),
             opts=pulumi.ResourceOptions(parent=context.parent))
 
+
+
+def registries_env(settings: StackConfig, distribution: Distribution,
+                   password: Mapping[str, pulumi.Input[str]]) -> Optional[dict]:
+    """configure-registries' inputs on every machine when the cluster has an image mirror
+    (its registries: mirror_upstreams), with `password`'s inputs."""
+    mirror = settings.image_mirror
+    if mirror is None:
+        return None
+    upstreams = mirror_upstreams(mirror, known_images(settings.kubernetes, settings.network.cni))
+    return registry_env(distribution, mirror, upstreams, password)
+
+
+def ssh_password(settings: StackConfig) -> dict:
+    """The mirror login's password as a step's input over SSH (secret in the state)."""
+    mirror = settings.image_mirror
+    if mirror is None or not mirror.username or settings.image_mirror_password is None:
+        return {}
+    return {"REGISTRY_PASSWORD": pulumi.Output.secret(
+        settings.image_mirror_password.get_secret_value())}
 
 
 def nfs_client_addresses(settings: StackConfig) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from config.backup import backup_checks
 from config.firewall import firewall_checks
 from config.host_paths import host_path_problem
 from config.host_security import host_key_problems
+from config.image_checks import image_checks
 from config.kubeflow_checks import kubeflow_checks
 from config.monitoring import monitoring_checks
 from config.partial import PartialConfig
@@ -36,6 +37,7 @@ def cross_checks(cfg: PartialConfig) -> list[Problem]:
     problems += hybrid_checks(cfg)
     problems += cloud_checks(cfg)
     problems += kubeflow_checks(cfg)
+    problems += image_checks(cfg)
     problems += backup_checks(cfg)
     problems += monitoring_checks(cfg)
     problems += release_pin_checks(cfg)

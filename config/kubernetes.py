@@ -8,7 +8,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from config import versions
 from config.model_base import Section
-from config.types import Duration, HostOrIp, Port
+from config.types import DownloadUrl, Duration, HostOrIp, Port
 
 
 # The distributions' names, from config/versions.py.
@@ -54,6 +54,9 @@ class KubernetesSettings(Section):
     # Defaults to the distribution's pin (config/versions.py).
     version: str = Field(default="", validate_default=True)
     api_port: Port = 6443
+    # Where hosts download the release file from instead of GitHub (a folder holding it
+    # under its upstream name); still checked against the pinned sha256.
+    release_url: Optional[DownloadUrl] = None
     # Extra names/addresses the API server certificate must cover (a DNS name, a VIP).
     api_sans: list[HostOrIp] = []
     # Join tokens are single-purpose and short-lived: one per worker, valid this long.

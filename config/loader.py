@@ -308,6 +308,8 @@ def _salvage(values: dict[str, Any], unchecked: set[str], dropped: set[str]) -> 
         monitoring=section("monitoring"),
         kubernetes=section("kubernetes"),
         versions=section("versions"),
+        images=section("images"),
+        image_mirror_password=str(values.get("imageMirrorPassword") or ""),
     )
 
 
@@ -358,4 +360,7 @@ def _from_settings(settings: StackConfig) -> PartialConfig:
         monitoring=settings.monitoring,
         kubernetes=settings.kubernetes,
         versions=settings.versions,
+        images=settings.images,
+        image_mirror_password=(settings.image_mirror_password.get_secret_value()
+                               if settings.image_mirror_password else ""),
     )

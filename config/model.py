@@ -22,6 +22,7 @@ from config.access import AccessSettings
 from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
 from config.firewall import HostFirewallSettings
+from config.images import ImageMirror, ImagesSettings
 from config.kubeflow import KubeflowSettings
 from config.kubernetes import KubernetesSettings
 from config.model_base import Section
@@ -32,6 +33,7 @@ from config.types import (
     AbsolutePath,
     AuthorizedKey,
     DnsLabel,
+    DownloadUrl,
     HostOrIp,
     InterfaceName,
     IPv4,
@@ -226,6 +228,9 @@ class NvidiaSettings(Section):
     # Make nvidia the node's default container runtime instead of selecting it per pod
     # with the `nvidia` RuntimeClass.
     default_runtime: bool = False
+    # A mirror of NVIDIA's container toolkit apt repository (its gpgkey and stable/deb/
+    # layout) instead of nvidia.github.io; the key is still checked by fingerprint.
+    apt_mirror: Optional[DownloadUrl] = None
 
     def for_host(self, host: "Host") -> tuple[bool, bool]:
         """(install the driver, install the toolkit and runtime) on `host`: its own
@@ -363,6 +368,19 @@ class StackConfig(Section):
     monitoring: MonitoringSettings = MonitoringSettings()
     # Beside the pins of config/versions.py: a release's sha256 (config/release_pins.py).
     versions: VersionOverrides = VersionOverrides()
+    # One image mirror for every node (config/images.py).
+    images: ImagesSettings = ImagesSettings()
+    # The password of images.mirror.username.
+    image_mirror_password: Optional[SecretStr] = None
+
+    @property
+    def image_mirror(self) -> Optional[ImageMirror]:
+        """images.mirror, or the deprecated kubeflow.imageMirror it replaces (the same
+        keys; config/image_checks.py refuses both at once and warns about the old one)."""
+        if self.images.mirror is not None:
+            return self.images.mirror
+        old = self.kubeflow.image_mirror if self.kubeflow is not None else None
+        return ImageMirror.model_validate(old.model_dump()) if old is not None else None
 
     @property
     def cni_mtu(self) -> int:
@@ -384,6 +402,7 @@ class StackConfig(Section):
 
 # Keys whose value must be set with `pulumi config set --secret`.
 SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile", "kubeflowPassword",
-               "kubeflowTlsKey", "kubeflowPasswordHashes", "kubeflowConnectorSecrets")
+               "kubeflowTlsKey", "kubeflowPasswordHashes", "kubeflowConnectorSecrets",
+               "imageMirrorPassword")
 # Secret keys that hold SSH private keys.
 PRIVATE_KEY_KEYS = ("sshPrivateKey", "bastionPrivateKey")

@@ -7,6 +7,7 @@ from config.access import AccessSettings
 from config.backup import BackupSettings
 from config.cloud import AwsSettings, VpnSettings
 from config.firewall import HostFirewallSettings
+from config.images import ImagesSettings
 from config.kubeflow import KubeflowSettings
 from config.kubernetes import KubernetesSettings
 from config.monitoring import MonitoringSettings
@@ -51,3 +52,5 @@ class PartialConfig:
     monitoring: Optional[MonitoringSettings] = None
     kubernetes: Optional[KubernetesSettings] = None
     versions: Optional[VersionOverrides] = None
+    images: Optional[ImagesSettings] = None
+    image_mirror_password: str = ""

@@ -29,6 +29,21 @@ _PEM_CHAIN = re.compile(r"\s*(-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]
                         r"-----END CERTIFICATE-----\s*)+")
 
 
+# Where hosts download from instead of upstream: an http(s) URL or a folder on the host as
+# file:///path; no query, no credentials, nothing a shell or apt's sources line reads
+# specially.
+_DOWNLOAD_URL = re.compile(r"(https?://[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[1-9][0-9]{0,4})?|file://)"
+                           r"(/[A-Za-z0-9._~%+-]+)*/?")
+
+
+def _download_url(value: str) -> str:
+    if len(value) > 1024 or not _DOWNLOAD_URL.fullmatch(value) or "/../" in f"{value}/" \
+            or value in ("file://", "file:///"):
+        raise ValueError(f"'{value}' is not a download location like "
+                         "https://files.example.internal/k0s or file:///srv/k0s")
+    return value
+
+
 def _dns_label(value: str) -> str:
     if not _DNS_LABEL.fullmatch(value):
         raise ValueError(
@@ -279,6 +294,7 @@ AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
 AuthorizedKey = Annotated[str, AfterValidator(_authorized_key)]
 UserName = Annotated[str, AfterValidator(_user_name)]
+DownloadUrl = Annotated[str, AfterValidator(_download_url)]
 # A secret whose text spans lines (a private key, a VPN profile).
 MultiLineSecret = Annotated[SecretStr, MULTI_LINE]
 PemCertificateChain = Annotated[str, AfterValidator(_pem_chain), MULTI_LINE]

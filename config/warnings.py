@@ -10,6 +10,7 @@ from config.cloud import control_plane_address
 from config.firewall import firewall_warnings
 from config.gpu_hosts import runtime_warnings
 from config.host_security import host_warnings
+from config.image_checks import KUBEFLOW_ALIAS_WARNING, LOGIN_WARNING
 from config.image_pins import tag_only_warning
 from config.model import StackConfig
 
@@ -25,6 +26,10 @@ def preview_warnings(settings: StackConfig) -> list[str]:
                               settings.access)
     warnings += runtime_warnings(settings.hosts, settings.nvidia)
     warnings.append(settings.kubernetes.drain_warning())
+    if settings.kubeflow is not None and settings.kubeflow.image_mirror is not None:
+        warnings.append(KUBEFLOW_ALIAS_WARNING)
+    if settings.image_mirror is not None and settings.image_mirror.username:
+        warnings.append(LOGIN_WARNING)
     warnings += firewall_warnings(settings.layout, settings.host_firewall,
                                   settings.vpn.mode if settings.vpn else None,
                                   settings.aws and control_plane_address(settings.aws))

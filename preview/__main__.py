@@ -14,6 +14,7 @@ import acceptance
 from config import ConfigError, load
 from preview import entropy
 from preview.engine import run_program
+from preview.images import images_txt
 from preview.report import tree, write_artifacts
 from preview.stack_file import StackFileError, read_stack, stack_name
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load(stack_file.config, stack_file.secret_keys, stack=args.stack)
     checks = {f"acceptance/{name}": acceptance.dump(objects)
               for name, objects in acceptance.render(settings).items()}
+    checks["images.txt"] = images_txt(plan, settings, checks)
     written = write_artifacts(plan, out_dir, checks)
     print(report if not args.quiet else report.split("\n\n", 2)[-1], end="")
     print(f"\nWrote {len(written)} files to {out_dir}")

@@ -8,6 +8,7 @@ that left the pool."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -52,6 +53,8 @@ class PoolBoot:
     region: str
     pool: WorkerPool
     preparation: Sequence[HostStep]
+    # The image mirror's password, stored for the instances (preparation reads it).
+    registry_password: Optional[pulumi.Input[str]] = None
 
 
 @dataclass
@@ -79,6 +82,12 @@ class GpuWorkerPool(pulumi.ComponentResource):
         self._opts = pulumi.ResourceOptions(parent=self)
         pool = args.boot.pool
         self.token_parameter = self._store_join_token()
+        self._reads = [self.token_parameter]
+        if args.boot.registry_password is not None:
+            self._reads.append(secret_parameter(
+                f"{name}-image-mirror-password", ssm_paths.pool_secret(
+                    args.boot.cluster_name, pool.name, ssm_paths.IMAGE_MIRROR_PASSWORD),
+                args.boot.registry_password, self._tags(), self._opts))
         boot = machine_boot(name, pool.name, pool_boot_steps(args.boot, args.distribution),
                             args.boot_store, BootReport(args.boot.region, ssm_paths.boot_status(
                                 args.boot.cluster_name, pool.name)), opts=self._opts)
@@ -145,7 +154,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
     def _create_instance_profile(self, machine: MachineBoot) -> aws.iam.InstanceProfile:
         boot = self._args.boot
         return instance_profile(
-            f"{self._name}-node", [self.token_parameter],
+            f"{self._name}-node", self._reads,
             ssm_paths.boot_status(boot.cluster_name, boot.pool.name), self._tags(), self._opts,
             machine.object_arns)
 

@@ -23,6 +23,15 @@ def boot_statuses(cluster_name: str) -> str:
     return f"{cluster_prefix(cluster_name)}/boot-status"
 
 
+# The image mirror's password, per pool and the controller's (control_plane_secret).
+IMAGE_MIRROR_PASSWORD = "image-mirror-password"
+
+
+def pool_secret(cluster_name: str, pool: str, secret: str) -> str:
+    """A secret a pool's instances read at boot (the image mirror's password)."""
+    return f"{cluster_prefix(cluster_name)}/{pool}/{secret}"
+
+
 def boot_status(cluster_name: str, machine: str) -> str:
     """Where the instances of `machine` (the controller or a pool) report their boot, one
     parameter per instance id."""

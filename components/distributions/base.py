@@ -10,6 +10,8 @@ from typing import Optional, Protocol
 import pulumi
 
 from components.common.step_text import Script
+from components.distributions.registry_mirror import RegistryFile
+from config.images import ImageMirror
 from config.kubernetes import KubernetesSettings
 from config.model import MACHINE_GENERATION_LABEL, POOL_LABEL, Host, HostTuning, WorkerPool
 
@@ -173,6 +175,15 @@ class Distribution(Protocol):
         """None when the program creates RuntimeClass `name`. Otherwise the distribution
         installs its own, and this step on the controller (its script and inputs) waits
         until it has: the program then patches that object instead of creating one."""
+
+    # A folder of containerd host namespaces the mirror's step owns ("" for none).
+    registry_hosts_dir: str
+    # Units restarted when the registry files change (none: read at every pull).
+    registry_services: Sequence[str]
+
+    def registry_files(self, mirror: ImageMirror, upstreams: Sequence[str]) -> list[RegistryFile]:
+        """The files that send `upstreams`' pulls through the image mirror
+        (components/distributions/registry_mirror.py)."""
 
 
 def node_labels(node: "Host | WorkerPool") -> dict[str, str]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import yaml
 
+from components.distributions.registry_mirror import RegistryFile, containerd_files
 from components.distributions.base import (
     DistributionSettings,
     JoinToken,
@@ -16,11 +17,17 @@ from components.distributions.base import (
 from components.common import audit, pod_security
 from components.common.step_text import Script
 from config import versions
+from config.images import ImageMirror
 from config.model import Host, WorkerPool
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.
 CONTAINERD_DROPIN_DIR = "/etc/k0s/containerd.d"
 CONTAINERD_SOCKET = "/run/k0s/containerd.sock"
+# The image mirror as k0s docs/runtime.md ("Configuring OCI registry mirrors") lays it out:
+# a drop-in naming config_path, the hosts.toml folders below it.
+REGISTRY_DROPIN = f"{CONTAINERD_DROPIN_DIR}/registries.toml"
+REGISTRY_HOSTS_DIR = f"{CONTAINERD_DROPIN_DIR}/certs.d"
+REGISTRY_CA = f"{REGISTRY_HOSTS_DIR}/gpu-cluster-mirror-ca.crt"
 WORKER_PROFILE = "gpu-cluster"
 # The kubelet's usual root instead of k0s's /var/lib/k0s/kubelet, so upstream device
 # plugins and CSI drivers, which hard-code /var/lib/kubelet, work unmodified.
@@ -166,6 +173,15 @@ class K0s:
         ]
         return "\n".join(lines)
 
+    # k0s reloads containerd on a drop-in's change by itself (docs/runtime.md), and
+    # containerd reads hosts.toml at every pull (hosts.go ConfigureHosts).
+    registry_hosts_dir = REGISTRY_HOSTS_DIR
+    registry_services: Sequence[str] = ()
+
+    def registry_files(self, mirror: ImageMirror, upstreams: Sequence[str]) -> list[RegistryFile]:
+        return containerd_files(mirror, upstreams, REGISTRY_DROPIN, REGISTRY_HOSTS_DIR,
+                                REGISTRY_CA)
+
     def node_env(self, node: "Host | WorkerPool", node_ip: str) -> dict[str, str]:
         """Inputs shared by install-controller (controller+worker) and join-worker; an
         empty `node_ip` lets the kubelet pick the instance's address (cloud pools)."""
@@ -185,9 +201,11 @@ class K0s:
     def version_env(self) -> dict[str, str]:
         """The release and its binary's sha256 per architecture (K0S_SHA256_AMD64, ...;
         empty where none is pinned: k0s/lib.sh refuses that architecture)."""
+        url = self.settings.kubernetes.release_url
         return {"K0S_VERSION": self.settings.kubernetes.version,
                 **{f"K0S_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
-                   for arch in versions.RELEASE_ARCHITECTURES}}
+                   for arch in versions.RELEASE_ARCHITECTURES},
+                **({"K0S_RELEASE_URL": url} if url else {})}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"K0S_CA_KEY": ca_key_pem}

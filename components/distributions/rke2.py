@@ -12,9 +12,11 @@ import yaml
 
 from components.distributions.base import (DistributionSettings, JoinToken, admission_plugins,
                                           node_labels)
+from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.common import audit, pod_security
 from components.common.step_text import Script
 from config import versions
+from config.images import ImageMirror
 from config.model import Host, WorkerPool
 
 ETC = "/etc/rancher/rke2"
@@ -203,6 +205,15 @@ class Rke2:
                                      f"reserved-cpus={tuning.reserved_cpus}"]
         return yaml.safe_dump(values, sort_keys=False)
 
+    # RKE2 reads registries.yaml when it starts (rancher/rke2 docs, "In order for the
+    # registry changes to take effect, ... restart RKE2 on each configured node").
+    registry_hosts_dir = ""
+    registry_services: Sequence[str] = node_services
+
+    def registry_files(self, mirror: ImageMirror, upstreams: Sequence[str]) -> list[RegistryFile]:
+        return rke2_files(mirror, upstreams, f"{ETC}/registries.yaml",
+                          f"{ETC}/gpu-cluster-mirror-ca.crt")
+
     def nvidia_runtime_dropin(self) -> None:
         """None: RKE2's agent finds nvidia-container-runtime (PATH, /usr/bin, the GPU
         operator's /usr/local/nvidia/toolkit) when it starts and adds an `nvidia` runtime
@@ -308,9 +319,11 @@ class Rke2:
     def version_env(self) -> dict[str, str]:
         """The release and its tarball's sha256 per architecture (RKE2_SHA256_AMD64, ...;
         empty where none is pinned: rke2/lib.sh refuses that architecture)."""
+        url = self.settings.kubernetes.release_url
         return {"RKE2_VERSION": self.version,
                 **{f"RKE2_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
-                   for arch in versions.RELEASE_ARCHITECTURES}}
+                   for arch in versions.RELEASE_ARCHITECTURES},
+                **({"RKE2_RELEASE_URL": url} if url else {})}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"RKE2_CA_KEY": ca_key_pem}

@@ -2,6 +2,7 @@
 on GPU hosts the NVIDIA driver, container toolkit and containerd runtime, and the reboot
 those need, checked before the host may join."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
@@ -89,6 +90,8 @@ class HostBootstrapArgs:
     # The host firewall's ruleset (components/hosts/firewall.py); None: no host-firewall
     # step (the EC2 control plane, or hostFirewall.enabled false, which removes its table).
     firewall_ruleset: Optional[str] = None
+    # configure-registries' inputs when the cluster has an image mirror (steps.registry_env).
+    registries: Optional[Mapping[str, pulumi.Input[str]]] = None
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,8 @@ class HostBootstrap(pulumi.ComponentResource):
         previous: list = []
         for step in preparation_steps(args.tuning, args.nvidia, args.distribution, machine,
                                       preflight_env=self._preflight_env(),
-                                      firewall_ruleset=args.firewall_ruleset):
+                                      firewall_ruleset=args.firewall_ruleset,
+                                      registries=args.registries):
             script = (REBOOT_DRAINED_WORKER if step.step == "reboot-if-needed"
                       and args.drain_first is not None else step.script)
             previous = [run_step(host.name, step.step, on=waiting if step.after_reboot

@@ -2,11 +2,12 @@
 metal and hybrid hosts (components/hosts/bootstrap.py) and rendered into the boot user data
 of EC2 instances (components/aws/boot.py). A new step is added here once.
 
-prepare-host -> [install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH, preflight
-comes first and, on on-prem hosts, host-firewall follows prepare-host."""
+prepare-host -> [host-firewall] -> [configure-registries] -> [install-nvidia] ->
+[reboot-if-needed] -> verify-boot; over SSH, preflight comes first; host-firewall is on
+on-prem hosts only."""
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -15,6 +16,7 @@ import pulumi
 from components.distributions.base import Distribution
 from components.common.step_text import Script
 from config import versions
+from config.images import ImageMirror
 from config.model import HostTuning, NvidiaSettings
 
 PREFLIGHT = Script("preflight.sh")
@@ -25,6 +27,7 @@ REMOVE_HOST_FIREWALL = Script("host-firewall-remove.sh")
 INSTALL_NVIDIA = Script("install-nvidia.sh", checks=True)
 REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
 VERIFY_BOOT = Script("verify-boot.sh")
+CONFIGURE_REGISTRIES = Script("configure-registries.sh")
 # prepare-host's inputs that change the kernel's command line.
 REBOOT_REASONS = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
 
@@ -60,9 +63,13 @@ class Machine:
 def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
                       machine: Machine,
                       preflight_env: Optional[Mapping[str, str]] = None,
-                      firewall_ruleset: Optional[str] = None) -> list[HostStep]:
+                      firewall_ruleset: Optional[str] = None,
+                      registries: Optional[Mapping[str, pulumi.Input[str]]] = None
+                      ) -> list[HostStep]:
     """`preflight_env` and `firewall_ruleset` are given over SSH only (boot user data
-    never holds them: EC2 machines have security groups)."""
+    never holds them: EC2 machines have security groups). `registries`:
+    configure-registries' inputs (registry_env) when the cluster has an image mirror;
+    before anything pulls an image."""
     steps = []
     if preflight_env is not None:
         steps.append(HostStep("preflight", PREFLIGHT, preflight_env))
@@ -71,6 +78,8 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
         steps.append(HostStep("host-firewall", HOST_FIREWALL,
                               {"HOST_FIREWALL_RULESET": firewall_ruleset},
                               delete=REMOVE_HOST_FIREWALL))
+    if registries:
+        steps.append(HostStep("configure-registries", CONFIGURE_REGISTRIES, registries))
     if machine.gpus and machine.install_toolkit:
         steps.append(HostStep("install-nvidia", INSTALL_NVIDIA, install_nvidia_env(
             nvidia, distribution, machine.install_driver, machine.nvswitch)))
@@ -130,7 +139,9 @@ def install_nvidia_env(nvidia: NvidiaSettings, distribution: Distribution,
                        install_driver: bool = True,
                        nvswitch: Union[bool, str] = "auto") -> dict[str, str]:
     """NVSWITCH: true/false, or auto (Fabric Manager when NVSwitches are on the PCI bus)."""
+    mirror = {"NVIDIA_APT_MIRROR": nvidia.apt_mirror} if nvidia.apt_mirror else {}
     return {
+        **mirror,
         "INSTALL_DRIVER": _flag(install_driver),
         "NVSWITCH": _nvswitch(nvswitch),
         "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
@@ -140,6 +151,23 @@ def install_nvidia_env(nvidia: NvidiaSettings, distribution: Distribution,
         # Empty: the distribution adds the runtime itself; install-nvidia writes no drop-in.
         "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin() or "",
     }
+
+
+def registry_env(distribution: Distribution, mirror: ImageMirror, upstreams: Sequence[str],
+                 password: Mapping[str, pulumi.Input[str]]) -> dict[str, pulumi.Input[str]]:
+    """configure-registries' inputs: the distribution's files for the mirror, and
+    `password` (REGISTRY_PASSWORD over SSH, REGISTRY_PASSWORD_SSM_PARAMETER at boot; none
+    without a login)."""
+    files = distribution.registry_files(mirror, upstreams)
+    env: dict[str, pulumi.Input[str]] = {
+        "REGISTRY_FILE_COUNT": str(len(files)),
+        "REGISTRY_HOSTS_DIR": distribution.registry_hosts_dir,
+        "REGISTRY_SERVICES": " ".join(distribution.registry_services)}
+    for number, file in enumerate(files, start=1):
+        env.update({f"REGISTRY_FILE_{number}_PATH": file.path,
+                    f"REGISTRY_FILE_{number}_MODE": file.mode,
+                    f"REGISTRY_FILE_{number}_CONTENT": file.content})
+    return {**env, **password}
 
 
 def _nvswitch(value: Union[bool, str]) -> str:

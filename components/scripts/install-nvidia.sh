@@ -7,6 +7,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-nvidia}"
 
+# NVIDIA_APT_MIRROR (nvidia.aptMirror): a mirror of the same repository (gpgkey, stable/deb/).
 NVIDIA_REPO_URL=https://nvidia.github.io/libnvidia-container
 NVIDIA_KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
 NVIDIA_SOURCES_LIST=/etc/apt/sources.list.d/nvidia-container-toolkit.list
@@ -51,6 +52,10 @@ check_inputs() {
   fi
   if [[ "$CONTAINERD_DROPIN_PATH" != /* || "$CONTAINERD_DROPIN_PATH" == *..* ]]; then
     die "CONTAINERD_DROPIN_PATH must be an absolute path without '..', got '$CONTAINERD_DROPIN_PATH'"
+  fi
+  if [[ -n "${NVIDIA_APT_MIRROR:-}" ]]; then
+    check_download_url NVIDIA_APT_MIRROR
+    NVIDIA_REPO_URL=${NVIDIA_APT_MIRROR%/}
   fi
 }
 

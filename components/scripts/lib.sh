@@ -347,6 +347,18 @@ read_ssm_parameter() {
   log "read $_ssm_what from SSM parameter $_ssm_name"
 }
 
+# A download location the program passes (config/types.py DownloadUrl, the same form):
+# an http(s) URL or file:///path, no query or credentials.
+DOWNLOAD_URL='^(https?://[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[1-9][0-9]{0,4})?|file://)(/[A-Za-z0-9._~%+-]+)*/?$'
+
+# check_download_url VAR: dies unless VAR holds a download location (and no '..').
+check_download_url() {
+  local value=${!1:-}
+  if [[ ! "$value" =~ $DOWNLOAD_URL || "$value/" == */../* ]]; then
+    die "$1 is not a download location like https://files.example.internal/k0s or file:///srv/k0s: '$value'"
+  fi
+}
+
 # apt_get ARGS...: non-interactive apt-get that waits for the dpkg lock (cloud
 # images often run unattended-upgrades right after boot) and keeps locally
 # changed config files instead of asking. Package scripts run `systemctl daemon-reload`

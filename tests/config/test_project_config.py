@@ -107,7 +107,8 @@ def test_every_top_level_key_of_the_model_is_declared_or_named_as_optional():
     assert set(declared) == model - undeclarable
     assert undeclarable == {"clusterName", "aws", "vpn", "kubeflow", "bastionPrivateKey",
                             "vpnClientProfile", "kubeflowPassword", "kubeflowTlsKey",
-                            "kubeflowPasswordHashes", "kubeflowConnectorSecrets"}
+                            "kubeflowPasswordHashes", "kubeflowConnectorSecrets",
+                            "imageMirrorPassword"}
     # The comment beside the block names them, so a reader of Pulumi.yaml sees every key.
     comments = "\n".join(line for line in PROJECT_FILE.read_text().splitlines()
                          if line.lstrip().startswith("#"))

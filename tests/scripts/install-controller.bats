@@ -96,6 +96,22 @@ refute_key_leaked() {
   refute_called '^systemctl restart'
 }
 
+@test "install-controller: kubernetes.releaseUrl: the release from the site's folder, still checked" {
+  export K0S_RELEASE_URL=https://files.example.internal/k0s/
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called '^curl -fsSL --retry 5 -o [^ ]+/k0s-v1\.34\.1\+k0s\.0-amd64 https://files\.example\.internal/k0s/k0s-v1\.34\.1\+k0s\.0-amd64$'
+  refute_called 'github\.com'
+  assert_output_contains "verified sha256 of k0s-v1.34.1+k0s.0-amd64"
+  reset_calls
+  rm -f "$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
+  export K0S_RELEASE_URL='https://files.example.internal/k0s?x=$(id)'
+  run_script k0s/install-controller.sh
+  assert_failure
+  assert_output_contains "K0S_RELEASE_URL is not a download location"
+  refute_called '^curl'
+}
+
 @test "install-controller: a second run changes nothing and says so" {
   run_script k0s/install-controller.sh
   assert_success

@@ -40,6 +40,17 @@ setup() {
     CONTAINERD_DROPIN_CONTENT="$DROPIN_CONTENT"
 }
 
+@test "install-nvidia: nvidia.aptMirror: the key and packages from the site's mirror, key still pinned" {
+  export NVIDIA_APT_MIRROR=https://apt.example.internal/nvidia
+  run_script install-nvidia.sh
+  assert_success
+  assert_called '^curl -fsSL --retry 5 -o [^ ]+/gpgkey https://apt.example.internal/nvidia/gpgkey$'
+  refute_called 'nvidia\.github\.io'
+  # shellcheck disable=SC2016 # apt expands $(ARCH), so it stays literal
+  assert_file /etc/apt/sources.list.d/nvidia-container-toolkit.list \
+    'deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] https://apt.example.internal/nvidia/stable/deb/$(ARCH) /'
+}
+
 @test "install-nvidia: installs driver, toolkit and runtime on a fresh GPU host" {
   run_script install-nvidia.sh
   assert_success

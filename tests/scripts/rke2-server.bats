@@ -97,6 +97,15 @@ server_started() {
   refute_gpu_detached
 }
 
+@test "install-server: kubernetes.releaseUrl: the tarball from the site's folder, still checked" {
+  export RKE2_RELEASE_URL=https://files.example.internal/rke2
+  run_script rke2/install-server.sh
+  assert_success
+  assert_called '^curl -fsSL --retry 5 -o .*/rke2\.linux-amd64\.tar\.gz https://files\.example\.internal/rke2/rke2\.linux-amd64\.tar\.gz$'
+  refute_called 'github\.com'
+  assert_output_contains "verified sha256 of rke2.linux-amd64.tar.gz"
+}
+
 @test "install-server: the program's CA is RKE2's server and client CA, RKE2 makes the rest" {
   run_script rke2/install-server.sh
   assert_success

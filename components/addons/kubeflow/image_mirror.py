@@ -1,23 +1,22 @@
-"""Kubeflow's images from a mirror (kubeflow.imageMirror): each image name a stage's
-folders run (catalog.IMAGES) rewritten to the mirror, and the pull policy set on every
-container through a replacement read from the stage's install record."""
+"""Kubeflow's images with the cluster's image mirror (images.mirror, or the deprecated
+kubeflow.imageMirror read as it): names stay upstream's, since every node's containerd
+pulls them through the mirror (components/distributions/registry_mirror.py); the pull
+policy is set on every container through a replacement read from the stage's install
+record."""
 
 from components.addons.kubeflow import catalog
+from config.images import ImageMirror as ClusterMirror
 from config.kubeflow import ImageMirror, KubeflowSettings
 
 
-def split_registry(name: str) -> tuple[str, str]:
-    """('docker.io', 'library/mysql') for 'mysql': the registry host and the path."""
-    first, _, rest = name.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return first, rest
-    return "docker.io", name if rest else f"library/{name}"
-
-
-def mirrored_name(name: str, mirror: ImageMirror) -> str:
-    host, path = split_registry(name)
-    prefix = mirror.registries.get(host)
-    return f"{prefix}/{path}" if prefix else f"{mirror.registry}/{host}/{path}"
+def with_cluster_mirror(kubeflow: KubeflowSettings,
+                        mirror: "ClusterMirror | None") -> KubeflowSettings:
+    """The Kubeflow settings the stages are built with: the cluster's mirror in place of
+    kubeflow.imageMirror (its registry for the install record, its pull policy)."""
+    if mirror is None:
+        return kubeflow
+    return kubeflow.model_copy(update={"image_mirror": ImageMirror(
+        registry=mirror.registry, registries=mirror.registries, pull_policy=mirror.pull_policy)})
 
 
 _WORKLOAD_POD_PATHS = {"Deployment": "spec.template.spec", "StatefulSet": "spec.template.spec",

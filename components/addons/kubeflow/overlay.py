@@ -11,8 +11,7 @@ import yaml
 
 from components.addons.kubeflow import catalog
 from components.addons.kubeflow.dex import StaticLogin, dex_config
-from components.addons.kubeflow.image_mirror import (install_record, mirrored_name,
-                                                     pull_policy_replacements)
+from components.addons.kubeflow.image_mirror import install_record, pull_policy_replacements
 from components.addons.kubeflow.sources import KUSTOMIZATION, base_reference
 from config import versions
 from config.kubeflow import KubeflowSettings
@@ -85,10 +84,8 @@ def render_stage(kubeflow: KubeflowSettings, stage: catalog.Stage, overlay_dir: 
     if patches:
         kustomization["patches"] = patches
     if kubeflow.image_mirror is not None:
-        kustomization["images"] = [
-            {"name": name, "newName": mirrored_name(name, kubeflow.image_mirror)}
-            for name in catalog.images_of(stage)
-        ]
+        # Image names stay upstream's: every node's containerd pulls them through the
+        # cluster's mirror (images.mirror); only the pull policy is set here.
         files["install-record.yaml"] = _dump_all([install_record(kubeflow, stage)])
         kustomization["replacements"] = pull_policy_replacements(stage)
     kustomization["resources"] += sorted(files)

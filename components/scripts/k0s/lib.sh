@@ -43,7 +43,7 @@ k0s_current_version() {
 # config/versions.py or `gpu-cluster:versions`), never against a checksum file of the same
 # release. Sets K0S_BINARY_CHANGED=1 when it replaced the binary.
 k0s_install_binary() {
-  local version=$1 current asset base expected actual pin
+  local version=$1 current asset url expected actual pin
   K0S_BINARY_CHANGED=0
   if [[ ! "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+$ ]]; then
     die "K0S_VERSION '$version' does not look like a k0s release (e.g. v1.34.1+k0s.0)"
@@ -64,10 +64,15 @@ k0s_install_binary() {
   if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
     die "$pin must be 64 lower-case hex digits (a sha256), got '$expected'"
   fi
-  base="$K0S_RELEASES_URL/${version//+/%2B}"
+  url="$K0S_RELEASES_URL/${version//+/%2B}/${asset//+/%2B}"
+  if [[ -n "${K0S_RELEASE_URL:-}" ]]; then
+    # kubernetes.releaseUrl: a folder holding the release file under its own name.
+    check_download_url K0S_RELEASE_URL
+    url="${K0S_RELEASE_URL%/}/$asset"
+  fi
   make_temp_dir
-  log "downloading k0s $version for $K0S_ARCH${current:+ (installed: $current)}"
-  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$base/${asset//+/%2B}"
+  log "downloading k0s $version for $K0S_ARCH from ${url%/*}${current:+ (installed: $current)}"
+  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$url"
   actual="$(sha256sum "$TEMP_DIR/$asset")"
   actual="${actual%% *}"
   if [[ "$actual" != "$expected" ]]; then

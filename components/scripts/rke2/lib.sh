@@ -63,7 +63,7 @@ rke2_current_version() {
 # (unpack_tarball), then reloads systemd for its units. Sets RKE2_BINARY_CHANGED=1 when it
 # replaced the installation.
 rke2_install() {
-  local version=$1 current asset base expected actual pin
+  local version=$1 current asset url expected actual pin
   RKE2_BINARY_CHANGED=0
   if [[ ! "$version" =~ $RKE2_RELEASE ]]; then
     die "RKE2_VERSION '$version' does not look like an RKE2 release (e.g. v1.36.3+rke2r1)"
@@ -84,10 +84,15 @@ rke2_install() {
   if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
     die "$pin must be 64 lower-case hex digits (a sha256), got '$expected'"
   fi
-  base="$RKE2_RELEASES_URL/${version//+/%2B}"
+  url="$RKE2_RELEASES_URL/${version//+/%2B}/$asset"
+  if [[ -n "${RKE2_RELEASE_URL:-}" ]]; then
+    # kubernetes.releaseUrl: a folder holding the release file under its own name.
+    check_download_url RKE2_RELEASE_URL
+    url="${RKE2_RELEASE_URL%/}/$asset"
+  fi
   make_temp_dir
-  log "downloading RKE2 $version for $RKE2_ARCH${current:+ (installed: $current)}"
-  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$base/$asset"
+  log "downloading RKE2 $version for $RKE2_ARCH from ${url%/*}${current:+ (installed: $current)}"
+  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$url"
   actual="$(sha256sum "$TEMP_DIR/$asset")"
   actual="${actual%% *}"
   if [[ "$actual" != "$expected" ]]; then

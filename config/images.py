@@ -1,0 +1,120 @@
+"""The `gpu-cluster:images` section: one image mirror for the whole cluster. Every node's
+containerd pulls through it (components/distributions/registry_mirror.py), for the program's
+add-ons, the distribution's own images, Kubeflow and the pods users start alike. Rules that
+span sections (the password secret, the deprecated kubeflow.imageMirror) are in
+`config/image_checks.py`."""
+
+import re
+from typing import Annotated, Literal, Optional
+
+from pydantic import AfterValidator, field_validator
+
+from config.model_base import Section
+from config.types import PemCertificateChain
+
+# A registry host as an image reference names it (the distribution spec's domain, with
+# an optional port): what containerd's registry host namespace is (docs/hosts.md,
+# "Registry Host Namespace").
+_REGISTRY_HOST = re.compile(r"([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]*[a-z0-9])?"
+                            r"(:[1-9][0-9]{0,4})?|localhost(:[1-9][0-9]{0,4})?")
+# A mirror: a registry host and an optional path (a Harbor proxy-cache project, an
+# Artifactory remote repository) under which upstream repositories are found. No scheme,
+# tag, query or anything a shell, TOML or YAML string would read specially.
+_MIRROR_PREFIX = re.compile(rf"(?:{_REGISTRY_HOST.pattern})(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*")
+# A registry login: Harbor robot accounts carry '$' and '+' (robot$project+name).
+_REGISTRY_USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@$+-]{0,254}")
+
+# The registries nodes send through the mirror whatever the stack's images are: those
+# of issue 29 (Docker Hub, NVIDIA's, Quay, Kubernetes', GitHub's and Google's), which the
+# program's, the distributions' and Kubeflow's images and users' pods come from.
+COMMON_UPSTREAMS = ("docker.io", "nvcr.io", "quay.io", "registry.k8s.io", "ghcr.io", "gcr.io")
+
+
+def _host(value: str) -> str:
+    if len(value) > 253 or not _REGISTRY_HOST.fullmatch(value):
+        raise ValueError(f"'{value}' is not a registry host like docker.io, ghcr.io or "
+                         "registry.example.internal:5000")
+    return value
+
+
+def _prefix(value: str) -> str:
+    # The distribution spec caps a repository name at 255 characters, prefix included.
+    if len(value) > 255 or not _MIRROR_PREFIX.fullmatch(value):
+        raise ValueError(f"'{value}' is not a mirror like registry.example.internal:5000/proxy "
+                         "(a registry host, an optional port and path; no scheme or tag)")
+    return value
+
+
+def _user(value: str) -> str:
+    if not _REGISTRY_USER.fullmatch(value):
+        raise ValueError(f"'{value}' is not a registry user name (letters, digits and ._@$+-)")
+    return value
+
+
+RegistryHost = Annotated[str, AfterValidator(_host)]
+MirrorPrefix = Annotated[str, AfterValidator(_prefix)]
+RegistryUser = Annotated[str, AfterValidator(_user)]
+
+
+def split_prefix(prefix: str) -> tuple[str, str]:
+    """('harbor.example:5000', 'proxy/x') of 'harbor.example:5000/proxy/x'."""
+    host, _, path = prefix.partition("/")
+    return host, path
+
+
+class ImageMirror(Section):
+    """Every image the nodes pull comes from `registry`: `ghcr.io/kubeflow/x:v1` from
+    `<registry>/ghcr.io/kubeflow/x:v1`, `busybox` from `<registry>/docker.io/library/busybox`,
+    unless `registries` gives its registry a prefix of its own. Image names in manifests do
+    not change: containerd maps them (and upstream answers only when the mirror does not)."""
+
+    registry: MirrorPrefix
+    # Per upstream registry, the prefix that replaces its host, e.g. {"docker.io":
+    # "harbor.example.internal/dockerhub"} (a Harbor proxy-cache project per registry).
+    registries: dict[RegistryHost, MirrorPrefix] = {}
+    # More upstream registries to send through the mirror, beyond COMMON_UPSTREAMS and the
+    # registries of the images the cluster runs (users' own images, say).
+    upstreams: list[RegistryHost] = []
+    # The CA (PEM) that signed the mirror's TLS certificate, for a private registry; the
+    # host's trust store otherwise.
+    ca: Optional[PemCertificateChain] = None
+    # A login for pulls; its password is the secret gpu-cluster:imageMirrorPassword.
+    username: Optional[RegistryUser] = None
+    # imagePullPolicy of Kubeflow's containers (its manifests say Always in places).
+    pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+
+    @field_validator("upstreams")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        doubled = sorted({host for host in value if value.count(host) > 1})
+        if doubled:
+            raise ValueError(f"lists {', '.join(doubled)} more than once")
+        return value
+
+    def prefix_for(self, upstream: str) -> str:
+        """Where `upstream`'s repositories are on the mirror (host and path)."""
+        return self.registries.get(upstream) or f"{self.registry}/{upstream}"
+
+    def mirror_hosts(self, upstreams: list[str]) -> list[str]:
+        """The registry hosts the nodes contact for `upstreams` (credentials and CA are
+        theirs), in order."""
+        hosts = [split_prefix(self.prefix_for(upstream))[0] for upstream in upstreams]
+        return sorted(set(hosts), key=hosts.index)
+
+
+class ImagesSettings(Section):
+    # One mirror for every image of the cluster; none: nodes pull from upstream.
+    mirror: Optional[ImageMirror] = None
+
+
+
+
+def split_registry(name: str) -> tuple[str, str]:
+    """('docker.io', 'library/mysql:8.4') for 'mysql:8.4': the registry host an image
+    reference names and the rest, as containerd's reference parser reads it (a first part
+    with '.' or ':', or localhost, is a host; Docker Hub's official images are under
+    library/; distribution/reference normalize.go splitDockerDomain)."""
+    first, _, rest = name.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first, rest
+    return "docker.io", name if rest else f"library/{name}"
