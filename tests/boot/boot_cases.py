@@ -2,6 +2,7 @@
 stacks and the variants below, what each step must do on the stubbed host, and a boot
 of one through cloud-init with AWS emulated (tests/boot/test_boot_user_data.py)."""
 
+import base64
 import dataclasses
 import email
 import functools
@@ -19,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from components.aws.boot import boot_scripts, plan_steps
-from components.distributions import k0s, rke2
+from components.distributions import rke2
 from components.common.step_text import step_inputs
 from config import load as load_config, versions
 from preview.engine import unwrap_secrets
@@ -38,8 +39,28 @@ STACKS = list(EXAMPLE_STACKS)
 # Stacks beyond the examples: (name, config values).
 VARIANTS = {"cloud-rke2": {**cloud_config(), "kubernetes": {"distribution": "rke2"}}}
 
+
+
+def k0s_join_token(api_endpoint: str, ca_cert_pem: str, bootstrap_token: str) -> str:
+    """A worker join token as `k0s token create --role=worker` prints it (k0s
+    pkg/token/kubeconfig.go): a kubeconfig with the API address, the CA and a bootstrap
+    token for the user k0s's bootstrap RBAC expects, gzipped, base64."""
+    user = "kubelet-bootstrap"
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "k0s", "cluster": {
+            "server": api_endpoint,
+            "certificate-authority-data": base64.b64encode(ca_cert_pem.encode()).decode()}}],
+        "contexts": [{"name": "k0s", "context": {"cluster": "k0s", "user": user}}],
+        "current-context": "k0s",
+        "users": [{"name": user, "user": {"token": bootstrap_token}}],
+    }
+    data = yaml.safe_dump(kubeconfig, sort_keys=False).encode()
+    return base64.b64encode(gzip.compress(data, mtime=0)).decode()
+
+
 # A join token in k0s's format, which join-worker checks with the API (the stub plays it).
-JOIN_TOKEN = k0s.join_token("https://10.0.1.10:6443",
+JOIN_TOKEN = k0s_join_token("https://10.0.1.10:6443",
                             "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n",
                             "abcdef.0123456789abcdef")
 # A throwaway cluster CA key made for this run.

@@ -49,6 +49,16 @@ EXAMPLES = {
     "kubeflow.access.tls.certificate": CERTIFICATE,
     "kubeflow.access.tls.mode": "selfSigned",
     "kubeflow.components[]": "profiles",
+    "images.mirror.registry": "harbor.example.internal/proxy",
+    "images.mirror.registries{key}": "docker.io",
+    "images.mirror.registries{value}": "harbor.example.internal/dockerhub",
+    "images.mirror.upstreams[]": "registry.example.com",
+    "images.mirror.ca": CERTIFICATE,
+    "images.mirror.username": "robot$proxy+nodes",
+    "images.mirror.pullPolicy": "IfNotPresent",
+    "imageMirrorPassword": "a-long-test-password",
+    "kubernetes.releaseUrl": "https://files.example.internal/k0s",
+    "nvidia.aptMirror": "https://apt.example.internal/nvidia",
     "kubeflow.imageMirror.pullPolicy": "IfNotPresent",
     "kubeflow.imageMirror.registries{key}": "docker.io",
     "kubeflow.imageMirror.registries{value}": "registry.example.internal/dockerhub",
@@ -122,6 +132,7 @@ EXAMPLES = {
     "tuning.reservedCpus": "0-1",
     "versions.releaseSha256{key}": "amd64",
     "versions.releaseSha256{value}": "0123456789abcdef" * 4,
+    "hostFirewall.extraSources[]": "172.27.232.2/32",
     "vpn.existingServerAddress": "192.168.10.5",
     "vpn.tunnelCidr": "10.8.0.0/24",
     "vpn.mode": "server-on-ec2",
@@ -216,8 +227,17 @@ def _connector(template: dict):
     return settings
 
 
+def _mirror_login(values: dict) -> None:
+    mirror = values.setdefault("images", {}).setdefault("mirror", {})
+    mirror.setdefault("registry", EXAMPLES["images.mirror.registry"])
+    mirror.setdefault("username", EXAMPLES["images.mirror.username"])
+    values.setdefault("imageMirrorPassword", EXAMPLES["imageMirrorPassword"])
+
+
 # What a key needs around it to be in use.
 SETTINGS_FOR = {
+    "images.mirror.username": _mirror_login,
+    "imageMirrorPassword": _mirror_login,
     "kubeflow.user.email": _shared_user,
     "kubeflow.user.name": _shared_user,
     "kubeflow.user.profile": _shared_user,
@@ -251,5 +271,6 @@ TEMPLATES = {  # first item of a list, or a section, a key needs
     "hosts[].taints": {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
     "pools[].taints": {"key": "example.com/batch", "effect": "NoSchedule"},
     "kubeflow.imageMirror": {"registry": "registry.example.internal/kubeflow"},
+    "images.mirror": {"registry": "harbor.example.internal/proxy"},
     "storage.nfs": {"host": "controller"},
 }

@@ -167,9 +167,7 @@ def _load(values: dict, file: StackConfigFile) -> tuple[list[Problem], StackConf
     raw = {f"gpu-cluster:{key}": value if isinstance(value, str) else json.dumps(value)
            for key, value in values.items()}
     secret_keys = set(file.secret_keys) | {
-        f"gpu-cluster:{key}" for key in ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile",
-                                        "kubeflowPassword", "kubeflowTlsKey", "kubeflowPasswordHashes",
-                                        "kubeflowConnectorSecrets") if key in values}
+        f"gpu-cluster:{key}" for key in SECRET_KEYS if key in values}
     stack_file = StackConfigFile(project=file.project, stack=file.stack, config=raw,
                                  secret_keys=sorted(secret_keys))
     try:

@@ -54,11 +54,12 @@ def validate_manifests(plan, build, validate) -> list:
                 and not r.type.startswith(("kubernetes:yaml", "kubernetes:helm"))]
     assert len(written) == len(rendered)
     # A patch is checked merged onto the object it patches: a node's metadata is a whole
-    # Node (the kubelet registers the rest); Dex's rollout patch in tests/kubeflow.
+    # Node (the kubelet registers the rest); Dex's rollout patch in tests/kubeflow; RKE2's
+    # RuntimeClass patch onto its chart's object in tests/stacks/test_rke2_runtime_class.py.
     manifests = [path for path in written if not path.name.endswith(".patch.yaml")
                  or path.name.startswith("node-")]
     assert {path.name for path in written if path not in manifests} <= {
-        "deployment-dex.patch.yaml"}
+        "deployment-dex.patch.yaml", "runtimeclass-nvidia.patch.yaml"}
     version = ".".join(versions.K0S.lstrip("v").split(".")[:2]) + ".0"
     result = subprocess.run([validate, "--strict", "-k", version, *map(str, manifests)],
                             capture_output=True, text=True)
