@@ -21,6 +21,8 @@ The destination is the one after a Service's DNAT, where the CNIs evaluate it
 import ipaddress
 from dataclasses import dataclass, field
 
+from tests.rbac import selector_matches
+
 
 @dataclass(frozen=True)
 class Destination:
@@ -31,24 +33,6 @@ class Destination:
     namespace_labels: dict = field(default_factory=dict)
     pod_labels: dict = field(default_factory=dict)
     is_pod: bool = False
-
-
-def _selects(selector: dict, labels: dict) -> bool:
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator = expression["key"], expression["operator"]
-        values = expression.get("values") or []
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 def _peer_matches(peer: dict, destination: Destination) -> bool:
@@ -63,10 +47,10 @@ def _peer_matches(peer: dict, destination: Destination) -> bool:
                        if ipaddress.ip_network(cidr).version == address.version)
     if not destination.is_pod:
         return False
-    if "namespaceSelector" in peer and not _selects(peer["namespaceSelector"],
+    if "namespaceSelector" in peer and not selector_matches(peer["namespaceSelector"],
                                                     destination.namespace_labels):
         return False
-    return "podSelector" not in peer or _selects(peer["podSelector"], destination.pod_labels)
+    return "podSelector" not in peer or selector_matches(peer["podSelector"], destination.pod_labels)
 
 
 def _port_matches(port: dict, destination: Destination) -> bool:
@@ -91,7 +75,7 @@ def egress_allowed(policies: list[dict], pod_labels: dict, destination: Destinat
         spec = policy["spec"]
         types = spec.get("policyTypes") or (["Ingress", "Egress"] if spec.get("egress")
                                             else ["Ingress"])
-        if "Egress" in types and _selects(spec.get("podSelector") or {}, pod_labels):
+        if "Egress" in types and selector_matches(spec.get("podSelector") or {}, pod_labels):
             selecting.append(spec)
     if not selecting:
         return True
