@@ -14,7 +14,6 @@ from pydantic import (
     Field,
     SecretStr,
     field_validator,
-    model_validator,
 )
 
 from config import versions
@@ -27,6 +26,7 @@ from config.kubeflow import KubeflowSettings
 from config.kubernetes import KubernetesSettings
 from config.model_base import Section
 from config.monitoring import MonitoringSettings
+from config.mpi import MpiSettings
 from config.release_pins import VersionOverrides
 from config.storage import StorageSettings
 from config.types import (
@@ -248,53 +248,6 @@ class GpuSettings(Section):
     # GPU Feature Discovery labels nodes with GPU model, memory, CUDA and driver versions
     # (needs node-feature-discovery, installed with it).
     feature_discovery: bool = False
-
-
-# A device plugin's extended resource, e.g. rdma/rdma_shared_device_a. Kubernetes' rule
-# (pkg/apis/core/helper/helpers.go IsExtendedResourceName): a '/' outside kubernetes.io, no
-# "requests." prefix, and "requests.<name>" a qualified name (DNS-subdomain prefix of at most
-# 253 characters, name part of at most 63).
-_RESOURCE_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_RESOURCE_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-
-
-def _extended_resource_name(value: str) -> str:
-    prefix, slash, name = value.partition("/")
-    if (not slash or "kubernetes.io" in prefix or value.startswith("requests.")
-            or len(f"requests.{prefix}") > 253 or not _RESOURCE_PREFIX.fullmatch(prefix)
-            or len(name) > 63 or not _RESOURCE_NAME.fullmatch(name)):
-        raise ValueError(f"'{value}' is not an extended resource name like "
-                         "rdma/rdma_shared_device_a (<domain>/<name>, outside kubernetes.io)")
-    return value
-
-
-ExtendedResourceName = Annotated[str, AfterValidator(_extended_resource_name)]
-
-
-class NcclSettings(Section):
-    # NCCL over InfiniBand/RoCE (its IB transport) between nodes; off sends NCCL traffic over
-    # TCP sockets. On, the acceptance MPIJob's workers ask for `rdma_resource` and fail unless
-    # NCCL reports the IB transport.
-    infiniband: bool = False
-    # The RDMA device plugin's resource (one per worker): NVIDIA Network Operator's / the
-    # k8s-rdma-shared-dev-plugin's shared HCA resource by default.
-    rdma_resource: ExtendedResourceName = "rdma/rdma_shared_device_a"
-    # NIC NCCL uses for sockets; defaults to the GPU hosts' configured interface.
-    socket_interface: Optional[InterfaceName] = None
-    debug: Literal["WARN", "INFO", "TRACE"] = "INFO"
-
-    @model_validator(mode="after")
-    def _transport_visible(self) -> "NcclSettings":
-        # The IB check reads NCCL's INFO lines ("Using network IB"); WARN prints none.
-        if self.infiniband and self.debug == "WARN":
-            raise ValueError("debug WARN hides the NCCL INFO lines that show the InfiniBand "
-                             "transport in use; with infiniband set debug to INFO or TRACE")
-        return self
-
-
-class MpiSettings(Section):
-    operator: bool = True
-    nccl: NcclSettings = NcclSettings()
 
 
 # Every node of a cloud pool carries it (value: the pool's name).
