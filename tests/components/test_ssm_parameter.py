@@ -14,13 +14,12 @@ import datetime
 import http.server
 import json
 import os
-import secrets
 import subprocess
 import sys
 import threading
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from unittest import mock
 
 import boto3
@@ -32,6 +31,7 @@ from botocore.credentials import Credentials
 from moto.server import ThreadedMotoServer
 
 from components.common.step_text import SCRIPTS_DIR, SSM_READER
+from tests.components.fake_imds import INSTANCE_ID, FakeImds, ImdsState
 from components.common.shell_text import python_without_docs
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
@@ -48,7 +48,6 @@ CREDENTIALS = {"AccessKeyId": "AKIAIOSFODNN7EXAMPLE",
 REGION = "us-west-2"
 NAME = "/gpu-cluster/dev/control-plane/ca-key"
 VALUE = "-----BEGIN RSA PRIVATE KEY-----\nnot-a-real-key\n-----END RSA PRIVATE KEY-----\n"
-INSTANCE_ID = "i-0123456789abcdef0"
 TIMEOUT_SECONDS = 30
 # No proxy from the environment: every request goes straight to loopback.
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -216,62 +215,6 @@ def aws():
         # moto's backends live in this process: leave nothing behind for other tests.
         post(f"{endpoint}/moto-api/reset")
         server.stop()
-
-
-@dataclass
-class ImdsState:
-    credentials: dict = field(default_factory=dict)
-    tokens: set = field(default_factory=set)
-    honour_tokens: bool = True
-    requests: list = field(default_factory=list)
-
-
-class FakeImds(http.server.BaseHTTPRequestHandler):
-    """IMDSv2 as on an instance that requires it: PUT /latest/api/token (with a TTL) gives
-    a session token, and every GET without a valid one is answered 401."""
-
-    ROLE = "gpu-cluster-node"
-
-    def log_message(self, *args):
-        pass
-
-    def _headers(self) -> dict:
-        return {name.lower(): value for name, value in self.headers.items()}
-
-    def _answer(self, status: int, body: str = ""):
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_PUT(self):
-        state = self.server.state
-        state.requests.append(("PUT", self.path, self._headers()))
-        if self.path != "/latest/api/token":
-            return self._answer(404)
-        if not self.headers["X-aws-ec2-metadata-token-ttl-seconds"]:
-            return self._answer(400)
-        token = secrets.token_urlsafe(16)
-        if state.honour_tokens:
-            state.tokens.add(token)
-        return self._answer(200, token)
-
-    def do_GET(self):
-        state = self.server.state
-        state.requests.append(("GET", self.path, self._headers()))
-        if self.headers["X-aws-ec2-metadata-token"] not in state.tokens:
-            return self._answer(401)
-        base = "/latest/meta-data/iam/security-credentials/"
-        answers = {
-            "/latest/meta-data/instance-id": INSTANCE_ID,
-            base: self.ROLE,
-            base + self.ROLE: json.dumps({"Code": "Success", "Type": "AWS-HMAC",
-                                          **state.credentials}),
-        }
-        if self.path not in answers:
-            return self._answer(404)
-        return self._answer(200, answers[self.path])
 
 
 @pytest.fixture(scope="module")
