@@ -26,7 +26,7 @@ def tag_only_warning(kubeflow: bool) -> str:
             "config/versions.py's IMAGE_DIGESTS")
     if kubeflow:
         text += ("; Kubeflow's images are as kubeflow/manifests " + versions.KUBEFLOW_MANIFESTS
-                 + " pins them (tags; kubeflow.imageMirror can serve reviewed copies)")
+                 + " pins them (tags; images.mirror can serve reviewed copies)")
     return text
 
 
