@@ -401,6 +401,34 @@ upstream_version() {
   printf '%s\n' "${version%-*}"
 }
 
+# os_release_field KEY: the unquoted value of KEY in /etc/os-release.
+os_release_field() {
+  local key value
+  while IFS='=' read -r key value; do
+    if [[ "$key" == "$1" ]]; then
+      value="${value#[\"\']}"
+      value="${value%[\"\']}"
+      printf '%s\n' "$value"
+      return 0
+    fi
+  done <"$ROOT/etc/os-release"
+}
+
+# count_nvidia_gpus: NVIDIA (vendor 0x10de) display-class (0x03xxxx) PCI devices.
+count_nvidia_gpus() {
+  local device vendor class count=0
+  for device in "$ROOT"/sys/bus/pci/devices/*; do
+    if [[ -r "$device/vendor" && -r "$device/class" ]]; then
+      vendor="$(<"$device/vendor")"
+      class="$(<"$device/class")"
+      if [[ "$vendor" == 0x10de && "$class" == 0x03* ]]; then
+        count=$((count + 1))
+      fi
+    fi
+  done
+  echo "$count"
+}
+
 # count_nvswitches: NVSwitch devices on the PCI bus: NVIDIA (vendor 0x10de) devices of
 # class 0x068000 (bridge, other), the class the NVIDIA driver's nvidia-nvswitch binds
 # (open-gpu-kernel-modules, kernel-open/nvidia/linux_nvswitch.c, nvswitch_pci_table:

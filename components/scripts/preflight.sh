@@ -29,19 +29,6 @@ check_inputs() {
   esac
 }
 
-# os_release_field KEY: the unquoted value of KEY in /etc/os-release.
-os_release_field() {
-  local key value
-  while IFS='=' read -r key value; do
-    if [[ "$key" == "$1" ]]; then
-      value="${value#[\"\']}"
-      value="${value%[\"\']}"
-      printf '%s\n' "$value"
-      return 0
-    fi
-  done <"$ROOT/etc/os-release"
-}
-
 check_os() {
   local id version pretty
   if [[ ! -r "$ROOT/etc/os-release" ]]; then
@@ -98,21 +85,6 @@ check_address() {
   else
     ok "address $HOST_ADDRESS is on ${interfaces[*]}"
   fi
-}
-
-# count_nvidia_gpus: NVIDIA (vendor 0x10de) display-class (0x03xxxx) PCI devices.
-count_nvidia_gpus() {
-  local device vendor class count=0
-  for device in "$ROOT"/sys/bus/pci/devices/*; do
-    if [[ -r "$device/vendor" && -r "$device/class" ]]; then
-      vendor="$(<"$device/vendor")"
-      class="$(<"$device/class")"
-      if [[ "$vendor" == 0x10de && "$class" == 0x03* ]]; then
-        count=$((count + 1))
-      fi
-    fi
-  done
-  echo "$count"
 }
 
 check_gpus() {
