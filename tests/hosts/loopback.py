@@ -33,6 +33,8 @@ from tests.conftest import run_checked
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 USER = "gpu-cluster-ssh-test"
+# A second login user with no sudo rule at all, for hosts where the program's user lacks it.
+USER_WITHOUT_SUDO = "gpu-cluster-ssh-nosudo"
 SUDOERS = Path("/etc/sudoers.d") / USER
 # sshd's privilege separation folder: it refuses to start without it (Debian's unit makes
 # it with RuntimeDirectory=sshd, which nothing runs here).
@@ -114,14 +116,16 @@ def _locked() -> Iterator[None]:
         yield
 
 
-def _ensure_user() -> Path:
-    """The user (with a home and a shell), able to log in by key, with passwordless sudo;
-    returns its home. Each part is made again only when missing or different."""
-    if subprocess.run(["id", "-u", USER], capture_output=True).returncode != 0:
-        run_checked("useradd", "--create-home", "--shell", "/bin/bash", USER)
+def _ensure_user(user: str = USER) -> Path:
+    """The user (with a home and a shell), able to log in by key, with passwordless sudo
+    (USER only); returns its home. Each part is made again only when missing or different."""
+    if subprocess.run(["id", "-u", user], capture_output=True).returncode != 0:
+        run_checked("useradd", "--create-home", "--shell", "/bin/bash", user)
     # useradd leaves the password "!" (locked), which sshd refuses without PAM even for a
     # key; "*" has no password that could match, but is not locked.
-    run_checked("usermod", "-p", "*", USER)
+    run_checked("usermod", "-p", "*", user)
+    if user != USER:
+        return Path(run_checked("getent", "passwd", user).split(":")[5])
     rule = f"{USER} ALL=(ALL:ALL) NOPASSWD: ALL\n"
     if not SUDOERS.exists() or SUDOERS.read_text() != rule:
         # sudo skips files in sudoers.d whose names hold a dot, so the draft is never read.
@@ -133,7 +137,7 @@ def _ensure_user() -> Path:
     return Path(run_checked("getent", "passwd", USER).split(":")[5])
 
 
-def _authorize(home: Path, public_key: str, add: bool) -> None:
+def _authorize(home: Path, public_key: str, add: bool, user: str = USER) -> None:
     """Adds `public_key` to the user's authorized_keys, or removes it; owned by the user
     and private, as sshd's StrictModes wants."""
     ssh_dir = home / ".ssh"
@@ -143,7 +147,7 @@ def _authorize(home: Path, public_key: str, add: bool) -> None:
     lines = [line for line in lines if line != public_key] + ([public_key] if add else [])
     keys.write_text("".join(f"{line}\n" for line in lines))
     for path in (ssh_dir, keys):
-        shutil.chown(path, USER, USER)
+        shutil.chown(path, user, user)
     ssh_dir.chmod(0o700)
     keys.chmod(0o600)
 
@@ -154,8 +158,13 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _config(directory: Path, port: int, host_key: Path) -> str:
-    return "\n".join([
+def _config(directory: Path, port: int, host_key: Path, user: str = USER,
+            set_env: Optional[dict] = None) -> str:
+    # SetEnv: variables every session gets (sshd_config(5); only its first line counts, so
+    # all on one), a fake host's root for one.
+    pairs = [f'"{name}={value}"' for name, value in (set_env or {}).items()]
+    settings = [f"SetEnv {' '.join(pairs)}"] if pairs else []
+    return "\n".join([*settings,
         "ListenAddress 127.0.0.1",
         f"Port {port}",
         f"HostKey {host_key}",
@@ -166,7 +175,7 @@ def _config(directory: Path, port: int, host_key: Path) -> str:
         "UsePAM no",
         "StrictModes yes",
         "PermitRootLogin no",
-        f"AllowUsers {USER}",
+        f"AllowUsers {user}",
         "X11Forwarding no",
         "AllowTcpForwarding no",
         f"Subsystem sftp {SFTP_SERVER}",
@@ -190,9 +199,12 @@ def _wait_until_serving(sshd: subprocess.Popen, port: int, log: Path) -> None:
 
 
 @contextlib.contextmanager
-def loopback_host(directory: Path) -> Iterator[LoopbackHost]:
+def loopback_host(directory: Path, *, sudo: bool = True,
+                  set_env: Optional[dict] = None) -> Iterator[LoopbackHost]:
     """sshd on 127.0.0.1 at a free port, its keys, config and log in `directory`; skips
-    the test (with the reason) where it cannot run."""
+    the test (with the reason) where it cannot run. sudo=False: the login user has no
+    sudo rule; `set_env`: variables its sessions get."""
+    user = USER if sudo else USER_WITHOUT_SUDO
     problem = _problem()
     if problem:
         pytest.skip(problem)
@@ -208,13 +220,13 @@ def loopback_host(directory: Path) -> Iterator[LoopbackHost]:
     known_hosts = directory / "known_hosts"
     known_hosts.write_text(f"[127.0.0.1]:{port} {host_public_key}\n")
     config = directory / "sshd_config"
-    config.write_text(_config(directory, port, host_key))
+    config.write_text(_config(directory, port, host_key, user, set_env))
     PRIVSEP_DIR.mkdir(mode=0o755, exist_ok=True)  # `sshd -t` wants it too
     run_checked(SSHD, "-t", "-f", str(config))
 
     with _locked():
-        home = _ensure_user()
-        _authorize(home, public_key, add=True)
+        home = _ensure_user(user)
+        _authorize(home, public_key, add=True, user=user)
     log = directory / "sshd.log"
     try:
         with open(log, "w") as log_file:
@@ -223,7 +235,7 @@ def loopback_host(directory: Path) -> Iterator[LoopbackHost]:
                                     stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file)
         try:
             _wait_until_serving(sshd, port, log)
-            yield LoopbackHost("127.0.0.1", port, USER, client_key, known_hosts,
+            yield LoopbackHost("127.0.0.1", port, user, client_key, known_hosts,
                                host_public_key)
         finally:
             sshd.terminate()
@@ -234,4 +246,4 @@ def loopback_host(directory: Path) -> Iterator[LoopbackHost]:
                 sshd.wait()
     finally:
         with _locked():
-            _authorize(home, public_key, add=False)
+            _authorize(home, public_key, add=False, user=user)
