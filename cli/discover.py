@@ -1,5 +1,5 @@
-"""Reading a host over SSH for `gpu-cluster init`: components/scripts/discover-host.sh (with
-the step library it sources) runs through the real `ssh` client, read-only and without
+"""Reading a host over SSH for `gpu-cluster init`: cli/discover-host.sh (with the
+step library it sources) runs through the real `ssh` client, read-only and without
 root, and its tab-separated facts become a HostFacts. The host key is the one the server
 proved it holds in this very connection: ssh records it in a known_hosts file of the run's
 own (StrictHostKeyChecking=accept-new), and that line is read back."""
@@ -12,9 +12,8 @@ from ipaddress import IPv4Interface
 from pathlib import Path
 from typing import Optional
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "components" / "scripts"
-DISCOVER_SCRIPT = SCRIPTS / "discover-host.sh"
-LIBRARY = SCRIPTS / "lib.sh"
+DISCOVER_SCRIPT = Path(__file__).resolve().parent / "discover-host.sh"
+LIBRARY = Path(__file__).resolve().parent.parent / "components" / "scripts" / "lib.sh"
 # What preflight.sh's check_os accepts.
 SUPPORTED_OS = (("ubuntu", "22.04"), ("ubuntu", "24.04"))
 CONNECT_TIMEOUT_SECONDS = 10

@@ -403,11 +403,11 @@ upstream_version() {
 
 # os_release_field KEY: the unquoted value of KEY in /etc/os-release.
 os_release_field() {
-  local key value
+  local key value quotes="\"'"
   while IFS='=' read -r key value; do
     if [[ "$key" == "$1" ]]; then
-      value="${value#[\"\']}"
-      value="${value%[\"\']}"
+      value="${value#["$quotes"]}"
+      value="${value%["$quotes"]}"
       printf '%s\n' "$value"
       return 0
     fi

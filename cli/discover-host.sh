@@ -4,8 +4,11 @@
 set -euo pipefail
 # It reads /proc, /sys and /etc/os-release, asks `ip` for addresses and `nvidia-smi` for GPU
 # names when a driver is installed, and tries `sudo -n true` (what every step runs under).
-# shellcheck source=lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# The step library's host readers (ROOT, os_release_field, count_nvidia_gpus, ...); init
+# sends it ahead of this script.
+# shellcheck source=../components/scripts/lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] ||
+  source "$(dirname "${BASH_SOURCE[0]}")/../components/scripts/lib.sh"
 : "${GPU_CLUSTER_STEP:=discover}"
 
 fact() {
