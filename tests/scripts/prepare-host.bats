@@ -3,6 +3,8 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+PYTHON="${GPU_CLUSTER_PYTHON:-$REPO_ROOT/venv/bin/python}"
 
 setup() {
   setup_host
@@ -168,4 +170,29 @@ fs.inotify.max_user_watches = 1048576'
   assert_called '^update-grub$'
   assert_file /var/run/reboot-required '*** System restart required ***'
   assert_idempotent prepare-host.sh
+}
+
+@test "prepare-host: the preview's machine summary names exactly the kernel arguments it writes" {
+  local combo written summarised
+  for combo in "true false" "false true pci=realloc" "false false" "true true iommu=pt nokaslr"; do
+    read -r DISABLE_IOMMU DISABLE_CPU_MITIGATIONS EXTRA_KERNEL_ARGS <<<"$combo"
+    export DISABLE_IOMMU DISABLE_CPU_MITIGATIONS EXTRA_KERNEL_ARGS
+    run_script prepare-host.sh
+    assert_success
+    written=""
+    if [[ -f "$GPU_CLUSTER_ROOT/etc/default/grub.d/90-gpu-cluster.cfg" ]]; then
+      written="$(sed -n 's/^GRUB_CMDLINE_LINUX_DEFAULT="${GRUB_CMDLINE_LINUX_DEFAULT:-} \(.*\)"$/\1/p' \
+        "$GPU_CLUSTER_ROOT/etc/default/grub.d/90-gpu-cluster.cfg")"
+    fi
+    summarised="$("$PYTHON" -c 'import os, sys
+sys.path.insert(0, sys.argv[1])
+from preview.host_summary import HostSummary
+keys = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
+host = HostSummary("moscow", inputs={"prepare-host": {k: os.environ[k] for k in keys}})
+print(" ".join(host.kernel_args()))' "$REPO_ROOT")"
+    [[ "$written" == "$summarised" ]] || {
+      echo "$combo: the script writes '$written', the summary says '$summarised'" >&2
+      return 1
+    }
+  done
 }
