@@ -15,7 +15,7 @@ from config import ConfigError, load
 from preview import entropy
 from preview.engine import run_program
 from preview.images import images_txt
-from preview.report import tree, write_artifacts
+from preview.report import quiet_report, tree, write_artifacts
 from preview.stack_file import StackFileError, read_stack, stack_name
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
               for name, objects in acceptance.render(settings).items()}
     checks["images.txt"] = images_txt(plan, settings, checks)
     written = write_artifacts(plan, out_dir, checks)
-    print(report if not args.quiet else report.split("\n\n", 2)[-1], end="")
+    print(quiet_report(plan) if args.quiet else report, end="")
     print(f"\nWrote {len(written)} files to {out_dir}")
     return 0
 

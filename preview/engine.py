@@ -66,6 +66,8 @@ class PreviewMocks(mocks.Mocks):
         self.decoded.inputs = args.inputs
         on_aws = aws_mocks.resource(args.typ, args.name, args.inputs)
         if on_aws is not None:
+            self._made_by_provider({key: value for key, value in on_aws[1].items()
+                                    if args.inputs.get(key) != value})
             return on_aws
         outputs = dict(args.inputs)
         if args.typ == "command:remote:Command":
@@ -92,12 +94,20 @@ class PreviewMocks(mocks.Mocks):
                 inputs, entropy.stream(_generation_label(args.typ, args.name, inputs, trigger)))
             self.plan.generated[(args.typ, args.name)] = (inputs, trigger, generated)
             outputs.update(generated.outputs)
+            self._made_by_provider({name: value for name, value in generated.outputs.items()
+                                    if name not in generated.secret})
             for name in generated.secret:
                 self.plan.secrets |= _secret_strings(outputs[name])
                 # As the engine does for the provider's additional_secret_outputs.
                 outputs[name] = rpc.wrap_rpc_secret(outputs[name])
             self.plan.secrets |= set(generated.derived)
         return f"{args.name}-id", outputs
+
+    def _made_by_provider(self, outputs: dict) -> None:
+        # Short strings (a flag, an algorithm name) could be parts of anything: left out.
+        # A key's text is stripped where it is used (a trailing newline).
+        self.plan.provider_made |= {value.strip() for value in outputs.values()
+                                    if isinstance(value, str) and len(value.strip()) >= 8}
 
     def _kept(self, args: mocks.MockResourceArgs, inputs: dict,
               trigger: Any) -> Optional[credentials.Generated]:

@@ -60,6 +60,9 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     # (type, name) -> (inputs, replacement trigger, outputs) of each generated resource.
     generated: dict[tuple[str, str], tuple[dict, Any, Any]] = field(default_factory=dict)
+    # Values the mocks made up where the provider makes them at `pulumi up` (ids, addresses,
+    # generated names, keys and certificates): real-looking, so dependents render.
+    provider_made: set[str] = field(default_factory=set)
     _redactor: Optional[tuple[frozenset[str], Redactor]] = field(
         default=None, init=False, repr=False, compare=False)
 
@@ -185,6 +188,19 @@ class Plan:
             return {key: self.redact(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.redact(item) for item in value]
+        return value
+
+    def provider_made_hidden(self, value: Any) -> Any:
+        """`value` with every provider-made value in it (whole, or inside a longer string:
+        an endpoint URL, an S3 path) shown as UNKNOWN."""
+        if isinstance(value, str):
+            for made in sorted(self.provider_made, key=len, reverse=True):
+                value = value.replace(made, UNKNOWN)
+            return UNKNOWN if value.strip() == UNKNOWN else value
+        if isinstance(value, dict):
+            return {key: self.provider_made_hidden(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.provider_made_hidden(item) for item in value]
         return value
 
     def _holds_known_secret(self, value: Any) -> bool:

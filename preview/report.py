@@ -17,6 +17,7 @@ from config.messages import set_secret_command
 from config import vendored
 from config.storage import STORAGE_CLASS_NAMES
 from preview.host_files import bundle_files, host_scripts, vpn_configs
+from preview.host_summary import summary_markdown, summary_screen
 from preview.plan import Plan, ResourceRecord, UNKNOWN
 from preview.redaction import REDACTED
 
@@ -28,7 +29,9 @@ def tree(plan: Plan) -> str:
     resource after the ones it waits for (its wave: the longest chain of resources before
     it, the `NN` of the host scripts), a component at its first resource's wave; ties by
     name."""
-    lines = [f"Plan for stack '{plan.stack}' of project '{plan.project}':", ""]
+    lines = [f"Plan for stack '{plan.stack}' of project '{plan.project}':",
+             "(wave N: what starts once everything it waits for is done; resources of one "
+             "wave run side by side, and a host's step NN-STEP.sh is in wave NN)", ""]
     first_wave = _first_waves(plan)
 
     def run_order(resource: ResourceRecord) -> tuple:
@@ -36,7 +39,9 @@ def tree(plan: Plan) -> str:
 
     def walk(resource: ResourceRecord, prefix: str, last: bool) -> None:
         branch = "└─ " if last else "├─ "
-        wave = f"  (wave {first_wave[resource.urn]})" if resource.custom else ""
+        # A component the provider expands (a kustomize Directory, a Chart) is one step too.
+        expanded = not resource.custom and not plan.children.get(resource.urn)
+        wave = f"  (wave {first_wave[resource.urn]})" if resource.custom or expanded else ""
         lines.append(f"{prefix}{branch}{resource.type}  {resource.name}{wave}")
         children = sorted(plan.children.get(resource.urn, []), key=run_order)
         for index, child in enumerate(children):
@@ -45,20 +50,36 @@ def tree(plan: Plan) -> str:
     roots = sorted(plan.roots, key=run_order)
     for index, root in enumerate(roots):
         walk(root, "", index == len(roots) - 1)
+    lines += summary_screen(plan)
     counts = Counter(r.type for r in plan.resources)
     lines += ["", f"Resources: {len(plan.resources)} to create"]
     lines += [f"  {count:5d}  {type_}" for type_, count in sorted(counts.items())]
     lines += ["", f"Dependency depth: {plan.depth} (longest chain of steps that must run in order)"]
     lines += _storage_summary(plan)
     lines += ["", "Outputs:"]
-    for name, (value, secret) in plan.outputs.items():
-        shown = "[secret]" if secret else json.dumps(plan.redact(value))
-        lines.append(f"  {name}: {shown}")
-    if plan.warnings:
-        lines += ["", "Warnings:"]
-        lines += [f"  warning: {plan.redact(message)}" for message in plan.warnings]
-    lines += _secrets_summary(plan)
+    for name, value in shown_outputs(plan).items():
+        lines.append(f"  {name}: {value if value == REDACTED else json.dumps(value)}")
+    lines += _warnings(plan) + _secrets_summary(plan)
     return "\n".join(lines) + "\n"
+
+
+def quiet_report(plan: Plan) -> str:
+    """`--quiet`: what happens to each machine, the warnings and the secrets to set."""
+    lines = summary_screen(plan) + _warnings(plan) + _secrets_summary(plan)
+    return "\n".join(lines[1:]) + "\n"
+
+
+def _warnings(plan: Plan) -> list[str]:
+    if not plan.warnings:
+        return []
+    return ["", "Warnings:"] + [f"  warning: {plan.redact(message)}" for message in plan.warnings]
+
+
+def shown_outputs(plan: Plan) -> dict[str, Any]:
+    """The stack outputs as a reviewer may read them: secrets hidden, and what the cloud
+    makes (ids, addresses, generated names and keys) shown as known after pulumi up."""
+    return {name: REDACTED if secret else plan.provider_made_hidden(plan.redact(value))
+            for name, (value, secret) in plan.outputs.items()}
 
 
 def _first_waves(plan: Plan) -> dict[str, int]:
@@ -149,9 +170,8 @@ def write_artifacts(plan: Plan, build_dir: Path,
 
     write("plan.txt", tree(plan))
     write("plan.json", json.dumps(_plan_document(plan), indent=2) + "\n")
-    write("outputs.json", json.dumps(
-        {name: "[secret]" if secret else plan.redact(value)
-         for name, (value, secret) in plan.outputs.items()}, indent=2) + "\n")
+    write("outputs.json", json.dumps(shown_outputs(plan), indent=2) + "\n")
+    write("summary.md", summary_markdown(plan))
     for path, text in host_scripts(plan):
         write(path, text, 0o755)
     for path, text, mode in bundle_files(plan):

@@ -150,10 +150,12 @@ def provider_state(monkeypatch):
         if args.typ in engine._GENERATED_OUTPUTS or args.typ.startswith("command:"):
             key = (args.typ, args.name)
             if key not in made:
-                before = set(self.plan.secrets)
-                made[key] = original(self, args), set(self.plan.secrets) - before
-            result, secrets = made[key]
+                before, made_before = set(self.plan.secrets), set(self.plan.provider_made)
+                made[key] = (original(self, args), set(self.plan.secrets) - before,
+                             self.plan.provider_made - made_before)
+            result, secrets, provider_made = made[key]
             self.plan.secrets |= secrets
+            self.plan.provider_made |= provider_made
             return result
         return original(self, args)
 
