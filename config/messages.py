@@ -59,6 +59,9 @@ def namespace_typo(namespace: str) -> bool:
 # What a secret is set from, where it is a file (`pulumi config set` reads stdin).
 SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "bastionPrivateKey": "bastion_key",
                   "vpnClientProfile": "profile.ovpn", "kubeflowTlsKey": "key.pem"}
+# A map's entries whose value a command makes: a Kubeflow login's bcrypt hash (Dex reads
+# bcrypt; htpasswd -B writes ":$2y$..." for an empty name).
+MAP_SECRET_VALUES = {"kubeflowPasswordHashes": "\"$(htpasswd -nBC 12 '' | tr -d ':\\n')\""}
 
 
 def set_secret_command(full_key: str) -> str:
@@ -66,7 +69,9 @@ def set_secret_command(full_key: str) -> str:
     its value is a file, with --path for an entry of a map (`kubeflowPasswordHashes.ada`)."""
     key = full_key.partition(":")[2] or full_key
     if "." in key:
-        return f"pulumi config set --secret --path '{NAMESPACE}:{key}'"
+        value = MAP_SECRET_VALUES.get(key.partition(".")[0])
+        return f"pulumi config set --secret --path '{NAMESPACE}:{key}'" + (
+            f" {value}" if value else "")
     source = SECRET_SOURCES.get(key)
     return f"pulumi config set --secret {NAMESPACE}:{key}" + (f" < {source}" if source else "")
 

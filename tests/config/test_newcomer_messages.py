@@ -60,7 +60,8 @@ def test_secret_hints_read_files_from_stdin():
     assert set_secret_command("gpu-cluster:kubeflowPassword") == (
         "pulumi config set --secret gpu-cluster:kubeflowPassword")
     assert set_secret_command("gpu-cluster:kubeflowPasswordHashes.ada") == (
-        "pulumi config set --secret --path 'gpu-cluster:kubeflowPasswordHashes.ada'")
+        "pulumi config set --secret --path 'gpu-cluster:kubeflowPasswordHashes.ada' "
+        "\"$(htpasswd -nBC 12 '' | tr -d ':\\n')\"")
 
 
 def test_a_plain_text_bastion_key_is_told_to_come_from_its_file():
