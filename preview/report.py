@@ -17,8 +17,8 @@ from config.messages import set_secret_command
 from config import vendored
 from config.storage import STORAGE_CLASS_NAMES
 from preview.host_files import bundle_files, host_scripts, vpn_configs
-from preview.plan import Plan, ResourceRecord, UNKNOWN
-from preview.redaction import REDACTED
+from contract.names import REDACTED, UNKNOWN
+from preview.plan import Plan, ResourceRecord
 
 _KUBERNETES_TYPE = re.compile(r"^kubernetes:(?P<group>[^/]+)/(?P<version>[^:]+):(?P<kind>\w+)$")
 
@@ -52,7 +52,7 @@ def tree(plan: Plan) -> str:
     lines += _storage_summary(plan)
     lines += ["", "Outputs:"]
     for name, (value, secret) in plan.outputs.items():
-        shown = "[secret]" if secret else json.dumps(plan.redact(value))
+        shown = REDACTED if secret else json.dumps(plan.redact(value))
         lines.append(f"  {name}: {shown}")
     if plan.warnings:
         lines += ["", "Warnings:"]
@@ -150,7 +150,7 @@ def write_artifacts(plan: Plan, build_dir: Path,
     write("plan.txt", tree(plan))
     write("plan.json", json.dumps(_plan_document(plan), indent=2) + "\n")
     write("outputs.json", json.dumps(
-        {name: "[secret]" if secret else plan.redact(value)
+        {name: REDACTED if secret else plan.redact(value)
          for name, (value, secret) in plan.outputs.items()}, indent=2) + "\n")
     for path, text in host_scripts(plan):
         write(path, text, 0o755)
@@ -292,7 +292,7 @@ def _without_secret_data(resource: ResourceRecord) -> dict[str, Any]:
     for key in ("data", "stringData"):
         if key in inputs:
             values = rpc.unwrap_rpc_secret(inputs[key]) or {}
-            inputs[key] = {name: "[secret]" for name in values}
+            inputs[key] = {name: REDACTED for name in values}
     return inputs
 
 
@@ -326,5 +326,5 @@ def _kubeconfig_template(plan: Plan) -> str:
     value, _ = plan.outputs["kubeconfig"]
     document = yaml.safe_load(value)
     for user in document.get("users", []):
-        user["user"] = {key: "[secret]" for key in user.get("user", {})}
+        user["user"] = {key: REDACTED for key in user.get("user", {})}
     return yaml.safe_dump(document, sort_keys=False)
