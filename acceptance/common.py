@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from config.model import POOL_LABEL, Host, StackConfig, Taint
+from config.model import Host, StackConfig, Taint
+from contract.names import POOL_LABEL
 
 
 NAMESPACE = "gpu-acceptance"

@@ -41,6 +41,7 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR))
 
 from config.loader import MAX_HOSTS, MAX_POOLS  # noqa: E402
+from contract.names import POOL_LABEL  # noqa: E402
 
 # At the most hosts a stack may hold: time and memory against the floor's.
 GOAL_RATIO = 2.0
@@ -208,7 +209,7 @@ def state_sizes() -> None:
         machines = {r.name.split("-install-bundle")[0]
                     for r in plan.of_type("command:remote:Command")
                     if r.name.endswith("-install-bundle")}
-        machines |= {r.inputs["tags"]["gpu-cluster/pool"]
+        machines |= {r.inputs["tags"][POOL_LABEL]
                      for r in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")}
         per_machine = {m: sum(size for r in plan.resources if r.name.startswith(f"{m}-")
                               for size in [sizes[r.urn]]) for m in machines}

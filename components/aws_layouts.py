@@ -47,6 +47,7 @@ from config.cloud import cluster_cidrs, node_cidrs
 from config.model import StackConfig
 from config.storage import efs_mounts_with_iam
 from config.types import public_key_of
+from contract.names import ON_PREM_GATEWAY
 from components.layouts import Layout, Machines, machines_of, registries_env
 
 
@@ -247,7 +248,7 @@ class Hybrid(_OnAws):
         if self.efs is not None:
             # On-prem nodes have no IAM role: only the controller's can be named.
             self.efs.allow_nodes([aws_side.instance.role_arn])
-        machines.gateways["onPrem"] = next(
+        machines.gateways[ON_PREM_GATEWAY] = next(
             (h.address for h in settings.hosts if h.name == settings.vpn.onprem_gateway),
             settings.vpn.existing_server_address)
         return machines

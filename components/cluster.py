@@ -38,6 +38,7 @@ from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
 from config import vendored
 from config.warnings import preview_warnings
+from contract import names
 
 # The distribution's cluster secrets, as hex (safe in any config file or token).
 SECRET_BYTES = 32
@@ -108,9 +109,9 @@ class Cluster(pulumi.ComponentResource):
         ]
         self.register_outputs({
             "apiEndpoint": self.api_endpoint,
-            "kubeconfig": self.kubeconfig,
-            "nodes": self.nodes,
-            "defaultStorageClass": self.storage.default_class,
+            names.ADMIN_KUBECONFIG_OUTPUT: self.kubeconfig,
+            names.NODES_OUTPUT: self.nodes,
+            names.DEFAULT_STORAGE_CLASS_OUTPUT: self.storage.default_class,
             "kubeflowUrl": self.kubeflow_url,
             "backupLocation": self.backup_location,
             "grafanaUrl": self.grafana_url,

@@ -9,6 +9,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 from config import versions
 from config.model_base import Section
 from config.types import DownloadUrl, Duration, HostOrIp, Port
+from contract import ports
 
 
 # The distributions' names, from config/versions.py.
@@ -53,7 +54,7 @@ class KubernetesSettings(Section):
     distribution: DistributionName = "k0s"
     # Defaults to the distribution's pin (config/versions.py).
     version: str = Field(default="", validate_default=True)
-    api_port: Port = 6443
+    api_port: Port = ports.KUBERNETES_API
     # Where hosts download the release file from instead of GitHub (a folder holding it
     # under its upstream name); still checked against the pinned sha256.
     release_url: Optional[DownloadUrl] = None

@@ -19,6 +19,7 @@ from config.partial import PartialConfig
 from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, WorkerPool
 from config.problems import NAMESPACE, ConfigError, Problem
 from config.types import public_key_of
+from contract.names import REDACTED
 
 _PRIVATE_KEY_MARKER = "PRIVATE KEY-----"
 _KEY_BLOCK_ONLY = re.compile(r"\s*-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=:,\s-]*?"
@@ -174,7 +175,7 @@ def _from_validation_error(error: ValidationError, secret_paths: set[str]) -> li
             message = _unknown_nested_key(item["loc"])
         elif secret:
             # A validator may quote the value, or a part of it: nothing quoted stays.
-            message = re.sub(r"'[^']*'", "[secret]", message)
+            message = re.sub(r"'[^']*'", REDACTED, message)
         else:
             if isinstance(value, (str, int, float, bool)) and str(value) not in message:
                 message += f" (got {shown(value)})"

@@ -12,6 +12,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from config.model import SECRET_KEYS, StackConfig
 from config.problems import NAMESPACE, Problem
 from config.types import DnsLabel
+from contract.names import REDACTED
 
 # Values longer than this are cut where a message quotes them.
 QUOTE_LIMIT = 80
@@ -172,7 +173,7 @@ def finish(problems: list[Problem], values: Mapping[str, Any],
     for problem in problems:
         message = problem.message
         for secret in secrets:
-            message = message.replace(secret, "[secret]")
+            message = message.replace(secret, REDACTED)
         finished.append(Problem(_named(problem.path, names), _named_references(message, names),
                                 namespace=problem.namespace))
     return finished

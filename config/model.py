@@ -16,6 +16,9 @@ from pydantic import (
     field_validator,
 )
 
+from contract import ports
+from contract.names import CONTROL_PLANE_ROLES, WORKER_ROLES
+
 from config import versions
 from config.access import AccessSettings
 from config.backup import BackupSettings
@@ -49,9 +52,8 @@ from config.types import (
 Layout = Literal["bare-metal", "hybrid", "cloud"]
 Role = Literal["controller", "worker", "controller+worker"]
 
-# Roles whose host runs the Kubernetes control plane / a kubelet.
-CONTROL_PLANE_ROLES = ("controller", "controller+worker")
-WORKER_ROLES = ("worker", "controller+worker")
+# Roles whose host runs the Kubernetes control plane / a kubelet: CONTROL_PLANE_ROLES,
+# WORKER_ROLES (contract/names.py, which the tools read too).
 
 
 class NetworkSettings(Section):
@@ -73,7 +75,7 @@ class NetworkSettings(Section):
 
 class Bastion(Section):
     host: HostOrIp
-    port: Port = 22
+    port: Port = ports.SSH
     # Defaults to gpu-cluster:ssh.user.
     user: Optional[UserName] = None
     # The bastion's SSH host key (`ssh-keyscan -t ed25519 HOST`, its fingerprint checked
@@ -83,7 +85,7 @@ class Bastion(Section):
 
 class SshSettings(Section):
     user: UserName = "ubuntu"
-    port: Port = 22
+    port: Port = ports.SSH
     bastion: Optional[Bastion] = None
     # Retries while a host is unreachable (booting, flapping link) before a step fails.
     dial_error_limit: int = Field(default=10, ge=1, le=1000)
@@ -250,8 +252,6 @@ class GpuSettings(Section):
     feature_discovery: bool = False
 
 
-# Every node of a cloud pool carries it (value: the pool's name).
-POOL_LABEL = "gpu-cluster/pool"
 # The machine generation (hosts[].generation) of a replaced host's node.
 MACHINE_GENERATION_LABEL = "gpu-cluster/machine-generation"
 

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from contract import ports
+
 K0S = "v1.36.3+k0s.2"
 # RKE2, the second distribution (kubernetes.distribution: rke2): the release tag whose
 # rke2.linux-<arch>.tar.gz and sha256sum-<arch>.txt the rke2 scripts install
@@ -66,7 +68,7 @@ DISTRIBUTIONS = {
     # RKE2_RELEASE; tests/config/test_release_forms.py has bash judge both alike).
     "k0s": Distribution(K0S, re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+")),
     "rke2": Distribution(RKE2, re.compile(r"v[0-9]+\.[0-9]+\.[0-9]+(-rc[0-9]+)?\+rke2r[0-9]+"),
-                         fixed_api_port=6443),
+                         fixed_api_port=ports.KUBERNETES_API),
 }
 # The sha256 of the file each distribution's scripts download (k0s: the binary
 # k0s-<version>-<arch>; RKE2: rke2.linux-<arch>.tar.gz), per release and architecture,

@@ -9,13 +9,11 @@ profile beside it. Files are written atomically with mode 0600. `demo` makes out
 it on offline."""
 
 
-class DistributeError(Exception):
-    """A failure reported as one line; `exit_code` 1 (refused or failed)."""
+from contract import ContractError, InputError
 
-    exit_code = 1
+__all__ = ["DistributeError", "InputError"]
 
-
-class InputError(DistributeError):
-    """Wrong command line or unusable input (outputs, user name): exit code 2."""
-
-    exit_code = 2
+# A failure reported as one line: `exit_code` 1 (refused or failed), 2 for InputError (wrong
+# command line or unusable input). The contract's reader and kubeconfig raise the same
+# classes, so the command reports theirs as its own.
+DistributeError = ContractError

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from distribute import DistributeError, InputError, demo, files, outputs, ssm
+from contract import names, outputs
+from contract.kubeconfig import Handout, dump, parse_handout
+from distribute import DistributeError, InputError, demo, files, ssm
+from distribute.kubeconfigs import check_credentials, merge, parse_existing
 from distribute.vpn import Profile, parse_profile
-from distribute.kubeconfigs import (Handout, check_credentials, dump, merge, parse_existing,
-                                    parse_handout)
 
 PROG = "python -m distribute"
 
@@ -204,20 +205,20 @@ def run_write(args: argparse.Namespace) -> int:
     source = stack_outputs.source
     if args.admin:
         text = stack_outputs.admin_kubeconfig()
-        what = f"output '{outputs.ADMIN_OUTPUT}' of {source}"
+        what = f"output '{names.ADMIN_KUBECONFIG_OUTPUT}' of {source}"
     else:
         text = stack_outputs.user_kubeconfig(args.user)
-        what = f"user '{args.user}' of output '{outputs.USERS_OUTPUT}' of {source}"
+        what = f"user '{args.user}' of output '{names.USER_KUBECONFIGS_OUTPUT}' of {source}"
     handout = parse_handout(text, what)
     profile = None
     if args.vpn:
         if args.admin:
             profile = parse_profile(stack_outputs.admin_vpn_profile(),
-                                    f"output '{outputs.ADMIN_VPN_OUTPUT}' of {source}")
+                                    f"output '{names.ADMIN_VPN_PROFILE_OUTPUT}' of {source}")
         else:
             profile = parse_profile(stack_outputs.user_vpn_profile(args.user),
-                                    f"user '{args.user}' of output '{outputs.VPN_OUTPUT}' of "
-                                    f"{source}")
+                                    f"user '{args.user}' of output "
+                                    f"'{names.USER_VPN_PROFILES_OUTPUT}' of {source}")
     return deliver(handout, args, profile)
 
 

@@ -9,6 +9,7 @@ import os
 import shlex
 from pathlib import Path
 
+from contract.names import USER_KUBECONFIGS_OUTPUT, USER_VPN_PROFILES_OUTPUT
 from distribute import DistributeError, InputError, files
 
 # The hybrid example: users with kubeconfigs and VPN profiles, an admin VPN profile.
@@ -58,8 +59,8 @@ def next_steps(path: Path) -> list[str]:
     steps = [f"python -m distribute users --outputs {shown}",
              f"python -m distribute write --admin --outputs {shown} --output "
              f"{shlex.quote(os.path.join(folder, 'admin.yaml'))}"]
-    users = sorted(values.get("userKubeconfigs") or {})
-    vpn = set(values.get("userVpnProfiles") or {})
+    users = sorted(values.get(USER_KUBECONFIGS_OUTPUT) or {})
+    vpn = set(values.get(USER_VPN_PROFILES_OUTPUT) or {})
     for user in users[:1]:
         steps.append(f"python -m distribute write --user {shlex.quote(user)} --outputs {shown} "
                      f"--merge-into {config}{' --vpn' if user in vpn else ''}")

@@ -8,7 +8,8 @@ import argparse
 import os
 import sys
 
-from doctor import DoctorError, drift, hosts, kubeapi, report, stack
+from contract import ContractError, stack
+from doctor import DoctorError, drift, hosts, kubeapi, report
 from doctor.checks import Context, run
 from doctor.checks.gpus import wanted_logs
 from doctor.findings import EXIT_UNCHECKED, exit_code, unchecked
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         snapshot = kubeapi.collect(known.kubeconfig, wanted_logs)
         context = Context(known, snapshot, _host_outputs(args, known), _drift(args, known))
         findings = run(context)
-    except DoctorError as error:
+    except (DoctorError, ContractError) as error:
         return _could_not_look(args, subject, str(error), "", source, server)
     except KeyboardInterrupt:
         return 130

@@ -13,14 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
+from contract.names import CHECK_BRANCH, REDACTED, UNKNOWN
 from doctor import DoctorError
 
-# components/common/step_text.py render_envelope, not imported: the doctor runs
-# without the program's dependencies.
-CHECK_BRANCH = "  check) gpu_cluster_check </dev/null ;;"
-# preview/redaction.py REDACTED and preview/plan.py UNKNOWN: a secret the preview hides and
-# an output known only after `pulumi up`.
-PLACEHOLDERS = ("[secret]", "[known after pulumi up]")
+# A secret the preview hides and an output known only after `pulumi up`.
+PLACEHOLDERS = (REDACTED, UNKNOWN)
 EXIT_IN_SYNC, EXIT_DRIFTED = 0, 3
 CHECK_TIMEOUT_SECONDS = 300
 _ENVELOPE_NAME = re.compile(r"^\d+-(?P<step>[a-z0-9-]+)\.sh$")

@@ -16,8 +16,11 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-# The CLI runs this file from policy/; the rules import each other as the `policy` package.
-# Appended, so nothing of the project shadows what the pack's virtualenv provides.
+# The CLI runs this file from policy/ (`python -m pulumi.policy ENGINE policy/` in that folder:
+# pulumi/pulumi sdk/python/cmd/pulumi-language-python/main.go RunPlugin, and
+# sdk/python/lib/pulumi/policy/__main__.py runpy.run_path); the rules import each other as
+# the `policy` package and the ports they guard from `contract` (both in the project's
+# folder). Appended, so nothing of the project shadows what the pack's virtualenv provides.
 sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from policy.rules import RULES, Resource, Rule  # noqa: E402

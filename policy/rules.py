@@ -6,10 +6,13 @@ The same functions run under `pulumi preview --policy-pack policy` (wrapped in
 Here the rules on AWS resources and the list of every rule; the Kubernetes ones are in
 policy/kubernetes_rules.py. The rules (and policy/user_data.py, which finds secrets in user
 data) use the standard library only: the CLI installs nothing but pulumi-policy into the pack's own virtualenv.
+The ports they guard and the preview's secret marker come from contract/ (standard library
+only too), which policy/__main__.py puts on the path.
 Types a rule does not know are never an error: they pass."""
 
 from collections.abc import Mapping
 
+from contract.ports import ADMIN_PORTS
 from policy.kubernetes_rules import (
     device_plugin_only_on_gpu_nodes,
     images_pinned,
@@ -19,9 +22,6 @@ from policy.kubernetes_rules import (
 from policy.resources import Resource, Rule, get, is_true, items, port_number
 from policy.user_data import decode_user_data, secret_material
 
-# Ports that must never be open to the internet, with what listens there.
-ADMIN_PORTS = {22: "SSH", 2049: "NFS", 6443: "the Kubernetes API", 9443: "the k0s join API",
-               9345: "the RKE2 supervisor (agent joins)", 10250: "the kubelet API"}
 WORLD = ("0.0.0.0/0", "::/0")
 
 

@@ -9,6 +9,8 @@ import re
 import zlib
 from typing import Optional
 
+from contract.names import REDACTED
+
 _MAX_DECODED = 4 << 20
 _PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----|-----BEGIN OpenVPN Static key")
 _AWS_KEY_ID = re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")
@@ -19,7 +21,6 @@ _SECRET_NAME = re.compile(r"(TOKEN|PASSWORD|PASSWD|SECRET|SECRET_KEY|PRIVATE_KEY
 _YAML_CREDENTIAL = re.compile(
     r"^\s*-?\s*(?P<key>password|passwd|token|client-key-data|secret)\s*:\s*(?P<value>\S.*)$", re.M)
 _GZIP_BASE64 = re.compile(r"H4sI[A-Za-z0-9+/=_-]{60,}")
-_REDACTED = "[secret]"
 
 
 def _unbase64(text: str) -> Optional[bytes]:
@@ -78,7 +79,7 @@ def secret_material(text: str, known_secrets=(), nested: bool = True) -> list:
     for match in _YAML_CREDENTIAL.finditer(text):
         if _literal(match["value"]) not in ("", "''", '""', "null", "~"):
             found.append(f"a '{match['key']}' credential")
-    if _REDACTED in text:
+    if REDACTED in text:
         found.append("a value the preview redacted as secret")
     if any(len(secret) >= 8 and secret in text for secret in known_secrets):
         found.append("a secret of the stack")

@@ -10,13 +10,13 @@ from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from components.common.step_text import quoted_text
-from preview.redaction import REDACTED, Redactor
+from contract.names import REDACTED, UNKNOWN
+from preview.redaction import Redactor
 
-# An input that is another resource's output the mocks do not make up (a role's name, a
-# launch template's version): the SDK sends rpc.UNKNOWN, it reads back as
-# pulumi.output.Unknown, and `pulumi preview` shows it as output<string> (pulumi
+# UNKNOWN (contract/names.py): an input that is another resource's output the mocks do not
+# make up (a role's name, a launch template's version): the SDK sends rpc.UNKNOWN, it reads
+# back as pulumi.output.Unknown, and `pulumi preview` shows it as output<string> (pulumi
 # sdk/go/common/resource/properties.go, PropertyValue.TypeString).
-UNKNOWN = "[known after pulumi up]"
 
 
 @dataclass

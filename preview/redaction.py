@@ -9,7 +9,9 @@ in the whole text."""
 import re
 from typing import Iterable, Optional
 
-REDACTED = "[secret]"
+from contract.names import REDACTED
+
+__all__ = ["REDACTED", "Redactor"]
 # Shorter strings would hide ordinary words along with them.
 MIN_SECRET_LENGTH = 6
 # How much of a secret the pattern holds (all of it would make compiling it take as long

@@ -17,9 +17,9 @@ from config.messages import set_secret_command
 from config import vendored
 from config.storage import STORAGE_CLASS_NAMES
 from preview.host_files import bundle_files, host_scripts, vpn_configs
+from contract.names import REDACTED, UNKNOWN
 from preview.host_summary import summary_markdown, summary_screen
-from preview.plan import Plan, ResourceRecord, UNKNOWN
-from preview.redaction import REDACTED
+from preview.plan import Plan, ResourceRecord
 
 _KUBERNETES_TYPE = re.compile(r"^kubernetes:(?P<group>[^/]+)/(?P<version>[^:]+):(?P<kind>\w+)$")
 
@@ -312,7 +312,7 @@ def _without_secret_data(resource: ResourceRecord) -> dict[str, Any]:
     for key in ("data", "stringData"):
         if key in inputs:
             values = rpc.unwrap_rpc_secret(inputs[key]) or {}
-            inputs[key] = {name: "[secret]" for name in values}
+            inputs[key] = {name: REDACTED for name in values}
     return inputs
 
 
@@ -346,5 +346,5 @@ def _kubeconfig_template(plan: Plan) -> str:
     value, _ = plan.outputs["kubeconfig"]
     document = yaml.safe_load(value)
     for user in document.get("users", []):
-        user["user"] = {key: "[secret]" for key in user.get("user", {})}
+        user["user"] = {key: REDACTED for key in user.get("user", {})}
     return yaml.safe_dump(document, sort_keys=False)

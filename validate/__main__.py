@@ -13,9 +13,9 @@ import sys
 import tempfile
 import time
 
-from doctor import DoctorError
-from doctor import stack as stack_outputs
-from doctor.kubeapi import ApiError, Client
+from contract import ContractError
+from contract import stack as stack_outputs
+from contract.kubeapi import ApiError, Client
 from validate import ValidateError, report, thresholds
 from validate.checks import Context, Options, gpus, nccl, storage
 from validate.kube import Kube
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValidateError("--link-fraction must be in (0, 1]")
         known = stack_outputs.read(args.stack, args.outputs, args.cwd or _project_dir())
         limits = thresholds.load()
-    except (ValidateError, DoctorError) as error:
+    except (ValidateError, ContractError) as error:
         return _could_not_check(args, "stack outputs", str(error), source, "")
     acceptance = args.acceptance or (
         os.path.join(_project_dir(), "build", args.stack, "acceptance") if args.stack else None)
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             kube = Kube(client, run_id)
             verdicts = _run(kube, known, options, limits, progress)
             client.session.close()
-    except (DoctorError, ValidateError) as error:
+    except (ContractError, ValidateError) as error:
         return _could_not_check(args, "cluster", str(error), known.source,
                                 server or known.kubeconfig.server)
     except KeyboardInterrupt:

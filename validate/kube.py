@@ -1,12 +1,12 @@
-"""The few API calls the checks need, over doctor/kubeapi.py's connection (one place for the
-kubeconfig, TLS and errors): create, read, list by label, pod logs, delete by label. Waiting
+"""The few API calls the checks need, over the contract's API client (contract/kubeapi.py, one
+place for the kubeconfig, TLS and errors): create, read, list by label, pod logs, delete by label. Waiting
 is polling, so it works through any proxy and never holds a watch open."""
 
 import time
 from typing import Callable, Optional
 from urllib.parse import quote
 
-from doctor.kubeapi import ApiError, Client
+from contract.kubeapi import ApiError, Client
 
 # Every object a run creates carries this label with the run's id; cleanup deletes by it.
 RUN_LABEL = "gpu-cluster/validate-run"

@@ -16,6 +16,7 @@ from components.common import kube, pod_security
 from config import versions
 from config.model import Host
 from config.storage import EfsBackend, LocalPathBackend, NfsBackend, STORAGE_CLASS_NAMES, StorageSettings
+from contract.names import DEFAULT_STORAGE_CLASS_OUTPUT
 
 NFS_NAMESPACE = "nfs-provisioner"
 NFS_PROVISIONER = "k8s-sigs.io/nfs-subdir-external-provisioner"
@@ -62,7 +63,7 @@ class SharedStorage(pulumi.ComponentResource):
                 values=efs_csi.chart_values(args.efs_csi.cluster_name,
                                             args.efs_csi.kubelet_root_dir),
                 opts=opts))
-        self.register_outputs({"defaultStorageClass": self.default_class})
+        self.register_outputs({DEFAULT_STORAGE_CLASS_OUTPUT: self.default_class})
 
 
 def nfs_server_address(nfs: NfsBackend, hosts: Sequence[Host]) -> str:

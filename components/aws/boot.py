@@ -31,10 +31,11 @@ from components.common.step_text import (
 )
 from components.common.shell_text import python_without_docs, without_comment_lines
 from components.hosts.steps import HostStep
+from contract import ports
 
 # EC2 refuses larger user data, even compressed.
 USER_DATA_LIMIT_BYTES = 16384
-EC2_SSH_PORT = 22
+EC2_SSH_PORT = ports.SSH
 BOOTSTRAP = Script("boot/bootstrap.sh", standalone=True)
 RECEIVE = "bundle/receive.sh"
 S3_GET = "boot/s3-get.py"

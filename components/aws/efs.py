@@ -15,8 +15,9 @@ from config.cloud import VpcSettings, efs_mount_target_addresses
 from config.storage import ACCESS_POINT_CLUSTER_TAG as CLUSTER_TAG
 from config.storage import ACCESS_POINT_CSI_TAG as CSI_TAG
 from config.storage import EfsBackend
+from contract import ports
 
-NFS_PORT = 2049
+NFS_PORT = ports.NFS
 # What an NFS client may do (https://docs.aws.amazon.com/efs/latest/ug/
 # iam-access-control-nfs-efs.html, "EFS actions for clients").
 MOUNT, WRITE, ROOT = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",

@@ -30,6 +30,7 @@ from components.hosts.steps import HostStep, Machine
 from components.aws.pool_node_cleanup import TOKEN_PLACEHOLDER
 from config import versions
 from config.model import WorkerPool
+from contract.names import POOL_LABEL
 
 # A refresh replaces instances a few at a time, keeping this share of the pool in service.
 REFRESH_MIN_HEALTHY_PERCENT = 90
@@ -137,7 +138,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
         """The pool's own tags; the stack's and the cluster's are the provider's defaults."""
         boot = self._args.boot
         return {"Name": f"{boot.cluster_name}-{boot.pool.name}",
-                "gpu-cluster/pool": boot.pool.name}
+                POOL_LABEL: boot.pool.name}
 
     def _propagated_tags(self) -> dict:
         return propagated_tags(self._args.default_tags, self._tags())

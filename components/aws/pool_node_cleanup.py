@@ -29,7 +29,7 @@ from components.common.step_text import SSM_READER, DataFile, Script
 from components.distributions.base import Distribution
 from components.kubernetes.kubeconfig import client_kubeconfig
 from components.kubernetes.pki import ClusterPki
-from config.model import POOL_LABEL
+from contract.names import POOL_LABEL
 
 WATCH_POOLS = Script("aws/watch-pools.sh")
 POOL_NODE_WATCHER = DataFile("aws/pool-node-watcher.sh")

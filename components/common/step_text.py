@@ -23,6 +23,7 @@ from typing import Optional
 import pulumi
 
 from components.common.bundle import Bundle, step_bundle
+from contract.names import ENVELOPE_BRANCH
 
 
 SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
@@ -249,7 +250,7 @@ def whole_text(stdin: str, bundle: Optional[Bundle] = None) -> str:
 
 def _case_lines(actions: Mapping[str, list[str]]) -> list[str]:
     return ['case "${1:-create}" in',
-            *[f"  {action}) gpu_cluster_{action} </dev/null ;;"
+            *[ENVELOPE_BRANCH.format(action=action)
               for action in ("create", "delete", "check") if action in actions],
             '  *) echo "gpu-cluster: unknown action: $1" >&2; exit 2 ;;',
             "esac"]

@@ -18,6 +18,7 @@ from components.common.step_text import Script
 from config import versions
 from config.images import ImageMirror
 from config.model import Host, WorkerPool
+from contract import ports
 
 ETC = "/etc/rancher/rke2"
 DATA_DIR = "/var/lib/rancher/rke2"
@@ -47,14 +48,14 @@ CONTAINERD_DROPIN_DIR = f"{DATA_DIR}/agent/etc/containerd"
 CONTAINERD_SOCKET = "/run/k3s/containerd/containerd.sock"
 # The supervisor agents register with; fixed (rancher/rke2 pkg/cli/cmds/server.go drops
 # supervisor-port and https-listen-port, so the API stays on 6443).
-SUPERVISOR_PORT = 9345
-API_PORT = 6443
+SUPERVISOR_PORT = ports.RKE2_SUPERVISOR
+API_PORT = ports.KUBERNETES_API
 # docs (rancher/rke2-docs): install/requirements.md "Inbound Network Rules" and its Canal
 # tab. name -> (port, protocol); etcd's ports matter between servers only. The API's
 # (6443) is every distribution's rule. Between all nodes: the kubelet (the API server
 # dials it: logs, exec), Canal's VXLAN and its health checks.
 NODE_PORTS = {
-    "kubelet": (10250, "tcp"),
+    "kubelet": (ports.KUBELET, "tcp"),
     "canal-vxlan": (8472, "udp"),
     "canal-health": (9099, "tcp"),
 }

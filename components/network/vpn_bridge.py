@@ -23,6 +23,7 @@ from components.common.step_text import Script
 from components.network.vpn_pki import VpnPki, VpnPkiArgs
 from config.cloud import VpnSettings
 from config.model import Host
+from contract import ports
 
 INSTALL_SERVER = Script("openvpn/server.sh")
 INSTALL_CLIENT = Script("openvpn/client.sh")
@@ -51,7 +52,7 @@ class VpnBridgeArgs:
     # server-on-ec2: access.users, who get a VPN profile each; what they reach: the
     # Kubernetes API (the server's address, api_port) and vpn.userNetworks.<user>.
     users: Sequence[str] = ()
-    api_port: int = 6443
+    api_port: int = ports.KUBERNETES_API
     user_networks: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 USER_NETWORKS_WARNING = (

@@ -6,10 +6,10 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from contract.stack import Stack
 from doctor.drift import Drift
 from doctor.findings import Finding, unchecked
 from doctor.kubeapi import Snapshot
-from doctor.stack import Stack
 
 
 @dataclass

@@ -3,9 +3,9 @@ the driver."""
 
 import re
 
+from contract.names import POOL_LABEL
 from doctor.checks import Context, name_of, namespaced
 from doctor.findings import Finding, ok, problem, unchecked
-from doctor.stack import POOL_LABEL
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"

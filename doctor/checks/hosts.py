@@ -9,10 +9,10 @@ import ipaddress
 import json
 from typing import Optional
 
+from contract.stack import ExpectedNode
 from doctor.checks import Context
 from doctor.findings import Finding, ok, problem, unchecked, warning
 from doctor.hosts import UNREACHABLE
-from doctor.stack import ExpectedNode
 
 # Kubeflow's requirement (kubeflow/manifests README, "sysctl fs.inotify.max_user_instances=2280"
 # and "fs.inotify.max_user_watches=1255360"), also the program's defaults

@@ -2,9 +2,9 @@
 
 import datetime
 
+from contract.names import POOL_LABEL
 from doctor.checks import Context, name_of, parse_time
 from doctor.findings import Finding, ok, problem, warning
-from doctor.stack import POOL_LABEL
 
 # With node leases the kubelet rewrites its status only every nodeStatusReportFrequency
 # (default 5m) when nothing changed (kubernetes/enhancements

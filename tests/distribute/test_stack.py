@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import PROJECT_DIR
 from tests.distribute.conftest import CLUSTER, assert_verifies, kubectl_view
 
-# The CLI's side of what distribute/outputs.py runs, for pulumi 3.272.0: `pulumi version`
+# The CLI's side of what contract/outputs.py runs, for pulumi 3.272.0: `pulumi version`
 # prints "v3.272.0"; `--non-interactive` is a global flag, accepted before the command (the
 # Automation API puts it there, pulumi/automation/_cmd.py run) or after it; `stack output
 # --json` shows each secret output as "[secret]" unless --show-secrets (the SDK compares
@@ -142,10 +142,10 @@ def test_without_the_sdk_the_cli_is_run_directly(run, fake_pulumi, tmp_path, clu
 
 
 def test_the_doctor_reads_the_stack_the_same_way(fake_pulumi, monkeypatch, tmp_path):
-    from doctor import stack as doctor_stack
+    from contract import stack
     env, calls = fake_pulumi()
     monkeypatch.setenv("PATH", env["PATH"])
-    found = doctor_stack.read("prod", None, str(tmp_path))
+    found = stack.read("prod", None, str(tmp_path))
     assert found.source == "stack 'prod'" and found.kubeconfig.context_name == f"{CLUSTER}-admin"
     assert [node.name for node in found.nodes] == ["controller"]
     assert [call["argv"] for call in calls()] == automation_calls("prod")

@@ -10,10 +10,10 @@ import json
 import re
 from pathlib import Path
 
+from contract.stack import ExpectedNode, ExpectedPool, Stack
 from doctor import hosts as host_commands
 from doctor.checks import Context
 from doctor.kubeapi import Snapshot
-from doctor.stack import ExpectedNode, ExpectedPool, Stack
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # The instant the fixtures were recorded at.

@@ -5,7 +5,7 @@ import ast
 import json
 from pathlib import Path
 
-from doctor import stack
+from contract import stack
 from preview.engine import unwrap_secrets
 from tests.conftest import PROJECT_DIR
 

@@ -23,7 +23,13 @@ MANDATORY = analyzer_pb2.EnforcementLevel.Value("MANDATORY")
 @pytest.fixture(scope="module")
 def analyzer():
     pack = PROJECT_DIR / "policy"
-    process = subprocess.Popen([sys.executable, "-u", str(pack / "__main__.py")], cwd=pack,
+    # As the CLI starts a Python pack: `python -u -m pulumi.policy ENGINE PACK_DIR` in the
+    # pack's folder (pulumi/pulumi sdk/python/cmd/pulumi-language-python/main.go:1615 and
+    # 1639), which runs policy/__main__.py with runpy.run_path
+    # (sdk/python/lib/pulumi/policy/__main__.py:61); so the rules reach contract/ as there.
+    # No engine listens at the address: the pack asks it nothing before serving.
+    process = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1",
+                                str(pack)], cwd=pack,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = process.stdout.readline().strip()

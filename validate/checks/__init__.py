@@ -6,8 +6,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from doctor.kubeapi import ApiError
-from doctor.stack import POOL_LABEL, Stack
+from contract.kubeapi import ApiError
+from contract.names import POOL_LABEL
+from contract.stack import Stack
 from validate.kube import Kube
 from validate.report import FAIL, PASS, UNCHECKED, Verdict
 from validate.thresholds import Thresholds

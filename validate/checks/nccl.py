@@ -9,7 +9,7 @@ from typing import Optional
 
 import yaml
 
-from doctor.kubeapi import ApiError
+from contract.kubeapi import ApiError
 from validate import manifests
 from validate.checks import Context, bounded, clip, pod_failed, run_pods, timed, verdict
 from validate.parse import NcclResult, nccl_problems, parse_iperf3, parse_nccl

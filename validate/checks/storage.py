@@ -1,7 +1,7 @@
 """Shared storage: a ReadWriteMany claim of the default StorageClass written and read from
 two nodes, and fio's sequential throughput on a claim of it against a floor."""
 
-from doctor.stack import POOL_LABEL
+from contract.names import POOL_LABEL
 from validate import manifests
 from validate.checks import Context, pod_failed, run_pods, verdict
 from validate.parse import parse_fio

@@ -18,8 +18,9 @@ from components.addons.monitoring.rules import (
     XID_WINDOW_MINUTES,
 )
 from config import versions
-from config.model import POOL_LABEL, Taint
+from config.model import Taint
 from config.monitoring import MonitoringSettings
+from contract.names import POOL_LABEL
 
 COUNTERS = Path(__file__).with_name("dcgm-counters.csv")
 EXPORTER_NAMESPACE = "kube-system"

@@ -6,8 +6,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
 
-from config.model import GpuSettings, Host, POOL_LABEL, WorkerPool
+from config.model import GpuSettings, Host, WorkerPool
 from config.monitoring import AlertSettings
+from contract.names import POOL_LABEL
 
 RULES_FILE = "gpu-alerts.rules.yml"
 DCGM_JOB = "dcgm-exporter"

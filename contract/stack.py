@@ -1,19 +1,24 @@
 """What the stack says the cluster is: its outputs `nodes`, `pools`, `defaultStorageClass`
-(built in components/cluster.py and components/layouts.py), read as distribute/ reads them."""
+and `gateways` (built in components/cluster.py and the layouts), and the admin kubeconfig,
+as the doctor and the validation read them."""
 
 import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from distribute import DistributeError
-from distribute import outputs as stack_outputs
-from distribute.kubeconfigs import Handout, parse_handout
-from doctor import DoctorError
-
-# config/model.py CONTROL_PLANE_ROLES / WORKER_ROLES and POOL_LABEL, not imported: the
-# doctor runs without the program's dependencies.
-WORKER_ROLES = ("worker", "controller+worker")
-POOL_LABEL = "gpu-cluster/pool"
+from contract import ContractError
+from contract import outputs as stack_outputs
+from contract.kubeconfig import Handout, parse_handout
+from contract.names import (
+    ADMIN_KUBECONFIG_OUTPUT,
+    DEFAULT_STORAGE_CLASS_OUTPUT,
+    GATEWAYS_OUTPUT,
+    NODES_OUTPUT,
+    ON_PREM_GATEWAY,
+    POOLS_OUTPUT,
+    REDACTED,
+    WORKER_ROLES,
+)
 
 
 @dataclass(frozen=True)
@@ -44,9 +49,8 @@ class Stack:
     nodes: list[ExpectedNode] = field(default_factory=list)
     pools: list[ExpectedPool] = field(default_factory=list)
     default_storage_class: Optional[str] = None
-    # Hybrid stacks export their VPN's on-premises end (`gateways.onPrem`,
-    # components/aws_layouts.py): nodes on the other side are reached through the tunnel, never
-    # the default route.
+    # Hybrid stacks export their VPN's on-premises end (`gateways.onPrem`): nodes on the
+    # other side are reached through the tunnel, never the default route.
     vpn: bool = False
 
     def node(self, name: str) -> Optional[ExpectedNode]:
@@ -65,17 +69,16 @@ def planned_source(stack: Optional[str], outputs_file: Optional[str]) -> str:
 
 
 def read(stack: Optional[str], outputs_file: Optional[str], cwd: Optional[str]) -> Stack:
-    try:
-        if outputs_file is not None:
-            values = stack_outputs.from_file(outputs_file)
-        else:
-            values = stack_outputs.from_stack(stack, cwd)
-        kubeconfig = parse_handout(values.admin_kubeconfig(),
-                                   f"output 'kubeconfig' of {values.source}")
-        nodes = _list(values, "nodes", required=True)
-        pools = _list(values, "pools", required=False)
-    except DistributeError as error:
-        raise DoctorError(str(error)) from None
+    """The outputs of `stack` (through the Pulumi CLI) or of an export; ContractError when
+    they cannot be read or do not have the program's shape."""
+    if outputs_file is not None:
+        values = stack_outputs.from_file(outputs_file)
+    else:
+        values = stack_outputs.from_stack(stack, cwd)
+    kubeconfig = parse_handout(values.admin_kubeconfig(),
+                               f"output '{ADMIN_KUBECONFIG_OUTPUT}' of {values.source}")
+    nodes = _list(values, NODES_OUTPUT, required=True)
+    pools = _list(values, POOLS_OUTPUT, required=False)
     source = values.source
     try:
         return Stack(
@@ -84,11 +87,13 @@ def read(stack: Optional[str], outputs_file: Optional[str], cwd: Optional[str]) 
                                 int(n.get("gpus") or 0), n.get("gpuModel")) for n in nodes],
             pools=[ExpectedPool(str(p["name"]), int(p.get("count") or 0),
                                 int(p.get("gpus") or 0)) for p in pools],
-            default_storage_class=_optional_string(values.values.get("defaultStorageClass")),
-            vpn="onPrem" in (values.values.get("gateways") or {}))
+            default_storage_class=_optional_string(
+                values.values.get(DEFAULT_STORAGE_CLASS_OUTPUT)),
+            vpn=ON_PREM_GATEWAY in (values.values.get(GATEWAYS_OUTPUT) or {}))
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise DoctorError(f"outputs 'nodes'/'pools' of {source} are not lists of objects with "
-                          "name, address, role and gpus (as the program exports them)") from None
+        raise ContractError(f"outputs '{NODES_OUTPUT}'/'{POOLS_OUTPUT}' of {source} are not "
+                            "lists of objects with name, address, role and gpus (as the program "
+                            "exports them)") from None
 
 
 def _list(values: stack_outputs.StackOutputs, name: str, required: bool) -> list[dict]:
@@ -99,9 +104,9 @@ def _list(values: stack_outputs.StackOutputs, name: str, required: bool) -> list
         except ValueError:
             value = None
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise DoctorError(f"output '{name}' of {values.source} is not a list of objects")
+        raise ContractError(f"output '{name}' of {values.source} is not a list of objects")
     return value
 
 
 def _optional_string(value: Any) -> Optional[str]:
-    return value if isinstance(value, str) and value and value != stack_outputs.REDACTED else None
+    return value if isinstance(value, str) and value and value != REDACTED else None

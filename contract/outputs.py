@@ -10,20 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from distribute import DistributeError, InputError
+from contract import ContractError, InputError
+from contract.names import (
+    ADMIN_KUBECONFIG_OUTPUT,
+    ADMIN_VPN_PROFILE_OUTPUT,
+    REDACTED,
+    USER_KUBECONFIG_PARAMETERS_OUTPUT,
+    USER_KUBECONFIGS_OUTPUT,
+    USER_VPN_PROFILES_OUTPUT,
+)
 
-ADMIN_OUTPUT = "kubeconfig"
-USERS_OUTPUT = "userKubeconfigs"
-PARAMETERS_OUTPUT = "userKubeconfigParameters"
-# Hybrid stacks whose OpenVPN server runs on EC2 (vpn.mode server-on-ec2) export these
-# (__main__.py); other layouts have no VPN the program issues profiles for.
-VPN_OUTPUT = "userVpnProfiles"
-ADMIN_VPN_OUTPUT = "vpnAdminProfile"
 NO_VPN = ("only hybrid stacks with vpn.mode server-on-ec2 export VPN profiles; other "
           "layouts reach the API without one")
-# How `pulumi stack output` shows a secret without --show-secrets (and the offline preview's
-# outputs.json always).
-REDACTED = "[secret]"
 CLI_TIMEOUT_SECONDS = 300
 
 
@@ -46,7 +44,7 @@ class StackOutputs:
 
     def users(self) -> dict[str, str]:
         """User name -> kubeconfig YAML, from `userKubeconfigs`."""
-        return self._per_user(USERS_OUTPUT, "kubeconfig")
+        return self._per_user(USER_KUBECONFIGS_OUTPUT, "kubeconfig")
 
     def _per_user(self, name: str, what: str) -> dict[str, str]:
         value = self.require(name)
@@ -71,45 +69,50 @@ class StackOutputs:
         users = self.users()
         if user not in users:
             known = ", ".join(sorted(users)) or "none"
-            raise InputError(f"no user '{user}' in output '{USERS_OUTPUT}' of {self.source}; "
-                             f"known users: {known}")
+            raise InputError(f"no user '{user}' in output '{USER_KUBECONFIGS_OUTPUT}' of "
+                             f"{self.source}; known users: {known}")
         return users[user]
 
     def admin_kubeconfig(self) -> str:
-        value = self.require(ADMIN_OUTPUT)
+        value = self.require(ADMIN_KUBECONFIG_OUTPUT)
         if not isinstance(value, str):
-            raise InputError(f"output '{ADMIN_OUTPUT}' of {self.source} is not a string")
+            raise InputError(f"output '{ADMIN_KUBECONFIG_OUTPUT}' of {self.source} is not a "
+                             "string")
         return value
 
     def user_vpn_profile(self, user: str) -> str:
         """The user's OpenVPN profile (.ovpn text), from `userVpnProfiles`."""
-        if VPN_OUTPUT not in self.values:
-            raise InputError(f"{self.source} has no output '{VPN_OUTPUT}': {NO_VPN}")
-        profiles = self._per_user(VPN_OUTPUT, "OpenVPN profile")
+        if USER_VPN_PROFILES_OUTPUT not in self.values:
+            raise InputError(f"{self.source} has no output '{USER_VPN_PROFILES_OUTPUT}': "
+                             f"{NO_VPN}")
+        profiles = self._per_user(USER_VPN_PROFILES_OUTPUT, "OpenVPN profile")
         if user not in profiles:
             known = ", ".join(sorted(profiles)) or "none"
-            raise InputError(f"no user '{user}' in output '{VPN_OUTPUT}' of {self.source}; "
-                             f"users with a VPN profile: {known}")
+            raise InputError(f"no user '{user}' in output '{USER_VPN_PROFILES_OUTPUT}' of "
+                             f"{self.source}; users with a VPN profile: {known}")
         return profiles[user]
 
     def admin_vpn_profile(self) -> str:
-        if ADMIN_VPN_OUTPUT not in self.values:
-            raise InputError(f"{self.source} has no output '{ADMIN_VPN_OUTPUT}': {NO_VPN}")
-        value = self.require(ADMIN_VPN_OUTPUT)
+        if ADMIN_VPN_PROFILE_OUTPUT not in self.values:
+            raise InputError(f"{self.source} has no output '{ADMIN_VPN_PROFILE_OUTPUT}': "
+                             f"{NO_VPN}")
+        value = self.require(ADMIN_VPN_PROFILE_OUTPUT)
         if not isinstance(value, str):
-            raise InputError(f"output '{ADMIN_VPN_OUTPUT}' of {self.source} is not a string")
+            raise InputError(f"output '{ADMIN_VPN_PROFILE_OUTPUT}' of {self.source} is not a "
+                             "string")
         return value
 
     def parameters(self) -> dict[str, str]:
         """User name -> SSM parameter name (AWS layouts); empty when the output is absent."""
-        value = self.values.get(PARAMETERS_OUTPUT) or {}
+        value = self.values.get(USER_KUBECONFIG_PARAMETERS_OUTPUT) or {}
         if isinstance(value, str):
             try:
                 value = json.loads(value)
             except ValueError:
                 value = None
         if not isinstance(value, dict):
-            raise InputError(f"output '{PARAMETERS_OUTPUT}' of {self.source} is not an object")
+            raise InputError(f"output '{USER_KUBECONFIG_PARAMETERS_OUTPUT}' of {self.source} "
+                             "is not an object")
         return {str(k): str(v) for k, v in value.items()}
 
 
@@ -162,20 +165,20 @@ def _from_automation(automation: Any, stack: str, cwd: str, source: str) -> Stac
     except automation.errors.CommandError as error:
         # str(CommandResult): " code: N\n stdout: ...\n stderr: ..." (_cmd.py CommandResult).
         stderr = str(error).split("\n stderr: ", 1)[-1]
-        raise DistributeError(f"`pulumi stack output` failed for {source}: "
+        raise ContractError(f"`pulumi stack output` failed for {source}: "
                               f"{_cli_error(stderr, 'no error message')}") from None
     except automation.errors.InvalidVersionError as error:
-        raise DistributeError(f"the Pulumi CLI cannot serve the Automation API: {error}"
+        raise ContractError(f"the Pulumi CLI cannot serve the Automation API: {error}"
                               ) from None
     except (ValueError, KeyError, TypeError):
         # The SDK's json.loads of what the CLI printed; the text holds secrets.
-        raise DistributeError(f"`pulumi stack output` for {source} did not print a JSON "
+        raise ContractError(f"`pulumi stack output` for {source} did not print a JSON "
                               "object of outputs") from None
     except subprocess.CalledProcessError as error:
-        raise DistributeError(f"`pulumi version` failed (exit code {error.returncode})"
+        raise ContractError(f"`pulumi version` failed (exit code {error.returncode})"
                               ) from None
     except OSError as error:
-        raise DistributeError(f"cannot run pulumi: {_reason(error)}") from None
+        raise ContractError(f"cannot run pulumi: {_reason(error)}") from None
     return StackOutputs({name: output.value for name, output in found.items()}, source)
 
 
@@ -187,12 +190,12 @@ def _from_cli(pulumi: str, stack: str, cwd: Optional[str], source: str) -> Stack
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, timeout=CLI_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
-        raise DistributeError(f"`pulumi stack output` for {source} did not finish in "
+        raise ContractError(f"`pulumi stack output` for {source} did not finish in "
                               f"{CLI_TIMEOUT_SECONDS} s") from None
     except OSError as error:
-        raise DistributeError(f"cannot run {pulumi}: {_reason(error)}") from None
+        raise ContractError(f"cannot run {pulumi}: {_reason(error)}") from None
     if done.returncode != 0:
-        raise DistributeError(f"`pulumi stack output` failed for {source}: "
+        raise ContractError(f"`pulumi stack output` failed for {source}: "
                               f"{_cli_error(done.stderr, f'exit code {done.returncode}')}")
     return _parse(done.stdout, source)
 
