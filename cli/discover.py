@@ -12,6 +12,8 @@ from ipaddress import IPv4Interface
 from pathlib import Path
 from typing import Optional
 
+from contract.ports import SSH
+
 DISCOVER_SCRIPT = Path(__file__).resolve().parent / "discover-host.sh"
 LIBRARY = Path(__file__).resolve().parent.parent / "components" / "scripts" / "lib.sh"
 # What preflight.sh's check_os accepts.
@@ -23,7 +25,7 @@ RUN_TIMEOUT_SECONDS = 120
 @dataclass(frozen=True)
 class SshOptions:
     user: str
-    port: int = 22
+    port: int = SSH
     private_key: Optional[Path] = None
     bastion: Optional[str] = None  # host or host:port, reached as the same user
 
@@ -119,7 +121,7 @@ def discover(spec: str, options: SshOptions) -> HostFacts:
         known_hosts, bastion_known = Path(scratch, "known_hosts"), Path(scratch, "bastion")
         command = ["ssh", *_ssh_options(options, known_hosts, port)]
         if options.bastion:
-            jump, jump_port = _split_port(options.bastion, 22)
+            jump, jump_port = _split_port(options.bastion, SSH)
             hop = ["ssh", *_ssh_options(options, bastion_known, jump_port), "-W", "%h:%p",
                    f"{options.user}@{jump}"]
             command += ["-o", "ProxyCommand=" + shlex.join(hop)]

@@ -11,6 +11,7 @@ from ipaddress import IPv4Network, ip_address
 from typing import Optional
 
 from cli.discover import HostFacts, SUPPORTED_OS
+from contract.ports import SSH
 
 # GPU Feature Discovery's nvidia.com/gpu.product value, as the config's hosts[].gpuModel
 # takes it: the name nvidia-smi reports without characters outside [A-Za-z0-9-_. ] and its
@@ -31,7 +32,7 @@ class Written:
 class InitChoices:
     stack: str
     user: str
-    port: int = 22
+    port: int = SSH
     bastion: Optional[str] = None
     controller: Optional[str] = None  # an SSH address or a hostname
     lan: Optional[IPv4Network] = None
@@ -129,7 +130,7 @@ def write_stack(results: dict, choices: InitChoices) -> Written:
     if lan is not None:
         lines += ["  gpu-cluster:network:", f"    lanCidr: {_q(str(lan))}"]
     lines += ["  gpu-cluster:ssh:", f"    user: {_q(choices.user)}"]
-    if choices.port != 22:
+    if choices.port != SSH:
         lines.append(f"    port: {choices.port}")
     if choices.bastion:
         bastion_key = next((h.bastion_key for h in hosts if h.bastion_key), "")
