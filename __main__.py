@@ -10,33 +10,5 @@ gc_settings.apply()
 settings = load_from_pulumi()
 cluster = Cluster(settings.cluster_name, ClusterArgs(settings))
 
-pulumi.export("apiEndpoint", cluster.api_endpoint)
-pulumi.export("kubeconfig", cluster.kubeconfig)
-pulumi.export("nodes", cluster.nodes)
-pulumi.export("defaultStorageClass", cluster.storage.default_class)
-if settings.access.users:
-    pulumi.export("userKubeconfigs", cluster.access.user_kubeconfigs)
-if cluster.access.user_vpn_profiles is not None:
-    pulumi.export("userVpnProfiles", cluster.access.user_vpn_profiles)
-if cluster.access.user_kubeconfig_parameters:
-    pulumi.export("userKubeconfigParameters", cluster.access.user_kubeconfig_parameters)
-if cluster.kubeflow_url is not None:
-    pulumi.export("kubeflowUrl", cluster.kubeflow_url)
-if cluster.kubeflow_tls_certificate is not None:
-    pulumi.export("kubeflowTlsCertificate", cluster.kubeflow_tls_certificate)
-if cluster.images:
-    pulumi.export("images", cluster.images)
-if cluster.control_plane_ssh_host_key is not None:
-    pulumi.export("controlPlaneSshHostKey", cluster.control_plane_ssh_host_key)
-if cluster.pools:
-    pulumi.export("pools", cluster.pools)
-if cluster.gateways:
-    pulumi.export("gateways", cluster.gateways)
-if cluster.vpn_admin_profile is not None:
-    pulumi.export("vpnAdminProfile", cluster.vpn_admin_profile)
-if cluster.backup_location is not None:
-    pulumi.export("backupLocation", cluster.backup_location)
-if cluster.grafana_url is not None:
-    pulumi.export("grafanaUrl", cluster.grafana_url)
-if cluster.grafana_admin_password is not None:
-    pulumi.export("grafanaAdminPassword", cluster.grafana_admin_password)
+for name, value in cluster.outputs.items():
+    pulumi.export(name, value)

@@ -1,5 +1,5 @@
 """What the stack says the cluster is: its outputs `nodes`, `pools`, `defaultStorageClass`
-(built in components/cluster.py and components/layouts.py), read as distribute/ reads them."""
+(built in components/cluster.py and components/layouts/), read as distribute/ reads them."""
 
 import json
 from dataclasses import dataclass, field
@@ -45,7 +45,7 @@ class Stack:
     pools: list[ExpectedPool] = field(default_factory=list)
     default_storage_class: Optional[str] = None
     # Hybrid stacks export their VPN's on-premises end (`gateways.onPrem`,
-    # components/aws_layouts.py): nodes on the other side are reached through the tunnel, never
+    # components/layouts/hybrid.py): nodes on the other side are reached through the tunnel, never
     # the default route.
     vpn: bool = False
 

@@ -51,7 +51,7 @@ NFS_EXPORT_OPTIONS = (f"rw,sync,no_subtree_check,root_squash,anonuid={NFS_ANONYM
 @dataclass(frozen=True)
 class NfsExport:
     """The export a host of the cluster serves (storage.nfs.host): its folder and the
-    addresses of the machines that mount it (components/layouts.py nfs_client_addresses)."""
+    addresses of the machines that mount it (components/layouts/over_ssh.py nfs_client_addresses)."""
 
     path: str
     client_addresses: tuple[str, ...]

@@ -12,7 +12,7 @@ COMPONENTS = Path(__file__).resolve().parents[2] / "components"
 LAYERS = ["common", "distributions", "hosts", "kubernetes", "network", "aws", "addons",
           "access"]
 # The composition on top may import from every package.
-COMPOSITION = {"cluster", "layouts", "aws_layouts"}
+COMPOSITION = {"cluster", "layouts"}
 DISTRIBUTION_NAMES = ("k0s", "rke2")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from components.distributions import distribution_for, distribution_settings
-from components.layouts import host_firewall_ruleset
+from components.layouts.over_ssh import host_firewall_ruleset
 from config.loader import load
 from config.model import StackConfig
 from preview.stack_file import read_stack
