@@ -19,7 +19,7 @@ from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import (RUNTIME_CLASS, GpuSupport, GpuSupportArgs,
-                                           gpu_node_taints, untolerated_taint_warnings)
+                                           gpu_node_taints)
 from components.addons.kubeflow.image_mirror import with_cluster_mirror
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import layout_class
@@ -226,8 +226,6 @@ class Cluster(pulumi.ComponentResource):
     def _create_addons(self, machines: LayoutResult, nodes_ready: pulumi.Resource) -> None:
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs, Kubeflow."""
         settings, opts = self._settings, pulumi.ResourceOptions(parent=self)
-        for warning in untolerated_taint_warnings(settings.hosts, settings.pools):
-            pulumi.log.warn(warning, resource=self)
         GpuSupport(f"{self._name}-gpu", GpuSupportArgs(
             settings.gpu, gpu_node_taints([*settings.hosts, *settings.pools]),
             settings.tuning.cpu_manager_policy, self.provider,
