@@ -9,7 +9,8 @@ import os
 import sys
 
 from doctor import DoctorError, drift, hosts, kubeapi, report, stack
-from doctor.checks import Context, run
+from doctor.checks import Context
+from doctor.checks.every import run
 from doctor.checks.gpus import wanted_logs
 from doctor.findings import EXIT_UNCHECKED, exit_code, unchecked
 
