@@ -9,7 +9,7 @@ from components.common.step_text import whole_text
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from tests.components.conftest import settings_for
-from tests.conftest import TEST_HOST_KEY, bare_metal_config
+from tests.builders import TEST_HOST_KEY, bare_metal_config
 
 
 def bootstrap(settings, host_name: str) -> HostBootstrap:

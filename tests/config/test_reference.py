@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from config.access import Team, User
 from config.model import Host, StackConfig, WorkerPool
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 
 REQUIRED = object()  # a key without a default

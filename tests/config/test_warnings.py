@@ -8,7 +8,7 @@ import pytest
 
 from config.warnings import preview_warnings
 from tests.config.loading import loads
-from tests.conftest import bare_metal_config, cloud_config
+from tests.builders import bare_metal_config, cloud_config
 from tests.kubeflow.test_component import with_own_logins
 
 

@@ -12,7 +12,7 @@ from components.layouts import layout_class
 from components.layouts.cloud import Cloud
 from components.layouts.contract import LayoutResult, SelfJoining
 from config.problems import ConfigError
-from tests.conftest import bare_metal_config, cloud_config, preview, require_tool, run_checked
+from tests.builders import bare_metal_config, cloud_config, preview, require_tool, run_checked
 
 
 def capture(monkeypatch, cls, method: str) -> list:

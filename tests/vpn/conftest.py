@@ -17,7 +17,7 @@ from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.model import Host, StackConfig
 from preview.engine import run_program
 from preview.plan import Plan
-from tests.conftest import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config
+from tests.builders import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config
 from components.common.step_text import whole_text
 
 SERVER = Host(name="control-plane", address="10.20.1.10", role="controller")
