@@ -8,7 +8,7 @@ from config import load_from_pulumi
 
 gc_settings.apply()
 settings = load_from_pulumi()
-cluster = Cluster(settings.cluster_name, ClusterArgs(settings))
+cluster = Cluster(settings.cluster_name, ClusterArgs(settings=settings))
 
 for name, value in cluster.outputs.items():
     pulumi.export(name, value)

@@ -57,7 +57,7 @@ REGISTERED = ("apiEndpoint", "kubeconfig", "nodes", "defaultStorageClass", "kube
               "backupLocation", "grafanaUrl")
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ClusterArgs:
     settings: StackConfig
 
@@ -88,7 +88,8 @@ class Cluster(pulumi.ComponentResource):
         for warning in preview_warnings(settings):
             pulumi.log.warn(warning, resource=self)
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
-            settings.cluster_name, settings.kubernetes.admin_certificate_generation),
+            cluster_name=settings.cluster_name,
+            admin_generation=settings.kubernetes.admin_certificate_generation),
                               opts=pulumi.ResourceOptions(parent=self))
         join_generation = settings.kubernetes.join_token_generation
         self.secrets = {
@@ -146,10 +147,11 @@ class Cluster(pulumi.ComponentResource):
         if not monitoring.enabled:
             return
         installed = Monitoring(f"{self._name}-monitoring", MonitoringArgs(
-            monitoring, settings.gpu, gpu_node_groups(settings.hosts, settings.pools),
-            gpu_node_taints([*settings.hosts, *settings.pools]),
-            monitoring.storage_class or settings.storage.default_class,
-            self.provider, self.storage.resources,
+            monitoring=monitoring, gpu=settings.gpu,
+            gpu_nodes=gpu_node_groups(settings.hosts, settings.pools),
+            gpu_node_taints=gpu_node_taints([*settings.hosts, *settings.pools]),
+            storage_class=monitoring.storage_class or settings.storage.default_class,
+            provider=self.provider, depends_on=self.storage.resources,
             workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],
             admin_cidrs=settings.aws.admin_cidrs if settings.aws else ()),
             opts=pulumi.ResourceOptions(parent=self))
@@ -173,10 +175,12 @@ class Cluster(pulumi.ComponentResource):
         booted = controller.booted
         control_plane = ControlPlane(
             f"{self._name}-control-plane",
-            ControlPlaneArgs(controller.host, settings.cluster_name, settings.kubernetes,
-                             self._distribution, self.pki, controller.prepared,
-                             controller.public_address, booted and booted.instance,
-                             self.secrets, booted and booted.ssh),
+            ControlPlaneArgs(host=controller.host, cluster_name=settings.cluster_name,
+                             kubernetes=settings.kubernetes, distribution=self._distribution,
+                             pki=self.pki, prepared=controller.prepared,
+                             public_address=controller.public_address,
+                             booted=booted and booted.instance, secrets=self.secrets,
+                             booted_ssh=booted and booted.ssh),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.control_plane = control_plane
@@ -196,15 +200,17 @@ class Cluster(pulumi.ComponentResource):
         self.node_api = self._kubernetes_provider(f"{self._name}-kubernetes-nodes",
                                                   [control_plane.installed])
         self.worker_nodes = []
-        bound = max_unavailable(settings)
+        bound, kubernetes = max_unavailable(settings), settings.kubernetes
         for worker in machines.workers:
             self.worker_nodes.append(WorkerNode(
                 f"{worker.host.name}-node",
-                WorkerNodeArgs(worker.host, settings.kubernetes.node_ready_timeout_seconds,
-                               self._distribution, worker.prepared, control_plane,
-                               self.node_api, list(worker.join_after),
-                               settings.kubernetes.drain_timeout_seconds, bound,
-                               drain_force=settings.kubernetes.drain_force),
+                WorkerNodeArgs(host=worker.host, distribution=self._distribution,
+                               prepared=worker.prepared, control_plane=control_plane,
+                               provider=self.node_api, join_after=list(worker.join_after),
+                               node_ready_timeout_seconds=kubernetes.node_ready_timeout_seconds,
+                               drain_timeout_seconds=kubernetes.drain_timeout_seconds,
+                               max_unavailable=bound,
+                               drain_force=kubernetes.drain_force),
                 opts=pulumi.ResourceOptions(parent=self),
             ))
         return control_plane
@@ -227,8 +233,9 @@ class Cluster(pulumi.ComponentResource):
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs, Kubeflow."""
         settings, opts = self._settings, pulumi.ResourceOptions(parent=self)
         GpuSupport(f"{self._name}-gpu", GpuSupportArgs(
-            settings.gpu, gpu_node_taints([*settings.hosts, *settings.pools]),
-            settings.tuning.cpu_manager_policy, self.provider,
+            gpu=settings.gpu,
+            gpu_node_taints=gpu_node_taints([*settings.hosts, *settings.pools]),
+            cpu_manager_policy=settings.tuning.cpu_manager_policy, provider=self.provider,
             distribution_runtime_class=self._distribution_runtime_class(nodes_ready)),
             opts=opts)
         storage, services = settings.storage, machines.services
@@ -236,7 +243,8 @@ class Cluster(pulumi.ComponentResource):
         self.storage = SharedStorage(
             f"{self._name}-storage",
             SharedStorageArgs(
-                storage, self.provider, list(services.storage_servers),
+                storage=storage, provider=self.provider,
+                depends_on=list(services.storage_servers),
                 nfs_server=(nfs_server_address(storage.nfs, settings.hosts)
                             if storage.nfs is not None else None),
                 efs_address=efs.address if efs is not None else None,
@@ -246,7 +254,7 @@ class Cluster(pulumi.ComponentResource):
             opts=opts)
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
-                        MpiOperatorArgs(self.provider), opts=opts)
+                        MpiOperatorArgs(provider=self.provider), opts=opts)
         self._create_monitoring()
         self.kubeflow_url: Optional[str] = None
         self.kubeflow_tls_certificate: Optional[pulumi.Output[str]] = None
@@ -254,9 +262,9 @@ class Cluster(pulumi.ComponentResource):
         if settings.kubeflow is not None:
             # Its volumes are claimed on the default StorageClass: storage first.
             kubeflow = Kubeflow(f"{self._name}-kubeflow", KubeflowArgs(
-                with_cluster_mirror(settings.kubeflow, settings.image_mirror),
-                settings.kubeflow_password, settings.cluster_name,
-                self.provider, self.storage.resources,
+                kubeflow=with_cluster_mirror(settings.kubeflow, settings.image_mirror),
+                password=settings.kubeflow_password, cluster_name=settings.cluster_name,
+                provider=self.provider, depends_on=self.storage.resources,
                 tls_key=settings.kubeflow_tls_key,
                 workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],
                 admin_cidrs=settings.aws.admin_cidrs if settings.aws else (),
@@ -276,7 +284,8 @@ class Cluster(pulumi.ComponentResource):
         users_endpoint = (self.control_plane.node_endpoint
                           if services.users_on_private_network else self.api_endpoint)
         self.access = Access(f"{self._name}-access", AccessArgs(
-            settings.access, settings.cluster_name, self.provider, self.pki, users_endpoint,
+            access=settings.access, cluster_name=settings.cluster_name, provider=self.provider,
+            pki=self.pki, api_endpoint=users_endpoint,
             job_kinds=job_kinds(settings.mpi.operator, settings.kubeflow),
             aws_opts=services.aws_opts, vpn_profile=services.user_vpn_profile,
             kubeflow_profiles=profiles, kueue=self._create_kueue(),
@@ -323,5 +332,5 @@ class Cluster(pulumi.ComponentResource):
         access = self._settings.access
         if not (access.queues and access.teams):
             return None
-        return Kueue(f"{self._name}-kueue", KueueArgs(self.provider),
+        return Kueue(f"{self._name}-kueue", KueueArgs(provider=self.provider),
                      opts=pulumi.ResourceOptions(parent=self)).installed

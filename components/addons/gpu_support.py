@@ -30,7 +30,7 @@ DEVICE_LIST_STRATEGY = "volume-mounts"
 DEVICE_LIST_MOUNT_ROOT = "/var/run/nvidia-container-devices"
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class GpuSupportArgs:
     gpu: GpuSettings
     # The taints of the nodes with GPUs (gpu_node_taints), which the plugin tolerates.

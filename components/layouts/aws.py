@@ -111,14 +111,16 @@ class OnAws(Layout):
                                 opts=pulumi.ResourceOptions(parent=context.parent))
         opts = pulumi.ResourceOptions(parent=context.parent, providers=[provider])
         network = AwsNetwork(f"{context.name}-network",
-                             AwsNetworkArgs(settings.aws, settings.cluster_name,
+                             AwsNetworkArgs(settings=settings.aws,
+                                            cluster_name=settings.cluster_name,
                                             node_security_group=self.boots_itself,
                                             node_ports=context.distribution.node_ports),
                              opts=opts)
         backup = settings.backup
         bucket = (BackupBucket(f"{context.name}-backups", BackupBucketArgs(
-            settings.cluster_name, backup.retention, settings.aws.region, backup.lock_days,
-            tuple(backup.restore_principals)), opts=opts)
+            cluster_name=settings.cluster_name, retention=backup.retention,
+            region=settings.aws.region, lock_days=backup.lock_days,
+            restore_principals=tuple(backup.restore_principals)), opts=opts)
             if backup_store(settings.layout, settings.backup, None, None) else None)
         password = mirror_password(settings)
         boot = (ControllerBoot(context.distribution, context.pki,
@@ -186,8 +188,9 @@ class OnAws(Layout):
         # cloud layout it runs no kubelet and the pools are the nodes.
         controller = [] if efs_mounts_with_iam(settings.layout) else [aws_side.instance.private_ip]
         return EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
-            settings.cluster_name, settings.storage.efs, settings.aws.vpc, aws_side.network,
-            controller + [h.address for h in settings.hosts] + gateway,
+            cluster_name=settings.cluster_name, efs=settings.storage.efs, vpc=settings.aws.vpc,
+            network=aws_side.network,
+            node_addresses=controller + [h.address for h in settings.hosts] + gateway,
             by_address=settings.layout == "hybrid",
             node_security_group=aws_side.network.node_security_group),
             opts=aws_side.opts)

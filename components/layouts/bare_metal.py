@@ -30,7 +30,7 @@ class BareMetal(Layout):
                       for h in settings.hosts}
         backup = bare_metal_backup_target(settings)
         return LayoutResult(
-            controller=Controller(host=controller, prepared=first.machine),
+            controller=Controller(host=controller, prepared=first.prepared),
             workers=prepared_workers(settings, controller, bootstraps),
             services=Services(storage_servers=storage_servers(bootstraps), backup=backup),
             outputs=frozen_mapping({

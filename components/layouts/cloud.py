@@ -92,17 +92,20 @@ class Cloud(OnAws):
         context, settings, aws_side = self.context, self.context.settings, self._aws
         pools = [
             GpuWorkerPool(f"{context.name}-{boot.pool.name}", GpuWorkerPoolArgs(
-                boot, aws_side.network, context.distribution,
-                aws_side.network.node_security_group, aws_side.boot_store,
-                aws_side.default_tags, after=[control_plane.installed]),
+                boot=boot, network=aws_side.network, distribution=context.distribution,
+                node_security_group=aws_side.network.node_security_group,
+                boot_store=aws_side.boot_store,
+                default_tags=aws_side.default_tags, after=[control_plane.installed]),
                 opts=aws_side.opts)
             for boot in pool_boots(settings, context.distribution)
         ]
         if pools:
             cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(
-                settings.cluster_name, settings.aws.region, context.pki,
-                control_plane.node_endpoint, provider, context.distribution,
-                control_plane.host.name, control_plane.ssh, aws_side.instance.role_name,
+                cluster_name=settings.cluster_name, region=settings.aws.region, pki=context.pki,
+                api_endpoint=control_plane.node_endpoint, provider=provider,
+                distribution=context.distribution,
+                controller=control_plane.host.name, ssh=control_plane.ssh,
+                controller_role=aws_side.instance.role_name,
                 after=[control_plane.installed]), opts=aws_side.opts)
             started = cleanup.start([p.token_parameter for p in pools])
             for pool in pools:

@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from components.common.remote_step import Ssh
 from components.distributions.base import Distribution
-from components.hosts.bootstrap import PreparedMachine
+from components.hosts.bootstrap import PreparedHost
 from components.kubernetes.backups import BackupTarget
 from components.kubernetes.control_plane import ControlPlane
 from components.kubernetes.pki import ClusterPki
@@ -55,7 +55,7 @@ class Controller:
     """The controller: installed over SSH on a prepared machine, or at boot."""
 
     host: Host
-    prepared: Optional[PreparedMachine] = None
+    prepared: Optional[PreparedHost] = None
     booted: Optional[BootedController] = None
     # The address users and `pulumi up` reach the API at, when not the controller's own.
     public_address: Optional[pulumi.Input[str]] = None
@@ -67,7 +67,7 @@ class PreparedWorker:
     workloads), and what its join waits for beyond its preparation (the VPN tunnel)."""
 
     host: Host
-    prepared: PreparedMachine
+    prepared: PreparedHost
     join_after: tuple = ()
 
 

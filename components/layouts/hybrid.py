@@ -36,7 +36,7 @@ class Hybrid(OnAws):
             server_ssh=bootstraps[controller.name].ssh,
             server_public_address=instance.public_ip,
             server_ready=bootstraps[controller.name].ready,
-            onprem={h.name: bootstraps[h.name].machine for h in settings.hosts},
+            onprem={h.name: bootstraps[h.name].prepared for h in settings.hosts},
             client_profile=settings.vpn_client_profile,
             users=[user.name for user in settings.access.users],
             api_port=settings.kubernetes.api_port,
@@ -49,7 +49,7 @@ class Hybrid(OnAws):
         on_prem = next((h.address for h in settings.hosts if h.name == settings.vpn.onprem_gateway),
                        settings.vpn.existing_server_address)
         return LayoutResult(
-            controller=Controller(host=controller, prepared=bootstraps[controller.name].machine,
+            controller=Controller(host=controller, prepared=bootstraps[controller.name].prepared,
                                   public_address=self._public_address(aws_side)),
             workers=prepared_workers(
                 settings, controller, bootstraps,

@@ -42,10 +42,11 @@ def bootstrap(context: ClusterContext, host: Host, control_plane_address: pulumi
     return HostBootstrap(
         host.name,
         HostBootstrapArgs(
-            host,
-            SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
-            settings.tuning, settings.nvidia, context.distribution, control_plane_address,
-            endpoint,
+            host=host,
+            ssh=SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
+            tuning=settings.tuning, nvidia=settings.nvidia, distribution=context.distribution,
+            control_plane_address=control_plane_address,
+            endpoint=endpoint,
             nfs_export=(NfsExport(nfs.path, nfs_client_addresses(settings))
                         if nfs is not None and nfs.host == host.name else None),
             drain_first=drain, firewall_ruleset=host_firewall_ruleset(
@@ -59,7 +60,7 @@ def prepared_workers(settings: StackConfig, controller: Host,
                      join_after: Mapping[str, Sequence] = MappingProxyType({})
                      ) -> tuple[PreparedWorker, ...]:
     """The hosts that run workloads, the controller first, as the cluster joins them."""
-    return tuple(PreparedWorker(host=host, prepared=bootstraps[host.name].machine,
+    return tuple(PreparedWorker(host=host, prepared=bootstraps[host.name].prepared,
                                 join_after=tuple(join_after.get(host.name, ())))
                  for host in [controller, *settings.workers] if host.runs_workloads)
 
