@@ -50,7 +50,7 @@ GOAL_MEMORY_RATIO = 1.5
 
 def _bare_metal_stack(workers: int):
     import config.loader
-    from tests.conftest import as_cli_config, bare_metal_config
+    from tests.builders import as_cli_config, bare_metal_config
 
     # Imported before the clock starts (the floor imports no provider SDK either).
     importlib.import_module("components.cluster")
@@ -108,7 +108,7 @@ def measure_pools(pools: int, full: bool) -> dict:
     """A cloud stack with `pools` GPU pools."""
     import config.loader
     from preview.engine import run_program
-    from tests.conftest import as_cli_config, cloud_config
+    from tests.builders import as_cli_config, cloud_config
 
     importlib.import_module("components.cluster")
 

@@ -1,5 +1,5 @@
 """The whole cluster for one stack, the same on every layout: the layout makes the
-machines (components/layouts.py); then the control plane, the nodes and the add-ons."""
+machines (components/layouts/); then the control plane, the nodes and the add-ons."""
 
 from dataclasses import dataclass
 from typing import Optional
@@ -19,10 +19,12 @@ from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
 from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
 from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import (RUNTIME_CLASS, GpuSupport, GpuSupportArgs,
-                                           gpu_node_taints, untolerated_taint_warnings)
+                                           gpu_node_taints)
 from components.addons.kubeflow.image_mirror import with_cluster_mirror
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
-from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
+from components.layouts import layout_class
+from components.layouts.contract import ClusterContext, LayoutResult
+from components.layouts.over_ssh import max_unavailable
 from components.addons.monitoring.install import Monitoring, MonitoringArgs
 from components.addons.monitoring.rules import gpu_node_groups
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
@@ -36,35 +38,61 @@ from components.addons.shared_storage import (
 from components.kubernetes.backups import install_backup_env, install_backup_over_ssh
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
+from config.problems import ConfigError
 from config import vendored
 from config.warnings import preview_warnings
 from contract import names
 
 # The distribution's cluster secrets, as hex (safe in any config file or token).
 SECRET_BYTES = 32
+# The stack outputs, in the order they are exported; tests, `distribute` and `doctor` read
+# them by name.
+OUTPUTS = ("apiEndpoint", names.ADMIN_KUBECONFIG_OUTPUT, names.NODES_OUTPUT,
+           names.DEFAULT_STORAGE_CLASS_OUTPUT, names.USER_KUBECONFIGS_OUTPUT,
+           names.USER_VPN_PROFILES_OUTPUT, names.USER_KUBECONFIG_PARAMETERS_OUTPUT,
+           "kubeflowUrl", "kubeflowTlsCertificate", "images", "controlPlaneSshHostKey",
+           names.POOLS_OUTPUT, names.GATEWAYS_OUTPUT, names.ADMIN_VPN_PROFILE_OUTPUT,
+           "backupLocation", "grafanaUrl", "grafanaAdminPassword")
+# Exported on every stack; the others only with a value (not None, not empty).
+ALWAYS = ("apiEndpoint", names.ADMIN_KUBECONFIG_OUTPUT, names.NODES_OUTPUT,
+          names.DEFAULT_STORAGE_CLASS_OUTPUT)
+# What the component itself records of them.
+REGISTERED = (*ALWAYS, "kubeflowUrl", "backupLocation", "grafanaUrl")
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ClusterArgs:
     settings: StackConfig
+
+
+def _present(value) -> bool:
+    return value is not None and not (isinstance(value, (dict, list)) and not value)
 
 
 class Cluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     api_endpoint: pulumi.Input[str]
     provider: k8s.Provider
+    # The stack outputs by name, in OUTPUTS' order (__main__.py exports each).
+    outputs: dict
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions = None):
         settings = args.settings
         # The vendored upstream files as pinned, or nothing is registered.
         vendored.verify()
         distribution = distribution_for(distribution_settings(settings))
+        layout_type = layout_class(settings.layout)
+        # What only the layout can check of the config, or nothing is registered.
+        refusals = layout_type.refusals(settings, distribution)
+        if refusals:
+            raise ConfigError(refusals)
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution
         for warning in preview_warnings(settings):
             pulumi.log.warn(warning, resource=self)
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
-            settings.cluster_name, settings.kubernetes.admin_certificate_generation),
+            cluster_name=settings.cluster_name,
+            admin_generation=settings.kubernetes.admin_certificate_generation),
                               opts=pulumi.ResourceOptions(parent=self))
         join_generation = settings.kubernetes.join_token_generation
         self.secrets = {
@@ -73,13 +101,13 @@ class Cluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, replacement_trigger=(
                     join_generation if secret in distribution.join_secrets else None))).hex)
             for secret in distribution.cluster_secrets}
-        layout = layout_class(settings.layout)(
-            ClusterContext(name, settings, distribution, self.pki, parent=self,
-                           secrets=self.secrets))
-        machines = layout.machines()
+        layout = layout_type(ClusterContext(name=name, settings=settings,
+                                            distribution=distribution, pki=self.pki,
+                                            parent=self, secrets=self.secrets))
+        machines = layout.result()
         control_plane = self._create_kubernetes(machines)
-        nodes = [end for node in self.worker_nodes for end in node.ready]
-        nodes += layout.nodes_after(control_plane, self.node_api, machines)
+        joined = layout.self_joining(control_plane, self.node_api, machines)
+        nodes = [end for node in self.worker_nodes for end in node.ready] + list(joined.nodes)
         # One resource stands for "every node is ready": objects x nodes edges otherwise.
         # A local Command without a create command runs nothing (pulumi-command
         # provider/pkg/provider/local/commandController.go, Create).
@@ -97,25 +125,22 @@ class Cluster(pulumi.ComponentResource):
         self.provider = self._kubernetes_provider(f"{name}-kubernetes", [nodes_ready])
         self._create_addons(machines, nodes_ready)
         self._create_backups(machines, control_plane)
-        self.gateways = machines.gateways
-        self.images = machines.images
-        self.control_plane_ssh_host_key = machines.control_plane_ssh_host_key
-        self.vpn_admin_profile = machines.vpn.admin_profile if machines.vpn else None
-        self.pools = layout.pools
-        self.nodes = [
-            {"name": h.name, "address": h.address, "role": h.role, "gpus": h.gpus,
-             "gpuModel": h.gpu_model}
-            for h in machines.hosts
-        ]
-        self.register_outputs({
-            "apiEndpoint": self.api_endpoint,
-            names.ADMIN_KUBECONFIG_OUTPUT: self.kubeconfig,
-            names.NODES_OUTPUT: self.nodes,
+        access = self.access
+        values = {
+            "apiEndpoint": self.api_endpoint, names.ADMIN_KUBECONFIG_OUTPUT: self.kubeconfig,
             names.DEFAULT_STORAGE_CLASS_OUTPUT: self.storage.default_class,
+            names.USER_KUBECONFIGS_OUTPUT:
+                access.user_kubeconfigs if settings.access.users else None,
+            names.USER_VPN_PROFILES_OUTPUT: access.user_vpn_profiles,
+            names.USER_KUBECONFIG_PARAMETERS_OUTPUT: access.user_kubeconfig_parameters,
             "kubeflowUrl": self.kubeflow_url,
-            "backupLocation": self.backup_location,
+            "kubeflowTlsCertificate": self.kubeflow_tls_certificate,
             "grafanaUrl": self.grafana_url,
-        })
+            "grafanaAdminPassword": self.grafana_admin_password,
+            **machines.outputs, **joined.outputs}
+        self.outputs = {name: values.get(name) for name in OUTPUTS
+                        if name in ALWAYS or _present(values.get(name))}
+        self.register_outputs({name: values.get(name) for name in REGISTERED})
 
     def _create_monitoring(self) -> None:
         """GPU metrics, alerts and dashboards; Prometheus' volume on the storage."""
@@ -126,45 +151,47 @@ class Cluster(pulumi.ComponentResource):
         if not monitoring.enabled:
             return
         installed = Monitoring(f"{self._name}-monitoring", MonitoringArgs(
-            monitoring, settings.gpu, gpu_node_groups(settings.hosts, settings.pools),
-            gpu_node_taints([*settings.hosts, *settings.pools]),
-            monitoring.storage_class or settings.storage.default_class,
-            self.provider, self.storage.resources,
+            monitoring=monitoring, gpu=settings.gpu,
+            gpu_nodes=gpu_node_groups(settings.hosts, settings.pools),
+            gpu_node_taints=gpu_node_taints([*settings.hosts, *settings.pools]),
+            storage_class=monitoring.storage_class or settings.storage.default_class,
+            provider=self.provider, depends_on=self.storage.resources,
             workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],
             admin_cidrs=settings.aws.admin_cidrs if settings.aws else ()),
             opts=pulumi.ResourceOptions(parent=self))
         self.grafana_url = installed.url
         self.grafana_admin_password = installed.admin_password
 
-    def _create_backups(self, machines: Machines, control_plane: ControlPlane) -> None:
+    def _create_backups(self, machines: LayoutResult, control_plane: ControlPlane) -> None:
         """Scheduled snapshots of the control plane, installed over SSH where the layout
         does not install them at boot; encrypted on the controller to backup.recipients."""
-        self.backup_location = machines.backup_location
-        target = machines.backup
+        target = machines.services.backup
         if target is None:
             return
         env = install_backup_env(self._distribution, self._settings.backup,
                                  self._settings.cluster_name, target)
-        install_backup_over_ssh(machines.controller.name, control_plane.ssh, env,
+        install_backup_over_ssh(machines.controller.host.name, control_plane.ssh, env,
                                 [control_plane.installed], parent=self)
 
-    def _create_kubernetes(self, machines: Machines) -> ControlPlane:
+    def _create_kubernetes(self, machines: LayoutResult) -> ControlPlane:
         """The control plane, the API provider and the hosts' nodes."""
-        settings = self._settings
+        settings, controller = self._settings, machines.controller
+        booted = controller.booted
         control_plane = ControlPlane(
             f"{self._name}-control-plane",
-            ControlPlaneArgs(machines.controller, settings.cluster_name, settings.kubernetes,
-                             self._distribution, self.pki,
-                             machines.prepared.get(machines.controller.name),
-                             machines.public_address, machines.booted, self.secrets,
-                             machines.booted_ssh),
+            ControlPlaneArgs(host=controller.host, cluster_name=settings.cluster_name,
+                             kubernetes=settings.kubernetes, distribution=self._distribution,
+                             pki=self.pki, prepared=controller.prepared,
+                             public_address=controller.public_address,
+                             booted=booted and booted.instance, secrets=self.secrets,
+                             booted_ssh=booted and booted.ssh),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.control_plane = control_plane
-        if machines.booted_ssh is not None:
+        if booted is not None:
             # The controller that installed itself at boot (cloud) has no HostBootstrap,
             # which makes this step on the other hosts reached over SSH.
-            authorized_keys_step(machines.controller, machines.booted_ssh, settings.ssh,
+            authorized_keys_step(controller.host, booted.ssh, settings.ssh,
                                  depends_on=[control_plane.installed], parent=self)
         self.api_endpoint = control_plane.api_endpoint
         self.kubeconfig = control_plane.kubeconfig
@@ -177,19 +204,19 @@ class Cluster(pulumi.ComponentResource):
         self.node_api = self._kubernetes_provider(f"{self._name}-kubernetes-nodes",
                                                   [control_plane.installed])
         self.worker_nodes = []
-        bound = max_unavailable(settings)
-        for host in [machines.controller, *settings.workers]:
-            if host.runs_workloads:
-                self.worker_nodes.append(WorkerNode(
-                    f"{host.name}-node",
-                    WorkerNodeArgs(host, settings.kubernetes.node_ready_timeout_seconds,
-                                   self._distribution,
-                                   machines.prepared[host.name], control_plane,
-                                   self.node_api, machines.join_after.get(host.name, []),
-                                   settings.kubernetes.drain_timeout_seconds, bound,
-                                   drain_force=settings.kubernetes.drain_force),
-                    opts=pulumi.ResourceOptions(parent=self),
-                ))
+        bound, kubernetes = max_unavailable(settings), settings.kubernetes
+        for worker in machines.workers:
+            self.worker_nodes.append(WorkerNode(
+                f"{worker.host.name}-node",
+                WorkerNodeArgs(host=worker.host, distribution=self._distribution,
+                               prepared=worker.prepared, control_plane=control_plane,
+                               provider=self.node_api, join_after=list(worker.join_after),
+                               node_ready_timeout_seconds=kubernetes.node_ready_timeout_seconds,
+                               drain_timeout_seconds=kubernetes.drain_timeout_seconds,
+                               max_unavailable=bound,
+                               drain_force=kubernetes.drain_force),
+                opts=pulumi.ResourceOptions(parent=self),
+            ))
         return control_plane
 
     def _kubernetes_provider(self, name: str, after: list) -> k8s.Provider:
@@ -206,31 +233,32 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
 
-    def _create_addons(self, machines: Machines, nodes_ready: pulumi.Resource) -> None:
+    def _create_addons(self, machines: LayoutResult, nodes_ready: pulumi.Resource) -> None:
         """What makes the cluster usable, on every layout: GPUs, storage, MPI jobs, Kubeflow."""
         settings, opts = self._settings, pulumi.ResourceOptions(parent=self)
-        for warning in untolerated_taint_warnings(settings.hosts, settings.pools):
-            pulumi.log.warn(warning, resource=self)
         GpuSupport(f"{self._name}-gpu", GpuSupportArgs(
-            settings.gpu, gpu_node_taints([*settings.hosts, *settings.pools]),
-            settings.tuning.cpu_manager_policy, self.provider,
+            gpu=settings.gpu,
+            gpu_node_taints=gpu_node_taints([*settings.hosts, *settings.pools]),
+            cpu_manager_policy=settings.tuning.cpu_manager_policy, provider=self.provider,
             distribution_runtime_class=self._distribution_runtime_class(nodes_ready)),
             opts=opts)
-        storage = settings.storage
+        storage, services = settings.storage, machines.services
+        efs = services.efs
         self.storage = SharedStorage(
             f"{self._name}-storage",
             SharedStorageArgs(
-                storage, self.provider, machines.storage_servers,
+                storage=storage, provider=self.provider,
+                depends_on=list(services.storage_servers),
                 nfs_server=(nfs_server_address(storage.nfs, settings.hosts)
                             if storage.nfs is not None else None),
-                efs_address=machines.efs_address,
-                efs_csi=(EfsCsiSettings(machines.efs_file_system_id, settings.cluster_name,
+                efs_address=efs.address if efs is not None else None,
+                efs_csi=(EfsCsiSettings(efs.file_system_id, settings.cluster_name,
                                         self._distribution.kubelet_root_dir)
-                         if machines.efs_file_system_id is not None else None)),
+                         if efs is not None and efs.file_system_id is not None else None)),
             opts=opts)
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
-                        MpiOperatorArgs(self.provider), opts=opts)
+                        MpiOperatorArgs(provider=self.provider), opts=opts)
         self._create_monitoring()
         self.kubeflow_url: Optional[str] = None
         self.kubeflow_tls_certificate: Optional[pulumi.Output[str]] = None
@@ -238,9 +266,9 @@ class Cluster(pulumi.ComponentResource):
         if settings.kubeflow is not None:
             # Its volumes are claimed on the default StorageClass: storage first.
             kubeflow = Kubeflow(f"{self._name}-kubeflow", KubeflowArgs(
-                with_cluster_mirror(settings.kubeflow, settings.image_mirror),
-                settings.kubeflow_password, settings.cluster_name,
-                self.provider, self.storage.resources,
+                kubeflow=with_cluster_mirror(settings.kubeflow, settings.image_mirror),
+                password=settings.kubeflow_password, cluster_name=settings.cluster_name,
+                provider=self.provider, depends_on=self.storage.resources,
                 tls_key=settings.kubeflow_tls_key,
                 workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],
                 admin_cidrs=settings.aws.admin_cidrs if settings.aws else (),
@@ -257,16 +285,16 @@ class Cluster(pulumi.ComponentResource):
                 profiles = KubeflowProfiles(kubeflow.profiles_installed)
         # On hybrid, users reach the API at its private address (VPN or LAN); admins may
         # use the public one from aws.adminCidrs.
-        users_endpoint = (self.control_plane.node_endpoint if machines.users_on_private_network
-                          else self.api_endpoint)
+        users_endpoint = (self.control_plane.node_endpoint
+                          if services.users_on_private_network else self.api_endpoint)
         self.access = Access(f"{self._name}-access", AccessArgs(
-            settings.access, settings.cluster_name, self.provider, self.pki, users_endpoint,
+            access=settings.access, cluster_name=settings.cluster_name, provider=self.provider,
+            pki=self.pki, api_endpoint=users_endpoint,
             job_kinds=job_kinds(settings.mpi.operator, settings.kubeflow),
-            aws_opts=machines.aws_opts,
-            vpn_profile=machines.vpn.user_profile if machines.vpn else None,
+            aws_opts=services.aws_opts, vpn_profile=services.user_vpn_profile,
             kubeflow_profiles=profiles, kueue=self._create_kueue(),
             kubeconfig_cluster=kubeconfig_cluster_name(
-                settings.cluster_name, machines.users_on_private_network),
+                settings.cluster_name, services.users_on_private_network),
             pod_security_version=pod_security.version_of(settings.kubernetes.version),
             workload_controllers=[(index, host.name) for index, host in enumerate(settings.hosts)
                                   if host.runs_control_plane and host.runs_workloads],
@@ -286,7 +314,7 @@ class Cluster(pulumi.ComponentResource):
                         on=self.control_plane.ssh, create=script, env=env,
                         depends_on=[nodes_ready], parent=self)
 
-    def _storage_egress(self, machines: Machines) -> Optional[StorageEgress]:
+    def _storage_egress(self, machines: LayoutResult) -> Optional[StorageEgress]:
         """The shared storage's servers (the NFS server, EFS's mount targets), which team
         pods may not reach; the controller's API port stays open where it is one of them."""
         settings = self._settings
@@ -295,11 +323,12 @@ class Cluster(pulumi.ComponentResource):
         if storage.nfs is not None:
             servers.append(nfs_server_address(storage.nfs, settings.hosts))
         if storage.efs is not None:
-            servers += (machines.efs_mount_target_addresses
-                        or [storage.efs.mount_target_address])
+            efs = machines.services.efs
+            servers += (list(efs.mount_target_addresses) if efs is not None else []
+                        ) or [storage.efs.mount_target_address]
         if not servers:
             return None
-        return StorageEgress(servers, machines.controller.address,
+        return StorageEgress(servers, machines.controller.host.address,
                              settings.kubernetes.api_port)
 
     def _create_kueue(self) -> Optional[list]:
@@ -307,5 +336,5 @@ class Cluster(pulumi.ComponentResource):
         access = self._settings.access
         if not (access.queues and access.teams):
             return None
-        return Kueue(f"{self._name}-kueue", KueueArgs(self.provider),
+        return Kueue(f"{self._name}-kueue", KueueArgs(provider=self.provider),
                      opts=pulumi.ResourceOptions(parent=self)).installed

@@ -1,6 +1,6 @@
 """The host firewall of on-prem hosts (`gpu-cluster:hostFirewall`): its keys, the rules
 across keys, and the preview's warnings. Which ports and which sources it renders is the
-composition's (components/layouts.py host_firewall_sources, components/hosts/firewall.py)."""
+composition's (components/layouts/over_ssh.py host_firewall_sources, components/hosts/firewall.py)."""
 
 from typing import Optional
 

@@ -1,9 +1,10 @@
 """What the program leaves to GPU hosts themselves (nvidia.installDriver/installToolkit and
-the hosts' own answers): the preview's warnings about it."""
+the hosts' own answers), and the GPU nodes' taints GPU pods do not tolerate by themselves:
+the preview's warnings about them."""
 
 from collections.abc import Sequence
 
-from config.model import Host, NvidiaSettings
+from config.model import Host, NvidiaSettings, WorkerPool
 
 
 def runtime_warnings(hosts: Sequence[Host], nvidia: NvidiaSettings) -> list[str]:
@@ -21,3 +22,29 @@ def runtime_warnings(hosts: Sequence[Host], nvidia: NvidiaSettings) -> list[str]
             "DCGM exporter's pods (runtimeClassName: nvidia) start there only if the host has "
             "both; set it to true unless it does"
             for key, names in by_key.items()]
+
+
+# What the API server's ExtendedResourceToleration plugin gives a pod that requests
+# nvidia.com/gpu (components/distributions/base.py GPU_TOLERATION_PLUGIN).
+GPU_POD_TOLERATION = ("nvidia.com/gpu", "NoSchedule")
+UNTOLERATED_TAINT_WARNING = (
+    "{key} ({taint}): pods that request nvidia.com/gpu are given the toleration "
+    "nvidia.com/gpu:NoSchedule only (ExtendedResourceToleration); they stay off this GPU "
+    "node unless they tolerate this taint themselves. Taint GPU nodes "
+    "nvidia.com/gpu=<value>:NoSchedule")
+
+
+def untolerated_taint_warnings(hosts: Sequence[Host], pools: Sequence[WorkerPool]) -> list[str]:
+    """The GPU nodes' NoSchedule and NoExecute taints a GPU pod does not tolerate by itself,
+    by key (hosts by name)."""
+    warnings = []
+    for section, nodes in (("hosts", hosts), ("pools", pools)):
+        for index, node in enumerate(nodes):
+            for number, taint in enumerate(node.taints if node.gpus else ()):
+                if taint.effect != "PreferNoSchedule" \
+                        and (taint.key, taint.effect) != GPU_POD_TOLERATION:
+                    text = f"{taint.key}={taint.value}:{taint.effect}" if taint.value \
+                        else f"{taint.key}:{taint.effect}"
+                    warnings.append(UNTOLERATED_TAINT_WARNING.format(
+                        key=f"{section}[{index}] ({node.name}).taints[{number}]", taint=text))
+    return warnings

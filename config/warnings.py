@@ -8,7 +8,7 @@ from typing import Optional
 from config.backup import backup_store
 from config.cloud import control_plane_address
 from config.firewall import firewall_warnings
-from config.gpu_hosts import runtime_warnings
+from config.gpu_hosts import runtime_warnings, untolerated_taint_warnings
 from config.host_security import host_warnings
 from config.image_checks import KUBEFLOW_ALIAS_WARNING, LOGIN_WARNING
 from config.image_pins import tag_only_warning
@@ -25,6 +25,7 @@ def preview_warnings(settings: StackConfig) -> list[str]:
     warnings += host_warnings(settings.layout, settings.ssh, settings.hosts, settings.tuning,
                               settings.access)
     warnings += runtime_warnings(settings.hosts, settings.nvidia)
+    warnings += untolerated_taint_warnings(settings.hosts, settings.pools)
     warnings.append(settings.kubernetes.drain_warning())
     if settings.kubeflow is not None and settings.kubeflow.image_mirror is not None:
         warnings.append(KUBEFLOW_ALIAS_WARNING)

@@ -1,6 +1,6 @@
 """What the stack says the cluster is: its outputs `nodes`, `pools`, `defaultStorageClass`
-and `gateways` (built in components/cluster.py and the layouts), and the admin kubeconfig,
-as the doctor and the validation read them."""
+and `gateways` (built in components/cluster.py and components/layouts/), and the admin
+kubeconfig, as the doctor and the validation read them."""
 
 import json
 from dataclasses import dataclass, field
@@ -49,8 +49,9 @@ class Stack:
     nodes: list[ExpectedNode] = field(default_factory=list)
     pools: list[ExpectedPool] = field(default_factory=list)
     default_storage_class: Optional[str] = None
-    # Hybrid stacks export their VPN's on-premises end (`gateways.onPrem`): nodes on the
-    # other side are reached through the tunnel, never the default route.
+    # Hybrid stacks export their VPN's on-premises end (`gateways.onPrem`,
+    # components/layouts/hybrid.py): nodes on the other side are reached through the tunnel, never
+    # the default route.
     vpn: bool = False
 
     def node(self, name: str) -> Optional[ExpectedNode]:

@@ -10,7 +10,8 @@ import sys
 
 from contract import ContractError, stack
 from doctor import DoctorError, drift, hosts, kubeapi, report
-from doctor.checks import Context, run
+from doctor.checks import Context
+from doctor.checks.every import run
 from doctor.checks.gpus import wanted_logs
 from doctor.findings import EXIT_UNCHECKED, exit_code, unchecked
 

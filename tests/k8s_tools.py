@@ -44,7 +44,7 @@ def validate_strict(objects: list, path: Path) -> str:
     import yaml
 
     from config import versions
-    from tests.conftest import require_tool
+    from tests.builders import require_tool
 
     path.write_text(yaml.safe_dump_all(objects))
     kubernetes = ".".join(versions.K0S.lstrip("v").split(".")[:2]) + ".0"

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from config import versions
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 FIXTURES = PROJECT_DIR.parent / "shared" / "fixtures" / "upstream"
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")

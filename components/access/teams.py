@@ -91,7 +91,7 @@ def kubeconfig_cluster_name(cluster_name: str, users_on_private_network: bool) -
     return f"{cluster_name}-private" if users_on_private_network else cluster_name
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class AccessArgs:
     access: AccessSettings
     cluster_name: str

@@ -30,7 +30,7 @@ DEVICE_LIST_STRATEGY = "volume-mounts"
 DEVICE_LIST_MOUNT_ROOT = "/var/run/nvidia-container-devices"
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class GpuSupportArgs:
     gpu: GpuSettings
     # The taints of the nodes with GPUs (gpu_node_taints), which the plugin tolerates.
@@ -104,32 +104,6 @@ def patch_runtime_class(manifest: dict, exists_after: pulumi.Resource,
 def gpu_node_taints(nodes: Iterable["Host | WorkerPool"]) -> tuple[Taint, ...]:
     """The taints of the hosts and pools that have GPUs, in their order."""
     return tuple(taint for node in nodes if node.gpus for taint in node.taints)
-
-
-# What the API server's ExtendedResourceToleration plugin gives a pod that requests
-# nvidia.com/gpu (components/distributions/base.py GPU_TOLERATION_PLUGIN).
-GPU_POD_TOLERATION = ("nvidia.com/gpu", "NoSchedule")
-UNTOLERATED_TAINT_WARNING = (
-    "{key} ({taint}): pods that request nvidia.com/gpu are given the toleration "
-    "nvidia.com/gpu:NoSchedule only (ExtendedResourceToleration); they stay off this GPU "
-    "node unless they tolerate this taint themselves. Taint GPU nodes "
-    "nvidia.com/gpu=<value>:NoSchedule")
-
-
-def untolerated_taint_warnings(hosts: Sequence[Host], pools: Sequence[WorkerPool]) -> list[str]:
-    """The GPU nodes' NoSchedule and NoExecute taints a GPU pod does not tolerate by itself,
-    by key (hosts by name)."""
-    warnings = []
-    for section, nodes in (("hosts", hosts), ("pools", pools)):
-        for index, node in enumerate(nodes):
-            for number, taint in enumerate(node.taints if node.gpus else ()):
-                if taint.effect != "PreferNoSchedule" \
-                        and (taint.key, taint.effect) != GPU_POD_TOLERATION:
-                    text = f"{taint.key}={taint.value}:{taint.effect}" if taint.value \
-                        else f"{taint.key}:{taint.effect}"
-                    warnings.append(UNTOLERATED_TAINT_WARNING.format(
-                        key=f"{section}[{index}] ({node.name}).taints[{number}]", taint=text))
-    return warnings
 
 
 def gpu_tolerations(taints: Sequence[Taint]) -> list[dict]:

@@ -65,7 +65,7 @@ def chart_values() -> dict:
     }
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class KueueArgs:
     # The add-ons' provider: registered once every node is ready.
     provider: k8s.Provider

@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 from config import versions
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class MpiOperatorArgs:
     # The add-ons' provider: registered once every node is ready.
     provider: k8s.Provider

@@ -30,7 +30,7 @@ LOCAL_PATH_PROVISIONER = "rancher.io/local-path"
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class SharedStorageArgs:
     storage: StorageSettings
     provider: k8s.Provider

@@ -32,7 +32,7 @@ def backup_prefix(cluster_name: str) -> str:
     return f"{cluster_name}/control-plane"
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class BackupBucketArgs:
     cluster_name: str
     # How many snapshots are kept: the current version and retention - 1 older ones.

@@ -60,7 +60,7 @@ class ControllerBoot:
     after_install: Sequence[HostStep] = ()
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ControlPlaneHostArgs:
     cluster_name: str
     aws: AwsSettings

@@ -88,7 +88,7 @@ def efs_client_cidrs(node_addresses: Sequence[str]) -> list[str]:
     return [f"{address}/32" for address in dict.fromkeys(node_addresses)]
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class EfsFileSystemArgs:
     cluster_name: str
     efs: EfsBackend

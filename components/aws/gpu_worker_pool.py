@@ -58,7 +58,7 @@ class PoolBoot:
     registry_password: Optional[pulumi.Input[str]] = None
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class GpuWorkerPoolArgs:
     boot: PoolBoot
     network: AwsNetwork

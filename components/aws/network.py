@@ -14,7 +14,7 @@ from config.cloud import AwsSettings, private_subnet_cidrs, subnet_cidrs
 HTTPS_PORT = 443
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class AwsNetworkArgs:
     settings: AwsSettings
     cluster_name: str

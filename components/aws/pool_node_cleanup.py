@@ -84,14 +84,14 @@ def controller_policy(token_parameter_arns: Sequence[str], status_path: str) -> 
     ]})
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class PoolNodeCleanupArgs:
     cluster_name: str
     region: str
     pki: ClusterPki
     # Where the controller reaches the API (its private address).
     api_endpoint: pulumi.Input[str]
-    kubernetes: k8s.Provider
+    provider: k8s.Provider
     distribution: Distribution
     # The controller: its name, SSH to it, its instance role, what the step waits for.
     controller: str
@@ -106,7 +106,7 @@ class PoolNodeCleanup(pulumi.ComponentResource):
         super().__init__("gpu-cluster:aws:PoolNodeCleanup", name, None, opts)
         self._name, self._args = name, args
         self._status_path = ssm_paths.boot_statuses(args.cluster_name)
-        self._rbac = kube.apply_all(cluster_role(), kube.k8s_provider_opts(args.kubernetes, self))
+        self._rbac = kube.apply_all(cluster_role(), kube.k8s_provider_opts(args.provider, self))
         cert = args.pki.client_certificate("pool-node-watcher", WATCHER_USER)
         self._kubeconfig = pulumi.Output.secret(pulumi.Output.all(
             args.api_endpoint, args.pki.ca_cert_pem, cert.cert_pem, cert.private_key_pem,

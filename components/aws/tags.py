@@ -1,5 +1,5 @@
 """The tags every AWS resource of a stack carries: the stack's `aws.tags` and the cluster
-tag. They are the AWS provider's default_tags (components/aws_layouts.py), so a resource adds
+tag. They are the AWS provider's default_tags (components/layouts/aws.py), so a resource adds
 only its own (Name, and what says something about that resource alone).
 
 Default tags do not reach two places, which therefore carry them explicitly

@@ -51,7 +51,7 @@ NFS_EXPORT_OPTIONS = (f"rw,sync,no_subtree_check,root_squash,anonuid={NFS_ANONYM
 @dataclass(frozen=True)
 class NfsExport:
     """The export a host of the cluster serves (storage.nfs.host): its folder and the
-    addresses of the machines that mount it (components/layouts.py nfs_client_addresses)."""
+    addresses of the machines that mount it (components/layouts/over_ssh.py nfs_client_addresses)."""
 
     path: str
     client_addresses: tuple[str, ...]
@@ -70,7 +70,7 @@ class DrainFirst:
     node_kubectl: str
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class HostBootstrapArgs:
     host: Host
     ssh: SshAccess
@@ -95,7 +95,7 @@ class HostBootstrapArgs:
 
 
 @dataclass(frozen=True)
-class PreparedMachine:
+class PreparedHost:
     """What the rest of the program needs of a prepared machine: how to run a step on it,
     and the resource after which it is prepared (its verify-boot)."""
 
@@ -130,7 +130,7 @@ class HostBootstrap(pulumi.ComponentResource):
             depends_on=[self.ready], parent=self)
         self.nfs_server = (self._create_serve_nfs(self.ready, args.nfs_export)
                            if args.nfs_export is not None else None)
-        self.machine = PreparedMachine(self.ssh, self.ready, self._host_settings())
+        self.prepared = PreparedHost(self.ssh, self.ready, self._host_settings())
         self.register_outputs({})
 
     def step(self, step: str, script: Script, env: dict, depends_on: list) -> remote.Command:

@@ -11,7 +11,7 @@ from pulumi_command import local, remote
 
 from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution, JoinToken
-from components.hosts.bootstrap import PreparedMachine
+from components.hosts.bootstrap import PreparedHost
 from components.kubernetes.kubeconfig import client_kubeconfig
 from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script, envelope
@@ -22,7 +22,7 @@ from config.model import Host
 WAIT_FOR_API = Script("local/wait-for-api.sh")
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ControlPlaneArgs:
     host: Host
     # The admin kubeconfig's and certificate's cluster name.
@@ -34,7 +34,7 @@ class ControlPlaneArgs:
     pki: ClusterPki
     # How the controller gets installed: by these steps over SSH, or (None) by the host
     # itself from its user data at boot, once `booted` (the instance) exists.
-    machine: Optional[PreparedMachine]
+    prepared: Optional[PreparedHost]
     # The address users and `pulumi up` reach the API at (an Elastic IP), when it is not
     # the host's own; it is added to the API certificate.
     public_address: Optional[pulumi.Input[str]] = None
@@ -64,8 +64,8 @@ class ControlPlane(pulumi.ComponentResource):
             self.api_endpoint, pki.ca_cert_pem, pki.admin.cert_pem, pki.admin.private_key_pem,
         ).apply(lambda v: client_kubeconfig(args.cluster_name, v[0], v[1], admin,
                                             v[2], v[3])))
-        if args.machine is not None:
-            self.ssh = args.machine.ssh
+        if args.prepared is not None:
+            self.ssh = args.prepared.ssh
             self.installed: pulumi.Resource = self._create_install_controller()
             if args.distribution.controller_runs_kubelet:
                 # Its kubelet restarts with new settings: nothing uses the API meanwhile.
@@ -99,7 +99,7 @@ class ControlPlane(pulumi.ComponentResource):
                                    ) -> remote.Command:
         """The install step; `after`: what it waits for besides the host's preparation."""
         args = self._args
-        ready = [args.machine.ready] if args.machine is not None else []
+        ready = [args.prepared.ready] if args.prepared is not None else []
         distribution = args.distribution
         sans = [args.public_address] if args.public_address else []
         # A version bump upgrades the controller first, through this step: refused
@@ -114,7 +114,7 @@ class ControlPlane(pulumi.ComponentResource):
              **distribution.cluster_secrets_env(args.secrets)},
             # A controller that installed itself at boot goes with its instance: no reset
             # over SSH (which would hold up `pulumi destroy` when SSH is closed).
-            delete=distribution.reset_node if args.machine is not None else None,
+            delete=distribution.reset_node if args.prepared is not None else None,
             depends_on=[*ready, *after, checked],
         )
 

@@ -23,7 +23,7 @@ CLIENT_USES = ["client_auth", "digital_signature", "key_encipherment"]
 ADMIN_GROUP = "system:masters"
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ClusterPkiArgs:
     cluster_name: str
     # kubernetes.adminCertificateGeneration: raising it issues a new admin key and cert.

@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
-from components.hosts.bootstrap import PreparedMachine
+from components.hosts.bootstrap import PreparedHost
 from components.common.remote_step import machine_env, run_step
 from components.common.step_text import Script
 from components.kubernetes.upgrade import drain_force_env, uncordon_worker, worker_upgrade
@@ -20,15 +20,15 @@ END_MAINTENANCE = Script("maintenance/end-maintenance.sh")
 RETIRE_NODE = Script("maintenance/retire-node.sh", extra_libraries=("drain/lib.sh",))
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class WorkerNodeArgs:
     host: Host
     # How long admit-node waits for the node to be Ready (kubernetes.nodeReadyTimeoutSeconds).
     node_ready_timeout_seconds: int
     distribution: Distribution
-    machine: PreparedMachine
+    prepared: PreparedHost
     control_plane: ControlPlane
-    kubernetes: k8s.Provider
+    provider: k8s.Provider
     # What must be up before the node can reach the control plane (the VPN tunnel).
     join_after: list = field(default_factory=list)
     # How long a drain may take (kubernetes.drainTimeoutSeconds): maintenance, a replaced
@@ -58,13 +58,13 @@ class WorkerNode(pulumi.ComponentResource):
             # Installs the release before the join, upgrades it on a version bump; the
             # join itself carries no version, so a bump never re-runs it.
             installed = worker_upgrade(
-                host, distribution, controller=control_plane.ssh, node=args.machine.ssh,
+                host, distribution, controller=control_plane.ssh, node=args.prepared.ssh,
                 drain_timeout_seconds=args.drain_timeout_seconds,
                 node_ready_timeout_seconds=args.node_ready_timeout_seconds,
                 max_unavailable=args.max_unavailable,
                 after=[control_plane.installed],
-                node_ready=[args.machine.ready], parent=self, drain_force=args.drain_force)
-            ready_to_join = [args.machine.ready, *args.join_after, installed]
+                node_ready=[args.prepared.ready], parent=self, drain_force=args.drain_force)
+            ready_to_join = [args.prepared.ready, *args.join_after, installed]
             token = control_plane.join_token_for(host.name, after=ready_to_join,
                                                  env=machine_env(host))
             if host.generation:
@@ -84,7 +84,7 @@ class WorkerNode(pulumi.ComponentResource):
             joined = run_step(
                 host.name,
                 "join-worker",
-                on=args.machine.ssh,
+                on=args.prepared.ssh,
                 create=distribution.join_worker,
                 delete=distribution.reset_node,
                 env={
@@ -119,13 +119,13 @@ class WorkerNode(pulumi.ComponentResource):
         if not host.runs_control_plane:
             self.ready.append(uncordon_worker(host, distribution, controller=control_plane.ssh,
                             node_ready_timeout_seconds=args.node_ready_timeout_seconds,
-                            host_settings=args.machine.host_settings,
+                            host_settings=args.prepared.host_settings,
                             after=[installed, admitted], parent=self))
             # Workers read their kubelet settings only when they start.
             admitted = run_step(
                 host.name,
                 "apply-worker-profile",
-                on=args.machine.ssh,
+                on=args.prepared.ssh,
                 create=distribution.apply_worker_profile,
                 env={**distribution.worker_profile_env(host), **machine_env(host)},
                 depends_on=[admitted, control_plane.installed],
@@ -147,7 +147,7 @@ class WorkerNode(pulumi.ComponentResource):
                 parent=self,
             ))
         self.node = node_metadata_patch(
-            f"{host.name}-node-metadata", host, args.kubernetes, [admitted], parent=self
+            f"{host.name}-node-metadata", host, args.provider, [admitted], parent=self
         )
         self.ready.append(self.node)
         self.register_outputs({})

@@ -17,7 +17,7 @@ from pulumi_command import remote
 from pydantic import SecretStr
 
 from components.network import openvpn_config, vpn_clients
-from components.hosts.bootstrap import PreparedMachine
+from components.hosts.bootstrap import PreparedHost
 from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script
 from components.network.vpn_pki import VpnPki, VpnPkiArgs
@@ -32,7 +32,7 @@ ROUTE_TO_VPC = Script("route-to-vpc.sh", checks=True)
 REMOVE_ROUTE_TO_VPC = Script("route-to-vpc-remove.sh")
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class VpnBridgeArgs:
     cluster_name: str
     vpn: VpnSettings
@@ -46,7 +46,7 @@ class VpnBridgeArgs:
     server_public_address: pulumi.Input[str]  # the Elastic IP: the clients' `remote`
     server_ready: pulumi.Resource  # its bootstrap is done
     # On-prem host name -> the machine prepared for it (SSH, ready).
-    onprem: dict[str, PreparedMachine]
+    onprem: dict[str, PreparedHost]
     # client-to-existing: the profile the instance dials the existing server with (secret).
     client_profile: Optional[SecretStr] = None
     # server-on-ec2: access.users, who get a VPN profile each; what they reach: the
@@ -101,7 +101,8 @@ class VpnBridge(pulumi.ComponentResource):
                              f"the gateway '{self._vpn.onprem_gateway}' has no bootstrap")
         self._gateway = self._hosts[self._vpn.onprem_gateway]
         self.pki = VpnPki(f"{name}-pki", VpnPkiArgs(
-            args.cluster_name, self._vpn.pki_generation, self._vpn.previous_ca_trusted,
+            cluster_name=args.cluster_name, generation=self._vpn.pki_generation,
+            previous_ca_trusted=self._vpn.previous_ca_trusted,
             users=args.users), opts=pulumi.ResourceOptions(parent=self))
         self._tunnel = openvpn_config.Tunnel(
             cidr=self._vpn.tunnel_cidr,

@@ -48,7 +48,7 @@ def slot_generation(slot: int, generation: int) -> Optional[int]:
     return held if held >= 0 else None
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class VpnPkiArgs:
     # Names the certificates: <cluster>-vpn-server, <cluster>-onprem-gateway, <cluster>-admin.
     cluster_name: str

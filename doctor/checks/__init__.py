@@ -1,6 +1,7 @@
 """The checks: pure functions from what was read (the stack's outputs, the API's objects,
-the hosts' command outputs) to findings. One module per area; `CHECKS` is their order in
-the report."""
+the hosts' command outputs) to findings. One module per area, each importing what they
+share from here; `every.py` runs them all, in the report's order (so this package imports
+none of them)."""
 
 import datetime
 from dataclasses import dataclass, field
@@ -33,27 +34,6 @@ class Context:
 
 
 Check = Callable[[Context], list[Finding]]
-
-
-def all_checks() -> list[Check]:
-    from doctor.checks import drift, gpus, hosts, namespaces, nodes, storage, tokens, workloads
-    return [nodes.registered, nodes.readiness, nodes.left_over, nodes.internal_ip,
-            gpus.allocatable, gpus.device_plugin_nvml, storage.default_class,
-            storage.pending_claims, workloads.mysql_crash_loop, namespaces.terminating,
-            tokens.client_certificate, tokens.bootstrap_tokens, *hosts.CHECKS, drift.host_drift]
-
-
-def run(context: Context) -> list[Finding]:
-    findings: list[Finding] = []
-    for check in all_checks():
-        try:
-            findings.extend(check(context))
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
-            # An object of a shape no check expected: said, and the other checks still run.
-            name = f"{check.__module__.rsplit('.', 1)[-1]}.{check.__name__}"
-            findings.append(unchecked(name, "cluster",
-                                      f"unexpected data ({type(error).__name__}: {error})"))
-    return findings
 
 
 def name_of(obj: dict) -> str:

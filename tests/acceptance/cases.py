@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 from config import StackConfig, load
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR, TEST_HOST_KEY, as_cli_config, bare_metal_config
+from tests.builders import PROJECT_DIR, TEST_HOST_KEY, as_cli_config, bare_metal_config
 
 ALL_FILES = ("gpu-smoke.yaml", "rwx-check.yaml", "mpijob-benchmark.yaml")
 

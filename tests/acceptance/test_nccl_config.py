@@ -5,7 +5,7 @@ import pytest
 
 from config import load
 from config.problems import ConfigError
-from tests.conftest import as_cli_config, bare_metal_config
+from tests.builders import as_cli_config, bare_metal_config
 
 
 def load_nccl(nccl: dict):

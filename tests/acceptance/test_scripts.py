@@ -11,7 +11,7 @@ import pytest
 
 from acceptance import nccl_results
 from tests.acceptance.rendering import mpijob_parts, only, rendered, smoke_jobs_by_node
-from tests.conftest import require_tool
+from tests.builders import require_tool
 
 
 def rwx_script() -> str:

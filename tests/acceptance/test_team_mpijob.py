@@ -21,7 +21,7 @@ from acceptance.mpi_team import MPI_HOME, SSH_PORT, TEAM_JOB_NAME
 from config import versions
 from tests.acceptance.cases import CASES, as_cli_config, objects_of_kind, settings_of
 from tests.acceptance.test_validation import closed, errors_of, pod_templates
-from tests.conftest import PROJECT_DIR, bare_metal_config
+from tests.builders import PROJECT_DIR, bare_metal_config
 from tests.k8s_tools import validate_strict
 
 LAB_TEAMS = {"vision": "mpijob-team-vision.yaml", "nlp": "mpijob-team-nlp.yaml"}
@@ -245,7 +245,7 @@ def test_the_worker_s_non_root_sshd_accepts_the_launcher_s_ssh(tmp_path):
 
 
 def test_the_team_worker_script_and_the_test_harness_are_shellcheck_clean(tmp_path):
-    from tests.conftest import require_tool
+    from tests.builders import require_tool
 
     shellcheck = require_tool("shellcheck")
     job = team_jobs("lab")["mpijob-team-vision.yaml"]

@@ -13,7 +13,7 @@ from jsonschema.validators import validator_for
 
 from acceptance import dump, render
 from tests.acceptance.cases import CASES, MPI_CASES, objects_of_kind, settings_of
-from tests.conftest import PROJECT_DIR, require_tool
+from tests.builders import PROJECT_DIR, require_tool
 
 MPI_OPERATOR_FIXTURE = PROJECT_DIR.parent / "shared/fixtures/upstream/mpi-operator-v0.8.0"
 MPIJOB_CRD = MPI_OPERATOR_FIXTURE / "manifests" / "base" / "kubeflow.org_mpijobs.yaml"

@@ -15,7 +15,7 @@ from tests.acceptance.cases import (
     untolerated,
 )
 from tests.acceptance.rendering import HOSTNAME, mpijob_parts, only, rendered, smoke_jobs_by_node
-from tests.conftest import as_cli_config, bare_metal_config
+from tests.builders import as_cli_config, bare_metal_config
 
 SMOKE_CASES = [name for name, case in CASES.items() if "gpu-smoke.yaml" in case.files]
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")

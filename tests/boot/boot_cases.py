@@ -30,7 +30,7 @@ from preview.stack_file import EXAMPLE_STACKS, StackConfigFile, read_stack
 from tests.boot.aws_emulation import AwsEmulation
 from tests.boot.cloud_init import CloudInitRun, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host
-from tests.conftest import PROJECT_DIR, as_cli_config, cloud_config
+from tests.builders import PROJECT_DIR, as_cli_config, cloud_config
 
 INSTANCE = "aws:ec2/instance:Instance"
 OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"

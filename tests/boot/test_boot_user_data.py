@@ -20,7 +20,7 @@ from tests.boot.boot_cases import (BOOTS, INSTANCE, SSM_TARGETS, SSM_VALUES, TEM
                                    boot_status, cloud_config, done, expected_steps, fail_call,
                                    first_call, is_rke2, report, run_boot, ssm_reads, work)
 from tests.boot.cloud_init import STAGES
-from tests.conftest import CI_BUDGET
+from tests.builders import CI_BUDGET
 
 
 def test_every_stack_with_boot_user_data_is_covered():
@@ -88,7 +88,7 @@ def test_every_step_runs_in_order_and_completes(case, tmp_path):
 
 def failures() -> list:
     """Each step but the last on each machine: in CI all; in a developer's run the first
-    machine of each distribution that has the step (tests/conftest.py CI_BUDGET)."""
+    machine of each distribution that has the step (tests/builders.py CI_BUDGET)."""
     cases, seen = [], set()
     for case in BOOTS:
         for step in case.steps[:-1]:

@@ -17,7 +17,7 @@ import yaml
 from preview.engine import run_program
 from preview.stack_file import read_stack
 from tests.cli.fake_hosts import ROCKY_9, FakeHost, build, readable_root
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.hosts.loopback import loopback_host
 
 pytestmark = pytest.mark.tools

@@ -3,7 +3,7 @@
 import re
 
 from cli.discover import SUPPORTED_OS
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 
 def test_init_accepts_exactly_the_os_preflight_accepts():

@@ -7,7 +7,7 @@ from config import load
 from preview.engine import RecordingMonitor
 from preview.plan import Plan
 from pulumi.runtime import settings
-from tests.conftest import as_cli_config, bare_metal_config
+from tests.builders import as_cli_config, bare_metal_config
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ COMPONENTS = Path(__file__).resolve().parents[2] / "components"
 LAYERS = ["common", "distributions", "hosts", "kubernetes", "network", "aws", "addons",
           "access"]
 # The composition on top may import from every package.
-COMPOSITION = {"cluster", "layouts", "aws_layouts"}
+COMPOSITION = {"cluster", "layouts"}
 DISTRIBUTION_NAMES = ("k0s", "rke2")
 
 
@@ -105,3 +105,32 @@ def test_components_take_only_the_settings_they_read(path):
     assert "StackConfig" not in words, (
         f"{path.relative_to(COMPONENTS)} takes the whole stack config; give it the "
         "sections or derived facts it reads")
+
+
+def dataclass_options(node: ast.ClassDef) -> "dict | None":
+    """The keyword options of the class's @dataclass(...) decorator; None if it has none."""
+    for decorator in node.decorator_list:
+        if isinstance(decorator, ast.Name) and decorator.id == "dataclass":
+            return {}
+        if isinstance(decorator, ast.Call) and getattr(decorator.func, "id", "") == "dataclass":
+            return {k.arg: getattr(k.value, "value", None) for k in decorator.keywords}
+    return None
+
+
+def args_and_results() -> list[tuple[Path, ast.ClassDef]]:
+    """A component's `*Args`, and what a layout hands the cluster (contract.py)."""
+    found = []
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and dataclass_options(node) is not None and (
+                    node.name.endswith("Args") or path.name == "contract.py"):
+                found.append((path, node))
+    return found
+
+
+def test_args_and_layout_results_are_frozen_and_keyword_only():
+    found = args_and_results()
+    assert len([n for _, n in found if n.name.endswith("Args")]) >= 20
+    loose = [f"{path.relative_to(COMPONENTS)} {node.name}" for path, node in found
+             if dataclass_options(node) != {"frozen": True, "kw_only": True}]
+    assert not loose, f"not @dataclass(frozen=True, kw_only=True): {loose}"

@@ -13,7 +13,7 @@ from config.problems import ConfigError
 from preview.plan import Plan, ResourceRecord
 from preview.report import _storage_summary
 from tests.config.loading import loads
-from tests.conftest import bare_metal_config
+from tests.builders import bare_metal_config
 
 BACKENDS = {"nfs": {"server": "192.0.2.20"}, "efs": {"mountTargetAddress": "10.0.1.10"},
             "localPath": {}}

@@ -11,7 +11,7 @@ from components.distributions import DISTRIBUTIONS, distribution_for, distributi
 from components.distributions.base import Distribution
 from config.kubernetes import KubernetesSettings
 from tests.components.conftest import settings_for
-from tests.conftest import bare_metal_config
+from tests.builders import bare_metal_config
 
 MEMBERS = [name for name in vars(Distribution)
            if not name.startswith("_") and callable(vars(Distribution)[name])]

@@ -14,7 +14,7 @@ import pytest
 from components.distributions import distribution_for, distribution_settings
 from config.model import Host
 from tests.components.conftest import settings_for
-from tests.conftest import bare_metal_config
+from tests.builders import bare_metal_config
 
 
 def _distribution(name: str, cni: str = "calico"):

@@ -22,7 +22,7 @@ from config import versions
 from config.model import GpuSettings, Taint
 from tests.boot.stub_host import stub_host
 from tests.k8s_tools import validate_strict
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 TOOLKIT_CONFIG = "etc/nvidia-container-runtime/config.toml"
 ENVVAR_UNPRIVILEGED = "accept-nvidia-visible-devices-envvar-when-unprivileged"

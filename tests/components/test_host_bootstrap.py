@@ -9,15 +9,17 @@ from components.common.step_text import whole_text
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from tests.components.conftest import settings_for
-from tests.conftest import TEST_HOST_KEY, bare_metal_config
+from tests.builders import TEST_HOST_KEY, bare_metal_config
 
 
 def bootstrap(settings, host_name: str) -> HostBootstrap:
     host = next(h for h in settings.hosts if h.name == host_name)
     return HostBootstrap(host.name, HostBootstrapArgs(
-        host, SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
-        settings.tuning, settings.nvidia, distribution_for(distribution_settings(settings)),
-        settings.controller.address))
+        host=host,
+        ssh=SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
+        tuning=settings.tuning, nvidia=settings.nvidia,
+        distribution=distribution_for(distribution_settings(settings)),
+        control_plane_address=settings.controller.address))
 
 
 def _dependency_names(plan, name):

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from preview import aws_mocks
-from tests.conftest import example_plan
+from tests.builders import example_plan
 from tests.iam_evaluator import (
     ALLOW,
     ANONYMOUS,

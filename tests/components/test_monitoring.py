@@ -15,7 +15,7 @@ from components.addons.monitoring.manifests import COUNTERS, prometheus_config
 from components.addons.monitoring.rules import GpuNodeGroup, alert_rules
 from config.model import GpuSettings
 from config.monitoring import AlertSettings, MonitoringSettings
-from tests.conftest import require_tool
+from tests.builders import require_tool
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
 # not in `make quick`.

@@ -15,7 +15,7 @@ from components.distributions.rke2 import (AGENT_TOKEN_FILE, SERVER_ONLY_TAINT, 
 from config import versions
 from config.model import StackConfig
 from tests.components.conftest import settings_for
-from tests.conftest import bare_metal_config, cloud_config
+from tests.builders import bare_metal_config, cloud_config
 
 # Config-file keys RKE2 v1.36 accepts: the flags rancher/rke2 pkg/cli/cmds/server.go and
 # agent.go keep from k3s (copyFlag or a changed default; commit 6ce1a80, v1.36.4 branch),

@@ -21,7 +21,7 @@ from components.common.step_text import (
     render_envelope,
     step_inputs,
 )
-from tests.conftest import TEST_PRIVATE_KEY
+from tests.builders import TEST_PRIVATE_KEY
 
 MARKER = Path(tempfile.gettempdir()) / f"gpu-cluster-rendering-{os.getpid()}"
 

@@ -6,7 +6,7 @@ import pytest
 
 from config import ConfigError, load
 from config.model import SECRET_KEYS
-from tests.conftest import as_cli_config
+from tests.builders import as_cli_config
 
 
 def loads(values: dict, secret=SECRET_KEYS):

@@ -10,7 +10,7 @@ import pytest
 
 from config.backup import BackupSettings, backup_store
 from config.storage import NfsBackend, StorageSettings
-from tests.conftest import TEST_AGE_RECIPIENT, bare_metal_config, cloud_config, hybrid_config
+from tests.builders import TEST_AGE_RECIPIENT, bare_metal_config, cloud_config, hybrid_config
 from tests.config.loading import loads, problems_of
 
 ACCEPTED = ["*-*-* 03:30:00", "daily", "hourly", "Mon..Fri 02:00", "Sat,Sun *-*-* 04:15:00 UTC",

@@ -3,7 +3,7 @@ what is required is what the layout uses, and each refusal gives the true reason
 
 from config import versions
 from tests.config.loading import loads, problem_lines, problems_of
-from tests.conftest import cloud_config, hybrid_config
+from tests.builders import cloud_config, hybrid_config
 
 ADOPTED = {"id": "vpc-0123456789abcdef0", "cidr": "10.40.0.0/16",
            "subnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]}

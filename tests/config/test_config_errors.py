@@ -12,7 +12,7 @@ import pytest
 from config import ConfigError, load
 from config.loader import MAX_HOSTS, MAX_POOLS
 from config.model import SECRET_KEYS
-from tests.conftest import (TEST_HOST_KEY, as_cli_config, bare_metal_config, cloud_config,
+from tests.builders import (TEST_HOST_KEY, as_cli_config, bare_metal_config, cloud_config,
                             hybrid_config)
 
 LONG = "e" * 20_000

@@ -5,7 +5,7 @@ import pytest
 
 import config
 from config import versions
-from tests.conftest import as_cli_config
+from tests.builders import as_cli_config
 from tests.config.test_input_rules import BASES, _problems, _set, assert_refused_at
 
 

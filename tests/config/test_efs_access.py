@@ -5,7 +5,7 @@ checked at the boundary, every problem at once."""
 import pytest
 
 from config.storage import efs_mounts_with_iam
-from tests.conftest import cloud_config, hybrid_config
+from tests.builders import cloud_config, hybrid_config
 from tests.config.loading import loads, problem_lines
 
 

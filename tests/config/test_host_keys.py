@@ -13,7 +13,7 @@ from config.host_security import host_key_warning, mitigations_warning
 from tests.config.loading import loads, problem_lines, problems_of
 from config.types import public_key_of
 from preview import credentials
-from tests.conftest import TEST_HOST_KEY, bare_metal_config, cloud_config, hybrid_config
+from tests.builders import TEST_HOST_KEY, bare_metal_config, cloud_config, hybrid_config
 
 
 def _without_host_keys(values: dict) -> dict:

@@ -33,7 +33,7 @@ from config.problems import ConfigError, Problem
 from preview.engine import run_program
 from preview.stack_file import StackConfigFile, read_stack
 from tests.config.hostile_bases import EXAMPLES, SETTINGS_FOR, TEMPLATES, stack_for
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 # A whole preview and bash on every rendered script, for each of a thousand hostile
 # values: in `make test`, not in `make quick`.

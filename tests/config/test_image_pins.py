@@ -57,7 +57,7 @@ def test_no_warning_when_every_image_has_a_digest(monkeypatch):
 
 @pytest.mark.parametrize("stack", ["lab"])
 def test_the_preview_prints_the_warning(stack):
-    from tests.conftest import example_plan
+    from tests.builders import example_plan
     plan = example_plan(stack)
     warnings = plan.warnings
     assert any("pinned by tag only" in str(w) for w in warnings), warnings[:5]

@@ -9,7 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 import config
 from config.problems import ConfigError
 from config.types import DnsLabel, Duration, InterfaceName, LabelKey, LabelValue, UserName
-from tests.conftest import (
+from tests.builders import (
     PROJECT_DIR,
     as_cli_config,
     bare_metal_config,

@@ -3,7 +3,7 @@
 import pytest
 
 from config import ConfigError, load
-from tests.conftest import as_cli_config, bare_metal_config
+from tests.builders import as_cli_config, bare_metal_config
 
 
 def problems(values: dict) -> list[str]:

@@ -4,7 +4,7 @@ What the loader refuses, and how it says so: test_refusals.py."""
 from config import load
 from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.config.loading import loads, set_path
-from tests.conftest import PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config
+from tests.builders import PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config
 
 
 def test_valid_bare_metal_config_loads_with_defaults():

@@ -3,7 +3,7 @@ the layout, each problem named by its key and reported at once."""
 
 import pytest
 
-from tests.conftest import bare_metal_config, cloud_config
+from tests.builders import bare_metal_config, cloud_config
 from tests.config.loading import loads, problems_of
 
 

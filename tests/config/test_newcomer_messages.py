@@ -3,7 +3,7 @@ message says what to do, at its key, all of them at once."""
 
 from config import ConfigError
 from tests.config.loading import loads, problem_lines
-from tests.conftest import bare_metal_config
+from tests.builders import bare_metal_config
 
 
 def test_an_unquoted_off_where_text_is_meant_says_quote_it():

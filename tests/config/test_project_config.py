@@ -19,7 +19,7 @@ from config import ConfigError, load
 from config.model import SECRET_KEYS, StackConfig
 from config.problems import NAMESPACE
 from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 PROJECT_FILE = PROJECT_DIR / "Pulumi.yaml"
 # project.json `simpleConfigType`; `object` since v3.187.0 (pulumi/pulumi#20132).

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.config.loading import DELETE, problem_lines, set_path
-from tests.conftest import PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config
+from tests.builders import PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config
 
 
 INVALID_CASES = [

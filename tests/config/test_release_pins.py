@@ -6,7 +6,7 @@ import pytest
 
 from components.distributions import distribution_for, distribution_settings
 from config import versions
-from tests.conftest import bare_metal_config
+from tests.builders import bare_metal_config
 from tests.config.loading import loads, problems_of
 
 SHA = "0123456789abcdef" * 4

@@ -5,7 +5,7 @@ vpn.previousCaTrusted, which rotate the VPN's PKI."""
 import pytest
 
 from config import ConfigError, load
-from tests.conftest import as_cli_config, bare_metal_config, hybrid_config
+from tests.builders import as_cli_config, bare_metal_config, hybrid_config
 
 KEYS = [("access", "certificateGeneration"), ("kubernetes", "adminCertificateGeneration")]
 

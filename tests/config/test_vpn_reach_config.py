@@ -4,7 +4,7 @@ of access.users, CIDRs only, and the tunnel has an address for every user."""
 import pytest
 
 from config import ConfigError, load
-from tests.conftest import as_cli_config, hybrid_config
+from tests.builders import as_cli_config, hybrid_config
 
 ACCESS = {"teams": [{"name": "vision"}],
           "users": [{"name": "alice", "namespaces": ["vision"]}]}

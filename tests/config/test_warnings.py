@@ -8,7 +8,7 @@ import pytest
 
 from config.warnings import preview_warnings
 from tests.config.loading import loads
-from tests.conftest import bare_metal_config, cloud_config
+from tests.builders import bare_metal_config, cloud_config
 from tests.kubeflow.test_component import with_own_logins
 
 
@@ -85,3 +85,21 @@ def test_every_warning_names_a_key():
     warnings = warnings_of(values)
     assert len(warnings) == 3
     assert all("gpu-cluster:" in warning for warning in warnings), warnings
+
+
+def test_gpu_taints_gpu_pods_do_not_tolerate_are_warned_by_key():
+    values = bare_metal_config(workers=2)
+    values["hosts"][1]["taints"] = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+                                    {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+                                    {"key": "soft", "effect": "PreferNoSchedule"}]
+    values["hosts"][2].update(gpus=0)
+    del values["hosts"][2]["gpuModel"]
+    values["hosts"][2]["taints"] = [{"key": "cpu-only", "effect": "NoExecute"}]
+    cloud = cloud_config()
+    cloud["pools"][0]["taints"] = [{"key": "spot", "effect": "NoExecute"}]
+    found = [w for w in warnings_of(values) + warnings_of(cloud) if "taints[" in w]
+    # gpu001 has no GPUs: its taints keep GPU pods off where they do not run anyway.
+    assert [w.split(": ", 1)[0] for w in found] == [
+        "hosts[1] (gpu000).taints[0] (dedicated=ml:NoSchedule)",
+        "pools[0] (gpu).taints[0] (spot:NoExecute)"]
+    assert found[0].endswith("Taint GPU nodes nvidia.com/gpu=<value>:NoSchedule")

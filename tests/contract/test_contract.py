@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from contract import names, ports
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 ROOT = Path(PROJECT_DIR)
 # The commands that run apart from the program (`python -m NAME`, the policy pack).

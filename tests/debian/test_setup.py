@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 SETUP = PROJECT_DIR / "tests" / "debian" / "setup.sh"
 PACKAGES = PROJECT_DIR / "tests" / "debian" / "packages.txt"

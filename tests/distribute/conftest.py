@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from components.kubernetes.kubeconfig import client_kubeconfig
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.k8s_tools import tool
 
 CLUSTER = "test"

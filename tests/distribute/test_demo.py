@@ -11,7 +11,7 @@ import sys
 
 import yaml
 
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.preview.test_offline import _isolated
 
 # What distribute (and the doctor) read from the outputs.

@@ -13,7 +13,7 @@ from cryptography import x509
 
 from preview.engine import run_program, unwrap_secrets
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.distribute.conftest import kubectl_view
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.distribute.conftest import CLUSTER, assert_verifies, kubectl_view
 
 # The CLI's side of what contract/outputs.py runs, for pulumi 3.272.0: `pulumi version`

@@ -12,7 +12,7 @@ import pytest
 
 from preview.engine import run_program, unwrap_secrets
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.distribute.conftest import kubectl_view
 from tests.vpn.conftest import stdin_of
 from tests.vpn.netns import Lab, ping, require_network_namespaces, wait_for_text

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from doctor.checks import run
+from doctor.checks.every import run
 from doctor.findings import OK, PROBLEM, UNCHECKED, WARNING, exit_code
 from tests.doctor.cluster import PLUGIN_PODS, nvml_log, stamp, token_secret
 

@@ -11,7 +11,7 @@ import sys
 
 
 from components.kubernetes.kubeconfig import client_kubeconfig
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.doctor.apiserver import LIST_PATHS, ApiServer
 from tests.doctor.cluster import FIXTURES, PLUGIN_PODS, nvml_log, stamp, token_secret
 from tests.doctor.pki import Authority, pem

@@ -18,7 +18,7 @@ from components.network.vpn_bridge import ROUTE_TO_VPC
 from doctor.checks import drift as drift_checks
 from doctor.drift import Drift, Envelope, Result, as_record, envelopes, parse_record
 from doctor.findings import OK, PROBLEM, UNCHECKED
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.doctor.cluster import FIXTURES
 from tests.doctor.test_command import run_doctor, write_outputs
 

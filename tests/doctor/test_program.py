@@ -7,7 +7,7 @@ from pathlib import Path
 
 from contract import stack
 from preview.engine import unwrap_secrets
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 
 def test_reads_the_lab_stacks_own_outputs(lab_plan, tmp_path):

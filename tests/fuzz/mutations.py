@@ -13,7 +13,7 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from preview.stack_file import EXAMPLE_STACKS, StackConfigFile, read_stack
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 STACKS = list(EXAMPLE_STACKS)
 _CIDR = re.compile(r"^\d+\.\d+\.\d+\.\d+/\d+$")

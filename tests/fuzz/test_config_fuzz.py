@@ -20,11 +20,11 @@ from pulumi.runtime import rpc
 from components.aws.boot import boot_scripts
 from config import ConfigError, load
 from preview.engine import _secret_strings, run_program
-from tests.conftest import CI_BUDGET, PROJECT_DIR
+from tests.builders import CI_BUDGET, PROJECT_DIR
 from tests.fuzz.mutations import BASES, as_stack_file, broken_stack
 
 SEED = int(os.environ.get("FUZZ_SEED", "20260521"))
-# A developer's run: a short fixed-seed budget; CI the full one (tests/conftest.py
+# A developer's run: a short fixed-seed budget; CI the full one (tests/builders.py
 # CI_BUDGET). Longer hunts: FUZZ_SCALE=20 runs twenty times as many examples.
 SCALE = int(os.environ.get("FUZZ_SCALE", "1"))
 FAST_EXAMPLES = (4000 if CI_BUDGET else 300) * SCALE

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional
 
 import pytest
-from tests.conftest import run_checked
+from tests.builders import run_checked
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from components.distributions import distribution_for, distribution_settings
-from components.layouts import host_firewall_ruleset
+from components.layouts.over_ssh import host_firewall_ruleset
 from config.loader import load
 from config.model import StackConfig
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.vpn.netns import Lab, wait_for_text
 
 # Listens on TCP ports and answers UDP datagrams on others, in the node's namespace.

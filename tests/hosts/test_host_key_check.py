@@ -19,7 +19,7 @@ import pytest
 from components.common.remote_step import SshAccess, connection_to, step_command
 from config.loader import load
 from config.problems import ConfigError
-from tests.conftest import as_cli_config, bare_metal_config
+from tests.builders import as_cli_config, bare_metal_config
 from tests.hosts.loopback import LoopbackHost, loopback_host
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from config.image_checks import KUBEFLOW_ALIAS_WARNING, LOGIN_WARNING
 from tests.config.loading import loads, problem_lines
-from tests.conftest import bare_metal_config, own_warnings, preview
+from tests.builders import bare_metal_config, own_warnings, preview
 
 PASSWORD = 'pa"ss\\word'
 

@@ -8,7 +8,7 @@ import pytest
 from components.common.step_text import step_inputs
 from preview.engine import unwrap_secrets
 from tests.config.loading import problem_lines
-from tests.conftest import bare_metal_config, preview
+from tests.builders import bare_metal_config, preview
 
 
 def step_env(plan, suffix: str) -> dict:

@@ -19,7 +19,7 @@ from preview.engine import run_program, unwrap_secrets
 from preview.host_files import _user_data
 from preview.images import image_lines, images_txt
 from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR, bare_metal_config, preview
+from tests.builders import PROJECT_DIR, bare_metal_config, preview
 from tests.images.registry_resolver import (check_hosts_toml, check_registries_yaml,
                                             resolve_containerd, resolve_rke2, split_reference)
 from tests.kubeflow.certificates import make_certificate
@@ -190,7 +190,7 @@ def test_a_stack_with_every_addon_has_an_images_txt_the_mirror_serves_whole():
 
 def test_pool_instances_read_the_password_from_ssm_and_their_user_data_stays_small():
     import base64
-    from tests.conftest import cloud_config
+    from tests.builders import cloud_config
     values = with_mirror(cloud_config())
     plan = preview(values)
     pool = values["pools"][0]["name"]

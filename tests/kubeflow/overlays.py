@@ -13,7 +13,7 @@ from components.addons.kubeflow import overlay, sources
 from components.addons.kubeflow.install import write_upstream_copy
 from config.kubeflow import KubeflowSettings
 from config.kubeflow_checks import UPSTREAM_EXAMPLE_HASH
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.k8s_tools import tool
 
 VENDORED = PROJECT_DIR / catalog.VENDORED

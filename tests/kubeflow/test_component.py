@@ -17,7 +17,7 @@ from config import ConfigError
 from preview.engine import run_program
 from preview.report import tree, write_artifacts
 from preview.stack_file import read_stack
-from tests.conftest import (PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config,
+from tests.builders import (PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config,
                             own_warnings, preview, require_tool)
 from tests.kubeflow.certificates import curl, https_server, make_certificate
 from components.common.step_text import whole_text

@@ -4,7 +4,7 @@ cases name their key, the password is never plain text, defaults are sound."""
 import pytest
 
 from tests.config.loading import DELETE, loads, problem_lines, set_path
-from tests.conftest import bare_metal_config, cloud_config, hybrid_config
+from tests.builders import bare_metal_config, cloud_config, hybrid_config
 from tests.kubeflow.certificates import make_certificate
 
 # A user's certificate for the name users open, and one for another name.

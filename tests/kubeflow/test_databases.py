@@ -8,7 +8,7 @@ import yaml
 from components.addons.kubeflow import catalog
 from components.addons.kubeflow import overlay
 from config import versions
-from tests.conftest import require_tool
+from tests.builders import require_tool
 from tests.kubeflow.overlays import (MIRROR, HUB_MIRROR, PIPELINES, key, containers, find,
                                      overlay_name)
 

@@ -9,7 +9,7 @@ from pulumi.runtime import rpc
 
 from components.addons.kubeflow import catalog
 from tests.k8s_tools import validate_strict
-from tests.conftest import bare_metal_config, preview
+from tests.builders import bare_metal_config, preview
 from tests.kubeflow.test_component import with_kubeflow
 from tests.kubeflow.overlays import build, settings, stages_of, write
 

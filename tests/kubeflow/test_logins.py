@@ -19,7 +19,7 @@ from jsonschema import Draft7Validator
 from pulumi.runtime import rpc
 
 from tests.k8s_tools import validate_strict
-from tests.conftest import PROJECT_DIR, bare_metal_config, preview
+from tests.builders import PROJECT_DIR, bare_metal_config, preview
 from tests.config.loading import problem_lines
 from tests.kubeflow.overlays import build, find
 

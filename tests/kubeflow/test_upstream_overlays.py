@@ -13,7 +13,7 @@ import yaml
 from components.addons.kubeflow import catalog
 from components.addons.kubeflow import overlay
 from config import versions
-from tests.conftest import PROJECT_DIR, require_tool
+from tests.builders import PROJECT_DIR, require_tool
 from tests.kubeflow.overlays import (MIRROR, HUB_MIRROR, UPSTREAM_SECRETS, BUILTIN_GROUPS,
                                      kubectl, settings, stages_of, build, write, key,
                                      containers, find, selected, overlay_name)

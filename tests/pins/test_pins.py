@@ -15,7 +15,7 @@ from config import versions
 from pins import table
 from pins.__main__ import VERSIONS, run
 from pins.registry import Client, RegistryError, parse
-from tests.conftest import require_tool
+from tests.builders import require_tool
 from tests.pins.registry_server import Registry, oci_layout
 
 pytestmark = pytest.mark.tools

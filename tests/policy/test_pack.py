@@ -15,7 +15,7 @@ from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from policy import offline
 from policy.rules import RULES
 from policy.stack_rules import STACK_RULES
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 MANDATORY = analyzer_pb2.EnforcementLevel.Value("MANDATORY")
 

@@ -3,7 +3,7 @@ many resources with the same dependencies, so the two compare like for like."""
 
 import sys
 
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 sys.path.insert(0, str(PROJECT_DIR / "benchmarks"))
 import preview_scale  # noqa: E402

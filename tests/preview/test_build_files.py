@@ -13,7 +13,7 @@ from preview.engine import run_program
 from preview.plan import Plan, UNKNOWN
 from preview.report import write_artifacts
 from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 STACKS = list(EXAMPLE_STACKS)
 

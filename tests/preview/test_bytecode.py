@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 
 def compiled(cache) -> set[str]:

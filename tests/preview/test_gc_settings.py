@@ -10,7 +10,7 @@ from components.common import gc_settings
 from preview import engine
 from preview.engine import run_program
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 
 def test_the_program_sets_the_collector_itself(monkeypatch):

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from preview.stack_file import EXAMPLE_STACKS
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 
 def _isolated() -> list[str]:

@@ -8,7 +8,7 @@ from pulumi.runtime import rpc
 
 from preview.plan import Plan
 from preview.redaction import REDACTED, Redactor
-from tests.conftest import TEST_PRIVATE_KEY
+from tests.builders import TEST_PRIVATE_KEY
 
 
 def covered(text: str, secrets: set[str]) -> str:

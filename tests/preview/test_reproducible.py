@@ -24,7 +24,7 @@ from preview import entropy
 from preview.__main__ import main
 from preview.credentials import ssh_private_key
 from preview.stack_file import EXAMPLE_STACKS
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 SEED = "gpu-cluster"
 RECORDS = Path(__file__).parent / "builds"

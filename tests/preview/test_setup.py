@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 FILES = ("Makefile", "requirements.txt", "requirements-dev.txt", "requirements-tools.txt",
          "policy/requirements.txt", "tests/scans/requirements-checkov.txt", "cli/launcher.py")

@@ -14,7 +14,7 @@ from preview.engine import run_program
 from preview.report import tree
 from preview.stack_file import StackFileError, read_stack
 from preview.vpn_placeholder import PLACEHOLDER_REMOTE, client_profile
-from tests.conftest import PROJECT_DIR, as_cli_config, hybrid_config
+from tests.builders import PROJECT_DIR, as_cli_config, hybrid_config
 
 VALID_PROJECT = (PROJECT_DIR / "Pulumi.yaml").read_text()
 CLIENT_TO_EXISTING = textwrap.dedent("""\

@@ -10,7 +10,7 @@ import re
 from preview.host_summary import host_summaries, summary_markdown
 from preview.plan import UNKNOWN
 from preview.report import quiet_report, shown_outputs, tree
-from tests.conftest import example_plan
+from tests.builders import example_plan
 
 
 def by_name(stack: str) -> dict:

@@ -3,7 +3,7 @@ printed by `pulumi preview` (pulumi.log.warn) and the offline preview, naming th
 changes it (config/warnings.py; the rules are in tests/config/test_warnings.py)."""
 
 from preview.report import tree
-from tests.conftest import bare_metal_config, preview
+from tests.builders import bare_metal_config, preview
 from tests.kubeflow.test_component import with_own_logins
 
 

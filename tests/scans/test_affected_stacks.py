@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 _SPEC = importlib.util.spec_from_file_location(
     "affected_stacks", PROJECT_DIR / ".github" / "scripts" / "affected_stacks.py")

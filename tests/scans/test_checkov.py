@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.scans import checkov_skips
 from tests.scans.rendered_steps import keep_each_body_once
 from preview.stack_file import EXAMPLE_STACKS

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.conftest import example_plan
+from tests.builders import example_plan
 from tests.scans import checkov_skips
 from tests.scans.test_checkov import HOW_TO_FIX, checkov, failures
 

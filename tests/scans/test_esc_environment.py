@@ -14,7 +14,7 @@ import yaml
 from config.model import SECRET_KEYS, StackConfig
 from config.problems import NAMESPACE
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 ENVIRONMENTS = sorted((PROJECT_DIR / "esc").glob("*.yaml"))
 # What the providers return when opened (the provider references above).

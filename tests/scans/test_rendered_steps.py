@@ -6,7 +6,7 @@ import re
 import subprocess
 
 from components.common.step_text import Script, render_envelope
-from tests.conftest import require_tool
+from tests.builders import require_tool
 from tests.scans.rendered_steps import shellcheck_rendered_steps, split_step
 
 STEP = Script("preflight.sh")

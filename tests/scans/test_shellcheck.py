@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, require_tool
+from tests.builders import PROJECT_DIR, require_tool
 from tests.scans.rendered_steps import shellcheck_rendered_steps
 from tests.scans.test_checkov import repository_files
 from preview.stack_file import EXAMPLE_STACKS

@@ -1,6 +1,6 @@
 """Prints a step of one host of a stack as the program renders it, whole (the bundle's files
 it runs pasted in), for the bats tests: `render_host_step.py STACK_JSON HOST STEP`. The stack
-is previewed offline (tests/conftest.py preview); STACK_JSON is its config values, with
+is previewed offline (tests/builders.py preview); STACK_JSON is its config values, with
 "sshPrivateKey" and each host's "sshHostKey" filled in when left out. Fails when the
 program makes no such step."""
 
@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from components.common.step_text import whole_text  # noqa: E402
 from preview.engine import unwrap_secrets  # noqa: E402
-from tests.conftest import TEST_HOST_KEY, TEST_PRIVATE_KEY, preview  # noqa: E402
+from tests.builders import TEST_HOST_KEY, TEST_PRIVATE_KEY, preview  # noqa: E402
 
 
 def main(stack_json: str, host: str, step: str) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, require_tool
+from tests.builders import PROJECT_DIR, require_tool
 
 SUITES = sorted(Path(__file__).parent.glob("*.bats"))
 

@@ -14,7 +14,7 @@ from components.addons.kubeflow import catalog
 from config import load, versions
 from preview.report import write_artifacts
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR, example_plan
+from tests.builders import PROJECT_DIR, example_plan
 from validate import manifests as validate_manifests
 
 # Kubernetes' own default with no AdmissionConfiguration: privileged

@@ -15,7 +15,7 @@ import yaml
 from components.common import audit
 from components.distributions.k0s import AUDIT_LOG_FILE as K0S_LOG, AUDIT_POLICY_FILE as K0S_POLICY
 from components.distributions.rke2 import AUDIT_POLICY_FILE as RKE2_POLICY
-from tests.conftest import example_plan
+from tests.builders import example_plan
 
 POLICY_FIELDS = {"apiVersion", "kind", "rules", "omitStages", "omitManagedFields"}
 RULE_FIELDS = {"level", "users", "userGroups", "verbs", "resources", "namespaces",

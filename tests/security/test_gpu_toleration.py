@@ -157,7 +157,7 @@ def test_the_example_stacks_taint_gpu_nodes_as_the_plugin_tolerates():
     the plugin adds; any other key keeps GPU pods off unless they tolerate it themselves."""
     from config import load
     from preview.stack_file import read_stack
-    from tests.conftest import PROJECT_DIR
+    from tests.builders import PROJECT_DIR
 
     for name in EXAMPLE_STACKS:
         stack_file = read_stack(PROJECT_DIR, name)
@@ -182,7 +182,7 @@ def test_k3s_get_args_keeps_repeated_flags_in_order():
 
 
 def test_a_gpu_taint_the_plugin_does_not_tolerate_is_warned_about_by_key():
-    from tests.conftest import bare_metal_config, preview
+    from tests.builders import bare_metal_config, preview
 
     values = bare_metal_config(workers=2)
     values["hosts"][1]["taints"] = [{"key": "nvidia.com/gpu", "value": "present",

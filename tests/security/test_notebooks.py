@@ -24,7 +24,7 @@ from jsonschema.validators import validator_for
 
 from components.addons.kubeflow import catalog
 from tests.acceptance.test_validation import closed, errors_of
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.security import pss
 
 # The web app's template, its placeholders filled as the backend fills them (post.py), and

@@ -12,7 +12,7 @@ from acceptance.common import gpu_hosts
 from components.access.queues import TEAM_LABEL
 from components.common import pod_security
 from preview.stack_file import EXAMPLE_STACKS
-from tests.conftest import bare_metal_config, preview
+from tests.builders import bare_metal_config, preview
 from tests.security import cluster, pss
 from validate import manifests as vm
 

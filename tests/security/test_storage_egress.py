@@ -12,7 +12,7 @@ import pytest
 
 from config.cloud import efs_mount_target_addresses
 from preview.stack_file import read_stack
-from tests.conftest import (PROJECT_DIR, bare_metal_config, example_plan, require_tool,
+from tests.builders import (PROJECT_DIR, bare_metal_config, example_plan, require_tool,
                             shared_preview)
 from tests.k8s_tools import validate_strict
 from tests.rbac import Rbac, Request, stack_rbac_objects

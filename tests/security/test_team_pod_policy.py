@@ -10,7 +10,7 @@ from components.access.queues import TEAM_LABEL
 from components.access.team_policy import CONTROLLER_TAINT_KEYS, POLICY_NAME
 from components.distributions.rke2 import SERVER_ONLY_TAINT
 from preview.stack_file import EXAMPLE_STACKS
-from tests.conftest import bare_metal_config, example_plan, shared_preview
+from tests.builders import bare_metal_config, example_plan, shared_preview
 
 cel = pytest.importorskip("cel", reason="common-expression-language is not installed "
                                         "(requirements-dev.txt)")

@@ -15,7 +15,7 @@ from cryptography.x509.oid import NameOID
 from pulumi.runtime import rpc
 
 from preview.report import write_artifacts
-from tests.conftest import PROJECT_DIR, example_plan, bare_metal_config, preview, require_tool
+from tests.builders import PROJECT_DIR, example_plan, bare_metal_config, preview, require_tool
 from components.addons.kubeflow import catalog
 from tests.rbac import Rbac, Request, stack_rbac_objects
 from tests.stacks.test_artifacts import validate_manifests

@@ -7,7 +7,7 @@ import pytest
 from config import versions
 from components.common.step_text import step_inputs
 from preview.engine import unwrap_secrets
-from tests.conftest import TEST_AGE_RECIPIENT, bare_metal_config, preview, shared_preview
+from tests.builders import TEST_AGE_RECIPIENT, bare_metal_config, preview, shared_preview
 from tests.stacks.test_credential_rotation import changed
 from tests.stacks.steps import waits_for
 

@@ -8,7 +8,7 @@ from config import versions
 from preview.report import write_artifacts
 from preview.engine import run_program
 from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR, example_plan, bare_metal_config, preview, require_tool
+from tests.builders import PROJECT_DIR, example_plan, bare_metal_config, preview, require_tool
 from tests.scans.rendered_steps import shellcheck_rendered_steps
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
@@ -91,7 +91,7 @@ def test_k0s_config_is_a_cluster_config_with_pinned_networking(lab_plan):
     from components.distributions.k0s import K0s
     from config import load
     from preview.stack_file import read_stack
-    from tests.conftest import PROJECT_DIR
+    from tests.builders import PROJECT_DIR
 
     stack = read_stack(PROJECT_DIR, "lab")
     settings = load(stack.config, stack.secret_keys, "lab")
@@ -126,7 +126,7 @@ def test_the_program_s_warnings_are_printed_with_secrets_redacted():
     import pulumi
 
     from preview.report import tree
-    from tests.conftest import as_cli_config
+    from tests.builders import as_cli_config
 
     values = bare_metal_config(workers=1)
     plan = run_program(PROJECT_DIR, as_cli_config(values), program=lambda: pulumi.log.warn(

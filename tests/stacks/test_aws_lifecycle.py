@@ -18,7 +18,7 @@ from preview import aws_mocks, credentials
 from preview.engine import run_program, unwrap_secrets
 from preview.stack_file import read_stack
 from tests.stacks.steps import boot_steps
-from tests.conftest import (PROJECT_DIR, TEST_HOST_KEY, cloud_config, example_plan,
+from tests.builders import (PROJECT_DIR, TEST_HOST_KEY, cloud_config, example_plan,
                             hybrid_config, preview, shared_preview)
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"

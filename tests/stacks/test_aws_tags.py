@@ -13,7 +13,7 @@ import pytest
 
 from preview.plan import Plan, ResourceRecord
 from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR, example_plan, cloud_config, hybrid_config, preview
+from tests.builders import PROJECT_DIR, example_plan, cloud_config, hybrid_config, preview
 
 CLUSTER_TAG = "gpu-cluster/cluster"
 PROVIDER = "pulumi:providers:aws"

@@ -16,7 +16,7 @@ from preview import aws_mocks
 from preview.engine import unwrap_secrets
 from components.common.step_text import step_inputs
 from tests.stacks.steps import boot_steps
-from tests.conftest import TEST_AGE_RECIPIENT, example_plan, bare_metal_config, preview
+from tests.builders import TEST_AGE_RECIPIENT, example_plan, bare_metal_config, preview
 
 COMMAND = "command:remote:Command"
 BUCKET = "aws:s3/bucket:Bucket"

@@ -13,7 +13,7 @@ import components.common.bundle as bundle
 import components.common.step_text as step_text
 from components.common.step_text import step_inputs, whole_text
 from preview.report import write_artifacts
-from tests.conftest import bare_metal_config, preview, shared_preview
+from tests.builders import bare_metal_config, preview, shared_preview
 from tests.stacks.steps import waits_for
 
 WORKERS = ["moscow", "madrid", "campos"]

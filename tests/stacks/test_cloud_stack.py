@@ -18,7 +18,7 @@ from preview.engine import unwrap_secrets as unwrap
 from preview.stack_file import read_stack
 from components.aws.pool_node_cleanup import TOKEN_PLACEHOLDER
 from tests.stacks.steps import boot_steps
-from tests.conftest import PROJECT_DIR, example_plan
+from tests.builders import PROJECT_DIR, example_plan
 
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 GROUP = "aws:autoscaling/group:Group"
@@ -265,7 +265,7 @@ def test_nodes_accept_traffic_only_from_each_other(dev):
 
 
 def test_the_device_plugin_tolerates_the_gpu_pools_taints():
-    from tests.conftest import cloud_config, preview
+    from tests.builders import cloud_config, preview
 
     values = cloud_config()
     values["pools"][0]["taints"] = [{"key": "team", "value": "vision", "effect": "NoExecute"}]
@@ -295,7 +295,7 @@ def test_acceptance_checks_target_the_pools():
 def test_a_pool_with_many_labels_and_taints_keeps_its_user_data_small():
     """Labels and taints go to the boot plan in S3, where size does not matter: the user
     data stays the bootstrap whatever a pool holds (EC2 refuses more than 16 KiB)."""
-    from tests.conftest import cloud_config, preview
+    from tests.builders import cloud_config, preview
 
     values = cloud_config()
     # Random-looking values, so gzip cannot shrink them away.

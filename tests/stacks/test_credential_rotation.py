@@ -15,7 +15,7 @@ from pulumi.output import Unknown
 
 from preview.plan import Plan, ResourceRecord
 from preview import credentials
-from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview, shared_preview
+from tests.builders import bare_metal_config, cloud_config, hybrid_config, preview, shared_preview
 
 _GENERATED = [re.compile(r"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----", re.S),
               re.compile(r"[A-Za-z0-9+/]{40,}={0,2}"), re.compile(r"\b[0-9a-f]{16,}\b"),

@@ -6,7 +6,7 @@ preview warns. The policies' meaning is evaluated in tests/components/test_iam_e
 import json
 
 from preview import aws_mocks
-from tests.conftest import cloud_config, example_plan, preview
+from tests.builders import cloud_config, example_plan, preview
 
 CSI = "efs.csi.aws.com"
 

@@ -9,7 +9,7 @@ import pytest
 from components.common.step_text import step_inputs
 from preview.engine import unwrap_secrets
 from tests.config.loading import problem_lines
-from tests.conftest import bare_metal_config, own_warnings, shared_preview
+from tests.builders import bare_metal_config, own_warnings, shared_preview
 
 
 def host_steps(plan, host: str) -> dict[str, dict[str, str]]:

@@ -12,11 +12,11 @@ import subprocess
 import pytest
 
 from components.distributions import distribution_for, distribution_settings
-from components.layouts import host_firewall_ruleset, host_firewall_sources
+from components.layouts.over_ssh import host_firewall_ruleset, host_firewall_sources
 from config.firewall import firewall_warnings
 from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.config.loading import loads, problem_lines
-from tests.conftest import (PROJECT_DIR, bare_metal_config, cloud_config, example_plan,
+from tests.builders import (PROJECT_DIR, bare_metal_config, cloud_config, example_plan,
                             hybrid_config, own_warnings, shared_preview)
 from config.loader import load
 from preview import vpn_placeholder

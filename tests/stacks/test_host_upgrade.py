@@ -11,7 +11,7 @@ from preview.engine import run_program
 from components.common.step_text import step_inputs
 from preview.stack_file import read_stack
 from tests.stacks.steps import changed_steps, waits_for
-from tests.conftest import PROJECT_DIR, bare_metal_config, example_plan, preview, shared_preview
+from tests.builders import PROJECT_DIR, bare_metal_config, example_plan, preview, shared_preview
 
 LAB_GPU_WORKERS = ("moscow", "madrid", "campos")
 

@@ -7,7 +7,7 @@ from pulumi.runtime import rpc
 
 from components.common.step_text import step_inputs, whole_text
 from policy.user_data import decode_user_data
-from tests.conftest import example_plan, hybrid_config, preview
+from tests.builders import example_plan, hybrid_config, preview
 from tests.stacks.steps import boot_steps, waits_for
 
 INSTANCE = "aws:ec2/instance:Instance"

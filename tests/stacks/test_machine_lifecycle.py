@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from preview.plan import Plan
-from tests.conftest import bare_metal_config, preview
+from tests.builders import bare_metal_config, preview
 from components.common.step_text import whole_text
 
 HOST = "gpu001"

@@ -7,7 +7,7 @@ import yaml
 
 from preview.report import write_artifacts
 from preview.stack_file import EXAMPLE_STACKS
-from tests.conftest import (bare_metal_config, cloud_config, example_plan, preview, require_tool,
+from tests.builders import (bare_metal_config, cloud_config, example_plan, preview, require_tool,
                             shared_preview)
 from tests.stacks.test_artifacts import validate_manifests
 

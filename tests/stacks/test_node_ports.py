@@ -9,7 +9,7 @@ import yaml
 
 from components.distributions.k0s import K0s
 from components.distributions.rke2 import Rke2
-from tests.conftest import PROJECT_DIR, example_plan
+from tests.builders import PROJECT_DIR, example_plan
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 

@@ -14,7 +14,7 @@ from components.aws.pool_node_cleanup import POOL_TOKEN_TTL, ROTATE_EVERY, WATCH
 from components.common.step_text import step_inputs
 from preview import aws_mocks
 from preview.engine import unwrap_secrets
-from tests.conftest import cloud_config, example_plan, shared_preview
+from tests.builders import cloud_config, example_plan, shared_preview
 from tests.iam_evaluator import ALLOW, Principal, evaluate
 from tests.iam_evaluator import Request as AwsRequest
 from tests.rbac import Rbac, Request, rule_allows, stack_rbac_objects

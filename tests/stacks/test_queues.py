@@ -15,7 +15,7 @@ from components.access.queues import COHORT
 from components.addons.kueue import QUEUE_NAME_LABEL
 from config import load
 from preview.stack_file import read_stack
-from tests.conftest import PROJECT_DIR, example_plan, bare_metal_config, preview
+from tests.builders import PROJECT_DIR, example_plan, bare_metal_config, preview
 
 STACKS_WITH_TEAMS = ("lab", "prod")
 # ResourceQuota key -> the Kueue resource it caps.
@@ -260,7 +260,7 @@ def test_a_team_borrows_the_gpus_its_resource_quota_leaves_room_for():
 
 def test_borrowing_gpus_without_a_gpu_quota_is_refused_naming_the_key():
     from config import ConfigError
-    from tests.conftest import as_cli_config
+    from tests.builders import as_cli_config
 
     values = bare_metal_config(workers=1)
     values["access"] = {"teams": [{"name": "vision", "quota": {"borrowGpus": 2}}]}

@@ -15,7 +15,7 @@ from components.distributions.rke2 import SUPERVISOR_PORT
 from components.common.step_text import step_inputs
 from preview.engine import unwrap_secrets as unwrap
 from tests.stacks.steps import boot_steps
-from tests.conftest import bare_metal_config, cloud_config, hybrid_config, preview
+from tests.builders import bare_metal_config, cloud_config, hybrid_config, preview
 
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

@@ -14,7 +14,7 @@ import yaml
 
 from components.common.step_text import step_inputs
 from preview.engine import unwrap_secrets
-from tests.conftest import bare_metal_config, example_plan, shared_preview
+from tests.builders import bare_metal_config, example_plan, shared_preview
 from tests.k8s_tools import tool, validate_strict
 
 CHART = Path(__file__).parent / "fixtures" / "rke2-runtimeclasses"

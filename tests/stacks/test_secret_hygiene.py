@@ -22,7 +22,7 @@ from policy.user_data import decode_user_data
 from preview import credentials, vpn_placeholder
 from preview.engine import _secret_strings
 from preview.stack_file import EXAMPLE_STACKS, read_stack
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 
 STACKS = list(EXAMPLE_STACKS)
 NAMESPACE = "gpu-cluster"

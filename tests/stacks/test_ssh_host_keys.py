@@ -10,7 +10,7 @@ import pytest
 
 from preview.engine import unwrap_secrets
 from preview.stack_file import EXAMPLE_STACKS
-from tests.conftest import bare_metal_config, example_plan, shared_preview
+from tests.builders import bare_metal_config, example_plan, shared_preview
 
 SSH_TYPES = ("command:remote:Command", "command:remote:CopyToRemote")
 

@@ -8,7 +8,7 @@ import pytest
 
 from config import versions
 from tests.stacks.steps import changed_steps, waits_for
-from tests.conftest import bare_metal_config, preview
+from tests.builders import bare_metal_config, preview
 
 UPGRADE_STEPS = ("drain-node", "upgrade-node", "uncordon-node")
 NEXT_K0S = "v1.37.0+k0s.0"
@@ -122,7 +122,7 @@ def test_max_unavailable_is_a_count_or_a_percentage(value):
 def test_cloud_upgrades_its_controller_over_ssh_before_the_pools_boot_the_new_version(
         distribution, version):
     from components.common.step_text import step_inputs
-    from tests.conftest import cloud_config
+    from tests.builders import cloud_config
 
     def config(new_version=None):
         values = cloud_config()

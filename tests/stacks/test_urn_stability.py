@@ -19,7 +19,7 @@ import pytest
 
 from preview.plan import Plan, ResourceRecord
 from preview.stack_file import EXAMPLE_STACKS
-from tests.conftest import example_plan
+from tests.builders import example_plan
 
 STACKS = list(EXAMPLE_STACKS)
 RECORDS = Path(__file__).parent / "urns"

@@ -15,7 +15,7 @@ from components.addons.efs_csi import NAMESPACE, PROVISIONER, EfsCsiSettings, ch
 from components.addons.shared_storage import storage_manifests
 from config import load, versions
 from config.storage import ACCESS_POINT_CLUSTER_TAG as CLUSTER_TAG
-from tests.conftest import PROJECT_DIR, as_cli_config, cloud_config
+from tests.builders import PROJECT_DIR, as_cli_config, cloud_config
 from tests.k8s_tools import validate_strict
 from tests.upstream.test_pinned_upstream import by_kind, fixture, helm
 

@@ -18,7 +18,7 @@ from components.addons.kueue import FRAMEWORKS, NAMESPACE, chart_values, manager
 from config import load, versions
 from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.acceptance.test_validation import closed
-from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config
+from tests.builders import PROJECT_DIR, as_cli_config, bare_metal_config
 from tests.upstream.test_pinned_upstream import by_kind, helm
 
 CHART = PROJECT_DIR / versions.KUEUE_CHART

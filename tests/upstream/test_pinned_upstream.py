@@ -11,7 +11,7 @@ from components.addons.gpu_support import (feature_discovery_values, gpu_manifes
                                            gpu_node_taints)
 from components.addons.shared_storage import NFS_PROVISIONER, storage_manifests
 from config import load, versions
-from tests.conftest import PROJECT_DIR, as_cli_config, bare_metal_config
+from tests.builders import PROJECT_DIR, as_cli_config, bare_metal_config
 from tests.k8s_tools import tool
 
 FIXTURES = PROJECT_DIR.parent / "shared" / "fixtures" / "upstream"

@@ -11,7 +11,7 @@ import pulumi
 import pytest
 
 from config import vendored, versions
-from tests.conftest import PROJECT_DIR, bare_metal_config, preview
+from tests.builders import PROJECT_DIR, bare_metal_config, preview
 
 VENDOR = PROJECT_DIR / "vendor"
 MPI = "mpi-operator-v0.8.0/deploy/v2beta1/mpi-operator.yaml"

@@ -9,7 +9,7 @@ from pathlib import Path
 import acceptance
 from components.kubernetes.kubeconfig import client_kubeconfig
 from config import load
-from tests.conftest import as_cli_config, bare_metal_config
+from tests.builders import as_cli_config, bare_metal_config
 from tests.doctor.pki import pem
 
 DATA = Path(__file__).parent / "data"

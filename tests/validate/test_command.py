@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.validate import cluster
 from tests.validate.apiserver import ApiServer
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from config import versions
-from tests.conftest import PROJECT_DIR, require_tool
+from tests.builders import PROJECT_DIR, require_tool
 from tests.validate import cluster
 from validate import manifests
 

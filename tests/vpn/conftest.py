@@ -17,7 +17,7 @@ from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.model import Host, StackConfig
 from preview.engine import run_program
 from preview.plan import Plan
-from tests.conftest import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config
+from tests.builders import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config
 from components.common.step_text import whole_text
 
 SERVER = Host(name="control-plane", address="10.20.1.10", role="controller")
@@ -61,10 +61,12 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
         distribution = distribution_for(distribution_settings(settings))
         access = SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key)
         server = HostBootstrap(SERVER.name, HostBootstrapArgs(
-            SERVER, access, settings.tuning, settings.nvidia, distribution, SERVER.address))
+            host=SERVER, ssh=access, tuning=settings.tuning, nvidia=settings.nvidia,
+            distribution=distribution, control_plane_address=SERVER.address))
         onprem = {
             host.name: HostBootstrap(host.name, HostBootstrapArgs(
-                host, access, settings.tuning, settings.nvidia, distribution, SERVER.address))
+                host=host, ssh=access, tuning=settings.tuning, nvidia=settings.nvidia,
+                distribution=distribution, control_plane_address=SERVER.address))
             for host in settings.hosts
         }
         bridge = VpnBridge("lab-vpn", VpnBridgeArgs(
@@ -79,7 +81,7 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
                 private_key=pulumi.Output.secret(TEST_PRIVATE_KEY)), "ubuntu", server.ssh.bundle),
             server_public_address=pulumi.Output.from_input(SERVER_PUBLIC_ADDRESS),
             server_ready=server.ready,
-            onprem={name: bootstrap.machine for name, bootstrap in onprem.items()},
+            onprem={name: bootstrap.prepared for name, bootstrap in onprem.items()},
             client_profile=settings.vpn_client_profile,
             users=[user.name for user in settings.access.users],
             api_port=settings.kubernetes.api_port,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from tests.conftest import run_checked
+from tests.builders import run_checked
 
 IP = "ip"
 

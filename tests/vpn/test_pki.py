@@ -19,7 +19,7 @@ from components.network.vpn_pki import VpnPki, VpnPkiArgs
 from preview.engine import run_program
 from preview.plan import Plan
 from preview.redaction import REDACTED
-from tests.conftest import PROJECT_DIR, as_cli_config
+from tests.builders import PROJECT_DIR, as_cli_config
 from tests.vpn.conftest import HYBRID_VALUES, exported
 
 ROLES = {

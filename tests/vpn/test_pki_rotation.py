@@ -23,7 +23,7 @@ from cryptography import x509
 
 from components.network.vpn_pki import PREVIOUS_CA_WARNING
 from preview.plan import Plan
-from tests.conftest import own_warnings
+from tests.builders import own_warnings
 from tests.vpn.conftest import SERVER, SERVER_PUBLIC_ADDRESS, build_plan, exported, \
     hybrid_values, stdin_of
 from tests.vpn.netns import Lab, ping, require_network_namespaces, wait_for_text

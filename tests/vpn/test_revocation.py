@@ -17,7 +17,7 @@ from cryptography import x509
 from components.network import vpn_ledger
 from preview import entropy
 from preview.plan import Plan
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from tests.vpn.conftest import SERVER, build_plan, exported, hybrid_values, plain, stdin_of
 from tests.vpn.test_vpn_bridge import exports
 

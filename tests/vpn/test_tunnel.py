@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from preview.plan import Plan
-from tests.conftest import PROJECT_DIR
+from tests.builders import PROJECT_DIR
 from components.network.openvpn_config import mss_fix
 from tests.vpn.conftest import (HYBRID_VALUES, SERVER, SERVER_PUBLIC_ADDRESS, VPC_HOST_ADDRESS,
                                 build_plan, exported, hybrid_values, stdin_of)

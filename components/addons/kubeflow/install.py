@@ -54,7 +54,7 @@ _BCRYPT_ALPHABET = bytes.maketrans(
     b"./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class KubeflowArgs:
     kubeflow: KubeflowSettings
     # gpu-cluster:kubeflowPassword (or its bcrypt hash), with the deprecated kubeflow.user.

@@ -26,7 +26,7 @@ from config.monitoring import MonitoringSettings
 PASSWORD_BYTES = 24
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class MonitoringArgs:
     monitoring: MonitoringSettings
     gpu: GpuSettings

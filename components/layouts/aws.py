@@ -1,0 +1,227 @@
+"""The AWS side both AWS layouts share (components/layouts/__init__.py says what each is):
+the provider, the VPC, the control-plane instance, its backup bucket and the EFS file
+system. Only a stack using AWS imports it, and with it the AWS SDK."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from components.aws.backup_bucket import (
+    SNAPSHOT_OBJECT,
+    BackupBucket,
+    BackupBucketArgs,
+    backup_prefix,
+)
+from components.aws.boot import BootStore
+from components.aws.control_plane_host import (
+    CONTROLLER_MACHINE,
+    ControllerBoot,
+    ControlPlaneHost,
+    ControlPlaneHostArgs,
+)
+from components.aws import ssm_paths
+from components.aws.network import AwsNetwork, AwsNetworkArgs
+from components.aws.tags import default_tags
+from components.aws.efs import EfsFileSystem, EfsFileSystemArgs
+from components.distributions.base import Distribution
+from components.kubernetes.backups import (
+    BackupTarget,
+    backup_boot_step,
+    check_envelope_fits,
+    envelope_chunks,
+    install_backup_env,
+)
+from components.hosts.steps import preparation_steps
+from components.network.vpn_clients import gateway_address
+from components.layouts.contract import Efs, Layout
+from components.layouts.over_ssh import node_outputs, registries_env
+from config.backup import backup_store
+from config.cloud import cluster_cidrs, node_cidrs
+from config.model import StackConfig
+from config.problems import Problem
+from config.storage import efs_mounts_with_iam
+from config.types import public_key_of
+from contract import names
+
+
+def mirror_password(settings: StackConfig) -> Optional[pulumi.Output[str]]:
+    mirror = settings.image_mirror
+    if mirror is None or not mirror.username or settings.image_mirror_password is None:
+        return None
+    return pulumi.Output.secret(settings.image_mirror_password.get_secret_value())
+
+
+def boot_password(settings: StackConfig, parameter: str) -> dict:
+    return ({"REGISTRY_PASSWORD_SSM_PARAMETER": parameter}
+            if mirror_password(settings) is not None else {})
+
+
+def s3_backup_target(settings: StackConfig, bucket: pulumi.Input[str],
+                     location: pulumi.Input[str]) -> BackupTarget:
+    return BackupTarget("s3", location, {
+        "BACKUP_BUCKET": bucket,
+        "BACKUP_OBJECT": f"{backup_prefix(settings.cluster_name)}/{SNAPSHOT_OBJECT}",
+        "AWS_REGION": settings.aws.region})
+
+
+def backup_envelope_problems(settings: StackConfig, distribution: Distribution) -> list[Problem]:
+    """The install-backup envelope of a controller that boots itself must fit the SSM
+    parameters that hold it, rendered with the value not known yet (the bucket's name) at
+    its longest: 63 characters."""
+    if not backup_store(settings.layout, settings.backup, None, None):
+        return []
+    env = install_backup_env(distribution, settings.backup, settings.cluster_name,
+                             s3_backup_target(settings, "b" * 63, ""))
+    try:
+        check_envelope_fits(settings.aws.control_plane.name, env)
+    except ValueError as error:
+        return [Problem("backup.recipients", f"{error}: fewer recipients make it shorter")]
+    return []
+
+
+@dataclass(frozen=True)
+class AwsSide:
+    """What the AWS layouts build on: the VPC, the control-plane instance, the options of
+    resources on AWS (its provider), the boot bucket, the backup bucket, the provider's
+    default tags."""
+
+    network: AwsNetwork
+    instance: ControlPlaneHost
+    opts: pulumi.ResourceOptions
+    boot_store: BootStore
+    backup_bucket: Optional[BackupBucket]
+    default_tags: dict
+
+
+class OnAws(Layout):
+    """The AWS side both AWS layouts share."""
+
+    boots_itself = False
+
+    def _aws_side(self) -> AwsSide:
+        context, settings = self.context, self.context.settings
+        tags = default_tags(settings.cluster_name, settings.aws.tags)
+        # Changing default_tags updates the provider in place and re-tags its resources:
+        # pulumi-aws forces a provider replacement only for `region` (ForcesProviderReplace
+        # in provider/resources.go), which pulumi-terraform-bridge's DiffConfig honours
+        # (pkg/tfbridge/provider.go, configDiffer.DiffConfig).
+        provider = aws.Provider(f"{context.name}-aws", region=settings.aws.region,
+                                default_tags=aws.ProviderDefaultTagsArgs(tags=tags),
+                                opts=pulumi.ResourceOptions(parent=context.parent))
+        opts = pulumi.ResourceOptions(parent=context.parent, providers=[provider])
+        network = AwsNetwork(f"{context.name}-network",
+                             AwsNetworkArgs(settings=settings.aws,
+                                            cluster_name=settings.cluster_name,
+                                            node_security_group=self.boots_itself,
+                                            node_ports=context.distribution.node_ports),
+                             opts=opts)
+        backup = settings.backup
+        bucket = (BackupBucket(f"{context.name}-backups", BackupBucketArgs(
+            cluster_name=settings.cluster_name, retention=backup.retention,
+            region=settings.aws.region, lock_days=backup.lock_days,
+            restore_principals=tuple(backup.restore_principals)), opts=opts)
+            if backup_store(settings.layout, settings.backup, None, None) else None)
+        password = mirror_password(settings)
+        boot = (ControllerBoot(context.distribution, context.pki,
+                               tuple(preparation_steps(
+                                   settings.tuning, settings.nvidia, context.distribution,
+                                   CONTROLLER_MACHINE, registries=registries_env(
+                                       settings, context.distribution, boot_password(
+                                           settings, ssm_paths.control_plane_secret(
+                                               settings.cluster_name, ssm_paths.IMAGE_MIRROR_PASSWORD))))),
+                               context.secrets,
+                               stored={ssm_paths.IMAGE_MIRROR_PASSWORD: password} if password is not None else {})
+                if self.boots_itself else None)
+        if boot is not None and bucket is not None:
+            self._install_backup_at_boot(boot, bucket)
+        boot_store = BootStore(f"{context.name}-boot", settings.cluster_name, opts=opts)
+        instance = ControlPlaneHost(
+            f"{context.name}-control-plane-host",
+            ControlPlaneHostArgs(
+                cluster_name=settings.cluster_name, aws=settings.aws, network=network,
+                ssh_public_key=public_key_of(settings.ssh_private_key.get_secret_value()),
+                api_port=settings.kubernetes.api_port,
+                control_plane_ports=context.distribution.control_plane_ports,
+                cluster_cidrs=cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr,
+                                            settings.vpn),
+                node_cidrs=node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts]),
+                boot_store=boot_store, vpn=settings.vpn,
+                lan_cidr=settings.network.lan_cidr, boot=boot,
+                secrets_key=bucket.key.arn if bucket is not None else None),
+            opts=opts)
+        if bucket is not None:
+            bucket.allow_writes_by(f"{context.name}-backup-writer", instance.role_name,
+                                   settings.cluster_name, opts)
+        return AwsSide(network, instance, opts, boot_store, bucket, tags)
+
+    def _backup_target(self, bucket: BackupBucket) -> BackupTarget:
+        return s3_backup_target(self.context.settings, bucket.bucket.bucket, bucket.location)
+
+    def _install_backup_at_boot(self, boot: ControllerBoot, bucket: BackupBucket) -> None:
+        """install-backup among the controller's boot steps, its envelope in SSM (its size
+        checked by `refusals`)."""
+        context, settings = self.context, self.context.settings
+        host = settings.aws.control_plane.name
+        env = install_backup_env(context.distribution, settings.backup, settings.cluster_name,
+                                 self._backup_target(bucket))
+        chunks = envelope_chunks(host, env)
+        names = [f"backup-step-{index}" for index in range(len(chunks))]
+        boot.stored = {**boot.stored, **dict(zip(names, chunks))}
+        boot.after_install = (backup_boot_step(
+            [ssm_paths.control_plane_secret(settings.cluster_name, name) for name in names],
+            settings.aws.region),)
+
+    def _efs(self, aws_side: AwsSide) -> Optional[EfsFileSystem]:
+        """The EFS file system of storage.efs, mounted by the controller where it is a
+        node's gateway to it, the on-prem hosts and the pools."""
+        settings = self.context.settings
+        if settings.storage.efs is None:
+            return None
+        # Its nodes: the controller, the on-prem hosts (hybrid: from their LAN addresses,
+        # routed through the tunnel unchanged; the gateway's own packets from its fixed
+        # tunnel address), the pools (cloud).
+        gateway = ([gateway_address(settings.vpn.tunnel_cidr)]
+                   if settings.vpn is not None and settings.vpn.mode == "server-on-ec2"
+                   else [])
+        # The controller mounts EFS where it is a node's gateway to it (hybrid); on the
+        # cloud layout it runs no kubelet and the pools are the nodes.
+        controller = [] if efs_mounts_with_iam(settings.layout) else [aws_side.instance.private_ip]
+        return EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
+            cluster_name=settings.cluster_name, efs=settings.storage.efs, vpc=settings.aws.vpc,
+            network=aws_side.network,
+            node_addresses=controller + [h.address for h in settings.hosts] + gateway,
+            by_address=settings.layout == "hybrid",
+            node_security_group=aws_side.network.node_security_group),
+            opts=aws_side.opts)
+
+    def _efs_service(self, efs: Optional[EfsFileSystem]) -> Optional[Efs]:
+        if efs is None:
+            return None
+        with_iam = efs_mounts_with_iam(self.context.settings.layout)
+        return Efs(address=efs.address,
+                   file_system_id=efs.file_system.id if with_iam else None,
+                   mount_target_addresses=tuple(t.ip_address for t in efs.mount_targets))
+
+    def _backup_over_ssh(self, aws_side: AwsSide) -> Optional[BackupTarget]:
+        """What the cluster installs over SSH for the snapshots: nothing where the
+        controller installs it at boot."""
+        if aws_side.backup_bucket is None or self.boots_itself:
+            return None
+        return self._backup_target(aws_side.backup_bucket)
+
+    def _outputs(self, aws_side: AwsSide, hosts: list, gateways: dict) -> dict:
+        instance = aws_side.instance
+        return {
+            names.NODES_OUTPUT: node_outputs(hosts),
+            "images": {"controlPlane": instance.image},
+            "controlPlaneSshHostKey": instance.ssh_host_public_key,
+            names.GATEWAYS_OUTPUT: {"aws": instance.public_ip, **gateways},
+            "backupLocation": (aws_side.backup_bucket.location
+                               if aws_side.backup_bucket is not None else None),
+        }
+
+    def _public_address(self, aws_side: AwsSide):
+        return (aws_side.instance.public_ip
+                if self.context.settings.aws.control_plane.elastic_ip else None)

@@ -1,0 +1,127 @@
+"""cloud: the control plane on EC2 and GPU workers in EC2 pools, all installing themselves
+at boot; the program runs no command on any machine but the controller's upgrade over
+SSH. The pools join once the control plane is up (`self_joining`)."""
+
+from typing import Optional
+
+import pulumi_kubernetes as k8s
+
+from components.aws import ssm_paths
+from components.aws.efs import EfsFileSystem
+from components.aws.gpu_worker_pool import (
+    GpuWorkerPool,
+    GpuWorkerPoolArgs,
+    PoolBoot,
+    pool_machine,
+)
+from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
+from components.common.remote_step import Ssh, SshAccess, connection_to
+from components.distributions.base import Distribution
+from components.hosts.bundle_step import with_bundle
+from components.hosts.steps import preparation_steps
+from components.kubernetes.control_plane import ControlPlane
+from components.layouts.aws import (
+    AwsSide,
+    OnAws,
+    backup_envelope_problems,
+    boot_password,
+    mirror_password,
+)
+from components.layouts.contract import (
+    BootedController,
+    Controller,
+    LayoutResult,
+    SelfJoining,
+    Services,
+    frozen_mapping,
+)
+from components.layouts.over_ssh import registries_env
+from config.model import StackConfig
+from config.problems import Problem
+from contract import names
+
+
+def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBoot]:
+    """What each pool's instances run at boot, worked out once from the whole stack."""
+    return [PoolBoot(settings.cluster_name, settings.aws.region, pool,
+                     tuple(preparation_steps(settings.tuning, settings.nvidia, distribution,
+                                           pool_machine(pool), registries=registries_env(
+                                               settings, distribution, boot_password(
+                                                   settings, ssm_paths.pool_secret(
+                                                       settings.cluster_name, pool.name,
+                                                       ssm_paths.IMAGE_MIRROR_PASSWORD))))),
+                     registry_password=mirror_password(settings))
+            for pool in settings.pools]
+
+
+class Cloud(OnAws):
+    boots_itself = True
+    # What self_joining builds on, kept from result().
+    _aws: AwsSide
+    _efs_system: Optional[EfsFileSystem]
+
+    @classmethod
+    def refusals(cls, settings: StackConfig, distribution: Distribution) -> list[Problem]:
+        """The controller's install-backup step travels in SSM parameters of a fixed size."""
+        return backup_envelope_problems(settings, distribution)
+
+    def result(self) -> LayoutResult:
+        self._aws = aws_side = self._aws_side()
+        instance, settings = aws_side.instance, self.context.settings
+        # The instance's public address, its port and the host key it installs at boot,
+        # as on hybrid (aws.adminCidrs opens SSH to where `pulumi up` runs).
+        ssh = with_bundle(instance.host.name, Ssh(connection_to(instance.host, SshAccess(
+            settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
+            instance.ssh_endpoint), instance.host.ssh_user), 0,
+            depends_on=[instance.instance], parent=instance)
+        self._efs_system = efs = self._efs(aws_side)
+        return LayoutResult(
+            controller=Controller(host=instance.host,
+                                  booted=BootedController(instance=instance.instance, ssh=ssh),
+                                  public_address=self._public_address(aws_side)),
+            workers=(),
+            services=Services(
+                storage_servers=tuple(efs.mount_targets if efs is not None else ()),
+                efs=self._efs_service(efs), aws_opts=aws_side.opts),
+            outputs=frozen_mapping(self._outputs(aws_side, [instance.host], {})))
+
+    def self_joining(self, control_plane: ControlPlane, provider: k8s.Provider,
+                     result: LayoutResult) -> SelfJoining:
+        """The EC2 pools, whose instances join at boot with the token the controller keeps
+        in SSM, and the controller's services that rotate those tokens and remove the node
+        of an instance a pool let go."""
+        context, settings, aws_side = self.context, self.context.settings, self._aws
+        pools = [
+            GpuWorkerPool(f"{context.name}-{boot.pool.name}", GpuWorkerPoolArgs(
+                boot=boot, network=aws_side.network, distribution=context.distribution,
+                node_security_group=aws_side.network.node_security_group,
+                boot_store=aws_side.boot_store,
+                default_tags=aws_side.default_tags, after=[control_plane.installed]),
+                opts=aws_side.opts)
+            for boot in pool_boots(settings, context.distribution)
+        ]
+        if pools:
+            cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(
+                cluster_name=settings.cluster_name, region=settings.aws.region, pki=context.pki,
+                api_endpoint=control_plane.node_endpoint, provider=provider,
+                distribution=context.distribution,
+                controller=control_plane.host.name, ssh=control_plane.ssh,
+                controller_role=aws_side.instance.role_name,
+                after=[control_plane.installed]), opts=aws_side.opts)
+            started = cleanup.start([p.token_parameter for p in pools])
+            for pool in pools:
+                pool.launch(after=[started])
+        if self._efs_system is not None:
+            # The pools' roles: the nodes that mount it, and where the CSI driver's
+            # controller runs (components/addons/efs_csi.py).
+            self._efs_system.allow_nodes([p.role_arn for p in pools])
+            self._efs_system.allow_provisioner(
+                {pool.name: p.role_name for pool, p in zip(settings.pools, pools)},
+                settings.cluster_name)
+        return SelfJoining(
+            nodes=tuple(pool.group for pool in pools),
+            outputs=frozen_mapping({
+                "images": {**result.outputs["images"],
+                           **{pool.name: p.image for pool, p in zip(settings.pools, pools)}},
+                names.POOLS_OUTPUT: [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
+                           "gpus": p.gpus, "gpuModel": p.gpu_model} for p in settings.pools]}))

@@ -1,0 +1,138 @@
+"""What a layout hands the cluster, one way: small frozen results the layout never changes
+after it returned them. `Layout.result()` gives the machines and services, then
+`Layout.self_joining()` the nodes that join on their own (cloud pools), with the outputs
+they add; `Layout.refusals()` says, before anything is registered, what the stack asks of
+the layout that it cannot do."""
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.common.remote_step import Ssh
+from components.distributions.base import Distribution
+from components.hosts.bootstrap import PreparedHost
+from components.kubernetes.backups import BackupTarget
+from components.kubernetes.control_plane import ControlPlane
+from components.kubernetes.pki import ClusterPki
+from config.model import Host, StackConfig
+from config.problems import Problem
+
+
+def frozen_mapping(values: Mapping) -> Mapping:
+    """A read-only view of a copy of `values`, in its order."""
+    return MappingProxyType(dict(values))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterContext:
+    """What every layout builds with; its resources are children of `parent`."""
+
+    name: str
+    settings: StackConfig
+    distribution: Distribution
+    pki: ClusterPki
+    parent: pulumi.Resource
+    # The distribution's cluster_secrets, by name.
+    secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootedController:
+    """A controller that installs itself at boot (cloud): its instance, and SSH to it, so a
+    raised kubernetes.version upgrades it over SSH as on the other layouts."""
+
+    instance: pulumi.Resource
+    ssh: Ssh
+
+
+@dataclass(frozen=True, kw_only=True)
+class Controller:
+    """The controller: installed over SSH on a prepared machine, or at boot."""
+
+    host: Host
+    prepared: Optional[PreparedHost] = None
+    booted: Optional[BootedController] = None
+    # The address users and `pulumi up` reach the API at, when not the controller's own.
+    public_address: Optional[pulumi.Input[str]] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedWorker:
+    """A host the cluster joins as a node over SSH (the controller too where it runs
+    workloads), and what its join waits for beyond its preparation (the VPN tunnel)."""
+
+    host: Host
+    prepared: PreparedHost
+    join_after: tuple = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Efs:
+    """The EFS file system the layout created."""
+
+    address: pulumi.Input[str]
+    # Its id, where the nodes mount it with IAM and TLS (the EFS CSI driver's StorageClass).
+    file_system_id: Optional[pulumi.Input[str]] = None
+    # The addresses of its mount targets (AWS assigns them in an existing VPC).
+    mount_target_addresses: tuple = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Services:
+    """What the cluster's add-ons and users are given by the layout."""
+
+    # What the storage add-on waits for: the NFS server step, EFS mount targets.
+    storage_servers: tuple = ()
+    efs: Optional[Efs] = None
+    # What the cluster installs over SSH for the snapshots (none when off, or installed
+    # at boot).
+    backup: Optional[BackupTarget] = None
+    # Users reach the API at the controller's private address (through the VPN or LAN).
+    users_on_private_network: bool = False
+    # The VPN profile users are given (hybrid with the program's VPN server).
+    user_vpn_profile: Any = None
+    # Options of resources on AWS (its provider), on the layouts that use AWS.
+    aws_opts: Optional[pulumi.ResourceOptions] = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LayoutResult:
+    controller: Controller
+    workers: tuple[PreparedWorker, ...]
+    services: Services
+    # Stack outputs, by name (components/cluster.py OUTPUTS orders them).
+    outputs: Mapping[str, Any] = field(default_factory=lambda: frozen_mapping({}))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfJoining:
+    """Nodes that join on their own once the control plane is up (cloud pools): what
+    "every node is ready" waits for, and the outputs they add or replace."""
+
+    nodes: tuple = ()
+    outputs: Mapping[str, Any] = field(default_factory=lambda: frozen_mapping({}))
+
+
+class Layout(abc.ABC):
+    def __init__(self, context: ClusterContext):
+        self.context = context
+
+    @classmethod
+    def refusals(cls, settings: StackConfig, distribution: Distribution) -> list[Problem]:
+        """What this layout cannot build of `settings` (config problems only the layout
+        can see), checked before anything is registered."""
+        return []
+
+    @abc.abstractmethod
+    def result(self) -> LayoutResult:
+        """The machines of the cluster, prepared as this layout does it."""
+
+    def self_joining(self, control_plane: ControlPlane, provider: k8s.Provider,
+                     result: LayoutResult) -> SelfJoining:
+        """Nodes that join on their own once the control plane is up."""
+        return SelfJoining()
