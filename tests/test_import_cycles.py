@@ -138,7 +138,7 @@ def test_the_graph_covers_the_program_and_the_tools():
     graph = import_graph()
     for name in ("__main__", "components.cluster", "components.layouts.contract",
                  "config.model", "doctor.checks.every", "validate.__main__",
-                 "distribute.outputs", "policy.rules", "preview.engine", "pins.table",
+                 "contract.outputs", "cli.__main__", "policy.rules", "preview.engine", "pins.table",
                  "acceptance.nccl_results", "benchmarks.preview_scale"):
         assert name in graph, name
     assert not [name for name in graph if name.startswith(("tests.", "vendor.", "build."))]

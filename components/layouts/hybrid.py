@@ -62,5 +62,6 @@ class Hybrid(OnAws):
                 users_on_private_network=True, user_vpn_profile=vpn.user_profile,
                 aws_opts=aws_side.opts),
             outputs=frozen_mapping({
-                **self._outputs(aws_side, [controller, *settings.hosts], {names.ON_PREM_GATEWAY: on_prem}),
-                "vpnAdminProfile": vpn.admin_profile}))
+                **self._outputs(aws_side, [controller, *settings.hosts],
+                                {names.ON_PREM_GATEWAY: on_prem}),
+                names.ADMIN_VPN_PROFILE_OUTPUT: vpn.admin_profile}))
