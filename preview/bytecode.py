@@ -23,6 +23,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as build, open(os.devnull, "w") as quiet:
         for stack in EXAMPLE_STACKS:
+            # What it is at, on the terminal: the first run is otherwise a minute of silence.
+            print(f"  previewing {stack} once to find what it imports", file=sys.stderr,
+                  flush=True)
             with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
                 status = preview([stack, "--build-dir", build, "--quiet"])
             if status != 0:
