@@ -60,7 +60,8 @@ def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBo
                                                settings, distribution, _boot_password(
                                                    settings, ssm_paths.pool_secret(
                                                        settings.cluster_name, pool.name,
-                                                       ssm_paths.IMAGE_MIRROR_PASSWORD))))),
+                                                       ssm_paths.IMAGE_MIRROR_PASSWORD))),
+                                           packages=settings.packages)),
                      registry_password=_mirror_password(settings))
             for pool in settings.pools]
 
@@ -122,7 +123,8 @@ class _OnAws(Layout):
                                    CONTROLLER_MACHINE, registries=registries_env(
                                        settings, context.distribution, _boot_password(
                                            settings, ssm_paths.control_plane_secret(
-                                               settings.cluster_name, ssm_paths.IMAGE_MIRROR_PASSWORD))))),
+                                               settings.cluster_name, ssm_paths.IMAGE_MIRROR_PASSWORD))),
+                                   packages=settings.packages)),
                                context.secrets,
                                stored={ssm_paths.IMAGE_MIRROR_PASSWORD: password} if password is not None else {})
                 if self.boots_itself else None)
