@@ -14,6 +14,7 @@ from pydantic import (
     Field,
     SecretStr,
     field_validator,
+    model_validator,
 )
 
 from contract import ports
@@ -242,6 +243,22 @@ class NvidiaSettings(Section):
         return driver, toolkit
 
 
+class PackageSettings(Section):
+    # A mirror of Ubuntu's archive (the layout of archive.ubuntu.com/ubuntu) that hosts' apt
+    # reads instead of the sources their image came with (configure-apt.sh); packages are
+    # still checked against Ubuntu's archive key. Security updates come from
+    # aptSecurityMirror, or from aptMirror when that is not set.
+    apt_mirror: Optional[DownloadUrl] = None
+    apt_security_mirror: Optional[DownloadUrl] = None
+
+    @model_validator(mode="after")
+    def _security_needs_the_archive(self) -> "PackageSettings":
+        if self.apt_security_mirror and not self.apt_mirror:
+            raise ValueError("aptSecurityMirror needs aptMirror: apt reads both from the file "
+                             "configure-apt writes")
+        return self
+
+
 class GpuSettings(Section):
     # Pods sharing each GPU by time-slicing; 1 gives every pod whole GPUs.
     time_slicing_replicas: int = Field(default=1, ge=1, le=64)
@@ -297,6 +314,8 @@ class StackConfig(Section):
     # nftables on on-prem hosts: node ports for the nodes only (config/firewall.py).
     host_firewall: HostFirewallSettings = HostFirewallSettings()
     nvidia: NvidiaSettings = NvidiaSettings()
+    # Where hosts' apt finds Ubuntu's packages.
+    packages: PackageSettings = PackageSettings()
     gpu: GpuSettings = GpuSettings()
     storage: StorageSettings
     mpi: MpiSettings = MpiSettings()

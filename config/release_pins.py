@@ -21,12 +21,21 @@ Architecture = Literal[versions.RELEASE_ARCHITECTURES]  # type: ignore[valid-typ
 # The file the distribution's scripts download, per architecture (k0s/lib.sh
 # k0s_install_binary, rke2/lib.sh rke2_install).
 RELEASE_FILES = {"k0s": "k0s-<version>-<arch>", "rke2": "rke2.linux-<arch>.tar.gz"}
+# The release's airgap image bundle, per architecture, from the same place (k0s/lib.sh
+# k0s_install_airgap_bundle, rke2/lib.sh rke2_install_airgap_bundle).
+AIRGAP_BUNDLE_FILES = {"k0s": "k0s-airgap-bundle-<version>-<arch>",
+                       "rke2": "rke2-images.linux-<arch>.tar.zst"}
 
 
 class VersionOverrides(Section):
     # sha256 of RELEASE_FILES[distribution] of kubernetes.version, by architecture; over the
     # pinned ones (config/versions.py RELEASE_SHA256) where both exist.
     release_sha256: dict[Architecture, Sha256] = {}
+    # sha256 of AIRGAP_BUNDLE_FILES[distribution] of kubernetes.version, by architecture:
+    # set, every node downloads the bundle (from kubernetes.releaseUrl, else the release's
+    # page) and checks it before install or join. The project pins none: the bundles are
+    # hundreds of MB and their sums are not readable offline.
+    airgap_bundle_sha256: dict[Architecture, Sha256] = {}
 
 
 def release_sha256(distribution: str, version: str, overrides: VersionOverrides) -> dict[str, str]:

@@ -7,6 +7,7 @@ from typing import Optional
 
 from config.backup import backup_store
 from config.cloud import control_plane_address
+from config.download_warnings import download_warnings
 from config.firewall import firewall_warnings
 from config.gpu_hosts import runtime_warnings, untolerated_taint_warnings
 from config.host_security import host_warnings
@@ -36,6 +37,7 @@ def preview_warnings(settings: StackConfig) -> list[str]:
                                   settings.aws and control_plane_address(settings.aws))
     warnings += [backups_off_warning(settings), kubeflow_repository_warning(settings)]
     warnings += soft_mount_warnings(settings)
+    warnings += download_warnings(settings)
     return [warning for warning in warnings if warning]
 
 

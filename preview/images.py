@@ -48,7 +48,7 @@ def images_txt(plan: Plan, settings: StackConfig, user_files: Mapping[str, str])
     own = set(cluster_images.distribution_images(kubernetes, settings.network.cni))
     sections.append((
         f"{kubernetes.distribution} {kubernetes.version}, its own images "
-        "(config/release_images.py)" if own else
+        "(config/versions.py release_images)" if own else
         f"{kubernetes.distribution} {kubernetes.version}: its images are not known offline; "
         "take them from the release's image list (k0s airgap list-images; RKE2's "
         "rke2-images.linux-<arch>.txt)", own))

@@ -1,8 +1,9 @@
 """Every image the cluster pulls, by where it comes from: the distribution's own (its pinned
-release's list, config/release_images.py), the add-ons' (config/versions.py, the vendored
-MPI operator), Kubeflow's (the vendored kubeflow/manifests folders of its stages) and those
-of the checks users run (acceptance files, `python -m validate`). The image mirror covers
-their registries (mirror_upstreams); the preview lists them in build/<stack>/images.txt."""
+release's list, config/versions.py release_images), the add-ons' (config/versions.py, the
+vendored MPI operator), Kubeflow's (the vendored kubeflow/manifests folders of its stages) and
+those of the checks users run (acceptance files, `python -m validate`). The image mirror
+covers their registries (mirror_upstreams); the preview lists them in
+build/<stack>/images.txt."""
 
 import functools
 import re
@@ -11,7 +12,7 @@ from collections.abc import Iterable, Sequence
 import yaml
 
 from components.addons.kubeflow import catalog
-from config import release_images, versions
+from config import versions
 from config.images import COMMON_UPSTREAMS, ImageMirror, split_registry
 from config.kubernetes import KubernetesSettings
 from config.vendored import PROJECT_DIR, VENDOR_DIR
@@ -111,7 +112,7 @@ def mpi_operator_images() -> tuple[str, ...]:
 
 
 def distribution_images(kubernetes: KubernetesSettings, cni: str) -> tuple[str, ...]:
-    return release_images.release_images(kubernetes.distribution, kubernetes.version, cni)
+    return versions.release_images(kubernetes.distribution, kubernetes.version, cni)
 
 
 def known_images(kubernetes: KubernetesSettings, cni: str) -> list[str]:

@@ -37,6 +37,7 @@ def distribution_settings(config: StackConfig) -> DistributionSettings:
         has_pools=bool(config.pools),
         release_sha256=release_sha256(config.kubernetes.distribution, config.kubernetes.version,
                                       config.versions),
+        airgap_bundle_sha256=dict(config.versions.airgap_bundle_sha256),
     )
 
 

@@ -45,6 +45,8 @@ class DistributionSettings:
     # The sha256 the scripts require of kubernetes.version's release file, by architecture
     # (config/release_pins.py: the pins of config/versions.py, `versions.releaseSha256`).
     release_sha256: Mapping[str, str] = field(default_factory=dict)
+    # versions.airgapBundleSha256: the release's image bundle each node installs; empty: none.
+    airgap_bundle_sha256: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,9 @@ class K0s:
         return {"K0S_VERSION": self.settings.kubernetes.version,
                 **{f"K0S_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
                    for arch in versions.RELEASE_ARCHITECTURES},
-                **({"K0S_RELEASE_URL": url} if url else {})}
+                **({"K0S_RELEASE_URL": url} if url else {}),
+                **{f"K0S_AIRGAP_SHA256_{arch.upper()}": sha256
+                   for arch, sha256 in sorted(self.settings.airgap_bundle_sha256.items())}}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"K0S_CA_KEY": ca_key_pem}

@@ -324,7 +324,9 @@ class Rke2:
         return {"RKE2_VERSION": self.version,
                 **{f"RKE2_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
                    for arch in versions.RELEASE_ARCHITECTURES},
-                **({"RKE2_RELEASE_URL": url} if url else {})}
+                **({"RKE2_RELEASE_URL": url} if url else {}),
+                **{f"RKE2_AIRGAP_SHA256_{arch.upper()}": sha256
+                   for arch, sha256 in sorted(self.settings.airgap_bundle_sha256.items())}}
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"RKE2_CA_KEY": ca_key_pem}

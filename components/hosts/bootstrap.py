@@ -23,7 +23,7 @@ from components.common.remote_step import (
 )
 from components.common.step_text import Script
 from config.backup import BACKUP_FOLDER
-from config.model import Host, HostTuning, NvidiaSettings
+from config.model import Host, HostTuning, NvidiaSettings, PackageSettings
 
 SERVE_NFS = Script("serve-nfs.sh")
 # reboot-if-needed on a worker over SSH: with the upgrade helpers that tell whether its node
@@ -92,6 +92,8 @@ class HostBootstrapArgs:
     firewall_ruleset: Optional[str] = None
     # configure-registries' inputs when the cluster has an image mirror (steps.registry_env).
     registries: Optional[Mapping[str, pulumi.Input[str]]] = None
+    # packages.aptMirror: configure-apt before anything installs a package.
+    packages: Optional[PackageSettings] = None
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,8 @@ class HostBootstrap(pulumi.ComponentResource):
         for step in preparation_steps(args.tuning, args.nvidia, args.distribution, machine,
                                       preflight_env=self._preflight_env(),
                                       firewall_ruleset=args.firewall_ruleset,
-                                      registries=args.registries):
+                                      registries=args.registries,
+                                      packages=args.packages):
             script = (REBOOT_DRAINED_WORKER if step.step == "reboot-if-needed"
                       and args.drain_first is not None else step.script)
             previous = [run_step(host.name, step.step, on=waiting if step.after_reboot

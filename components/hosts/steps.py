@@ -2,9 +2,10 @@
 metal and hybrid hosts (components/hosts/bootstrap.py) and rendered into the boot user data
 of EC2 instances (components/aws/boot.py). A new step is added here once.
 
-prepare-host -> [host-firewall] -> [configure-registries] -> [install-nvidia] ->
+[configure-apt] -> prepare-host -> [host-firewall] -> [configure-registries] -> [install-nvidia] ->
 [reboot-if-needed] -> verify-boot; over SSH, preflight comes first; host-firewall is on
-on-prem hosts only."""
+on-prem hosts only; configure-apt with packages.aptMirror, before anything installs a
+package."""
 
 import hashlib
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ from components.distributions.base import Distribution
 from components.common.step_text import Script
 from config import versions
 from config.images import ImageMirror
-from config.model import HostTuning, NvidiaSettings
+from config.model import HostTuning, NvidiaSettings, PackageSettings
 
 PREFLIGHT = Script("preflight.sh")
 PREPARE_HOST = Script("prepare-host.sh", checks=True)
@@ -28,6 +29,8 @@ INSTALL_NVIDIA = Script("install-nvidia.sh", checks=True)
 REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
 VERIFY_BOOT = Script("verify-boot.sh")
 CONFIGURE_REGISTRIES = Script("configure-registries.sh")
+CONFIGURE_APT = Script("configure-apt.sh")
+REMOVE_CONFIGURE_APT = Script("configure-apt-remove.sh")
 # prepare-host's inputs that change the kernel's command line.
 REBOOT_REASONS = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
 
@@ -64,15 +67,18 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
                       machine: Machine,
                       preflight_env: Optional[Mapping[str, str]] = None,
                       firewall_ruleset: Optional[str] = None,
-                      registries: Optional[Mapping[str, pulumi.Input[str]]] = None
-                      ) -> list[HostStep]:
+                      registries: Optional[Mapping[str, pulumi.Input[str]]] = None,
+                      packages: Optional[PackageSettings] = None) -> list[HostStep]:
     """`preflight_env` and `firewall_ruleset` are given over SSH only (boot user data
     never holds them: EC2 machines have security groups). `registries`:
     configure-registries' inputs (registry_env) when the cluster has an image mirror;
-    before anything pulls an image."""
+    before anything pulls an image. `packages`: where apt finds Ubuntu's packages."""
     steps = []
     if preflight_env is not None:
         steps.append(HostStep("preflight", PREFLIGHT, preflight_env))
+    apt = apt_env(packages)
+    if apt:
+        steps.append(HostStep("configure-apt", CONFIGURE_APT, apt, delete=REMOVE_CONFIGURE_APT))
     steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(tuning)))
     if firewall_ruleset is not None:
         steps.append(HostStep("host-firewall", HOST_FIREWALL,
@@ -89,6 +95,15 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
         steps.append(HostStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env))
     steps.append(HostStep("verify-boot", VERIFY_BOOT, verify_env, after_reboot=True))
     return steps
+
+
+def apt_env(packages: Optional[PackageSettings]) -> dict[str, str]:
+    """configure-apt's inputs; none without packages.aptMirror."""
+    if packages is None or packages.apt_mirror is None:
+        return {}
+    security = packages.apt_security_mirror
+    return {"UBUNTU_APT_MIRROR": packages.apt_mirror,
+            **({"UBUNTU_APT_SECURITY_MIRROR": security} if security else {})}
 
 
 def prepare_host_env(tuning: HostTuning) -> dict[str, str]:

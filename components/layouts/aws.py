@@ -130,7 +130,9 @@ class OnAws(Layout):
                                    CONTROLLER_MACHINE, registries=registries_env(
                                        settings, context.distribution, boot_password(
                                            settings, ssm_paths.control_plane_secret(
-                                               settings.cluster_name, ssm_paths.IMAGE_MIRROR_PASSWORD))))),
+                                               settings.cluster_name,
+                                               ssm_paths.IMAGE_MIRROR_PASSWORD))),
+                                   packages=settings.packages)),
                                context.secrets,
                                stored={ssm_paths.IMAGE_MIRROR_PASSWORD: password} if password is not None else {})
                 if self.boots_itself else None)

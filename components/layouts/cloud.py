@@ -49,7 +49,8 @@ def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBo
                                                settings, distribution, boot_password(
                                                    settings, ssm_paths.pool_secret(
                                                        settings.cluster_name, pool.name,
-                                                       ssm_paths.IMAGE_MIRROR_PASSWORD))))),
+                                                       ssm_paths.IMAGE_MIRROR_PASSWORD))),
+                                           packages=settings.packages)),
                      registry_password=mirror_password(settings))
             for pool in settings.pools]
 

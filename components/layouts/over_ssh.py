@@ -51,7 +51,8 @@ def bootstrap(context: ClusterContext, host: Host, control_plane_address: pulumi
                         if nfs is not None and nfs.host == host.name else None),
             drain_first=drain, firewall_ruleset=host_firewall_ruleset(
                 settings, context.distribution, host),
-            registries=registries_env(settings, context.distribution, ssh_password(settings))),
+            registries=registries_env(settings, context.distribution, ssh_password(settings)),
+            packages=settings.packages),
         opts=pulumi.ResourceOptions(parent=context.parent))
 
 

@@ -4,6 +4,8 @@ one time series or table per concern, over the DCGM exporter's metrics."""
 
 import json
 
+from components.addons.monitoring.rules import XID_WINDOW_MINUTES
+
 DATASOURCE_UID = "prometheus"
 DASHBOARD_UID = "gpu-cluster-gpus"
 DASHBOARD_FILE = "gpus.json"
@@ -25,7 +27,10 @@ PANELS = (
     ("Power draw", f"DCGM_FI_DEV_POWER_USAGE{{{NODE}}}", LEGEND, "watt", "timeseries"),
     ("NVLink bandwidth", f"rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{{{NODE}}}[5m])", LEGEND,
      "Bps", "timeseries"),
-    ("Last XID error", f"DCGM_FI_DEV_XID_ERRORS{{{NODE}}} > 0", LEGEND, "none", "table"),
+    # The exporter's windowed count, as the XID alerts read it (rules.py): the gauge
+    # DCGM_FI_DEV_XID_ERRORS keeps a GPU's last XID for ever (NVIDIA/dcgm-exporter#500).
+    (f"XID errors (last {XID_WINDOW_MINUTES} minutes)",
+     f"DCGM_EXP_XID_ERRORS_COUNT{{{NODE}}} > 0", LEGEND + " XID {{xid}}", "none", "table"),
     ("Uncorrectable ECC errors (1h)",
      f"increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{NODE}}}[1h])", LEGEND, "none", "timeseries"),
     ("Thermal throttling", f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{NODE}}}[5m]) / 1e9", LEGEND,

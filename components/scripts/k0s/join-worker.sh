@@ -24,6 +24,8 @@ set -euo pipefail
 #   K0S_JOIN_ISSUER_URN  optional: the Pulumi URN of the resource that issued the token,
 #                      named in the cure when the API refuses the token.
 #   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.
+#   K0S_AIRGAP_SHA256_AMD64, K0S_AIRGAP_SHA256_ARM64  optional: the image bundle's sha256
+#                      (versions.airgapBundleSha256; k0s_install_airgap_bundle).
 
 SERVICE_ACTIVE_TIMEOUT=300
 # How long the API named in the token may take to answer at all.
@@ -138,6 +140,7 @@ main() {
   fi
   # Empty on hosts: upgrade-node installed it.
   [[ -z "$K0S_VERSION" ]] || k0s_install_binary "$K0S_VERSION"
+  [[ -z "$K0S_VERSION" ]] || k0s_install_airgap_bundle "$K0S_VERSION"
   if ((K0S_BINARY_CHANGED)); then
     restart=1
   fi

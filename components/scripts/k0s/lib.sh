@@ -88,6 +88,28 @@ k0s_install_binary() {
   fi
 }
 
+# k0s_install_airgap_bundle VERSION: with K0S_AIRGAP_SHA256_<ARCH> given
+# (versions.airgapBundleSha256), the release's image bundle k0s-airgap-bundle-VERSION-ARCH
+# from where the binary comes from, into <data-dir>/images, which k0s watches and imports
+# into its containerd (k0sproject/k0s docs/airgap-install.md, "k0s will watch for image
+# bundles in the <data-dir>/images folder"). Nothing without them.
+k0s_install_airgap_bundle() {
+  local version=$1 asset url pin
+  [[ -n "${K0S_AIRGAP_SHA256_AMD64:-}${K0S_AIRGAP_SHA256_ARM64:-}" ]] || return 0
+  k0s_detect_arch
+  pin="K0S_AIRGAP_SHA256_${K0S_ARCH^^}"
+  asset="k0s-airgap-bundle-${version}-${K0S_ARCH}"
+  if [[ -z "${!pin:-}" ]]; then
+    die "no sha256 for $asset: set gpu-cluster:versions airgapBundleSha256.$K0S_ARCH"
+  fi
+  url="$K0S_RELEASES_URL/${version//+/%2B}/${asset//+/%2B}"
+  if [[ -n "${K0S_RELEASE_URL:-}" ]]; then
+    check_download_url K0S_RELEASE_URL
+    url="${K0S_RELEASE_URL%/}/$asset"
+  fi
+  install_image_bundle "$asset" "$url" "${!pin}" "$K0S_DATA_DIR/images"
+}
+
 # k0s_check_kubelet_root_dir: dies unless KUBELET_ROOT_DIR (optional, "" keeps
 # k0s's default below its data dir) is a plain absolute path at least two levels
 # deep. `k0s reset` deletes that directory, so nothing like /, /var or ../ passes.

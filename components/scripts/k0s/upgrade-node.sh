@@ -33,6 +33,7 @@ main() {
   current="$(k0s_current_version)"
   refuse_version_skew k0s "$current" "$K0S_VERSION"
   k0s_install_binary "$K0S_VERSION"
+  k0s_install_airgap_bundle "$K0S_VERSION"
   if ! k0s_service_installed k0sworker; then
     log "k0s $K0S_VERSION is installed; the join step starts the worker"
     return 0

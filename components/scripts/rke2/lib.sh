@@ -111,6 +111,30 @@ rke2_install() {
   fi
 }
 
+# rke2_install_airgap_bundle VERSION: with RKE2_AIRGAP_SHA256_<ARCH> given
+# (versions.airgapBundleSha256), the release's image tarball rke2-images.linux-ARCH.tar.zst
+# (Canal's images with the core ones) from where the release comes from, into
+# agent/images below the data dir, which RKE2 imports at start (docs.rke2.io/install/airgap,
+# "Tarball Method": copied there with its extension, before RKE2 is started; rancher/rke2
+# install.sh INSTALL_RKE2_AGENT_IMAGES_DIR, default /var/lib/rancher/rke2/agent/images).
+rke2_install_airgap_bundle() {
+  local version=$1 asset url pin
+  [[ -n "${RKE2_AIRGAP_SHA256_AMD64:-}${RKE2_AIRGAP_SHA256_ARM64:-}" ]] || return 0
+  rke2_detect_arch
+  pin="RKE2_AIRGAP_SHA256_${RKE2_ARCH^^}"
+  asset="rke2-images.linux-$RKE2_ARCH.tar.zst"
+  if [[ -z "${!pin:-}" ]]; then
+    die "no sha256 for $asset of RKE2 $version: set gpu-cluster:versions" \
+      "airgapBundleSha256.$RKE2_ARCH"
+  fi
+  url="$RKE2_RELEASES_URL/${version//+/%2B}/$asset"
+  if [[ -n "${RKE2_RELEASE_URL:-}" ]]; then
+    check_download_url RKE2_RELEASE_URL
+    url="${RKE2_RELEASE_URL%/}/$asset"
+  fi
+  install_image_bundle "$asset" "$url" "${!pin}" "$RKE2_DATA_DIR/agent/images"
+}
+
 # rke2_check_secret VAR WHAT EXAMPLE: adds to INPUT_PROBLEMS what is wrong with secret
 # input VAR, given directly or as VAR_SSM_PARAMETER (with AWS_REGION and SSM_READER). The
 # value is never shown.

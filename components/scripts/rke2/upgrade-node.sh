@@ -33,6 +33,7 @@ main() {
   current="$(rke2_current_version)"
   refuse_version_skew RKE2 "$current" "$RKE2_VERSION"
   rke2_install "$RKE2_VERSION"
+  rke2_install_airgap_bundle "$RKE2_VERSION"
   if ! systemctl is-enabled --quiet rke2-agent; then
     log "RKE2 $RKE2_VERSION is installed; the join step starts the agent"
     return 0

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Delete step of configure-apt (packages.aptMirror unset, or the host left the cluster):
+# puts back the apt sources file configure-apt replaced, as it was, and forgets the copy.
+set -euo pipefail
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=remove-configure-apt}"
+
+# Inputs: UBUNTU_APT_MIRROR
+# Optional inputs: UBUNTU_APT_SECURITY_MIRROR
+# (configure-apt.sh's, unused.) The package lists stay until the next `apt-get update`.
+
+APT_BACKUP_DIR=/var/lib/gpu-cluster/apt
+MANAGED_PREFIX="# Managed by gpu-cluster (packages.aptMirror)"
+
+main() {
+  local target
+  for target in /etc/apt/sources.list.d/ubuntu.sources /etc/apt/sources.list; do
+    if [[ -f "$ROOT$APT_BACKUP_DIR/${target##*/}" ]]; then
+      write_file "$target" 0644 <"$ROOT$APT_BACKUP_DIR/${target##*/}"
+      remove_file "$APT_BACKUP_DIR/${target##*/}"
+    elif [[ -f "$ROOT$target" && "$(head -n 1 -- "$ROOT$target")" == "$MANAGED_PREFIX"* ]]; then
+      # Nothing was there before configure-apt wrote it.
+      remove_file "$target"
+    else
+      log "unchanged: $target is not configure-apt's"
+    fi
+  done
+}
+
+main "$@"
