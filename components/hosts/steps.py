@@ -26,6 +26,9 @@ HOST_FIREWALL = Script("host-firewall.sh", checks=True)
 REMOVE_HOST_FIREWALL = Script("host-firewall-remove.sh")
 INSTALL_NVIDIA = Script("install-nvidia.sh", checks=True)
 REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
+# reboot-if-needed on a worker over SSH: with the upgrade helpers that tell whether its node
+# is drained (boot user data, which has a size limit, never needs them).
+REBOOT_DRAINED_WORKER = Script("reboot-if-needed.sh", extra_libraries=("upgrade/lib.sh",))
 VERIFY_BOOT = Script("verify-boot.sh")
 CONFIGURE_REGISTRIES = Script("configure-registries.sh")
 # prepare-host's inputs that change the kernel's command line.
@@ -43,6 +46,15 @@ class HostStep:
     after_reboot: bool = False
     # Runs when the step is gone from the list (over SSH only).
     delete: Optional[Script] = None
+    # Over SSH, on a worker whose node is drained before its host settings change
+    # (bootstrap.DrainFirst): its drain-host step comes right after this one, before
+    # anything changes ...
+    drain_after: bool = False
+    # ... and this script runs instead, with the node's name and kubectl, to tell whether
+    # the node is drained.
+    drained_worker_script: Optional[Script] = None
+    # Over SSH, when the step before installs the driver: also checks its branch.
+    checks_installed_driver: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,7 +84,7 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
     before anything pulls an image."""
     steps = []
     if preflight_env is not None:
-        steps.append(HostStep("preflight", PREFLIGHT, preflight_env))
+        steps.append(HostStep("preflight", PREFLIGHT, preflight_env, drain_after=True))
     steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(tuning)))
     if firewall_ruleset is not None:
         steps.append(HostStep("host-firewall", HOST_FIREWALL,
@@ -86,8 +98,10 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
     reboot_env, verify_env = reboot_envs(tuning, nvidia, distribution, machine.gpus,
                                          machine.ssh_port, machine.nvswitch)
     if tuning.reboot_when_needed:
-        steps.append(HostStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env))
-    steps.append(HostStep("verify-boot", VERIFY_BOOT, verify_env, after_reboot=True))
+        steps.append(HostStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env,
+                              drained_worker_script=REBOOT_DRAINED_WORKER))
+    steps.append(HostStep("verify-boot", VERIFY_BOOT, verify_env, after_reboot=True,
+                          checks_installed_driver=True))
     return steps
 
 

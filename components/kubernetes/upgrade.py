@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_command import remote
 
-from components.common.remote_step import Ssh, machine_env, run_step
+from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script
 from components.distributions.base import Distribution
 from components.hosts.bootstrap import DrainFirst
@@ -88,21 +88,18 @@ def worker_upgrade(host: Host, distribution: Distribution, *, controller: Ssh, n
     `max_unavailable` on the controller instead, and stop the rollout at the first
     failure (upgrade/drain-node.sh). Returns upgrade-node: a new host's join follows it;
     uncordon_worker comes after it and the node's admission."""
-    # A replaced machine (hosts[].generation) runs every step again, on the new hardware.
-    kubectl = {"KUBECTL": distribution.kubectl_path, **machine_env(host)}
-    drain = run_step(host.name, "drain-node", on=controller, create=DRAIN_NODE, env={
+    drain = run_step(host, "drain-node", on=controller, create=DRAIN_NODE, env={
         "NODE_NAME": host.name,
         "KUBERNETES_VERSION": kubernetes_version(distribution),
         "DRAIN_TIMEOUT": str(drain_timeout_seconds),
         "MAX_UNAVAILABLE": str(max_unavailable),
         "SLOT_WAIT_TIMEOUT": str(slot_wait_seconds(drain_timeout_seconds,
                                                    node_ready_timeout_seconds)),
-        **kubectl,
+        "KUBECTL": distribution.kubectl_path,
         **drain_force_env(drain_force),
     }, depends_on=after, parent=parent)
-    upgrade = run_step(host.name, "upgrade-node", on=node, create=distribution.upgrade_node,
-                       env={**distribution.version_env(), "NODE_NAME": host.name,
-                            **machine_env(host)},
+    upgrade = run_step(host, "upgrade-node", on=node, create=distribution.upgrade_node,
+                       env={**distribution.version_env(), "NODE_NAME": host.name},
                        depends_on=[drain, *node_ready], parent=parent)
     return upgrade
 
@@ -113,11 +110,10 @@ def uncordon_worker(host: Host, distribution: Distribution, *, controller: Ssh,
                     ) -> remote.Command:
     """uncordon-node (controller), after upgrade-node and the node's admission (a new
     host's node exists then, and gets its host settings recorded)."""
-    return run_step(host.name, "uncordon-node", on=controller, create=UNCORDON_NODE, env={
+    return run_step(host, "uncordon-node", on=controller, create=UNCORDON_NODE, env={
         "NODE_NAME": host.name,
         "NODE_READY_TIMEOUT": str(node_ready_timeout_seconds),
         "KUBECTL": distribution.kubectl_path,
-        **machine_env(host),
         # Change with the version and the host settings, so the node is waited for (and
         # uncordoned) after each upgrade.
         "KUBERNETES_VERSION": kubernetes_version(distribution),

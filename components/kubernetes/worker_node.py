@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import PreparedMachine
-from components.common.remote_step import machine_env, run_step
+from components.common.remote_step import run_step
 from components.common.step_text import Script
 from components.kubernetes.upgrade import drain_force_env, uncordon_worker, worker_upgrade
 from config.model import MACHINE_GENERATION_LABEL, Host
@@ -65,16 +65,15 @@ class WorkerNode(pulumi.ComponentResource):
                 after=[control_plane.installed],
                 node_ready=[args.machine.ready], parent=self, drain_force=args.drain_force)
             ready_to_join = [args.machine.ready, *args.join_after, installed]
-            token = control_plane.join_token_for(host.name, after=ready_to_join,
-                                                 env=machine_env(host))
+            token = control_plane.join_token_for(host, after=ready_to_join)
             if host.generation:
                 # New hardware under the old name: the old machine's node goes first.
                 ready_to_join = ready_to_join + [run_step(
-                    host.name,
+                    host,
                     "retire-node",
                     on=control_plane.ssh,
                     create=RETIRE_NODE,
-                    env={**kubectl, **machine_env(host),
+                    env={**kubectl,
                          "DRAIN_TIMEOUT": str(args.drain_timeout_seconds),
                          "GENERATION_LABEL": MACHINE_GENERATION_LABEL,
                          **drain_force_env(args.drain_force)},
@@ -82,7 +81,7 @@ class WorkerNode(pulumi.ComponentResource):
                     parent=self,
                 )]
             joined = run_step(
-                host.name,
+                host,
                 "join-worker",
                 on=args.machine.ssh,
                 create=distribution.join_worker,
@@ -91,7 +90,6 @@ class WorkerNode(pulumi.ComponentResource):
                     **{key: value for key, value in distribution.node_env(
                         host, host.address).items() if key not in distribution.version_env()},
                     **distribution.join_env(token),
-                    **machine_env(host),
                 },
                 depends_on=ready_to_join,
                 parent=self,
@@ -99,7 +97,7 @@ class WorkerNode(pulumi.ComponentResource):
         # Runs on the controller: waits for Ready; on delete drains and removes the node
         # (deleted before the join step, whose delete then resets the host).
         admitted = run_step(
-            host.name,
+            host,
             "admit-node",
             on=control_plane.ssh,
             create=distribution.admit_node,
@@ -108,7 +106,6 @@ class WorkerNode(pulumi.ComponentResource):
             env={
                 "NODE_NAME": host.name,
                 "NODE_READY_TIMEOUT": str(args.node_ready_timeout_seconds),
-                **machine_env(host),
                 # remove-node's drain (the delete).
                 **drain_force_env(args.drain_force),
             },
@@ -123,23 +120,23 @@ class WorkerNode(pulumi.ComponentResource):
                             after=[installed, admitted], parent=self))
             # Workers read their kubelet settings only when they start.
             admitted = run_step(
-                host.name,
+                host,
                 "apply-worker-profile",
                 on=args.machine.ssh,
                 create=distribution.apply_worker_profile,
-                env={**distribution.worker_profile_env(host), **machine_env(host)},
+                env=distribution.worker_profile_env(host),
                 depends_on=[admitted, control_plane.installed],
                 parent=self,
             )
         if host.maintenance is not None:
             # Reads the wanted cordon on every run; taking the key out uncordons.
             self.ready.append(run_step(
-                host.name,
+                host,
                 "maintenance",
                 on=control_plane.ssh,
                 create=MAINTAIN_NODE,
                 delete=END_MAINTENANCE,
-                env={**kubectl, **machine_env(host),
+                env={**kubectl,
                      "MAINTENANCE": "true" if host.maintenance else "false",
                      "DRAIN_TIMEOUT": str(args.drain_timeout_seconds),
                      **drain_force_env(args.drain_force)},
