@@ -22,7 +22,7 @@ from components.addons.gpu_support import (RUNTIME_CLASS, GpuSupport, GpuSupport
                                            gpu_node_taints, untolerated_taint_warnings)
 from components.addons.kubeflow.image_mirror import with_cluster_mirror
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
-from components.layouts import ClusterContext, Machines, layout_class, max_unavailable
+from components.layouts import ClusterContext, Machines, layout_class, rollout_policy
 from components.addons.monitoring.install import Monitoring, MonitoringArgs
 from components.addons.monitoring.rules import gpu_node_groups
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
@@ -176,17 +176,15 @@ class Cluster(pulumi.ComponentResource):
         self.node_api = self._kubernetes_provider(f"{self._name}-kubernetes-nodes",
                                                   [control_plane.installed])
         self.worker_nodes = []
-        bound = max_unavailable(settings)
+        rollout = rollout_policy(settings)
         for host in [machines.controller, *settings.workers]:
             if host.runs_workloads:
                 self.worker_nodes.append(WorkerNode(
                     f"{host.name}-node",
-                    WorkerNodeArgs(host, settings.kubernetes.node_ready_timeout_seconds,
-                                   self._distribution,
+                    WorkerNodeArgs(host, self._distribution,
                                    machines.prepared[host.name], control_plane,
                                    self.node_api, machines.join_after.get(host.name, []),
-                                   settings.kubernetes.drain_timeout_seconds, bound,
-                                   drain_force=settings.kubernetes.drain_force),
+                                   rollout=rollout),
                     opts=pulumi.ResourceOptions(parent=self),
                 ))
         return control_plane

@@ -12,7 +12,7 @@ from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import PreparedMachine
 from components.common.remote_step import run_step
 from components.common.step_text import Script
-from components.kubernetes.upgrade import drain_force_env, uncordon_worker, worker_upgrade
+from components.kubernetes.upgrade import RolloutPolicy, uncordon_worker, worker_upgrade
 from config.model import MACHINE_GENERATION_LABEL, Host
 
 MAINTAIN_NODE = Script("maintenance/maintain-node.sh", extra_libraries=("drain/lib.sh",))
@@ -23,22 +23,15 @@ RETIRE_NODE = Script("maintenance/retire-node.sh", extra_libraries=("drain/lib.s
 @dataclass
 class WorkerNodeArgs:
     host: Host
-    # How long admit-node waits for the node to be Ready (kubernetes.nodeReadyTimeoutSeconds).
-    node_ready_timeout_seconds: int
     distribution: Distribution
     machine: PreparedMachine
     control_plane: ControlPlane
     kubernetes: k8s.Provider
     # What must be up before the node can reach the control plane (the VPN tunnel).
     join_after: list = field(default_factory=list)
-    # How long a drain may take (kubernetes.drainTimeoutSeconds): maintenance, a replaced
-    # machine, an upgrade.
-    drain_timeout_seconds: int = 600
-    # kubernetes.upgrade.maxUnavailable as a count of workers: the bound drain-node keeps
-    # on the controller (components/kubernetes/upgrade.py).
-    max_unavailable: int = 1
-    # kubernetes.drainForce: drains delete pods no controller manages.
-    drain_force: bool = False
+    # How its node is drained and waited for: an upgrade, maintenance, a replaced machine;
+    # admit-node's wait for Ready.
+    rollout: RolloutPolicy = RolloutPolicy()
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -59,11 +52,8 @@ class WorkerNode(pulumi.ComponentResource):
             # join itself carries no version, so a bump never re-runs it.
             installed = worker_upgrade(
                 host, distribution, controller=control_plane.ssh, node=args.machine.ssh,
-                drain_timeout_seconds=args.drain_timeout_seconds,
-                node_ready_timeout_seconds=args.node_ready_timeout_seconds,
-                max_unavailable=args.max_unavailable,
-                after=[control_plane.installed],
-                node_ready=[args.machine.ready], parent=self, drain_force=args.drain_force)
+                rollout=args.rollout, after=[control_plane.installed],
+                node_ready=[args.machine.ready], parent=self)
             ready_to_join = [args.machine.ready, *args.join_after, installed]
             token = control_plane.join_token_for(host, after=ready_to_join)
             if host.generation:
@@ -73,10 +63,8 @@ class WorkerNode(pulumi.ComponentResource):
                     "retire-node",
                     on=control_plane.ssh,
                     create=RETIRE_NODE,
-                    env={**kubectl,
-                         "DRAIN_TIMEOUT": str(args.drain_timeout_seconds),
-                         "GENERATION_LABEL": MACHINE_GENERATION_LABEL,
-                         **drain_force_env(args.drain_force)},
+                    env={**kubectl, "GENERATION_LABEL": MACHINE_GENERATION_LABEL,
+                         **args.rollout.drain_env()},
                     depends_on=[control_plane.installed, *ready_to_join],
                     parent=self,
                 )]
@@ -105,9 +93,9 @@ class WorkerNode(pulumi.ComponentResource):
             delete=None if host.runs_control_plane else distribution.remove_node,
             env={
                 "NODE_NAME": host.name,
-                "NODE_READY_TIMEOUT": str(args.node_ready_timeout_seconds),
+                "NODE_READY_TIMEOUT": str(args.rollout.node_ready_timeout_seconds),
                 # remove-node's drain (the delete).
-                **drain_force_env(args.drain_force),
+                **args.rollout.drain_force_env(),
             },
             depends_on=[joined],
             parent=self,
@@ -115,7 +103,7 @@ class WorkerNode(pulumi.ComponentResource):
         self.ready = []
         if not host.runs_control_plane:
             self.ready.append(uncordon_worker(host, distribution, controller=control_plane.ssh,
-                            node_ready_timeout_seconds=args.node_ready_timeout_seconds,
+                            rollout=args.rollout,
                             host_settings=args.machine.host_settings,
                             after=[installed, admitted], parent=self))
             # Workers read their kubelet settings only when they start.
@@ -138,8 +126,7 @@ class WorkerNode(pulumi.ComponentResource):
                 delete=END_MAINTENANCE,
                 env={**kubectl,
                      "MAINTENANCE": "true" if host.maintenance else "false",
-                     "DRAIN_TIMEOUT": str(args.drain_timeout_seconds),
-                     **drain_force_env(args.drain_force)},
+                     **args.rollout.drain_env()},
                 depends_on=[admitted],
                 parent=self,
             ))
