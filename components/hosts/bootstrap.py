@@ -12,7 +12,7 @@ from pulumi_command import remote
 from components.distributions.base import Distribution
 from components.hosts.authorized_keys import authorized_keys_step
 from components.hosts.bundle_step import with_bundle
-from components.hosts.steps import HostStep, Machine, host_settings, preparation_steps
+from components.hosts.steps import HostStep, HostProfile, host_settings, preparation_steps
 from components.common.remote_step import (
     Endpoint,
     Ssh,
@@ -155,10 +155,10 @@ class HostBootstrap(pulumi.ComponentResource):
         args = self._args
         host = args.host
         install_driver, install_toolkit = self._nvidia()
-        machine = Machine(gpus=host.gpus, install_driver=install_driver,
-                          nvswitch=host.nvswitch,
-                          ssh_port=args.endpoint.port if args.endpoint
-                          else args.ssh.settings.port, install_toolkit=install_toolkit)
+        machine = HostProfile(gpus=host.gpus, install_driver=install_driver,
+                              nvswitch=host.nvswitch,
+                              ssh_port=args.endpoint.port if args.endpoint
+                              else args.ssh.settings.port, install_toolkit=install_toolkit)
         waiting = self.waiting_ssh
         drain = args.drain_first
         previous: list = []
@@ -174,7 +174,7 @@ class HostBootstrap(pulumi.ComponentResource):
                 previous = [self._drain_first(drain, previous)]
         return previous[0]
 
-    def _over_ssh(self, step: HostStep, machine: Machine) -> tuple[Script, dict]:
+    def _over_ssh(self, step: HostStep, machine: HostProfile) -> tuple[Script, dict]:
         """A step's script and inputs over SSH, as the step declares them (boot user data
         stays as it is): on a worker drained first, the script that reads whether its node
         is drained; where install-nvidia installs the driver, the check of its branch."""

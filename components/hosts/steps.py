@@ -58,7 +58,7 @@ class HostStep:
 
 
 @dataclass(frozen=True)
-class Machine:
+class HostProfile:
     """What the preparation depends on: its GPUs (0: none), whether the driver is installed
     or the host's own is kept, whether the container toolkit and the `nvidia` runtime are
     installed (install-nvidia) or the host brings them, NVSwitches (auto: as found on the
@@ -73,7 +73,7 @@ class Machine:
 
 
 def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
-                      machine: Machine,
+                      machine: HostProfile,
                       preflight_env: Optional[Mapping[str, str]] = None,
                       firewall_ruleset: Optional[str] = None,
                       registries: Optional[Mapping[str, pulumi.Input[str]]] = None
