@@ -24,7 +24,7 @@ from components.addons.kubeflow.image_mirror import with_cluster_mirror
 from components.addons.kubeflow.install import Kubeflow, KubeflowArgs
 from components.layouts import layout_class
 from components.layouts.contract import ClusterContext, LayoutResult
-from components.layouts.over_ssh import max_unavailable
+from components.layouts.over_ssh import rollout_policy
 from components.addons.monitoring.install import Monitoring, MonitoringArgs
 from components.addons.monitoring.rules import gpu_node_groups
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
@@ -204,17 +204,14 @@ class Cluster(pulumi.ComponentResource):
         self.node_api = self._kubernetes_provider(f"{self._name}-kubernetes-nodes",
                                                   [control_plane.installed])
         self.worker_nodes = []
-        bound, kubernetes = max_unavailable(settings), settings.kubernetes
+        rollout = rollout_policy(settings)
         for worker in machines.workers:
             self.worker_nodes.append(WorkerNode(
                 f"{worker.host.name}-node",
                 WorkerNodeArgs(host=worker.host, distribution=self._distribution,
                                prepared=worker.prepared, control_plane=control_plane,
                                provider=self.node_api, join_after=list(worker.join_after),
-                               node_ready_timeout_seconds=kubernetes.node_ready_timeout_seconds,
-                               drain_timeout_seconds=kubernetes.drain_timeout_seconds,
-                               max_unavailable=bound,
-                               drain_force=kubernetes.drain_force),
+                               rollout=rollout),
                 opts=pulumi.ResourceOptions(parent=self),
             ))
         return control_plane

@@ -26,7 +26,7 @@ from components.aws.boot import (
 from components.aws.network import AwsNetwork, pinned_image
 from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution
-from components.hosts.steps import HostStep, Machine
+from components.hosts.steps import HostStep, HostProfile
 from components.common.remote_step import Endpoint
 from components.common.step_text import Script
 from config import versions
@@ -40,8 +40,8 @@ UBUNTU_SSH_USER = "ubuntu"
 # boot's own host key) and is retried for this long.
 BOOT_WAIT_SECONDS = 480
 # What the controller's host preparation is for: no GPUs, SSH on EC2's port.
-CONTROLLER_MACHINE = Machine(gpus=0, install_driver=False, nvswitch="auto",
-                             ssh_port=EC2_SSH_PORT)
+CONTROLLER_MACHINE = HostProfile(gpus=0, install_driver=False, nvswitch="auto",
+                                 ssh_port=EC2_SSH_PORT)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from components.aws.boot import (
 from components.aws.network import AwsNetwork, pinned_image
 from components.distributions.base import Distribution
 from components.aws.tags import propagated_tags
-from components.hosts.steps import HostStep, Machine
+from components.hosts.steps import HostStep, HostProfile
 from components.aws.pool_node_cleanup import TOKEN_PLACEHOLDER
 from config import versions
 from config.model import WorkerPool
@@ -36,12 +36,12 @@ from contract.names import POOL_LABEL
 REFRESH_MIN_HEALTHY_PERCENT = 90
 
 
-def pool_machine(pool: WorkerPool) -> Machine:
+def pool_machine(pool: WorkerPool) -> HostProfile:
     """What a pool's host preparation is for. NVSWITCH auto: on p4d/p5-class instances the
     NVSwitches are on the PCI bus, so install-nvidia installs Fabric Manager with the
     driver, or with the image's driver checks that the image's Fabric Manager runs."""
-    return Machine(gpus=pool.gpus, install_driver=pool.install_driver, nvswitch="auto",
-                   ssh_port=EC2_SSH_PORT)
+    return HostProfile(gpus=pool.gpus, install_driver=pool.install_driver, nvswitch="auto",
+                       ssh_port=EC2_SSH_PORT)
 
 
 @dataclass(frozen=True)

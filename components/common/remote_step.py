@@ -13,7 +13,7 @@ change *replaces* the command, which would run its delete script (a node reset).
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import pulumi
 from pulumi_command import remote
@@ -123,7 +123,7 @@ class Ssh:
 
 
 def run_step(
-    about: str,
+    about: Union[Host, str],
     step: str,
     *,
     on: Ssh,
@@ -136,8 +136,12 @@ def run_step(
 ) -> remote.Command:
     """`<about>-<step>`: runs `create` (and `delete` when the resource is destroyed).
 
-    `about` names the machine (or pool) the step is about; `on` says where it runs (a
+    `about` is the host the step is about, whose machine inputs (machine_env) it gets, or
+    the name of what else it is about (a pool, the VPN); `on` says where it runs (a
     worker's join token and node removal run on the controller)."""
+    if isinstance(about, Host):
+        env = {**(env or {}), **machine_env(about)}
+        about = about.name
     if on.bundle is None:
         raise ValueError(f"{about}-{step}: the machine it runs on has no bundle step")
     stdin = envelope(about, step, create, env or {}, delete, render=bundle_stdin)

@@ -24,6 +24,7 @@ import pulumi
 
 from components.common.bundle import Bundle, step_bundle
 from contract.names import ENVELOPE_BRANCH
+from components.common.script_inputs import check_step_inputs
 
 
 SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
@@ -112,6 +113,9 @@ def envelope(
     cannot swallow the rest of the script). `render`: render_envelope (the scripts
     pasted in, the default) or bundle_stdin."""
     render = render or render_envelope
+    # Checked here too, for inputs that are Outputs: before the apply, which a preview may
+    # never run.
+    check_step_inputs(host, step, _step_files(create, delete), env)
     if all(isinstance(value, str) for value in env.values()):
         # The same text, without the Outputs an apply over plain values would make (most
         # host steps' inputs are plain: a large stack registers faster).
@@ -148,7 +152,9 @@ def _step_body(texts: Mapping[str, list[str]]) -> str:
 
 def step_header(host: str, step: str, create: Script, env: Mapping[str, str],
                 delete: Optional[Script] = None) -> str:
-    """A step's header comment and its inputs as exports, each value single-quoted."""
+    """A step's header comment and its inputs as exports, each value single-quoted; the
+    inputs are those its scripts declare (components/common/script_inputs.py)."""
+    check_step_inputs(host, step, _step_files(create, delete), env)
     lines = [
         f"{_HEADER}'{_in_comment(step)}' on host '{_in_comment(host)}' ({create.path}"
         + (f", delete: {delete.path})" if delete else ")"),
@@ -219,6 +225,10 @@ def _actions(create: Script, delete: Optional[Script]) -> dict[str, list[str]]:
     if create.checks:
         actions["check"] = create.check_files
     return actions
+
+
+def _step_files(create: Script, delete: Optional[Script]) -> list[str]:
+    return [path for paths in _actions(create, delete).values() for path in paths]
 
 
 def bundle_stdin(host: str, step: str, create: Script, env: Mapping[str, str],

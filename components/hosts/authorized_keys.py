@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_command import remote
 
-from components.common.remote_step import Ssh, machine_env, run_step
+from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script
 from config.model import Host, SshSettings
 
@@ -21,8 +21,8 @@ def authorized_keys_step(host: Host, on: Ssh, ssh: SshSettings,
     """Always made, so that emptying the list empties the block. Its inputs are the keys
     and the user only: a changed key runs this step again and no other."""
     revoked = {"REVOKED_KEYS": "\n".join(ssh.revoked_keys)} if ssh.revoked_keys else {}
-    return run_step(host.name, "authorized-keys", on=on, create=AUTHORIZED_KEYS,
+    return run_step(host, "authorized-keys", on=on, create=AUTHORIZED_KEYS,
                     # A replaced machine (hosts[].generation) gets the keys anew.
                     env={"SSH_USER": on.user, "AUTHORIZED_KEYS": "\n".join(ssh.authorized_keys),
-                         **revoked, **machine_env(host)},
+                         **revoked},
                     depends_on=depends_on, parent=parent)

@@ -12,13 +12,12 @@ from pulumi_command import remote
 from components.distributions.base import Distribution
 from components.hosts.authorized_keys import authorized_keys_step
 from components.hosts.bundle_step import with_bundle
-from components.hosts.steps import Machine, host_settings, preparation_steps
+from components.hosts.steps import HostStep, HostProfile, host_settings, preparation_steps
 from components.common.remote_step import (
     Endpoint,
     Ssh,
     SshAccess,
     connection_to,
-    machine_env,
     run_step,
 )
 from components.common.step_text import Script
@@ -26,9 +25,6 @@ from config.backup import BACKUP_FOLDER
 from config.model import Host, HostTuning, NvidiaSettings, PackageSettings
 
 SERVE_NFS = Script("serve-nfs.sh")
-# reboot-if-needed on a worker over SSH: with the upgrade helpers that tell whether its node
-# is drained (boot user data, which has a size limit, never needs them).
-REBOOT_DRAINED_WORKER = Script("reboot-if-needed.sh", extra_libraries=("upgrade/lib.sh",))
 # root on a client is the anonymous user 65534 (nobody/nogroup on Ubuntu) on the export:
 # a node's root, or a pod's, cannot own or read another's files as root. Nothing the
 # program runs needs root there: serve-nfs gives the export's folder to 65534, so the
@@ -137,11 +133,11 @@ class HostBootstrap(pulumi.ComponentResource):
 
     def step(self, step: str, script: Script, env: dict, depends_on: list) -> remote.Command:
         return run_step(
-            self._args.host.name,
+            self._args.host,
             step,
             on=self.ssh,
             create=script,
-            env={**env, **machine_env(self._args.host)},
+            env=env,
             depends_on=depends_on,
             parent=self,
         )
@@ -161,50 +157,48 @@ class HostBootstrap(pulumi.ComponentResource):
         args = self._args
         host = args.host
         install_driver, install_toolkit = self._nvidia()
-        machine = Machine(gpus=host.gpus, install_driver=install_driver,
-                          nvswitch=host.nvswitch,
-                          ssh_port=args.endpoint.port if args.endpoint
-                          else args.ssh.settings.port, install_toolkit=install_toolkit)
+        machine = HostProfile(gpus=host.gpus, install_driver=install_driver,
+                              nvswitch=host.nvswitch,
+                              ssh_port=args.endpoint.port if args.endpoint
+                              else args.ssh.settings.port, install_toolkit=install_toolkit)
         waiting = self.waiting_ssh
-        extra = self._extra_env(machine)
+        drain = args.drain_first
         previous: list = []
         for step in preparation_steps(args.tuning, args.nvidia, args.distribution, machine,
                                       preflight_env=self._preflight_env(),
                                       firewall_ruleset=args.firewall_ruleset,
                                       registries=args.registries,
                                       packages=args.packages):
-            script = (REBOOT_DRAINED_WORKER if step.step == "reboot-if-needed"
-                      and args.drain_first is not None else step.script)
-            previous = [run_step(host.name, step.step, on=waiting if step.after_reboot
-                                 else self.ssh, create=script,
-                                 env={**step.env, **extra.get(step.step, {}),
-                                      **machine_env(host)},
+            script, env = self._over_ssh(step, machine)
+            previous = [run_step(host, step.step, on=waiting if step.after_reboot
+                                 else self.ssh, create=script, env=env,
                                  delete=step.delete, depends_on=previous, parent=self)]
-            if step.step == "preflight" and args.drain_first is not None:
-                previous = [self._drain_first(args.drain_first, previous)]
+            if step.drain_after and drain is not None:
+                previous = [self._drain_first(drain, previous)]
         return previous[0]
 
-    def _extra_env(self, machine: Machine) -> dict[str, dict[str, str]]:
-        """Inputs only the steps over SSH get (boot user data stays as it is): the driver
-        branch verify-boot checks where install-nvidia installs it, and how a worker reads
-        whether its node is drained for a reboot."""
-        extra: dict[str, dict[str, str]] = {}
-        if machine.gpus and machine.install_driver:
-            extra["verify-boot"] = {"CHECK_DRIVER_BRANCH": "true"}
-        if self._args.drain_first is not None:
-            extra["reboot-if-needed"] = {"NODE_NAME": self._args.host.name,
-                                         "NODE_KUBECTL": self._args.drain_first.node_kubectl}
-        return extra
+    def _over_ssh(self, step: HostStep, machine: HostProfile) -> tuple[Script, dict]:
+        """A step's script and inputs over SSH, as the step declares them (boot user data
+        stays as it is): on a worker drained first, the script that reads whether its node
+        is drained; where install-nvidia installs the driver, the check of its branch."""
+        drain = self._args.drain_first
+        env = dict(step.env)
+        script = step.script
+        if step.checks_installed_driver and machine.gpus and machine.install_driver:
+            env["CHECK_DRIVER_BRANCH"] = "true"
+        if step.drained_worker_script is not None and drain is not None:
+            script = step.drained_worker_script
+            env.update({"NODE_NAME": self._args.host.name, "NODE_KUBECTL": drain.node_kubectl})
+        return script, env
 
     def _drain_first(self, drain: DrainFirst, after: list) -> remote.Command:
-        return run_step(self._args.host.name, "drain-host", on=drain.controller,
+        return run_step(self._args.host, "drain-host", on=drain.controller,
                         create=drain.script, env={
                             **drain.env,
                             "NODE_NAME": self._args.host.name,
                             "HOST_SETTINGS": self._host_settings(),
                             "REBOOT_WHEN_NEEDED": "true" if self._args.tuning.reboot_when_needed
                             else "false",
-                            **machine_env(self._args.host),
                         }, depends_on=after, parent=self)
 
     def _preflight_env(self) -> dict[str, str]:

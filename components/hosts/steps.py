@@ -27,6 +27,9 @@ HOST_FIREWALL = Script("host-firewall.sh", checks=True)
 REMOVE_HOST_FIREWALL = Script("host-firewall-remove.sh")
 INSTALL_NVIDIA = Script("install-nvidia.sh", checks=True)
 REBOOT_IF_NEEDED = Script("reboot-if-needed.sh")
+# reboot-if-needed on a worker over SSH: with the upgrade helpers that tell whether its node
+# is drained (boot user data, which has a size limit, never needs them).
+REBOOT_DRAINED_WORKER = Script("reboot-if-needed.sh", extra_libraries=("upgrade/lib.sh",))
 VERIFY_BOOT = Script("verify-boot.sh")
 CONFIGURE_REGISTRIES = Script("configure-registries.sh")
 CONFIGURE_APT = Script("configure-apt.sh")
@@ -46,10 +49,19 @@ class HostStep:
     after_reboot: bool = False
     # Runs when the step is gone from the list (over SSH only).
     delete: Optional[Script] = None
+    # Over SSH, on a worker whose node is drained before its host settings change
+    # (bootstrap.DrainFirst): its drain-host step comes right after this one, before
+    # anything changes ...
+    drain_after: bool = False
+    # ... and this script runs instead, with the node's name and kubectl, to tell whether
+    # the node is drained.
+    drained_worker_script: Optional[Script] = None
+    # Over SSH, when the step before installs the driver: also checks its branch.
+    checks_installed_driver: bool = False
 
 
 @dataclass(frozen=True)
-class Machine:
+class HostProfile:
     """What the preparation depends on: its GPUs (0: none), whether the driver is installed
     or the host's own is kept, whether the container toolkit and the `nvidia` runtime are
     installed (install-nvidia) or the host brings them, NVSwitches (auto: as found on the
@@ -64,7 +76,7 @@ class Machine:
 
 
 def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
-                      machine: Machine,
+                      machine: HostProfile,
                       preflight_env: Optional[Mapping[str, str]] = None,
                       firewall_ruleset: Optional[str] = None,
                       registries: Optional[Mapping[str, pulumi.Input[str]]] = None,
@@ -75,7 +87,7 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
     before anything pulls an image. `packages`: where apt finds Ubuntu's packages."""
     steps = []
     if preflight_env is not None:
-        steps.append(HostStep("preflight", PREFLIGHT, preflight_env))
+        steps.append(HostStep("preflight", PREFLIGHT, preflight_env, drain_after=True))
     apt = apt_env(packages)
     if apt:
         steps.append(HostStep("configure-apt", CONFIGURE_APT, apt, delete=REMOVE_CONFIGURE_APT))
@@ -92,8 +104,10 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
     reboot_env, verify_env = reboot_envs(tuning, nvidia, distribution, machine.gpus,
                                          machine.ssh_port, machine.nvswitch)
     if tuning.reboot_when_needed:
-        steps.append(HostStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env))
-    steps.append(HostStep("verify-boot", VERIFY_BOOT, verify_env, after_reboot=True))
+        steps.append(HostStep("reboot-if-needed", REBOOT_IF_NEEDED, reboot_env,
+                              drained_worker_script=REBOOT_DRAINED_WORKER))
+    steps.append(HostStep("verify-boot", VERIFY_BOOT, verify_env, after_reboot=True,
+                          checks_installed_driver=True))
     return steps
 
 

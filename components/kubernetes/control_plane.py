@@ -82,9 +82,10 @@ class ControlPlane(pulumi.ComponentResource):
                               if args.distribution.create_join_token is None else None)
         self.register_outputs({"apiEndpoint": self.api_endpoint, "kubeconfig": self.kubeconfig})
 
-    def _step(self, step: str, script, env: dict, about: str = None,
+    def _step(self, step: str, script, env: dict, about: Optional[Host] = None,
               **kwargs) -> remote.Command:
-        """A step on the controller, named after the node (or pool) it is about."""
+        """A step on the controller, named after the node it is about (a worker: with its
+        machine inputs)."""
         return run_step(
             about or self.host.name,
             step,
@@ -137,15 +138,13 @@ class ControlPlane(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.booted]),
         )
 
-    def join_token_for(self, node: str, after: Sequence[pulumi.Resource] = (),
-                       env: Optional[dict] = None) -> JoinToken:
-        """The token `node` joins with: its own, issued once `after` is done (again when
-        `env` changes: a replaced machine), or the one every node shares, usable once the
-        control plane is installed."""
+    def join_token_for(self, node: Host, after: Sequence[pulumi.Resource] = ()) -> JoinToken:
+        """The token `node` joins with: its own, issued once `after` is done (again for a
+        replaced machine), or the one every node shares, usable once the control plane is
+        installed."""
         if self._shared_token is not None:
             return self._shared_token
-        return self.create_join_token(node, self._args.kubernetes.worker_token_expiry,
-                                      after, env)
+        return self.create_join_token(node, self._args.kubernetes.worker_token_expiry, after)
 
     def _cluster_join_token(self) -> JoinToken:
         """The distribution's one join token, from the CA and the cluster's secrets; it
@@ -158,16 +157,15 @@ class ControlPlane(pulumi.ComponentResource):
             self.node_endpoint, v[0], dict(zip(names, v[2:]))))
         return JoinToken(pulumi.Output.secret(value), self.installed.urn)
 
-    def create_join_token(self, node: str, expiry: str,
-                          after: Sequence[pulumi.Resource] = (),
-                          env: Optional[dict] = None) -> JoinToken:
+    def create_join_token(self, node: Host, expiry: str,
+                          after: Sequence[pulumi.Resource] = ()) -> JoinToken:
         """A worker-role join token for one worker, issued on the controller over SSH once
         `after` (the worker's own preparation) is done: right before its join, so a host
         that takes long to prepare does not get a token that expires before it joins."""
         step = self._step(
             "create-join-token",
             self._args.distribution.create_join_token,
-            {"TOKEN_EXPIRY": expiry, **(env or {})},
+            {"TOKEN_EXPIRY": expiry},
             about=node,
             secret_stdout=True,
             depends_on=[self.installed, *after],

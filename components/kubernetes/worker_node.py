@@ -10,9 +10,9 @@ import pulumi_kubernetes as k8s
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution, node_labels
 from components.hosts.bootstrap import PreparedHost
-from components.common.remote_step import machine_env, run_step
+from components.common.remote_step import run_step
 from components.common.step_text import Script
-from components.kubernetes.upgrade import drain_force_env, uncordon_worker, worker_upgrade
+from components.kubernetes.upgrade import RolloutPolicy, uncordon_worker, worker_upgrade
 from config.model import MACHINE_GENERATION_LABEL, Host
 
 MAINTAIN_NODE = Script("maintenance/maintain-node.sh", extra_libraries=("drain/lib.sh",))
@@ -23,22 +23,15 @@ RETIRE_NODE = Script("maintenance/retire-node.sh", extra_libraries=("drain/lib.s
 @dataclass(frozen=True, kw_only=True)
 class WorkerNodeArgs:
     host: Host
-    # How long admit-node waits for the node to be Ready (kubernetes.nodeReadyTimeoutSeconds).
-    node_ready_timeout_seconds: int
     distribution: Distribution
     prepared: PreparedHost
     control_plane: ControlPlane
     provider: k8s.Provider
     # What must be up before the node can reach the control plane (the VPN tunnel).
     join_after: list = field(default_factory=list)
-    # How long a drain may take (kubernetes.drainTimeoutSeconds): maintenance, a replaced
-    # machine, an upgrade.
-    drain_timeout_seconds: int = 600
-    # kubernetes.upgrade.maxUnavailable as a count of workers: the bound drain-node keeps
-    # on the controller (components/kubernetes/upgrade.py).
-    max_unavailable: int = 1
-    # kubernetes.drainForce: drains delete pods no controller manages.
-    drain_force: bool = False
+    # How its node is drained and waited for: an upgrade, maintenance, a replaced machine;
+    # admit-node's wait for Ready.
+    rollout: RolloutPolicy = RolloutPolicy()
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -59,30 +52,24 @@ class WorkerNode(pulumi.ComponentResource):
             # join itself carries no version, so a bump never re-runs it.
             installed = worker_upgrade(
                 host, distribution, controller=control_plane.ssh, node=args.prepared.ssh,
-                drain_timeout_seconds=args.drain_timeout_seconds,
-                node_ready_timeout_seconds=args.node_ready_timeout_seconds,
-                max_unavailable=args.max_unavailable,
-                after=[control_plane.installed],
-                node_ready=[args.prepared.ready], parent=self, drain_force=args.drain_force)
+                rollout=args.rollout, after=[control_plane.installed],
+                node_ready=[args.prepared.ready], parent=self)
             ready_to_join = [args.prepared.ready, *args.join_after, installed]
-            token = control_plane.join_token_for(host.name, after=ready_to_join,
-                                                 env=machine_env(host))
+            token = control_plane.join_token_for(host, after=ready_to_join)
             if host.generation:
                 # New hardware under the old name: the old machine's node goes first.
                 ready_to_join = ready_to_join + [run_step(
-                    host.name,
+                    host,
                     "retire-node",
                     on=control_plane.ssh,
                     create=RETIRE_NODE,
-                    env={**kubectl, **machine_env(host),
-                         "DRAIN_TIMEOUT": str(args.drain_timeout_seconds),
-                         "GENERATION_LABEL": MACHINE_GENERATION_LABEL,
-                         **drain_force_env(args.drain_force)},
+                    env={**kubectl, "GENERATION_LABEL": MACHINE_GENERATION_LABEL,
+                         **args.rollout.drain_env()},
                     depends_on=[control_plane.installed, *ready_to_join],
                     parent=self,
                 )]
             joined = run_step(
-                host.name,
+                host,
                 "join-worker",
                 on=args.prepared.ssh,
                 create=distribution.join_worker,
@@ -91,7 +78,6 @@ class WorkerNode(pulumi.ComponentResource):
                     **{key: value for key, value in distribution.node_env(
                         host, host.address).items() if key not in distribution.version_env()},
                     **distribution.join_env(token),
-                    **machine_env(host),
                 },
                 depends_on=ready_to_join,
                 parent=self,
@@ -99,7 +85,7 @@ class WorkerNode(pulumi.ComponentResource):
         # Runs on the controller: waits for Ready; on delete drains and removes the node
         # (deleted before the join step, whose delete then resets the host).
         admitted = run_step(
-            host.name,
+            host,
             "admit-node",
             on=control_plane.ssh,
             create=distribution.admit_node,
@@ -107,10 +93,9 @@ class WorkerNode(pulumi.ComponentResource):
             delete=None if host.runs_control_plane else distribution.remove_node,
             env={
                 "NODE_NAME": host.name,
-                "NODE_READY_TIMEOUT": str(args.node_ready_timeout_seconds),
-                **machine_env(host),
+                "NODE_READY_TIMEOUT": str(args.rollout.node_ready_timeout_seconds),
                 # remove-node's drain (the delete).
-                **drain_force_env(args.drain_force),
+                **args.rollout.drain_force_env(),
             },
             depends_on=[joined],
             parent=self,
@@ -118,31 +103,30 @@ class WorkerNode(pulumi.ComponentResource):
         self.ready = []
         if not host.runs_control_plane:
             self.ready.append(uncordon_worker(host, distribution, controller=control_plane.ssh,
-                            node_ready_timeout_seconds=args.node_ready_timeout_seconds,
+                            rollout=args.rollout,
                             host_settings=args.prepared.host_settings,
                             after=[installed, admitted], parent=self))
             # Workers read their kubelet settings only when they start.
             admitted = run_step(
-                host.name,
+                host,
                 "apply-worker-profile",
                 on=args.prepared.ssh,
                 create=distribution.apply_worker_profile,
-                env={**distribution.worker_profile_env(host), **machine_env(host)},
+                env=distribution.worker_profile_env(host),
                 depends_on=[admitted, control_plane.installed],
                 parent=self,
             )
         if host.maintenance is not None:
             # Reads the wanted cordon on every run; taking the key out uncordons.
             self.ready.append(run_step(
-                host.name,
+                host,
                 "maintenance",
                 on=control_plane.ssh,
                 create=MAINTAIN_NODE,
                 delete=END_MAINTENANCE,
-                env={**kubectl, **machine_env(host),
+                env={**kubectl,
                      "MAINTENANCE": "true" if host.maintenance else "false",
-                     "DRAIN_TIMEOUT": str(args.drain_timeout_seconds),
-                     **drain_force_env(args.drain_force)},
+                     **args.rollout.drain_env()},
                 depends_on=[admitted],
                 parent=self,
             ))

@@ -13,7 +13,7 @@ from components.hosts.steps import registry_env
 from components.distributions.base import Distribution
 from components.hosts import firewall
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs, NfsExport
-from components.kubernetes.upgrade import host_drain
+from components.kubernetes.upgrade import RolloutPolicy, host_drain
 from components.common.remote_step import Endpoint, SshAccess
 from components.layouts.contract import ClusterContext, PreparedWorker
 from config.backup import backup_store
@@ -33,12 +33,7 @@ def bootstrap(context: ClusterContext, host: Host, control_plane_address: pulumi
     drain = None
     if controller is not None and not host.runs_control_plane:
         drain = host_drain(context.distribution, controller=controller.waiting_ssh,
-                           drain_timeout_seconds=settings.kubernetes.drain_timeout_seconds,
-                           node_ready_timeout_seconds=(
-                               settings.kubernetes.node_ready_timeout_seconds),
-                           reboot_timeout_seconds=settings.tuning.reboot_timeout_seconds,
-                           max_unavailable=max_unavailable(settings),
-                           drain_force=settings.kubernetes.drain_force)
+                           rollout=rollout_policy(settings))
     return HostBootstrap(
         host.name,
         HostBootstrapArgs(
@@ -139,9 +134,15 @@ def host_firewall_ruleset(settings: StackConfig, distribution: Distribution,
                             [settings.network.pod_cidr, settings.network.service_cidr])
 
 
-def max_unavailable(settings: StackConfig) -> int:
-    """kubernetes.upgrade.maxUnavailable as a count of the workers that join over SSH: the
-    bound the drain steps keep on the controller at run time; workers' steps do not wait
-    for each other in the graph, so a new cluster joins them all at once."""
+def rollout_policy(settings: StackConfig) -> RolloutPolicy:
+    """The workers' rollout: kubernetes.upgrade.maxUnavailable as a count of the workers
+    that join over SSH (the bound the drain steps keep on the controller at run time;
+    workers' steps do not wait for each other in the graph, so a new cluster joins them all
+    at once), and the timeouts of a drain, a node's Ready and a reboot."""
     joining = [h for h in settings.workers if not h.runs_control_plane]
-    return settings.kubernetes.upgrade.unavailable_count(len(joining))
+    return RolloutPolicy(
+        drain_timeout_seconds=settings.kubernetes.drain_timeout_seconds,
+        node_ready_timeout_seconds=settings.kubernetes.node_ready_timeout_seconds,
+        reboot_timeout_seconds=settings.tuning.reboot_timeout_seconds,
+        max_unavailable=settings.kubernetes.upgrade.unavailable_count(len(joining)),
+        drain_force=settings.kubernetes.drain_force)

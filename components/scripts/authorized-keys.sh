@@ -7,7 +7,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=authorized-keys}"
 
-# Inputs (environment):
+# Inputs: SSH_USER
+# Optional inputs: AUTHORIZED_KEYS REVOKED_KEYS
 #   SSH_USER         the user the program logs in as (ssh.user, hosts[].sshUser).
 #   AUTHORIZED_KEYS  the keys, one a line, as config validated them; empty: an empty block.
 #   REVOKED_KEYS     keys (same form) whose lines are removed wherever they are; optional.

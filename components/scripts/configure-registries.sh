@@ -7,7 +7,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=configure-registries}"
 
-# Inputs (environment):
+# Inputs: REGISTRY_FILE_COUNT
+# Optional inputs: REGISTRY_FILE_<n>_PATH REGISTRY_FILE_<n>_MODE REGISTRY_FILE_<n>_CONTENT REGISTRY_HOSTS_DIR REGISTRY_SERVICES REGISTRY_PASSWORD REGISTRY_PASSWORD_SSM_PARAMETER AWS_REGION SSM_READER
 #   REGISTRY_FILE_COUNT        how many files follow (1 or more).
 #   REGISTRY_FILE_<n>_PATH     absolute path of file n (1-based), without '..'.
 #   REGISTRY_FILE_<n>_MODE     its octal mode (0644, or 0600 for a file with the password).

@@ -7,7 +7,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=remove-host-firewall}"
 
-# Inputs (environment): those of host-firewall.sh, unused.
+# It runs with host-firewall.sh's inputs and reads none.
 FAMILY=inet
 NAME=gpu_cluster
 RULES_FILE=/etc/gpu-cluster/host-firewall.nft

@@ -7,7 +7,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=host-firewall}"
 
-# Inputs (environment):
+# Inputs: HOST_FIREWALL_RULESET
 #   HOST_FIREWALL_RULESET  required: `nft -f` input that replaces table inet gpu_cluster and
 #                          touches nothing else (the program's header first)
 FAMILY=inet

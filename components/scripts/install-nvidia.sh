@@ -7,6 +7,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-nvidia}"
 
+# Inputs: CONTAINERD_DROPIN_CONTENT CONTAINERD_DROPIN_PATH NVIDIA_CONTAINER_TOOLKIT_VERSION NVIDIA_DRIVER_BRANCH NVIDIA_REPO_KEY_FINGERPRINT
+# Optional inputs: INSTALL_DRIVER NVIDIA_APT_MIRROR NVSWITCH
+
 # NVIDIA_APT_MIRROR (nvidia.aptMirror): a mirror of the same repository (gpgkey, stable/deb/).
 NVIDIA_REPO_URL=https://nvidia.github.io/libnvidia-container
 NVIDIA_KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg

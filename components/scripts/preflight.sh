@@ -7,6 +7,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=preflight}"
 
+# Inputs: CONTROL_PLANE_PORT GPU_COUNT HOST_ADDRESS HOST_NAME HOST_ROLE MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH
+# Optional inputs: CONTROL_PLANE_ADDRESS HOST_INTERFACE INSTALL_DRIVER
+
 FAILURES=()
 
 fail() {

@@ -7,6 +7,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=prepare-host}"
 
+# Inputs: DISABLE_CPU_MITIGATIONS DISABLE_IOMMU INOTIFY_MAX_USER_INSTANCES INOTIFY_MAX_USER_WATCHES INSTALL_NFS_CLIENT
+# Optional inputs: EXTRA_KERNEL_ARGS
+
 GRUB_DROPIN=/etc/default/grub.d/90-gpu-cluster.cfg
 MODULES_FILE=/etc/modules-load.d/gpu-cluster.conf
 SYSCTL_FILE=/etc/sysctl.d/90-gpu-cluster.conf

@@ -7,7 +7,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=reboot-if-needed}"
 
-# Inputs (environment):
+# Inputs: NODE_SERVICES REBOOT_TIMEOUT SSH_PORT
+# Optional inputs: DISABLE_CPU_MITIGATIONS DISABLE_IOMMU EXTRA_KERNEL_ARGS NODE_KUBECTL NODE_NAME NVIDIA_DRIVER_BRANCH
 #   SSH_PORT            the port the program reaches this host's sshd at.
 #   REBOOT_TIMEOUT      seconds the program waits for the host to come back; if the
 #                       reboot has not happened by then, SSH is let in again.

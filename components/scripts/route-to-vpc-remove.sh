@@ -5,7 +5,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=remove-route-to-vpc}"
 
-# Inputs (environment), the same as route-to-vpc.sh: VPC_CIDR and GATEWAY_ADDRESS
+# Inputs: GATEWAY_ADDRESS VPC_CIDR
+# Optional inputs: TUNNEL_CIDR
+# What they hold, the same as route-to-vpc.sh: VPC_CIDR and GATEWAY_ADDRESS
 # (required), TUNNEL_CIDR (optional).
 UNIT=gpu-cluster-route-vpc
 UNIT_FILE="/etc/systemd/system/$UNIT.service"

@@ -6,7 +6,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=route-to-vpc}"
 
-# Inputs (environment):
+# Inputs: GATEWAY_ADDRESS VPC_CIDR
+# Optional inputs: TUNNEL_CIDR
 #   VPC_CIDR         required: the VPC's network, e.g. 10.20.0.0/16
 #   GATEWAY_ADDRESS  required: the on-prem VPN gateway's LAN address
 #   TUNNEL_CIDR      optional: the VPN's tunnel network, routed the same way so that

@@ -7,7 +7,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=serve-nfs}"
 
-# Inputs (environment), required but the last:
+# Inputs: NFS_CLIENT_CIDRS NFS_EXPORT_OPTIONS NFS_EXPORT_PATH
+# Optional inputs: NFS_OWNED_FOLDERS
+# What they hold, required but the last:
 #   NFS_EXPORT_PATH     absolute folder to export, e.g. /srv/nfs/gpu-cluster; created
 #                       when missing; of an existing one only the folder's owner changes
 #   NFS_CLIENT_CIDRS    blank-separated addresses allowed to mount, each a single IPv4

@@ -11,6 +11,7 @@ stdout gets the value or id alone (no newline); errors go to stderr without it (
 error body names the problem). Exit 1 on any failure, 2 on a usage error.
 SSM_ENDPOINT_URL and IMDS_ENDPOINT_URL override the endpoints (tests, VPC endpoints).
 """
+# Optional inputs: IMDS_ENDPOINT_URL SSM_ENDPOINT_URL
 
 import datetime
 import hashlib

@@ -7,7 +7,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=verify-boot}"
 
-# Inputs (environment):
+# Inputs: GPU_COUNT
+# Optional inputs: CHECK_DRIVER_BRANCH DISABLE_CPU_MITIGATIONS DISABLE_IOMMU EXTRA_KERNEL_ARGS NVIDIA_DRIVER_BRANCH NVSWITCH
 #   GPU_COUNT   NVIDIA GPUs nvidia-smi must list (0: no driver check).
 #   NVSWITCH    true, false or auto (NVSwitches on the PCI bus): Fabric Manager must run,
 #               or CUDA cannot use the GPUs of an NVSwitch system.

@@ -122,3 +122,43 @@ def test_connection_uses_the_bastion_and_keeps_the_key_secret(plan):
         assert plain["proxy"]["hostKey"] == TEST_HOST_KEY
 
     return component.ready.urn.apply(check)
+
+
+@pulumi.runtime.test
+def test_steps_hook_into_the_bootstrap_by_what_they_declare(plan, monkeypatch):
+    """Where a worker's drain-host step goes, and which step runs the drained worker's
+    script with its node's inputs, follow the steps' declarations, not their names: moved
+    or taken away here, the bootstrap follows them."""
+    import dataclasses
+
+    from components.hosts import bootstrap as module
+    from components.hosts.bootstrap import DrainFirst
+    from components.kubernetes.upgrade import DRAIN_NODE
+
+    original = module.preparation_steps
+
+    def moved(*args, **kwargs):
+        return [dataclasses.replace(step, drain_after=step.step == "prepare-host",
+                                    drained_worker_script=None)
+                for step in original(*args, **kwargs)]
+
+    settings = settings_for(bare_metal_config())
+    controller = bootstrap(settings, "controller")
+    monkeypatch.setattr(module, "preparation_steps", moved)
+    host = next(h for h in settings.hosts if h.name == "gpu000")
+    component = HostBootstrap(host.name, HostBootstrapArgs(
+        host, SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
+        settings.tuning, settings.nvidia, distribution_for(distribution_settings(settings)),
+        settings.controller.address,
+        drain_first=DrainFirst(controller.ssh, DRAIN_NODE, {
+            "DRAIN_TIMEOUT": "60", "MAX_UNAVAILABLE": "1", "SLOT_WAIT_TIMEOUT": "600",
+            "KUBECTL": "k0s kubectl"}, "k0s kubectl --kubeconfig /var/lib/k0s/kubelet.conf")))
+
+    def check(_):
+        assert "gpu000-prepare-host" in _dependency_names(plan, "gpu000-drain-host")
+        assert "gpu000-drain-host" in _dependency_names(plan, "gpu000-install-nvidia")
+        assert "gpu000-drain-host" not in _dependency_names(plan, "gpu000-prepare-host")
+        reboot = plan.named("gpu000-reboot-if-needed").inputs["stdin"]
+        assert "export NODE_KUBECTL=" not in reboot and "upgrade/lib.sh" not in reboot
+
+    return component.ready.urn.apply(check)

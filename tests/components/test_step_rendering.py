@@ -13,6 +13,7 @@ import pytest
 import components.common.step_text as step_text
 from components.aws.boot import bootstrap_part
 from components.common.bundle import collect
+from components.common.script_inputs import file_inputs
 from components.common.remote_step import step_command
 from components.common.step_text import (
     RUNNER,
@@ -50,9 +51,12 @@ RENDERER_VALUES = {
 @pytest.mark.parametrize("value", RENDERER_VALUES.values(), ids=RENDERER_VALUES.keys())
 def test_a_step_script_header_holds_any_host_and_step(value, tmp_path):
     script = Script("preflight.sh")
-    for text in (render_envelope(value, value, script, {"X": value}),
-                 bundle_stdin(value, value, script, {"X": value}),
-                 bootstrap_part(value, {"X": value}).split("\n", 1)[1]):
+    # The inputs each script requires, every one of them `value`.
+    step_env, boot_env = ({name: value for name in file_inputs(path).required}
+                          for path in (script.path, "boot/bootstrap.sh"))
+    for text in (render_envelope(value, value, script, step_env),
+                 bundle_stdin(value, value, script, step_env),
+                 bootstrap_part(value, boot_env).split("\n", 1)[1]):
         first_line = text.split("\n", 1)[0]
         assert first_line.startswith("# gpu-cluster step ") and "touch" in first_line
         subprocess.run(["bash", "--norc", "-c", _prologue(text)], capture_output=True,
@@ -90,7 +94,8 @@ HOSTILE_INPUTS = {
 def _with_exports_in_its_scripts(monkeypatch, tmp_path) -> Script:
     """A step whose scripts export variables of their own, as scripts may."""
     (tmp_path / "lib.sh").write_text("export GPU_CLUSTER_STEP='from-the-library'\n")
-    (tmp_path / "step.sh").write_text("export EXTRA='from-the-script'\necho done\n")
+    (tmp_path / "step.sh").write_text(f"# Optional inputs: {' '.join(HOSTILE_INPUTS)}\n"
+                                      "export EXTRA='from-the-script'\necho done\n")
     (tmp_path / "bundle").mkdir()
     shutil.copy(step_text.SCRIPTS_DIR / RUNNER, tmp_path / RUNNER)
     monkeypatch.setattr(step_text, "SCRIPTS_DIR", tmp_path)
@@ -116,7 +121,8 @@ def test_step_inputs_agrees_with_bash(monkeypatch, tmp_path):
     envelope from stdin, as the SSH command does."""
     names = ["GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP", *HOSTILE_INPUTS]
     (tmp_path / "lib.sh").write_text("")
-    (tmp_path / "dump.sh").write_text("".join(f'printf "%s\\0" "${name}"\n' for name in names))
+    (tmp_path / "dump.sh").write_text(f"# Optional inputs: {' '.join(HOSTILE_INPUTS)}\n" + "".join(
+        f'printf "%s\\0" "${name}"\n' for name in names))
     monkeypatch.setattr(step_text, "SCRIPTS_DIR", tmp_path)
     text = render_envelope("gpu-01", "join-worker", Script("dump.sh"), HOSTILE_INPUTS)
     result = subprocess.run(["bash", "--norc", "-s", "--", "create"], input=text.encode(),

@@ -11,6 +11,7 @@ IMDSv2 and HTTP come from SSM_CLIENT (ssm-parameter.py, kept on the controller b
 file). Every page is read; any error exits 1 with nothing on stdout, so the caller never
 takes a partial answer for the whole. EC2_ENDPOINT_URL overrides the endpoint (tests).
 """
+# Optional inputs: EC2_ENDPOINT_URL
 
 import datetime
 import os

@@ -7,7 +7,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=install-ssh-host-key}"
 
-# Inputs (environment):
+# Inputs: SSH_HOST_PUBLIC_KEY
+# Optional inputs: AWS_REGION SSH_HOST_KEY_SSM_PARAMETER SSM_READER
 #   SSH_HOST_KEY_SSM_PARAMETER, AWS_REGION, SSM_READER  the SecureString with the private key
 #                          (OpenSSH format) and how to read it (see read_ssm_parameter).
 #   SSH_HOST_PUBLIC_KEY    its public half, as the program pins it ("ssh-ed25519 AAAA...").

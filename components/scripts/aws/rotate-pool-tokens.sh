@@ -11,6 +11,8 @@
 # join token, the lifetime appended), TOKEN_TTL, POOL_TOKEN_PARAMETERS (space-separated).
 set -euo pipefail
 
+# Inputs: AWS_CLIENT AWS_REGION POOL_TOKEN_PARAMETERS TOKEN_COMMAND TOKEN_TTL
+
 HOST="$(hostname)"
 
 log() {

@@ -7,12 +7,14 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=run-step-from-ssm}"
 
-# Inputs (environment): STEP_ENVELOPE_SSM_PARAMETERS (names, space-separated),
+# Inputs: STEP_ENVELOPE_SSM_PARAMETERS
+# Optional inputs: AWS_REGION SSM_READER
+# What they hold: STEP_ENVELOPE_SSM_PARAMETERS (names, space-separated),
 # AWS_REGION, SSM_READER.
 main() {
   local name piece encoded="" names=()
   read -r -a names <<<"${STEP_ENVELOPE_SSM_PARAMETERS:-}"
-  ((${#names[@]})) || INPUT_PROBLEMS+=("missing STEP_ENVELOPE_SSM_PARAMETERS")
+  check_missing_env STEP_ENVELOPE_SSM_PARAMETERS
   for name in "${names[@]}"; do
     STEP_ENVELOPE_PARAMETER=$name check_ssm_inputs STEP_ENVELOPE_PARAMETER \
       "the step's envelope" /gpu-cluster/dev/control-plane/backup-step-0

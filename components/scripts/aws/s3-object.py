@@ -11,6 +11,7 @@ https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-lock-managing.html,
 body names the problem). Exit 1 on any failure, 2 on a usage error. S3_ENDPOINT_URL
 (path-style, e.g. http://127.0.0.1:5000) overrides the endpoint (tests, VPC endpoints).
 """
+# Optional inputs: S3_ENDPOINT_URL SSM_CLIENT
 
 import base64
 import datetime

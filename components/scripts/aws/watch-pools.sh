@@ -6,7 +6,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=watch-pools}"
 
-# Inputs (environment):
+# Inputs: AWS_CLIENT_TEXT AWS_REGION BOOT_STATUS_PATH CLUSTER_NAME EC2_INSTANCES FORGET_BOOT_STATUSES KUBECTL POOL_LABEL POOL_NODE_WATCHER POOL_TOKEN_PARAMETERS ROTATE_EVERY ROTATE_POOL_TOKENS TOKEN_COMMAND TOKEN_TTL WATCHER_KUBECONFIG
 #   POOL_NODE_WATCHER, ROTATE_POOL_TOKENS, EC2_INSTANCES, FORGET_BOOT_STATUSES,
 #   AWS_CLIENT_TEXT       the texts of pool-node-watcher.sh, rotate-pool-tokens.sh,
 #                         ec2-instances.py, forget-boot-statuses.py and ssm-parameter.py.

@@ -9,7 +9,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-backup}"
 
-# Inputs (environment), beyond the settings backup/lib.sh checks:
+# Inputs: BACKUP_NAME BACKUP_RECIPIENTS BACKUP_RETENTION BACKUP_SCHEDULE BACKUP_SCRIPT BACKUP_STORE CONTROLLER_SERVICE RESTORE_SCRIPT
+# Optional inputs: AWS_REGION BACKUP_BUCKET BACKUP_DIR BACKUP_NFS_OPTIONS BACKUP_NFS_SOURCE BACKUP_OBJECT S3_CLIENT S3_CLIENT_SCRIPT SSM_CLIENT
+# What they hold, beyond the settings backup/lib.sh checks:
 #   BACKUP_SCRIPT, RESTORE_SCRIPT  required: the texts of the two commands
 #   BACKUP_SCHEDULE         required: systemd OnCalendar= value (checked by the config)
 #   CONTROLLER_SERVICE      required: the control plane's unit, e.g. k0scontroller.service

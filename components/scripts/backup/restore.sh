@@ -8,6 +8,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=restore}"
 
+# Inputs: AWS_REGION BACKUP_BUCKET BACKUP_DIR BACKUP_NAME BACKUP_NFS_OPTIONS BACKUP_NFS_SOURCE BACKUP_OBJECT BACKUP_RETENTION BACKUP_STORE S3_CLIENT SSM_CLIENT
+
 # install-backup installs it with the distribution's cluster_state_restore
 # (<distribution>/cluster-state.sh) ahead of it.
 #

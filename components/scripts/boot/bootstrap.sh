@@ -4,7 +4,8 @@
 # against the digests it carries, and runs the plan from the bundle (boot/run-boot.sh).
 set -euo pipefail
 
-# Inputs (environment, the part's exports): GPU_CLUSTER_HOST, GPU_CLUSTER_STEP (boot),
+# Inputs: AWS_REGION BOOT_BUCKET BOOT_BUNDLE_DIGEST BOOT_BUNDLE_KEY BOOT_BUNDLE_SHA256 BOOT_PLAN_KEY BOOT_PLAN_SHA256 BOOT_STATUS_PARAMETER S3_GET
+# What they hold (the part's exports): GPU_CLUSTER_HOST, GPU_CLUSTER_STEP (boot),
 # AWS_REGION, BOOT_BUCKET, BOOT_BUNDLE_KEY, BOOT_BUNDLE_SHA256 (the tarball's),
 # BOOT_BUNDLE_DIGEST (the bundle's), BOOT_PLAN_KEY, BOOT_PLAN_SHA256, BOOT_STATUS_PARAMETER
 # (for run-boot.sh), S3_GET (the text of boot/s3-get.py, run by python3). cloud-init runs

@@ -6,7 +6,8 @@ set -euo pipefail
 
 # Usage: run-boot.sh PLAN. PLAN has one line a step, `NAME BASE64`, BASE64 its stdin as the
 # program renders it (components/common/remote_step.py bundle_stdin), run with `create`.
-# Inputs (environment): GPU_CLUSTER_HOST, AWS_REGION, BOOT_STATUS_PARAMETER.
+# Optional inputs: AWS_REGION BOOT_STATUS_PARAMETER CLOUD_INIT_DIR
+# What they hold: GPU_CLUSTER_HOST, AWS_REGION, BOOT_STATUS_PARAMETER.
 #
 # The outcome goes to the console log (cloud-final.service: StandardOutput=journal+console)
 # and to the SSM parameter BOOT_STATUS_PARAMETER/<instance id>, which the user can read with

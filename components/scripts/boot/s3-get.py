@@ -12,6 +12,7 @@ in all. The last failure is one line on stderr naming the object and AWS's error
 failure, 2 on a usage error. S3_ENDPOINT_URL (path style, e.g. http://127.0.0.1:5000)
 and IMDS_ENDPOINT_URL override the endpoints (tests, VPC endpoints).
 """
+# Optional inputs: IMDS_ENDPOINT_URL S3_ENDPOINT_URL S3_GET_RETRY_SECONDS
 
 import hashlib
 import hmac

@@ -4,7 +4,8 @@
 # checked: it copies the tarball where only root can write, checks its sha256, unpacks it
 # there and hands it to the bundle's own bundle/install.sh.
 #
-# Inputs (environment): BUNDLE_TARBALL (its path; relative: to the login user's home,
+# Inputs: BUNDLE_DIGEST BUNDLE_SHA256 BUNDLE_TARBALL
+# What they hold: BUNDLE_TARBALL (its path; relative: to the login user's home,
 # where the SSH command starts), BUNDLE_SHA256 (the tarball's), BUNDLE_DIGEST (the bundle's).
 
 set -euo pipefail

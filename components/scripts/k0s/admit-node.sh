@@ -8,6 +8,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=admit-node}"
 
+# Inputs: NODE_NAME NODE_READY_TIMEOUT
+
 main() {
   local node remaining
   require_env NODE_NAME NODE_READY_TIMEOUT

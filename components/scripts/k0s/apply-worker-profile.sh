@@ -9,7 +9,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=apply-worker-profile}"
 
-# Inputs (environment):
+# Inputs: CPU_MANAGER_POLICY KUBELET_ROOT_DIR NODE_NAME WORKER_PROFILE_VALUES
 #   WORKER_PROFILE_VALUES  the profile's kubelet settings (JSON), as the controller has them.
 #   CPU_MANAGER_POLICY     none or static: the policy in those settings.
 #   NODE_NAME              this host's node.

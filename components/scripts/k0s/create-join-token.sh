@@ -8,6 +8,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=create-join-token}"
 
+# Inputs: TOKEN_EXPIRY
+
 API_READY_TIMEOUT=120
 
 main() {

@@ -9,7 +9,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=join-worker}"
 
-# Inputs (environment):
+# Inputs: K0S_JOIN_TOKEN NODE_IP
+# Optional inputs: AWS_REGION K0S_JOIN_ISSUER_URN K0S_JOIN_TOKEN_SSM_PARAMETER K0S_PROFILE K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 K0S_VERSION KUBELET_EXTRA_ARGS KUBELET_ROOT_DIR NODE_LABELS NODE_TAINTS SSM_READER WORKER_PROFILE_VALUES
 #   K0S_VERSION        k0s release to install, e.g. v1.34.1+k0s.0; empty: the one an
 #                      earlier step installed (upgrade-node, on hosts over SSH).
 #   NODE_IP            address the kubelet registers; must be set, may be empty: then no
@@ -48,6 +49,8 @@ check_inputs() {
   local required=()
   : "${K0S_VERSION:=}" "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
   : "${KUBELET_ROOT_DIR:=}" "${K0S_JOIN_TOKEN_SSM_PARAMETER:=}" "${K0S_JOIN_ISSUER_URN:=}"
+  # Only in a pool's boot data, where new kubelet settings roll the pool.
+  : "${WORKER_PROFILE_VALUES:=}"
   # Empty is a choice (the primary address); unset is a forgotten input.
   if [[ ! -v NODE_IP ]]; then
     required+=(NODE_IP)

@@ -10,6 +10,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_DRAIN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../drain/lib.sh"
 : "${GPU_CLUSTER_STEP:=remove-node}"
 
+# Inputs: NODE_NAME
+# Optional inputs: DRAIN_FORCE
+
 main() {
   local node found
   require_env NODE_NAME

@@ -9,6 +9,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=reset-node}"
 
+# Optional inputs: KUBELET_ROOT_DIR
+
 SERVICES=(k0scontroller k0sworker)
 # Directories `k0s reset` deletes, and the same for messages; set by check_inputs.
 RESET_DIRS=()

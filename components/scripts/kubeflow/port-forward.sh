@@ -7,7 +7,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=kubeflow-port-forward}"
 
-# Inputs (environment):
+# Inputs: CONTROLLER_SERVICE GATEWAY_NAMESPACE GATEWAY_PORT GATEWAY_SERVICE KUBECTL LISTEN_ADDRESS LISTEN_PORT
 #   LISTEN_ADDRESS     required: address the controller listens on, e.g. 127.0.0.1
 #   LISTEN_PORT        required: port it listens on, e.g. 8080
 #   GATEWAY_NAMESPACE  required: namespace of the gateway Service (istio-system)

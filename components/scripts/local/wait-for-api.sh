@@ -7,7 +7,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=wait-for-api}"
 
-# Inputs (environment):
+# Inputs: API_CA_CERT API_CLIENT_CERT API_CLIENT_KEY API_READY_TIMEOUT API_SERVER
 #   API_SERVER         the API's https://HOST:PORT, e.g. https://192.0.2.10:6443.
 #   API_CA_CERT        the cluster CA certificate (PEM) the API's certificate must chain to.
 #   API_CLIENT_CERT    a client certificate (PEM) the API accepts, and

@@ -9,6 +9,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_MAINTENANCE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=maintenance}"
 
+# Inputs: KUBECTL NODE_NAME
+# Optional inputs: MAINTENANCE
+
 main() {
   local node
   maintenance_inputs NODE_NAME

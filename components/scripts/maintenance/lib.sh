@@ -9,8 +9,6 @@
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 GPU_CLUSTER_MAINTENANCE_LIB_LOADED=1
-# The label join-worker gives a node of a replaced machine (hosts[].generation).
-GENERATION_LABEL=gpu-cluster/machine-generation
 KUBECTL_CMD=()
 
 # maintenance_inputs VAR...: checks NODE_NAME, KUBECTL and the named extra inputs, and

@@ -11,6 +11,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_DRAIN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../drain/lib.sh"
 : "${GPU_CLUSTER_STEP:=maintenance}"
 
+# Inputs: DRAIN_TIMEOUT KUBECTL MAINTENANCE NODE_NAME
+# Optional inputs: DRAIN_FORCE
+
 main() {
   local node was_cordoned=0
   maintenance_inputs MAINTENANCE DRAIN_TIMEOUT

@@ -11,6 +11,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_DRAIN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../drain/lib.sh"
 : "${GPU_CLUSTER_STEP:=retire-node}"
 
+# Inputs: DRAIN_TIMEOUT GENERATION_LABEL KUBECTL MACHINE_GENERATION NODE_NAME
+# Optional inputs: DRAIN_FORCE MAINTENANCE
+
 # Without it a new RKE2 agent is refused ("Node password rejected, duplicate hostname": the
 # old node's password secret, k3s pkg/nodepassword), and the new kubelet would take over the
 # old node's pods and annotations.

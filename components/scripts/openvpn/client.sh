@@ -9,7 +9,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_OPENVPN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-openvpn-client}"
 
-# Inputs (environment):
+# Inputs: OPENVPN_CONFIG REMOTE_CIDR TUNNEL_CHECK_ADDRESS
+# Optional inputs: OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT
 #   OPENVPN_CONFIG        the client config (gpu-cluster.conf), secret when it is a profile
 #                         with its keys inline; otherwise it names its files relative to
 #                         its folder: gpu-cluster/ca.crt, client.crt, client.key,

@@ -8,7 +8,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_OPENVPN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=remove-openvpn}"
 
-# Inputs (environment), required:
+# Inputs: OPENVPN_UNIT
+# What they hold, required:
 #   OPENVPN_UNIT  openvpn-server@gpu-cluster or openvpn-client@gpu-cluster
 
 # check_inputs: selects the end OPENVPN_UNIT names (see openvpn_select).

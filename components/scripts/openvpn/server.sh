@@ -9,7 +9,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_OPENVPN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-openvpn-server}"
 
-# Inputs (environment), all required:
+# Inputs: OPENVPN_CA OPENVPN_CCD OPENVPN_CERT OPENVPN_CONFIG OPENVPN_CRL OPENVPN_FILTER OPENVPN_KEY OPENVPN_TLS_CRYPT
+# What they hold, all required:
 #   OPENVPN_CONFIG     the server config (gpu-cluster.conf); names its files relative to
 #                      its folder: gpu-cluster/ca.crt, server.crt, server.key, tls-crypt.key,
 #                      crl.pem and the client-config-dir gpu-cluster/ccd

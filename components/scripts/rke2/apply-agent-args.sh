@@ -9,7 +9,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=apply-agent-args}"
 
-# Inputs (environment):
+# Inputs: CPU_MANAGER_POLICY NODE_NAME RKE2_KUBELET_CONFIG RKE2_SERVICE
 #   RKE2_KUBELET_CONFIG  the drop-in (kubelet-arg, resolv-conf) as the program renders it.
 #   CPU_MANAGER_POLICY   none or static: the policy in those settings.
 #   NODE_NAME            this host's node.

@@ -9,7 +9,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-server}"
 
-# Inputs (environment):
+# Inputs: RKE2_ADMISSION_CONFIG RKE2_AUDIT_POLICY RKE2_CA_CERT RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_VERSION
+# Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_CANAL_CONFIG RKE2_CA_KEY RKE2_CA_KEY_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_TOKEN RKE2_TOKEN_SSM_PARAMETER SSM_READER
 #   RKE2_VERSION        release to install, e.g. v1.36.3+rke2r1.
 #   RKE2_CONFIG         /etc/rancher/rke2/config.yaml (no secrets: it names the token files).
 #   RKE2_KUBELET_CONFIG the kubelet drop-in (kubelet-arg, resolv-conf), written before the

@@ -9,7 +9,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=join-agent}"
 
-# Inputs (environment):
+# Inputs: RKE2_CONFIG RKE2_KUBELET_CONFIG
+# Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_VERSION SSM_READER WORKER_PROFILE_VALUES
 #   RKE2_VERSION        release to install, e.g. v1.36.3+rke2r1; empty: the one an earlier
 #                       step installed (upgrade-node, on hosts over SSH).
 #   RKE2_CONFIG         /etc/rancher/rke2/config.yaml of the agent (server URL, token-file,
@@ -32,6 +33,8 @@ AGENT_TOKEN_FORMAT='^K10[0-9a-f]{64}::(node:[^[:space:]]+|[a-z0-9]{6}\.[a-z0-9]{
 check_inputs() {
   check_missing_env RKE2_CONFIG RKE2_KUBELET_CONFIG
   : "${RKE2_VERSION:=}"
+  # Only in a pool's boot data, where new kubelet settings roll the pool.
+  : "${WORKER_PROFILE_VALUES:=}"
   rke2_check_secret RKE2_AGENT_TOKEN "the agent token" /gpu-cluster/dev/rke2-agent-token/a100
   if [[ -n "${RKE2_AGENT_TOKEN:-}" ]] && ! [[ "$RKE2_AGENT_TOKEN" =~ $AGENT_TOKEN_FORMAT ]]; then
     INPUT_PROBLEMS+=("RKE2_AGENT_TOKEN is not an agent token with the server's CA hash (K10<64 hex digits>::node:<secret> or ::<id>.<secret>)")

@@ -14,7 +14,8 @@ set -euo pipefail
 # (RKE2 docs, "Manual Upgrades": https://docs.rke2.io/upgrades/manual_upgrade). A new
 # host's join then uses this installation.
 
-# Inputs (environment):
+# Inputs: NODE_NAME RKE2_VERSION
+# Optional inputs: RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64
 #   RKE2_VERSION   the RKE2 release to run, e.g. v1.36.3+rke2r1.
 #   NODE_NAME      this host's node: marked as failed when an upgrade fails here.
 

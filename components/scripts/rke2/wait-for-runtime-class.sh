@@ -9,6 +9,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=wait-for-runtime-class}"
 
+# Inputs: CHART_RELEASE RUNTIME_CLASS WAIT_TIMEOUT
+
 # RKE2's helm-controller installs the rke2-runtimeclasses chart (nvidia, nvidia-experimental,
 # crun) a while after the server starts (rancher/rke2 v1.36.3+rke2r1 charts/
 # chart_versions.yaml:60-63, takeOwnership: true). A RuntimeClass of the program's own would

@@ -9,7 +9,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_UPGRADE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=check-version}"
 
-# Inputs (environment):
+# Inputs: KUBECTL KUBERNETES_VERSION
 #   KUBERNETES_VERSION  the release kubernetes.version names (e.g. v1.36.3+k0s.2).
 #   KUBECTL             the controller's kubectl with its admin credential.
 

@@ -24,7 +24,8 @@ set -euo pipefail
 # descriptor, released by "flock -u fd" or when the process exits). /run is emptied at
 # boot, so a lock never outlives a crash.
 
-# Inputs (environment):
+# Inputs: DRAIN_TIMEOUT KUBECTL MAX_UNAVAILABLE NODE_NAME SLOT_WAIT_TIMEOUT
+# Optional inputs: DRAIN_FORCE HOST_SETTINGS KUBERNETES_VERSION REBOOT_WHEN_NEEDED
 #   NODE_NAME, DRAIN_TIMEOUT (seconds), MAX_UNAVAILABLE (nodes upgraded at once, 1 or
 #   more), SLOT_WAIT_TIMEOUT (seconds without any slot freeing before this step gives up),
 #   KUBECTL (the controller's kubectl with its admin credential), DRAIN_FORCE (optional,

@@ -12,7 +12,8 @@ set -euo pipefail
 # A node not registered yet is left to its join and admit-node steps; one an admin
 # cordoned stays cordoned.
 
-# Inputs (environment):
+# Inputs: KUBECTL NODE_NAME NODE_READY_TIMEOUT
+# Optional inputs: HOST_SETTINGS KUBERNETES_VERSION
 #   NODE_NAME, NODE_READY_TIMEOUT (seconds), KUBECTL; HOST_SETTINGS (optional): the host
 #   settings the node was prepared with, recorded in HOST_SETTINGS_ANNOTATION.
 
@@ -20,6 +21,8 @@ main() {
   local node marked
   check_missing_env NODE_NAME NODE_READY_TIMEOUT
   : "${HOST_SETTINGS:=}"
+  # Only there to run this step again after each upgrade.
+  : "${KUBERNETES_VERSION:=}"
   check_host_settings_input
   check_kubectl_input
   die_on_input_problems
