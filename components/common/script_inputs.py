@@ -14,6 +14,10 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+
+# Where the step scripts live (step_text reads them from here too).
+SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
 
 HEADER_LINES = 40
 _NAME = r"[A-Z][A-Z0-9_]*(?:<n>[A-Z0-9_]*)*"
@@ -64,11 +68,10 @@ def declared_inputs(text: str) -> Declared:
     return Declared(found.get("Inputs", frozenset()), found.get("Optional inputs", frozenset()))
 
 
+@functools.lru_cache(maxsize=None)
 def file_inputs(path: str) -> Declared:
     """The inputs the file components/scripts/`path` declares."""
-    from components.common.step_text import read_script
-
-    return declared_inputs(read_script(path))
+    return declared_inputs((SCRIPTS_DIR / path).read_text())
 
 
 def step_declared(files: Iterable[str]) -> Declared:

@@ -24,10 +24,9 @@ import pulumi
 
 from components.common.bundle import Bundle, step_bundle
 from contract.names import ENVELOPE_BRANCH
-from components.common.script_inputs import check_step_inputs
+from components.common.script_inputs import SCRIPTS_DIR, check_step_inputs
 
 
-SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
 # The check mode of steps (check/lib.sh) and their additions; SSH envelopes only.
 CHECK_FOLDER = "check"
 

@@ -6,9 +6,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=remove-configure-apt}"
 
-# Inputs: UBUNTU_APT_MIRROR
-# Optional inputs: UBUNTU_APT_SECURITY_MIRROR
-# (configure-apt.sh's, unused.) The package lists stay until the next `apt-get update`.
+# It reads no input (configure-apt.sh's come with the step and are not used here). The
+# package lists stay until the next `apt-get update`.
 
 APT_BACKUP_DIR=/var/lib/gpu-cluster/apt
 MANAGED_PREFIX="# Managed by gpu-cluster (packages.aptMirror)"

@@ -147,9 +147,11 @@ def test_steps_hook_into_the_bootstrap_by_what_they_declare(plan, monkeypatch):
     monkeypatch.setattr(module, "preparation_steps", moved)
     host = next(h for h in settings.hosts if h.name == "gpu000")
     component = HostBootstrap(host.name, HostBootstrapArgs(
-        host, SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
-        settings.tuning, settings.nvidia, distribution_for(distribution_settings(settings)),
-        settings.controller.address,
+        host=host,
+        ssh=SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
+        tuning=settings.tuning, nvidia=settings.nvidia,
+        distribution=distribution_for(distribution_settings(settings)),
+        control_plane_address=settings.controller.address,
         drain_first=DrainFirst(controller.ssh, DRAIN_NODE, {
             "DRAIN_TIMEOUT": "60", "MAX_UNAVAILABLE": "1", "SLOT_WAIT_TIMEOUT": "600",
             "KUBECTL": "k0s kubectl"}, "k0s kubectl --kubeconfig /var/lib/k0s/kubelet.conf")))

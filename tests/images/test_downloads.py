@@ -8,7 +8,7 @@ import pytest
 
 from components.common.step_text import step_inputs
 from components.distributions import distribution_for, distribution_settings
-from components.hosts.steps import REMOVE_CONFIGURE_APT, Machine, preparation_steps
+from components.hosts.steps import REMOVE_CONFIGURE_APT, HostProfile, preparation_steps
 from config.model import HostTuning, NvidiaSettings, PackageSettings
 from preview.engine import unwrap_secrets
 from tests.config.loading import loads, problem_lines
@@ -79,7 +79,7 @@ def test_ubuntus_packages_come_from_the_sites_mirror_before_anything_installs_on
 
 def test_the_steps_run_configure_apt_only_with_a_mirror_and_undo_it_when_it_goes():
     distribution = distribution_for(distribution_settings(loads(bare_metal_config(workers=1))))
-    machine = Machine(gpus=0, install_driver=True, nvswitch="auto", ssh_port=22)
+    machine = HostProfile(gpus=0, install_driver=True, nvswitch="auto", ssh_port=22)
     plain = preparation_steps(HostTuning(), NvidiaSettings(), distribution, machine,
                               packages=PackageSettings())
     assert "configure-apt" not in [step.step for step in plain]

@@ -15,7 +15,7 @@ set -euo pipefail
 # controllers first). A new host's join then uses this binary.
 
 # Inputs: K0S_VERSION NODE_NAME
-# Optional inputs: K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64
+# Optional inputs: K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 K0S_AIRGAP_SHA256_AMD64 K0S_AIRGAP_SHA256_ARM64
 #   K0S_VERSION   the k0s release to run, e.g. v1.36.3+k0s.2.
 #   NODE_NAME     this host's node: marked as failed when an upgrade fails here.
 

@@ -10,7 +10,7 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=join-agent}"
 
 # Inputs: RKE2_CONFIG RKE2_KUBELET_CONFIG
-# Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_VERSION SSM_READER WORKER_PROFILE_VALUES
+# Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_VERSION SSM_READER WORKER_PROFILE_VALUES RKE2_AIRGAP_SHA256_AMD64 RKE2_AIRGAP_SHA256_ARM64
 #   RKE2_VERSION        release to install, e.g. v1.36.3+rke2r1; empty: the one an earlier
 #                       step installed (upgrade-node, on hosts over SSH).
 #   RKE2_CONFIG         /etc/rancher/rke2/config.yaml of the agent (server URL, token-file,

@@ -15,7 +15,7 @@ set -euo pipefail
 # host's join then uses this installation.
 
 # Inputs: NODE_NAME RKE2_VERSION
-# Optional inputs: RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64
+# Optional inputs: RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_AIRGAP_SHA256_AMD64 RKE2_AIRGAP_SHA256_ARM64
 #   RKE2_VERSION   the RKE2 release to run, e.g. v1.36.3+rke2r1.
 #   NODE_NAME      this host's node: marked as failed when an upgrade fails here.
 
