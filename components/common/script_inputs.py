@@ -12,11 +12,12 @@ step's inputs)."""
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-# Where the step scripts live (step_text reads them from here too).
+# Where the step scripts live; step_text hands its own reader in (it may be pointed
+# elsewhere), this one serves the tests that ask of a script directly.
 SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
 
 HEADER_LINES = 40
@@ -68,28 +69,31 @@ def declared_inputs(text: str) -> Declared:
     return Declared(found.get("Inputs", frozenset()), found.get("Optional inputs", frozenset()))
 
 
-@functools.lru_cache(maxsize=None)
-def file_inputs(path: str) -> Declared:
+def _read(relative: str) -> str:
+    return (SCRIPTS_DIR / relative).read_text()
+
+
+def file_inputs(path: str, read: Callable[[str], str] = _read) -> Declared:
     """The inputs the file components/scripts/`path` declares."""
-    return declared_inputs((SCRIPTS_DIR / path).read_text())
+    return declared_inputs(read(path))
 
 
-def step_declared(files: Iterable[str]) -> Declared:
+def step_declared(files: Iterable[str], read: Callable[[str], str] = _read) -> Declared:
     """What a step whose actions run `files` declares: any file's inputs."""
     declared = Declared()
     for path in files:
-        declared |= file_inputs(path)
+        declared |= file_inputs(path, read)
     return declared
 
 
-def check_step_inputs(host: str, step: str, files: Iterable[str], names: Iterable[str]
-                      ) -> None:
+def check_step_inputs(host: str, step: str, files: Iterable[str], names: Iterable[str],
+                      read: Callable[[str], str] = _read) -> None:
     """Refuses, naming host, step, script and every variable at once, `names` (the inputs a
     step is rendered with) that its files do not declare, or that lack a required one."""
     files = list(dict.fromkeys(files))
     names = set(names)
     problems = []
-    declared = step_declared(files)
+    declared = step_declared(files, read)
     undeclared = {name for name in names - EVERY_STEP if not declared.declares(name)}
     if undeclared:
         scripts = [path for path in files if not path.endswith("lib.sh")]
@@ -97,7 +101,7 @@ def check_step_inputs(host: str, step: str, files: Iterable[str], names: Iterabl
                         f"{' or '.join(scripts)} nor their libraries (the '# Inputs:' and "
                         "'# Optional inputs:' lines)")
     for path in files:
-        missing = file_inputs(path).required - names
+        missing = file_inputs(path, read).required - names
         if missing:
             problems.append(f"{path} requires {', '.join(sorted(missing))} (its '# Inputs:' line)")
     if problems:

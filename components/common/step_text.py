@@ -24,9 +24,10 @@ import pulumi
 
 from components.common.bundle import Bundle, step_bundle
 from contract.names import ENVELOPE_BRANCH
-from components.common.script_inputs import SCRIPTS_DIR, check_step_inputs
+from components.common.script_inputs import check_step_inputs
 
 
+SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
 # The check mode of steps (check/lib.sh) and their additions; SSH envelopes only.
 CHECK_FOLDER = "check"
 
@@ -114,7 +115,7 @@ def envelope(
     render = render or render_envelope
     # Checked here too, for inputs that are Outputs: before the apply, which a preview may
     # never run.
-    check_step_inputs(host, step, _step_files(create, delete), env)
+    check_step_inputs(host, step, _step_files(create, delete), env, read_script)
     if all(isinstance(value, str) for value in env.values()):
         # The same text, without the Outputs an apply over plain values would make (most
         # host steps' inputs are plain: a large stack registers faster).
@@ -153,7 +154,7 @@ def step_header(host: str, step: str, create: Script, env: Mapping[str, str],
                 delete: Optional[Script] = None) -> str:
     """A step's header comment and its inputs as exports, each value single-quoted; the
     inputs are those its scripts declare (components/common/script_inputs.py)."""
-    check_step_inputs(host, step, _step_files(create, delete), env)
+    check_step_inputs(host, step, _step_files(create, delete), env, read_script)
     lines = [
         f"{_HEADER}'{_in_comment(step)}' on host '{_in_comment(host)}' ({create.path}"
         + (f", delete: {delete.path})" if delete else ")"),
