@@ -38,7 +38,7 @@ def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
     if cfg.layout != "cloud" and cfg.pools:
         problems.append(Problem("pools", "EC2 worker pools are only used by the cloud layout"))
     if cfg.layout == "bare-metal":
-        for key, present in (("aws", cfg.has_aws), ("vpn", cfg.has_vpn)):
+        for key, present in (("aws", cfg.given("aws")), ("vpn", cfg.given("vpn"))):
             if present:
                 problems.append(Problem(key, "only used by the hybrid and cloud layouts"))
         efs = cfg.storage.efs if cfg.storage else None
@@ -49,8 +49,8 @@ def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
         return problems
     if cfg.layout != "hybrid":
         return problems
-    for key, present, what in (("aws", cfg.has_aws, "the region, VPC and control-plane instance"),
-                               ("vpn", cfg.has_vpn, "the OpenVPN bridge to the on-prem LAN")):
+    for key, present, what in (("aws", cfg.given("aws"), "the region, VPC and control-plane instance"),
+                               ("vpn", cfg.given("vpn"), "the OpenVPN bridge to the on-prem LAN")):
         if not present:
             problems.append(Problem(key, f"is required by the hybrid layout: {what}"))
     aws = cfg.aws
@@ -61,7 +61,7 @@ def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
     if vpn is not None:
         problems += _vpn_mode(cfg, vpn)
         problems += _vpn_users(cfg, vpn)
-    if vpn is not None and cfg.all_hosts_parsed:
+    if vpn is not None and cfg.complete("hosts"):
         names = [host.name for _, host in cfg.hosts]
         if vpn.mode == "server-on-ec2" and vpn.onprem_gateway not in names + [None]:
             problems.append(Problem("vpn.onpremGateway",
@@ -256,13 +256,13 @@ def cloud_checks(cfg: PartialConfig) -> list[Problem]:
     if cfg.layout != "cloud":
         return []
     problems = []
-    if cfg.hosts or not cfg.all_hosts_parsed:
+    if cfg.hosts or not cfg.complete("hosts"):
         problems.append(Problem("hosts", "a cloud stack has no on-prem hosts: remove them, or "
                                 "use the hybrid layout to join them over a VPN"))
-    if not cfg.has_aws:
+    if not cfg.given("aws"):
         problems.append(Problem("aws", "is required by the cloud layout: the region, VPC and "
                                 "control-plane instance"))
-    if cfg.has_vpn:
+    if cfg.given("vpn"):
         problems.append(Problem("vpn", "a cloud stack has no on-prem network to bridge"))
     if cfg.network is not None and cfg.network.lan_cidr:
         problems.append(Problem("network.lanCidr", "a cloud stack has no on-prem LAN"))
@@ -272,7 +272,7 @@ def cloud_checks(cfg: PartialConfig) -> list[Problem]:
     if cfg.aws is not None:
         problems += _aws(cfg.aws, cfg.layout)
         problems += _efs_on_aws(cfg, cfg.aws)
-    if not cfg.pools and cfg.all_pools_parsed:
+    if not cfg.pools and cfg.complete("pools"):
         problems.append(Problem("pools", "add at least one worker pool (name, instanceType, "
                                 "count, gpus)"))
     seen: dict[str, int] = {}

@@ -2,16 +2,15 @@
 controller, and where they go on each layout."""
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field
 
 from config.model_base import Section
+from config.partial import PartialConfig
 from config.problems import Problem
 from config.types import AbsolutePath
 
-if TYPE_CHECKING:  # config/partial.py imports config/model.py, which imports this
-    from config.partial import PartialConfig
 
 # systemd.time(7) "Calendar Events": the shorthands, and `[WEEKDAYS] [DATE] TIME [UTC]`
 # with `*`, lists (`,`), ranges (`..`) and repetitions (`/`) in each field. A subset:
@@ -163,9 +162,9 @@ def backup_store(layout: Optional[str], backup: BackupSettings, storage,
     return None
 
 
-def backup_checks(cfg: "PartialConfig") -> list[Problem]:
+def backup_checks(cfg: PartialConfig) -> list[Problem]:
     backup = cfg.backup
-    if backup is None or not cfg.all_hosts_parsed:
+    if backup is None or not cfg.complete("hosts"):
         return []
     problems = []
     if backup.path is not None and cfg.layout in ("hybrid", "cloud"):

@@ -7,6 +7,7 @@ from typing import Optional
 from pydantic import Field
 
 from config.model_base import Section
+from config.partial import PartialConfig
 from config.problems import Problem
 from config.types import IPv4Cidr
 
@@ -27,7 +28,8 @@ class HostFirewallSettings(Section):
     extra_sources: list[IPv4Cidr] = Field(default=[], max_length=32)
 
 
-def firewall_checks(layout: Optional[str], firewall: Optional[HostFirewallSettings]) -> list[Problem]:
+def firewall_checks(cfg: PartialConfig) -> list[Problem]:
+    layout, firewall = cfg.layout, cfg.host_firewall
     if firewall is None or not firewall.extra_sources:
         return []
     if layout not in FIREWALL_LAYOUTS:

@@ -1,61 +1,24 @@
 """How hosts are reached and shared, as config says: which SSH connections would accept
-any host key, and which hosts several teams share with CPU mitigations off. One refusal
-and the preview's warnings, each naming the hosts and the key that decides."""
+any host key, and which hosts several teams share with CPU mitigations off: the preview's
+warnings, each naming the hosts and the key that decides (the refusal of unchecked host
+keys is a rule of the hosts, in config/checks.py)."""
 
 from collections.abc import Sequence
 from typing import Optional
 
 from config.access import AccessSettings
+from config.checks import ACCEPT_ANY_KEY, unchecked_ssh, unchecked_what
 from config.model import Host, HostTuning, SshSettings
-from config.problems import Problem
 
-# Layouts whose hosts the program prepares over SSH (cloud boots its machines itself, and
-# the EC2 control plane's host key is the one the program makes and installs at boot).
-SSH_LAYOUTS = ("bare-metal", "hybrid")
-
-ACCEPT_ANY_KEY = "ssh.acceptAnyHostKey"
 MITIGATIONS_KEY = "tuning.disableCpuMitigations"
-
-
-def unchecked_ssh(layout: Optional[str], ssh: Optional[SshSettings],
-                  hosts: Sequence[tuple[int, Host]]) -> tuple[list[str], bool]:
-    """(names of hosts reached over SSH without a host key, whether the bastion has
-    none). pulumi-command checks a host key only when one is given: without it every
-    key is accepted, every time (provider/pkg/provider/remote/connection.go:88-97 at
-    v1.2.1, ssh.InsecureIgnoreHostKey; the proxy's connection alike, :204)."""
-    if layout not in SSH_LAYOUTS or not hosts:
-        return [], False
-    names = [host.name for _, host in hosts if host.ssh_host_key is None]
-    bastion = ssh is not None and ssh.bastion is not None and ssh.bastion.host_key is None
-    return names, bastion
-
-
-def _what(names: list[str], bastion: bool) -> str:
-    parts = [f"hosts {', '.join(names)} (hosts[].sshHostKey)"] if names else []
-    if bastion:
-        parts.append("the bastion (ssh.bastion.hostKey)")
-    return " and ".join(parts)
-
-
-def host_key_problems(layout: Optional[str], ssh: Optional[SshSettings],
-                      hosts: Sequence[tuple[int, Host]]) -> list[Problem]:
-    names, bastion = unchecked_ssh(layout, ssh, hosts)
-    if not (names or bastion) or (ssh is not None and ssh.accept_any_host_key):
-        return []
-    return [Problem(
-        "hosts" if names else "ssh.bastion.hostKey",
-        f"no SSH host key for {_what(names, bastion)}: their steps would send the cluster's "
-        "keys and join tokens to whatever answers. Set each to the host's key from "
-        "`ssh-keyscan -t ed25519 ADDRESS`, its fingerprint checked on the host (README, "
-        f"\"SSH host keys\"), or set {ACCEPT_ANY_KEY}: true")]
 
 
 def host_key_warning(layout: str, ssh: SshSettings, hosts: Sequence[Host]) -> Optional[str]:
     names, bastion = unchecked_ssh(layout, ssh, list(enumerate(hosts)))
     if not (names or bastion):
         return None
-    return (f"gpu-cluster:{ACCEPT_ANY_KEY} is true: SSH to {_what(names, bastion)} accepts "
-            "any host key, so a machine in the middle receives the cluster CA's key, join "
+    return (f"gpu-cluster:{ACCEPT_ANY_KEY} is true: SSH to {unchecked_what(names, bastion)} "
+            "accepts any host key, so a machine in the middle receives the cluster CA's key, join "
             "tokens and VPN keys; pin each host key (README, \"SSH host keys\")")
 
 

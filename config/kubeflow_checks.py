@@ -25,7 +25,7 @@ _SET_TLS_KEY = "pulumi config set --secret gpu-cluster:kubeflowTlsKey < key.pem"
 
 
 def kubeflow_checks(cfg: PartialConfig) -> list[Problem]:
-    if not cfg.has_kubeflow:
+    if not cfg.given("kubeflow"):
         return [Problem(key, "is set but gpu-cluster:kubeflow is not")
                 for key, value in (("kubeflowPassword", cfg.kubeflow_password),
                                    ("kubeflowTlsKey", cfg.kubeflow_tls_key),

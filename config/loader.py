@@ -4,26 +4,19 @@ and returns a typed StackConfig, or raises ConfigError listing every problem."""
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from pydantic import TypeAdapter, ValidationError
 
-from config.checks import cross_checks
+from config import single_pass
 from config.messages import (QUOTE_LIMIT, cut, did_you_mean, finish, keys_at, namespace_typo,
                              required_message, set_secret_command, shown, string_leaves)
 from config.model_base import without_field_names
-from config.partial import PartialConfig
-from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, Host, StackConfig, WorkerPool
+from config.model import PRIVATE_KEY_KEYS, SECRET_KEYS, StackConfig
 from config.problems import NAMESPACE, ConfigError, Problem
-from config.types import public_key_of
+from config.types import private_key_problem
 from contract.names import REDACTED
 
-_PRIVATE_KEY_MARKER = "PRIVATE KEY-----"
-_KEY_BLOCK_ONLY = re.compile(r"\s*-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=:,\s-]*?"
-                             r"\r?\n-----END \1-----\s*")
 # The most hosts and EC2 worker pools one stack holds: about the largest whose offline
 # preview stays within benchmarks/preview_scale.py's goals (30 s, 1 GiB). Measured there:
 # 500 hosts 13.6 s and 1022 MiB, 600 hosts 1179 MiB, 1,000 hosts 1860 MiB (memory is the
@@ -74,7 +67,7 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
     problems += [Problem(path, f"unknown key; did you mean '{key}'?") for path, key in snake_keys]
     for key in PRIVATE_KEY_KEYS:
         if key in values:
-            problem = _private_key_problem(str(values[key]))
+            problem = private_key_problem(str(values[key]))
             if problem:
                 problems.append(Problem(key, problem))
     # Before anything looks at the hosts one by one: a list far too long fails at once.
@@ -84,21 +77,13 @@ def load(raw: Mapping[str, str], secret_keys: Iterable[str], stack: str) -> Stac
                if key not in {problem.path for problem in over_limit}}
     secret_paths = {key for key in values if f"{NAMESPACE}:{key}" in secret_keys}
 
-    try:
-        settings = StackConfig.model_validate(checked)
-    except ValidationError as error:
-        problems += _from_validation_error(error, secret_paths)
-        settings = None
-    if settings is None or over_limit:
-        dropped: set[str] = set()
-        partial = _salvage(checked, set(values) - set(checked), dropped)
-        problems += [problem for problem in cross_checks(partial)
-                     if not _speaks_of(problem, dropped)]
-        raise ConfigError(finish(problems, values, secret_keys)) from None
-    problems += cross_checks(_from_settings(settings))
-    if problems:
+    validated = single_pass.validate(checked, set(values) - set(checked))
+    problems += _from_validation_errors(validated.errors, secret_paths)
+    problems += [problem for problem in single_pass.cross_checks(validated.partial)
+                 if not _speaks_of(problem, validated.dropped)]
+    if problems or validated.settings is None:
         raise ConfigError(finish(problems, values, secret_keys))
-    return settings
+    return validated.settings
 
 
 def _over_limits(values: dict[str, Any]) -> list[Problem]:
@@ -110,33 +95,6 @@ def _over_limits(values: dict[str, Any]) -> list[Problem]:
             problems.append(Problem(key, f"lists {len(entries)} {key}; a stack holds at most "
                                     f"{limit} ({fix})"))
     return problems
-
-
-def _private_key_problem(text: str) -> Optional[str]:
-    if _PRIVATE_KEY_MARKER not in text:
-        return ("is not a private key (expected a PEM or OpenSSH private key; was a public "
-                "key given?)")
-    if not _KEY_BLOCK_ONLY.fullmatch(text):
-        # The key parser ignores what surrounds the block; nothing else may come with it.
-        return "holds text before or after its key block; give the key alone"
-    data = text.encode()
-    try:
-        if b"OPENSSH PRIVATE KEY" in data:
-            serialization.load_ssh_private_key(data, password=None)
-        else:
-            serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError, UnsupportedAlgorithm) as error:
-        # The message never quotes the key.
-        reason = "it is encrypted" if "password" in str(error).lower() else "it does not parse"
-        return f"cannot be used as an SSH key: {reason} (an unencrypted OpenSSH or PEM key is needed)"
-    return None
-
-
-def _public_key_or_nothing(private_key: Any) -> str:
-    # A key that does not parse is reported by _private_key_problem.
-    if not isinstance(private_key, str) or _private_key_problem(private_key) is not None:
-        return ""
-    return public_key_of(private_key)
 
 
 def _decode(text: Any) -> Any:
@@ -160,9 +118,9 @@ def _unknown_key_message(key: str, known: set[str]) -> str:
 _PRIVATE_KEY_MARKERS = ("AGE-SECRET-KEY-", "PRIVATE KEY")
 
 
-def _from_validation_error(error: ValidationError, secret_paths: set[str]) -> list[Problem]:
+def _from_validation_errors(errors: list[dict], secret_paths: set[str]) -> list[Problem]:
     problems = []
-    for item in error.errors(include_url=False):
+    for item in errors:
         path = _path(item["loc"])
         message = item["msg"].removeprefix("Value error, ")
         value = item.get("input")
@@ -233,135 +191,5 @@ def _speaks_of(problem: Problem, dropped: set[str]) -> bool:
                for key in dropped)
 
 
-def _salvage(values: dict[str, Any], unchecked: set[str], dropped: set[str]) -> PartialConfig:
-    """Parses each section on its own so cross checks can still run on the valid ones;
-    `unchecked` lists were not looked at (over their limit). A section with broken keys is
-    parsed with those keys left at their defaults, added to `dropped` (the cross checks'
-    problems about them are not shown: their own problem is): one unquoted `cni: off`
-    does not hide the hosts' checks against network.lanCidr."""
-    fields = {field.alias: field for field in StackConfig.model_fields.values()}
-
-    def section(key: str):
-        field = fields[key]
-        if key not in values:
-            return None if field.is_required() else field.get_default()
-        adapter = TypeAdapter(field.annotation)
-        try:
-            return adapter.validate_python(values[key])
-        except ValidationError as error:
-            value = values[key]
-            broken = {item["loc"][0] for item in error.errors()
-                      if item["loc"] and isinstance(item["loc"][0], str)}
-            if not isinstance(value, dict) or not broken:
-                return None
-            try:
-                rest = adapter.validate_python({k: v for k, v in value.items() if k not in broken})
-            except ValidationError:
-                return None
-            dropped.update(f"{key}.{name}" for name in broken)
-            return rest
-
-    hosts: list[tuple[int, Host]] = []
-    raw_hosts = values.get("hosts", [])
-    raw_hosts = raw_hosts if isinstance(raw_hosts, list) else []
-    for index, raw_host in enumerate(raw_hosts):
-        try:
-            hosts.append((index, Host.model_validate(raw_host)))
-        except ValidationError:
-            pass
-    pools = []
-    raw_pools = values.get("pools", [])
-    for index, raw_pool in enumerate(raw_pools if isinstance(raw_pools, list) else []):
-        try:
-            pools.append((index, WorkerPool.model_validate(raw_pool)))
-        except ValidationError:
-            pass
-    layout = values.get("layout")
-    return PartialConfig(
-        layout=layout if isinstance(layout, str) else None,
-        network=section("network"),
-        ssh=section("ssh"),
-        tuning=section("tuning"),
-        nvidia=section("nvidia"),
-        host_firewall=section("hostFirewall"),
-        storage=section("storage"),
-        aws=section("aws"),
-        vpn=section("vpn"),
-        pools=pools,
-        has_aws="aws" in values,
-        has_vpn="vpn" in values,
-        hosts=hosts,
-        all_hosts_parsed=len(hosts) == len(raw_hosts) and "hosts" not in unchecked,
-        all_pools_parsed=len(pools) == len(raw_pools if isinstance(raw_pools, list) else [])
-        and "pools" not in unchecked,
-        has_ssh_private_key=bool(values.get("sshPrivateKey")),
-        ssh_public_key=_public_key_or_nothing(values.get("sshPrivateKey")),
-        has_bastion_private_key=bool(values.get("bastionPrivateKey")),
-        vpn_client_profile=str(values.get("vpnClientProfile") or ""),
-        kubeflow=section("kubeflow"),
-        has_kubeflow="kubeflow" in values,
-        kubeflow_password=str(values.get("kubeflowPassword") or ""),
-        kubeflow_tls_key=str(values.get("kubeflowTlsKey") or ""),
-        kubeflow_password_hashes=_string_map(values.get("kubeflowPasswordHashes")),
-        kubeflow_connector_secrets=_string_map(values.get("kubeflowConnectorSecrets")),
-        access=section("access"),
-        backup=section("backup"),
-        monitoring=section("monitoring"),
-        kubernetes=section("kubernetes"),
-        versions=section("versions"),
-        images=section("images"),
-        image_mirror_password=str(values.get("imageMirrorPassword") or ""),
-    )
-
-
 # The tags of the config's tagged unions (config/kubeflow_login.py Connector).
 UNION_TAGS = ("oidc", "ldap")
-
-
-def _string_map(value: Any) -> dict[str, str]:
-    """A secret map's entries that are text (its own problems are reported by the model)."""
-    if not isinstance(value, dict):
-        return {}
-    return {str(key): item for key, item in value.items() if isinstance(item, str)}
-
-
-def _from_settings(settings: StackConfig) -> PartialConfig:
-    return PartialConfig(
-        layout=settings.layout,
-        network=settings.network,
-        ssh=settings.ssh,
-        tuning=settings.tuning,
-        nvidia=settings.nvidia,
-        host_firewall=settings.host_firewall,
-        storage=settings.storage,
-        aws=settings.aws,
-        vpn=settings.vpn,
-        pools=list(enumerate(settings.pools)),
-        has_aws=settings.aws is not None,
-        has_vpn=settings.vpn is not None,
-        hosts=list(enumerate(settings.hosts)),
-        has_ssh_private_key=settings.ssh_private_key is not None,
-        ssh_public_key=_public_key_or_nothing(
-            settings.ssh_private_key.get_secret_value() if settings.ssh_private_key else None),
-        has_bastion_private_key=settings.bastion_private_key is not None,
-        vpn_client_profile=(settings.vpn_client_profile.get_secret_value()
-                            if settings.vpn_client_profile else ""),
-        kubeflow=settings.kubeflow,
-        has_kubeflow=settings.kubeflow is not None,
-        kubeflow_password=(settings.kubeflow_password.get_secret_value()
-                           if settings.kubeflow_password else ""),
-        kubeflow_tls_key=(settings.kubeflow_tls_key.get_secret_value()
-                          if settings.kubeflow_tls_key else ""),
-        kubeflow_password_hashes={name: value.get_secret_value() for name, value
-                                  in (settings.kubeflow_password_hashes or {}).items()},
-        kubeflow_connector_secrets={name: value.get_secret_value() for name, value
-                                    in (settings.kubeflow_connector_secrets or {}).items()},
-        access=settings.access,
-        backup=settings.backup,
-        monitoring=settings.monitoring,
-        kubernetes=settings.kubernetes,
-        versions=settings.versions,
-        images=settings.images,
-        image_mirror_password=(settings.image_mirror_password.get_secret_value()
-                               if settings.image_mirror_password else ""),
-    )

@@ -1,8 +1,9 @@
 """Typed model of the whole stack config (`gpu-cluster:*` keys). Every default lives here.
 
 Field names are snake_case in Python and camelCase in the stack file, e.g.
-`gpu-cluster:network` -> `lanCidr`. Cross-field rules live in `config/checks.py` so they
-can run even when some sections fail to parse, and report every problem at once.
+`gpu-cluster:network` -> `lanCidr`. A section is registered here twice, once as a field of
+StackConfig and once with its rules across keys in CROSS_CHECKS, which run on whatever
+validated (config/partial.py), so every problem is reported at once.
 """
 
 import re
@@ -20,19 +21,22 @@ from pydantic import (
 from contract import ports
 from contract.names import CONTROL_PLANE_ROLES, WORKER_ROLES
 
-from config import versions
+from config import checks, versions
 from config.access import AccessSettings
-from config.backup import BackupSettings
+from config.aws_checks import cloud_checks, hybrid_checks
+from config.backup import BackupSettings, backup_checks
 from config.cloud import AwsSettings, VpnSettings
-from config.firewall import HostFirewallSettings
+from config.firewall import HostFirewallSettings, firewall_checks
+from config.image_checks import image_checks
 from config.images import ImageMirror, ImagesSettings
 from config.kubeflow import KubeflowSettings
+from config.kubeflow_checks import kubeflow_checks
 from config.kubernetes import KubernetesSettings
 from config.model_base import Section
-from config.monitoring import MonitoringSettings
+from config.monitoring import MonitoringSettings, monitoring_checks
 from config.mpi import MpiSettings
-from config.release_pins import VersionOverrides
-from config.storage import StorageSettings
+from config.release_pins import VersionOverrides, release_pin_checks
+from config.storage import StorageSettings, storage_checks
 from config.types import (
     AbsolutePath,
     AuthorizedKey,
@@ -99,7 +103,7 @@ class SshSettings(Section):
     revoked_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
     # true: connect to hosts and the bastion that have no host key set, accepting any key
     # they show (pulumi-command remembers none); the preview warns. Off, a stack without
-    # every host key is refused (config/host_security.py).
+    # every host key is refused (config/checks.py).
     accept_any_host_key: bool = False
 
 
@@ -371,6 +375,13 @@ class StackConfig(Section):
         """Hosts that only run workloads (a controller+worker host is the controller)."""
         return [host for host in self.hosts if not host.runs_control_plane]
 
+
+# Each section's rules across keys, from its own module: config/single_pass.py runs them on
+# what validated (config/partial.py PartialConfig).
+CROSS_CHECKS = (checks.network_checks, checks.host_checks, checks.ssh_checks,
+                checks.nvidia_checks, checks.tuning_checks, firewall_checks, storage_checks,
+                hybrid_checks, cloud_checks, kubeflow_checks, image_checks, backup_checks,
+                monitoring_checks, release_pin_checks)
 
 # Keys whose value must be set with `pulumi config set --secret`.
 SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile", "kubeflowPassword",

@@ -3,18 +3,17 @@ kube-state-metrics, Grafana with the GPU dashboard and alerts), on by default, a
 Grafana is reached. Rules that span sections (layout, aws.adminCidrs) are below."""
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, Field
 
 from config.access import RESERVED_NAMESPACES
 from config.model_base import Section
+from config.partial import PartialConfig
 from config.problems import Problem
 from config.storage import STORAGE_CLASS_NAMES, StorageSettings
 from config.types import DnsLabel, HostOrIp, IPv4Cidr, Port
 
-if TYPE_CHECKING:  # config/partial.py imports config/model.py, which imports this
-    from config.partial import PartialConfig
 
 
 def _pattern(regex: str, example: str):
@@ -90,7 +89,7 @@ class MonitoringSettings(Section):
     alerts: AlertSettings = AlertSettings()
 
 
-def monitoring_checks(cfg: "PartialConfig") -> list[Problem]:
+def monitoring_checks(cfg: PartialConfig) -> list[Problem]:
     monitoring = cfg.monitoring
     if monitoring is None or not monitoring.enabled:
         return []

@@ -1,56 +1,36 @@
-"""The sections of a stack config that parsed, for the cross-field checks."""
+"""What the cross-key checks read: StackConfig as far as it validated. Nothing is declared
+here twice: config/single_pass.py fills it from StackConfig's own fields in its one pass, so
+a new field of StackConfig is here as soon as it is there. This module imports nothing of
+the model, so every section module may take it for its rules without an import cycle."""
 
-from dataclasses import dataclass, field
-from typing import Optional
-
-from config.access import AccessSettings
-from config.backup import BackupSettings
-from config.cloud import AwsSettings, VpnSettings
-from config.firewall import HostFirewallSettings
-from config.images import ImagesSettings
-from config.kubeflow import KubeflowSettings
-from config.kubernetes import KubernetesSettings
-from config.monitoring import MonitoringSettings
-from config.model import Host, HostTuning, NetworkSettings, NvidiaSettings, SshSettings
-from config.release_pins import VersionOverrides
-from config.storage import StorageSettings
+from collections.abc import Mapping
+from typing import Any
 
 
-@dataclass
 class PartialConfig:
-    """The sections of a stack config that parsed; None where a section did not."""
+    """Every field of StackConfig by its Python name (`cfg.network`): its value, or None
+    where it did not validate (text that did not keeps its text, so a rule can quote the
+    layout as written). Secrets are their text ("" when unset); a map of secrets, its
+    entries that are text. A list of sections (hosts, pools) is (index, entry) for each
+    entry that validated."""
 
-    layout: Optional[str] = None
-    network: Optional[NetworkSettings] = None
-    ssh: Optional[SshSettings] = None
-    tuning: Optional[HostTuning] = None
-    nvidia: Optional[NvidiaSettings] = None
-    host_firewall: Optional[HostFirewallSettings] = None
-    hosts: list[tuple[int, Host]] = field(default_factory=list)
-    all_hosts_parsed: bool = True
-    storage: Optional[StorageSettings] = None
-    aws: Optional[AwsSettings] = None
-    vpn: Optional[VpnSettings] = None
-    pools: list = field(default_factory=list)
-    all_pools_parsed: bool = True
-    has_aws: bool = False
-    has_vpn: bool = False
-    has_ssh_private_key: bool = False
-    # The public half of sshPrivateKey when it parses; "" otherwise.
-    ssh_public_key: str = ""
-    has_bastion_private_key: bool = False
-    vpn_client_profile: str = ""
-    kubeflow: Optional[KubeflowSettings] = None
-    has_kubeflow: bool = False
-    kubeflow_password: str = ""
-    kubeflow_tls_key: str = ""
-    # kubeflowPasswordHashes and kubeflowConnectorSecrets: name -> secret text.
-    kubeflow_password_hashes: dict = field(default_factory=dict)
-    kubeflow_connector_secrets: dict = field(default_factory=dict)
-    access: Optional[AccessSettings] = None
-    backup: Optional[BackupSettings] = None
-    monitoring: Optional[MonitoringSettings] = None
-    kubernetes: Optional[KubernetesSettings] = None
-    versions: Optional[VersionOverrides] = None
-    images: Optional[ImagesSettings] = None
-    image_mirror_password: str = ""
+    def __init__(self, fields: Mapping[str, Any], given: frozenset[str],
+                 incomplete: frozenset[str]):
+        self._fields = dict(fields)
+        self._given = given
+        self._incomplete = incomplete
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_fields"][name]
+        except KeyError:
+            raise AttributeError(f"StackConfig has no field {name!r}") from None
+
+    def given(self, key: str) -> bool:
+        """Whether the stack sets the key (`aws`), valid or not."""
+        return key in self._given
+
+    def complete(self, name: str) -> bool:
+        """Whether every entry of the list `name` (hosts, pools) validated and was looked
+        at: rules about the whole list (one controller, pool names) wait for it."""
+        return name not in self._incomplete

@@ -3,16 +3,15 @@ the sha256 of the distribution's release file for a `kubernetes.version` the pro
 not pin: the scripts check the download against it and never against a checksum file of the
 same release (that file comes from where the download does)."""
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import StringConstraints
 
 from config import versions
 from config.model_base import Section
+from config.partial import PartialConfig
 from config.problems import Problem
 
-if TYPE_CHECKING:  # config.partial imports config.model, which imports this module
-    from config.partial import PartialConfig
 
 # A sha256 as sha256sum prints it: 64 lower-case hex digits, matched whole.
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -44,7 +43,7 @@ def release_sha256(distribution: str, version: str, overrides: VersionOverrides)
     return {**pinned, **overrides.release_sha256}
 
 
-def release_pin_checks(cfg: "PartialConfig") -> list[Problem]:
+def release_pin_checks(cfg: PartialConfig) -> list[Problem]:
     """A kubernetes.version without a pinned or configured sha256 is refused."""
     if cfg.kubernetes is None or cfg.versions is None:
         return []

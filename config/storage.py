@@ -1,12 +1,16 @@
 """The `gpu-cluster:storage` section: the backends a cluster's volumes live on (NFS, EFS,
-node-local folders), one StorageClass each, and the one rule for which is the default."""
+node-local folders), one StorageClass each, the one rule for which is the default, and the
+section's rules across keys."""
 
+import ipaddress
 from typing import Optional
 
 from pydantic import Field
 
-from config.host_paths import HostDataPath
+from config.host_paths import HostDataPath, host_path_problem
 from config.model_base import Section
+from config.partial import PartialConfig
+from config.problems import Problem
 from config.types import AbsolutePath, DirectoryMode, DnsLabel, HostOrIp, IPv4, NfsMountOptions
 
 # The largest POSIX id EFS access points take (a 32-bit id; CreateAccessPoint's PosixUser).
@@ -102,7 +106,7 @@ class StorageSettings(Section):
     def default_backends(self) -> list[str]:
         """The one rule for which backend is the default StorageClass: the only backend
         unless it sets default: false; of several, those that set default: true. A valid
-        config has exactly one (config/checks.py); everything else asks default_backend."""
+        config has exactly one (storage_checks below); everything else asks default_backend."""
         backends = self.backends
         if len(backends) == 1:
             return [name for name, backend in backends.items() if backend.default is not False]
@@ -116,3 +120,53 @@ class StorageSettings(Section):
     @property
     def default_class(self) -> str:
         return STORAGE_CLASS_NAMES[self.default_backend]
+
+
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def storage_checks(cfg: PartialConfig) -> list[Problem]:
+    storage = cfg.storage
+    if storage is None:
+        return []
+    backends = storage.backends
+    if not backends:
+        return [Problem("storage", "configure a backend: nfs or efs (shared, ReadWriteMany) or "
+                        "localPath (node-local); it becomes the default StorageClass")]
+    problems = []
+    defaults = storage.default_backends
+    if len(defaults) != 1 and len(backends) == 1:
+        problems.append(Problem(f"storage.{next(iter(backends))}.default",
+                                "the only backend must be the default StorageClass"))
+    elif len(defaults) != 1:
+        listed = " and ".join(defaults) if defaults else "none"
+        problems.append(Problem("storage", "exactly one backend must set default: true "
+                                f"(the default StorageClass); now: {listed}"))
+    nfs = storage.nfs
+    if nfs is not None:
+        if (nfs.server is None) == (nfs.host is None):
+            problems.append(Problem("storage.nfs", "set either server (an existing NFS server) "
+                                    "or host (a cluster host to serve NFS), not both or neither"))
+        if nfs.host is not None:
+            # An external server's export is its admin's: there only the syntax is checked
+            # (and "/" is NFSv4's pseudo-root, a usual export).
+            path_problem = host_path_problem(nfs.path)
+            if path_problem:
+                problems.append(Problem("storage.nfs.path", f"{path_problem} (storage.nfs.host "
+                                        "exports it read-write to the cluster's nodes)"))
+        if nfs.server is not None and cfg.access is not None and cfg.access.teams \
+                and not _is_ip(nfs.server):
+            # components/access/storage_egress.py: an ipBlock takes addresses only.
+            problems.append(Problem("storage.nfs.server", f"'{nfs.server}' is a DNS name; with "
+                                    "access.teams give the server's IP address: team pods are "
+                                    "kept off it by address (a NetworkPolicy)"))
+        names = [host.name for _, host in cfg.hosts]
+        if nfs.host is not None and cfg.complete("hosts") and nfs.host not in names:
+            problems.append(Problem("storage.nfs.host", f"'{nfs.host}' is not one of the "
+                                    f"configured hosts ({', '.join(names)})"))
+    return problems

@@ -4,7 +4,7 @@ a YAML block scalar (`name: |`) adds."""
 
 import ipaddress
 import re
-from typing import Annotated
+from typing import Annotated, Any, Optional
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography import x509
@@ -182,6 +182,38 @@ def public_key_of(private_key: str) -> str:
         key = serialization.load_pem_private_key(data, password=None)
     return key.public_key().public_bytes(serialization.Encoding.OpenSSH,
                                          serialization.PublicFormat.OpenSSH).decode()
+
+
+_PRIVATE_KEY_MARKER = "PRIVATE KEY-----"
+_KEY_BLOCK_ONLY = re.compile(r"\s*-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=:,\s-]*?"
+                             r"\r?\n-----END \1-----\s*")
+
+
+def private_key_problem(text: str) -> Optional[str]:
+    if _PRIVATE_KEY_MARKER not in text:
+        return ("is not a private key (expected a PEM or OpenSSH private key; was a public "
+                "key given?)")
+    if not _KEY_BLOCK_ONLY.fullmatch(text):
+        # The key parser ignores what surrounds the block; nothing else may come with it.
+        return "holds text before or after its key block; give the key alone"
+    data = text.encode()
+    try:
+        if b"OPENSSH PRIVATE KEY" in data:
+            serialization.load_ssh_private_key(data, password=None)
+        else:
+            serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as error:
+        # The message never quotes the key.
+        reason = "it is encrypted" if "password" in str(error).lower() else "it does not parse"
+        return f"cannot be used as an SSH key: {reason} (an unencrypted OpenSSH or PEM key is needed)"
+    return None
+
+
+def public_key_or_nothing(private_key: Any) -> str:
+    # A key that does not parse is reported by _private_key_problem.
+    if not isinstance(private_key, str) or private_key_problem(private_key) is not None:
+        return ""
+    return public_key_of(private_key)
 
 
 def _absolute_path(value: str) -> str:
