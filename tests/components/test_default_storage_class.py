@@ -22,7 +22,7 @@ KUBEFLOW_PROBLEM = "needs the stack's default StorageClass"
 
 
 def expected_default(storage: dict) -> list[str]:
-    """The rule as the README's config reference states it, written out here on its own:
+    """The rule as the config reference (docs/reference.md) states it, written out here on its own:
     the only backend is the default unless it says `default: false`; of several, the one
     with `default: true`."""
     if len(storage) == 1:

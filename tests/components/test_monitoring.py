@@ -133,7 +133,7 @@ def test_gpu_alerts_fire_on_sick_gpus_only(tmp_path):
             "exp_labels": down,
             "exp_annotations": _rendered(by_name["GpuExporterDown"], down, "0")}]},
     ]}
-    # The severities the README tells apart.
+    # The severities docs/monitoring.md tells apart.
     assert {name: rule["labels"]["severity"] for name, rule in by_name.items()} == {
         "GpuXidHardwareError": "critical", "GpuXidError": "warning",
         "GpuXidApplicationError": "info", "GpuEccUncorrectableErrors": "critical",

