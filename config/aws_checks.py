@@ -30,7 +30,7 @@ ANONYMOUS_NFS_REQUIRED = (
     "with the kernel's NFS client (Kubernetes `nfs` volumes), which presents no IAM identity "
     "and no TLS, so under the file system policy that requires both (the default) no node "
     "could mount it. With true, any client the security group admits (the node addresses "
-    "only) mounts as root; README, \"EFS access\"")
+    "only) mounts as root; docs/layouts.md, \"EFS access\"")
 
 
 def hybrid_checks(cfg: PartialConfig) -> list[Problem]:

@@ -19,7 +19,7 @@ FIREWALL_LAYOUTS = ("bare-metal", "hybrid")
 
 class HostFirewallSettings(Section):
     # nftables rules on each on-prem host: the kubelet's, the CNI's and the control plane's
-    # node ports answer the cluster's nodes only (README, "Host firewall"). false: the
+    # node ports answer the cluster's nodes only (docs/layouts.md, "Host firewall"). false: the
     # program leaves the hosts' firewalls to you and removes its own table (warned).
     enabled: bool = True
     # Networks beyond the nodes' own addresses that reach those ports: on hybrid

@@ -19,7 +19,7 @@ def host_key_warning(layout: str, ssh: SshSettings, hosts: Sequence[Host]) -> Op
         return None
     return (f"gpu-cluster:{ACCEPT_ANY_KEY} is true: SSH to {unchecked_what(names, bastion)} "
             "accepts any host key, so a machine in the middle receives the cluster CA's key, join "
-            "tokens and VPN keys; pin each host key (README, \"SSH host keys\")")
+            "tokens and VPN keys; pin each host key (docs/layouts.md, \"SSH host keys\")")
 
 
 def shared_hosts(hosts: Sequence[Host], access: AccessSettings) -> list[Host]:

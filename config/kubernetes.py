@@ -36,7 +36,7 @@ def _max_unavailable(value: object) -> Union[int, str]:
 
 
 class UpgradeSettings(Section):
-    """How a raised kubernetes.version reaches the workers (README: Upgrading Kubernetes)."""
+    """How a raised kubernetes.version reaches the workers (docs/day-2.md: Upgrading Kubernetes)."""
     # Workers drained and upgraded at once (k0sctl's workerDisruptionPercent).
     max_unavailable: Annotated[Union[int, str], BeforeValidator(_max_unavailable)] = 1
 

@@ -96,7 +96,7 @@ class SshSettings(Section):
     dial_error_limit: int = Field(default=10, ge=1, le=1000)
     per_dial_timeout_seconds: int = Field(default=15, ge=1, le=600)
     # Public keys the authorized-keys step keeps on every host reached over SSH, beside
-    # the user's own (README, "Rotating credentials").
+    # the user's own (docs/day-2.md, "Rotating credentials").
     authorized_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
     # Public keys the same step takes out of authorized_keys wherever they are (an old key
     # once the program logs in with the new one).

@@ -53,7 +53,7 @@ class EfsBackend(Section):
     # on-prem hosts have no AWS identity and mount EFS with the kernel's NFS client, so a
     # hybrid stack with EFS must set it (the preview warns). On the cloud layout every node
     # mounts with IAM and TLS (the EFS CSI driver): off, unless volumes made before that
-    # must keep mounting with the kernel's client (README, "EFS access"; warned too).
+    # must keep mounting with the kernel's client (docs/layouts.md, "EFS access"; warned too).
     anonymous_nfs: bool = False
     # Cloud layout: each claim is an EFS access point (the CSI driver's efs-ap mode) whose
     # root folder gets this mode and whose user and group, one per claim, come from the

@@ -1,6 +1,6 @@
 """`<host>-authorized-keys`: the public keys of ssh.authorizedKeys, kept in the SSH user's
-authorized_keys on a host reached over SSH, and those of ssh.revokedKeys taken out (how an SSH key is rotated: README, "Rotating
-credentials"). Not a preparation step (components/hosts/steps.py): a boot needs no extra
+authorized_keys on a host reached over SSH, and those of ssh.revokedKeys taken out (how an
+SSH key is rotated: docs/day-2.md, "Rotating credentials"). Not a preparation step (components/hosts/steps.py): a boot needs no extra
 keys, and the cloud pools' user data has no room for it."""
 
 from collections.abc import Sequence

@@ -83,7 +83,7 @@ def test_accept_any_host_key_lets_the_stack_load_and_is_warned_about():
         "gpu-cluster:ssh.acceptAnyHostKey is true: SSH to hosts controller, gpu000 "
         "(hosts[].sshHostKey) and the bastion (ssh.bastion.hostKey) accepts any host key, so "
         "a machine in the middle receives the cluster CA's key, join tokens and VPN keys; "
-        "pin each host key (README, \"SSH host keys\")")
+        "pin each host key (docs/layouts.md, \"SSH host keys\")")
 
 
 def test_no_warning_when_every_host_key_is_pinned():

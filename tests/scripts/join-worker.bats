@@ -374,7 +374,7 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   export STUB_API_TOKEN_STATUS=401
   run_script k0s/join-worker.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "(HTTP 401): it has expired or was deleted; issue a new one: pulumi up --replace on the resource that made it (README: Join tokens)"
+  assert_output_contains "(HTTP 401): it has expired or was deleted; issue a new one: pulumi up --replace on the resource that made it (docs/layouts.md: Join tokens)"
 }
 
 @test "join-worker: waits for an API that does not answer yet" {

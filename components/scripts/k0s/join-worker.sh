@@ -114,7 +114,7 @@ check_join_token() {
   case "$status" in
     2??) log "the API at $server accepts the join token" ;;
     401)
-      cure="issue a new one: pulumi up --replace on the resource that made it (README: Join tokens)"
+      cure="issue a new one: pulumi up --replace on the resource that made it (docs/layouts.md: Join tokens)"
       if [[ -n "$K0S_JOIN_ISSUER_URN" ]]; then
         cure="issue a new one: pulumi up --replace '$K0S_JOIN_ISSUER_URN'"
       fi
