@@ -173,7 +173,7 @@ def test_recorded_checks_read_and_judged(cluster, tmp_path):
     (build / "02-prepare-host.sh").write_text(render_envelope("moscow", "prepare-host",
                                                               PREPARE_HOST, PREPARE_ENV))
     (build / "03-verify-boot.sh").write_text(render_envelope("moscow", "verify-boot",
-                                                             VERIFY_BOOT, {}))
+                                                             VERIFY_BOOT, {"GPU_COUNT": "2"}))
     found = envelopes(str(tmp_path / "build"))
     assert [e.step for e in found["moscow"]] == ["prepare-host"]
     record = as_record(Result(3, ("kernel module br_netfilter is not loaded",)))

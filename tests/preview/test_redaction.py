@@ -91,9 +91,11 @@ def test_a_secret_with_a_quote_is_hidden_as_the_envelope_writes_it():
     the secret is hidden in that form too, not only as the plain value."""
     from components.common.step_text import Script, render_envelope
 
+    # authorized-keys.sh takes SSH_USER and, optional, AUTHORIZED_KEYS: here the secret.
     secret = "it's-a-long-passphrase"
-    stdin = render_envelope("moscow", "demo", Script("preflight.sh"), {"PASSPHRASE": secret})
+    stdin = render_envelope("moscow", "demo", Script("authorized-keys.sh"),
+                            {"SSH_USER": "ops", "AUTHORIZED_KEYS": secret})
     assert secret not in stdin  # only its quoted form is there
     shown = Plan(project="p", stack="s", secrets=frozenset({secret})).redact(stdin)
     assert "passphrase" not in shown
-    assert f"export PASSPHRASE='{REDACTED}'" in shown
+    assert f"export AUTHORIZED_KEYS='{REDACTED}'" in shown
