@@ -14,20 +14,25 @@ def tag_only(images: dict[str, str]) -> list[str]:
     return sorted(key for key, image in images.items() if not DIGEST.fullmatch(image))
 
 
-def tag_only_warning(kubeflow: bool) -> str:
+def tag_only_warning(kubeflow: bool, mpi_operator: bool = True) -> str:
     """The preview's warning, or "" when every image is pinned by digest."""
     keys = tag_only(versions.DEPLOYED_IMAGES)
-    if not keys and not kubeflow:
-        return ""
-    text = (f"{len(keys)} of the {len(versions.DEPLOYED_IMAGES)} images the program deploys "
-            "are pinned by tag only, which their registry can move to other content: "
-            + ", ".join(f"{key} ({versions.DEPLOYED_IMAGES[key]})" for key in keys)
-            + "; `python -m pins` reads their digests from the registries into "
-            "config/versions.py's IMAGE_DIGESTS")
+    parts = []
+    if keys:
+        parts.append(f"{len(keys)} of the {len(versions.DEPLOYED_IMAGES)} images the program "
+                     "deploys are pinned by tag only, which their registry can move to other "
+                     "content: "
+                     + ", ".join(f"{key} ({versions.DEPLOYED_IMAGES[key]})" for key in keys)
+                     + "; `python -m pins` reads their digests from the registries into "
+                     "config/versions.py's IMAGE_DIGESTS")
+    if mpi_operator:
+        # Applied from the vendored release manifest as upstream wrote it, so by its tag.
+        parts.append(f"MPI_OPERATOR_IMAGE ({versions.MPI_OPERATOR_IMAGE}) is as its vendored "
+                     "release manifest writes it (by tag)")
     if kubeflow:
-        text += ("; Kubeflow's images are as kubeflow/manifests " + versions.KUBEFLOW_MANIFESTS
-                 + " pins them (tags; images.mirror can serve reviewed copies)")
-    return text
+        parts.append("Kubeflow's images are as kubeflow/manifests " + versions.KUBEFLOW_MANIFESTS
+                     + " pins them (tags; images.mirror can serve reviewed copies)")
+    return "; ".join(parts)
 
 
 def chart_tag(image: str, repository: str) -> str:

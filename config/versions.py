@@ -39,6 +39,21 @@ IMAGE_DIGESTS: dict[str, str] = {
     "quay.io/prometheus/prometheus:v3.14.0": "sha256:5ce7540c3c00ef4ab0c9d2c995c6a5b9c421f44b4a115d97a2c7af3b1c21cbb0",
     # The same digest in more than five unrelated public repositories that pin 13.2.0.
     "docker.io/grafana/grafana:13.2.0": "sha256:3fd54ae1214669f8355f065ec9f6445d5279a3d77095ab048ca045685272429b",
+    # The image promoter's manifest for registry.k8s.io, which maps each digest it serves to
+    # its tags: kubernetes/k8s.io registry.k8s.io/images/k8s-staging-sig-storage/images.yaml
+    # (commit 0279c5e), `nfs-subdir-external-provisioner` dmap, [ "v4.0.2" ]. A manifest list:
+    # the release pushes one (nfs-subdir-external-provisioner v4.0.2
+    # release-tools/build.make:156-157, `docker manifest create` / `docker manifest push`).
+    "registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:v4.0.2": "sha256:63d5e04551ec8b5aae83b6f35938ca5ddc50a88d85492d9731810c31591fa4c9",
+    # Docker's own record of its official images: docker-library/repo-info
+    # repos/busybox/remote/1.37.0.md:4 (commit 01a7054, May 2026), `docker pull busybox@...`,
+    # "Manifest MIME: application/vnd.oci.image.index.v1+json" (the multi-arch index).
+    "busybox:1.37.0": "sha256:9db7b59979c38555a39def84a31fb98b5296952f9e3afd4f6f11f05b07adfab0",
+    # No upstream file publishes it (rancher/local-path-provisioner's deploy/ names the tag):
+    # the same digest for v0.0.37 in more than five unrelated public repositories (kustomize
+    # `images:` entries with newTag v0.0.37, a Nix pullImage with finalImageTag v0.0.37, test
+    # fixtures), two of them "verified pullable 2026-08-11". Index or manifest: not stated.
+    "rancher/local-path-provisioner:v0.0.37": "sha256:e757967a5ec338f6a9b371c5a9688bedaa8c3578ea3dd4db329ea0084be0a86f",
     # --- end of pins ---
 }
 
@@ -128,6 +143,9 @@ MPI_OPERATOR_MANIFEST_SOURCE = (
 MPI_OPERATOR_MANIFEST = f"vendor/mpi-operator-{MPI_OPERATOR}/deploy/v2beta1/mpi-operator.yaml"
 # Its content as reviewed: vendor/SHA256SUMS pins the same digest (the tests hold it).
 MPI_OPERATOR_MANIFEST_SHA256 = "b38def13a94abe60b2a4b3485239d77f64892b8fbd202e9e435a6031b7500a8f"
+# The image that manifest runs, as it writes it: applied unchanged, so by tag (the preview
+# says so; the tests hold it to the vendored file).
+MPI_OPERATOR_IMAGE = "mpioperator/mpi-operator:0.8.0"
 # Kueue (job queueing for the teams, access.queues): the release's Helm chart, as its README
 # installs it (kubernetes-sigs/kueue v0.19.2 charts/kueue/README.md), vendored from the tag
 # (vendor/README.md) and read from there by the provider, with the release's image set in the

@@ -22,7 +22,7 @@ SOFT_OPTIONS = ("soft",)
 
 def preview_warnings(settings: StackConfig) -> list[str]:
     """Every warning, in a fixed order: the images, the hosts, then the config's gaps."""
-    warnings = [tag_only_warning(settings.kubeflow is not None)]
+    warnings = [tag_only_warning(settings.kubeflow is not None, settings.mpi.operator)]
     warnings += host_warnings(settings.layout, settings.ssh, settings.hosts, settings.tuning,
                               settings.access)
     warnings += runtime_warnings(settings.hosts, settings.nvidia)

@@ -175,7 +175,10 @@ def test_nfs_provisioner_matches_the_upstream_chart(tmp_path):
         assert our_volume["spec"][key] == chart_volume["spec"][key], key
     assert "persistentVolumeClaim" in our_deployment["spec"]["template"]["spec"]["volumes"][0]
     assert "persistentVolumeClaim" in chart_deployment["spec"]["template"]["spec"]["volumes"][0]
-    assert our_container["image"].rsplit(":", 1)[0].endswith("/nfs-subdir-external-provisioner")
+    # The chart's repository and the pinned tag, with its digest (the tag kept for people).
+    assert our_container["image"] == versions.NFS_SUBDIR_PROVISIONER_IMAGE
+    assert our_container["image"].split("@")[0].rsplit(":", 1)[0].endswith(
+        "/nfs-subdir-external-provisioner")
 
 
 def test_local_path_provisioner_matches_the_upstream_release_manifest():
@@ -187,7 +190,9 @@ def test_local_path_provisioner_matches_the_upstream_release_manifest():
     [our_deployment] = by_kind(ours, "Deployment")
     theirs = their_deployment["spec"]["template"]["spec"]["containers"][0]
     [mine] = our_deployment["spec"]["template"]["spec"]["containers"]
-    assert mine["image"].split("/")[-1] == theirs["image"].split("/")[-1]
+    # Upstream's image and tag, with the digest pinned for that tag.
+    assert mine["image"].split("@")[0].split("/")[-1] == theirs["image"].split("/")[-1]
+    assert mine["image"] == versions.LOCAL_PATH_PROVISIONER_IMAGE
     assert [a for a in theirs["command"] if a != "--debug"] == mine["command"]
     their_env = {e["name"]: e for e in theirs["env"]}
     for env in mine["env"]:
