@@ -71,7 +71,7 @@ def _keep_what_validates(cls, value: Any, handler, info: ValidationInfo) -> Any:
         alias = cls.model_fields[info.field_name].alias
         items = error.errors(include_url=False)
         context["errors"] += [{**item, "loc": (alias, *item["loc"])} for item in items]
-        if isinstance(value, list):
+        if isinstance(value, list) and _is_list(cls.model_fields[info.field_name].annotation):
             context["incomplete"].add(info.field_name)
             entries = [(index, _or_none(handler, [item])) for index, item in enumerate(value)]
             context["kept"][info.field_name] = [index for index, entry in entries
@@ -133,6 +133,12 @@ def _secret_text(value: Any, is_map: bool) -> Any:
         return {str(key): item for key, item in value.items() if isinstance(item, str)} \
             if isinstance(value, dict) else {}
     return str(value or "")
+
+
+def _is_list(annotation: Any) -> bool:
+    """list[...] or Optional[list[...]] (a list given for a section is not kept)."""
+    return get_origin(annotation) is list or any(get_origin(arg) is list
+                                                 for arg in get_args(annotation))
 
 
 def _is_map(annotation: Any) -> bool:

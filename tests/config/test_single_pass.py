@@ -6,7 +6,7 @@ from collections import Counter
 
 from config import single_pass, types
 from config.model import SECRET_KEYS, StackConfig
-from tests.config.loading import problems_of
+from tests.config.loading import problem_lines, problems_of
 from tests.builders import bare_metal_config
 
 
@@ -76,3 +76,12 @@ def test_a_section_that_does_not_validate_is_none_and_the_others_stay():
     assert not validated.partial.complete("hosts") and validated.partial.complete("pools")
     assert sorted(error["loc"] for error in validated.errors) == [
         ("gpu",), ("hosts", 1, "address"), ("monitoring", "namespace")]
+
+
+def test_a_list_given_for_a_section_is_refused_not_kept():
+    """A section written as a list is named, and no rule reads it as a section (the
+    monitoring rules once read `access.teams` of a list)."""
+    values = bare_metal_config()
+    values["access"] = [{"teams": []}]
+    assert problem_lines(values) == [
+        "gpu-cluster:access: Input should be a valid dictionary or instance of AccessSettings"]
