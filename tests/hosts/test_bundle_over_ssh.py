@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from components.common import step_text
 from components.common.bundle import SCRIPTS_DIR, Bundle, collect
 from components.common.remote_step import step_command
 from components.common.step_text import Script, bundle_stdin, render_envelope
@@ -35,6 +36,13 @@ set -euo pipefail
 rm -f -- "$GPU_CLUSTER_ROOT/srv/demo"
 log "removed (version {version})"
 """
+
+
+@pytest.fixture(autouse=True)
+def demo_inputs(monkeypatch):
+    """The demo step lives in this test's bundle, not in components/scripts, where the
+    render check reads a step's declared inputs: left out here."""
+    monkeypatch.setattr(step_text, "check_step_inputs", lambda *args: None)
 
 
 @pytest.fixture(scope="module")

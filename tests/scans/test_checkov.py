@@ -136,8 +136,10 @@ def test_the_secrets_scan_finds_a_planted_key(tmp_path):
     for host, key in (("gpu01", "none"), ("gpu02", credentials.ssh_private_key())):
         path = tmp_path / "hosts" / host / "01-preflight.sh"
         path.parent.mkdir(parents=True)
+        # authorized-keys.sh takes AUTHORIZED_KEYS: the planted key travels there.
         path.write_text("#!/usr/bin/env bash\n" + render_envelope(
-            host, "preflight", Script("preflight.sh"), {"KEY": key}))
+            host, "preflight", Script("authorized-keys.sh"),
+            {"SSH_USER": "ops", "AUTHORIZED_KEYS": key}))
     keep_each_body_once(list(tmp_path.glob("hosts/*/*.sh")))
     assert "gpu_cluster_create" not in (tmp_path / "hosts/gpu02/01-preflight.sh").read_text()
     found = [(f["check_id"], f["file_path"]) for _, f in failures(checkov(tmp_path, ["secrets"]))]

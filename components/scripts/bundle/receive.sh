@@ -5,6 +5,7 @@
 # there and hands it to the bundle's own bundle/install.sh.
 #
 # Inputs: BUNDLE_DIGEST BUNDLE_SHA256 BUNDLE_TARBALL
+# Optional inputs: GPU_CLUSTER_ROOT
 # What they hold: BUNDLE_TARBALL (its path; relative: to the login user's home,
 # where the SSH command starts), BUNDLE_SHA256 (the tarball's), BUNDLE_DIGEST (the bundle's).
 
