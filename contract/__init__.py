@@ -10,12 +10,8 @@ pack loads them in its own virtualenv, which holds pulumi-policy alone."""
 
 class ContractError(Exception):
     """The outputs, the kubeconfig or the API client could not give what was asked, as one
-    line; `exit_code` 1 (refused or failed)."""
-
-    exit_code = 1
+    line (refused or failed: the command exits 2, nothing done; command.py)."""
 
 
 class InputError(ContractError):
-    """Unusable input (outputs, user name, command line): exit code 2."""
-
-    exit_code = 2
+    """Unusable input (outputs, user name, command line)."""

@@ -13,7 +13,7 @@ from contract import ContractError, InputError
 
 __all__ = ["DistributeError", "InputError"]
 
-# A failure reported as one line: `exit_code` 1 (refused or failed), 2 for InputError (wrong
-# command line or unusable input). The contract's reader and kubeconfig raise the same
-# classes, so the command reports theirs as its own.
+# A failure reported as one line, nothing done (exit code 2): refused or failed, or InputError
+# (wrong command line or unusable input). The contract's reader and kubeconfig raise the
+# same classes, so the command reports theirs as its own.
 DistributeError = ContractError

@@ -1,9 +1,10 @@
-"""`python -m distribute`: write a user's (or the admin's) kubeconfig to a file, or merge it
-into an existing kubeconfig, from the stack outputs or from the user's SSM parameter; with
-`--vpn`, their OpenVPN profile beside it (hybrid stacks).
+"""`gpu-cluster distribute` (or `python -m distribute`): write a user's (or the admin's)
+kubeconfig to a file, or merge it into an existing kubeconfig, from the stack outputs or from
+the user's SSM parameter; with `--vpn`, their OpenVPN profile beside it (hybrid stacks).
 
-Exit codes: 0 done, 2 wrong command line or input (outputs, user name), 1 refused or
-failed. Messages never include a kubeconfig; only `--output -` prints one."""
+Exit codes: 0 done, 1 done with warnings it names (a client certificate the cluster's CA did
+not sign), 2 nothing done (wrong command line or input, refused, failed). Messages go to
+stderr and never include a kubeconfig; only `--output -` prints one."""
 
 import argparse
 import os
@@ -11,25 +12,13 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from contract import names, outputs
+from contract import command, names, outputs
 from contract.kubeconfig import Handout, dump, parse_handout
 from distribute import DistributeError, InputError, demo, files, ssm
 from distribute.kubeconfigs import check_credentials, merge, parse_existing
 from distribute.vpn import Profile, parse_profile
 
 PROG = "python -m distribute"
-
-
-def _add_source(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_argument_group("stack outputs (one of)")
-    group = source.add_mutually_exclusive_group(required=True)
-    group.add_argument("--stack", metavar="NAME",
-                       help="read them with `pulumi stack output --json --show-secrets`")
-    group.add_argument("--outputs", metavar="FILE.json",
-                       help="a JSON export of `pulumi stack output --json --show-secrets` "
-                            "(- for standard input)")
-    source.add_argument("--cwd", metavar="DIR",
-                        help="with --stack: the Pulumi project folder (default: this project)")
 
 
 def _add_destination(parser: argparse.ArgumentParser) -> None:
@@ -47,8 +36,9 @@ def _add_destination(parser: argparse.ArgumentParser) -> None:
                              help="with --merge-into: make the new context the current one")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                     epilog=command.EXIT_CODES_DOC)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     write = commands.add_parser(
@@ -58,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     who.add_argument("--user", metavar="NAME", help="a user of output userKubeconfigs")
     who.add_argument("--admin", action="store_true", help="the admin kubeconfig (output "
                                                           "kubeconfig)")
-    _add_source(write)
+    command.add_stack(write)
     _add_destination(write)
     write.add_argument("--vpn", action="store_true",
                        help="also write the OpenVPN profile (output userVpnProfiles, or "
@@ -83,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     users = commands.add_parser(
         "users", help="list the users and their SSM parameters",
         description="List the users of output userKubeconfigs (and their SSM parameters).")
-    _add_source(users)
+    command.add_stack(users)
     users.set_defaults(run=run_users)
 
     demo_command = commands.add_parser(
@@ -94,20 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo_command.add_argument("--outputs", metavar="FILE.json",
                               help=f"where to write them (default: {demo.DEFAULT_FILE} in "
                                    "this project)")
-    demo_command.add_argument("--stack", metavar="NAME", default=demo.DEFAULT_STACK,
-                              help=f"the example stack (default: {demo.DEFAULT_STACK}, the "
-                                   "hybrid one, with VPN profiles)")
+    command.add_stack(demo_command, outputs=False, help_text=(
+        f"the example stack (default: {demo.DEFAULT_STACK}, the hybrid one, with VPN "
+        "profiles)"))
     demo_command.add_argument("--force", action="store_true",
                               help="make new outputs over those of an earlier demo")
     demo_command.set_defaults(run=run_demo)
+    for each in (write, fetch, users, demo_command):
+        command.add_json(each)
     return parser
 
 
 def _outputs(args: argparse.Namespace) -> outputs.StackOutputs:
+    command.source(args)
     if args.stack is not None:
         return outputs.from_stack(args.stack, args.cwd or _project_dir())
-    if args.cwd is not None:
-        raise InputError("--cwd goes with --stack")
     return outputs.from_file(args.outputs)
 
 
@@ -115,8 +106,12 @@ def _project_dir() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _say(message: str) -> None:
+def _say(message: str, args: Optional[argparse.Namespace] = None) -> None:
+    """A message on stderr (stdout carries only `--output -`'s kubeconfig or the JSON
+    report), and into the report's notes."""
     print(message, file=sys.stderr)
+    if args is not None:
+        args.done["notes"].append(message)
 
 
 def deliver(handout: Handout, args: argparse.Namespace, profile: Optional[Profile] = None
@@ -132,10 +127,14 @@ def deliver(handout: Handout, args: argparse.Namespace, profile: Optional[Profil
         if profile is not None:
             raise InputError("--vpn writes the profile beside the kubeconfig file: give "
                              "--output PATH or --merge-into PATH")
+        if args.json == command.STDOUT:
+            raise InputError("--output - and --json both print to stdout: give --json "
+                             "FILE.json")
         sys.stdout.write(handout.dump())
         sys.stdout.flush()
+        args.done["written"].append("-")
         for note in notes:
-            _say(note)
+            _say(note, args)
         return 0
     destination = args.output or args.merge_into
     profile_target = None
@@ -165,11 +164,12 @@ def deliver(handout: Handout, args: argparse.Namespace, profile: Optional[Profil
             summary = (f"{action} {described} into {target.path}: {', '.join(result.changes)}; "
                        f"current context '{result.current_context}'")
         notes = _write(target, text) + notes
-    _say(summary + f" (mode {files.FILE_MODE:04o})")
+    args.done["written"].append(str(target.path))
+    _say(summary + f" (mode {files.FILE_MODE:04o})", args)
     for note in notes:
-        _say(note)
+        _say(note, args)
     if profile is not None:
-        _deliver_profile(profile, profile_target)
+        _deliver_profile(profile, profile_target, args)
     return 0
 
 
@@ -189,15 +189,16 @@ def _write(target: files.Target, text: str) -> list[str]:
     return notes
 
 
-def _deliver_profile(profile: Profile, target: files.Target) -> None:
+def _deliver_profile(profile: Profile, target: files.Target, args: argparse.Namespace) -> None:
     described = f"VPN profile '{profile.common_name}' (server {profile.remote})"
     summary = (f"{target.path} already holds {described}" if target.text == profile.text
                else f"wrote {described} to {target.path}")
     notes = _write(target, profile.text)
+    args.done["written"].append(str(target.path))
     _say(summary + f" (mode {files.FILE_MODE:04o}); connect with: "
-                   f"sudo openvpn --config {target.path}")
+                   f"sudo openvpn --config {target.path}", args)
     for note in notes + profile.notes:
-        _say(note)
+        _say(note, args)
 
 
 def run_write(args: argparse.Namespace) -> int:
@@ -236,39 +237,55 @@ def run_fetch(args: argparse.Namespace) -> int:
 def run_users(args: argparse.Namespace) -> int:
     stack_outputs = _outputs(args)
     parameters = stack_outputs.parameters()
-    for user in sorted(stack_outputs.users()):
-        print(f"{user}\t{parameters[user]}" if user in parameters else user)
+    listed = sorted(stack_outputs.users())
+    command.say(args, "".join(f"{user}\t{parameters[user]}\n" if user in parameters
+                              else f"{user}\n" for user in listed))
+    args.done["users"] = [{"name": user, "parameter": parameters.get(user)} for user in listed]
     return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
     project = Path(_project_dir())
     path, notes = demo.write(project, args.outputs or str(project / demo.DEFAULT_FILE),
-                             args.stack, args.force)
+                             command.stack_argument(args) or demo.DEFAULT_STACK, args.force)
+    args.done["written"].append(str(path))
     for note in notes:
-        _say(note)
+        _say(note, args)
     _say("try (offline; files beside the outputs):")
     for step in demo.next_steps(path):
-        _say(f"  {step}")
+        _say(f"  {step}", args)
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
+    args.done = {"written": [], "notes": []}
     try:
-        return args.run(args)
+        args.run(args)
+        warned = any(note.startswith("warning:") for note in args.done["notes"])
+        code = command.EXIT_PROBLEMS if warned else command.EXIT_OK
     except DistributeError as error:
-        _say(f"error: {error}")
-        return error.exit_code
+        code = _failed(args, str(error))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return 1
+        return command.EXIT_NOTHING_DONE
     except Exception as error:  # noqa: BLE001 - one line, never a traceback with secrets
         if os.environ.get("DISTRIBUTE_DEBUG"):
             raise
-        _say(f"error: unexpected {type(error).__name__}; DISTRIBUTE_DEBUG=1 shows where")
-        return 1
+        code = _failed(args, f"unexpected {type(error).__name__}; DISTRIBUTE_DEBUG=1 shows "
+                             "where")
+    command.write_json(args, {"command": f"distribute {args.command}", "exitCode": code,
+                              **args.done})
+    return code
+
+
+def _failed(args: argparse.Namespace, message: str) -> int:
+    """Nothing done (every file is written whole or not at all, the kubeconfig before its
+    VPN profile only once both were checked): the reason, also in the report."""
+    _say(f"error: {message}")
+    args.done["error"] = message
+    return command.EXIT_NOTHING_DONE
 
 
 if __name__ == "__main__":

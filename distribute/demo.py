@@ -27,7 +27,7 @@ def stack_outputs(project_dir: Path, stack: str) -> dict:
             f"the demo runs the offline preview, which needs the program's dependencies "
             f"({error.name} is missing): run `make preview` first") from None
     if stack not in EXAMPLE_STACKS:
-        raise InputError(f"--stack '{stack}' is not an example stack of the project "
+        raise InputError(f"stack '{stack}' is not an example stack of the project "
                          f"({', '.join(EXAMPLE_STACKS)})")
     plan = run_program(project_dir, read_stack(project_dir, stack))
     return {name: unwrap_secrets(value) for name, (value, _) in plan.outputs.items()}

@@ -1,14 +1,15 @@
-"""`python -m doctor [STACK]`: checks a running cluster, read-only, for the failures users
-hit, each with a verdict and the fix.
+"""`gpu-cluster doctor STACK` (or `python -m doctor`): checks a running cluster, read-only,
+for the failures users hit, each with a verdict and the fix.
 
 Exit codes: 0 all ok (or warnings only), 1 problems found, 2 could not check (outputs
-unreadable, the API unreachable, a check without its data)."""
+unreadable, the API unreachable, a check without its data); the JSON report is written in
+each case."""
 
 import argparse
 import os
 import sys
 
-from contract import ContractError, stack
+from contract import ContractError, command, stack
 from doctor import DoctorError, drift, hosts, kubeapi, report
 from doctor.checks import Context
 from doctor.checks.every import run
@@ -18,16 +19,11 @@ from doctor.findings import EXIT_UNCHECKED, exit_code, unchecked
 PROG = "python -m doctor"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    parser.add_argument("stack", nargs="?", metavar="STACK",
-                        help="read its outputs with `pulumi stack output --json --show-secrets`")
-    parser.add_argument("--outputs", metavar="FILE.json",
-                        help="a JSON export of `pulumi stack output --json --show-secrets` "
-                             "instead (- for standard input)")
-    parser.add_argument("--cwd", metavar="DIR",
-                        help="with STACK: the Pulumi project folder (default: this project)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                     epilog=command.EXIT_CODES_DOC)
+    command.add_stack(parser)
+    command.add_json(parser)
     parser.add_argument("--all", action="store_true", help="list the ok findings too")
     hosts_group = parser.add_argument_group(
         "host checks (address, routes, MTU, inotify, resolv.conf, GPUs seen)")
@@ -83,25 +79,22 @@ def _drift(args: argparse.Namespace, known: stack.Stack) -> drift.Drift | None:
 
 def _could_not_look(args: argparse.Namespace, subject: str, message: str, fix: str,
                     source: str, server: str) -> int:
-    """The doctor could not look at all: the message on stderr, and with --json the report
-    too, one could-not-check finding, so a machine reading stdout still gets one."""
+    """The doctor could not look at all: the message on stderr, and the report all the same,
+    one could-not-check finding, so a machine reading it learns why."""
     print(f"error: {message}", file=sys.stderr)
-    if args.json:
-        sys.stdout.write(report.as_json([unchecked("doctor", subject, message, fix)],
-                                        source, server))
+    command.write_json(args, report.as_json([unchecked("doctor", subject, message, fix)],
+                                            source, server))
     return EXIT_UNCHECKED
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     # What could not be read yet, for a report of why the doctor stopped.
-    subject, server = "stack outputs", ""
-    source = stack.planned_source(args.stack, args.outputs)
+    subject, server, source = "stack outputs", "", "no stack named"
     try:
-        if (args.stack is None) == (args.outputs is None):
-            raise DoctorError("name a STACK or give --outputs FILE.json (one of them)")
-        if args.cwd is not None and args.stack is None:
-            raise DoctorError("--cwd goes with STACK")
+        command.stack_argument(args)
+        source = stack.planned_source(args.stack, args.outputs)
+        command.source(args)
         known = stack.read(args.stack, args.outputs, args.cwd or _project_dir())
         subject, source, server = "cluster", known.source, known.kubeconfig.server
         snapshot = kubeapi.collect(known.kubeconfig, wanted_logs)
@@ -116,10 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return _could_not_look(args, subject, f"unexpected {type(error).__name__}; "
                                "DOCTOR_DEBUG=1 shows where", "", source, server)
-    if args.json:
-        sys.stdout.write(report.as_json(findings, known.source, snapshot.server))
-    else:
-        sys.stdout.write(report.table(findings, known.source, snapshot.server, args.all))
+    command.report(args, report.table(findings, known.source, snapshot.server, args.all),
+                   report.as_json(findings, known.source, snapshot.server))
     return exit_code(findings)
 
 

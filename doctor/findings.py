@@ -2,15 +2,15 @@
 
 from dataclasses import asdict, dataclass
 
+from contract import command
+
 OK = "ok"
 WARNING = "warning"
 PROBLEM = "problem"
 UNCHECKED = "could-not-check"
 VERDICTS = (PROBLEM, UNCHECKED, WARNING, OK)
 
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_UNCHECKED = 2
+EXIT_UNCHECKED = command.EXIT_NOTHING_DONE
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,4 @@ def unchecked(check: str, subject: str, message: str, fix: str = "") -> Finding:
 def exit_code(findings: list[Finding]) -> int:
     """1 when anything is wrong; else 2 when something could not be checked; else 0."""
     verdicts = {finding.verdict for finding in findings}
-    if PROBLEM in verdicts:
-        return EXIT_PROBLEMS
-    if UNCHECKED in verdicts:
-        return EXIT_UNCHECKED
-    return EXIT_OK
+    return command.exit_code(PROBLEM in verdicts, UNCHECKED in verdicts)

@@ -1,12 +1,14 @@
 """Runs the policy pack's rules without the Pulumi CLI.
 
-    python -m policy.offline [STACK ...]          the offline preview of each stack (default: all)
-    python -m policy.offline --plan build/prod/plan.json   a plan the preview wrote
+    gpu-cluster policy [STACK ...]          the offline preview of each stack (default: all)
+    gpu-cluster policy --plan build/prod/plan.json   a plan the preview wrote
+    (`python -m policy.offline` is the same command)
 
 From the preview engine the rules see every resource's real inputs, its protect and
 retainOnDelete options, and the stack's secret values (to find them in user data). A
 plan.json has secrets redacted as [secret]: a redacted value inside user data is reported
-as secret material. Exits 1 when any rule is violated, 2 when a stack cannot be previewed."""
+as secret material. Exits 1 when any rule is violated, 2 when a stack cannot be previewed or
+a plan read (the others are still checked, and the report names why)."""
 
 import argparse
 import json
@@ -15,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from contract import command
 from policy.rules import RULES, Resource, check
 from policy.stack_rules import STACK_RULES, StackResource
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROG = "python -m policy.offline"
 
 
 @dataclass(frozen=True)
@@ -88,42 +92,62 @@ def example_stacks() -> list:
     return list(EXAMPLE_STACKS)
 
 
-def _report(label: str, resources: list, stack_resources: list) -> int:
+def _report(args, label: str, resources: list, stack_resources: list) -> dict:
     violations = evaluate(resources) + evaluate_stack(stack_resources)
-    print(f"{label}: {len(resources)} resources, {len(RULES) + len(STACK_RULES)} rules, "
-          f"{len(violations)} violation{'s' if len(violations) != 1 else ''}")
-    for violation in violations:
-        print(f"  {violation}")
-    return len(violations)
+    command.say(args, f"{label}: {len(resources)} resources, {len(RULES) + len(STACK_RULES)} "
+                      f"rules, {len(violations)} violation{'s' if len(violations) != 1 else ''}\n"
+                + "".join(f"  {violation}\n" for violation in violations))
+    return {"checked": label, "resources": len(resources),
+            "violations": [vars(violation) for violation in violations]}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m policy.offline",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("stacks", nargs="*", help="stacks to preview (default: the "
-                        "example stacks, preview/stack_file.py EXAMPLE_STACKS)")
+def _not_checked(label: str, error) -> dict:
+    print(f"{label}: could not check: {error}", file=sys.stderr)
+    return {"checked": label, "couldNotCheck": str(error)}
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0],
+                                     epilog=command.EXIT_CODES_DOC)
+    parser.add_argument("stacks", nargs="*", metavar="STACK", help="stacks to preview "
+                        "(default: the example stacks, preview/stack_file.py EXAMPLE_STACKS)")
     parser.add_argument("--plan", type=Path, action="append", default=[],
                         help="a plan.json written by the offline preview (repeatable)")
-    args = parser.parse_args(argv)
+    command.add_json(parser)
+    return parser
+
+
+def main(argv=None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     if str(PROJECT_DIR) not in sys.path:
         sys.path.insert(0, str(PROJECT_DIR))
     from config import ConfigError
     from preview.stack_file import StackFileError
 
-    failed = 0
+    results = []
     for path in args.plan:
-        document = json.loads(path.read_text())
-        failed += _report(str(path), resources_of_plan_json(document),
-                          stack_resources_of_plan_json(document))
+        try:
+            document = json.loads(path.read_text())
+        except OSError as error:
+            results.append(_not_checked(str(path), f"cannot read it: {error.strerror}"))
+            continue
+        except ValueError:
+            results.append(_not_checked(str(path), "not a plan.json (not JSON)"))
+            continue
+        results.append(_report(args, str(path), resources_of_plan_json(document),
+                               stack_resources_of_plan_json(document)))
     for stack in args.stacks or ([] if args.plan else example_stacks()):
         try:
             plan = preview_plan(stack)
         except (FileNotFoundError, StackFileError, ConfigError) as error:
-            print(f"stack {stack}: {error}", file=sys.stderr)
-            return 2
-        failed += _report(f"stack {stack}", resources_of_plan(plan),
-                          stack_resources_of_plan(plan))
-    return 1 if failed else 0
+            results.append(_not_checked(f"stack {stack}", error))
+            continue
+        results.append(_report(args, f"stack {stack}", resources_of_plan(plan),
+                               stack_resources_of_plan(plan)))
+    code = command.exit_code(any(r.get("violations") for r in results),
+                             any("couldNotCheck" in r for r in results))
+    command.write_json(args, {"command": "policy", "exitCode": code, "results": results})
+    return code
 
 
 if __name__ == "__main__":

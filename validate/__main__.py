@@ -1,6 +1,7 @@
-"""`python -m validate [STACK]`: runs workloads on a built cluster and judges what they print:
-GPUs allocatable, CUDA, DCGM diagnostics, NCCL bandwidth on each GPU node and across them,
-shared storage and its throughput. Writes a table (stdout), and on request JSON and JUnit XML.
+"""`gpu-cluster validate STACK` (or `python -m validate`): runs workloads on a built cluster
+and judges what they print: GPUs allocatable, CUDA, DCGM diagnostics, NCCL bandwidth on each
+GPU node and across them, shared storage and its throughput. Writes a table, and on request
+JSON (`--json [FILE.json]`) and JUnit XML, also when nothing could be checked.
 
 Exit codes: 0 every check passed (or was skipped), 1 a check failed, 2 could not check
 (outputs unreadable, API unreachable, a check that did not finish in its time)."""
@@ -13,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from contract import ContractError
+from contract import ContractError, command
 from contract import stack as stack_outputs
 from contract.kubeapi import ApiError, Client
 from validate import ValidateError, report, thresholds
@@ -36,16 +37,13 @@ CHECKS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    parser.add_argument("stack", nargs="?", metavar="STACK",
-                        help="read its outputs with `pulumi stack output --json --show-secrets`")
-    parser.add_argument("--outputs", metavar="FILE.json",
-                        help="a JSON export of those outputs instead (- for standard input)")
-    parser.add_argument("--cwd", metavar="DIR", help="with STACK: the Pulumi project folder")
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                     epilog=command.EXIT_CODES_DOC)
+    command.add_stack(parser)
     parser.add_argument("--acceptance", metavar="DIR",
                         help="the rendered acceptance files (default build/STACK/acceptance)")
-    parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
+    command.add_json(parser)
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML here (for CI)")
     parser.add_argument("--skip", action="append", default=[], choices=sorted(CHECKS),
                         help="leave a check out (repeatable)")
@@ -90,11 +88,9 @@ def _interrupt(signum, frame):
 
 def _report(args: argparse.Namespace, verdicts: list[Verdict], source: str,
             server: str) -> int:
-    """The table on stdout, and the JSON and JUnit files asked for."""
-    sys.stdout.write(report.table(verdicts, source, server))
-    if args.json:
-        with open(args.json, "w") as handle:
-            handle.write(report.as_json(verdicts, source, server))
+    """The table, the JSON report and the JUnit file asked for."""
+    command.report(args, report.table(verdicts, source, server),
+                   report.as_json(verdicts, source, server))
     if args.junit:
         with open(args.junit, "w") as handle:
             handle.write(report.junit(verdicts, source))
@@ -109,13 +105,14 @@ def _could_not_check(args: argparse.Namespace, subject: str, message: str, sourc
     return _report(args, [Verdict("setup", subject, UNCHECKED, message)], source, server)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(argv)
     progress = Progress()
-    source = stack_outputs.planned_source(args.stack, args.outputs)
+    source = "no stack named"
     try:
-        if (args.stack is None) == (args.outputs is None):
-            raise ValidateError("name a STACK or give --outputs FILE.json (one of them)")
+        command.stack_argument(args)
+        source = stack_outputs.planned_source(args.stack, args.outputs)
+        command.source(args)
         if args.link_fraction is not None and not 0 < args.link_fraction <= 1:
             raise ValidateError("--link-fraction must be in (0, 1]")
         known = stack_outputs.read(args.stack, args.outputs, args.cwd or _project_dir())

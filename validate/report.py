@@ -7,8 +7,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
+from contract import command
+
 PASS, FAIL, UNCHECKED, SKIPPED = "pass", "fail", "could-not-check", "skipped"
-EXIT_OK, EXIT_FAIL, EXIT_UNCHECKED = 0, 1, 2
 
 
 @dataclass
@@ -26,9 +27,7 @@ class Verdict:
 
 def exit_code(verdicts: list[Verdict]) -> int:
     statuses = {v.status for v in verdicts}
-    if FAIL in statuses:
-        return EXIT_FAIL
-    return EXIT_UNCHECKED if UNCHECKED in statuses or not verdicts else EXIT_OK
+    return command.exit_code(FAIL in statuses, UNCHECKED in statuses or not verdicts)
 
 
 def counts(verdicts: list[Verdict]) -> dict[str, int]:

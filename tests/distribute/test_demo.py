@@ -60,8 +60,8 @@ def test_the_printed_steps_work_offline(tmp_path, kubectl):
 
 
 def test_only_example_stacks(tmp_path):
-    done = offline([sys.executable, "-m", "distribute", "demo", "--stack", "mycluster",
+    done = offline([sys.executable, "-m", "distribute", "demo", "mycluster",
                     "--outputs", "o.json"], tmp_path, expect=2)
-    assert done.stderr.strip() == ("error: --stack 'mycluster' is not an example stack of the "
+    assert done.stderr.strip() == ("error: stack 'mycluster' is not an example stack of the "
                                    "project (dev, lab, prod, rke2)")
     assert not (tmp_path / "o.json").exists()

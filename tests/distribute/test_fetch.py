@@ -74,7 +74,7 @@ def test_someone_elses_parameter_is_refused(ssm, tmp_path, capsys):
 
 def test_missing_parameter(ssm, tmp_path, capsys):
     assert fetch("--region", REGION, "--output", str(tmp_path / "k"),
-                 parameter="/gpu-cluster/test/users/carol/kubeconfig") == 1
+                 parameter="/gpu-cluster/test/users/carol/kubeconfig") == 2
     assert capsys.readouterr().err.strip() == (
         "error: SSM parameter '/gpu-cluster/test/users/carol/kubeconfig' in us-east-1 does not "
         "exist: check the name (stack output userKubeconfigParameters) and the region")
@@ -83,12 +83,12 @@ def test_missing_parameter(ssm, tmp_path, capsys):
 def test_plain_string_parameter_is_not_used(ssm, tmp_path, capsys, cluster):
     ssm.put_parameter(Name="/plain", Value=cluster.kubeconfigs["alice"], Type="String",
                       Tier="Advanced")
-    assert fetch("--region", REGION, "--output", str(tmp_path / "k"), parameter="/plain") == 1
+    assert fetch("--region", REGION, "--output", str(tmp_path / "k"), parameter="/plain") == 2
     assert "is a String, not a SecureString" in capsys.readouterr().err
 
 
 def test_no_credentials(aws_env, tmp_path, capsys):
-    assert fetch("--region", REGION, "--output", str(tmp_path / "k")) == 1
+    assert fetch("--region", REGION, "--output", str(tmp_path / "k")) == 2
     assert capsys.readouterr().err.startswith(
         f"error: no AWS credentials to read SSM parameter '{PARAMETER}' in {REGION}")
 

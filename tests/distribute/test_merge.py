@@ -133,7 +133,7 @@ def test_same_name_other_cluster_needs_force(run, outputs_file, existing, kubect
     clash(document)
     existing.write_text(yaml.safe_dump(document, sort_keys=False))
     before = existing.read_bytes()
-    done = merge_alice(run, outputs_file, existing, expect=1)
+    done = merge_alice(run, outputs_file, existing, expect=2)
     assert done.stderr.startswith(f"error: refusing to merge into {existing}: ")
     assert named in done.stderr and "--force" in done.stderr
     assert len(done.stderr.splitlines()) == 1
@@ -153,7 +153,7 @@ def test_same_server_other_ca_is_another_cluster(run, outputs_file, existing, ot
         "server": SERVER,
         "certificate-authority-data": base64.b64encode(other_ca.cert_pem.encode()).decode()}})
     existing.write_text(yaml.safe_dump(document))
-    done = merge_alice(run, outputs_file, existing, expect=1)
+    done = merge_alice(run, outputs_file, existing, expect=2)
     assert f"cluster 'test' has server {SERVER} with another CA" in done.stderr
 
 
@@ -214,7 +214,7 @@ def test_failed_write_leaves_the_file_whole(monkeypatch, capsys, outputs_file, e
     monkeypatch.setattr(os, failing, broken)
     code = main(["write", "--user", "alice", "--outputs", str(outputs_file), "--merge-into",
                  str(existing)])
-    assert code == 1
+    assert code == 2  # nothing done: the file is unchanged
     err = capsys.readouterr().err
     assert err.strip() == (f"error: cannot write {existing}: No space left on device; "
                            "the file is unchanged")
@@ -233,7 +233,7 @@ def test_kubectls_lock_is_respected(run, outputs_file, existing, kubectl):
                               "--kubeconfig", str(existing)], capture_output=True, text=True,
                              timeout=60)
     assert refused.returncode != 0 and "config.lock" in refused.stderr
-    done = merge_alice(run, outputs_file, existing, expect=1)
+    done = merge_alice(run, outputs_file, existing, expect=2)
     assert f"{lock} exists: another program (kubectl) is writing {existing}" in done.stderr
     assert existing.read_bytes() == before
     lock.unlink()

@@ -83,7 +83,7 @@ def test_stack_outputs_through_the_cli(run, fake_pulumi, tmp_path, kubectl, clus
     env, calls = fake_pulumi()
     target = tmp_path / "config"
     # Run from another folder, the package found through PYTHONPATH.
-    run("write", "--user", "bob", "--stack", "prod", "--merge-into", str(target),
+    run("write", "--user", "bob", "prod", "--merge-into", str(target),
         env={**env, "PYTHONPATH": str(PROJECT_DIR)}, cwd=tmp_path)
     found = calls()
     assert [call["argv"] for call in found] == automation_calls("prod")
@@ -99,10 +99,10 @@ def test_cwd_is_passed_on(run, fake_pulumi, tmp_path):
     env, calls = fake_pulumi()
     project = tmp_path / "elsewhere"
     project.mkdir()
-    run("write", "--admin", "--stack", "dev", "--cwd", str(project), "--output",
+    run("write", "--admin", "dev", "--cwd", str(project), "--output",
         str(tmp_path / "admin.yaml"), env=env)
     assert Path(calls()[-1]["cwd"]) == project
-    done = run("write", "--admin", "--stack", "dev", "--cwd", str(tmp_path / "missing"),
+    done = run("write", "--admin", "dev", "--cwd", str(tmp_path / "missing"),
                "--output", str(tmp_path / "x.yaml"), env=env, expect=2)
     assert "is not a directory" in done.stderr
 
@@ -110,15 +110,15 @@ def test_cwd_is_passed_on(run, fake_pulumi, tmp_path):
 def test_cli_error_is_reported_in_one_line(run, fake_pulumi, tmp_path):
     env, _ = fake_pulumi(fail="warning: A new version of Pulumi is available.\n"
                               "error: no stack named 'nope' found\n")
-    done = run("write", "--user", "alice", "--stack", "nope", "--output",
-               str(tmp_path / "a.yaml"), env=env, expect=1)
+    done = run("write", "--user", "alice", "nope", "--output",
+               str(tmp_path / "a.yaml"), env=env, expect=2)
     assert done.stderr.strip() == ("error: `pulumi stack output` failed for stack 'nope': "
                                    "error: no stack named 'nope' found")
 
 
 def test_unknown_stack_as_the_cli_reports_it(run, fake_pulumi, tmp_path):
     env, calls = fake_pulumi()
-    done = run("users", "--stack", "staging", env=env, expect=1)
+    done = run("users", "staging", env=env, expect=2)
     assert done.stderr.strip() == ("error: `pulumi stack output` failed for stack 'staging': "
                                    "error: no stack named 'staging' found")
     assert [call["argv"] for call in calls()] == automation_calls("staging")[:2]
@@ -132,7 +132,7 @@ def test_without_the_sdk_the_cli_is_run_directly(run, fake_pulumi, tmp_path, clu
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("")
     target = tmp_path / "bob.yaml"
-    run("write", "--user", "bob", "--stack", "prod", "--output", str(target),
+    run("write", "--user", "bob", "prod", "--output", str(target),
         env={**env, "PYTHONPATH": f"{shadow.parent}:{PROJECT_DIR}"}, cwd=tmp_path)
     [call] = calls()
     assert call["argv"] == ["stack", "output", "--json", "--show-secrets", "--non-interactive",
@@ -155,7 +155,7 @@ def test_the_doctor_reads_the_stack_the_same_way(fake_pulumi, monkeypatch, tmp_p
 def test_missing_cli_says_what_to_do_instead(run, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = run("write", "--user", "alice", "--stack", "prod", "--output",
+    done = run("write", "--user", "alice", "prod", "--output",
                str(tmp_path / "a.yaml"), env={"PATH": str(empty)}, expect=2)
     assert "the Pulumi CLI (pulumi) is not on PATH" in done.stderr
     assert "pulumi stack output --json --show-secrets --stack prod > outputs.json" in done.stderr
@@ -164,7 +164,7 @@ def test_missing_cli_says_what_to_do_instead(run, tmp_path):
 
 def test_unknown_user_through_the_cli(run, fake_pulumi, tmp_path):
     env, _ = fake_pulumi()
-    done = run("write", "--user", "mallory", "--stack", "prod", "--output",
+    done = run("write", "--user", "mallory", "prod", "--output",
                str(tmp_path / "m.yaml"), env=env, expect=2)
     assert done.stderr.strip() == ("error: no user 'mallory' in output 'userKubeconfigs' of "
                                    "stack 'prod'; known users: alice, bob")
@@ -174,7 +174,7 @@ def test_users_lists_names_and_parameters(run, fake_pulumi, outputs_file, tmp_pa
     env, _ = fake_pulumi()
     expected = "".join(f"{user}\t/gpu-cluster/{CLUSTER}/users/{user}/kubeconfig\n"
                        for user in ("alice", "bob"))
-    assert run("users", "--stack", "prod", env=env).stdout == expected
+    assert run("users", "prod", env=env).stdout == expected
     assert run("users", "--outputs", str(outputs_file)).stdout == expected
     # Bare-metal stacks have no parameters.
     values = json.loads(outputs_file.read_text())

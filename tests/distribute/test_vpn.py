@@ -74,7 +74,7 @@ def test_a_different_profile_is_replaced_only_with_force(run, exported, tmp_path
     config, profile = tmp_path / "config", tmp_path / f"prod-{USER}.ovpn"
     profile.write_text("remote vpn.example.org\n")
     args = ("write", "--user", USER, "--outputs", str(path), "--merge-into", str(config), "--vpn")
-    done = run(*args, expect=1)
+    done = run(*args, expect=2)
     assert done.stderr.strip() == (f"error: {profile} exists and holds another VPN profile: "
                                    "rerun with --force to replace it")
     # Both files or neither: the kubeconfig is not written either.
