@@ -41,7 +41,7 @@ $(VENV)/.installed: $(VENV)/bin/gpu-cluster requirements-dev.txt requirements-to
 	touch $@
 
 preview: $(VENV)/bin/gpu-cluster  ## offline preview of STACK (default: prod) into build/STACK/
-	$(PY) -m preview $(STACK)
+	$(VENV)/bin/gpu-cluster preview $(STACK)
 
 test: $(VENV)/.installed  ## the whole suite; installs the Debian packages it runs (as root; tests/debian)
 	tests/debian/setup.sh
@@ -51,7 +51,7 @@ quick: $(VENV)/.installed  ## the inner loop: config, components and whole stack
 	$(PY) -m pytest tests/config tests/components tests/stacks -m "not tools"
 
 policy: $(VENV)/bin/gpu-cluster  ## the policy pack's rules over the offline preview of every stack
-	$(PY) -m policy.offline
+	$(VENV)/bin/gpu-cluster policy
 
 bench: $(VENV)/.program  ## offline preview at 10 to 10,000 workers, each beside the SDK floor
 	$(PY) benchmarks/preview_scale.py

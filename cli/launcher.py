@@ -14,8 +14,8 @@ def script(python: str, project: Path) -> str:
             "# The gpu-cluster command of the checkout below (written by cli/launcher.py).\n"
             "import sys\n"
             f"sys.path.insert(0, {str(project)!r})\n"
-            "from cli.__main__ import main\n"
-            "sys.exit(main())\n")
+            "from cli.__main__ import run\n"
+            "run()\n")
 
 
 def install(bin_dir: Path) -> Path:

@@ -1,6 +1,7 @@
 """contract/ is the one place the program and the day-2 tools share: no tool imports another
-tool, the program imports no tool, and what contract/names.py and contract/ports.py define
-is written nowhere else by value."""
+tool, the program imports no tool, nothing imports the `gpu-cluster` command (cli/), which
+reaches a tool only through its entry function, and what contract/names.py and
+contract/ports.py define is written nowhere else by value."""
 
 import ast
 import re
@@ -16,6 +17,11 @@ from tests.builders import PROJECT_DIR
 ROOT = Path(PROJECT_DIR)
 # The commands that run apart from the program (`python -m NAME`, the policy pack).
 TOOLS = ("doctor", "validate", "distribute", "policy", "pins")
+# `gpu-cluster`: its subcommands are the tools' (and the preview's) entry functions, the only
+# modules of theirs it may import, each inside the function that runs it.
+COMMAND = "cli"
+ENTRIES = ("preview.__main__", "policy.offline", "doctor.__main__", "validate.__main__",
+           "distribute.__main__")
 # The program and what renders its build folder: `pulumi up` and the offline preview.
 PROGRAM = ("components", "config", "preview", "acceptance", "__main__")
 # Where a tool reaches into the program, and why; every other import of it is refused.
@@ -54,21 +60,45 @@ def top_package(path: Path) -> str:
     return parts[0] if len(parts) > 1 else path.stem
 
 
-def imports(tree: ast.AST) -> list[tuple[str, str]]:
-    """(top-level package, "module" or "function") of every absolute import."""
+def imports(tree: ast.AST, full: bool = False) -> list[tuple[str, str]]:
+    """(top-level package, or with `full` the module named, and "module" or "function") of
+    every absolute import."""
     found = []
+
+    def name(module: str) -> str:
+        return module if full else module.split(".")[0]
 
     def visit(node: ast.AST, where: str) -> None:
         for child in ast.iter_child_nodes(node):
             inner = "function" if isinstance(child, (ast.FunctionDef,
                                                      ast.AsyncFunctionDef)) else where
             if isinstance(child, ast.Import):
-                found.extend((alias.name.split(".")[0], where) for alias in child.names)
+                found.extend((name(alias.name), where) for alias in child.names)
             elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
-                found.append((child.module.split(".")[0], where))
+                found.append((name(child.module), where))
             visit(child, inner)
     visit(tree, "module")
     return found
+
+
+def command_import_problems(relative: str, source: str) -> list[str]:
+    """What breaks the command's rule in one file: cli/ importing more of a tool than its
+    entry function's module, or at load; anything else importing cli/."""
+    problems = []
+    for module, where in imports(ast.parse(source, relative), full=True):
+        package = module.split(".")[0]
+        if relative.startswith(COMMAND + "/"):
+            if package in TOOLS + PROGRAM:
+                if module not in ENTRIES:
+                    problems.append(f"{relative} imports {module}: only a tool's entry "
+                                    f"function ({', '.join(ENTRIES)})")
+                elif where != "function":
+                    problems.append(f"{relative} imports {module} at load: only in the "
+                                    "function of its subcommand")
+        elif package == COMMAND:
+            problems.append(f"{relative} imports the command '{COMMAND}': it runs the tools, "
+                            "not the other way round")
+    return problems
 
 
 def tool_files() -> list[Path]:
@@ -92,6 +122,26 @@ def test_a_tool_imports_no_other_tool_and_the_program_only_where_listed(path):
                 "needs it, so the tool runs without the program's dependencies")
 
 
+@pytest.mark.parametrize("path", python_files(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_only_the_command_reaches_the_tools_entry_functions(path):
+    relative = path.relative_to(ROOT).as_posix()
+    assert command_import_problems(relative, path.read_text()) == []
+
+
+def test_the_command_rule_finds_each_way_to_break_it():
+    tool_into_cli = command_import_problems("doctor/report.py", "from cli import discover\n")
+    beyond_entry = command_import_problems(
+        "cli/__main__.py", "def f():\n    from doctor.checks import every\n")
+    at_load = command_import_problems("cli/__main__.py", "from doctor.__main__ import main\n")
+    allowed = command_import_problems(
+        "cli/__main__.py", "import argparse\nfrom contract import command\n"
+        "def f():\n    from policy.offline import main\n")
+    assert [len(tool_into_cli), len(beyond_entry), len(at_load), allowed] == [1, 1, 1, []]
+    assert "imports the command 'cli'" in tool_into_cli[0]
+    assert "doctor.checks: only a tool's entry function" in beyond_entry[0]
+    assert "doctor.__main__ at load" in at_load[0]
+
+
 def test_the_program_and_the_contract_import_no_tool():
     program = [path for package in PROGRAM if package != "__main__"
                for path in python_files(package)] + [ROOT / "__main__.py"]
@@ -102,7 +152,7 @@ def test_the_program_and_the_contract_import_no_tool():
              if package in TOOLS]
     assert found == []
     # The contract stands alone: it imports nothing of the project but itself.
-    project = set(TOOLS) | set(PROGRAM) | {"tests", "benchmarks"}
+    project = set(TOOLS) | set(PROGRAM) | {COMMAND, "tests", "benchmarks"}
     assert [f"{path.relative_to(ROOT)} imports {package}" for path in contract
             for package, _ in imports(ast.parse(path.read_text()))
             if package in project] == []

@@ -34,7 +34,7 @@ def test_the_preview_installs_the_program_s_requirements_only(tmp_path):
     assert commands[0].startswith("echo \"setting up venv")
     # Then compiles what the previews import (preview/bytecode.py), before the first one.
     assert commands.index("venv/bin/python -m preview.bytecode") < len(commands) - 1
-    assert commands[-1] == "venv/bin/python -m preview prod"
+    assert commands[-1] == "venv/bin/gpu-cluster preview prod"
     # The gpu-cluster command comes with the program's venv.
     assert "venv/bin/python -m cli.launcher venv/bin" in commands
 
