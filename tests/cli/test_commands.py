@@ -174,3 +174,34 @@ def test_the_command_lists_every_subcommand():
     assert "docs/running.md#exit-codes" in shown
     assert run([sys.executable, "-m", "cli", "doctor", "--help"]).stdout.startswith(
         "usage: gpu-cluster doctor")
+
+
+STAND_IN_SSH = """#!{python}
+import sys, time
+with open({record!r}, "a") as record:
+    record.write(f"start {{time.monotonic()}}\\n")
+time.sleep(1.5)
+with open({record!r}, "a") as record:
+    record.write(f"end {{time.monotonic()}}\\n")
+sys.stderr.write("ssh: connect to host 192.0.2.1 port 22: Connection timed out\\n")
+sys.exit(255)
+"""
+
+
+def test_init_reads_the_hosts_side_by_side(tmp_path):
+    """Four hosts that each take 1.5 s to fail (a stand-in `ssh`): every read starts before
+    the first one ends."""
+    folder, record = tmp_path / "bin", tmp_path / "record"
+    folder.mkdir()
+    (folder / "ssh").write_text(STAND_IN_SSH.format(python=sys.executable, record=str(record)))
+    (folder / "ssh").chmod(0o755)
+    env = {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}"}
+    hosts = [f"192.0.2.{n}" for n in range(1, 5)]
+    done = run(FORMS["gpu-cluster"]("init") + ["four", *hosts, "--user", "admin", "--output",
+                                               str(tmp_path / "Pulumi.four.yaml")],
+               env=env, expect=2)
+    assert done.stderr.count("Connection timed out") == 4
+    events = [line.split() for line in record.read_text().splitlines()]
+    starts = [float(t) for kind, t in events if kind == "start"]
+    ends = [float(t) for kind, t in events if kind == "end"]
+    assert len(starts) == 4 and max(starts) < min(ends), events
