@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ipaddress import IPv4Network
 from pathlib import Path
 
+from cli import init_hybrid
 from cli.discover import SshOptions, Unreachable, discover
 from cli.init_stack import InitChoices, write_stack
 from contract import command
@@ -75,6 +76,9 @@ def _init(args) -> int:
     document = {"command": "init", "stack": args.stack, "file": str(target)}
     if target.exists() and not args.force:
         return _nothing_done(args, document, f"{target} exists; --force replaces it")
+    if args.layout == "hybrid" and args.controller:
+        return _nothing_done(args, document, "--controller: the hybrid layout's control plane "
+                                             "runs on EC2, every host here is a worker")
     options = SshOptions(user=args.user, port=args.port, bastion=args.bastion,
                          private_key=Path(args.key) if args.key else None)
     results = _read(args.hosts, options)
@@ -85,7 +89,8 @@ def _init(args) -> int:
         return _nothing_done(args, document, "no host could be read; nothing written")
     written = write_stack(results, InitChoices(
         stack=args.stack, user=args.user, port=args.port, bastion=args.bastion,
-        controller=args.controller, lan=args.lan))
+        controller=args.controller, lan=args.lan, layout=args.layout,
+        hybrid=init_hybrid.HybridChoices.of(args)))
     target.write_text(written.text)
     code = command.EXIT_PROBLEMS if written.notes else command.EXIT_OK
     command.report(args, f"wrote {target}\n"
@@ -109,9 +114,10 @@ def parser() -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     init = commands.add_parser(
-        "init", help="write a starter bare-metal stack from what the hosts report over SSH",
+        "init", help="write a starter stack from what the hosts report over SSH",
         description="Connects read-only to each host (no root; `sudo -n true` is tried) and "
-                    "writes Pulumi.STACK.yaml: names, addresses, NICs, GPUs, host keys.",
+                    "writes Pulumi.STACK.yaml: names, addresses, NICs, GPUs, host keys; with "
+                    "--layout hybrid, the AWS side too, each value you did not give named.",
         epilog=command.EXIT_CODES_DOC)
     init.add_argument("stack", metavar="STACK",
                       help="the stack's name (writes Pulumi.STACK.yaml)")
@@ -125,9 +131,13 @@ def parser() -> argparse.ArgumentParser:
                       help="the host that runs the control plane")
     init.add_argument("--lan", type=IPv4Network, metavar="CIDR",
                       help="the network the cluster's hosts share, when a host has several")
+    init.add_argument("--layout", choices=("bare-metal", "hybrid"), default="bare-metal",
+                      help="bare-metal (default): a controller among the hosts; hybrid: the "
+                           "control plane on EC2, the hosts its workers")
     init.add_argument("--output", help="write here instead of Pulumi.STACK.yaml")
     init.add_argument("--force", action="store_true", help="replace an existing file")
     command.add_json(init)
+    init_hybrid.add_arguments(init)
     init.set_defaults(run=_init)
     for name, (_, help_text) in TOOLS.items():
         # Listed for --help; `main` hands the words after NAME to the tool's own parser.

@@ -11,6 +11,7 @@ from ipaddress import IPv4Network, ip_address
 from typing import Optional
 
 from cli.discover import HostFacts, SUPPORTED_OS
+from cli.init_hybrid import HybridChoices, hybrid_lines
 from contract.ports import SSH
 
 # GPU Feature Discovery's nvidia.com/gpu.product value, as the config's hosts[].gpuModel
@@ -36,6 +37,8 @@ class InitChoices:
     bastion: Optional[str] = None
     controller: Optional[str] = None  # an SSH address or a hostname
     lan: Optional[IPv4Network] = None
+    layout: str = "bare-metal"
+    hybrid: HybridChoices = HybridChoices()
 
 
 def _q(value) -> str:
@@ -108,10 +111,13 @@ def write_stack(results: dict, choices: InitChoices) -> Written:
         else:
             hosts.append(result)
     notes += [f"left out: {line}" for line in skipped]
-    controller, why = _controller(hosts, choices)
-    if controller is None:
-        notes.append("the controller is not decided: name it with --controller ADDRESS "
-                     "(one host, or several with no GPUs, could be it)")
+    if choices.layout == "hybrid":
+        controller, why = None, None  # the control plane is on EC2: every host is a worker
+    else:
+        controller, why = _controller(hosts, choices)
+        if controller is None:
+            notes.append("the controller is not decided: name it with --controller ADDRESS "
+                         "(one host, or several with no GPUs, could be it)")
     placed = {h.hostname: cluster_address(h, choices.lan) for h in hosts}
     for name, (nic, address) in placed.items():
         if nic is None:
@@ -125,7 +131,7 @@ def write_stack(results: dict, choices: InitChoices) -> Written:
     lines = ["# Written by `gpu-cluster init` from what the hosts reported over SSH.",
              f"# Preview it: make preview STACK={choices.stack}",
              "config:",
-             "  gpu-cluster:layout: bare-metal",
+             f"  gpu-cluster:layout: {choices.layout}",
              f"  gpu-cluster:clusterName: {_q(choices.stack)}"]
     if lan is not None:
         lines += ["  gpu-cluster:network:", f"    lanCidr: {_q(str(lan))}"]
@@ -144,7 +150,9 @@ def write_stack(results: dict, choices: InitChoices) -> Written:
     lines += [line for facts in hosts
               for line in _host_lines(facts, placed[facts.hostname], facts is controller, why)]
     lines += [f"  # {line}" for line in skipped]
-    if controller is not None:
+    if choices.layout == "hybrid":
+        lines += hybrid_lines(hosts, choices.hybrid, notes)
+    elif controller is not None:
         lines += ["  # The controller exports a folder for the cluster's volumes (the simplest",
                   "  # start; see the storage docs for EFS, another NFS server or local paths).",
                   "  gpu-cluster:storage:", "    nfs:", f"      host: {_q(controller.hostname)}",

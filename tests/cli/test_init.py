@@ -132,3 +132,53 @@ def test_an_existing_stack_file_is_kept(tmp_path, fleet):
     result, output, _ = run_init(tmp_path, fleet)
     assert result.returncode == 2 and "exists; --force replaces it" in result.stderr
     assert output.read_text() == "config: {}\n"
+
+
+AGE_KEY = "age1k9lrxq8lust2l5ev97xfpknx3tfqr3chjvmhp8z5gsvx7xn8we3qnzlamk"
+AWS_SIDE = ("--region", "us-east-1", "--vpc-cidr", "10.20.0.0/16", "--admin-cidr",
+            "198.51.100.0/24", "--vpn-gateway", "ctl", "--vpn-source-cidr", "198.51.100.7/32",
+            "--backup-recipient", AGE_KEY, "--nfs-host", "ctl")
+
+
+def test_a_hybrid_stack_its_hosts_workers_and_the_aws_side_as_given(tmp_path, fleet):
+    result, output, _ = run_init(tmp_path, fleet, "--layout", "hybrid", "--lan",
+                                 "192.168.2.0/24", *AWS_SIDE, stack="hy")
+    assert result.returncode == 1, result.stderr  # the hosts left out, named
+    assert "to decide: left out: nosudo (" in result.stdout
+    assert "not decided" not in result.stdout
+    config = yaml.safe_load(output.read_text())["config"]
+    assert config["gpu-cluster:layout"] == "hybrid"
+    assert all("role" not in host for host in config["gpu-cluster:hosts"])
+    assert config["gpu-cluster:aws"] == {"region": "us-east-1", "vpc": {"cidr": "10.20.0.0/16"},
+                                         "adminCidrs": ["198.51.100.0/24"]}
+    assert config["gpu-cluster:vpn"] == {"onpremGateway": "ctl",
+                                         "clientSourceCidrs": ["198.51.100.7/32"]}
+    assert config["gpu-cluster:backup"] == {"recipients": [AGE_KEY]}
+    assert config["gpu-cluster:storage"]["nfs"]["host"] == "ctl"
+
+    plan = preview(tmp_path, output, "hy")
+    types = {r.type for r in plan.resources}
+    names = {r.name for r in plan.resources}
+    assert "aws:ec2/instance:Instance" in types
+    assert {"gpu01-install-nvidia", "hgx01-install-nvidia", "ctl-prepare-host"} <= names
+
+
+def test_a_hybrid_stack_names_each_aws_value_it_was_not_given(tmp_path, fleet):
+    result, output, _ = run_init(tmp_path, fleet, "--layout", "hybrid", "--lan",
+                                 "192.168.2.0/24", "--vpn-gateway", "nobody", stack="hy")
+    assert result.returncode == 1
+    for key, option in (("aws.region", "--region"), ("aws.vpc.cidr", "--vpc-cidr"),
+                        ("aws.adminCidrs", "--admin-cidr"),
+                        ("vpn.onpremGateway", "--vpn-gateway"),
+                        ("vpn.clientSourceCidrs", "--vpn-source-cidr"),
+                        ("backup.recipients", "--backup-recipient"),
+                        ("storage", "--nfs-host NAME")):
+        assert f"to decide: {key} is not decided: " in result.stdout, key
+        assert f"# {key.partition('.')[2] or key}: to decide ({option}): " in output.read_text()
+    assert "--vpn-gateway nobody: not one of the hosts written" in result.stdout
+    config = yaml.safe_load(output.read_text())["config"]
+    assert config["gpu-cluster:aws"] is None and "gpu-cluster:storage" not in config
+    refused = subprocess.run([sys.executable, "-m", "cli", "init", "hy", "127.0.0.1", "--user",
+                              "ops", "--layout", "hybrid", "--region", "Virginia"],
+                             cwd=PROJECT_DIR, capture_output=True, text=True)
+    assert refused.returncode == 2 and "'Virginia' is not an AWS region name" in refused.stderr
