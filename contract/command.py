@@ -49,6 +49,10 @@ def _json_target(value: str) -> str:
     if value != STDOUT and not value.endswith(".json"):
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a FILE.json; give STACK before --json, or --json FILE.json")
+    # Refused before anything runs, rather than a report lost at the end.
+    folder = os.path.dirname(os.path.abspath(value))
+    if value != STDOUT and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"{value}: its folder is missing or not writable")
     return value
 
 

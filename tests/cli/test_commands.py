@@ -89,9 +89,12 @@ def test_the_old_stack_option_still_works_and_says_it_is_deprecated(form, tool, 
     assert "warning: --stack NAME is deprecated" in done.stderr
 
 
-def test_a_word_after_json_is_not_taken_for_its_file(form):
+def test_a_word_after_json_is_not_taken_for_its_file(form, tmp_path):
     done = run(form("doctor") + ["--json", "prod"], expect=2)
     assert "'prod' is not a FILE.json; give STACK before --json" in done.stderr
+    lost = tmp_path / "missing" / "report.json"
+    done = run(form("validate") + ["prod", "--json", str(lost)], expect=2)
+    assert f"{lost}: its folder is missing or not writable" in done.stderr
 
 
 def test_distribute_takes_the_stack_first(form, stack_env, tmp_path):
