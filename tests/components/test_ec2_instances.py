@@ -11,7 +11,8 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from components.aws.pool_node_cleanup import EC2_INSTANCES, FORGET_BOOT_STATUSES
-from components.common.step_text import SCRIPTS_DIR, SSM_READER
+from components.common.bundle import SCRIPTS_DIR
+from components.common.step_text import SSM_READER
 from tests.components.test_ssm_parameter import (PYTHON, REGION, TIMEOUT_SECONDS, FakeImds,
                                                  ImdsState, boto3_client, post, role_session,
                                                  signed_requests_only)

@@ -20,7 +20,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from components.common.step_text import SCRIPTS_DIR
+from components.common.bundle import SCRIPTS_DIR
 from components.common.shell_text import python_without_docs
 from tests.components import test_ssm_parameter as ssm_tests
 from tests.components.test_ssm_parameter import (

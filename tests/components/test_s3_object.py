@@ -16,7 +16,8 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from components.common.step_text import SCRIPTS_DIR, SSM_READER
+from components.common.bundle import SCRIPTS_DIR
+from components.common.step_text import SSM_READER
 from tests.components import test_ssm_parameter as ssm_tests
 from tests.components.test_ssm_parameter import (
     CREDENTIALS,

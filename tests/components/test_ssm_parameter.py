@@ -30,7 +30,8 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from moto.server import ThreadedMotoServer
 
-from components.common.step_text import SCRIPTS_DIR, SSM_READER
+from components.common.bundle import SCRIPTS_DIR
+from components.common.step_text import SSM_READER
 from tests.components.fake_imds import INSTANCE_ID, FakeImds, ImdsState
 from components.common.shell_text import python_without_docs
 
