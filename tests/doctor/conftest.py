@@ -7,7 +7,7 @@ import pytest
 
 from tests.doctor.apiserver import ApiServer
 from tests.doctor.cluster import FIXTURES, Recorded
-from tests.doctor.pki import Authority
+from tests.pki import Authority
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from components.kubernetes.kubeconfig import client_kubeconfig
 from tests.builders import PROJECT_DIR
 from tests.doctor.apiserver import LIST_PATHS, ApiServer
 from tests.doctor.cluster import FIXTURES, PLUGIN_PODS, nvml_log, stamp, token_secret
-from tests.doctor.pki import Authority, pem
+from tests.pki import Authority, pem
 
 
 def run_doctor(*args: str) -> subprocess.CompletedProcess:
