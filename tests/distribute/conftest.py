@@ -17,6 +17,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from components.kubernetes.kubeconfig import client_kubeconfig
+from preview.engine import unwrap_secrets
+from preview.plan import Plan
 from tests.builders import PROJECT_DIR
 from tests.k8s_tools import tool
 from tests.pki import Authority
@@ -25,6 +27,14 @@ CLUSTER = "test"
 SERVER = "https://203.0.113.23:6443"
 OTHER_SERVER = "https://198.51.100.40:6443"
 USERS = ("alice", "bob")
+
+
+def exported(plan: Plan, path: Path) -> tuple[Path, dict]:
+    """What `pulumi stack output --json --show-secrets` would print for `plan`'s stack, in
+    the file `path`."""
+    values = {name: unwrap_secrets(value) for name, (value, _) in plan.outputs.items()}
+    path.write_text(json.dumps(values))
+    return path, values
 
 
 @dataclass
