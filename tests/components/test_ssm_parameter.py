@@ -94,8 +94,8 @@ def test_the_date_signed_is_the_time_of_the_request():
     headers = client_module()["signed_headers"](
         CREDENTIALS, REGION, "ssm.us-west-2.amazonaws.com", "GetParameter", b"{}", now)
     assert headers["x-amz-date"] == "20261121T093005Z"
-    assert "Credential=AKIAIOSFODNN7EXAMPLE/20261121/us-west-2/ssm/aws4_request," in (
-        headers["authorization"])
+    assert (f"Credential={CREDENTIALS['AccessKeyId']}/20261121/us-west-2/ssm/aws4_request,"
+            in headers["authorization"])
 
 
 @pytest.mark.parametrize("args", [[], ["get", REGION], ["put", REGION, NAME], ["list"],
