@@ -223,10 +223,8 @@ def _stable_key(resource: ResourceRecord) -> tuple[str, str, str]:
 def _hidden(value: Any) -> Any:
     """A secret whole: a map or list keeps its shape (which keys a Secret has), every
     value in it is hidden."""
-    if isinstance(value, dict):
-        return {key: _hidden(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_hidden(item) for item in value]
+    if isinstance(value, (dict, list, tuple)):
+        return _each_item(value, _hidden)
     return REDACTED
 
 
