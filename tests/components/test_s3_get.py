@@ -1,7 +1,7 @@
 """s3-get.py, the downloader boot user data carries. Its GET is signed exactly as
 botocore's S3SigV4Auth signs it; end to end, run as a subprocess over real HTTP on
 loopback (the boot's shrunk text on stdin, and the file), it downloads from moto's server
-with a role session the fake IMDSv2 of test_ssm_parameter.py hands out, and moto (IAM
+with a role session the fake IMDSv2 (conftest.py) hands out, and moto (IAM
 authentication on) checks the signature and the role's policy. Nothing here leaves
 127.0.0.1."""
 

@@ -1,6 +1,6 @@
 """s3-object.py, the S3 client the controller's backups upload with. Its PUT is signed as
 botocore signs it; end to end, run as a subprocess over real HTTP on loopback, it uploads
-to moto's server with a role session the fake IMDSv2 of test_ssm_parameter.py hands out,
+to moto's server with a role session the fake IMDSv2 (conftest.py) hands out,
 and moto (IAM authentication on) checks the signature and the role's policy. Nothing here
 leaves 127.0.0.1."""
 
