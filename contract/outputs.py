@@ -47,13 +47,7 @@ class StackOutputs:
         return self._per_user(USER_KUBECONFIGS_OUTPUT, "kubeconfig")
 
     def _per_user(self, name: str, what: str) -> dict[str, str]:
-        value = self.require(name)
-        # An object in the export; tolerated as a JSON string, as a stringified output reads.
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                value = None
+        value = _decoded(self.require(name))
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
             raise InputError(f"output '{name}' of {self.source} is not an object of "
@@ -65,55 +59,60 @@ class StackOutputs:
                 f"{', '.join(redacted)}: export with `pulumi stack output --json --show-secrets`")
         return value
 
+    def _for_user(self, name: str, what: str, user: str, known_as: str) -> str:
+        """`user`'s value in the per-user output `name`; `known_as` names the users listed
+        when `user` is not one of them."""
+        values = self._per_user(name, what)
+        if user not in values:
+            known = ", ".join(sorted(values)) or "none"
+            raise InputError(f"no user '{user}' in output '{name}' of {self.source}; "
+                             f"{known_as}: {known}")
+        return values[user]
+
+    def _string(self, name: str) -> str:
+        value = self.require(name)
+        if not isinstance(value, str):
+            raise InputError(f"output '{name}' of {self.source} is not a string")
+        return value
+
+    def _vpn_output(self, name: str) -> None:
+        if name not in self.values:
+            raise InputError(f"{self.source} has no output '{name}': {NO_VPN}")
+
     def user_kubeconfig(self, user: str) -> str:
-        users = self.users()
-        if user not in users:
-            known = ", ".join(sorted(users)) or "none"
-            raise InputError(f"no user '{user}' in output '{USER_KUBECONFIGS_OUTPUT}' of "
-                             f"{self.source}; known users: {known}")
-        return users[user]
+        return self._for_user(USER_KUBECONFIGS_OUTPUT, "kubeconfig", user, "known users")
 
     def admin_kubeconfig(self) -> str:
-        value = self.require(ADMIN_KUBECONFIG_OUTPUT)
-        if not isinstance(value, str):
-            raise InputError(f"output '{ADMIN_KUBECONFIG_OUTPUT}' of {self.source} is not a "
-                             "string")
-        return value
+        return self._string(ADMIN_KUBECONFIG_OUTPUT)
 
     def user_vpn_profile(self, user: str) -> str:
         """The user's OpenVPN profile (.ovpn text), from `userVpnProfiles`."""
-        if USER_VPN_PROFILES_OUTPUT not in self.values:
-            raise InputError(f"{self.source} has no output '{USER_VPN_PROFILES_OUTPUT}': "
-                             f"{NO_VPN}")
-        profiles = self._per_user(USER_VPN_PROFILES_OUTPUT, "OpenVPN profile")
-        if user not in profiles:
-            known = ", ".join(sorted(profiles)) or "none"
-            raise InputError(f"no user '{user}' in output '{USER_VPN_PROFILES_OUTPUT}' of "
-                             f"{self.source}; users with a VPN profile: {known}")
-        return profiles[user]
+        self._vpn_output(USER_VPN_PROFILES_OUTPUT)
+        return self._for_user(USER_VPN_PROFILES_OUTPUT, "OpenVPN profile", user,
+                              "users with a VPN profile")
 
     def admin_vpn_profile(self) -> str:
-        if ADMIN_VPN_PROFILE_OUTPUT not in self.values:
-            raise InputError(f"{self.source} has no output '{ADMIN_VPN_PROFILE_OUTPUT}': "
-                             f"{NO_VPN}")
-        value = self.require(ADMIN_VPN_PROFILE_OUTPUT)
-        if not isinstance(value, str):
-            raise InputError(f"output '{ADMIN_VPN_PROFILE_OUTPUT}' of {self.source} is not a "
-                             "string")
-        return value
+        self._vpn_output(ADMIN_VPN_PROFILE_OUTPUT)
+        return self._string(ADMIN_VPN_PROFILE_OUTPUT)
 
     def parameters(self) -> dict[str, str]:
         """User name -> SSM parameter name (AWS layouts); empty when the output is absent."""
-        value = self.values.get(USER_KUBECONFIG_PARAMETERS_OUTPUT) or {}
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                value = None
+        value = _decoded(self.values.get(USER_KUBECONFIG_PARAMETERS_OUTPUT) or {})
         if not isinstance(value, dict):
             raise InputError(f"output '{USER_KUBECONFIG_PARAMETERS_OUTPUT}' of {self.source} "
                              "is not an object")
         return {str(k): str(v) for k, v in value.items()}
+
+
+def _decoded(value: Any) -> Any:
+    """An object in the export; tolerated as a JSON string, as a stringified output reads
+    (None when it is not JSON)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
 
 
 def from_file(path: str) -> StackOutputs:

@@ -2,6 +2,7 @@
 the stack outputs, and how they are shown (secrets hidden, unknowns marked, tree order).
 preview/engine.py fills it by running the program under the SDK's mocks."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Optional
@@ -184,11 +185,7 @@ class Plan:
             return _hidden(inner)
         if isinstance(value, str):
             return self.redactor.redact(value)
-        if isinstance(value, dict):
-            return {key: self.redact(item) for key, item in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.redact(item) for item in value]
-        return value
+        return _each_item(value, self.redact)
 
     def provider_made_hidden(self, value: Any) -> Any:
         """`value` with every provider-made value in it (whole, or inside a longer string:
@@ -197,11 +194,7 @@ class Plan:
             for made in sorted(self.provider_made, key=len, reverse=True):
                 value = value.replace(made, UNKNOWN)
             return UNKNOWN if value.strip() == UNKNOWN else value
-        if isinstance(value, dict):
-            return {key: self.provider_made_hidden(item) for key, item in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.provider_made_hidden(item) for item in value]
-        return value
+        return _each_item(value, self.provider_made_hidden)
 
     def _holds_known_secret(self, value: Any) -> bool:
         """Whether a secret the plan knows is in `value`: then what makes it secret is
@@ -230,8 +223,16 @@ def _stable_key(resource: ResourceRecord) -> tuple[str, str, str]:
 def _hidden(value: Any) -> Any:
     """A secret whole: a map or list keeps its shape (which keys a Secret has), every
     value in it is hidden."""
-    if isinstance(value, dict):
-        return {key: _hidden(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_hidden(item) for item in value]
+    if isinstance(value, (dict, list, tuple)):
+        return _each_item(value, _hidden)
     return REDACTED
+
+
+def _each_item(value: Any, change: Callable[[Any], Any]) -> Any:
+    """A mapping or list with `change` applied to each item (a tuple becomes a list);
+    anything else as it is."""
+    if isinstance(value, dict):
+        return {key: change(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [change(item) for item in value]
+    return value

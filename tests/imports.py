@@ -33,6 +33,17 @@ def modules(packages: Iterable[str], root: Path = PROJECT) -> dict[str, Path]:
     return found
 
 
+def top_level_imports(path: Path) -> set[str]:
+    """The top-level packages the file at `path` imports (absolute imports only)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
 def _imported(tree: ast.AST, name: str, is_package: bool,
               known: Iterable[str]) -> set[str]:
     """The modules the import statements of the module `name` import: `from config

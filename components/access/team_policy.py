@@ -52,26 +52,35 @@ VALIDATIONS = (
 
 def team_pod_policy(labels: dict[str, str]) -> list[dict]:
     """The policy and its binding (Deny) to the namespaces labelled TEAM_LABEL."""
+    return _denied_in_team_namespaces(
+        POLICY_NAME, labels,
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+         "resources": ["pods"]},
+        [{"expression": expression, "message": message, "reason": "Forbidden"}
+         for expression, message in VALIDATIONS])
+
+
+def _denied_in_team_namespaces(name: str, labels: dict[str, str], rule: dict,
+                               validations: list[dict]) -> list[dict]:
+    """A ValidatingAdmissionPolicy `name` over the requests of `rule` (closed: an error
+    refuses), and its binding that denies what it refuses in the namespaces labelled
+    TEAM_LABEL."""
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME, "labels": dict(labels)},
+        "metadata": {"name": name, "labels": dict(labels)},
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [""], "apiVersions": ["v1"],
-                "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
-            "validations": [{"expression": expression, "message": message,
-                             "reason": "Forbidden"}
-                            for expression, message in VALIDATIONS],
+            "matchConstraints": {"resourceRules": [rule]},
+            "validations": validations,
         },
     }
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY_NAME, "labels": dict(labels)},
+        "metadata": {"name": name, "labels": dict(labels)},
         "spec": {
-            "policyName": POLICY_NAME,
+            "policyName": name,
             "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": {"matchExpressions": [
                 {"key": TEAM_LABEL, "operator": "Exists"}]}},
@@ -100,29 +109,8 @@ GUARD_MESSAGE = ("NetworkPolicies in team namespaces are the cluster admins': th
 def network_policy_guard(labels: dict[str, str]) -> list[dict]:
     """A policy and binding (Deny) refusing team users' writes of NetworkPolicies in the
     namespaces labelled TEAM_LABEL: creating, changing or deleting one."""
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": GUARD_NAME, "labels": dict(labels)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"],
-                "operations": ["CREATE", "UPDATE", "DELETE"],
-                "resources": ["networkpolicies"]}]},
-            "validations": [{"expression": GUARD_EXPRESSION, "message": GUARD_MESSAGE,
-                             "reason": "Forbidden"}],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": GUARD_NAME, "labels": dict(labels)},
-        "spec": {
-            "policyName": GUARD_NAME,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchExpressions": [
-                {"key": TEAM_LABEL, "operator": "Exists"}]}},
-        },
-    }
-    return [policy, binding]
+    return _denied_in_team_namespaces(
+        GUARD_NAME, labels,
+        {"apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"],
+         "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["networkpolicies"]},
+        [{"expression": GUARD_EXPRESSION, "message": GUARD_MESSAGE, "reason": "Forbidden"}])

@@ -22,7 +22,10 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
+# Where every script lives: the one place (step_text reads steps from here, script_inputs
+# their headers); a test points it elsewhere by patching this name.
 SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
 PROJECT_DIR = Path(__file__).resolve().parent.parent.parent
 # Run on the machine that runs Pulumi (local.Command), never on a host.
@@ -121,9 +124,15 @@ def _entry(name: str, kind: bytes, mode: int, size: int) -> tarfile.TarInfo:
     return info
 
 
-def collect(scripts_dir: Path = SCRIPTS_DIR) -> Bundle:
-    """Every file below `scripts_dir` but local/, 0755 where the checkout marks it
-    executable, else 0644."""
+def script_path(relative: str) -> Path:
+    """A file under components/scripts/ (or wherever SCRIPTS_DIR points)."""
+    return SCRIPTS_DIR / relative
+
+
+def collect(scripts_dir: Optional[Path] = None) -> Bundle:
+    """Every file below `scripts_dir` (SCRIPTS_DIR by default) but local/, 0755 where the
+    checkout marks it executable, else 0644."""
+    scripts_dir = scripts_dir or SCRIPTS_DIR
     files = []
     for path in sorted(scripts_dir.rglob("*")):
         relative = path.relative_to(scripts_dir).as_posix()

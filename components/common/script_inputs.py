@@ -14,11 +14,8 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
-# Where the step scripts live; step_text hands its own reader in (it may be pointed
-# elsewhere), this one serves the tests that ask of a script directly.
-SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
+from components.common.bundle import script_path
 
 HEADER_LINES = 40
 _NAME = r"[A-Z][A-Z0-9_]*(?:<n>[A-Z0-9_]*)*"
@@ -70,7 +67,9 @@ def declared_inputs(text: str) -> Declared:
 
 
 def _read(relative: str) -> str:
-    return (SCRIPTS_DIR / relative).read_text()
+    # The renderers hand their own reader in (a bundle's files); this one serves the tests
+    # that ask of a script directly.
+    return script_path(relative).read_text()
 
 
 def file_inputs(path: str, read: Callable[[str], str] = _read) -> Declared:

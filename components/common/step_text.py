@@ -15,19 +15,17 @@ which the doctor sends as it is, and the commands that run where `pulumi up` run
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import pulumi
 
-from components.common.bundle import Bundle, step_bundle
+from components.common.bundle import Bundle, script_path, step_bundle
 from contract.names import ENVELOPE_BRANCH
 from components.common.script_inputs import check_step_inputs
 
-
-SCRIPTS_DIR = Path(__file__).parent.parent / "scripts"
 # The check mode of steps (check/lib.sh) and their additions; SSH envelopes only.
 CHECK_FOLDER = "check"
 
@@ -52,7 +50,7 @@ class Script:
             return []
         libraries = ["lib.sh"]
         folder = Path(self.path).parent
-        if str(folder) != "." and (SCRIPTS_DIR / folder / "lib.sh").exists():
+        if str(folder) != "." and script_path(f"{folder}/lib.sh").exists():
             libraries.append(str(folder / "lib.sh"))
         return libraries + list(self.extra_libraries)
 
@@ -67,7 +65,7 @@ class Script:
         check_result gives the verdict (exit 0 in sync, 3 drifted)."""
         additions = f"{CHECK_FOLDER}/{Path(self.path).name}"
         return (self.libraries + [f"{CHECK_FOLDER}/lib.sh", self.path]
-                + ([additions] if (SCRIPTS_DIR / additions).exists() else []))
+                + ([additions] if script_path(additions).exists() else []))
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,7 @@ SSM_READER = DataFile("ssm-parameter.py")
 
 def read_script(relative: str) -> str:
     """The text of a file under components/scripts/."""
-    return _read_file(SCRIPTS_DIR / relative)
+    return _read_file(script_path(relative))
 
 
 @functools.lru_cache(maxsize=None)
@@ -151,10 +149,12 @@ def _step_body(texts: Mapping[str, list[str]]) -> str:
 
 
 def step_header(host: str, step: str, create: Script, env: Mapping[str, str],
-                delete: Optional[Script] = None) -> str:
+                delete: Optional[Script] = None, read: Callable[[str], str] = read_script
+                ) -> str:
     """A step's header comment and its inputs as exports, each value single-quoted; the
-    inputs are those its scripts declare (components/common/script_inputs.py)."""
-    check_step_inputs(host, step, _step_files(create, delete), env, read_script)
+    inputs are those its scripts declare (components/common/script_inputs.py), as `read`
+    gives their text: the checkout's, or the bundle's the step runs from."""
+    check_step_inputs(host, step, _step_files(create, delete), env, read)
     lines = [
         f"{_HEADER}'{_in_comment(step)}' on host '{_in_comment(host)}' ({create.path}"
         + (f", delete: {delete.path})" if delete else ")"),
@@ -239,7 +239,7 @@ def bundle_stdin(host: str, step: str, create: Script, env: Mapping[str, str],
     bundle = bundle or step_bundle()
     lines = [f"  '{action} {path} {bundle.sha256(path)}'"
              for action, paths in _actions(create, delete).items() for path in paths]
-    return step_header(host, step, create, env, delete) + _LOADER.format(
+    return step_header(host, step, create, env, delete, bundle.text) + _LOADER.format(
         runner=RUNNER, sha=bundle.sha256(RUNNER), files=" \\\n".join(lines))
 
 

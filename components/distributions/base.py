@@ -11,6 +11,7 @@ import pulumi
 
 from components.common.step_text import Script
 from components.distributions.registry_mirror import RegistryFile
+from config import versions
 from config.images import ImageMirror
 from config.kubernetes import KubernetesSettings
 from config.model import MACHINE_GENERATION_LABEL, Host, HostTuning, WorkerPool
@@ -48,6 +49,19 @@ class DistributionSettings:
     # versions.airgapBundleSha256: the release's image bundle each node installs; empty: none.
     airgap_bundle_sha256: Mapping[str, str] = field(default_factory=dict)
 
+    def release_env(self, prefix: str) -> dict[str, str]:
+        """A distribution's version_env, its inputs named <prefix>_...: the version, the
+        release's sha256 per architecture (<prefix>_SHA256_AMD64, ...; empty where none is
+        pinned: the distribution's lib.sh refuses that architecture), the release URL when
+        the config gives one, and the air-gap bundles' sha256."""
+        url = self.kubernetes.release_url
+        return {f"{prefix}_VERSION": self.kubernetes.version,
+                **{f"{prefix}_SHA256_{arch.upper()}": self.release_sha256.get(arch, "")
+                   for arch in versions.RELEASE_ARCHITECTURES},
+                **({f"{prefix}_RELEASE_URL": url} if url else {}),
+                **{f"{prefix}_AIRGAP_SHA256_{arch.upper()}": sha256
+                   for arch, sha256 in sorted(self.airgap_bundle_sha256.items())}}
+
 
 @dataclass(frozen=True)
 class JoinToken:
@@ -68,6 +82,12 @@ Port = tuple[int, str]
 # admission.go, Admit), so GPU pods tolerate GPU nodes' nvidia.com/gpu:NoSchedule taint
 # without the `nvidia` RuntimeClass lending it to pods that request no GPU.
 GPU_TOLERATION_PLUGIN = "ExtendedResourceToleration"
+
+
+def read_at_boot(name: str, parameter: str) -> dict[str, str]:
+    """Input `name` as an instance reads it at boot: empty, and the SSM SecureString that
+    holds it as <name>_SSM_PARAMETER."""
+    return {name: "", f"{name}_SSM_PARAMETER": parameter}
 
 
 def admission_plugins(distribution_defaults: Sequence[str]) -> str:

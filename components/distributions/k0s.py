@@ -13,10 +13,10 @@ from components.distributions.base import (
     JoinToken,
     admission_plugins,
     node_labels,
+    read_at_boot,
 )
 from components.common import audit, pod_security
 from components.common.step_text import Script
-from config import versions
 from config.images import ImageMirror
 from config.model import Host, WorkerPool
 from contract import ports
@@ -200,21 +200,14 @@ class K0s:
         }
 
     def version_env(self) -> dict[str, str]:
-        """The release and its binary's sha256 per architecture (K0S_SHA256_AMD64, ...;
-        empty where none is pinned: k0s/lib.sh refuses that architecture)."""
-        url = self.settings.kubernetes.release_url
-        return {"K0S_VERSION": self.settings.kubernetes.version,
-                **{f"K0S_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
-                   for arch in versions.RELEASE_ARCHITECTURES},
-                **({"K0S_RELEASE_URL": url} if url else {}),
-                **{f"K0S_AIRGAP_SHA256_{arch.upper()}": sha256
-                   for arch, sha256 in sorted(self.settings.airgap_bundle_sha256.items())}}
+        """The release and its binary's sha256 per architecture (K0S_SHA256_AMD64, ...)."""
+        return self.settings.release_env("K0S")
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"K0S_CA_KEY": ca_key_pem}
 
     def ca_key_from_ssm_env(self, parameter: str) -> dict:
-        return {"K0S_CA_KEY": "", "K0S_CA_KEY_SSM_PARAMETER": parameter}
+        return read_at_boot("K0S_CA_KEY", parameter)
 
     def cluster_secrets_env(self, secrets: Mapping[str, pulumi.Input[str]]) -> dict:
         return {}
@@ -234,7 +227,7 @@ class K0s:
         return {"K0S_JOIN_TOKEN": token.value, "K0S_JOIN_ISSUER_URN": token.issued_by}
 
     def join_from_ssm_env(self, parameter: str) -> dict:
-        return {"K0S_JOIN_TOKEN": "", "K0S_JOIN_TOKEN_SSM_PARAMETER": parameter}
+        return read_at_boot("K0S_JOIN_TOKEN", parameter)
 
     def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:

@@ -11,11 +11,10 @@ import pulumi
 import yaml
 
 from components.distributions.base import (DistributionSettings, JoinToken, admission_plugins,
-                                          node_labels)
+                                          node_labels, read_at_boot)
 from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.common import audit, pod_security
 from components.common.step_text import Script
-from config import versions
 from config.images import ImageMirror
 from config.model import Host, WorkerPool
 from contract import ports
@@ -318,36 +317,27 @@ class Rke2:
         }
 
     def version_env(self) -> dict[str, str]:
-        """The release and its tarball's sha256 per architecture (RKE2_SHA256_AMD64, ...;
-        empty where none is pinned: rke2/lib.sh refuses that architecture)."""
-        url = self.settings.kubernetes.release_url
-        return {"RKE2_VERSION": self.version,
-                **{f"RKE2_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
-                   for arch in versions.RELEASE_ARCHITECTURES},
-                **({"RKE2_RELEASE_URL": url} if url else {}),
-                **{f"RKE2_AIRGAP_SHA256_{arch.upper()}": sha256
-                   for arch, sha256 in sorted(self.settings.airgap_bundle_sha256.items())}}
+        """The release and its tarball's sha256 per architecture (RKE2_SHA256_AMD64, ...)."""
+        return self.settings.release_env("RKE2")
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"RKE2_CA_KEY": ca_key_pem}
 
     def ca_key_from_ssm_env(self, parameter: str) -> dict:
-        return {"RKE2_CA_KEY": "", "RKE2_CA_KEY_SSM_PARAMETER": parameter}
+        return read_at_boot("RKE2_CA_KEY", parameter)
 
     def cluster_secrets_env(self, secrets: Mapping[str, pulumi.Input[str]]) -> dict:
         return {SECRET_ENV[name]: value for name, value in secrets.items()}
 
     def cluster_secrets_from_ssm_env(self, parameters: Mapping[str, str]) -> dict:
-        env: dict = {}
-        for name, parameter in parameters.items():
-            env.update({SECRET_ENV[name]: "", f"{SECRET_ENV[name]}_SSM_PARAMETER": parameter})
-        return env
+        return {key: value for name, parameter in parameters.items()
+                for key, value in read_at_boot(SECRET_ENV[name], parameter).items()}
 
     def join_env(self, token: JoinToken) -> dict:
         return {"RKE2_AGENT_TOKEN": token.value}
 
     def join_from_ssm_env(self, parameter: str) -> dict:
-        return {"RKE2_AGENT_TOKEN": "", "RKE2_AGENT_TOKEN_SSM_PARAMETER": parameter}
+        return read_at_boot("RKE2_AGENT_TOKEN", parameter)
 
     def shared_join_token(self, api_endpoint: str, ca_cert_pem: str,
                           secrets: Mapping[str, str]) -> str:

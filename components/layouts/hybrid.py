@@ -3,6 +3,8 @@ address; on-prem GPU hosts, prepared over SSH, join through OpenVPN."""
 
 import pulumi
 
+from components.common.remote_step import Ssh
+from components.hosts.bootstrap import PreparedHost
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from components.layouts.aws import OnAws
 from components.layouts.contract import (
@@ -12,7 +14,31 @@ from components.layouts.contract import (
     frozen_mapping,
 )
 from components.layouts.over_ssh import bootstrap, prepared_workers, storage_servers
+from config.model import Host, StackConfig
 from contract import names
+
+
+def vpn_bridge_args(settings: StackConfig, *, server_host: Host, server_ssh: Ssh,
+                    server_public_address: pulumi.Input[str], server_ready: pulumi.Resource,
+                    onprem: dict[str, PreparedHost]) -> VpnBridgeArgs:
+    """The bridge between the VPC and the LAN: what the stack's config says of it, and the
+    machines it runs on."""
+    return VpnBridgeArgs(
+        cluster_name=settings.cluster_name,
+        vpn=settings.vpn,
+        vpc_cidr=settings.aws.vpc.cidr,
+        lan_cidr=settings.network.lan_cidr,
+        hosts=settings.hosts,
+        server_host=server_host,
+        server_ssh=server_ssh,
+        server_public_address=server_public_address,
+        server_ready=server_ready,
+        onprem=onprem,
+        client_profile=settings.vpn_client_profile,
+        users=[user.name for user in settings.access.users],
+        api_port=settings.kubernetes.api_port,
+        user_networks=settings.vpn.user_networks if settings.vpn else {},
+    )
 
 
 class Hybrid(OnAws):
@@ -27,21 +53,13 @@ class Hybrid(OnAws):
         bootstraps.update({h.name: bootstrap(context, h, "",
                                              controller=bootstraps[controller.name])
                            for h in settings.hosts})
-        vpn = VpnBridge(f"{context.name}-vpn", VpnBridgeArgs(
-            cluster_name=settings.cluster_name,
-            vpn=settings.vpn,
-            vpc_cidr=settings.aws.vpc.cidr,
-            lan_cidr=settings.network.lan_cidr,
-            hosts=settings.hosts,
+        vpn = VpnBridge(f"{context.name}-vpn", vpn_bridge_args(
+            settings,
             server_host=controller,
             server_ssh=bootstraps[controller.name].ssh,
             server_public_address=instance.public_ip,
             server_ready=bootstraps[controller.name].ready,
             onprem={h.name: bootstraps[h.name].prepared for h in settings.hosts},
-            client_profile=settings.vpn_client_profile,
-            users=[user.name for user in settings.access.users],
-            api_port=settings.kubernetes.api_port,
-            user_networks=settings.vpn.user_networks if settings.vpn else {},
         ), opts=pulumi.ResourceOptions(parent=context.parent))
         efs = self._efs(aws_side)
         if efs is not None:

@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from components.network import openvpn_config, vpn_clients
 from components.hosts.bootstrap import PreparedHost
 from components.common.remote_step import Ssh, run_step
+from components.common.certificates import IssuedCertificate
 from components.common.step_text import Script
 from components.network.vpn_pki import VpnPki, VpnPkiArgs
 from config.cloud import VpnSettings
@@ -30,6 +31,13 @@ INSTALL_CLIENT = Script("openvpn/client.sh")
 REMOVE_OPENVPN = Script("openvpn/remove.sh")
 ROUTE_TO_VPC = Script("route-to-vpc.sh", checks=True)
 REMOVE_ROUTE_TO_VPC = Script("route-to-vpc-remove.sh")
+
+
+def _tunnel_end(pki: VpnPki, end: IssuedCertificate) -> dict[str, pulumi.Input[str]]:
+    """What either end of the tunnel (server, gateway) holds: the CAs both trust, its own
+    certificate and key, the tls-crypt key."""
+    return {"OPENVPN_CA": pki.trusted_ca_pem, "OPENVPN_CERT": end.cert_pem,
+            "OPENVPN_KEY": end.private_key_pem, "OPENVPN_TLS_CRYPT": pki.tls_crypt_key}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,10 +196,7 @@ class VpnBridge(pulumi.ComponentResource):
             env={
                 "OPENVPN_CONFIG": openvpn_config.server_config(
                     self._tunnel, args.vpc_cidr, args.lan_cidr),
-                "OPENVPN_CA": pki.trusted_ca_pem,
-                "OPENVPN_CERT": pki.server.cert_pem,
-                "OPENVPN_KEY": pki.server.private_key_pem,
-                "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
+                **_tunnel_end(pki, pki.server),
                 "OPENVPN_CCD": vpn_clients.ccd_entries(clients, self._vpn.tunnel_cidr),
                 "OPENVPN_CRL": pki.crl_pem,
                 "OPENVPN_FILTER": vpn_clients.filter_rules(clients),
@@ -214,10 +219,7 @@ class VpnBridge(pulumi.ComponentResource):
             env={
                 "OPENVPN_CONFIG": public_address.apply(
                     lambda address: openvpn_config.client_config(tunnel, address)),
-                "OPENVPN_CA": pki.trusted_ca_pem,
-                "OPENVPN_CERT": pki.gateway.cert_pem,
-                "OPENVPN_KEY": pki.gateway.private_key_pem,
-                "OPENVPN_TLS_CRYPT": pki.tls_crypt_key,
+                **_tunnel_end(pki, pki.gateway),
                 "REMOTE_CIDR": args.vpc_cidr,
                 "TUNNEL_CHECK_ADDRESS": self.server_tunnel_address,
                 "OPENVPN_UNIT": openvpn_config.CLIENT_UNIT,

@@ -107,16 +107,22 @@ def route_to(routes: list, address: str) -> Optional[dict]:
     return best[1] if best else None
 
 
+def _links_and_routes(context: Context, check: str):
+    """(host, its interfaces by name, its routing table) of each host that answered, and
+    the findings of those that did not."""
+    found, findings = _per_host(context, check, ("ip-addr.json", "ip-route.json"))
+    return [(expected, _interfaces(_json(outputs, "ip-addr.json") or []),
+             _json(outputs, "ip-route.json") or []) for expected, outputs in found], findings
+
+
 def _peers(context: Context, expected: ExpectedNode) -> list[ExpectedNode]:
     return [node for node in context.stack.nodes if node.name != expected.name]
 
 
 def routes(context: Context) -> list[Finding]:
     check = "host-routes"
-    found, findings = _per_host(context, check, ("ip-addr.json", "ip-route.json"))
-    for expected, outputs in found:
-        links = _interfaces(_json(outputs, "ip-addr.json") or [])
-        table = _json(outputs, "ip-route.json") or []
+    found, findings = _links_and_routes(context, check)
+    for expected, links, table in found:
         bad = []
         for peer in _peers(context, expected):
             route = route_to(table, peer.address)
@@ -151,10 +157,8 @@ def _ipip_tunnels(links: dict[str, dict]) -> bool:
 
 def mtu(context: Context) -> list[Finding]:
     check = "host-mtu"
-    found, findings = _per_host(context, check, ("ip-addr.json", "ip-route.json"))
-    for expected, outputs in found:
-        links = _interfaces(_json(outputs, "ip-addr.json") or [])
-        table = _json(outputs, "ip-route.json") or []
+    found, findings = _links_and_routes(context, check)
+    for expected, links, table in found:
         overlays = [(name, links[name]["mtu"], extra) for name, extra in OVERLAYS.items()
                     if name in links and (name != "kube-bridge" or _ipip_tunnels(links))]
         subject = f"host {expected.name}"

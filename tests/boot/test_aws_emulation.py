@@ -9,7 +9,8 @@ import json
 import shlex
 
 from components.aws.boot import multipart_gzip_base64
-from components.common.step_text import SCRIPTS_DIR, SSM_READER
+from components.common.bundle import SCRIPTS_DIR
+from components.common.step_text import SSM_READER
 from components.common.shell_text import python_without_docs
 from tests.boot.aws_emulation import AwsEmulation
 from tests.boot.cloud_init import INSTANCE_ID, STAGES, boot_again, run_user_data

@@ -1,31 +1,15 @@
 """The sandbox itself, on small hand-made user data: what Debian's cloud-init 22.4.2 does
 with shell parts and a #cloud-config part, and that the host stays untouched."""
 
-import gzip
 import os
 import socket
-from base64 import b64encode
-from email.mime.multipart import MIMEMultipart
-from email.mime.text import MIMEText
 from pathlib import Path
 
+# The program's own encoder: the parts as written here, nothing added.
+from components.aws.boot import multipart_gzip_base64 as user_data
 from tests.boot.cloud_init import STAGES, SYSTEMD_PATH, run_user_data
 
 ALL_STAGES_PASSED = dict.fromkeys(STAGES, 0)
-
-
-def user_data(scripts: list[str], cloud_config: str = "") -> str:
-    """Gzipped multipart MIME user data, base64-encoded, shaped like the program's but made
-    here, so that these tests keep their parts as written whatever the program's encoder
-    (components/aws/boot.py) adds to its own."""
-    message = MIMEMultipart()
-    if cloud_config:
-        message.attach(MIMEText(cloud_config, "cloud-config"))
-    for index, script in enumerate(scripts):
-        part = MIMEText(script, "x-shellscript")
-        part.add_header("Content-Disposition", "attachment", filename=f"{index:02d}.sh")
-        message.attach(part)
-    return b64encode(gzip.compress(message.as_bytes())).decode()
 
 
 def test_a_part_with_a_shebang_runs_with_cloud_inits_environment(tmp_path):

@@ -11,14 +11,14 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from components.aws.pool_node_cleanup import EC2_INSTANCES, FORGET_BOOT_STATUSES
-from components.common.step_text import SCRIPTS_DIR, SSM_READER
-from tests.components.test_ssm_parameter import (PYTHON, REGION, TIMEOUT_SECONDS, FakeImds,
-                                                 ImdsState, boto3_client, post, role_session,
-                                                 signed_requests_only)
+from components.common.bundle import SCRIPTS_DIR
+from components.common.step_text import SSM_READER
+from tests.components.aws_fakes import (PYTHON, REGION, SETUP, TIMEOUT_SECONDS, boto3_client,
+                                       post, role_session, signed_requests_only)
+from tests.components.fake_imds import FakeImds, ImdsState
 
 pytestmark = pytest.mark.tools
 
-SETUP = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
 # moto's stand-in image (moto/ec2/resources/amis.json).
 IMAGE = "ami-12c6146b"
 STATUSES = "/gpu-cluster/dev/boot-status"

@@ -1,7 +1,7 @@
 """s3-get.py, the downloader boot user data carries. Its GET is signed exactly as
 botocore's S3SigV4Auth signs it; end to end, run as a subprocess over real HTTP on
 loopback (the boot's shrunk text on stdin, and the file), it downloads from moto's server
-with a role session the fake IMDSv2 of test_ssm_parameter.py hands out, and moto (IAM
+with a role session the fake IMDSv2 (conftest.py) hands out, and moto (IAM
 authentication on) checks the signature and the role's policy. Nothing here leaves
 127.0.0.1."""
 
@@ -20,24 +20,16 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from components.common.step_text import SCRIPTS_DIR
+from components.common.bundle import SCRIPTS_DIR
 from components.common.shell_text import python_without_docs
-from tests.components import test_ssm_parameter as ssm_tests
-from tests.components.test_ssm_parameter import (
-    CREDENTIALS,
-    PYTHON,
-    REGION,
-    TIMEOUT_SECONDS,
-    boto3_client,
-    post,
-)
+from tests.components.aws_fakes import (CREDENTIALS, PYTHON, REGION, SETUP, TIMEOUT_SECONDS,
+                                        boto3_client, post, role_session, unchecked)
+from tests.components.fake_imds import FakeImds
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
 # not in `make quick`.
 pytestmark = pytest.mark.tools
 
-# test_ssm_parameter.py's fixtures: moto's server on loopback and a fake IMDSv2.
-aws, imds_server, imds = ssm_tests.aws, ssm_tests.imds_server, ssm_tests.imds
 SCRIPT = SCRIPTS_DIR / "boot" / "s3-get.py"
 TEXT = SCRIPT.read_text()
 # What the boot user data carries, run as `python3 - REGION BUCKET KEY FILE`.
@@ -118,37 +110,20 @@ def test_the_boot_text_is_small_and_keeps_the_usage():
 
 # End to end: moto's server, the fake IMDSv2, and the client as a subprocess.
 
-def role_session(endpoint: str) -> dict:
-    """A session of a role that may get exactly one object, BUNDLE_KEY of BUCKET."""
-    setup = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
-    iam, sts = boto3_client("iam", endpoint, setup), boto3_client("sts", endpoint, setup)
-    trust = {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
-        "Action": "sts:AssumeRole"}]}
-    arn = iam.create_role(RoleName="gpu-cluster-boot",
-                          AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
-    iam.put_role_policy(RoleName="gpu-cluster-boot", PolicyName="boot", PolicyDocument=json.dumps({
-        "Version": "2012-10-17", "Statement": [{
-            "Effect": "Allow", "Action": "s3:GetObject",
-            "Resource": f"arn:aws:s3:::{BUCKET}/{BUNDLE_KEY}"}]}))
-    session = sts.assume_role(RoleArn=arn, RoleSessionName="i-0123")["Credentials"]
-    return {key: session[key] for key in ("AccessKeyId", "SecretAccessKey")} | {
-        "Token": session["SessionToken"]}
-
-
 @pytest.fixture(scope="module")
 def bucket(aws):
     """The bucket with both objects (made before authentication is on) and the boot
     role's session."""
-    post(f"{aws.endpoint}/moto-api/reset-auth", b"100")
-    setup = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
-    s3 = boto3_client("s3", aws.endpoint, setup)
-    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
-    s3.put_object(Bucket=BUCKET, Key=BUNDLE_KEY, Body=BUNDLE)
-    s3.put_object(Bucket=BUCKET, Key=OTHER_KEY, Body=b"plan of another machine\n")
-    session = role_session(aws.endpoint)
-    post(f"{aws.endpoint}/moto-api/reset-auth", b"0")
-    return session
+    with unchecked(aws.endpoint):
+        s3 = boto3_client("s3", aws.endpoint, SETUP)
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        s3.put_object(Bucket=BUCKET, Key=BUNDLE_KEY, Body=BUNDLE)
+        s3.put_object(Bucket=BUCKET, Key=OTHER_KEY, Body=b"plan of another machine\n")
+        # A role that may get exactly one object, BUNDLE_KEY of BUCKET.
+        return role_session(aws.endpoint, "gpu-cluster-boot", policy=json.dumps({
+            "Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Action": "s3:GetObject",
+                "Resource": f"arn:aws:s3:::{BUCKET}/{BUNDLE_KEY}"}]}))
 
 
 def download(imds, aws, target, key: str, stdin: bool = True, retry_seconds: str = "0"):
@@ -178,7 +153,7 @@ def test_the_allowed_object_is_downloaded_byte_for_byte(imds, aws, bucket, tmp_p
     assert [(method, path) for method, path, _ in imds.state.requests] == [
         ("PUT", "/latest/api/token"),
         ("GET", "/latest/meta-data/iam/security-credentials/"),
-        ("GET", f"/latest/meta-data/iam/security-credentials/{ssm_tests.FakeImds.ROLE}")]
+        ("GET", f"/latest/meta-data/iam/security-credentials/{FakeImds.ROLE}")]
 
 
 def test_another_key_of_the_same_bucket_is_denied(imds, aws, bucket, tmp_path):

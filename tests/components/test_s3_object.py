@@ -1,13 +1,12 @@
 """s3-object.py, the S3 client the controller's backups upload with. Its PUT is signed as
 botocore signs it; end to end, run as a subprocess over real HTTP on loopback, it uploads
-to moto's server with a role session the fake IMDSv2 of test_ssm_parameter.py hands out,
+to moto's server with a role session the fake IMDSv2 (conftest.py) hands out,
 and moto (IAM authentication on) checks the signature and the role's policy. Nothing here
 leaves 127.0.0.1."""
 
 import base64
 import datetime
 import hashlib
-import json
 import subprocess
 from unittest import mock
 
@@ -16,23 +15,15 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from components.common.step_text import SCRIPTS_DIR, SSM_READER
-from tests.components import test_ssm_parameter as ssm_tests
-from tests.components.test_ssm_parameter import (
-    CREDENTIALS,
-    PYTHON,
-    REGION,
-    TIMEOUT_SECONDS,
-    boto3_client,
-    post,
-)
+from components.common.bundle import SCRIPTS_DIR
+from components.common.step_text import SSM_READER
+from tests.components.aws_fakes import (CREDENTIALS, PYTHON, REGION, SETUP, TIMEOUT_SECONDS,
+                                        boto3_client, role_session, unchecked)
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
 # not in `make quick`.
 pytestmark = pytest.mark.tools
 
-# test_ssm_parameter.py's fixtures: moto's server on loopback and a fake IMDSv2.
-aws, imds_server, imds = ssm_tests.aws, ssm_tests.imds_server, ssm_tests.imds
 SCRIPT = SCRIPTS_DIR / "aws" / "s3-object.py"
 BUCKET = "dev-backups-0123456789"
 PREFIX = "dev/control-plane"
@@ -71,40 +62,22 @@ def test_the_put_is_signed_as_botocore_signs_it(monkeypatch):
     assert headers["authorization"] == request.headers["Authorization"]
 
 
-def role_session(endpoint: str) -> dict:
-    """A session of a role that may put objects under PREFIX of BUCKET only, as the
-    controller's role (components/aws/backup_policies.py backup_writer_policy)."""
-    from components.aws.backup_policies import backup_writer_policy
-
-    setup = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
-    iam, sts = boto3_client("iam", endpoint, setup), boto3_client("sts", endpoint, setup)
-    trust = {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
-        "Action": "sts:AssumeRole"}]}
-    arn = iam.create_role(RoleName="gpu-cluster-controller",
-                          AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
-    iam.put_role_policy(RoleName="gpu-cluster-controller", PolicyName="backups",
-                        PolicyDocument=backup_writer_policy(f"arn:aws:s3:::{BUCKET}", PREFIX, KEY))
-    session = sts.assume_role(RoleArn=arn, RoleSessionName="i-0123")["Credentials"]
-    return {key: session[key] for key in ("AccessKeyId", "SecretAccessKey")} | {
-        "Token": session["SessionToken"]}
-
-
 @pytest.fixture(scope="module")
 def bucket(aws):
     """The bucket (made before authentication is on) and the controller role's session."""
-    post(f"{aws.endpoint}/moto-api/reset-auth", b"100")
-    setup = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
-    s3 = boto3_client("s3", aws.endpoint, setup)
-    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
-    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-    # As components/aws/backup_bucket.py sets it: each version locked, governance mode.
-    s3.put_object_lock_configuration(Bucket=BUCKET, ObjectLockConfiguration={
-        "ObjectLockEnabled": "Enabled",
-        "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 7}}})
-    session = role_session(aws.endpoint)
-    post(f"{aws.endpoint}/moto-api/reset-auth", b"0")
-    return session
+    from components.aws.backup_policies import backup_writer_policy
+
+    with unchecked(aws.endpoint):
+        s3 = boto3_client("s3", aws.endpoint, SETUP)
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        # As components/aws/backup_bucket.py sets it: each version locked, governance mode.
+        s3.put_object_lock_configuration(Bucket=BUCKET, ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 7}}})
+        # A role that may put objects under PREFIX of BUCKET only, as the controller's.
+        return role_session(aws.endpoint, "gpu-cluster-controller", policy=backup_writer_policy(
+            f"arn:aws:s3:::{BUCKET}", PREFIX, KEY))
 
 
 def upload(imds, aws, tmp_path, key: str, content: bytes) -> subprocess.CompletedProcess:
@@ -127,10 +100,8 @@ def test_each_upload_is_a_new_version_of_the_object(imds, aws, bucket, tmp_path)
     s3 = boto3_client("s3", aws.endpoint, bucket)
     with pytest.raises(s3.exceptions.ClientError, match="AccessDenied"):
         s3.get_object(Bucket=BUCKET, Key=key)
-    post(f"{aws.endpoint}/moto-api/reset-auth", b"5")
-    try:
-        s3 = boto3_client("s3", aws.endpoint, {"AccessKeyId": "AKIAMOTOSETUP",
-                                               "SecretAccessKey": "setup"})
+    with unchecked(aws.endpoint):
+        s3 = boto3_client("s3", aws.endpoint, SETUP)
         assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"second"
         versions = s3.list_object_versions(Bucket=BUCKET, Prefix=key)["Versions"]
         assert len(versions) == 2
@@ -141,8 +112,6 @@ def test_each_upload_is_a_new_version_of_the_object(imds, aws, bucket, tmp_path)
         with pytest.raises(s3.exceptions.ClientError, match="AccessDenied"):
             s3.delete_object(Bucket=BUCKET, Key=key, VersionId=first)
         assert len(s3.list_object_versions(Bucket=BUCKET, Prefix=key)["Versions"]) == 2
-    finally:
-        post(f"{aws.endpoint}/moto-api/reset-auth", b"0")
 
 
 def test_a_key_outside_its_prefix_is_denied(imds, aws, bucket, tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.common.step_text import SCRIPTS_DIR
+from components.common.bundle import SCRIPTS_DIR
 from components.common.shell_text import without_comment_lines
 
 SCRIPTS = sorted(p for p in SCRIPTS_DIR.parent.rglob("*.sh"))

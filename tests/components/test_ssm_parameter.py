@@ -9,29 +9,28 @@ refused. moto checks SSM actions but not resources: it authorizes SSM calls agai
 Nothing here leaves 127.0.0.1."""
 
 import ast
-import contextlib
 import datetime
-import http.server
 import json
-import os
 import subprocess
-import sys
-import threading
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from unittest import mock
 
-import boto3
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
-from botocore.config import Config
 from botocore.credentials import Credentials
-from moto.server import ThreadedMotoServer
 
-from components.common.step_text import SCRIPTS_DIR, SSM_READER
-from tests.components.fake_imds import INSTANCE_ID, FakeImds, ImdsState
+from components.common.bundle import SCRIPTS_DIR
+from components.common.step_text import SSM_READER
+from tests.components.aws_fakes import (
+    CREDENTIALS,
+    NO_PROXY,
+    PYTHON,
+    REGION,
+    TIMEOUT_SECONDS,
+)
+from tests.components.fake_imds import INSTANCE_ID
 from components.common.shell_text import python_without_docs
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
@@ -39,18 +38,8 @@ from components.common.shell_text import python_without_docs
 pytestmark = pytest.mark.tools
 
 SCRIPT = SCRIPTS_DIR / SSM_READER.path
-# Instances run their distribution's python3. INSTANCE_PYTHON runs the client with another
-# interpreter (e.g. a 3.8) to check it still works there.
-PYTHON = os.environ.get("INSTANCE_PYTHON", sys.executable)
-CREDENTIALS = {"AccessKeyId": "AKIAIOSFODNN7EXAMPLE",
-               "SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-               "Token": "IQoJb3JpZ2luX2VjEXAMPLE"}
-REGION = "us-west-2"
 NAME = "/gpu-cluster/dev/control-plane/ca-key"
 VALUE = "-----BEGIN RSA PRIVATE KEY-----\nnot-a-real-key\n-----END RSA PRIVATE KEY-----\n"
-TIMEOUT_SECONDS = 30
-# No proxy from the environment: every request goes straight to loopback.
-NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # What the boot user data carries (components/aws/boot.py): the tests below run it as the
 # boot does, on stdin, and the file as it is.
 BOOT_TEXT = python_without_docs(SSM_READER.text())
@@ -105,8 +94,8 @@ def test_the_date_signed_is_the_time_of_the_request():
     headers = client_module()["signed_headers"](
         CREDENTIALS, REGION, "ssm.us-west-2.amazonaws.com", "GetParameter", b"{}", now)
     assert headers["x-amz-date"] == "20261121T093005Z"
-    assert "Credential=AKIAIOSFODNN7EXAMPLE/20261121/us-west-2/ssm/aws4_request," in (
-        headers["authorization"])
+    assert (f"Credential={CREDENTIALS['AccessKeyId']}/20261121/us-west-2/ssm/aws4_request,"
+            in headers["authorization"])
 
 
 @pytest.mark.parametrize("args", [[], ["get", REGION], ["put", REGION, NAME], ["list"],
@@ -138,104 +127,6 @@ def test_the_boot_text_is_smaller_and_keeps_the_usage():
 
 
 # End to end: moto's server, a fake IMDSv2, and the client as a subprocess.
-
-@dataclass
-class Aws:
-    endpoint: str
-    credentials: dict  # the node role's session, as IMDS hands it out
-    reader_credentials: dict  # a role that may only read parameters
-
-    def ssm(self):
-        """boto3's SSM client on moto, as the node role."""
-        return boto3_client("ssm", self.endpoint, self.credentials)
-
-
-def boto3_client(service: str, endpoint: str, credentials: dict):
-    return boto3.session.Session().client(
-        service, region_name=REGION, endpoint_url=endpoint,
-        aws_access_key_id=credentials["AccessKeyId"],
-        aws_secret_access_key=credentials["SecretAccessKey"],
-        aws_session_token=credentials.get("Token"),
-        config=Config(connect_timeout=5, read_timeout=TIMEOUT_SECONDS, proxies={},
-                      retries={"max_attempts": 1}))
-
-
-def post(url: str, data: bytes = b"") -> dict:
-    # Not urllib's default form type, which flask would parse away from moto.
-    request = urllib.request.Request(url, data=data, method="POST",
-                                     headers={"Content-Type": "text/plain"})
-    with NO_PROXY.open(request, timeout=TIMEOUT_SECONDS) as response:
-        return json.loads(response.read())
-
-
-@contextlib.contextmanager
-def signed_requests_only(endpoint: str):
-    """Within it, moto's server answers only requests with a valid signature and a policy
-    allowing them; the setting before is put back after."""
-    previous = post(f"{endpoint}/moto-api/reset-auth", b"0")
-    try:
-        yield
-    finally:
-        post(f"{endpoint}/moto-api/reset-auth",
-             previous["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"].encode())
-
-
-def role_session(endpoint: str, name: str, actions: list) -> dict:
-    """Credentials of a session of a new role that may make these SSM calls."""
-    setup = {"AccessKeyId": "AKIAMOTOSETUP", "SecretAccessKey": "setup"}
-    iam, sts = boto3_client("iam", endpoint, setup), boto3_client("sts", endpoint, setup)
-    trust = {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
-        "Action": "sts:AssumeRole"}]}
-    arn = iam.create_role(RoleName=name,
-                          AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
-    # Resource "*": moto authorizes SSM calls against "*", whatever the parameter.
-    iam.put_role_policy(RoleName=name, PolicyName="ssm", PolicyDocument=json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}))
-    session = sts.assume_role(RoleArn=arn, RoleSessionName=INSTANCE_ID)["Credentials"]
-    return {key: session[key] for key in ("AccessKeyId", "SecretAccessKey")} | {
-        "Token": session["SessionToken"]}
-
-
-@pytest.fixture(scope="module")
-def aws():
-    """moto's server on loopback with IAM authentication on, and two role sessions."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    try:
-        node = role_session(endpoint, "gpu-cluster-node",
-                            ["ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"])
-        reader = role_session(endpoint, "gpu-cluster-reader", ["ssm:GetParameter"])
-        with signed_requests_only(endpoint):
-            yield Aws(endpoint, node, reader)
-    finally:
-        # moto's backends live in this process: leave nothing behind for other tests.
-        post(f"{endpoint}/moto-api/reset")
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def imds_server():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeImds)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=TIMEOUT_SECONDS)
-    assert not thread.is_alive()
-
-
-@pytest.fixture
-def imds(imds_server, aws):
-    """A fresh IMDSv2 state for each test, handing out the node role's session."""
-    imds_server.state = ImdsState(credentials=dict(aws.credentials))
-    imds_server.url = f"http://127.0.0.1:{imds_server.server_address[1]}"
-    return imds_server
-
 
 def run(imds, aws, *args, stdin: bool = True) -> subprocess.CompletedProcess:
     """The client as the boot scripts run it (the boot's text on stdin: `python3 - ARGS`),

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import components.common.step_text as step_text
 from components.aws.boot import bootstrap_part
+import components.common.bundle as bundle
 from components.common.bundle import collect
-from components.common.script_inputs import file_inputs
+from components.common.script_inputs import StepInputsError, file_inputs
 from components.common.remote_step import step_command
 from components.common.step_text import (
     RUNNER,
@@ -97,8 +97,8 @@ def _with_exports_in_its_scripts(monkeypatch, tmp_path) -> Script:
     (tmp_path / "step.sh").write_text(f"# Optional inputs: {' '.join(HOSTILE_INPUTS)}\n"
                                       "export EXTRA='from-the-script'\necho done\n")
     (tmp_path / "bundle").mkdir()
-    shutil.copy(step_text.SCRIPTS_DIR / RUNNER, tmp_path / RUNNER)
-    monkeypatch.setattr(step_text, "SCRIPTS_DIR", tmp_path)
+    shutil.copy(bundle.SCRIPTS_DIR / RUNNER, tmp_path / RUNNER)
+    monkeypatch.setattr(bundle, "SCRIPTS_DIR", tmp_path)
     return Script("step.sh")
 
 
@@ -123,7 +123,7 @@ def test_step_inputs_agrees_with_bash(monkeypatch, tmp_path):
     (tmp_path / "lib.sh").write_text("")
     (tmp_path / "dump.sh").write_text(f"# Optional inputs: {' '.join(HOSTILE_INPUTS)}\n" + "".join(
         f'printf "%s\\0" "${name}"\n' for name in names))
-    monkeypatch.setattr(step_text, "SCRIPTS_DIR", tmp_path)
+    monkeypatch.setattr(bundle, "SCRIPTS_DIR", tmp_path)
     text = render_envelope("gpu-01", "join-worker", Script("dump.sh"), HOSTILE_INPUTS)
     result = subprocess.run(["bash", "--norc", "-s", "--", "create"], input=text.encode(),
                             capture_output=True, cwd=tmp_path, timeout=30, check=True)
@@ -131,3 +131,22 @@ def test_step_inputs_agrees_with_bash(monkeypatch, tmp_path):
     assert step_inputs(text) == seen == {"GPU_CLUSTER_HOST": "gpu-01",
                                          "GPU_CLUSTER_STEP": "join-worker", **HOSTILE_INPUTS}
     assert not (tmp_path / "marker").exists()
+
+
+def test_a_bundle_step_is_held_to_the_headers_of_the_bundle_it_runs(tmp_path):
+    """bundle_stdin reads the declared inputs from the bundle's files, which the step
+    runs, not from the checkout's: a step only that bundle holds renders with what it
+    declares, and an input it does not declare is refused."""
+    (tmp_path / "lib.sh").write_text("")
+    (tmp_path / "bundle").mkdir()
+    shutil.copy(bundle.SCRIPTS_DIR / RUNNER, tmp_path / RUNNER)
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "step.sh").write_text("# Inputs: OWN_INPUT\n")
+    own, step = collect(tmp_path), Script("own/step.sh")
+
+    stdin = bundle_stdin("gpu-01", "own", step, {"OWN_INPUT": "x"}, bundle=own)
+
+    assert step_inputs(stdin)["OWN_INPUT"] == "x"
+    with pytest.raises(StepInputsError, match="^step 'own' on 'gpu-01': OTHER not declared "
+                       "by own/step.sh"):
+        bundle_stdin("gpu-01", "own", step, {"OWN_INPUT": "x", "OTHER": "y"}, bundle=own)

@@ -29,6 +29,13 @@ def problem_lines(values: dict, secret=SECRET_KEYS) -> list[str]:
     return [str(problem) for problem in _refusal(values, secret).problems]
 
 
+def refused_at(values: dict, path: str, fragment: str) -> list[str]:
+    """The problem lines of `values`, one of which is at key `path` and says `fragment`."""
+    problems = problem_lines(values)
+    assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
+    return problems
+
+
 # set_path's value that deletes the key instead.
 DELETE = object()
 

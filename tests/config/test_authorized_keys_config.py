@@ -3,24 +3,20 @@ at once with their key path."""
 
 import pytest
 
-from config import ConfigError, load
+from config import ConfigError
 from config.types import public_key_of
-from tests.builders import as_cli_config, bare_metal_config
+from tests.builders import bare_metal_config
+from tests.config.loading import loads, problem_lines
 
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZ0b29sZWRtZWFuZDI1NTE5a2V5Zm9ydGVzdHM ops@new"
 ECDSA = ("ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBPq0=")
 
 
-def loaded(values: dict):
-    cli = as_cli_config(values)
-    return load(cli.config, cli.secret_keys, stack="test")
-
-
 def test_keys_load_and_default_to_none():
     values = bare_metal_config()
-    assert loaded(values).ssh.authorized_keys == []
+    assert loads(values).ssh.authorized_keys == []
     values.setdefault("ssh", {})["authorizedKeys"] = [ED25519, f"  {ECDSA} "]
-    assert loaded(values).ssh.authorized_keys == [ED25519, ECDSA]
+    assert loads(values).ssh.authorized_keys == [ED25519, ECDSA]
 
 
 @pytest.mark.parametrize("bad", [
@@ -33,10 +29,7 @@ def test_keys_load_and_default_to_none():
 def test_bad_keys_are_named_with_their_path_all_at_once(bad):
     values = bare_metal_config()
     values.setdefault("ssh", {})["authorizedKeys"] = [ED25519, bad, "nonsense"]
-    cli = as_cli_config(values)
-    with pytest.raises(ConfigError) as caught:
-        load(cli.config, cli.secret_keys, stack="test")
-    found = [str(problem) for problem in caught.value.problems]
+    found = problem_lines(values)
     assert any(p.startswith("gpu-cluster:ssh.authorizedKeys[1]: ") for p in found), found
     assert any(p.startswith("gpu-cluster:ssh.authorizedKeys[2]: ") for p in found), found
     assert not any("authorizedKeys[0]" in p for p in found), found
@@ -47,10 +40,7 @@ def test_bad_keys_are_named_with_their_path_all_at_once(bad):
 def test_keys_spanning_lines_or_with_control_characters_are_refused(bad):
     values = bare_metal_config()
     values.setdefault("ssh", {})["authorizedKeys"] = [ED25519, bad]
-    cli = as_cli_config(values)
-    with pytest.raises(ConfigError) as caught:
-        load(cli.config, cli.secret_keys, stack="test")
-    found = [str(problem) for problem in caught.value.problems]
+    found = problem_lines(values)
     mine = [p for p in found if p.startswith("gpu-cluster:ssh.authorizedKeys")]
     assert len(mine) == 1 and mine[0].startswith(
         "gpu-cluster:ssh.authorizedKeys: item 1 has a ") and mine[0].endswith(
@@ -59,18 +49,18 @@ def test_keys_spanning_lines_or_with_control_characters_are_refused(bad):
 
 def _problems(values: dict) -> list[str]:
     with pytest.raises(ConfigError) as error:
-        loaded(values)
+        loads(values)
     return [line.removeprefix("  - ") for line in str(error.value).splitlines()]
 
 
 def test_revoked_keys_load_checked_like_the_kept_ones():
     values = bare_metal_config()
-    assert loaded(values).ssh.revoked_keys == []
+    assert loads(values).ssh.revoked_keys == []
     values.setdefault("ssh", {})["revokedKeys"] = [ECDSA, "ssh-dss AAAAB3NzaC1kc3MAAACBAP1dd"]
     found = _problems(values)
     assert any(p.startswith("gpu-cluster:ssh.revokedKeys[1]: ") for p in found), found
     values["ssh"]["revokedKeys"] = [ECDSA]
-    assert loaded(values).ssh.revoked_keys == [ECDSA]
+    assert loads(values).ssh.revoked_keys == [ECDSA]
 
 
 def test_a_key_both_kept_and_revoked_is_refused_by_its_body():

@@ -61,14 +61,19 @@ def test_every_problem_of_the_section_is_reported_at_once():
     assert paths == ["backup.path", "backup.recipients", "backup.retention", "backup.schedule"]
 
 
-@pytest.mark.parametrize("retention, ok", [(1, True), (101, True), (0, False), (102, False)])
-def test_retention_is_a_count_s3_can_keep(retention, ok):
-    values = cloud_config()
-    values["backup"] = {"retention": retention, "recipients": [TEST_AGE_RECIPIENT]}
+# retention: a count S3 can keep; lockDays: a retention S3 accepts.
+@pytest.mark.parametrize("valid, key, field, value, ok", [
+    *[(cloud_config, "retention", "retention", value, ok)
+      for value, ok in [(1, True), (101, True), (0, False), (102, False)]],
+    *[(hybrid_config, "lockDays", "lock_days", value, ok)
+      for value, ok in [(1, True), (36500, True), (0, False), (36501, False)]]])
+def test_counts_are_within_what_s3_accepts(valid, key, field, value, ok):
+    values = valid()
+    values["backup"] = {"recipients": [TEST_AGE_RECIPIENT], key: value}
     if ok:
-        assert loads(values).backup.retention == retention
+        assert getattr(loads(values).backup, field) == value
     else:
-        assert [path for path, _ in problems_of(values)] == ["backup.retention"]
+        assert [path for path, _ in problems_of(values)] == [f"backup.{key}"]
 
 
 def test_a_path_is_for_bare_metal():
@@ -223,16 +228,6 @@ def test_restore_principals_are_iam_users_roles_or_an_account(principal, ok):
     else:
         [(path, message)] = problems_of(values)
         assert path == "backup.restorePrincipals[0]" and "not the ARN" in message
-
-
-@pytest.mark.parametrize("days, ok", [(1, True), (36500, True), (0, False), (36501, False)])
-def test_lock_days_are_a_retention_s3_accepts(days, ok):
-    values = hybrid_config()
-    values["backup"] = {"recipients": [TEST_AGE_RECIPIENT], "lockDays": days}
-    if ok:
-        assert loads(values).backup.lock_days == days
-    else:
-        assert [path for path, _ in problems_of(values)] == ["backup.lockDays"]
 
 
 def test_the_restore_role_and_the_lock_are_for_the_aws_layouts():

@@ -6,7 +6,7 @@ import pytest
 import config
 from config import versions
 from tests.builders import as_cli_config
-from tests.config.test_input_rules import BASES, _problems, _set, assert_refused_at
+from tests.config.test_input_rules import BASES, _problems, _set, assert_accepted, assert_refused_at
 
 
 def _rke2(*changes):
@@ -66,9 +66,7 @@ ACCEPTED = [
 @pytest.mark.parametrize("layout, change", [row[1:] for row in ACCEPTED],
                          ids=[row[0] for row in ACCEPTED])
 def test_accepted(layout, change):
-    values = BASES[layout]()
-    change(values)
-    assert _problems(values) == []
+    assert_accepted(layout, change)
 
 
 @pytest.mark.parametrize("distribution, pin", [("k0s", versions.K0S), ("rke2", versions.RKE2)])

@@ -271,6 +271,11 @@ ACCEPTED = [
 @pytest.mark.parametrize("layout, change", [row[1:] for row in ACCEPTED],
                          ids=[row[0] for row in ACCEPTED])
 def test_accepted(layout, change):
+    assert_accepted(layout, change)
+
+
+def assert_accepted(layout: str, change) -> None:
+    """The config of `layout`, changed, loads without a problem."""
     values = BASES[layout]()
     change(values)
     assert _problems(values) == []

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from components.common.step_text import SCRIPTS_DIR
+from components.common.bundle import SCRIPTS_DIR
 from config import versions
 
 SAMPLES = ["v1.36.3+k0s.2", "v1.30.0-rc.1+k0s.0", "v1.36.3+rke2r1", "v1.36.3-rc1+rke2r2",

@@ -4,29 +4,20 @@ vpn.previousCaTrusted, which rotate the VPN's PKI."""
 
 import pytest
 
-from config import ConfigError, load
-from tests.builders import as_cli_config, bare_metal_config, hybrid_config
+from tests.builders import bare_metal_config, hybrid_config
+from tests.config.loading import loads, problem_lines
 
 KEYS = [("access", "certificateGeneration"), ("kubernetes", "adminCertificateGeneration")]
 
 
-def problems(values: dict) -> list[str]:
-    cli = as_cli_config(values)
-    with pytest.raises(ConfigError) as caught:
-        load(cli.config, cli.secret_keys, stack="test")
-    return [str(problem) for problem in caught.value.problems]
-
-
 def test_generations_load_and_default_to_zero():
     values = bare_metal_config()
-    cli = as_cli_config(values)
-    settings = load(cli.config, cli.secret_keys, stack="test")
+    settings = loads(values)
     assert settings.access.certificate_generation == 0
     assert settings.kubernetes.admin_certificate_generation == 0
     values.update(access={"certificateGeneration": 2},
                   kubernetes={"adminCertificateGeneration": 5})
-    cli = as_cli_config(values)
-    settings = load(cli.config, cli.secret_keys, stack="test")
+    settings = loads(values)
     assert settings.access.certificate_generation == 2
     assert settings.kubernetes.admin_certificate_generation == 5
 
@@ -38,7 +29,7 @@ def test_bad_generations_are_named_together(value, why):
     values = bare_metal_config()
     for section, key in KEYS:
         values[section] = {key: value}
-    found = problems(values)
+    found = problem_lines(values)
     for section, key in KEYS:
         assert any(p.startswith(f"gpu-cluster:{section}.{key}: ") and why in p
                    for p in found), found
@@ -51,23 +42,21 @@ def hybrid_with_vpn(**fields) -> dict:
 
 
 def test_the_vpn_pki_generation_loads_and_defaults_to_zero():
-    cli = as_cli_config(hybrid_config())
-    vpn = load(cli.config, cli.secret_keys, stack="test").vpn
+    vpn = loads(hybrid_config()).vpn
     assert (vpn.pki_generation, vpn.previous_ca_trusted) == (0, False)
-    cli = as_cli_config(hybrid_with_vpn(pkiGeneration=3, previousCaTrusted=True))
-    vpn = load(cli.config, cli.secret_keys, stack="test").vpn
+    vpn = loads(hybrid_with_vpn(pkiGeneration=3, previousCaTrusted=True)).vpn
     assert (vpn.pki_generation, vpn.previous_ca_trusted) == (3, True)
 
 
 def test_bad_vpn_rotation_values_are_named_together():
-    found = problems(hybrid_with_vpn(pkiGeneration=-1, previousCaTrusted="perhaps"))
+    found = problem_lines(hybrid_with_vpn(pkiGeneration=-1, previousCaTrusted="perhaps"))
     assert any(p.startswith("gpu-cluster:vpn.pkiGeneration: ")
                and "greater than or equal to 0" in p for p in found), found
     assert any(p.startswith("gpu-cluster:vpn.previousCaTrusted: ") for p in found), found
 
 
 def test_a_previous_ca_needs_a_raised_generation():
-    found = problems(hybrid_with_vpn(previousCaTrusted=True))
+    found = problem_lines(hybrid_with_vpn(previousCaTrusted=True))
     assert found == ["gpu-cluster:vpn.previousCaTrusted: there is no previous CA at "
                      "vpn.pkiGeneration 0: raise vpn.pkiGeneration by one in the same change "
                      "to start a rotation"]
@@ -78,6 +67,6 @@ def test_an_existing_server_has_no_pki_of_ours_to_rotate():
     values["vpn"] = {"mode": "client-to-existing", "existingServerAddress": "192.168.2.1",
                      "pkiGeneration": 1, "previousCaTrusted": True}
     values["vpnClientProfile"] = "client\ndev tun\nremote vpn.example.com 1194\n"
-    found = problems(values)
+    found = problem_lines(values)
     for key in ("pkiGeneration", "previousCaTrusted"):
         assert f"gpu-cluster:vpn.{key}: is only used with vpn.mode server-on-ec2" in found, found

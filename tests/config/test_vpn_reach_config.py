@@ -1,10 +1,8 @@
 """vpn.userNetworks: networks a user's VPN reaches beyond the Kubernetes API; names users
 of access.users, CIDRs only, and the tunnel has an address for every user."""
 
-import pytest
-
-from config import ConfigError, load
-from tests.builders import as_cli_config, hybrid_config
+from tests.builders import hybrid_config
+from tests.config.loading import loads, problem_lines
 
 ACCESS = {"teams": [{"name": "vision"}],
           "users": [{"name": "alice", "namespaces": ["vision"]}]}
@@ -17,26 +15,17 @@ def stack(access=ACCESS, **vpn) -> dict:
     return values
 
 
-def problems(values: dict) -> list[str]:
-    cli = as_cli_config(values)
-    with pytest.raises(ConfigError) as caught:
-        load(cli.config, cli.secret_keys, stack="test")
-    return [str(problem) for problem in caught.value.problems]
-
-
 def test_user_networks_load_and_default_to_none():
-    cli = as_cli_config(stack())
-    assert load(cli.config, cli.secret_keys, stack="test").vpn.user_networks == {}
-    cli = as_cli_config(stack(userNetworks={"alice": ["192.168.2.0/24"]}))
-    vpn = load(cli.config, cli.secret_keys, stack="test").vpn
+    assert loads(stack()).vpn.user_networks == {}
+    vpn = loads(stack(userNetworks={"alice": ["192.168.2.0/24"]})).vpn
     assert vpn.user_networks == {"alice": ["192.168.2.0/24"]}
 
 
 def test_bad_user_networks_are_named_by_key():
-    found = problems(stack(userNetworks={"alice": ["192.168.2.0/24; reboot"]}))
+    found = problem_lines(stack(userNetworks={"alice": ["192.168.2.0/24; reboot"]}))
     assert found == ["gpu-cluster:vpn.userNetworks.alice[0]: '192.168.2.0/24; reboot' is not "
                      "an IPv4 network in CIDR form ('24; reboot' is not a valid netmask)"]
-    found = problems(stack(userNetworks={"mallory": ["10.0.0.0/8"], "bob": []}))
+    found = problem_lines(stack(userNetworks={"mallory": ["10.0.0.0/8"], "bob": []}))
     assert found == ["gpu-cluster:vpn.userNetworks.bob: 'bob' is not one of access.users "
                      "(alice)",
                      "gpu-cluster:vpn.userNetworks.mallory: 'mallory' is not one of "
@@ -45,7 +34,7 @@ def test_bad_user_networks_are_named_by_key():
 
 def test_the_tunnel_must_hold_every_user():
     users = [{"name": f"user{i}", "namespaces": ["vision"]} for i in range(16)]
-    found = problems(stack(access={**ACCESS, "users": users}, tunnelCidr="10.8.0.0/27"))
+    found = problem_lines(stack(access={**ACCESS, "users": users}, tunnelCidr="10.8.0.0/27"))
     assert found == ["gpu-cluster:vpn.tunnelCidr: 10.8.0.0/27 has VPN addresses for 15 users, "
                      "and access.users has 16; use a larger network"]
 
@@ -55,5 +44,5 @@ def test_user_networks_need_our_server():
                    onpremGateway=None, clientSourceCidrs=[],
                    userNetworks={"alice": ["10.0.0.0/8"]})
     values["vpn"] = {k: v for k, v in values["vpn"].items() if v not in (None, [])}
-    found = problems(values)
+    found = problem_lines(values)
     assert "gpu-cluster:vpn.userNetworks: is only used with vpn.mode server-on-ec2" in found

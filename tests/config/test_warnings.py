@@ -9,7 +9,7 @@ import pytest
 from config.warnings import preview_warnings
 from tests.config.loading import loads
 from tests.builders import bare_metal_config, cloud_config
-from tests.kubeflow.test_component import with_own_logins
+from tests.kubeflow.test_component import kubeflow_values
 
 
 def warnings_of(values: dict) -> list[str]:
@@ -56,13 +56,6 @@ def test_soft_efs_mounts_are_warned():
     values["storage"]["efs"]["mountOptions"] = ["nfsvers=4.1", "soft"]
     [warning] = warnings_of(values)
     assert warning.startswith("gpu-cluster:storage.efs.mountOptions has soft:")
-
-
-def kubeflow_values(**source) -> dict:
-    values = with_own_logins(bare_metal_config(workers=1))
-    values["backup"]["enabled"] = False
-    values["kubeflow"]["source"] = source
-    return values
 
 
 def test_a_repository_beside_a_local_copy_is_warned():

@@ -1,10 +1,9 @@
-"""Real certificates (a cluster CA, client certificates signed by it, and another cluster's
-CA), kubeconfigs built by the program's own `client_kubeconfig`, stack outputs in the shape
+"""Real certificates (a cluster CA of tests/pki.py, client certificates signed by it, and
+another cluster's CA), kubeconfigs built by the program's own `client_kubeconfig`, stack outputs in the shape
 `pulumi stack output --json --show-secrets` prints them, and the command run as users run
 it, with every run checked for leaked secrets."""
 
 import base64
-import datetime
 import json
 import os
 import subprocess
@@ -15,13 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 
 from components.kubernetes.kubeconfig import client_kubeconfig
+from preview.engine import unwrap_secrets
+from preview.plan import Plan
 from tests.builders import PROJECT_DIR
 from tests.k8s_tools import tool
+from tests.pki import Authority
 
 CLUSTER = "test"
 SERVER = "https://203.0.113.23:6443"
@@ -29,55 +29,12 @@ OTHER_SERVER = "https://198.51.100.40:6443"
 USERS = ("alice", "bob")
 
 
-def _name(common_name: str, organization: str = None) -> x509.Name:
-    parts = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization:
-        parts.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    return x509.Name(parts)
-
-
-def _pem(key) -> str:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
-
-
-@dataclass
-class Authority:
-    cert: x509.Certificate
-    key: rsa.RSAPrivateKey
-
-    @property
-    def cert_pem(self) -> str:
-        return self.cert.public_bytes(serialization.Encoding.PEM).decode()
-
-    @classmethod
-    def create(cls, common_name: str) -> "Authority":
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        now = datetime.datetime.now(datetime.timezone.utc)
-        cert = (x509.CertificateBuilder().subject_name(_name(common_name))
-                .issuer_name(_name(common_name)).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=3650))
-                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
-                                             False), critical=True)
-                .sign(key, hashes.SHA256()))
-        return cls(cert, key)
-
-    def client(self, user: str, group: str, days: int = 365) -> tuple[str, str]:
-        """(certificate PEM, private key PEM) of a client certificate signed by this CA."""
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        now = datetime.datetime.now(datetime.timezone.utc)
-        cert = (x509.CertificateBuilder().subject_name(_name(user, group))
-                .issuer_name(self.cert.subject).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=days))
-                .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.CLIENT_AUTH]),
-                               critical=False)
-                .sign(self.key, hashes.SHA256()))
-        return cert.public_bytes(serialization.Encoding.PEM).decode(), _pem(key)
+def exported(plan: Plan, path: Path) -> tuple[Path, dict]:
+    """What `pulumi stack output --json --show-secrets` would print for `plan`'s stack, in
+    the file `path`."""
+    values = {name: unwrap_secrets(value) for name, (value, _) in plan.outputs.items()}
+    path.write_text(json.dumps(values))
+    return path, values
 
 
 @dataclass
@@ -91,7 +48,7 @@ class Cluster:
     secrets: list = field(default_factory=list)
 
     def kubeconfig(self, user: str, group: str = "gpu-cluster:users", days: int = 365) -> str:
-        cert_pem, key_pem = self.ca.client(f"{self.name}-{user}", group, days)
+        cert_pem, key_pem = self.ca.user(f"{self.name}-{user}", group, days)
         for pem in (cert_pem, key_pem):
             body = "".join(pem.strip().splitlines()[1:-1])
             # Slices past the PEM header, unique to this certificate or key.

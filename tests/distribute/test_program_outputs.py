@@ -11,19 +11,15 @@ import pytest
 import yaml
 from cryptography import x509
 
-from preview.engine import run_program, unwrap_secrets
+from preview.engine import run_program
 from preview.stack_file import read_stack
 from tests.builders import PROJECT_DIR
-from tests.distribute.conftest import kubectl_view
+from tests.distribute.conftest import exported, kubectl_view
 
 
 @pytest.fixture
-def exported(lab_plan, tmp_path):
-    """What `pulumi stack output --json --show-secrets` would print for the lab stack."""
-    values = {name: unwrap_secrets(value) for name, (value, _) in lab_plan.outputs.items()}
-    path = tmp_path / "lab-outputs.json"
-    path.write_text(json.dumps(values))
-    return path, values
+def lab_outputs(lab_plan, tmp_path):
+    return exported(lab_plan, tmp_path / "lab-outputs.json")
 
 
 def _key_slice(kubeconfig: str) -> str:
@@ -42,8 +38,8 @@ def _view_and_verify(kubectl, path, context):
     return view, client
 
 
-def test_admin_kubeconfig_of_the_program(run, exported, tmp_path, kubectl):
-    path, values = exported
+def test_admin_kubeconfig_of_the_program(run, lab_outputs, tmp_path, kubectl):
+    path, values = lab_outputs
     target = tmp_path / "config"
     done = run("write", "--admin", "--outputs", str(path), "--merge-into", str(target))
     assert _key_slice(values["kubeconfig"]) not in done.stderr + done.stdout
@@ -53,8 +49,8 @@ def test_admin_kubeconfig_of_the_program(run, exported, tmp_path, kubectl):
     assert "O=system:masters" in client.subject.rfc4514_string()
 
 
-def test_user_kubeconfigs_of_the_program(run, exported, tmp_path, kubectl):
-    path, values = exported
+def test_user_kubeconfigs_of_the_program(run, lab_outputs, tmp_path, kubectl):
+    path, values = lab_outputs
     users = values["userKubeconfigs"]
     if isinstance(users, str):
         users = json.loads(users)
@@ -75,10 +71,7 @@ def test_user_kubeconfigs_of_the_program(run, exported, tmp_path, kubectl):
 def hybrid_outputs(tmp_path_factory):
     """The prod stack's outputs (hybrid: users reach the API at its private address)."""
     plan = run_program(PROJECT_DIR, read_stack(PROJECT_DIR, "prod"))
-    values = {name: unwrap_secrets(value) for name, (value, _) in plan.outputs.items()}
-    path = tmp_path_factory.mktemp("prod") / "prod-outputs.json"
-    path.write_text(json.dumps(values))
-    return path, values
+    return exported(plan, tmp_path_factory.mktemp("prod") / "prod-outputs.json")
 
 
 def test_hybrid_admin_and_user_kubeconfigs_merge_apart(run, hybrid_outputs, tmp_path, kubectl):

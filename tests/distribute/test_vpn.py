@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from preview.engine import run_program, unwrap_secrets
+from preview.engine import run_program
 from preview.stack_file import read_stack
 from tests.builders import PROJECT_DIR
+from tests.distribute.conftest import exported
 from tests.distribute.conftest import kubectl_view
 from tests.vpn.conftest import stdin_of
 from tests.vpn.netns import Lab, ping, require_network_namespaces, wait_for_text
@@ -27,12 +28,8 @@ def prod_plan():
 
 
 @pytest.fixture
-def exported(prod_plan, tmp_path):
-    """What `pulumi stack output --json --show-secrets` would print for the prod stack."""
-    values = {name: unwrap_secrets(value) for name, (value, _) in prod_plan.outputs.items()}
-    path = tmp_path / "prod-outputs.json"
-    path.write_text(json.dumps(values))
-    return path, values
+def prod_outputs(prod_plan, tmp_path):
+    return exported(prod_plan, tmp_path / "prod-outputs.json")
 
 
 def _key_of(profile: str) -> str:
@@ -40,8 +37,8 @@ def _key_of(profile: str) -> str:
     return profile.split("<key>\n", 1)[1].splitlines()[1]
 
 
-def test_profile_is_written_beside_the_kubeconfig(run, exported, tmp_path, kubectl):
-    path, values = exported
+def test_profile_is_written_beside_the_kubeconfig(run, prod_outputs, tmp_path, kubectl):
+    path, values = prod_outputs
     config = tmp_path / "home" / ".kube" / "config"
     done = run("write", "--user", USER, "--outputs", str(path), "--merge-into", str(config),
                "--vpn")
@@ -62,15 +59,15 @@ def test_profile_is_written_beside_the_kubeconfig(run, exported, tmp_path, kubec
     assert profile.read_text() == values["userVpnProfiles"][USER]
 
 
-def test_admin_profile_beside_an_output_file(run, exported, tmp_path):
-    path, values = exported
+def test_admin_profile_beside_an_output_file(run, prod_outputs, tmp_path):
+    path, values = prod_outputs
     run("write", "--admin", "--outputs", str(path), "--output", str(tmp_path / "admin.yaml"),
         "--vpn")
     assert (tmp_path / "prod-admin.ovpn").read_text() == values["vpnAdminProfile"]
 
 
-def test_a_different_profile_is_replaced_only_with_force(run, exported, tmp_path):
-    path, values = exported
+def test_a_different_profile_is_replaced_only_with_force(run, prod_outputs, tmp_path):
+    path, values = prod_outputs
     config, profile = tmp_path / "config", tmp_path / f"prod-{USER}.ovpn"
     profile.write_text("remote vpn.example.org\n")
     args = ("write", "--user", USER, "--outputs", str(path), "--merge-into", str(config), "--vpn")
@@ -97,8 +94,8 @@ def test_stack_without_vpn_profiles_names_the_output(run, outputs_file, tmp_path
     assert "has no output 'vpnAdminProfile'" in done.stderr
 
 
-def test_user_without_a_profile_or_redacted_profiles(run, exported, tmp_path):
-    _, values = exported
+def test_user_without_a_profile_or_redacted_profiles(run, prod_outputs, tmp_path):
+    _, values = prod_outputs
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps({**values, "userVpnProfiles": {}}))
     done = run("write", "--user", USER, "--outputs", str(edited), "--output",
@@ -112,8 +109,8 @@ def test_user_without_a_profile_or_redacted_profiles(run, exported, tmp_path):
     assert not (tmp_path / "c.yaml").exists()
 
 
-def test_a_profile_whose_key_is_not_its_certificates_is_refused(run, exported, tmp_path):
-    _, values = exported
+def test_a_profile_whose_key_is_not_its_certificates_is_refused(run, prod_outputs, tmp_path):
+    _, values = prod_outputs
     profile = values["userVpnProfiles"][USER]
     admin_key = values["vpnAdminProfile"].split("<key>\n", 1)[1].split("</key>")[0]
     user_key = profile.split("<key>\n", 1)[1].split("</key>")[0]
@@ -128,19 +125,19 @@ def test_a_profile_whose_key_is_not_its_certificates_is_refused(run, exported, t
     assert admin_key.splitlines()[1] not in done.stderr
 
 
-def test_vpn_needs_a_file_destination(run, exported):
-    path, _ = exported
+def test_vpn_needs_a_file_destination(run, prod_outputs):
+    path, _ = prod_outputs
     done = run("write", "--user", USER, "--outputs", str(path), "--output", "-", "--vpn",
                expect=2)
     assert done.stdout == ""
     assert "--vpn writes the profile beside the kubeconfig file" in done.stderr
 
 
-def test_written_profile_connects_to_the_programs_server(run, exported, prod_plan, tmp_path):
+def test_written_profile_connects_to_the_programs_server(run, prod_outputs, prod_plan, tmp_path):
     """The profile as written, run by openvpn against the server the program's own step
     configures on the EC2 instance: the tunnel comes up and the server answers across it."""
     require_network_namespaces()
-    path, _ = exported
+    path, _ = prod_outputs
     run("write", "--user", USER, "--outputs", str(path), "--output",
         str(tmp_path / "kube" / "config"), "--vpn")
     profile = tmp_path / "kube" / f"prod-{USER}.ovpn"

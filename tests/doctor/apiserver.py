@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from tests.doctor.pki import Authority, pem
+from tests.pki import Authority, pem
 
 PAGE = 2  # servers may return fewer items than `limit` asks; small pages exercise `continue`
 # path -> (list name, the fieldSelector the doctor must send, or None)

@@ -1,10 +1,13 @@
 import datetime
+import os
+import shutil
+from pathlib import Path
 
 import pytest
 
 from tests.doctor.apiserver import ApiServer
-from tests.doctor.cluster import Recorded
-from tests.doctor.pki import Authority
+from tests.doctor.cluster import FIXTURES, Recorded
+from tests.pki import Authority
 
 
 @pytest.fixture(scope="session")
@@ -31,3 +34,16 @@ def served(cluster, authority):
     """The recorded cluster served by a loopback API that requires the admin's certificate."""
     with ApiServer(authority, cluster.lists, cluster.logs) as server:
         yield server
+
+
+@pytest.fixture
+def fake_ssh(tmp_path, monkeypatch) -> Path:
+    """tmp_path/bin, first on PATH, holding ssh as fake_ssh.bash: moscow answers with its
+    recorded outputs, every call is logged to tmp_path/ssh.log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy(Path(__file__).parent / "fake_ssh.bash", bin_dir / "ssh")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("SSH_LOG", str(tmp_path / "ssh.log"))
+    monkeypatch.setenv("HOSTS", str(FIXTURES / "hosts" / "moscow"))
+    return bin_dir

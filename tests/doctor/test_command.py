@@ -14,7 +14,7 @@ from components.kubernetes.kubeconfig import client_kubeconfig
 from tests.builders import PROJECT_DIR
 from tests.doctor.apiserver import LIST_PATHS, ApiServer
 from tests.doctor.cluster import FIXTURES, PLUGIN_PODS, nvml_log, stamp, token_secret
-from tests.doctor.pki import Authority, pem
+from tests.pki import Authority, pem
 
 
 def run_doctor(*args: str) -> subprocess.CompletedProcess:
@@ -165,36 +165,7 @@ def test_outputs_unreadable(tmp_path):
          f"outputs file '{tmp_path / 'nothing.json'}' does not exist")]
 
 
-FAKE_SSH = r"""#!/bin/bash
-# ssh as the doctor calls it: options, the target, --, one command line.
-printf '%s\n' "$*" >> "$SSH_LOG"
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do [[ ${args[i]} == -- ]] && break; done
-target=${args[i-1]} command=${args[i+1]}
-if [[ $target != ubuntu@192.168.2.2 ]]; then
-  echo "ssh: connect to host ${target#*@} port 22: Connection timed out" >&2
-  exit 255
-fi
-case $command in
-  "ip -j addr show") cat "$HOSTS/ip-addr.json" ;;
-  "ip -j route show table main") cat "$HOSTS/ip-route.json" ;;
-  "sysctl -n fs.inotify.max_user_instances fs.inotify.max_user_watches") cat "$HOSTS/inotify.txt" ;;
-  "readlink -f /run/systemd/resolve/resolv.conf") cat "$HOSTS/resolv-target.txt" ;;
-  "cat /run/systemd/resolve/resolv.conf") cat "$HOSTS/resolv-conf.txt" ;;
-  nvidia-smi\ --query-gpu=*\ --format=csv) cat "$HOSTS/nvidia-smi.csv" ;;
-  *) echo "unexpected command: $command" >&2; exit 127 ;;
-esac
-"""
-
-
-def test_host_outputs_collected_over_ssh(served, cluster, authority, tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "ssh").write_text(FAKE_SSH)
-    (bin_dir / "ssh").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("SSH_LOG", str(tmp_path / "ssh.log"))
-    monkeypatch.setenv("HOSTS", str(FIXTURES / "hosts" / "moscow"))
+def test_host_outputs_collected_over_ssh(served, cluster, authority, tmp_path, fake_ssh):
     outputs, _ = write_outputs(tmp_path, cluster, authority, served.url)
     record = tmp_path / "recorded"
     done = run_doctor("--outputs", str(outputs), "--json", "--ssh", "--ssh-user", "ubuntu",

@@ -31,50 +31,21 @@ PREPARE_ENV = {"DISABLE_IOMMU": "true", "DISABLE_CPU_MITIGATIONS": "false",
 ROUTE_ENV = {"VPC_CIDR": "10.20.0.0/16", "GATEWAY_ADDRESS": "192.168.2.4", "TUNNEL_CIDR": ""}
 SYSCTL_FILE = "etc/sysctl.d/90-gpu-cluster.conf"
 
-FAKE_SSH = r"""#!/bin/bash
-# ssh as the doctor calls it: options, the target, --, one command line; moscow only.
-printf '%s\n' "$*" >> "$SSH_LOG"
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do [[ ${args[i]} == -- ]] && break; done
-target=${args[i-1]} command=${args[i+1]}
-if [[ $target != ubuntu@192.168.2.2 ]]; then
-  echo "ssh: connect to host ${target#*@} port 22: Connection timed out" >&2
-  exit 255
-fi
-case $command in
-  "sudo -n bash -s -- check") exec bash -s -- check ;;
-  "ip -j addr show") cat "$HOSTS/ip-addr.json" ;;
-  "ip -j route show table main") cat "$HOSTS/ip-route.json" ;;
-  "sysctl -n fs.inotify.max_user_instances fs.inotify.max_user_watches") cat "$HOSTS/inotify.txt" ;;
-  "readlink -f /run/systemd/resolve/resolv.conf") cat "$HOSTS/resolv-target.txt" ;;
-  "cat /run/systemd/resolve/resolv.conf") cat "$HOSTS/resolv-conf.txt" ;;
-  nvidia-smi\ --query-gpu=*\ --format=csv) cat "$HOSTS/nvidia-smi.csv" ;;
-  *) echo "unexpected command: $command" >&2; exit 127 ;;
-esac
-"""
-
-
 @pytest.fixture
-def host(tmp_path, monkeypatch):
+def host(tmp_path, monkeypatch, fake_ssh):
     """moscow's root, stubs and ssh; its build folder with three envelopes, two that check."""
     if shutil.which("bash") is None:
         pytest.skip("bash is not installed")
-    root, state, bin_dir = tmp_path / "root", tmp_path / "state", tmp_path / "bin"
+    root, state = tmp_path / "root", tmp_path / "state"
     for folder in ("proc", "sys/module", "etc/default/grub.d", "etc/systemd/system", "var/run"):
         (root / folder).mkdir(parents=True)
     (root / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz ro quiet\n")
     (root / "proc/swaps").write_text("Filename Type Size Used Priority\n")
     state.mkdir()
-    bin_dir.mkdir()
     for command in STUB_COMMANDS:
-        (bin_dir / command).symlink_to(STUB)
-    (bin_dir / "ssh").write_text(FAKE_SSH)
-    (bin_dir / "ssh").chmod(0o755)
-    path = f"{bin_dir}:{os.environ['PATH']}"
-    for name, value in {"PATH": path, "STUB_PATH": path, "GPU_CLUSTER_ROOT": str(root),
-                        "STUB_STATE": str(state), "STUB_CALLS": str(state / "calls.log"),
-                        "SSH_LOG": str(tmp_path / "ssh.log"),
-                        "HOSTS": str(FIXTURES / "hosts" / "moscow")}.items():
+        (fake_ssh / command).symlink_to(STUB)
+    for name, value in {"STUB_PATH": os.environ["PATH"], "GPU_CLUSTER_ROOT": str(root),
+                        "STUB_STATE": str(state), "STUB_CALLS": str(state / "calls.log")}.items():
         monkeypatch.setenv(name, value)
     build = tmp_path / "build"
     (build / "hosts" / "moscow").mkdir(parents=True)

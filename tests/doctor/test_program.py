@@ -1,13 +1,13 @@
 """The doctor and the program: it reads the outputs the program really exports, and the
 program never imports it (a day-2 tool, not part of `pulumi up`)."""
 
-import ast
 import json
 from pathlib import Path
 
 from contract import stack
 from preview.engine import unwrap_secrets
 from tests.builders import PROJECT_DIR
+from tests.imports import top_level_imports
 
 
 def test_reads_the_lab_stacks_own_outputs(lab_plan, tmp_path):
@@ -25,23 +25,12 @@ def test_reads_the_lab_stacks_own_outputs(lab_plan, tmp_path):
     assert known.kubeconfig.server == "https://192.168.2.1:6443"
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), str(path))
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
-    return found
-
-
 def test_the_program_does_not_import_the_doctor():
     root = Path(PROJECT_DIR)
     program = [root / "__main__.py", *(root / "components").rglob("*.py"),
                *(root / "config").rglob("*.py"), *(root / "preview").rglob("*.py")]
-    assert [str(p.relative_to(root)) for p in program if "doctor" in _imports(p)] == []
+    assert [str(p.relative_to(root)) for p in program if "doctor" in top_level_imports(p)] == []
     # And the doctor needs none of the program's packages (no Pulumi SDK to run it).
     doctor = (root / "doctor").rglob("*.py")
-    assert {name for path in doctor for name in _imports(path)} & {
+    assert {name for path in doctor for name in top_level_imports(path)} & {
         "components", "config", "preview", "pulumi", "pulumi_kubernetes"} == set()

@@ -3,8 +3,8 @@ over SFTP where CopyToRemote puts it, the bundle step's stdin as the program ren
 then steps whose stdin the program renders (bundle_stdin) run from the installed bundle.
 
 The bundle is this checkout's scripts plus a demo step (demo/write.sh, its delete
-demo/remove.sh) that only touches files below GPU_CLUSTER_ROOT, an input every step
-passes to its scripts: the machine's real /var/lib is left alone."""
+demo/remove.sh) that only touches files below GPU_CLUSTER_ROOT, an input both declare:
+the machine's real /var/lib is left alone."""
 
 import shutil
 import stat
@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from components.common import step_text
 from components.common.bundle import SCRIPTS_DIR, Bundle, collect
 from components.common.remote_step import step_command
 from components.common.step_text import Script, bundle_stdin, render_envelope
@@ -20,8 +19,10 @@ from components.hosts.bundle_step import RECEIVE, STEP, upload_path
 from tests.hosts.loopback import LoopbackHost, loopback_host
 
 HOST = "gpu001"
+# Their headers declare what the step passes: bundle_stdin checks the bundle's files.
 WRITE = """\
 #!/usr/bin/env bash
+# Inputs: DEMO_TEXT GPU_CLUSTER_ROOT
 set -euo pipefail
 main() {
   mkdir -p "$GPU_CLUSTER_ROOT/srv"
@@ -32,17 +33,11 @@ main "$@"
 """
 REMOVE = """\
 #!/usr/bin/env bash
+# Inputs: GPU_CLUSTER_ROOT
 set -euo pipefail
 rm -f -- "$GPU_CLUSTER_ROOT/srv/demo"
 log "removed (version {version})"
 """
-
-
-@pytest.fixture(autouse=True)
-def demo_inputs(monkeypatch):
-    """The demo step lives in this test's bundle, not in components/scripts, where the
-    render check reads a step's declared inputs: left out here."""
-    monkeypatch.setattr(step_text, "check_step_inputs", lambda *args: None)
 
 
 @pytest.fixture(scope="module")

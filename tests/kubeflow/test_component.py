@@ -48,6 +48,15 @@ def with_own_logins(values: dict, **kubeflow) -> dict:
     return values
 
 
+def kubeflow_values(**source) -> dict:
+    """A one-worker bare-metal stack, backups off, with Kubeflow from kubeflow.source
+    `source`."""
+    values = with_own_logins(bare_metal_config(workers=1))
+    values["backup"]["enabled"] = False
+    values["kubeflow"]["source"] = source
+    return values
+
+
 def deps(plan, name: str) -> set[str]:
     return {plan.by_urn[d].name for d in plan.named(name).dependencies}
 

@@ -3,7 +3,7 @@ cases name their key, the password is never plain text, defaults are sound."""
 
 import pytest
 
-from tests.config.loading import DELETE, loads, problem_lines, set_path
+from tests.config.loading import DELETE, loads, problem_lines, refused_at, set_path
 from tests.builders import bare_metal_config, cloud_config, hybrid_config
 from tests.kubeflow.certificates import make_certificate
 
@@ -139,8 +139,7 @@ KUBEFLOW_CASES = [
 def test_invalid_kubeflow_config_names_the_key_and_the_problem(valid, mutate, path, fragment):
     values = valid()
     mutate(values)
-    problems = problem_lines(values)
-    assert any(p.startswith(f"{path}: ") and fragment in p for p in problems), problems
+    problems = refused_at(values, path, fragment)
     assert "a long test passphrase" not in "".join(problems)
     # The key is a secret: never quoted, not even a line of it.
     for key in (KEY, OTHER_KEY, EXPIRED_KEY):

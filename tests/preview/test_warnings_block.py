@@ -4,7 +4,7 @@ changes it (config/warnings.py; the rules are in tests/config/test_warnings.py).
 
 from preview.report import tree
 from tests.builders import bare_metal_config, preview
-from tests.kubeflow.test_component import with_own_logins
+from tests.kubeflow.test_component import kubeflow_values
 
 
 def test_backups_off_because_the_controller_serves_nfs_is_warned_in_the_preview():
@@ -15,14 +15,6 @@ def test_backups_off_because_the_controller_serves_nfs_is_warned_in_the_preview(
                               "the controller controller itself (gpu-cluster:storage.nfs.host)")
     assert "gpu-cluster:backup.path" in warning and "gpu-cluster:backup.enabled: false" in warning
     assert f"warning: {warning}" in tree(plan)
-
-
-
-def kubeflow_values(**source) -> dict:
-    values = with_own_logins(bare_metal_config(workers=1))
-    values["backup"]["enabled"] = False
-    values["kubeflow"]["source"] = source
-    return values
 
 
 def test_a_repository_the_vendored_release_ignores_is_warned():

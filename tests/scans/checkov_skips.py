@@ -155,7 +155,7 @@ SECRETS = [
           "bundle test passes to install-controller"), "acb6f654adcde8a14689b3aa30765cef56314518"),
     (Skip("CKV_SECRET_6", "tests/scripts/wait-for-api.bats", "a fake admin key the script test "
           "checks never reaches a log"), "546728d81d260fa22dae4d8702533c49e6c09ea0"),
-    (Skip("CKV_SECRET_2", "tests/components/test_ssm_parameter.py", "AWS's documented "
+    (Skip("CKV_SECRET_2", "tests/components/aws_fakes.py", "AWS's documented "
           "example access key, in a stubbed credentials answer"),
      "25910f981e85ca04baf359199dd0bd4a3ae738b6"),
     (Skip("CKV_SECRET_6", "components/addons/kubeflow/overlay.py", "the name of a Kubernetes Secret "

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,21 @@ def builds(tmp_path_factory):
     return root
 
 
+def assert_accepted(found: list, skips: list, matches: Callable, describe: Callable) -> None:
+    """Each finding `found` is accepted by an entry of `skips` that `matches` it, else
+    named by `describe`; and every entry accepts one: the table never hides more than it
+    says."""
+    used, left = [], []
+    for finding in found:
+        skip = next((skip for skip in skips if matches(skip, finding)), None)
+        if skip is None:
+            left.append(describe(finding))
+        else:
+            used.append(skip)
+    assert left == [], (f"{HOW_TO_FIX}\n" + "\n".join(left))
+    assert [skip for skip in skips if skip not in used] == []
+
+
 def _kubernetes_key(failed: dict) -> str:
     stack = failed["file_path"].strip("/").split("/")[0]
     return f"{stack}:{failed['resource']}"
@@ -80,21 +96,16 @@ def test_rendered_manifests_and_scripts_pass_checkov(builds):
     assert "kubernetes" in kinds
     checked = sum(r["summary"]["passed"] + r["summary"]["failed"] for r in reports)
     assert checked > 500, "checkov checked almost nothing: were the manifests found?"
-    used, left = set(), []
-    for check_type, failed in failures(reports):
-        if check_type == "kubernetes" and failed["file_path"].endswith(".patch.yaml"):
-            # A patch names a few fields of an object upstream defines (Dex's rollout
-            # annotation), not a whole workload; tests/kubeflow checks it merged.
-            continue
-        key = _kubernetes_key(failed)
-        skip = next((s for s in checkov_skips.KUBERNETES if check_type == "kubernetes"
-                     and s.check == failed["check_id"] and fnmatch.fnmatchcase(key, s.where)), None)
-        if skip is None:
-            left.append(f"{failed['check_id']} {failed['check_name']}: {key} ({failed['file_path']})")
-        else:
-            used.add(skip)
-    assert left == [], (f"{HOW_TO_FIX}\n" + "\n".join(left))
-    assert [s for s in checkov_skips.KUBERNETES if s not in used] == []
+    # A patch names a few fields of an object upstream defines (Dex's rollout annotation),
+    # not a whole workload; tests/kubeflow checks it merged.
+    found = [(check_type, failed) for check_type, failed in failures(reports)
+             if not (check_type == "kubernetes" and failed["file_path"].endswith(".patch.yaml"))]
+    assert_accepted(
+        found, checkov_skips.KUBERNETES,
+        lambda skip, found: found[0] == "kubernetes" and skip.check == found[1]["check_id"]
+        and fnmatch.fnmatchcase(_kubernetes_key(found[1]), skip.where),
+        lambda found: f"{found[1]['check_id']} {found[1]['check_name']}: "
+        f"{_kubernetes_key(found[1])} ({found[1]['file_path']})")
 
 
 def repository_files() -> list:
@@ -113,18 +124,13 @@ def test_no_secret_in_any_file_of_the_repository(tmp_path):
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(PROJECT_DIR / path, target)
-    used, left = set(), []
-    for _, failed in failures(checkov(tmp_path, ["secrets"])):
-        path = failed["file_path"].lstrip("/")
-        skip = next((s for s, value in checkov_skips.SECRETS if s.check == failed["check_id"]
-                     and s.where == path and value == failed["resource"]), None)
-        if skip is None:
-            left.append(f"{failed['check_id']} {failed['check_name']}: {path} lines "
-                        f"{failed['file_line_range']} (value sha1 {failed['resource']})")
-        else:
-            used.add(skip)
-    assert left == [], (f"{HOW_TO_FIX}\n" + "\n".join(left))
-    assert [s for s, _ in checkov_skips.SECRETS if s not in used] == []
+    assert_accepted(
+        [failed for _, failed in failures(checkov(tmp_path, ["secrets"]))], checkov_skips.SECRETS,
+        lambda entry, failed: entry[0].check == failed["check_id"]
+        and entry[0].where == failed["file_path"].lstrip("/") and entry[1] == failed["resource"],
+        lambda failed: f"{failed['check_id']} {failed['check_name']}: "
+        f"{failed['file_path'].lstrip('/')} lines {failed['file_line_range']} "
+        f"(value sha1 {failed['resource']})")
 
 
 def test_the_secrets_scan_finds_a_planted_key(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from tests.builders import example_plan
 from tests.scans import checkov_skips
-from tests.scans.test_checkov import HOW_TO_FIX, checkov, failures
+from tests.scans.test_checkov import assert_accepted, checkov, failures
 
 # The example stacks on AWS.
 STACKS = ["dev", "prod", "rke2"]
@@ -62,15 +62,14 @@ def test_the_rendered_aws_policies_pass_checkov(templates):
     assert {report["check_type"] for report in reports} == {"cloudformation"}
     checked = sum(r["summary"]["passed"] + r["summary"]["failed"] for r in reports)
     assert checked >= 40, "checkov checked almost nothing: were the templates found?"
-    used, left = set(), []
-    for _, failed in failures(reports):
-        stack = failed["file_path"].strip("/").removesuffix(".json")
-        key = f"{stack}:{failed['resource'].split('.')[-1]}"
-        skip = next((s for s in checkov_skips.AWS if s.check == failed["check_id"]
-                     and fnmatch.fnmatchcase(key, s.where)), None)
-        if skip is None:
-            left.append(f"{failed['check_id']} {failed['check_name']}: {key}")
-        else:
-            used.add(skip)
-    assert left == [], (f"{HOW_TO_FIX}\n" + "\n".join(left))
-    assert [s for s in checkov_skips.AWS if s not in used] == []
+    assert_accepted(
+        [failed for _, failed in failures(reports)], checkov_skips.AWS,
+        lambda skip, failed: skip.check == failed["check_id"]
+        and fnmatch.fnmatchcase(_key(failed), skip.where),
+        lambda failed: f"{failed['check_id']} {failed['check_name']}: {_key(failed)}")
+
+
+def _key(failed: dict) -> str:
+    """`<stack>:<logical id>`, as checkov_skips.AWS names a policy."""
+    stack = failed["file_path"].strip("/").removesuffix(".json")
+    return f"{stack}:{failed['resource'].split('.')[-1]}"

@@ -7,7 +7,8 @@ with its top-level code and the functions the step reaches from its script."""
 import re
 from dataclasses import dataclass, field
 
-from components.common.step_text import SCRIPTS_DIR, read_script
+from components.common.bundle import SCRIPTS_DIR
+from components.common.step_text import read_script
 
 # Set by bash itself, the login, or lib.sh's callers' shell: never a step's input.
 SHELL_NAMES = frozenset("""BASH_SOURCE BASH_REMATCH BASH_COMMAND BASH_VERSION BASHPID LINENO
@@ -151,11 +152,6 @@ def script_files(path: str) -> list[str]:
     libraries = [str((folder / relative).resolve().relative_to(SCRIPTS_DIR.resolve()))
                  for relative in _SOURCE.findall(read_script(path))]
     return list(dict.fromkeys(libraries)) + [path]
-
-
-def sources_lib(path: str) -> bool:
-    """Whether the script runs with lib.sh (and so its input checks)."""
-    return "lib.sh" in script_files(path)[:-1]
 
 
 def all_scripts() -> list[str]:

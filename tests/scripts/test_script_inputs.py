@@ -7,9 +7,15 @@ stacks render."""
 
 import pytest
 
-from components.common.script_inputs import EVERY_STEP, declared_inputs, step_declared
+from components.aws.boot import bootstrap_part
+from components.common.script_inputs import (
+    EVERY_STEP,
+    StepInputsError,
+    declared_inputs,
+    step_declared,
+)
 from components.common.step_text import read_script
-from tests.scripts.script_scan import all_scripts, scan_files, script_files, sources_lib
+from tests.scripts.script_scan import all_scripts, scan_files, script_files
 
 SCRIPTS = all_scripts()
 # Inputs a script hands on to the one it runs rather than reads: bootstrap.sh's code is
@@ -43,11 +49,27 @@ def test_every_declared_name_is_read(script: str):
     assert not unread, f"{script} declares {unread} but never reads them"
 
 
-@pytest.mark.parametrize("script", [s for s in SCRIPTS if s.endswith(".sh")])
+# Checks none of its inputs itself: its code is the boot user data (a change replaces every
+# instance), and it runs before the machine has lib.sh. Its one renderer checks them
+# instead (test below), and its `set -u` ends it on any that is unset.
+CHECKED_WHERE_RENDERED = "boot/bootstrap.sh"
+
+
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s.endswith(".sh")
+                                    and s != CHECKED_WHERE_RENDERED])
 def test_every_required_input_is_checked(script: str):
     required = declared_inputs(read_script(script)).required
-    if not sources_lib(script):
-        pytest.skip("runs before the machine has lib.sh (the bundle, the boot part)")
     unchecked = sorted(required - scan_files(script_files(script)).checked)
     assert not unchecked, (f"{script} requires {unchecked} (its '# Inputs:' line) but checks "
-                           "none of them with require_env or check_missing_env")
+                           "none of them with require_env, check_missing_env or a loop that "
+                           "names the empty ones")
+
+
+@pytest.mark.parametrize("name", sorted(
+    declared_inputs(read_script(CHECKED_WHERE_RENDERED)).required - {"S3_GET"}))
+def test_the_boot_part_is_not_rendered_without_an_input_of_bootstrap(name: str):
+    # S3_GET: bootstrap_part adds it itself.
+    env = {other: "x" for other in declared_inputs(read_script(CHECKED_WHERE_RENDERED)).required
+           if other not in (name, "S3_GET")}
+    with pytest.raises(StepInputsError, match=f"{CHECKED_WHERE_RENDERED} requires {name} "):
+        bootstrap_part("gpu-pool-0", env)

@@ -10,7 +10,6 @@ from cryptography import x509
 from pulumi.runtime import rpc
 
 import components.common.bundle as bundle
-import components.common.step_text as step_text
 from components.common.step_text import step_inputs, whole_text
 from preview.report import write_artifacts
 from tests.builders import bare_metal_config, preview, shared_preview
@@ -202,10 +201,9 @@ def test_a_changed_script_changes_only_its_own_steps(tmp_path, monkeypatch):
     before_plan = preview(bare_metal_config())
     before = _stdin_by_step(before_plan)
     scripts = tmp_path / "scripts"
-    shutil.copytree(step_text.SCRIPTS_DIR, scripts)
+    shutil.copytree(bundle.SCRIPTS_DIR, scripts)
     path = scripts / "install-nvidia.sh"
     path.write_text(path.read_text().replace("set -euo pipefail", "set -euo pipefail # a change", 1))
-    monkeypatch.setattr(step_text, "SCRIPTS_DIR", scripts)
     monkeypatch.setattr(bundle, "SCRIPTS_DIR", scripts)
     after_plan = preview(bare_metal_config())
     after = _stdin_by_step(after_plan)

@@ -12,7 +12,7 @@ from typing import Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.doctor.apiserver import ApiHandler, LoopbackHttps
-from tests.doctor.pki import Authority
+from tests.pki import Authority
 
 # A scenario: pod -> {"phase", "exitCode", "log", "podIP"}.
 Scenario = Callable[[dict], dict]

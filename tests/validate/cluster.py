@@ -10,7 +10,7 @@ import acceptance
 from components.kubernetes.kubeconfig import client_kubeconfig
 from config import load
 from tests.builders import as_cli_config, bare_metal_config
-from tests.doctor.pki import pem
+from tests.pki import pem
 
 DATA = Path(__file__).parent / "data"
 ACCEPTANCE_DATA = Path(__file__).parents[1] / "acceptance" / "data"

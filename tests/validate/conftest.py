@@ -1,6 +1,6 @@
 import pytest
 
-from tests.doctor.pki import Authority
+from tests.pki import Authority
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,6 @@
 """Everything `python -m validate` creates passes kubernetes-validate --strict, and the
 package runs without the program's own dependencies."""
 
-import ast
 import subprocess
 import sys
 import tempfile
@@ -11,6 +10,7 @@ import yaml
 
 from config import versions
 from tests.builders import PROJECT_DIR, require_tool
+from tests.imports import top_level_imports
 from tests.validate import cluster
 from validate import manifests
 
@@ -69,24 +69,14 @@ def test_every_object_carries_the_run_label_and_pods_are_bounded():
     assert mpijob["metadata"]["namespace"] == NS
 
 
-def _imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
-    return found
-
-
 def test_validate_needs_none_of_the_programs_packages():
     root = Path(PROJECT_DIR)
-    used = {name for path in (root / "validate").rglob("*.py") for name in _imports(path)}
+    used = {name for path in (root / "validate").rglob("*.py") for name in top_level_imports(path)}
     assert used & {"components", "config", "preview", "pulumi", "pulumi_kubernetes",
                    "pydantic"} == set()
     program = [root / "__main__.py", *(root / "components").rglob("*.py"),
                *(root / "config").rglob("*.py"), *(root / "preview").rglob("*.py")]
-    assert [str(p) for p in program if "validate" in _imports(p)] == []
+    assert [str(p) for p in program if "validate" in top_level_imports(p)] == []
     # In a fresh interpreter: the command loads neither pydantic nor the Pulumi SDK.
     probe = ("import sys, validate.__main__; "
              "print(sorted({'pydantic', 'pulumi', 'config'} & set(sys.modules)))")

@@ -13,7 +13,8 @@ from pulumi_command import remote
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from components.common.remote_step import Ssh, SshAccess
-from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
+from components.layouts.hybrid import vpn_bridge_args
+from components.network.vpn_bridge import VpnBridge
 from config.model import Host, StackConfig
 from preview.engine import run_program
 from preview.plan import Plan
@@ -60,21 +61,16 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
         settings = StackConfig.model_validate(values)
         distribution = distribution_for(distribution_settings(settings))
         access = SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key)
-        server = HostBootstrap(SERVER.name, HostBootstrapArgs(
-            host=SERVER, ssh=access, tuning=settings.tuning, nvidia=settings.nvidia,
-            distribution=distribution, control_plane_address=SERVER.address))
-        onprem = {
-            host.name: HostBootstrap(host.name, HostBootstrapArgs(
+
+        def prepared(host: Host) -> HostBootstrap:
+            return HostBootstrap(host.name, HostBootstrapArgs(
                 host=host, ssh=access, tuning=settings.tuning, nvidia=settings.nvidia,
                 distribution=distribution, control_plane_address=SERVER.address))
-            for host in settings.hosts
-        }
-        bridge = VpnBridge("lab-vpn", VpnBridgeArgs(
-            cluster_name=settings.cluster_name,
-            vpn=settings.vpn,
-            vpc_cidr=settings.aws.vpc.cidr,
-            lan_cidr=settings.network.lan_cidr,
-            hosts=settings.hosts,
+
+        server = prepared(SERVER)
+        onprem = {host.name: prepared(host) for host in settings.hosts}
+        bridge = VpnBridge("lab-vpn", vpn_bridge_args(
+            settings,
             server_host=SERVER,
             server_ssh=Ssh(remote.ConnectionArgs(
                 host=SERVER_PUBLIC_ADDRESS, user="ubuntu",
@@ -82,10 +78,6 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
             server_public_address=pulumi.Output.from_input(SERVER_PUBLIC_ADDRESS),
             server_ready=server.ready,
             onprem={name: bootstrap.prepared for name, bootstrap in onprem.items()},
-            client_profile=settings.vpn_client_profile,
-            users=[user.name for user in settings.access.users],
-            api_port=settings.kubernetes.api_port,
-            user_networks=settings.vpn.user_networks if settings.vpn else {},
         ))
         if not exports:
             return

@@ -1,4 +1,5 @@
-"""A cluster CA and certificates of any validity signed by it, made with `cryptography`."""
+"""A cluster CA and certificates of any validity signed by it, made with `cryptography`: the
+doctor's, validate's and distribute's tests' clusters."""
 
 import datetime
 import ipaddress
@@ -49,6 +50,10 @@ class Authority:
                 .sign(key, hashes.SHA256()))
         return cls(cert, key)
 
+    @property
+    def cert_pem(self) -> str:
+        return pem(self.cert)
+
     def issue(self, common_name: str, not_before: datetime.datetime,
               not_after: datetime.datetime, organization: Optional[str] = None,
               server_ip: Optional[str] = None) -> tuple[x509.Certificate, str]:
@@ -75,3 +80,10 @@ class Authority:
         end = now + datetime.timedelta(days=days)
         return self.issue("admin", min(now, end) - datetime.timedelta(days=365), end,
                           organization="system:masters")
+
+    def user(self, name: str, group: str, days: int = 365) -> tuple[str, str]:
+        """(certificate PEM, private key PEM) of user `name` of `group`, valid `days`."""
+        now = datetime.datetime.now(UTC)
+        cert, key = self.issue(name, now - datetime.timedelta(minutes=5),
+                               now + datetime.timedelta(days=days), organization=group)
+        return pem(cert), key
