@@ -7,11 +7,12 @@ import shutil
 import typing
 
 import pytest
+from markdown_it import MarkdownIt
 from pydantic import BaseModel
 
 from config import reference
 from config.model import StackConfig
-from config.reference_tables import tables
+from config.reference_tables import named_types_used, tables
 from tests.builders import PROJECT_DIR
 from tests.docs import section
 
@@ -51,6 +52,30 @@ def test_every_key_of_the_model_has_a_row():
                           re.M))
     keys = {key for table in tables() for key, *_ in table.rows}
     assert len(keys) > 250 and keys <= rows, keys - rows
+
+
+def test_the_page_parses_as_one_row_of_four_cells_per_key():
+    """A `|` in a pattern or a description would split a row: read the page as GitHub does
+    (markdown-it-py, CommonMark with GFM tables)."""
+    rows, row = [], None
+    for token in MarkdownIt("commonmark").enable("table").parse(reference.reference()):
+        if token.type == "tr_open":
+            row = []
+        elif token.type == "inline" and row is not None:
+            row.append(token.content)
+        elif token.type == "tr_close":
+            rows.append(row)
+            row = None
+    # GFM drops a row's cells beyond the header's: compare each cell with what it must say.
+    body = [row for row in rows if row not in (["key", "type", "default", "description"],
+                                               ["type", "base", "module", "checked by"])]
+    expected = [[f"`{key}`", kind, default, description]
+                for table in tables() for key, kind, default, description in table.rows]
+    expected += [[f"`{name}`", base, f"`{module}`", check]
+                 for name, base, module, check in named_types_used()]
+    assert len(body) == len(expected) > 300
+    for got, want in zip(body, expected):
+        assert got == want
 
 
 def test_the_check_names_the_stale_file_and_the_write_mends_it(tmp_path, capsys):
