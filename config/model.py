@@ -62,13 +62,19 @@ Role = Literal["controller", "worker", "controller+worker"]
 
 
 class NetworkSettings(Section):
-    # The on-prem LAN the hosts talk to each other on (bare-metal and hybrid).
-    lan_cidr: Optional[IPv4Cidr] = None
-    pod_cidr: IPv4Cidr = "10.244.0.0/16"
-    service_cidr: IPv4Cidr = "10.96.0.0/12"
-    cni: Literal["calico", "kuberouter"] = "calico"
+    lan_cidr: Optional[IPv4Cidr] = Field(None, description=(
+        "The on-prem LAN (required on bare-metal and hybrid; none on cloud); every host address"
+        " must be inside it."))
+    pod_cidr: IPv4Cidr = Field("10.244.0.0/16", description=(
+        "Pod network; must not overlap the others."))
+    service_cidr: IPv4Cidr = Field("10.96.0.0/12", description=(
+        "Service network; must not overlap the others."))
+    cni: Literal["calico", "kuberouter"] = Field("calico", description=(
+        "k0s: `calico` (VXLAN, node address pinned per host) or `kuberouter`; RKE2 always runs "
+        "Canal."))
     # 0 lets the CNI detect it; set it below the smallest link MTU (tunnels, jumbo frames).
-    mtu: int = Field(default=0, ge=0, le=9000)
+    mtu: int = Field(default=0, ge=0, le=9000, description=(
+        "CNI MTU; 0 lets the CNI detect it; set it below tunnel/link MTUs."))
 
     @field_validator("mtu")
     @classmethod
@@ -79,38 +85,52 @@ class NetworkSettings(Section):
 
 
 class Bastion(Section):
-    host: HostOrIp
-    port: Port = ports.SSH
-    # Defaults to gpu-cluster:ssh.user.
-    user: Optional[UserName] = None
-    # The bastion's SSH host key (`ssh-keyscan -t ed25519 HOST`, its fingerprint checked
-    # out of band); required unless ssh.acceptAnyHostKey.
-    host_key: Optional[SshPublicKey] = None
+    host: HostOrIp = Field(description="Jump host to reach the hosts through.")
+    port: Port = Field(ports.SSH, description="Jump host SSH port.")
+    user: Optional[UserName] = Field(None, description="Jump host user; unset: `ssh.user`.")
+    host_key: Optional[SshPublicKey] = Field(None, description=(
+        "The jump host's SSH host key (`ssh-ed25519 AAAA...` or ECDSA; not RSA), from "
+        "`ssh-keyscan -t ed25519 HOST` with its fingerprint checked out of band ([SSH host "
+        "keys](layouts.md#ssh-host-keys)); unset only with `ssh.acceptAnyHostKey`."))
 
 
 class SshSettings(Section):
-    user: UserName = "ubuntu"
-    port: Port = ports.SSH
-    bastion: Optional[Bastion] = None
-    # Retries while a host is unreachable (booting, flapping link) before a step fails.
-    dial_error_limit: int = Field(default=10, ge=1, le=1000)
-    per_dial_timeout_seconds: int = Field(default=15, ge=1, le=600)
+    user: UserName = Field("ubuntu", description=(
+        "SSH user on the hosts (needs passwordless sudo); a login name as useradd(8) allows: "
+        "`[a-z_][a-z0-9_-]*[$]?`, at most 32 characters, as are the other users."))
+    port: Port = Field(ports.SSH, description="SSH port on the hosts.")
+    bastion: Optional[Bastion] = Field(None, description=(
+        "A jump host the program reaches the hosts through; unset: none."))
+    dial_error_limit: int = Field(default=10, ge=1, le=1000, description=(
+        "Connection attempts before a step fails."))
+    per_dial_timeout_seconds: int = Field(default=15, ge=1, le=600, description=(
+        "Timeout of each connection attempt."))
     # Public keys the authorized-keys step keeps on every host reached over SSH, beside
     # the user's own (docs/day-2.md, "Rotating credentials").
-    authorized_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
+    authorized_keys: list[AuthorizedKey] = Field(default=[], max_length=100, description=(
+        "Extra OpenSSH public keys (`ssh-ed25519 AAAA... comment`, at most 100) kept in the SSH"
+        " user's `authorized_keys` on every host reached over SSH ([Rotating "
+        "credentials](day-2.md#rotating-credentials))."))
     # Public keys the same step takes out of authorized_keys wherever they are (an old key
     # once the program logs in with the new one).
-    revoked_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
+    revoked_keys: list[AuthorizedKey] = Field(default=[], max_length=100, description=(
+        "OpenSSH public keys taken out of the SSH user's `authorized_keys` on every host "
+        "reached over SSH, wherever they are (never one of `ssh.authorizedKeys` or the public "
+        "half of `sshPrivateKey`)."))
     # true: connect to hosts and the bastion that have no host key set, accepting any key
     # they show (pulumi-command remembers none); the preview warns. Off, a stack without
     # every host key is refused (config/checks.py).
-    accept_any_host_key: bool = False
+    accept_any_host_key: bool = Field(False, description=(
+        "`true` connects to hosts and a bastion without a host key set, accepting any key they "
+        "show (no check, not even on first use); the preview warns, naming it and the hosts."))
 
 
 class Taint(Section):
-    key: LabelKey
-    value: LabelValue = ""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    key: LabelKey = Field(description="The taint's key, a Kubernetes label key.")
+    value: LabelValue = Field("", description=(
+        "The taint's value, a Kubernetes label value (may be empty)."))
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(description=(
+        "What the taint does to pods that do not tolerate it."))
 
 
 def _unique_taints(taints: list[Taint]) -> list[Taint]:
@@ -140,37 +160,57 @@ NvSwitch = Annotated[Union[Literal["auto"], bool], BeforeValidator(_nvswitch)]
 
 
 class Host(Section):
-    name: DnsLabel
+    name: DnsLabel = Field(description="Host name; must equal the host's hostname; unique.")
     # Address on the cluster LAN: the node IP and where the CNI is pinned.
-    address: IPv4
-    # Where SSH reaches the host, when not at `address`.
-    ssh_address: Optional[HostOrIp] = None
-    ssh_user: Optional[UserName] = None
-    # The host's SSH host key (`ssh-keyscan -t ed25519 ADDRESS`, its fingerprint checked
-    # out of band); required unless ssh.acceptAnyHostKey.
-    ssh_host_key: Optional[SshPublicKey] = None
-    # The NIC that carries `address`; checked by preflight (multi-NIC hosts).
-    interface: Optional[InterfaceName] = None
-    role: Role = "worker"
-    gpus: int = Field(default=0, ge=0, le=64)
+    address: IPv4 = Field(description=(
+        "The host's LAN address (node IP); unique, inside `network.lanCidr`."))
+    ssh_address: Optional[HostOrIp] = Field(None, description=(
+        "Where SSH reaches the host, when different; unset: `address`."))
+    ssh_user: Optional[UserName] = Field(None, description=(
+        "SSH user for this host; unset: `ssh.user`."))
+    ssh_host_key: Optional[SshPublicKey] = Field(None, description=(
+        "The host's SSH host key (`ssh-ed25519 AAAA...` or ECDSA; not RSA), from `ssh-keyscan "
+        "-t ed25519 ADDRESS` with its fingerprint checked out of band ([SSH host "
+        "keys](layouts.md#ssh-host-keys)); required on bare-metal and hybrid unless "
+        "`ssh.acceptAnyHostKey`."))
+    interface: Optional[InterfaceName] = Field(None, description=(
+        "NIC carrying `address`; preflight checks it (multi-NIC hosts)."))
+    role: Role = Field("worker", description=(
+        "`controller`, `worker` or `controller+worker`; exactly one controller."))
+    gpus: int = Field(default=0, ge=0, le=64, description=(
+        "NVIDIA GPUs in the host; > 0 installs the driver and toolkit (as "
+        "`nvidia.installDriver` and `nvidia.installToolkit` say), and `verify-boot` requires "
+        "`nvidia-smi` to list this many."))
     # Written to the node as nvidia.com/gpu.product, the label GPU Feature Discovery uses.
-    gpu_model: Optional[LabelValue] = None
+    gpu_model: Optional[LabelValue] = Field(None, description=(
+        "Node label `nvidia.com/gpu.product`, e.g. `NVIDIA-A100-SXM4-80GB`."))
     # NVSwitches (HGX A100/H100/H200 boards): their GPUs run CUDA only with NVIDIA Fabric
     # Manager, which install-nvidia installs at the driver's version. auto: when they are on
     # the PCI bus; false: never (it is yours to run).
-    nvswitch: NvSwitch = "auto"
-    labels: dict[LabelKey, LabelValue] = {}
-    taints: Taints = []
-    # true: cordon and drain the node (it stays in the cluster); false: uncordon it. Unset:
-    # the program leaves the cordon alone.
-    maintenance: Optional[bool] = None
-    # This host's own answer to nvidia.installDriver / nvidia.installToolkit (unset: the
-    # stack's): a vGPU guest or an image that brings its own driver keeps it.
-    install_driver: Optional[bool] = None
-    install_toolkit: Optional[bool] = None
+    nvswitch: NvSwitch = Field("auto", description=(
+        "NVIDIA Fabric Manager and NSCQ at the driver's version (HGX boards with NVSwitches "
+        "need them for CUDA): `auto` when NVSwitches are on the PCI bus, `true` always, `false`"
+        " never."))
+    labels: dict[LabelKey, LabelValue] = Field({}, description=(
+        "Node labels (GPU hosts also get `nvidia.com/gpu.present=true`)."))
+    taints: Taints = Field([], description=(
+        "Node taints: `key`, `value`, `effect`; a GPU host's `nvidia.com/gpu:NoSchedule` is "
+        "tolerated by every pod that requests `nvidia.com/gpu`."))
+    maintenance: Optional[bool] = Field(None, description=(
+        "`true` cordons and drains the node from the controller (it stays in the cluster); "
+        "`false` uncordons; unset leaves the cordon alone ([Machines](day-2.md#machines))."))
+    install_driver: Optional[bool] = Field(None, description=(
+        "This host's own answer: `false` keeps its driver, of any branch (a vGPU guest's, an "
+        "image's); preflight names the branch it found; unset: `nvidia.installDriver`."))
+    install_toolkit: Optional[bool] = Field(None, description=(
+        "This host's own answer: `false` leaves the container toolkit and containerd's `nvidia`"
+        " runtime to the host (the preview warns); unset: `nvidia.installToolkit`."))
     # Raised by the user when the machine behind this name is new hardware: its steps run
     # again on it, and the old node object is removed before it joins (README, Day-2).
-    generation: int = Field(default=0, ge=0, le=1_000_000)
+    generation: int = Field(default=0, ge=0, le=1_000_000, description=(
+        "Raise it by one when the machine behind the name is new hardware: its steps run again "
+        "on it and the old node object is removed first ([Machines](day-2.md#machines)); "
+        "workers only."))
 
     @property
     def runs_control_plane(self) -> bool:
@@ -183,26 +223,38 @@ class Host(Section):
 
 class HostTuning(Section):
     # IOMMU off lets GPUs talk peer-to-peer (multi-GPU training).
-    disable_iommu: bool = True
+    disable_iommu: bool = Field(True, description=(
+        "`intel_iommu=off amd_iommu=off` for GPU peer-to-peer."))
     # Spectre/Meltdown mitigations cost GPU hosts real throughput; opt-in only.
-    disable_cpu_mitigations: bool = False
-    extra_kernel_args: list[str] = []
+    disable_cpu_mitigations: bool = Field(False, description=(
+        "`mitigations=off`; opt in only on hosts one team uses: with two teams or more every "
+        "host that runs workloads is shared (no team is bound to a node) and the preview warns,"
+        " naming the key and the hosts."))
+    extra_kernel_args: list[str] = Field([], description="More kernel arguments.")
     # Kubeflow's many watchers exhaust the defaults ("too many open files").
-    inotify_max_user_instances: int = Field(default=2280, ge=128)
-    inotify_max_user_watches: int = Field(default=1255360, ge=8192)
-    cpu_manager_policy: Literal["none", "static"] = "none"
-    # CPUs kept for the system when cpuManagerPolicy is static, e.g. "0-1".
-    reserved_cpus: Optional[str] = None
+    inotify_max_user_instances: int = Field(default=2280, ge=128, description=(
+        "`fs.inotify.max_user_instances` (Kubeflow)."))
+    inotify_max_user_watches: int = Field(default=1255360, ge=8192, description=(
+        "`fs.inotify.max_user_watches` (Kubeflow)."))
+    cpu_manager_policy: Literal["none", "static"] = Field("none", description=(
+        "Kubelet CPU manager; `static` pins CPUs for guaranteed pods. Changing it on a running "
+        "cluster: drain each worker when `pulumi up` asks (see `apply-worker-profile`)."))
+    reserved_cpus: Optional[str] = Field(None, description=(
+        "CPUs kept for the system with `static`, e.g. `0-1` (then required)."))
     # The real upstream resolvers, not systemd-resolved's 127.0.0.53 stub (DNS loops in pods).
-    kubelet_resolv_conf: AbsolutePath = "/run/systemd/resolve/resolv.conf"
-    min_free_disk_gb: int = Field(default=50, ge=1)
-    install_nfs_client: bool = True
+    kubelet_resolv_conf: AbsolutePath = Field("/run/systemd/resolve/resolv.conf", description=(
+        "The resolv.conf of pods: the real resolvers, not the 127.0.0.53 stub."))
+    min_free_disk_gb: int = Field(default=50, ge=1, description=(
+        "Free space preflight requires under `/var/lib`."))
+    install_nfs_client: bool = Field(True, description="Install `nfs-common` for NFS volumes.")
     # Reboot a host that is not in the cluster yet when its steps need it (kernel
     # arguments, the NVIDIA driver, nouveau), and check it before it joins. False leaves
     # reboots to you: the check then only warns while one is pending.
-    reboot_when_needed: bool = True
-    # How long `pulumi up` waits for a rebooting host to answer SSH again.
-    reboot_timeout_seconds: int = Field(default=900, ge=60, le=3600)
+    reboot_when_needed: bool = Field(True, description=(
+        "Reboot a host not yet in the cluster when its steps need it (kernel arguments, the "
+        "NVIDIA driver, nouveau), before it joins; `false` leaves reboots to you."))
+    reboot_timeout_seconds: int = Field(default=900, ge=60, le=3600, description=(
+        "How long `pulumi up` waits for a rebooting host to answer SSH again."))
 
     @field_validator("extra_kernel_args")
     @classmethod
@@ -221,23 +273,31 @@ class HostTuning(Section):
 
 
 class NvidiaSettings(Section):
-    # The pinned driver branch on GPU hosts; false keeps the host's own (a vGPU guest's
-    # GRID driver, an image's), of any branch.
-    install_driver: bool = True
+    install_driver: bool = Field(True, description=(
+        "Install the pinned driver branch on GPU hosts; `false` keeps each host's own driver, "
+        "of any branch, which preflight requires and names (see [Upgrading the NVIDIA "
+        "driver](day-2.md#upgrading-the-nvidia-driver))."))
     # The pinned NVIDIA Container Toolkit and containerd's `nvidia` runtime on GPU hosts,
     # which the device plugin's and the DCGM exporter's pods run with (RuntimeClass
     # `nvidia`); false leaves both to the host (the preview warns).
-    install_toolkit: bool = True
-    driver_branch: str = Field(default=versions.NVIDIA_DRIVER_BRANCH, pattern=r"^\d{3}$")
+    install_toolkit: bool = Field(True, description=(
+        "Install the pinned container toolkit and containerd's `nvidia` runtime on GPU hosts "
+        "(the device plugin's and the DCGM exporter's pods run with it), with or without the "
+        "driver; `false` leaves both to the hosts and the preview warns, naming the key; "
+        "refused while the program installs the driver."))
+    driver_branch: str = Field(
+        default=versions.NVIDIA_DRIVER_BRANCH, pattern=r"^\d{3}$", description=(
+        "NVIDIA driver branch (`nvidia-headless-<branch>-server`)."))
     container_toolkit_version: str = Field(
         default=versions.NVIDIA_CONTAINER_TOOLKIT, pattern=r"^\d+\.\d+\.\d+(-\d+)?$"
-    )
-    # Make nvidia the node's default container runtime instead of selecting it per pod
-    # with the `nvidia` RuntimeClass.
-    default_runtime: bool = False
-    # A mirror of NVIDIA's container toolkit apt repository (its gpgkey and stable/deb/
-    # layout) instead of nvidia.github.io; the key is still checked by fingerprint.
-    apt_mirror: Optional[DownloadUrl] = None
+    , description=(
+        "The apt version of `nvidia-container-toolkit`."))
+    default_runtime: bool = Field(False, description=(
+        "Make `nvidia` containerd's default runtime on GPU hosts."))
+    apt_mirror: Optional[DownloadUrl] = Field(None, description=(
+        "A mirror of NVIDIA's container toolkit apt repository (`https://...` or `file:///path`"
+        " with its `gpgkey` and `stable/deb/`) instead of `nvidia.github.io`; the key is still "
+        "checked against the pinned fingerprint."))
 
     def for_host(self, host: "Host") -> tuple[bool, bool]:
         """(install the driver, install the toolkit and runtime) on `host`: its own
@@ -252,8 +312,14 @@ class PackageSettings(Section):
     # reads instead of the sources their image came with (configure-apt.sh); packages are
     # still checked against Ubuntu's archive key. Security updates come from
     # aptSecurityMirror, or from aptMirror when that is not set.
-    apt_mirror: Optional[DownloadUrl] = None
-    apt_security_mirror: Optional[DownloadUrl] = None
+    apt_mirror: Optional[DownloadUrl] = Field(None, description=(
+        "A mirror of Ubuntu's archive (the layout of `archive.ubuntu.com/ubuntu`; `https://...`"
+        " or `file:///path`) that every machine's apt reads instead of its image's sources, "
+        "still checked against Ubuntu's archive key; removing it restores the original file "
+        "(see [Image mirror](distributions.md#image-mirror))."))
+    apt_security_mirror: Optional[DownloadUrl] = Field(None, description=(
+        "Where the `<codename>-security` suite comes from; needs `packages.aptMirror`; unset: "
+        "`packages.aptMirror`."))
 
     @model_validator(mode="after")
     def _security_needs_the_archive(self) -> "PackageSettings":
@@ -264,13 +330,15 @@ class PackageSettings(Section):
 
 
 class GpuSettings(Section):
-    # Pods sharing each GPU by time-slicing; 1 gives every pod whole GPUs.
-    time_slicing_replicas: int = Field(default=1, ge=1, le=64)
-    # How the device plugin exposes MIG partitions (A100/H100 with MIG enabled).
-    mig_strategy: Literal["none", "single", "mixed"] = "none"
+    time_slicing_replicas: int = Field(default=1, ge=1, le=64, description=(
+        "Pods sharing each GPU by time-slicing; 1 gives pods whole GPUs."))
+    mig_strategy: Literal["none", "single", "mixed"] = Field("none", description=(
+        "How the device plugin exposes MIG partitions: `none`, `single`, `mixed`."))
     # GPU Feature Discovery labels nodes with GPU model, memory, CUDA and driver versions
     # (needs node-feature-discovery, installed with it).
-    feature_discovery: bool = False
+    feature_discovery: bool = Field(False, description=(
+        "GPU Feature Discovery (with node-feature-discovery) from the device plugin's pinned "
+        "chart: node labels for GPU model, memory, CUDA and driver versions."))
 
 
 # The machine generation (hosts[].generation) of a replaced host's node.
@@ -280,74 +348,113 @@ MACHINE_GENERATION_LABEL = "gpu-cluster/machine-generation"
 class WorkerPool(Section):
     """EC2 instances of one type that join the cluster at boot (cloud layout)."""
 
-    name: DnsLabel
+    name: DnsLabel = Field(description="Pool name (a DNS label).")
     instance_type: str = Field(pattern=r"^[a-z0-9-]+\.[a-z0-9]+$",
-                               max_length=64)
-    count: int = Field(ge=0, le=1000)
-    # NVIDIA GPUs per instance; 0 for CPU-only pools.
-    gpus: int = Field(default=0, ge=0, le=16)
-    gpu_model: Optional[LabelValue] = None
+                               max_length=64, description=(
+        "EC2 instance type; GPU pools must use an NVIDIA GPU family (`p3`, `p4d`, `p5`, `g4dn`,"
+        " `g5`, `g6`, `g6e`, ...); Kepler families (`p2`, `g2`) are refused: the pinned driver "
+        "branch does not support them."))
+    count: int = Field(ge=0, le=1000, description="Instances (the auto scaling group's size).")
+    gpus: int = Field(default=0, ge=0, le=16, description="NVIDIA GPUs per instance.")
+    gpu_model: Optional[LabelValue] = Field(None, description=(
+        "Node label `nvidia.com/gpu.product`."))
     # Default: AWS's Deep Learning Base GPU AMI (Ubuntu 22.04) pinned by name in
     # config/versions.py, which ships the NVIDIA driver, the container toolkit and the
     # AWS CLI.
-    ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$")
-    # Install the pinned NVIDIA driver at boot (for an `ami` without one).
-    install_driver: bool = False
-    root_volume_gb: int = Field(default=200, ge=50, le=16384)
-    labels: dict[LabelKey, LabelValue] = {}
-    taints: Taints = []
+    ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$", description=(
+        "Image id; default: AWS's Deep Learning Base GPU AMI (Ubuntu 22.04), with the driver, "
+        "pinned by name in `config/versions.py` (the id is the `images` output)."))
+    install_driver: bool = Field(False, description=(
+        "Install the pinned driver at boot (an `ami` without one)."))
+    root_volume_gb: int = Field(default=200, ge=50, le=16384, description=(
+        "Encrypted gp3 root volume size."))
+    labels: dict[LabelKey, LabelValue] = Field({}, description="Node labels.")
+    taints: Taints = Field([], description="Node taints, set when the node registers.")
     # All instances in one cluster placement group (one zone, low-latency network) for
     # multi-node training.
-    placement_group: bool = False
+    placement_group: bool = Field(False, description=(
+        "One cluster placement group (one zone) for multi-node training."))
 
 
 class StackConfig(Section):
-    layout: Layout
+    layout: Layout = Field(description=(
+        "Where the machines are: `bare-metal` (on-prem hosts only), `hybrid` (an EC2 control "
+        "plane and on-prem hosts, joined by a VPN) or `cloud` (EC2 only); see "
+        "[Layouts](layouts.md)."))
     # Certificate common names add up to 15 characters ("<cluster>-onprem-gateway") and
     # X.509 allows 64.
-    cluster_name: DnsLabel = Field(max_length=49)
-    kubernetes: KubernetesSettings = KubernetesSettings()
-    network: NetworkSettings = NetworkSettings()
-    ssh: SshSettings = SshSettings()
-    ssh_private_key: Optional[MultiLineSecret] = None
-    bastion_private_key: Optional[MultiLineSecret] = None
-    # The EC2 side's OpenVPN profile when vpn.mode is client-to-existing.
-    vpn_client_profile: Optional[MultiLineSecret] = None
-    hosts: list[Host] = []
-    tuning: HostTuning = HostTuning()
-    # nftables on on-prem hosts: node ports for the nodes only (config/firewall.py).
-    host_firewall: HostFirewallSettings = HostFirewallSettings()
-    nvidia: NvidiaSettings = NvidiaSettings()
-    # Where hosts' apt finds Ubuntu's packages.
-    packages: PackageSettings = PackageSettings()
-    gpu: GpuSettings = GpuSettings()
-    storage: StorageSettings
-    mpi: MpiSettings = MpiSettings()
-    aws: Optional[AwsSettings] = None
-    vpn: Optional[VpnSettings] = None
-    pools: list[WorkerPool] = []
-    # Teams' namespaces and quotas, and users with a kubeconfig of their own.
-    access: AccessSettings = AccessSettings()
-    # Kubeflow from the pinned kubeflow/manifests release; off unless configured.
-    kubeflow: Optional[KubeflowSettings] = None
-    # The Kubeflow (Dex) user's password, or its bcrypt hash (the deprecated kubeflow.user).
-    kubeflow_password: Optional[SecretStr] = None
-    # Per access.users name, the bcrypt hash of the user's Kubeflow password (Dex).
-    kubeflow_password_hashes: Optional[dict[DnsLabel, SecretStr]] = None
-    # Per kubeflow.connectors id, its OIDC client secret or LDAP bind password.
-    kubeflow_connector_secrets: Optional[dict[DnsLabel, SecretStr]] = None
-    # The private key of kubeflow.access.tls.certificate (PEM).
-    kubeflow_tls_key: Optional[MultiLineSecret] = None
-    # Scheduled snapshots of the control plane's state (config/backup.py).
-    backup: BackupSettings = BackupSettings()
-    # GPU monitoring: DCGM exporter, Prometheus, Grafana (config/monitoring.py).
-    monitoring: MonitoringSettings = MonitoringSettings()
-    # Beside the pins of config/versions.py: a release's sha256 (config/release_pins.py).
-    versions: VersionOverrides = VersionOverrides()
-    # One image mirror for every node (config/images.py).
-    images: ImagesSettings = ImagesSettings()
-    # The password of images.mirror.username.
-    image_mirror_password: Optional[SecretStr] = None
+    cluster_name: DnsLabel = Field(max_length=49, description=(
+        "Names the cluster, its kubeconfig context and resources; a DNS label."))
+    kubernetes: KubernetesSettings = Field(KubernetesSettings(), description=(
+        "The distribution, its version, the API server and upgrades (see "
+        "[Distributions](distributions.md#distributions))."))
+    network: NetworkSettings = Field(NetworkSettings(), description=(
+        "The LAN, pod and service networks, the CNI and its MTU."))
+    ssh: SshSettings = Field(SshSettings(), description=(
+        "How the program reaches the hosts over SSH, and the keys it keeps on them."))
+    ssh_private_key: Optional[MultiLineSecret] = Field(None, description=(
+        "Private key (PEM or OpenSSH) for the hosts and the EC2 key pair; required on every "
+        "layout."))
+    bastion_private_key: Optional[MultiLineSecret] = Field(None, description=(
+        "Private key for the bastion; unset: `sshPrivateKey`."))
+    vpn_client_profile: Optional[MultiLineSecret] = Field(None, description=(
+        "`client-to-existing` (required): the instance's `.ovpn` profile from the existing "
+        "server."))
+    hosts: list[Host] = Field([], description=(
+        "The on-prem machines, by name and LAN address (bare-metal, hybrid)."))
+    tuning: HostTuning = Field(HostTuning(), description=(
+        "Kernel arguments, sysctls, the kubelet's CPU manager and reboots of the hosts."))
+    host_firewall: HostFirewallSettings = Field(HostFirewallSettings(), description=(
+        "The nftables firewall of on-prem hosts: node ports for the nodes only (see [Host "
+        "firewall](layouts.md#host-firewall))."))
+    nvidia: NvidiaSettings = Field(NvidiaSettings(), description=(
+        "The NVIDIA driver and container toolkit on GPU hosts."))
+    packages: PackageSettings = Field(PackageSettings(), description=(
+        "Where hosts' apt finds Ubuntu's packages."))
+    gpu: GpuSettings = Field(GpuSettings(), description=(
+        "Time-slicing, MIG and GPU Feature Discovery of the device plugin."))
+    storage: StorageSettings = Field(description=(
+        "The volumes' backends: at least one of `nfs`, `efs`, `localPath` (below); the one "
+        "marked `default` is the default StorageClass."))
+    mpi: MpiSettings = Field(MpiSettings(), description=(
+        "The MPI operator and NCCL settings of the acceptance MPIJob."))
+    aws: Optional[AwsSettings] = Field(None, description=(
+        "The AWS side of the hybrid and cloud layouts; unset: no AWS (bare-metal)."))
+    vpn: Optional[VpnSettings] = Field(None, description=(
+        "The OpenVPN bridge between the LAN and the VPC (hybrid); unset: none."))
+    pools: list[WorkerPool] = Field([], description=(
+        "EC2 GPU worker pools that join the cluster at boot (cloud layout)."))
+    access: AccessSettings = Field(AccessSettings(), description=(
+        "Teams' namespaces and quotas, users and their kubeconfigs (see [Teams and "
+        "users](teams.md#teams-and-users))."))
+    kubeflow: Optional[KubeflowSettings] = Field(None, description=(
+        "Kubeflow from the pinned kubeflow/manifests release (see "
+        "[Kubeflow](kubeflow.md#kubeflow)); unset: no Kubeflow."))
+    kubeflow_password: Optional[SecretStr] = Field(None, description=(
+        "The deprecated `kubeflow.user`'s password (at least 12 characters) or its bcrypt hash;"
+        " required with `kubeflow.user`."))
+    kubeflow_password_hashes: Optional[dict[DnsLabel, SecretStr]] = Field(None, description=(
+        "Per `access.users` name with an email, the bcrypt hash of their Kubeflow password; "
+        "required for each such user without `kubeflow.connectors`."))
+    kubeflow_connector_secrets: Optional[dict[DnsLabel, SecretStr]] = Field(None, description=(
+        "Per connector `id`, its OIDC client secret or LDAP bind password."))
+    kubeflow_tls_key: Optional[MultiLineSecret] = Field(None, description=(
+        "The PEM private key of `kubeflow.access.tls.certificate`; required with `tls.mode: "
+        "certificate`."))
+    backup: BackupSettings = Field(BackupSettings(), description=(
+        "Scheduled snapshots of the control plane's state (see [Backups](day-2.md#backups))."))
+    monitoring: MonitoringSettings = Field(MonitoringSettings(), description=(
+        "DCGM exporter, kube-state-metrics, Prometheus and Grafana (see "
+        "[Monitoring](monitoring.md#monitoring))."))
+    versions: VersionOverrides = Field(VersionOverrides(), description=(
+        "Beside the pins of `config/versions.py`: checksums of a release it pins none for (see "
+        "[Supply chain](distributions.md#supply-chain))."))
+    images: ImagesSettings = Field(ImagesSettings(), description=(
+        "One image mirror for every node's containerd (see [Image "
+        "mirror](distributions.md#image-mirror))."))
+    image_mirror_password: Optional[SecretStr] = Field(None, description=(
+        "The password or token of `images.mirror.username` (printable ASCII without spaces, `\"`"
+        " or `\\`); required with it."))
 
     @property
     def image_mirror(self) -> Optional[ImageMirror]:

@@ -1,69 +1,108 @@
-"""The config reference (docs/reference.md) names every key the model accepts, with its default."""
+"""The generated config reference (docs/config-reference.md) and Pulumi.yaml's `config:`
+block are what `python -m config.reference` writes from the model, and every field of the
+model has a description to write."""
 
-import json
 import re
+import shutil
 import typing
 
+import pytest
+from markdown_it import MarkdownIt
 from pydantic import BaseModel
 
-from config.access import Team, User
-from config.model import Host, StackConfig, WorkerPool
+from config import reference
+from config.model import StackConfig
+from config.reference_tables import named_types_used, tables
 from tests.builders import PROJECT_DIR
 from tests.docs import section
 
 
-REQUIRED = object()  # a key without a default
+def _models(annotation) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation)
+            if not isinstance(arg, (str, int, bool)) for m in _models(arg)]
 
 
-def _keys(model: type[BaseModel], prefix: str = "") -> dict[str, object]:
-    """Documented keys: nested sections expand, lists of hosts, pools, teams and users
-    expand, other lists are leaves. A section that must be given has a row of its own."""
-    keys: dict[str, object] = {}
+def _fields(model: type[BaseModel], prefix: str = ""):
+    """(key, field) of every field StackConfig reaches, sections and lists of them too."""
     for field in model.model_fields.values():
         key = f"{prefix}{field.alias}"
-        annotation = field.annotation
-        args = typing.get_args(annotation)
-        if typing.get_origin(annotation) is list and args[0] in (Host, WorkerPool, Team, User):
-            keys.update(_keys(args[0], f"{key}[]."))
-            continue
-        section = next((a for a in (annotation, *args)
-                        if isinstance(a, type) and issubclass(a, BaseModel)), None)
-        if section is not None and typing.get_origin(annotation) is not list:
-            if field.is_required():
-                keys[key] = REQUIRED
-            keys.update(_keys(section, f"{key}."))
-        else:
-            keys[key] = REQUIRED if field.is_required() else field.get_default()
-    return keys
+        yield key, field
+        for inner in _models(field.annotation):
+            yield from _fields(inner, f"{key}.")
 
 
-def _readme_rows() -> dict[str, str]:
-    text = section("docs/reference.md", "Config reference")
-    return {m[1]: m[2] for m in re.finditer(r"^\| `([^`]+)` \| ([^|]+) \|", text, re.M)}
+@pytest.mark.parametrize("path", [reference.REFERENCE, reference.PROJECT])
+def test_the_committed_file_is_what_the_generator_writes(path):
+    expected = reference.generated()[path]
+    committed = (PROJECT_DIR / path).read_text()
+    assert committed == expected, (
+        f"{path} is stale: run `python -m config.reference` (make docs) and commit it")
 
 
-def test_every_config_key_is_documented_with_its_default():
-    rows = _readme_rows()
-    keys = _keys(StackConfig)
-    assert set(keys) == set(rows), (set(keys) ^ set(rows))
-    for key, default in keys.items():
-        shown = rows[key].strip()
-        if default in (None, "", REQUIRED) or shown.startswith(("required", "the stack", "`ssh", "none")):
-            continue
-        expected = json.dumps(default) if isinstance(default, (bool, list, dict)) else default
-        assert shown == f"`{expected}`", (key, shown, default)
+def test_every_field_has_a_description():
+    missing = sorted({key for key, field in _fields(StackConfig)
+                      if not (field.description or "").strip()})
+    assert missing == [], f"fields without Field(description=...): {missing}"
 
 
-# Required by the model, filled by the loader when the stack file leaves it out.
-LOADER_DEFAULTS = {"clusterName": "the stack name"}
+def test_every_key_of_the_model_has_a_row():
+    rows = set(re.findall(r"^\| `([^`]+)` \|", (PROJECT_DIR / reference.REFERENCE).read_text(),
+                          re.M))
+    keys = {key for table in tables() for key, *_ in table.rows}
+    assert len(keys) > 250 and keys <= rows, keys - rows
 
 
-def test_every_key_without_a_default_is_marked_required():
-    rows = _readme_rows()
-    unmarked = {key: rows[key] for key, default in _keys(StackConfig).items()
-                if default is REQUIRED and not rows[key].strip().startswith(
-                    LOADER_DEFAULTS.get(key, "required"))}
-    assert unmarked == {}
+def test_the_page_parses_as_one_row_of_four_cells_per_key():
+    """A `|` in a pattern or a description would split a row: read the page as GitHub does
+    (markdown-it-py, CommonMark with GFM tables)."""
+    rows, row = [], None
+    for token in MarkdownIt("commonmark").enable("table").parse(reference.reference()):
+        if token.type == "tr_open":
+            row = []
+        elif token.type == "inline" and row is not None:
+            row.append(token.content)
+        elif token.type == "tr_close":
+            rows.append(row)
+            row = None
+    # GFM drops a row's cells beyond the header's: compare each cell with what it must say.
+    body = [row for row in rows if row not in (["key", "type", "default", "description"],
+                                               ["type", "base", "module", "checked by"])]
+    expected = [[f"`{key}`", kind, default, description]
+                for table in tables() for key, kind, default, description in table.rows]
+    expected += [[f"`{name}`", base, f"`{module}`", check]
+                 for name, base, module, check in named_types_used()]
+    assert len(body) == len(expected) > 300
+    for got, want in zip(body, expected):
+        assert got == want
+
+
+def test_the_check_names_the_stale_file_and_the_write_mends_it(tmp_path, capsys):
+    (tmp_path / "docs").mkdir()
+    shutil.copy(PROJECT_DIR / reference.PROJECT, tmp_path / reference.PROJECT)
+    assert reference.main(["--root", str(tmp_path)]) == 0
+    assert reference.main(["--check", "--root", str(tmp_path)]) == 0
+    page = tmp_path / reference.REFERENCE
+    page.write_text(page.read_text().replace("Pod network;", "Pod networks;"))
+    assert reference.main(["--check", "--root", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"{reference.REFERENCE} is stale: run `python -m "
+                                       "config.reference` (make docs) and commit it\n")
+    assert reference.main(["--root", str(tmp_path)]) == 0
+    assert page.read_text() == reference.generated()[reference.REFERENCE]
+    assert reference.main(["--check", "--root", str(tmp_path)]) == 0
+
+
+def test_types_defaults_and_secrets_come_from_the_model():
+    rows = {key: (kind, default) for table in tables() for key, kind, default, _ in table.rows}
+    assert rows["layout"] == ("`bare-metal`, `hybrid` or `cloud`", "required")
+    assert rows["clusterName"][1] == "the stack name"
+    assert rows["hosts"][0] == "list[[Host](#hosts)]"
+    assert rows["network.podCidr"] == ("IPv4Cidr", "`10.244.0.0/16`")
+    assert rows["network.mtu"] == ("int (≥ 0, ≤ 9000)", "`0`")
+    assert rows["sshPrivateKey"][0].startswith("**secret**")
+    assert rows["storage.nfs.mountOptions"][1].startswith("`[nfsvers=4.1, ")
+    assert rows["ssh.bastion.user"][1] == "unset"
 
 
 def test_every_stack_output_is_described():
