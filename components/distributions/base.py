@@ -44,6 +44,9 @@ class DistributionSettings:
     # The sha256 the scripts require of kubernetes.version's release file, by architecture
     # (config/release_pins.py: the pins of config/versions.py, `versions.releaseSha256`).
     release_sha256: Mapping[str, str] = field(default_factory=dict)
+    # The public issuer of service-account tokens (config/storage.py
+    # service_account_issuer), or None: the distribution's own.
+    service_account_issuer: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,15 @@ Port = tuple[int, str]
 # admission.go, Admit), so GPU pods tolerate GPU nodes' nvidia.com/gpu:NoSchedule taint
 # without the `nvidia` RuntimeClass lending it to pods that request no GPU.
 GPU_TOLERATION_PLUGIN = "ExtendedResourceToleration"
+
+
+# kube-apiserver --service-account-issuer: "When this flag is specified multiple times, the
+# first is used to generate tokens and all are used to determine which issuers are
+# accepted" (https://kubernetes.io/docs/reference/command-line-tools-reference/
+# kube-apiserver/); --service-account-jwks-uri is where the discovery document says the
+# keys are (pkg/serviceaccount/openidmetadata.go, JWKSPath).
+def jwks_uri(issuer: str) -> str:
+    return f"{issuer}/openid/v1/jwks"
 
 
 def admission_plugins(distribution_defaults: Sequence[str]) -> str:
