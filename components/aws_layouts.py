@@ -23,6 +23,8 @@ from components.aws.tags import default_tags
 from components.kubernetes.control_plane import ControlPlane
 from components.distributions.base import Distribution
 from components.aws.efs import EfsFileSystem, EfsFileSystemArgs
+from components.aws.service_account_issuer import ServiceAccountIssuer
+from components.addons import efs_csi
 from components.aws.gpu_worker_pool import (
     GpuWorkerPool,
     GpuWorkerPoolArgs,
@@ -45,7 +47,7 @@ from components.network.vpn_clients import gateway_address
 from config.backup import backup_store
 from config.cloud import cluster_cidrs, node_cidrs
 from config.model import StackConfig
-from config.storage import efs_mounts_with_iam
+from config.storage import efs_mounts_with_iam, service_account_issuer
 from config.types import public_key_of
 from components.layouts import Layout, Machines, machines_of, registries_env
 
@@ -212,6 +214,9 @@ class _OnAws(Layout):
 
 
 class Hybrid(_OnAws):
+    # The public service-account issuer (storage.efs.issuerBucket), once machines() ran.
+    issuer: "ServiceAccountIssuer | None" = None
+
     def machines(self) -> Machines:
         settings, context = self.context.settings, self.context
         aws_side = self._aws_control_plane()
@@ -245,12 +250,35 @@ class Hybrid(_OnAws):
             join_after={h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts},
             users_on_private_network=True, vpn=vpn)
         if self.efs is not None:
-            # On-prem nodes have no IAM role: only the controller's can be named.
-            self.efs.allow_nodes([aws_side.instance.role_arn])
+            # On-prem nodes have no IAM role: only the controller's can be named; with
+            # storage.efs.issuerBucket, the role their EFS CSI driver gets from its
+            # service account's token mounts and writes.
+            self.issuer = self._service_account_issuer(aws_side)
+            self.efs.allow_nodes([aws_side.instance.role_arn],
+                                 [self.issuer.role.arn] if self.issuer else [])
         machines.gateways["onPrem"] = next(
             (h.address for h in settings.hosts if h.name == settings.vpn.onprem_gateway),
             settings.vpn.existing_server_address)
         return machines
+
+
+    def _service_account_issuer(self, aws_side) -> "ServiceAccountIssuer | None":
+        settings = self.context.settings
+        issuer = service_account_issuer(settings.storage.efs, settings.layout,
+                                        settings.aws.region)
+        if issuer is None:
+            return None
+        return ServiceAccountIssuer(
+            f"{self.context.name}-sa-issuer", settings.storage.efs.issuer_bucket, issuer,
+            efs_csi.NAMESPACE, efs_csi.NODE_SERVICE_ACCOUNT, opts=aws_side.opts)
+
+    def nodes_after(self, control_plane: ControlPlane, provider: k8s.Provider,
+                    machines: Machines) -> list[pulumi.Resource]:
+        """No nodes join on their own; the issuer's key set, from the key the installed
+        controller signs tokens with."""
+        if self.issuer is not None:
+            self.issuer.publish_keys(control_plane.service_account_key())
+        return []
 
 
 class Cloud(_OnAws):

@@ -17,6 +17,9 @@ from config.storage import ACCESS_POINT_CLUSTER_TAG, EfsBackend
 # privileged, with the host's network and the kubelet's folder.
 NAMESPACE = "kube-system"
 PROVISIONER = "efs.csi.aws.com"
+# The node pods' service account (charts/aws-efs-csi-driver/values.yaml:245 at v3.4.1): the
+# one whose tokens the on-prem EFS role trusts (components/aws/service_account_issuer.py).
+NODE_SERVICE_ACCOUNT = "efs-csi-node-sa"
 # What k0s and RKE2 label a controller that runs a kubelet with (k0s docs/
 # worker-node-config.md, "Controller worker nodes are assigned ... labels").
 _CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"

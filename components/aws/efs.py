@@ -180,12 +180,16 @@ class EfsFileSystem(pulumi.ComponentResource):
                 lambda arn: provisioner_policy(arn, cluster_name)),
             opts=pulumi.ResourceOptions(parent=self)) for pool, role in roles.items()]
 
-    def allow_nodes(self, node_roles: Sequence[pulumi.Input[str]]) -> aws.efs.FileSystemPolicy:
-        """The file system policy, once every node role exists (efs_policy)."""
+    def allow_nodes(self, node_roles: Sequence[pulumi.Input[str]],
+                    client_roles: Sequence[pulumi.Input[str]] = ()) -> aws.efs.FileSystemPolicy:
+        """The file system policy, once every node role exists (efs_policy); client roles
+        mount and write, never as root."""
+        count = len(node_roles)
         return aws.efs.FileSystemPolicy(
             f"{self._name}-policy", file_system_id=self.file_system.id,
-            policy=pulumi.Output.all(self.file_system.arn, *node_roles).apply(
-                lambda v: efs_policy(v[0], v[1:], self._anonymous_nfs)),
+            policy=pulumi.Output.all(self.file_system.arn, *node_roles, *client_roles).apply(
+                lambda v: efs_policy(v[0], v[1:1 + count], self._anonymous_nfs,
+                                     v[1 + count:])),
             opts=pulumi.ResourceOptions(parent=self))
 
     @staticmethod

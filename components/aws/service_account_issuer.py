@@ -10,6 +10,8 @@ import base64
 import hashlib
 import json
 
+import pulumi
+import pulumi_aws as aws
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -113,3 +115,64 @@ def issuer_bucket_policy(bucket_arn: str) -> str:
          "Resource": [bucket_arn, f"{bucket_arn}/*"],
          "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
     ]})
+
+
+# The role's session: long enough for efs-utils to refresh its credentials between mounts
+# (it assumes the role again when they expire), as short as IAM allows otherwise.
+_SESSION_SECONDS = 3600
+
+
+class ServiceAccountIssuer(pulumi.ComponentResource):
+    """The public issuer (bucket `storage.efs.issuerBucket`, its two documents), IAM's
+    OpenID Connect provider for it, and the role only the EFS CSI driver's node service
+    account assumes. The key set follows the controller's key: publish_keys, once the
+    controller is installed."""
+
+    def __init__(self, name: str, bucket_name: str, issuer: str, namespace: str,
+                 service_account: str, opts: pulumi.ResourceOptions = None):
+        super().__init__("gpu-cluster:aws:ServiceAccountIssuer", name, None, opts)
+        opts = pulumi.ResourceOptions(parent=self)
+        self._name, self.issuer = name, issuer
+        self.bucket = aws.s3.Bucket(f"{name}-bucket", bucket=bucket_name,
+                                    tags={"Name": bucket_name}, opts=opts)
+        # Public objects through the bucket policy only: never ACLs.
+        access = aws.s3.BucketPublicAccessBlock(
+            f"{name}-public-access", bucket=self.bucket.id, block_public_acls=True,
+            ignore_public_acls=True, block_public_policy=False, restrict_public_buckets=False,
+            opts=opts)
+        aws.s3.BucketOwnershipControls(
+            f"{name}-ownership", bucket=self.bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+            opts=opts)
+        # SSE-S3, not KMS: STS reads the documents without credentials, so without KMS.
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-encryption", bucket=self.bucket.id,
+            rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                apply_server_side_encryption_by_default=(
+                    aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                        sse_algorithm="AES256")))],
+            opts=opts)
+        self._policy = aws.s3.BucketPolicy(
+            f"{name}-policy", bucket=self.bucket.id,
+            policy=self.bucket.arn.apply(issuer_bucket_policy),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[access]))
+        self.discovery = aws.s3.BucketObjectv2(
+            f"{name}-discovery", bucket=self.bucket.id, key=DISCOVERY_KEY,
+            content=discovery_document(issuer), content_type="application/json", opts=opts)
+        self.provider = aws.iam.OpenIdConnectProvider(
+            f"{name}-provider", url=issuer, client_id_lists=[AUDIENCE], opts=opts)
+        self.role = aws.iam.Role(
+            f"{name}-efs-node", max_session_duration=_SESSION_SECONDS,
+            description="EFS CSI driver on the on-prem nodes (web identity)",
+            assume_role_policy=self.provider.arn.apply(
+                lambda arn: web_identity_trust_policy(arn, issuer, namespace, service_account)),
+            opts=opts)
+        self.register_outputs({"issuer": issuer, "roleArn": self.role.arn})
+
+    def publish_keys(self, public_key_pem: pulumi.Input[str]) -> aws.s3.BucketObjectv2:
+        """The key set from the key the controller signs with (ControlPlane
+        service_account_key)."""
+        return aws.s3.BucketObjectv2(
+            f"{self._name}-jwks", bucket=self.bucket.id, key=JWKS_KEY,
+            content=pulumi.Output.from_input(public_key_pem).apply(lambda pem: jwks([pem])),
+            content_type="application/json", opts=pulumi.ResourceOptions(parent=self))

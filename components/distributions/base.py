@@ -98,6 +98,8 @@ class Distribution(Protocol):
     pool_token_command: str
     admit_node: Script
     remove_node: Script
+    # On the controller: prints the public key service-account tokens are signed with (PEM).
+    service_account_key: Script
     apply_worker_profile: Script
     # On a worker host: installs the distribution before its join, upgrades it after
     # drain-node (version_env's inputs).

@@ -72,6 +72,7 @@ class K0s:
     # at v1.36.3+k0s.2, lines 33 and 91: --expiry, a Go duration).
     pool_token_command = "/usr/local/bin/k0s token create --role=worker --expiry"
     admit_node = Script("k0s/admit-node.sh")
+    service_account_key = Script("k0s/service-account-key.sh")
     remove_node = Script("k0s/remove-node.sh", extra_libraries=("drain/lib.sh",))
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
     upgrade_node = Script("k0s/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))

@@ -113,6 +113,7 @@ class Rke2:
     pool_token_command = (f"/usr/local/bin/rke2 token create --kubeconfig {ADMIN_KUBECONFIG} "
                           "--description gpu-cluster-pool --ttl")
     admit_node = Script("rke2/admit-node.sh")
+    service_account_key = Script("rke2/service-account-key.sh")
     remove_node = Script("rke2/remove-node.sh", extra_libraries=("drain/lib.sh",))
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
     upgrade_node = Script("rke2/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
