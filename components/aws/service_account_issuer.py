@@ -117,6 +117,11 @@ def issuer_bucket_policy(bucket_arn: str) -> str:
     ]})
 
 
+ISSUER_BUCKET_WARNING = (
+    "storage.efs.issuerBucket: the bucket {bucket} is public for the service-account "
+    "issuer's discovery document and key set (public keys only); IAM trusts that issuer for "
+    "one role, which only kube-system:{service_account} may assume, to mount and write EFS")
+
 # The role's session: long enough for efs-utils to refresh its credentials between mounts
 # (it assumes the role again when they expire), as short as IAM allows otherwise.
 _SESSION_SECONDS = 3600
@@ -167,6 +172,9 @@ class ServiceAccountIssuer(pulumi.ComponentResource):
             assume_role_policy=self.provider.arn.apply(
                 lambda arn: web_identity_trust_policy(arn, issuer, namespace, service_account)),
             opts=opts)
+        pulumi.log.warn(ISSUER_BUCKET_WARNING.format(bucket=bucket_name,
+                                                     service_account=service_account),
+                        resource=self)
         self.register_outputs({"issuer": issuer, "roleArn": self.role.arn})
 
     def publish_keys(self, public_key_pem: pulumi.Input[str]) -> aws.s3.BucketObjectv2:

@@ -12,6 +12,8 @@ from components.aws import service_account_issuer as issuer
 from preview import aws_mocks
 from tests.conftest import hybrid_config, preview
 from tests.iam_evaluator import ALLOW, ANONYMOUS, IMPLICIT_DENY, Principal, Request, evaluate
+from tests import rbac
+from tests.stacks.test_access import RBAC_ACCESS
 
 BUCKET = "gpu-test-issuer"
 ISSUER = f"https://{BUCKET}.s3.us-east-1.amazonaws.com"
@@ -21,6 +23,7 @@ ISSUER = f"https://{BUCKET}.s3.us-east-1.amazonaws.com"
 def plan():
     values = hybrid_config()
     values["storage"]["efs"]["issuerBucket"] = BUCKET
+    values["access"] = RBAC_ACCESS
     return preview(values)
 
 
@@ -80,3 +83,29 @@ def test_the_controller_issues_under_the_bucket_and_reads_its_key_after_install(
     assert "--service-account-issuer=https://kubernetes.default.svc" in stdin
     step = plan.named("control-plane-service-account-key")
     assert any("install-controller" in d for d in step.dependencies)
+
+
+def test_the_preview_names_the_key_of_the_public_bucket(plan):
+    [warning] = [w for w in plan.warnings if "storage.efs.issuerBucket" in str(w)]
+    assert f"the bucket {BUCKET} is public" in str(warning)
+    assert "kube-system:efs-csi-node-sa" in str(warning)
+
+
+def test_no_team_user_can_get_a_token_of_the_efs_node_service_account(plan):
+    """Its tokens are the EFS role: a team user can neither request one (TokenRequest),
+    nor run a pod under it or read secrets in kube-system, nor impersonate it."""
+    cluster = rbac.Rbac.of(rbac.stack_rbac_objects(plan))
+    name = "efs-csi-node-sa"
+    requests = [
+        rbac.Request("create", "", "serviceaccounts", "token", name, "kube-system"),
+        rbac.Request("create", "", "pods", namespace="kube-system"),
+        rbac.Request("create", "apps", "daemonsets", namespace="kube-system"),
+        rbac.Request("get", "", "secrets", namespace="kube-system"),
+        rbac.Request("update", "", "serviceaccounts", name=name, namespace="kube-system"),
+        rbac.Request("impersonate", "", "serviceaccounts", name=name, namespace="kube-system"),
+    ]
+    for user in ("alice", "bob", "dana"):
+        for request in requests:
+            assert not cluster.allowed(user, request), (user, request)
+    # The cluster administrator can: the check sees the rules that grant it.
+    assert cluster.allowed("root", requests[0])
