@@ -83,6 +83,35 @@ def chart_values(cluster_name: str, kubelet_root_dir: str) -> dict:
     }
 
 
+# How long a node pod's projected token lives: kubelet renews it at 80% of its life
+# (kubernetes docs, "Launch a Pod using service account token projection"); STS takes
+# tokens of any remaining life.
+_TOKEN_SECONDS = 3600
+
+
+def web_identity_node_values(role_arn: str, region: str) -> dict:
+    """The node plugin's AWS identity where its node has none (on-prem): the projected
+    token of its service account, for STS (components/aws/service_account_issuer.py
+    AUDIENCE), and the role it assumes with it. efs-utils reads AWS_ROLE_ARN and
+    AWS_WEB_IDENTITY_TOKEN_FILE (aws/efs-utils v3.2.0 src/efs_utils_common/
+    aws_credentials.py:116-126, constants.py:180-181) and the region from AWS_REGION
+    (metadata.py:145-148) for STS and the file system's name; the chart passes node.env,
+    node.volumes and node.volumeMounts through (templates/node-daemonset.yaml)."""
+    # Here, not at the top: a bare-metal stack loads this module but never the AWS SDK.
+    from components.aws.service_account_issuer import AUDIENCE, TOKEN_DIRECTORY, TOKEN_FILE
+
+    return {
+        "env": [{"name": "AWS_ROLE_ARN", "value": role_arn},
+                {"name": "AWS_WEB_IDENTITY_TOKEN_FILE", "value": TOKEN_FILE},
+                {"name": "AWS_REGION", "value": region}],
+        "volumes": [{"name": "aws-web-identity-token", "projected": {"sources": [
+            {"serviceAccountToken": {"audience": AUDIENCE, "path": "token",
+                                     "expirationSeconds": _TOKEN_SECONDS}}]}}],
+        "volumeMounts": [{"name": "aws-web-identity-token", "mountPath": TOKEN_DIRECTORY,
+                          "readOnly": True}],
+    }
+
+
 def storage_class_fields(efs: EfsBackend, file_system_id: str) -> dict:
     """The StorageClass's provisioner, parameters and mount options (docs/parameters.md at
     v3.4.1). Each claim gets an access point (efs-ap) under /volumes, named after the claim
