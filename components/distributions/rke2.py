@@ -45,9 +45,9 @@ DEFAULT_ADMISSION_PLUGINS = ("NodeRestriction",)
 
 def issuer_args(issuer: Optional[str]) -> list[str]:
     """A public service-account issuer, first, before RKE2's own, which stays accepted:
-    `flag-=value` prepends to RKE2's default instead of replacing it (k3s pkg/util/args.go
-    GetArgs, "Prepend value to initial args"; RKE2 passes its kube-apiserver-arg through
-    it). RKE2's api-audiences stays its own (k3s pkg/daemons/control/server.go
+    `flag-=value` prepends to RKE2's default instead of replacing it (k3s GetArgs,
+    "Prepend value to initial args": pkg/util/args.go, formerly pkg/daemons/config/types.go;
+    RKE2 passes its kube-apiserver-arg through it). RKE2's api-audiences stays its own (k3s pkg/daemons/control/server.go
     apiServer: the old issuer and "rke2"), so tokens already in pods keep working."""
     if not issuer:
         return []
