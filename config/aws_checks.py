@@ -33,6 +33,10 @@ ANONYMOUS_NFS_REQUIRED = (
     "only) mounts as root; docs/layouts.md, \"EFS access\"")
 
 
+ISSUER_BUCKET_HYBRID_ONLY = (
+    "is only used on the hybrid layout, whose on-prem hosts have no instance role; remove it")
+
+
 def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
     problems = []
     if cfg.layout != "cloud" and cfg.pools:
@@ -46,6 +50,8 @@ def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
             problems.append(Problem("storage.efs.mountTargetAddress",
                                     "is required on bare-metal (the AWS layouts create the file "
                                     "system; here it must exist)"))
+        if efs is not None and efs.issuer_bucket is not None:
+            problems.append(Problem("storage.efs.issuerBucket", ISSUER_BUCKET_HYBRID_ONLY))
         return problems
     if cfg.layout != "hybrid":
         return problems
@@ -308,6 +314,8 @@ def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
     efs = cfg.storage.efs if cfg.storage else None
     if efs is not None and not efs.anonymous_nfs and not efs_mounts_with_iam(cfg.layout):
         problems.append(Problem("storage.efs.anonymousNfs", ANONYMOUS_NFS_REQUIRED))
+    if efs is not None and efs.issuer_bucket is not None and cfg.layout != "hybrid":
+        problems.append(Problem("storage.efs.issuerBucket", ISSUER_BUCKET_HYBRID_ONLY))
     if efs is not None and not efs_mounts_with_iam(cfg.layout):
         for key, name in (("directory_perms", "directoryPerms"),
                           ("gid_range_start", "gidRangeStart"), ("gid_range_end", "gidRangeEnd")):

@@ -11,7 +11,8 @@ from config.host_paths import HostDataPath, host_path_problem
 from config.model_base import Section
 from config.partial import PartialConfig
 from config.problems import Problem
-from config.types import AbsolutePath, DirectoryMode, DnsLabel, HostOrIp, IPv4, NfsMountOptions
+from config.types import (AbsolutePath, DirectoryMode, DnsLabel, HostOrIp, IPv4, NfsMountOptions,
+                          S3BucketName)
 
 # The largest POSIX id EFS access points take (a 32-bit id; CreateAccessPoint's PosixUser).
 MAX_ID = 2**32 - 2
@@ -55,6 +56,12 @@ class EfsBackend(Section):
     # mounts with IAM and TLS (the EFS CSI driver): off, unless volumes made before that
     # must keep mounting with the kernel's client (docs/layouts.md, "EFS access"; warned too).
     anonymous_nfs: bool = False
+    # Hybrid layout: a new, globally unique S3 bucket name that publishes the cluster's
+    # service-account issuer (its OIDC discovery document and key set, nothing else), so the
+    # on-prem nodes' EFS CSI driver gets an AWS identity from its service account's token
+    # (components/aws/service_account_issuer.py). The API server issues tokens under it
+    # and keeps accepting its former issuer.
+    issuer_bucket: Optional[S3BucketName] = None
     # Cloud layout: each claim is an EFS access point (the CSI driver's efs-ap mode) whose
     # root folder gets this mode and whose user and group, one per claim, come from the
     # range below (aws-efs-csi-driver v3.4.1 pkg/driver/controller.go: directoryPerms at
@@ -77,6 +84,17 @@ class LocalPathBackend(Section):
 # (components/aws/efs.py provisioner_policy).
 ACCESS_POINT_CSI_TAG = "efs.csi.aws.com/cluster"
 ACCESS_POINT_CLUSTER_TAG = "gpu-cluster/cluster"
+
+
+def service_account_issuer(efs: Optional[EfsBackend], layout: str,
+                           region: Optional[str]) -> Optional[str]:
+    """The public issuer of the service-account tokens on the hybrid layout with
+    storage.efs.issuerBucket: the bucket's virtual-hosted HTTPS address
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/VirtualHosting.html); None
+    otherwise (the API server keeps its distribution's issuer)."""
+    if efs is None or efs.issuer_bucket is None or layout != "hybrid" or not region:
+        return None
+    return f"https://{efs.issuer_bucket}.s3.{region}.amazonaws.com"
 
 
 def efs_mounts_with_iam(layout: str) -> bool:

@@ -17,6 +17,9 @@ from config.storage import ACCESS_POINT_CLUSTER_TAG, EfsBackend
 # privileged, with the host's network and the kubelet's folder.
 NAMESPACE = "kube-system"
 PROVISIONER = "efs.csi.aws.com"
+# The node pods' service account (charts/aws-efs-csi-driver/values.yaml:245 at v3.4.1): the
+# one whose tokens the on-prem EFS role trusts (components/aws/service_account_issuer.py).
+NODE_SERVICE_ACCOUNT = "efs-csi-node-sa"
 # What k0s and RKE2 label a controller that runs a kubelet with (k0s docs/
 # worker-node-config.md, "Controller worker nodes are assigned ... labels").
 _CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
@@ -77,6 +80,35 @@ def chart_values(cluster_name: str, kubelet_root_dir: str) -> dict:
             # that account's token, and must not be able to change other nodes.
             "serviceAccount": {"disableMutation": True},
         },
+    }
+
+
+# How long a node pod's projected token lives: kubelet renews it at 80% of its life
+# (kubernetes docs, "Launch a Pod using service account token projection"); STS takes
+# tokens of any remaining life.
+_TOKEN_SECONDS = 3600
+
+
+def web_identity_node_values(role_arn: str, region: str) -> dict:
+    """The node plugin's AWS identity where its node has none (on-prem): the projected
+    token of its service account, for STS (components/aws/service_account_issuer.py
+    AUDIENCE), and the role it assumes with it. efs-utils reads AWS_ROLE_ARN and
+    AWS_WEB_IDENTITY_TOKEN_FILE (aws/efs-utils v3.2.0 src/efs_utils_common/
+    aws_credentials.py:116-126, constants.py:180-181) and the region from AWS_REGION
+    (metadata.py:145-148) for STS and the file system's name; the chart passes node.env,
+    node.volumes and node.volumeMounts through (templates/node-daemonset.yaml)."""
+    # Here, not at the top: a bare-metal stack loads this module but never the AWS SDK.
+    from components.aws.service_account_issuer import AUDIENCE, TOKEN_DIRECTORY, TOKEN_FILE
+
+    return {
+        "env": [{"name": "AWS_ROLE_ARN", "value": role_arn},
+                {"name": "AWS_WEB_IDENTITY_TOKEN_FILE", "value": TOKEN_FILE},
+                {"name": "AWS_REGION", "value": region}],
+        "volumes": [{"name": "aws-web-identity-token", "projected": {"sources": [
+            {"serviceAccountToken": {"audience": AUDIENCE, "path": "token",
+                                     "expirationSeconds": _TOKEN_SECONDS}}]}}],
+        "volumeMounts": [{"name": "aws-web-identity-token", "mountPath": TOKEN_DIRECTORY,
+                          "readOnly": True}],
     }
 
 

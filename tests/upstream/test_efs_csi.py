@@ -142,3 +142,39 @@ def test_claims_are_access_points_with_their_own_ids_mounted_with_iam():
     changed = storage_class(directoryPerms="0750", gidRangeStart=70000, gidRangeEnd=70100)
     assert [changed["parameters"][k] for k in ("directoryPerms", "gidRangeStart",
                                                "gidRangeEnd")] == ["0750", "70000", "70100"]
+
+
+def test_the_node_plugin_can_take_a_web_identity_where_its_node_has_none(tmp_path):
+    """On-prem nodes (hybrid, storage.efs.issuerBucket): the node plugin's token for STS and
+    the role it assumes, through the chart's own node.env, node.volumes and
+    node.volumeMounts, as the official `helm template` renders them; kubernetes-validate
+    --strict accepts the DaemonSet."""
+    from components.addons.efs_csi import web_identity_node_values
+    from components.aws.service_account_issuer import AUDIENCE, TOKEN_FILE
+
+    role = "arn:aws:iam::123456789012:role/prod-sa-issuer-efs-node"
+    values = chart_values(CLUSTER, KUBELET)
+    values["node"].update(web_identity_node_values(role, "us-west-2"))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "values.yaml"
+        path.write_text(yaml.safe_dump(values))
+        out = subprocess.run([str(helm()), "template", "aws-efs-csi-driver", str(CHART),
+                              "-n", NAMESPACE, "-f", str(path)], capture_output=True,
+                             text=True, check=True).stdout
+    objects = [o for o in yaml.safe_load_all(out) if o]
+    [daemonset] = by_kind(objects, "DaemonSet")
+    spec = daemonset["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "efs-csi-node-sa"
+    [plugin] = [c for c in spec["containers"] if c["name"] == "efs-plugin"]
+    env = {e["name"]: e.get("value") for e in plugin["env"]}
+    assert env["AWS_ROLE_ARN"] == role and env["AWS_WEB_IDENTITY_TOKEN_FILE"] == TOKEN_FILE
+    assert env["AWS_REGION"] == "us-west-2"
+    [mount] = [m for m in plugin["volumeMounts"] if m["name"] == "aws-web-identity-token"]
+    assert f"{mount['mountPath']}/token" == TOKEN_FILE and mount["readOnly"] is True
+    [volume] = [v for v in spec["volumes"] if v["name"] == "aws-web-identity-token"]
+    [source] = volume["projected"]["sources"]
+    assert source["serviceAccountToken"]["audience"] == AUDIENCE
+    # Only the node plugin gets it: the controller's pods keep their node's role.
+    [deployment] = by_kind(objects, "Deployment")
+    assert "AWS_ROLE_ARN" not in str(deployment)
+    validate_strict([daemonset], tmp_path / "node.yaml")
