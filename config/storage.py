@@ -2,6 +2,7 @@
 node-local folders), one StorageClass each, the one rule for which is the default, and the
 section's rules across keys."""
 
+import hashlib
 import ipaddress
 from typing import Optional
 
@@ -97,11 +98,38 @@ def service_account_issuer(efs: Optional[EfsBackend], layout: str,
     return f"https://{efs.issuer_bucket}.s3.{region}.amazonaws.com"
 
 
-def efs_mounts_with_iam(layout: str) -> bool:
+def efs_mounts_with_iam(layout: str, efs: Optional[EfsBackend] = None) -> bool:
     """The one rule for how nodes mount EFS: with IAM and TLS through the EFS CSI driver
-    where every node is an EC2 instance with a role (cloud); with the kernel's NFS client
-    where on-prem hosts mount it (hybrid, bare-metal), which presents neither."""
-    return layout == "cloud"
+    where every node has an AWS identity: an instance role (cloud), or, on the hybrid
+    layout with storage.efs.issuerBucket, the web identity of the driver's service accounts
+    (components/aws/service_account_issuer.py); otherwise with the kernel's NFS client
+    (hybrid without it, bare-metal), which presents neither."""
+    return layout == "cloud" or (layout == "hybrid" and efs is not None
+                                 and efs.issuer_bucket is not None)
+
+
+def efs_on_prem_identity(layout: str, efs: Optional[EfsBackend]) -> bool:
+    """The on-prem nodes run the EFS CSI driver without EC2 metadata: their Nodes carry the
+    providerID and region the driver reads instead (efs_provider_id)."""
+    return layout == "hybrid" and efs_mounts_with_iam(layout, efs)
+
+
+# The scheme of the on-prem nodes' providerID: the program's own, so neither the driver
+# nor the AWS cloud controller manager reads it as an EC2 instance
+# (docs/layouts.md, "EFS access").
+PROVIDER_ID_SCHEME = "gpu-cluster"
+
+
+def efs_provider_id(cluster_name: str, host_name: str) -> str:
+    """An on-prem node's spec.providerID: 32 hex digits of sha256 over the cluster and host
+    names, stable across runs. Off EC2 the EFS CSI driver takes its instance id from the
+    Node's providerID, the first match of `i-[a-z0-9]+$|[a-z0-9]{32}`, and exits when there
+    is none (aws-efs-csi-driver v3.4.1 pkg/cloud/k8s_metadata.go:44-53, reached from
+    pkg/cloud/metadata.go:74-82 when IMDS does not answer; pkg/driver/driver.go:62-66 exits
+    on the error). The scheme holds no `i-` and no 32 letters or digits in a row, so the
+    match is the digest."""
+    digest = hashlib.sha256(f"{cluster_name}/{host_name}".encode()).hexdigest()[:32]
+    return f"{PROVIDER_ID_SCHEME}://{digest}"
 
 
 # StorageClass name of each backend.
