@@ -120,7 +120,10 @@ def issuer_bucket_policy(bucket_arn: str) -> str:
 ISSUER_BUCKET_WARNING = (
     "storage.efs.issuerBucket: the bucket {bucket} is public for the service-account "
     "issuer's discovery document and key set (public keys only); IAM trusts that issuer for "
-    "one role, which only kube-system:{service_account} may assume, to mount and write EFS")
+    "two roles: one only kube-system:{service_account} may assume, to mount and write EFS "
+    "(never as root), one only kube-system:{controller_service_account} may assume, to make "
+    "and remove the cluster's access points; each on-prem Node gets spec.providerID "
+    "gpu-cluster://<digest>, which the API never lets change once set")
 
 # The role's session: long enough for efs-utils to refresh its credentials between mounts
 # (it assumes the role again when they expire), as short as IAM allows otherwise.
@@ -134,7 +137,8 @@ class ServiceAccountIssuer(pulumi.ComponentResource):
     controller is installed."""
 
     def __init__(self, name: str, bucket_name: str, issuer: str, namespace: str,
-                 service_account: str, opts: pulumi.ResourceOptions = None):
+                 service_account: str, controller_service_account: str,
+                 opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:aws:ServiceAccountIssuer", name, None, opts)
         opts = pulumi.ResourceOptions(parent=self)
         self._name, self.issuer = name, issuer
@@ -172,10 +176,21 @@ class ServiceAccountIssuer(pulumi.ComponentResource):
             assume_role_policy=self.provider.arn.apply(
                 lambda arn: web_identity_trust_policy(arn, issuer, namespace, service_account)),
             opts=opts)
-        pulumi.log.warn(ISSUER_BUCKET_WARNING.format(bucket=bucket_name,
-                                                     service_account=service_account),
+        # The driver's controller, which makes and removes the claims' access points
+        # (components/aws/efs.py provisioner_policy); it never mounts.
+        self.controller_role = aws.iam.Role(
+            f"{name}-efs-controller", max_session_duration=_SESSION_SECONDS,
+            description="EFS CSI controller on the on-prem nodes (web identity)",
+            assume_role_policy=self.provider.arn.apply(
+                lambda arn: web_identity_trust_policy(arn, issuer, namespace,
+                                                      controller_service_account)),
+            opts=opts)
+        pulumi.log.warn(ISSUER_BUCKET_WARNING.format(
+            bucket=bucket_name, service_account=service_account,
+            controller_service_account=controller_service_account),
                         resource=self)
-        self.register_outputs({"issuer": issuer, "roleArn": self.role.arn})
+        self.register_outputs({"issuer": issuer, "roleArn": self.role.arn,
+                               "controllerRoleArn": self.controller_role.arn})
 
     def publish_keys(self, public_key_pem: pulumi.Input[str]) -> aws.s3.BucketObjectv2:
         """The key set from the key the controller signs with (ControlPlane

@@ -13,6 +13,7 @@ from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from components.layouts.aws import OnAws
 from components.layouts.contract import (
     Controller,
+    EfsWebIdentity,
     LayoutResult,
     Services,
     SelfJoining,
@@ -62,6 +63,9 @@ class Hybrid(OnAws):
             self.issuer = self._service_account_issuer(aws_side)
             efs.allow_nodes([instance.role_arn],
                             [self.issuer.role.arn] if self.issuer else [])
+            if self.issuer is not None:
+                efs.allow_provisioner({"on-prem": self.issuer.controller_role.name},
+                                      settings.cluster_name)
         on_prem = next((h.address for h in settings.hosts if h.name == settings.vpn.onprem_gateway),
                        settings.vpn.existing_server_address)
         return LayoutResult(
@@ -73,13 +77,21 @@ class Hybrid(OnAws):
             services=Services(
                 storage_servers=(storage_servers(bootstraps)
                                  + tuple(efs.mount_targets if efs is not None else ())),
-                efs=self._efs_service(efs), backup=self._backup_over_ssh(aws_side),
+                efs=self._efs_service(efs, self._web_identity(efs)), backup=self._backup_over_ssh(aws_side),
                 users_on_private_network=True, user_vpn_profile=vpn.user_profile,
                 aws_opts=aws_side.opts),
             outputs=frozen_mapping({
                 **self._outputs(aws_side, [controller, *settings.hosts],
                                 {names.ON_PREM_GATEWAY: on_prem}),
                 names.ADMIN_VPN_PROFILE_OUTPUT: vpn.admin_profile}))
+
+    def _web_identity(self, efs) -> Optional[EfsWebIdentity]:
+        if efs is None or self.issuer is None:
+            return None
+        return EfsWebIdentity(node_role_arn=self.issuer.role.arn,
+                              controller_role_arn=self.issuer.controller_role.arn,
+                              region=self.context.settings.aws.region,
+                              mount_target_ip=efs.address)
 
     def _service_account_issuer(self, aws_side) -> Optional[ServiceAccountIssuer]:
         settings = self.context.settings
@@ -89,7 +101,8 @@ class Hybrid(OnAws):
             return None
         return ServiceAccountIssuer(
             f"{self.context.name}-sa-issuer", settings.storage.efs.issuer_bucket, issuer,
-            efs_csi.NAMESPACE, efs_csi.NODE_SERVICE_ACCOUNT, opts=aws_side.opts)
+            efs_csi.NAMESPACE, efs_csi.NODE_SERVICE_ACCOUNT, efs_csi.CONTROLLER_SERVICE_ACCOUNT,
+            opts=aws_side.opts)
 
     def self_joining(self, control_plane: ControlPlane, provider: k8s.Provider,
                      result: LayoutResult) -> SelfJoining:

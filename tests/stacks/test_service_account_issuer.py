@@ -22,7 +22,8 @@ ISSUER = f"https://{BUCKET}.s3.us-east-1.amazonaws.com"
 @pytest.fixture(scope="module")
 def plan():
     values = hybrid_config()
-    values["storage"]["efs"]["issuerBucket"] = BUCKET
+    # The web identity replaces anonymousNfs: the file system policy requires IAM and TLS.
+    values["storage"]["efs"] = {"issuerBucket": BUCKET}
     values["access"] = RBAC_ACCESS
     return preview(values)
 
