@@ -39,6 +39,7 @@ from components.kubernetes.backups import install_backup_env, install_backup_ove
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
 from config.problems import ConfigError
+from config.storage import efs_on_prem_identity, efs_provider_id
 from config import vendored
 from config.warnings import preview_warnings
 from contract import names
@@ -205,13 +206,19 @@ class Cluster(pulumi.ComponentResource):
                                                   [control_plane.installed])
         self.worker_nodes = []
         rollout = rollout_policy(settings)
+        on_prem = ({h.name for h in settings.hosts}
+                   if efs_on_prem_identity(settings.layout, settings.storage.efs) else set())
         for worker in machines.workers:
             self.worker_nodes.append(WorkerNode(
                 f"{worker.host.name}-node",
                 WorkerNodeArgs(host=worker.host, distribution=self._distribution,
                                prepared=worker.prepared, control_plane=control_plane,
                                provider=self.node_api, join_after=list(worker.join_after),
-                               rollout=rollout),
+                               rollout=rollout,
+                               provider_identity=(
+                                   (efs_provider_id(settings.cluster_name, worker.host.name),
+                                    settings.aws.region)
+                                   if worker.host.name in on_prem else None)),
                 opts=pulumi.ResourceOptions(parent=self),
             ))
         return control_plane
@@ -250,7 +257,7 @@ class Cluster(pulumi.ComponentResource):
                             if storage.nfs is not None else None),
                 efs_address=efs.address if efs is not None else None,
                 efs_csi=(EfsCsiSettings(efs.file_system_id, settings.cluster_name,
-                                        self._distribution.kubelet_root_dir)
+                                        self._distribution.kubelet_root_dir, efs.web_identity)
                          if efs is not None and efs.file_system_id is not None else None)),
             opts=opts)
         if settings.mpi.operator:

@@ -26,11 +26,16 @@ from config.problems import Problem
 # use (aws/efs-utils v3.2.0 src/efs_utils_common/aws_credentials.py:79-146 takes one from
 # a credentials URI, a named profile, Pod Identity, web identity or the instance's role).
 ANONYMOUS_NFS_REQUIRED = (
-    "must be true on the hybrid layout: its on-prem hosts have no AWS identity and mount EFS "
+    "must be true on the hybrid layout without storage.efs.issuerBucket: its on-prem hosts "
+    "then have no AWS identity and mount EFS "
     "with the kernel's NFS client (Kubernetes `nfs` volumes), which presents no IAM identity "
     "and no TLS, so under the file system policy that requires both (the default) no node "
     "could mount it. With true, any client the security group admits (the node addresses "
     "only) mounts as root; docs/layouts.md, \"EFS access\"")
+
+
+ISSUER_BUCKET_HYBRID_ONLY = (
+    "is only used on the hybrid layout, whose on-prem hosts have no instance role; remove it")
 
 
 def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
@@ -46,6 +51,8 @@ def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
             problems.append(Problem("storage.efs.mountTargetAddress",
                                     "is required on bare-metal (the AWS layouts create the file "
                                     "system; here it must exist)"))
+        if efs is not None and efs.issuer_bucket is not None:
+            problems.append(Problem("storage.efs.issuerBucket", ISSUER_BUCKET_HYBRID_ONLY))
         return problems
     if cfg.layout != "hybrid":
         return problems
@@ -306,15 +313,18 @@ def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
     address is computed, or given (required with an adopted VPC)."""
     problems = []
     efs = cfg.storage.efs if cfg.storage else None
-    if efs is not None and not efs.anonymous_nfs and not efs_mounts_with_iam(cfg.layout):
+    if efs is not None and not efs.anonymous_nfs and not efs_mounts_with_iam(cfg.layout, efs):
         problems.append(Problem("storage.efs.anonymousNfs", ANONYMOUS_NFS_REQUIRED))
-    if efs is not None and not efs_mounts_with_iam(cfg.layout):
+    if efs is not None and efs.issuer_bucket is not None and cfg.layout != "hybrid":
+        problems.append(Problem("storage.efs.issuerBucket", ISSUER_BUCKET_HYBRID_ONLY))
+    if efs is not None and not efs_mounts_with_iam(cfg.layout, efs):
         for key, name in (("directory_perms", "directoryPerms"),
                           ("gid_range_start", "gidRangeStart"), ("gid_range_end", "gidRangeEnd")):
             if key in efs.model_fields_set:
-                problems.append(Problem(f"storage.efs.{name}", "is only used on the cloud "
-                                        "layout, whose claims are EFS access points; remove it"))
-    if efs is not None and efs_mounts_with_iam(cfg.layout) \
+                problems.append(Problem(f"storage.efs.{name}", "is only used where the "
+                                        "claims are EFS access points (cloud, or hybrid with "
+                                        "storage.efs.issuerBucket); remove it"))
+    if efs is not None and efs_mounts_with_iam(cfg.layout, efs) \
             and efs.gid_range_end <= efs.gid_range_start:
         problems.append(Problem("storage.efs.gidRangeEnd",
                                 f"{efs.gid_range_end} must be greater than gidRangeStart "

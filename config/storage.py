@@ -2,6 +2,7 @@
 node-local folders), one StorageClass each, the one rule for which is the default, and the
 section's rules across keys."""
 
+import hashlib
 import ipaddress
 from typing import Optional
 
@@ -11,7 +12,8 @@ from config.host_paths import HostDataPath, host_path_problem
 from config.model_base import Section
 from config.partial import PartialConfig
 from config.problems import Problem
-from config.types import AbsolutePath, DirectoryMode, DnsLabel, HostOrIp, IPv4, NfsMountOptions
+from config.types import (AbsolutePath, DirectoryMode, DnsLabel, HostOrIp, IPv4, NfsMountOptions,
+                          S3BucketName)
 
 # The largest POSIX id EFS access points take (a 32-bit id; CreateAccessPoint's PosixUser).
 MAX_ID = 2**32 - 2
@@ -74,9 +76,19 @@ class EfsBackend(Section):
     # must keep mounting with the kernel's client (docs/layouts.md, "EFS access"; warned too).
     anonymous_nfs: bool = Field(False, description=(
         "AWS layouts: let NFS clients without an IAM identity or TLS mount the created file "
-        "system, as root, from the node addresses its security group admits; required on "
-        "hybrid, on cloud only while older claims must still mount; the preview warns (see [EFS"
-        " access](layouts.md#efs-access))."))
+        "system, as root, from the node addresses its security group admits; required on the "
+        "hybrid layout without `issuerBucket` (its on-prem hosts then have no AWS identity); "
+        "on cloud only while older claims must still mount; the preview warns (see [EFS "
+        "access](layouts.md#efs-access))."))
+    # The on-prem nodes' EFS CSI driver gets an AWS identity from its service account's
+    # token (components/aws/service_account_issuer.py); the API server keeps accepting its
+    # former issuer.
+    issuer_bucket: Optional[S3BucketName] = Field(None, description=(
+        "Hybrid: a new, globally unique S3 bucket name that publishes the cluster's "
+        "service-account issuer (its discovery document and key set only); the on-prem nodes "
+        "then run the EFS CSI driver with a web identity, mounting access points with IAM and "
+        "TLS, and each on-prem Node gets `spec.providerID`; the preview warns (see [EFS "
+        "access](layouts.md#efs-access))."))
     # Cloud layout: each claim is an EFS access point (the CSI driver's efs-ap mode) whose
     # root folder gets this mode and whose user and group, one per claim, come from the
     # range below (aws-efs-csi-driver v3.4.1 pkg/driver/controller.go: directoryPerms at
@@ -107,11 +119,49 @@ ACCESS_POINT_CSI_TAG = "efs.csi.aws.com/cluster"
 ACCESS_POINT_CLUSTER_TAG = "gpu-cluster/cluster"
 
 
-def efs_mounts_with_iam(layout: str) -> bool:
+def service_account_issuer(efs: Optional[EfsBackend], layout: str,
+                           region: Optional[str]) -> Optional[str]:
+    """The public issuer of the service-account tokens on the hybrid layout with
+    storage.efs.issuerBucket: the bucket's virtual-hosted HTTPS address
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/VirtualHosting.html); None
+    otherwise (the API server keeps its distribution's issuer)."""
+    if efs is None or efs.issuer_bucket is None or layout != "hybrid" or not region:
+        return None
+    return f"https://{efs.issuer_bucket}.s3.{region}.amazonaws.com"
+
+
+def efs_mounts_with_iam(layout: str, efs: Optional[EfsBackend] = None) -> bool:
     """The one rule for how nodes mount EFS: with IAM and TLS through the EFS CSI driver
-    where every node is an EC2 instance with a role (cloud); with the kernel's NFS client
-    where on-prem hosts mount it (hybrid, bare-metal), which presents neither."""
-    return layout == "cloud"
+    where every node has an AWS identity: an instance role (cloud), or, on the hybrid
+    layout with storage.efs.issuerBucket, the web identity of the driver's service accounts
+    (components/aws/service_account_issuer.py); otherwise with the kernel's NFS client
+    (hybrid without it, bare-metal), which presents neither."""
+    return layout == "cloud" or (layout == "hybrid" and efs is not None
+                                 and efs.issuer_bucket is not None)
+
+
+def efs_on_prem_identity(layout: str, efs: Optional[EfsBackend]) -> bool:
+    """The on-prem nodes run the EFS CSI driver without EC2 metadata: their Nodes carry the
+    providerID and region the driver reads instead (efs_provider_id)."""
+    return layout == "hybrid" and efs_mounts_with_iam(layout, efs)
+
+
+# The scheme of the on-prem nodes' providerID: the program's own, so neither the driver
+# nor the AWS cloud controller manager reads it as an EC2 instance
+# (docs/layouts.md, "EFS access").
+PROVIDER_ID_SCHEME = "gpu-cluster"
+
+
+def efs_provider_id(cluster_name: str, host_name: str) -> str:
+    """An on-prem node's spec.providerID: 32 hex digits of sha256 over the cluster and host
+    names, stable across runs. Off EC2 the EFS CSI driver takes its instance id from the
+    Node's providerID, the first match of `i-[a-z0-9]+$|[a-z0-9]{32}`, and exits when there
+    is none (aws-efs-csi-driver v3.4.1 pkg/cloud/k8s_metadata.go:44-53, reached from
+    pkg/cloud/metadata.go:74-82 when IMDS does not answer; pkg/driver/driver.go:62-66 exits
+    on the error). The scheme holds no `i-` and no 32 letters or digits in a row, so the
+    match is the digest."""
+    digest = hashlib.sha256(f"{cluster_name}/{host_name}".encode()).hexdigest()[:32]
+    return f"{PROVIDER_ID_SCHEME}://{digest}"
 
 
 # StorageClass name of each backend.

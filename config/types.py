@@ -53,6 +53,23 @@ def _dns_label(value: str) -> str:
     return value
 
 
+# An S3 bucket name (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+# bucketnamingrules.html: 3-63 lowercase letters, digits, '-' and '.', a letter or digit at
+# each end, not `xn--`, `sthree-` or `amzn-s3-demo-` first, not `-s3alias`, `--ol-s3`,
+# `.mrap` or `--x-s3` last), without dots: its virtual-hosted HTTPS name must match S3's
+# wildcard certificate, which covers one label (same page, "dots").
+_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
+_S3_RESERVED = (("xn--", "sthree-", "amzn-s3-demo-"), ("-s3alias", "--ol-s3", "--x-s3"))
+
+
+def _s3_bucket(value: str) -> str:
+    if not _S3_BUCKET.fullmatch(value) or value.startswith(_S3_RESERVED[0]) \
+            or value.endswith(_S3_RESERVED[1]):
+        raise ValueError(f"'{value}' is not an S3 bucket name: 3 to 63 lowercase letters, "
+                         "digits and '-', a letter or digit at each end (no dots)")
+    return value
+
+
 def _ipv4(value: str) -> str:
     try:
         return str(ipaddress.IPv4Address(value))
@@ -315,6 +332,7 @@ def _pem_chain(value: str) -> str:
 
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 IPv4 = Annotated[str, AfterValidator(_ipv4)]
+S3BucketName = Annotated[str, AfterValidator(_s3_bucket)]
 IPv4Cidr = Annotated[str, AfterValidator(_ipv4_cidr)]
 HostOrIp = Annotated[str, AfterValidator(_host_or_ip)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]

@@ -54,6 +54,10 @@ def resource(type_: str, name: str, inputs: dict) -> Optional[tuple[str, dict[st
         outputs["arn"] = f"arn:aws:s3:::{outputs['bucket']}"
     elif type_ == "aws:iam/role:Role":
         outputs["arn"] = f"arn:aws:iam::{PREVIEW_ACCOUNT}:role/{name}-{_hex(name, 7)}"
+    elif type_ == "aws:iam/openIdConnectProvider:OpenIdConnectProvider":
+        # Named by the issuer's host and path, as IAM names a provider.
+        outputs["arn"] = (f"arn:aws:iam::{PREVIEW_ACCOUNT}:oidc-provider/"
+                          f"{inputs['url'].removeprefix('https://')}")
     elif type_ == "aws:kms/key:Key":
         outputs["keyId"] = f"{_hex(name, 8)}-0000-4000-8000-{_hex(name + '-key', 12)}"
         outputs["arn"] = f"arn:aws:kms:{PREVIEW_REGION}:{PREVIEW_ACCOUNT}:key/{outputs['keyId']}"

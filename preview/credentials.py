@@ -47,6 +47,12 @@ def join_token(draw: Draw) -> str:
     return base64.b64encode(draw(96)).decode()
 
 
+def service_account_public_key(draw: Draw) -> str:
+    """What service-account-key prints on a controller: an RSA public key (PEM)."""
+    return entropy.rsa_key(draw, 2048).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
 def stand_in_for_certificate(chain_pem: str, draw: Draw) -> tuple[str, str]:
     """(chain, key) for a configured certificate whose key the preview cannot decrypt: a
     throwaway key and, in place of the chain's first certificate, a copy of it (subject,

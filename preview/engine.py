@@ -32,6 +32,7 @@ from preview.stack_file import StackConfigFile
 # Outputs that only a real host produces, by step (the end of the command's name).
 _STEP_OUTPUTS: dict[str, Callable[[entropy.Draw], str]] = {
     "create-join-token": credentials.join_token,
+    "service-account-key": credentials.service_account_public_key,
 }
 
 # Keys, certificates and random bytes, generated for real from the resource's inputs, so

@@ -1,5 +1,6 @@
 """A small evaluator of AWS policies, for the statements the program writes: Allow and Deny,
-Principal ("*", {"AWS": ARN or list}, an account's root), Action and Resource with the
+Principal ("*", {"AWS": ARN or list}, an account's root, {"Federated": an OIDC provider's
+ARN}), Action and Resource with the
 wildcards * and ?, and the condition operators StringEquals, StringNotEquals, StringLike,
 ArnEquals, ArnNotEquals and Bool. It follows AWS's documented logic; anything else in a policy is
 refused (an evaluator that skipped an element would answer for a policy it did not read).
@@ -99,8 +100,12 @@ def _principal_match(statement: dict, principal: Principal) -> Optional[str]:
     named = statement["Principal"]
     if named == "*":
         return "direct"
-    assert set(named) == {"AWS"}, f"the evaluator reads AWS principals only: {named}"
-    for arn in _listed(named["AWS"]):
+    assert set(named) <= {"AWS", "Federated"}, f"the evaluator reads AWS and Federated " \
+        f"principals only: {named}"
+    # A web identity caller is its provider (its token's claims are condition keys).
+    if principal.arn in _listed(named.get("Federated", [])):
+        return "direct"
+    for arn in _listed(named.get("AWS", [])):
         if arn == "*" or arn == principal.arn:
             return "direct"
         if principal.account and re.fullmatch(rf"arn:aws:iam::{principal.account}:root", arn):

@@ -60,10 +60,19 @@ class SharedStorage(pulumi.ComponentResource):
             self.resources.append(k8s.helm.v4.Chart(
                 f"{name}-efs-csi", chart=versions.EFS_CSI_DRIVER_CHART,
                 namespace=efs_csi.NAMESPACE,
-                values=efs_csi.chart_values(args.efs_csi.cluster_name,
-                                            args.efs_csi.kubelet_root_dir),
+                values=_chart_values(args.efs_csi),
                 opts=opts))
         self.register_outputs({DEFAULT_STORAGE_CLASS_OUTPUT: self.default_class})
+
+
+def _chart_values(csi: EfsCsiSettings) -> pulumi.Input[dict]:
+    identity = csi.web_identity
+    if identity is None:
+        return efs_csi.chart_values(csi.cluster_name, csi.kubelet_root_dir)
+    return pulumi.Output.all(identity.node_role_arn, identity.controller_role_arn).apply(
+        lambda arns: efs_csi.chart_values(
+            csi.cluster_name, csi.kubelet_root_dir,
+            efs_csi.web_identity_values(arns[0], arns[1], identity.region)))
 
 
 def nfs_server_address(nfs: NfsBackend, hosts: Sequence[Host]) -> str:
@@ -89,7 +98,9 @@ def storage_manifests(storage: StorageSettings, nfs_server: Optional[str] = None
         elif isinstance(backend, EfsBackend) and csi is not None:
             manifests.append(_storage_class(
                 STORAGE_CLASS_NAMES["efs"], is_default=is_default,
-                **efs_csi.storage_class_fields(backend, csi.file_system_id)))
+                **efs_csi.storage_class_fields(
+                    backend, csi.file_system_id,
+                    csi.web_identity.mount_target_ip if csi.web_identity else None)))
         elif isinstance(backend, EfsBackend):
             # By mount-target address: on-prem nodes need no AWS DNS to reach it.
             manifests += _nfs_subdir(

@@ -27,35 +27,50 @@ ANONYMOUS_NFS_WARNING = (
     "or TLS mount it as root; its security group admits the cluster's node addresses only")
 
 
-def efs_policy(file_system_arn: str, node_roles: Sequence[str], anonymous_nfs: bool) -> str:
+def efs_policy(file_system_arn: str, node_roles: Sequence[str], anonymous_nfs: bool,
+               client_roles: Sequence[str] = ()) -> str:
     """The file system policy. Without it AWS's default policy lets any client that reaches
     a mount target mount, write and be root ("Default EFS file system policy", the page
-    above). By default: TLS (aws:SecureTransport), and mount, write and root for the node
-    roles only (no statement allows the anonymous principal of a client mounted without
-    `iam`), held by explicit denies against any identity policy (an allow in either the
-    identity or the file system policy suffices for EFS, the page above; an explicit deny
-    overrides both, https://docs.aws.amazon.com/IAM/latest/UserGuide/
-    reference_policies_evaluation-logic.html). With storage.efs.anonymousNfs, AWS's default
-    policy spelled out: the security group is then the only limit."""
+    above). By default: TLS (aws:SecureTransport), mount and write for the node roles and
+    the client roles (the on-prem nodes' EFS CSI driver, through its web identity:
+    components/aws/service_account_issuer.py), root for the node roles only (no statement
+    allows the anonymous principal of a client mounted without `iam`), held by explicit
+    denies against any identity policy (an allow in either the identity or the file system
+    policy suffices for EFS, the page above; an explicit deny overrides both,
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html).
+    With storage.efs.anonymousNfs, AWS's default policy spelled out: the security group is
+    then the only limit."""
     through_mount_target = {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
     if anonymous_nfs:
         return json.dumps({"Version": "2012-10-17", "Statement": [{
             "Sid": "NfsClientsOfTheNodeAddresses", "Effect": "Allow",
             "Principal": {"AWS": "*"}, "Action": [MOUNT, WRITE, ROOT],
             "Resource": file_system_arn, "Condition": through_mount_target}]})
-    roles = sorted(node_roles)
-    return json.dumps({"Version": "2012-10-17", "Statement": [
+    roles, clients = sorted(node_roles), sorted(client_roles)
+    statements = [
         {"Sid": "NodesMountWriteAndAreRoot", "Effect": "Allow", "Principal": {"AWS": roles},
          "Action": [MOUNT, WRITE, ROOT], "Resource": file_system_arn,
-         "Condition": through_mount_target},
+         "Condition": through_mount_target}]
+    if clients:
+        # Their mounts are access points, whose POSIX user EFS enforces: no root needed.
+        statements.append(
+            {"Sid": "ClientsMountAndWrite", "Effect": "Allow", "Principal": {"AWS": clients},
+             "Action": [MOUNT, WRITE], "Resource": file_system_arn,
+             "Condition": through_mount_target})
+    statements += [
         {"Sid": "TlsOnly", "Effect": "Deny", "Principal": {"AWS": "*"},
          "Action": [MOUNT, WRITE, ROOT], "Resource": file_system_arn,
          "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
         # A negated operator matches a request without the key: the anonymous client too.
         {"Sid": "NodeRolesOnly", "Effect": "Deny", "Principal": {"AWS": "*"},
          "Action": [MOUNT, WRITE, ROOT], "Resource": file_system_arn,
-         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": roles}}},
-    ]})
+         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": sorted(roles + clients)}}}]
+    if clients:
+        statements.append(
+            {"Sid": "RootForNodeRolesOnly", "Effect": "Deny", "Principal": {"AWS": "*"},
+             "Action": ROOT, "Resource": file_system_arn,
+             "Condition": {"ArnNotEquals": {"aws:PrincipalArn": roles}}})
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
 
 
 def provisioner_policy(file_system_arn: str, cluster_name: str) -> str:
@@ -166,12 +181,16 @@ class EfsFileSystem(pulumi.ComponentResource):
                 lambda arn: provisioner_policy(arn, cluster_name)),
             opts=pulumi.ResourceOptions(parent=self)) for pool, role in roles.items()]
 
-    def allow_nodes(self, node_roles: Sequence[pulumi.Input[str]]) -> aws.efs.FileSystemPolicy:
-        """The file system policy, once every node role exists (efs_policy)."""
+    def allow_nodes(self, node_roles: Sequence[pulumi.Input[str]],
+                    client_roles: Sequence[pulumi.Input[str]] = ()) -> aws.efs.FileSystemPolicy:
+        """The file system policy, once every node role exists (efs_policy); client roles
+        mount and write, never as root."""
+        count = len(node_roles)
         return aws.efs.FileSystemPolicy(
             f"{self._name}-policy", file_system_id=self.file_system.id,
-            policy=pulumi.Output.all(self.file_system.arn, *node_roles).apply(
-                lambda v: efs_policy(v[0], v[1:], self._anonymous_nfs)),
+            policy=pulumi.Output.all(self.file_system.arn, *node_roles, *client_roles).apply(
+                lambda v: efs_policy(v[0], v[1:1 + count], self._anonymous_nfs,
+                                     v[1 + count:])),
             opts=pulumi.ResourceOptions(parent=self))
 
     @staticmethod

@@ -9,6 +9,7 @@ from config import versions
 from config.cloud import control_plane_address
 from config.model import StackConfig
 from config.release_pins import release_sha256
+from config.storage import service_account_issuer
 
 
 def distribution_class(name: str) -> type:
@@ -38,6 +39,8 @@ def distribution_settings(config: StackConfig) -> DistributionSettings:
         release_sha256=release_sha256(config.kubernetes.distribution, config.kubernetes.version,
                                       config.versions),
         airgap_bundle_sha256=dict(config.versions.airgap_bundle_sha256),
+        service_account_issuer=service_account_issuer(
+            config.storage.efs, config.layout, config.aws.region if config.aws else None),
     )
 
 

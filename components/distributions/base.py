@@ -48,6 +48,9 @@ class DistributionSettings:
     release_sha256: Mapping[str, str] = field(default_factory=dict)
     # versions.airgapBundleSha256: the release's image bundle each node installs; empty: none.
     airgap_bundle_sha256: Mapping[str, str] = field(default_factory=dict)
+    # The public issuer of service-account tokens (config/storage.py
+    # service_account_issuer), or None: the distribution's own.
+    service_account_issuer: Optional[str] = None
 
     def release_env(self, prefix: str) -> dict[str, str]:
         """A distribution's version_env, its inputs named <prefix>_...: the version, the
@@ -90,6 +93,15 @@ def read_at_boot(name: str, parameter: str) -> dict[str, str]:
     return {name: "", f"{name}_SSM_PARAMETER": parameter}
 
 
+# kube-apiserver --service-account-issuer: "When this flag is specified multiple times, the
+# first is used to generate tokens and all are used to determine which issuers are
+# accepted" (https://kubernetes.io/docs/reference/command-line-tools-reference/
+# kube-apiserver/); --service-account-jwks-uri is where the discovery document says the
+# keys are (pkg/serviceaccount/openidmetadata.go, JWKSPath).
+def jwks_uri(issuer: str) -> str:
+    return f"{issuer}/openid/v1/jwks"
+
+
 def admission_plugins(distribution_defaults: Sequence[str]) -> str:
     """--enable-admission-plugins: the distribution's own list, which a value of ours
     replaces, and the GPU toleration plugin."""
@@ -109,6 +121,8 @@ class Distribution(Protocol):
     pool_token_command: str
     admit_node: Script
     remove_node: Script
+    # On the controller: prints the public key service-account tokens are signed with (PEM).
+    service_account_key: Script
     apply_worker_profile: Script
     # On a worker host: installs the distribution before its join, upgrades it after
     # drain-node (version_env's inputs).

@@ -3,6 +3,7 @@ and k0s's own containerd paths. A second distribution implements the same attrib
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Optional
 
 import pulumi
 import yaml
@@ -12,6 +13,7 @@ from components.distributions.base import (
     DistributionSettings,
     JoinToken,
     admission_plugins,
+    jwks_uri,
     node_labels,
     read_at_boot,
 )
@@ -55,6 +57,8 @@ CNI_FIREWALL_PORTS = {"kuberouter": {"kube-router-bgp": (179, "tcp")},
 # v1.36.3+k0s.2 pkg/component/controller/apiserver.go:120, and lines 140-146: a user's
 # extraArgs entry overrides the flag of the same name).
 DEFAULT_ADMISSION_PLUGINS = ("NodeRestriction",)
+# k0s's service-account issuer (v1.36.3+k0s.2 pkg/component/controller/apiserver.go:115).
+K0S_ISSUER = "https://kubernetes.default.svc"
 
 
 class K0s:
@@ -69,6 +73,7 @@ class K0s:
     # at v1.36.3+k0s.2, lines 33 and 91: --expiry, a Go duration).
     pool_token_command = "/usr/local/bin/k0s token create --role=worker --expiry"
     admit_node = Script("k0s/admit-node.sh")
+    service_account_key = Script("k0s/service-account-key.sh")
     remove_node = Script("k0s/remove-node.sh", extra_libraries=("drain/lib.sh",))
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
     upgrade_node = Script("k0s/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
@@ -104,7 +109,7 @@ class K0s:
                 "address": controller.address,
                 "port": settings.kubernetes.api_port,
                 "sans": [controller.address, *extra_sans, *settings.kubernetes.api_sans],
-                "extraArgs": api_server_args(),
+                "extraArgs": api_server_args(settings.service_account_issuer),
             },
             "network": {
                 "provider": settings.cni,
@@ -114,6 +119,9 @@ class K0s:
             "workerProfiles": [{"name": WORKER_PROFILE, "values": self._kubelet_settings()}],
             "telemetry": {"enabled": False},
         }
+        raw_args = api_server_raw_args(settings.service_account_issuer)
+        if raw_args:
+            spec["api"]["rawArgs"] = raw_args
         if settings.cni == "calico":
             # The node IP is pinned per host (kubelet --node-ip); Calico uses the same
             # address, so multi-NIC and VPN hosts never pick the wrong interface.
@@ -246,16 +254,29 @@ class K0s:
         }
 
 
-def api_server_args() -> dict[str, str]:
+def api_server_args(issuer: Optional[str] = None) -> dict[str, str]:
     """kube-apiserver flags through the cluster config (k0s docs/configuration.md,
     spec.api.extraArgs): the Pod Security default as k0s docs/podsecurity.md configures it,
     and the audit log, which k0s leaves to the user (docs/cis_benchmark.md, checks
-    1.2.22-1.2.25); k0s's admission plugins and the GPU toleration one."""
-    return {"admission-control-config-file": ADMISSION_CONFIG_FILE,
+    1.2.22-1.2.25); k0s's admission plugins and the GPU toleration one. With a public
+    service-account issuer, it replaces k0s's own flag (extraArgs override k0s's, k0s
+    v1.36.3+k0s.2 pkg/component/controller/apiserver.go:140-145), so it comes first."""
+    args = {"admission-control-config-file": ADMISSION_CONFIG_FILE,
             "enable-admission-plugins": admission_plugins(DEFAULT_ADMISSION_PLUGINS),
             "audit-policy-file": AUDIT_POLICY_FILE,
             "audit-log-path": AUDIT_LOG_FILE,
             **audit.ROTATION}
+    if issuer:
+        args.update({"service-account-issuer": issuer, "service-account-jwks-uri": jwks_uri(issuer)})
+    return args
+
+
+def api_server_raw_args(issuer: Optional[str]) -> list[str]:
+    """k0s's own issuer, still accepted after the public one: spec.api.rawArgs come after
+    every other flag (apiserver.go:218-222), so it is the second --service-account-issuer.
+    k0s's api-audiences stays its own (apiserver.go:127-138): tokens already in pods keep
+    working."""
+    return [f"--service-account-issuer={K0S_ISSUER}"] if issuer else []
 
 
 # What components/distributions/__init__.py loads for this distribution.

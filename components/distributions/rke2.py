@@ -11,7 +11,7 @@ import pulumi
 import yaml
 
 from components.distributions.base import (DistributionSettings, JoinToken, admission_plugins,
-                                          node_labels, read_at_boot)
+                                          jwks_uri, node_labels, read_at_boot)
 from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.common import audit, pod_security
 from components.common.step_text import Script
@@ -41,6 +41,17 @@ AUDIT_LOG_FILE = f"{DATA_DIR}/server/logs/audit.log"
 # appends repeated values. The CIS profile adds no plugin (pkg/rke2/rke2.go). Ours repeats
 # NodeRestriction, so the list holds whatever GetArgs keeps.
 DEFAULT_ADMISSION_PLUGINS = ("NodeRestriction",)
+
+
+def issuer_args(issuer: Optional[str]) -> list[str]:
+    """A public service-account issuer, first, before RKE2's own, which stays accepted:
+    `flag-=value` prepends to RKE2's default instead of replacing it (k3s GetArgs,
+    "Prepend value to initial args": pkg/util/args.go, formerly pkg/daemons/config/types.go;
+    RKE2 passes its kube-apiserver-arg through it). RKE2's api-audiences stays its own (k3s pkg/daemons/control/server.go
+    apiServer: the old issuer and "rke2"), so tokens already in pods keep working."""
+    if not issuer:
+        return []
+    return [f"service-account-issuer-={issuer}", f"service-account-jwks-uri={jwks_uri(issuer)}"]
 # RKE2's embedded containerd: its config (and config-v3.toml.tmpl, when a template is
 # ever needed) and socket (k3s pkg/agent/config; docs: advanced.md).
 CONTAINERD_DROPIN_DIR = f"{DATA_DIR}/agent/etc/containerd"
@@ -102,6 +113,7 @@ class Rke2:
     pool_token_command = (f"/usr/local/bin/rke2 token create --kubeconfig {ADMIN_KUBECONFIG} "
                           "--description gpu-cluster-pool --ttl")
     admit_node = Script("rke2/admit-node.sh")
+    service_account_key = Script("rke2/service-account-key.sh")
     remove_node = Script("rke2/remove-node.sh", extra_libraries=("drain/lib.sh",))
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
     upgrade_node = Script("rke2/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
@@ -160,7 +172,8 @@ class Rke2:
             "kube-apiserver-arg": [f"audit-log-path={AUDIT_LOG_FILE}",
                                    "enable-admission-plugins="
                                    + admission_plugins(DEFAULT_ADMISSION_PLUGINS),
-                                   *(f"{flag}={value}" for flag, value in audit.ROTATION.items())],
+                                   *(f"{flag}={value}" for flag, value in audit.ROTATION.items()),
+                                   *issuer_args(settings.service_account_issuer)],
             **self._node_settings(controller),
         }
         if not controller.runs_workloads:

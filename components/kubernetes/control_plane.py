@@ -157,6 +157,13 @@ class ControlPlane(pulumi.ComponentResource):
             self.node_endpoint, v[0], dict(zip(names, v[2:]))))
         return JoinToken(pulumi.Output.secret(value), self.installed.urn)
 
+    def service_account_key(self) -> pulumi.Output[str]:
+        """The public key the API server signs service-account tokens with, read on the
+        controller once it is installed (the public issuer's key set)."""
+        step = self._step("service-account-key", self._args.distribution.service_account_key,
+                          {}, depends_on=[self.installed])
+        return step.stdout.apply(lambda text: text.strip() + "\n")
+
     def create_join_token(self, node: Host, expiry: str,
                           after: Sequence[pulumi.Resource] = ()) -> JoinToken:
         """A worker-role join token for one worker, issued on the controller over SSH once

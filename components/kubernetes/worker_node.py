@@ -3,6 +3,7 @@ in sync; on removal, drain and delete the node before resetting the host. From t
 controller: cordon and drain it for maintenance, remove the node of a replaced machine."""
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -32,6 +33,9 @@ class WorkerNodeArgs:
     # How its node is drained and waited for: an upgrade, maintenance, a replaced machine;
     # admit-node's wait for Ready.
     rollout: RolloutPolicy = RolloutPolicy()
+    # (providerID, region) the node's Node carries where a driver that expects EC2 runs
+    # on it without EC2 metadata (hybrid with storage.efs.issuerBucket; node_identity_patch).
+    provider_identity: Optional[tuple[str, str]] = None
 
 
 class WorkerNode(pulumi.ComponentResource):
@@ -134,6 +138,10 @@ class WorkerNode(pulumi.ComponentResource):
             f"{host.name}-node-metadata", host, args.provider, [admitted], parent=self
         )
         self.ready.append(self.node)
+        if args.provider_identity is not None:
+            self.ready.append(node_identity_patch(
+                f"{host.name}-node-identity", host.name, *args.provider_identity,
+                args.provider, [self.node], parent=self))
         self.register_outputs({})
 
 
@@ -159,4 +167,30 @@ def node_metadata_patch(
             ],
         ) if host.taints else None,
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on),
+    )
+
+
+# The region label the EFS CSI driver reads off EC2 (aws-efs-csi-driver v3.4.1
+# pkg/cloud/k8s_metadata.go:55-58; the zone label stays unset: an empty zone reports no
+# topology, pkg/util/util.go:95-98). A kubelet may set it itself (NodeRestriction's
+# allowed kubernetes.io labels), but the kubelet applies labels only on registration.
+REGION_LABEL = "topology.kubernetes.io/region"
+
+
+def node_identity_patch(name: str, node_name: str, provider_id: str, region: str,
+                        provider: k8s.Provider, depends_on: list,
+                        parent: pulumi.Resource) -> k8s.core.v1.NodePatch:
+    """spec.providerID and the region label, through the API rather than the kubelet's
+    --provider-id: the API sets a providerID once, from "" (kubernetes pkg/apis/core/
+    validation/validation.go ValidateNodeUpdate, "node updates may not change providerID
+    except from \"\" to valid"), and a kubelet gives its flag only to a Node it creates
+    (pkg/kubelet/kubelet_node_status.go initialNode), so a flag would not reach nodes
+    already registered. Kept on delete: giving the field up would ask the API to clear it,
+    which it refuses (docs/layouts.md, "EFS access")."""
+    return k8s.core.v1.NodePatch(
+        name,
+        metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=node_name, labels={REGION_LABEL: region}),
+        spec=k8s.core.v1.NodeSpecPatchArgs(provider_id=provider_id),
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on,
+                                    retain_on_delete=True),
     )

@@ -35,7 +35,7 @@ from components.kubernetes.backups import (
 )
 from components.hosts.steps import preparation_steps
 from components.network.vpn_clients import gateway_address
-from components.layouts.contract import Efs, Layout
+from components.layouts.contract import Efs, EfsWebIdentity, Layout
 from components.layouts.over_ssh import node_outputs, registries_env
 from config.backup import backup_store
 from config.cloud import cluster_cidrs, node_cidrs
@@ -189,7 +189,7 @@ class OnAws(Layout):
                    else [])
         # The controller mounts EFS where it is a node's gateway to it (hybrid); on the
         # cloud layout it runs no kubelet and the pools are the nodes.
-        controller = [] if efs_mounts_with_iam(settings.layout) else [aws_side.instance.private_ip]
+        controller = [] if settings.layout == "cloud" else [aws_side.instance.private_ip]
         return EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
             cluster_name=settings.cluster_name, efs=settings.storage.efs, vpc=settings.aws.vpc,
             network=aws_side.network,
@@ -198,13 +198,16 @@ class OnAws(Layout):
             node_security_group=aws_side.network.node_security_group),
             opts=aws_side.opts)
 
-    def _efs_service(self, efs: Optional[EfsFileSystem]) -> Optional[Efs]:
+    def _efs_service(self, efs: Optional[EfsFileSystem],
+                     web_identity: Optional[EfsWebIdentity] = None) -> Optional[Efs]:
         if efs is None:
             return None
-        with_iam = efs_mounts_with_iam(self.context.settings.layout)
+        settings = self.context.settings
+        with_iam = efs_mounts_with_iam(settings.layout, settings.storage.efs)
         return Efs(address=efs.address,
                    file_system_id=efs.file_system.id if with_iam else None,
-                   mount_target_addresses=tuple(t.ip_address for t in efs.mount_targets))
+                   mount_target_addresses=tuple(t.ip_address for t in efs.mount_targets),
+                   web_identity=web_identity)
 
     def _backup_over_ssh(self, aws_side: AwsSide) -> Optional[BackupTarget]:
         """What the cluster installs over SSH for the snapshots: nothing where the

@@ -13,6 +13,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.addons.efs_csi import EfsWebIdentity
 from components.common.remote_step import Ssh
 from components.distributions.base import Distribution
 from components.hosts.bootstrap import PreparedHost
@@ -80,6 +81,7 @@ class Efs:
     file_system_id: Optional[pulumi.Input[str]] = None
     # The addresses of its mount targets (AWS assigns them in an existing VPC).
     mount_target_addresses: tuple = ()
+    web_identity: Optional[EfsWebIdentity] = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,20 +1,29 @@
 """hybrid: the control plane (and the VPN server) on EC2, prepared over SSH at its public
 address; on-prem GPU hosts, prepared over SSH, join through OpenVPN."""
 
-import pulumi
+from typing import Optional
 
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.addons import efs_csi
+from components.aws.service_account_issuer import ServiceAccountIssuer
 from components.common.remote_step import Ssh
 from components.hosts.bootstrap import PreparedHost
+from components.kubernetes.control_plane import ControlPlane
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from components.layouts.aws import OnAws
 from components.layouts.contract import (
     Controller,
+    EfsWebIdentity,
     LayoutResult,
     Services,
+    SelfJoining,
     frozen_mapping,
 )
 from components.layouts.over_ssh import bootstrap, prepared_workers, storage_servers
 from config.model import Host, StackConfig
+from config.storage import service_account_issuer
 from contract import names
 
 
@@ -42,6 +51,9 @@ def vpn_bridge_args(settings: StackConfig, *, server_host: Host, server_ssh: Ssh
 
 
 class Hybrid(OnAws):
+    # The public service-account issuer (storage.efs.issuerBucket), once result() ran.
+    issuer: Optional[ServiceAccountIssuer] = None
+
     def result(self) -> LayoutResult:
         settings, context = self.context.settings, self.context
         aws_side = self._aws_side()
@@ -63,8 +75,15 @@ class Hybrid(OnAws):
         ), opts=pulumi.ResourceOptions(parent=context.parent))
         efs = self._efs(aws_side)
         if efs is not None:
-            # On-prem nodes have no IAM role: only the controller's can be named.
-            efs.allow_nodes([instance.role_arn])
+            # On-prem nodes have no instance role: the controller's is named and, with
+            # storage.efs.issuerBucket, the role their EFS CSI driver gets from its
+            # service account's token.
+            self.issuer = self._service_account_issuer(aws_side)
+            efs.allow_nodes([instance.role_arn],
+                            [self.issuer.role.arn] if self.issuer else [])
+            if self.issuer is not None:
+                efs.allow_provisioner({"on-prem": self.issuer.controller_role.name},
+                                      settings.cluster_name)
         on_prem = next((h.address for h in settings.hosts if h.name == settings.vpn.onprem_gateway),
                        settings.vpn.existing_server_address)
         return LayoutResult(
@@ -76,10 +95,37 @@ class Hybrid(OnAws):
             services=Services(
                 storage_servers=(storage_servers(bootstraps)
                                  + tuple(efs.mount_targets if efs is not None else ())),
-                efs=self._efs_service(efs), backup=self._backup_over_ssh(aws_side),
+                efs=self._efs_service(efs, self._web_identity(efs)), backup=self._backup_over_ssh(aws_side),
                 users_on_private_network=True, user_vpn_profile=vpn.user_profile,
                 aws_opts=aws_side.opts),
             outputs=frozen_mapping({
                 **self._outputs(aws_side, [controller, *settings.hosts],
                                 {names.ON_PREM_GATEWAY: on_prem}),
                 names.ADMIN_VPN_PROFILE_OUTPUT: vpn.admin_profile}))
+
+    def _web_identity(self, efs) -> Optional[EfsWebIdentity]:
+        if efs is None or self.issuer is None:
+            return None
+        return EfsWebIdentity(node_role_arn=self.issuer.role.arn,
+                              controller_role_arn=self.issuer.controller_role.arn,
+                              region=self.context.settings.aws.region,
+                              mount_target_ip=efs.address)
+
+    def _service_account_issuer(self, aws_side) -> Optional[ServiceAccountIssuer]:
+        settings = self.context.settings
+        issuer = service_account_issuer(settings.storage.efs, settings.layout,
+                                        settings.aws.region)
+        if issuer is None:
+            return None
+        return ServiceAccountIssuer(
+            f"{self.context.name}-sa-issuer", settings.storage.efs.issuer_bucket, issuer,
+            efs_csi.NAMESPACE, efs_csi.NODE_SERVICE_ACCOUNT, efs_csi.CONTROLLER_SERVICE_ACCOUNT,
+            opts=aws_side.opts)
+
+    def self_joining(self, control_plane: ControlPlane, provider: k8s.Provider,
+                     result: LayoutResult) -> SelfJoining:
+        """No node joins on its own; the issuer's key set comes from the key the installed
+        controller signs tokens with."""
+        if self.issuer is not None:
+            self.issuer.publish_keys(control_plane.service_account_key())
+        return SelfJoining()

@@ -123,6 +123,7 @@ EXAMPLES = {
     "storage.efs.mountOptions[]": "hard",
     "storage.efs.path": "/",
     "storage.efs.directoryPerms": "700",
+    "storage.efs.issuerBucket": "gpu-lab-issuer",
     "storage.localPath.path": "/opt/local-path-provisioner",
     "storage.nfs.server": "192.168.2.50",
     "storage.nfs.mountOptions[]": "hard",

@@ -14,9 +14,17 @@ def with_efs(values: dict, **efs) -> dict:
     return values
 
 
-def test_only_the_cloud_layout_mounts_with_iam():
+def test_the_cloud_layout_and_hybrid_with_an_issuer_mount_with_iam():
     assert efs_mounts_with_iam("cloud")
     assert not efs_mounts_with_iam("hybrid") and not efs_mounts_with_iam("bare-metal")
+    issuer = loads(with_efs(hybrid_config(), issuerBucket="gpu-lab-issuer")).storage.efs
+    assert efs_mounts_with_iam("hybrid", issuer)
+    assert not efs_mounts_with_iam("bare-metal", issuer)
+
+
+def test_a_hybrid_stack_with_an_issuer_needs_no_anonymous_nfs():
+    efs = loads(with_efs(hybrid_config(), issuerBucket="gpu-lab-issuer")).storage.efs
+    assert efs.anonymous_nfs is False
 
 
 def test_a_cloud_stack_needs_no_anonymous_nfs():
@@ -29,8 +37,8 @@ def test_a_cloud_stack_needs_no_anonymous_nfs():
 def test_a_hybrid_stack_must_say_its_on_prem_hosts_mount_without_iam():
     problems = problem_lines(with_efs(hybrid_config()))
     assert [p for p in problems if p.startswith("gpu-cluster:storage.efs.anonymousNfs: ")] == [
-        p for p in problems if "must be true on the hybrid layout: its on-prem hosts have no "
-        "AWS identity" in p], problems
+        p for p in problems if "must be true on the hybrid layout without "
+        "storage.efs.issuerBucket: its on-prem hosts then have no AWS identity" in p], problems
     assert len(problems) == 1
 
 
@@ -38,10 +46,10 @@ def test_access_point_keys_are_refused_where_claims_are_no_access_points():
     problems = problem_lines(with_efs(hybrid_config(), anonymousNfs=True, directoryPerms="750",
                                       gidRangeEnd=70000))
     assert sorted(problems) == [
-        "gpu-cluster:storage.efs.directoryPerms: is only used on the cloud layout, whose "
-        "claims are EFS access points; remove it",
-        "gpu-cluster:storage.efs.gidRangeEnd: is only used on the cloud layout, whose claims "
-        "are EFS access points; remove it"]
+        "gpu-cluster:storage.efs.directoryPerms: is only used where the claims are EFS "
+        "access points (cloud, or hybrid with storage.efs.issuerBucket); remove it",
+        "gpu-cluster:storage.efs.gidRangeEnd: is only used where the claims are EFS "
+        "access points (cloud, or hybrid with storage.efs.issuerBucket); remove it"]
 
 
 @pytest.mark.parametrize("efs, path, fragment", [

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import yaml
 
-from components.addons.efs_csi import NAMESPACE, PROVISIONER, EfsCsiSettings, chart_values
+from components.addons.efs_csi import (NAMESPACE, PROVISIONER, EfsCsiSettings, EfsWebIdentity,
+                                       chart_values)
 from components.addons.shared_storage import storage_manifests
 from config import load, versions
 from config.storage import ACCESS_POINT_CLUSTER_TAG as CLUSTER_TAG
-from tests.builders import PROJECT_DIR, as_cli_config, cloud_config
+from tests.builders import PROJECT_DIR, as_cli_config, cloud_config, hybrid_config
 from tests.k8s_tools import validate_strict
 from tests.upstream.test_pinned_upstream import by_kind, fixture, helm
 
@@ -142,3 +143,60 @@ def test_claims_are_access_points_with_their_own_ids_mounted_with_iam():
     changed = storage_class(directoryPerms="0750", gidRangeStart=70000, gidRangeEnd=70100)
     assert [changed["parameters"][k] for k in ("directoryPerms", "gidRangeStart",
                                                "gidRangeEnd")] == ["0750", "70000", "70100"]
+
+
+def test_the_driver_takes_a_web_identity_where_its_node_has_none(tmp_path):
+    """On-prem nodes (hybrid, storage.efs.issuerBucket): the node plugin's and the
+    controller's tokens for STS and the roles they assume, through the chart's own env,
+    volumes and volumeMounts (chart_values, as the program renders them), as the official
+    `helm template` renders them; kubernetes-validate --strict accepts every object, and
+    the StorageClass that mounts by address."""
+    from components.addons.efs_csi import web_identity_values
+    from components.aws.service_account_issuer import AUDIENCE, TOKEN_FILE
+
+    roles = {"efs-csi-node-sa": "arn:aws:iam::123456789012:role/prod-sa-issuer-efs-node",
+             "efs-csi-controller-sa":
+                 "arn:aws:iam::123456789012:role/prod-sa-issuer-efs-controller"}
+    values = chart_values(CLUSTER, KUBELET, web_identity_values(
+        roles["efs-csi-node-sa"], roles["efs-csi-controller-sa"], "us-west-2"))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "values.yaml"
+        path.write_text(yaml.safe_dump(values))
+        out = subprocess.run([str(helm()), "template", "aws-efs-csi-driver", str(CHART),
+                              "-n", NAMESPACE, "-f", str(path)], capture_output=True,
+                             text=True, check=True).stdout
+    objects = [o for o in yaml.safe_load_all(out) if o]
+    for kind, container in (("DaemonSet", "efs-plugin"), ("Deployment", "efs-plugin")):
+        [workload] = by_kind(objects, kind)
+        spec = workload["spec"]["template"]["spec"]
+        [plugin] = [c for c in spec["containers"] if c["name"] == container]
+        env = {e["name"]: e.get("value") for e in plugin["env"]}
+        assert env["AWS_ROLE_ARN"] == roles[spec["serviceAccountName"]], kind
+        assert env["AWS_WEB_IDENTITY_TOKEN_FILE"] == TOKEN_FILE
+        assert env["AWS_REGION"] == "us-west-2"
+        # The driver reads its node's providerID and region through CSI_NODE_NAME
+        # (pkg/cloud/k8s_metadata.go:34-39): the chart sets it to the pod's node.
+        [node_name] = [e for e in plugin["env"] if e["name"] == "CSI_NODE_NAME"]
+        assert node_name["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+        [mount] = [m for m in plugin["volumeMounts"] if m["name"] == "aws-web-identity-token"]
+        assert f"{mount['mountPath']}/token" == TOKEN_FILE and mount["readOnly"] is True
+        [volume] = [v for v in spec["volumes"] if v["name"] == "aws-web-identity-token"]
+        [source] = volume["projected"]["sources"]
+        assert source["serviceAccountToken"]["audience"] == AUDIENCE
+    # The node pods read their Node (get), never change it.
+    [role] = [o for o in by_kind(objects, "ClusterRole")
+              if o["metadata"]["name"] == "efs-csi-node-role"]
+    [nodes] = [r for r in role["rules"] if "nodes" in r["resources"]]
+    assert "get" in nodes["verbs"] and not {"patch", "update"} & set(nodes["verbs"])
+    values = hybrid_config()
+    values["storage"] = {"efs": {"issuerBucket": "gpu-test-issuer"}}
+    cli = as_cli_config(values)
+    settings = load(cli.config, cli.secret_keys, stack="test")
+    [found] = storage_manifests(settings.storage, csi=EfsCsiSettings(
+        FILE_SYSTEM, CLUSTER, KUBELET, EfsWebIdentity(
+            node_role_arn=roles["efs-csi-node-sa"],
+            controller_role_arn=roles["efs-csi-controller-sa"], region="us-west-2",
+            mount_target_ip="10.0.1.10")))
+    assert found["mountOptions"][0] == "iam" and found["mountOptions"][-1] == \
+        "mounttargetip=10.0.1.10"
+    validate_strict([*objects, found], tmp_path / "efs-csi.yaml")
