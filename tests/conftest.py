@@ -12,7 +12,20 @@ if str(PROJECT_DIR) not in sys.path:
 
 from preview import engine  # noqa: E402
 from preview.plan import Plan  # noqa: E402
-from tests.builders import bare_metal_config, example_plan  # noqa: E402
+from tests.builders import NO_SKIPS, bare_metal_config, example_plan  # noqa: E402
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Where nothing may skip (NO_SKIPS), a skip is a failure that gives its reason."""
+    outcome = yield
+    report = outcome.get_result()
+    if NO_SKIPS and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        reason = str(reason).removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = (f"skipped where every tool the tests need is installed "
+                           f"(GPU_CLUSTER_NO_SKIPS=1, make test as root): {reason}")
 
 
 @pytest.fixture

