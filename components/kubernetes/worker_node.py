@@ -18,6 +18,9 @@ from config.model import MACHINE_GENERATION_LABEL, Host
 MAINTAIN_NODE = Script("maintenance/maintain-node.sh", extra_libraries=("drain/lib.sh",))
 END_MAINTENANCE = Script("maintenance/end-maintenance.sh")
 RETIRE_NODE = Script("maintenance/retire-node.sh", extra_libraries=("drain/lib.sh",))
+# The same for every distribution, which gives its kubectl and controller file as inputs.
+ADMIT_NODE = Script("node/admit-node.sh")
+REMOVE_NODE = Script("node/remove-node.sh", extra_libraries=("drain/lib.sh",))
 
 
 @dataclass
@@ -102,15 +105,17 @@ class WorkerNode(pulumi.ComponentResource):
             host.name,
             "admit-node",
             on=control_plane.ssh,
-            create=distribution.admit_node,
+            create=ADMIT_NODE,
             # The controller's own node goes away with the controller's reset.
-            delete=None if host.runs_control_plane else distribution.remove_node,
+            delete=None if host.runs_control_plane else REMOVE_NODE,
             env={
-                "NODE_NAME": host.name,
+                **kubectl,
                 "NODE_READY_TIMEOUT": str(args.node_ready_timeout_seconds),
                 **machine_env(host),
-                # remove-node's drain (the delete).
-                **drain_force_env(args.drain_force),
+                # remove-node's (the delete).
+                **({} if host.runs_control_plane else {
+                    "CONTROLLER_FILE": distribution.controller_file,
+                    **drain_force_env(args.drain_force)}),
             },
             depends_on=[joined],
             parent=self,
