@@ -76,7 +76,11 @@ class Scan:
         return (name in self.reads or name in self.named
                 or any(name.startswith(prefix) for prefix in self.prefixes)
                 or any(name.endswith(suffix) and name[:-len(suffix)] in self.named
-                       for suffix in self.suffixes))
+                       for suffix in self.suffixes)
+                # "${prefix}_SHA256_${arch^^}": a stem, then more, the prefix spelled out
+                # where it is passed (install_pinned_release K0S ...).
+                or any(name.startswith(stem + suffix) for suffix in self.suffixes
+                       if suffix.endswith("_") for stem in self.named))
 
     @property
     def environment(self) -> set[str]:

@@ -20,11 +20,7 @@ set -euo pipefail
 #   NODE_NAME     this host's node: marked as failed when an upgrade fails here.
 
 release_version() { k0s_current_version; }
-install_release() {
-  k0s_install_binary "$1"
-  RELEASE_CHANGED=$K0S_BINARY_CHANGED
-  k0s_install_airgap_bundle "$1"
-}
+install_release() { k0s_install "$1"; }
 worker_installed() { k0s_service_installed k0sworker; }
 
 main() {

@@ -54,38 +54,137 @@ release_arch() {
   esac
 }
 
-# download_pinned WHAT VERSION ARCH ASSET URL PIN_VAR URL_VAR [INSTALLED]: downloads release file ASSET
-# of WHAT VERSION for ARCH to $TEMP_DIR/ASSET and checks it against the sha256 in variable
-# PIN_VAR (pinned by the program: config/versions.py or `gpu-cluster:versions`
-# releaseSha256), never against a checksum file of the same release. URL is where the
-# release publishes it; variable URL_VAR, when set (kubernetes.releaseUrl), names a folder
-# holding it under its own name instead. Dies before downloading without a valid pin, and
+# A distribution's release, installed by install_pinned_release PREFIX WHAT VERSION FOLDER
+# IMAGES. WHAT names it in messages (k0s, RKE2); its inputs are PREFIX_SHA256_<ARCH>,
+# PREFIX_RELEASE_URL and PREFIX_AIRGAP_SHA256_<ARCH> (components/distributions/base.py
+# release_env); its lib.sh defines what differs: PREFIX_RELEASE, what a version looks like
+# (a regex), and functions named by PREFIX in lower case:
+#   <what>_current_version          the installed version, or nothing
+#   <what>_release_file ARCH VERSION  the release file's name, e.g. k0s-v1.34.1+k0s.0-amd64
+#   <what>_airgap_file ARCH VERSION   its image bundle's name
+#   <what>_unpack FILE VERSION        installs the verified FILE; sets RELEASE_CHANGED
+# Set by install_pinned_release: 1 when it replaced the installed release.
+RELEASE_CHANGED=0
+
+# install_pinned_release PREFIX WHAT VERSION FOLDER IMAGES: release VERSION of WHAT installed from
+# FOLDER (where it publishes its files) unless it is already, then, when the program gives
+# the sha256 of its image bundle for any architecture (versions.airgapBundleSha256), that
+# bundle into host folder IMAGES, whence the distribution imports its images.
+install_pinned_release() {
+  local prefix=$1 what=$2 version=$3 folder=$4 images=$5 name=${1,,} format
+  local current arch file key
+  RELEASE_CHANGED=0
+  format="${prefix}_RELEASE"
+  if [[ ! "$version" =~ ${!format} ]]; then
+    die "${prefix}_VERSION '$version' does not look like a release of $what"
+  fi
+  current="$("${name}_current_version")"
+  arch="$(release_arch "$what")"
+  if [[ "$current" == "$version" ]]; then
+    log "$what $version already installed"
+  else
+    file="$("${name}_release_file" "$arch" "$version")"
+    key="releaseSha256.$arch (config/versions.py pins none for it on $arch)"
+    download_pinned "$what $version for $arch" "$file" "$folder" "${prefix}_RELEASE_URL" \
+      "${prefix}_SHA256_${arch^^}" "$key" "$current"
+    "${name}_unpack" "$TEMP_DIR/$file" "$version"
+    current="$("${name}_current_version")"
+    if [[ "$current" != "$version" ]]; then
+      die "$what reports '$current' after installing $version"
+    fi
+  fi
+  if airgap_bundle_wanted "$prefix"; then
+    install_image_bundle "$("${name}_airgap_file" "$arch" "$version")" "$folder" \
+      "${prefix}_RELEASE_URL" "${prefix}_AIRGAP_SHA256_${arch^^}" "$images"
+  fi
+}
+
+# airgap_bundle_wanted PREFIX: success when PREFIX_AIRGAP_SHA256_<ARCH> is given for any
+# architecture (config/versions.py RELEASE_ARCHITECTURES).
+airgap_bundle_wanted() {
+  local arch pin
+  for arch in AMD64 ARM64; do
+    pin="${1}_AIRGAP_SHA256_$arch"
+    [[ -z "${!pin:-}" ]] || return 0
+  done
+  return 1
+}
+
+# release_file_url FOLDER URL_VAR FILE: where release file FILE is downloaded from: the
+# release's FOLDER ('+' escaped, as GitHub's release paths have it), or, when variable
+# URL_VAR is set (kubernetes.releaseUrl), the folder it names, holding FILE under its own
+# name. Sets RELEASE_FILE_URL.
+release_file_url() {
+  local folder=$1 url_var=$2 file=$3
+  RELEASE_FILE_URL="$folder/${file//+/%2B}"
+  if [[ -n "${!url_var:-}" ]]; then
+    check_download_url "$url_var"
+    RELEASE_FILE_URL="${!url_var%/}/$file"
+  fi
+}
+
+# download_pinned WHAT FILE FOLDER URL_VAR PIN_VAR KEY [INSTALLED]: release file FILE (of
+# WHAT, e.g. "k0s v1.34.1+k0s.0 for amd64") downloaded to $TEMP_DIR/FILE (release_file_url)
+# and checked against the sha256 in variable PIN_VAR (pinned by the program:
+# config/versions.py or `gpu-cluster:versions` KEY, which the message names), never against
+# a checksum file of the same release. Dies before downloading without a valid pin, and
 # after it, having installed nothing, when the sums differ. INSTALLED: the release it
 # replaces, for the log.
 download_pinned() {
-  local what=$1 version=$2 arch=$3 asset=$4 url=$5 pin=$6 folder=$7 installed=${8:-}
-  local expected actual
+  local what=$1 file=$2 folder=$3 url_var=$4 pin=$5 key=$6 installed=${7:-} expected
   expected="${!pin:-}"
   if [[ -z "$expected" ]]; then
-    die "no pinned sha256 for $asset of $what $version: set gpu-cluster:versions" \
-      "releaseSha256.$arch (config/versions.py pins none for it on $arch)"
+    die "no pinned sha256 for $file of ${what% for *}: set gpu-cluster:versions $key"
   fi
   if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
     die "$pin must be 64 lower-case hex digits (a sha256), got '$expected'"
   fi
-  if [[ -n "${!folder:-}" ]]; then
-    check_download_url "$folder"
-    url="${!folder%/}/$asset"
+  release_file_url "$folder" "$url_var" "$file"
+  log "downloading $what from ${RELEASE_FILE_URL%/*}${installed:+ (installed: $installed)}"
+  fetch_checked "$file" "$RELEASE_FILE_URL" "$file" "$expected" pinned
+  log "verified sha256 of $file"
+}
+
+# install_image_bundle FILE FOLDER URL_VAR PIN_VAR DIR: the distribution's airgap image
+# bundle FILE (release_file_url) in host folder DIR, checked against the sha256 in variable
+# PIN_VAR (versions.airgapBundleSha256, never a checksum file served beside it). A bundle
+# already there with that sha256 is left as it is.
+install_image_bundle() {
+  local file=$1 folder=$2 url_var=$3 pin=$4 dir=$5 expected actual arch
+  expected="${!pin:-}"
+  if [[ -z "$expected" ]]; then
+    arch=${pin##*_}
+    die "no sha256 for $file: set gpu-cluster:versions airgapBundleSha256.${arch,,}"
   fi
+  if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
+    die "the sha256 of $file must be 64 lower-case hex digits, got '$expected'"
+  fi
+  if [[ -f "$ROOT$dir/$file" ]] && actual="$(sha256sum <"$ROOT$dir/$file")" &&
+    [[ "${actual%% *}" == "$expected" ]]; then
+    log "unchanged $dir/$file (sha256 verified)"
+    return 0
+  fi
+  release_file_url "$folder" "$url_var" "$file"
+  log "downloading the image bundle $file from ${RELEASE_FILE_URL%/*}"
+  fetch_checked "the image bundle $file" "$RELEASE_FILE_URL" "$file" "$expected" \
+    "versions.airgapBundleSha256 says"
+  write_file "$dir/$file" 0644 <"$TEMP_DIR/$file"
+}
+
+# fetch_checked LABEL URL FILE SHA256 SAYS: URL downloaded to $TEMP_DIR/FILE; dies, naming
+# LABEL, when that fails or its sha256 is not SHA256 (SAYS: whence that comes, for the
+# message), having installed nothing.
+fetch_checked() {
+  local label=$1 url=$2 file=$3 expected=$4 says=$5 actual
   make_temp_dir
-  log "downloading $what $version for $arch from ${url%/*}${installed:+ (installed: $installed)}"
-  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$url"
-  actual="$(sha256sum "$TEMP_DIR/$asset")"
+  if ! curl -fsSL --retry 5 -o "$TEMP_DIR/$file" "$url"; then
+    die "could not download $label from $url"
+  fi
+  actual="$(sha256sum "$TEMP_DIR/$file")"
   actual="${actual%% *}"
   if [[ "$actual" != "$expected" ]]; then
-    die "checksum mismatch for $asset: pinned $expected, downloaded $actual; nothing installed"
+    die "checksum mismatch for $label: $says $expected, downloaded $actual; nothing installed"
   fi
-  log "verified sha256 of $asset"
 }
 
 # MOUNTS_BELOW: set by mounts_below.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# RKE2 helpers for the rke2 step scripts: checksum-verified install from the release
-# tarball, its paths, secrets given directly or read from SSM, and the service.
+# RKE2 helpers for the rke2 step scripts: its release (node/lib.sh installs it from the
+# tarball), its paths, secrets given directly or read from SSM, and the service.
 # shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 
 # shellcheck source=../lib.sh
@@ -46,62 +46,32 @@ rke2_current_version() {
   fi
 }
 
-# rke2_install VERSION: installs RKE2 VERSION from the release tarball (or RKE2_RELEASE_URL)
+# rke2_install VERSION: RKE2 VERSION installed from its release tarball (or RKE2_RELEASE_URL)
 # after checking it against the sha256 the program pinned for this host's architecture
-# (RKE2_SHA256_AMD64 or RKE2_SHA256_ARM64: download_pinned; install.sh reads
-# sha256sum-ARCH.txt of the same release instead), unpacks it as install.sh does
-# (unpack_tarball), then reloads systemd for its units. Sets RKE2_BINARY_CHANGED=1 when it
-# replaced the installation.
+# (RKE2_SHA256_AMD64 or RKE2_SHA256_ARM64; install.sh reads sha256sum-ARCH.txt of the same
+# release instead), and, with RKE2_AIRGAP_SHA256_<ARCH> given, its image tarball
+# rke2-images.linux-ARCH.tar.zst (Canal's images with the core ones) into agent/images below
+# the data dir, which RKE2 imports at start (docs.rke2.io/install/airgap, "Tarball Method":
+# copied there with its extension, before RKE2 is started; rancher/rke2 install.sh
+# INSTALL_RKE2_AGENT_IMAGES_DIR, default /var/lib/rancher/rke2/agent/images): node/lib.sh
+# install_pinned_release. Sets RKE2_BINARY_CHANGED=1 when it replaced the installation.
 rke2_install() {
-  local version=$1 current arch asset
-  RKE2_BINARY_CHANGED=0
-  if [[ ! "$version" =~ $RKE2_RELEASE ]]; then
-    die "RKE2_VERSION '$version' does not look like an RKE2 release (e.g. v1.36.3+rke2r1)"
-  fi
-  current="$(rke2_current_version)"
-  if [[ "$current" == "$version" ]]; then
-    log "RKE2 $version already installed"
-    return 0
-  fi
-  arch="$(release_arch RKE2)"
-  asset="rke2.linux-$arch.tar.gz"
-  download_pinned RKE2 "$version" "$arch" "$asset" \
-    "$RKE2_RELEASES_URL/${version//+/%2B}/$asset" "RKE2_SHA256_${arch^^}" \
-    RKE2_RELEASE_URL "$current"
-  mkdir -p -- "$ROOT$RKE2_PREFIX"
-  tar -xzf "$TEMP_DIR/$asset" -C "$ROOT$RKE2_PREFIX"
-  RKE2_BINARY_CHANGED=1
-  log "changed: installed RKE2 $version to $RKE2_PREFIX"
-  # New or changed units below /usr/local/lib/systemd/system.
-  systemd_reload
-  current="$(rke2_current_version)"
-  if [[ "$current" != "$version" ]]; then
-    die "rke2 reports '${current}' after installing $version to $RKE2_BIN"
-  fi
+  install_pinned_release RKE2 RKE2 "$1" "$RKE2_RELEASES_URL/${1//+/%2B}" \
+    "$RKE2_DATA_DIR/agent/images"
+  RKE2_BINARY_CHANGED=$RELEASE_CHANGED
 }
 
-# rke2_install_airgap_bundle VERSION: with RKE2_AIRGAP_SHA256_<ARCH> given
-# (versions.airgapBundleSha256), the release's image tarball rke2-images.linux-ARCH.tar.zst
-# (Canal's images with the core ones) from where the release comes from, into
-# agent/images below the data dir, which RKE2 imports at start (docs.rke2.io/install/airgap,
-# "Tarball Method": copied there with its extension, before RKE2 is started; rancher/rke2
-# install.sh INSTALL_RKE2_AGENT_IMAGES_DIR, default /var/lib/rancher/rke2/agent/images).
-rke2_install_airgap_bundle() {
-  local version=$1 arch asset url pin
-  [[ -n "${RKE2_AIRGAP_SHA256_AMD64:-}${RKE2_AIRGAP_SHA256_ARM64:-}" ]] || return 0
-  arch="$(release_arch RKE2)"
-  pin="RKE2_AIRGAP_SHA256_${arch^^}"
-  asset="rke2-images.linux-$arch.tar.zst"
-  if [[ -z "${!pin:-}" ]]; then
-    die "no sha256 for $asset of RKE2 $version: set gpu-cluster:versions" \
-      "airgapBundleSha256.$arch"
-  fi
-  url="$RKE2_RELEASES_URL/${version//+/%2B}/$asset"
-  if [[ -n "${RKE2_RELEASE_URL:-}" ]]; then
-    check_download_url RKE2_RELEASE_URL
-    url="${RKE2_RELEASE_URL%/}/$asset"
-  fi
-  install_image_bundle "$asset" "$url" "${!pin}" "$RKE2_DATA_DIR/agent/images"
+# What install_pinned_release asks of RKE2: its files for ARCH, and unpacking the tarball
+# as install.sh does (unpack_tarball), then reloading systemd for its units.
+rke2_release_file() { echo "rke2.linux-$1.tar.gz"; }
+rke2_airgap_file() { echo "rke2-images.linux-$1.tar.zst"; }
+rke2_unpack() {
+  mkdir -p -- "$ROOT$RKE2_PREFIX"
+  tar -xzf "$1" -C "$ROOT$RKE2_PREFIX"
+  RELEASE_CHANGED=1
+  log "changed: installed RKE2 $2 to $RKE2_PREFIX"
+  # New or changed units below /usr/local/lib/systemd/system.
+  systemd_reload
 }
 
 # rke2_check_secret VAR WHAT EXAMPLE: adds to INPUT_PROBLEMS what is wrong with secret

@@ -21,11 +21,7 @@ set -euo pipefail
 #   NODE_NAME      this host's node: marked as failed when an upgrade fails here.
 
 release_version() { rke2_current_version; }
-install_release() {
-  rke2_install "$1"
-  RELEASE_CHANGED=$RKE2_BINARY_CHANGED
-  rke2_install_airgap_bundle "$1"
-}
+install_release() { rke2_install "$1"; }
 worker_installed() { systemctl is-enabled --quiet rke2-agent; }
 # rke2-agent's start returns only once the node has joined.
 RESTART_OPTIONS=(--no-block)

@@ -105,9 +105,6 @@ restart_at_version() {
 SERVICE_ACTIVE_TIMEOUT=300
 # Options of the restart upgrade_worker makes (a distribution's upgrade-node.sh sets them).
 RESTART_OPTIONS=()
-# Set by the distribution's install_release: 1 when it replaced the installed release.
-RELEASE_CHANGED=0
-
 # upgrade_worker WHAT VERSION SERVICE KUBECONFIG KUBECTL...: the body of every
 # distribution's upgrade-node.sh, on a worker host (NODE_NAME its node): installs release
 # VERSION of WHAT unless that skips a minor version or goes back, then restarts the worker
@@ -115,7 +112,8 @@ RELEASE_CHANGED=0
 # kubelet's KUBECONFIG is there, a failure marks the node as failed with it (KUBECTL...:
 # the distribution's kubectl, to which --kubeconfig is added). The distribution's script
 # defines release_version (the installed release, or nothing), install_release VERSION
-# (sets RELEASE_CHANGED) and worker_installed (success when SERVICE is installed).
+# (node/lib.sh install_pinned_release, which sets RELEASE_CHANGED) and worker_installed
+# (success when SERVICE is installed).
 upgrade_worker() {
   local what=$1 version=$2 service=$3 kubeconfig=$4 current
   shift 4
