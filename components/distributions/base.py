@@ -1,7 +1,8 @@
 """What a Kubernetes distribution gives the rest of the program: the scripts that install,
-join, admit, remove and reset a node, the inputs those scripts take, the ports its control
-plane needs, how workers get their join tokens, and how the NVIDIA runtime reaches its
-containerd. Nothing outside components/distributions/ knows which distribution it is."""
+join, upgrade and reset a node (admitting and removing one is the same for every
+distribution: scripts/node/, given kubectl and controller_file), the inputs those scripts
+take, the ports its control plane needs, how workers get their join tokens, and how the
+NVIDIA runtime reaches its containerd. Nothing outside components/distributions/ knows which distribution it is."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,10 +54,10 @@ class DistributionSettings:
     service_account_issuer: Optional[str] = None
 
     def release_env(self, prefix: str) -> dict[str, str]:
-        """A distribution's version_env, its inputs named <prefix>_...: the version, the
-        release's sha256 per architecture (<prefix>_SHA256_AMD64, ...; empty where none is
-        pinned: the distribution's lib.sh refuses that architecture), the release URL when
-        the config gives one, and the air-gap bundles' sha256."""
+        """version_env of a distribution whose scripts read PREFIX_VERSION,
+        PREFIX_SHA256_<ARCH> (empty where none is pinned: node/lib.sh refuses that
+        architecture), PREFIX_RELEASE_URL (kubernetes.releaseUrl, only when set) and
+        PREFIX_AIRGAP_SHA256_<ARCH> (versions.airgapBundleSha256, the architectures it pins)."""
         url = self.kubernetes.release_url
         return {f"{prefix}_VERSION": self.kubernetes.version,
                 **{f"{prefix}_SHA256_{arch.upper()}": self.release_sha256.get(arch, "")
@@ -119,8 +120,6 @@ class Distribution(Protocol):
     # On the controller: a command printing a new worker join token that expires, the
     # lifetime (e.g. 24h) appended: what the controller's rotation stores for the pools.
     pool_token_command: str
-    admit_node: Script
-    remove_node: Script
     # On the controller: prints the public key service-account tokens are signed with (PEM).
     service_account_key: Script
     apply_worker_profile: Script
@@ -142,6 +141,9 @@ class Distribution(Protocol):
     # the host reads its own Node (reboot-if-needed: is it drained).
     node_kubectl: str
     controller_service: str
+    # A file the controller has while it is installed and its reset removes: node removal
+    # (node/remove-node.sh) is a no-op without it.
+    controller_file: str
     # The systemd units that run a node, controller or worker: a host with one of them
     # installed is in the cluster (reboot-if-needed leaves it alone).
     node_services: Sequence[str]

@@ -72,9 +72,7 @@ class K0s:
     # A bootstrap token with an expiration, in a worker join token (k0s cmd/token/create.go
     # at v1.36.3+k0s.2, lines 33 and 91: --expiry, a Go duration).
     pool_token_command = "/usr/local/bin/k0s token create --role=worker --expiry"
-    admit_node = Script("k0s/admit-node.sh")
     service_account_key = Script("k0s/service-account-key.sh")
-    remove_node = Script("k0s/remove-node.sh", extra_libraries=("drain/lib.sh",))
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
     upgrade_node = Script("k0s/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
     cluster_state = "k0s/cluster-state.sh"
@@ -86,6 +84,8 @@ class K0s:
     # The kubelet's kubeconfig of a k0s worker (K0S_KUBELET_KUBECONFIG, k0s/lib.sh).
     node_kubectl = "/usr/local/bin/k0s kubectl --kubeconfig /var/lib/k0s/kubelet.conf"
     controller_service = "k0scontroller.service"
+    # The unit `k0s install controller` writes and `k0s reset` removes.
+    controller_file = "/etc/systemd/system/k0scontroller.service"
     # What `k0s install controller|worker` creates (k0s docs/install.md, "Run k0s as a
     # service").
     node_services = ("k0scontroller.service", "k0sworker.service")

@@ -112,9 +112,7 @@ class Rke2:
     # docs/adrs/agent-join-token.md, "Decision").
     pool_token_command = (f"/usr/local/bin/rke2 token create --kubeconfig {ADMIN_KUBECONFIG} "
                           "--description gpu-cluster-pool --ttl")
-    admit_node = Script("rke2/admit-node.sh")
     service_account_key = Script("rke2/service-account-key.sh")
-    remove_node = Script("rke2/remove-node.sh", extra_libraries=("drain/lib.sh",))
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
     upgrade_node = Script("rke2/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
     cluster_state = "rke2/cluster-state.sh"
@@ -127,6 +125,9 @@ class Rke2:
     # The agent's kubelet kubeconfig (RKE2_KUBELET_KUBECONFIG, rke2/lib.sh).
     node_kubectl = f"{DATA_DIR}/bin/kubectl --kubeconfig {DATA_DIR}/agent/kubelet.kubeconfig"
     controller_service = "rke2-server.service"
+    # The admin kubeconfig RKE2 writes on a server (write-kubeconfig, default
+    # /etc/rancher/rke2/rke2.yaml); rke2-uninstall.sh removes it with /etc/rancher/rke2.
+    controller_file = ADMIN_KUBECONFIG
     # The tarball install's units (rke2 install.sh; bundle/lib/systemd/system).
     node_services = ("rke2-server.service", "rke2-agent.service")
     # RKE2's kubelet runs with the upstream default root (rke2/lib.sh).

@@ -359,32 +359,26 @@ check_download_url() {
   fi
 }
 
-# install_image_bundle ASSET URL SHA256 DIR: the distribution's airgap image bundle ASSET
-# downloaded from URL into host folder DIR, which the distribution imports its images from,
-# after checking it against SHA256 (versions.airgapBundleSha256, never a checksum file
-# served beside it). A bundle already there with that sha256 is left as it is.
-install_image_bundle() {
-  local asset=$1 url=$2 expected=$3 dir=$4 actual
-  if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
-    die "the sha256 of $asset must be 64 lower-case hex digits, got '$expected'"
+# remove_unit UNIT FOLLOW_UP: the systemd unit UNIT, written to
+# /etc/systemd/system/UNIT.service by a step, stopped, disabled and removed (systemd
+# reloaded when its file went); the step's pending follow-up FOLLOW_UP (see
+# needs_follow_up) is dropped with it.
+remove_unit() {
+  local unit=$1
+  if systemctl is-active --quiet "$unit"; then
+    systemctl stop "$unit"
+    log "changed: stopped $unit"
   fi
-  if [[ -f "$ROOT$dir/$asset" ]] && actual="$(sha256sum <"$ROOT$dir/$asset")" &&
-    [[ "${actual%% *}" == "$expected" ]]; then
-    log "unchanged $dir/$asset (sha256 verified)"
-    return 0
+  if systemctl is-enabled --quiet "$unit"; then
+    systemd_disable "$unit"
+    log "changed: disabled $unit"
   fi
-  make_temp_dir
-  log "downloading the image bundle $asset from ${url%/*}"
-  if ! curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$url"; then
-    die "could not download the image bundle $url"
+  remove_file "/etc/systemd/system/$unit.service"
+  if ((FILE_CHANGED)); then
+    systemd_reload
+    log "changed: reloaded systemd units (daemon-reload)"
   fi
-  actual="$(sha256sum "$TEMP_DIR/$asset")"
-  actual="${actual%% *}"
-  if [[ "$actual" != "$expected" ]]; then
-    die "checksum mismatch for the image bundle $asset: versions.airgapBundleSha256 says" \
-      "$expected, downloaded $actual; nothing installed"
-  fi
-  write_file "$dir/$asset" 0644 <"$TEMP_DIR/$asset"
+  follow_up_done "$2"
 }
 
 # apt_get ARGS...: non-interactive apt-get that waits for the dpkg lock (cloud

@@ -35,17 +35,35 @@ check_inputs() {
   fi
 }
 
-configure_kernel_args() {
-  local args=() extra=() missing=() arg active=" "
+# wanted_kernel_args: sets KERNEL_ARGS to the kernel arguments the config asks for, and
+# MISSING_KERNEL_ARGS to those not on /proc/cmdline (the running kernel's); the check
+# (check/prepare-host.sh) reads them too.
+wanted_kernel_args() {
+  local extra=() arg active=" "
+  KERNEL_ARGS=()
+  MISSING_KERNEL_ARGS=()
   if is_true "$DISABLE_IOMMU"; then
     # GPU peer-to-peer (NCCL over PCIe) needs the IOMMU off.
-    args+=(intel_iommu=off amd_iommu=off)
+    KERNEL_ARGS+=(intel_iommu=off amd_iommu=off)
   fi
   if is_true "$DISABLE_CPU_MITIGATIONS"; then
-    args+=(mitigations=off)
+    KERNEL_ARGS+=(mitigations=off)
   fi
   read -r -a extra <<<"$EXTRA_KERNEL_ARGS"
-  args+=("${extra[@]}")
+  KERNEL_ARGS+=("${extra[@]}")
+  if [[ -r "$ROOT/proc/cmdline" ]]; then
+    active=" $(<"$ROOT/proc/cmdline") "
+  fi
+  for arg in "${KERNEL_ARGS[@]}"; do
+    [[ "$active" == *" $arg "* ]] || MISSING_KERNEL_ARGS+=("$arg")
+  done
+}
+
+configure_kernel_args() {
+  local args=() missing=()
+  wanted_kernel_args
+  args=("${KERNEL_ARGS[@]}")
+  missing=("${MISSING_KERNEL_ARGS[@]}")
 
   if ((${#args[@]} == 0)); then
     remove_file "$GRUB_DROPIN"
@@ -64,14 +82,6 @@ EOF
     return 0
   fi
 
-  if [[ -r "$ROOT/proc/cmdline" ]]; then
-    active=" $(<"$ROOT/proc/cmdline") "
-  fi
-  for arg in "${args[@]}"; do
-    if [[ "$active" != *" $arg "* ]]; then
-      missing+=("$arg")
-    fi
-  done
   if ((${#missing[@]} > 0)); then
     log "kernel arguments already configured, active after the next reboot: ${missing[*]}"
   else

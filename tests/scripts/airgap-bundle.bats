@@ -140,3 +140,23 @@ MHcCAQEEIA-secret-ca-key-0123456789
   assert_success
   [ ! -e "$GPU_CLUSTER_ROOT/var/lib/k0s/images" ]
 }
+
+@test "release download: a file the site lacks is refused naming it, on both distributions" {
+  k0s_controller_inputs
+  export K0S_RELEASE_URL="$SITE/missing" FAKE_PINS=off \
+    K0S_SHA256_AMD64="$(sha256_of "k0s/k0s-v1.34.1+k0s.0-amd64")"
+  run_script k0s/install-controller.sh
+  assert_failure
+  assert_output_contains "install-controller: could not download k0s-v1.34.1+k0s.0-amd64 from $SITE/missing/k0s-v1.34.1+k0s.0-amd64"
+  refute_called '^k0s install'
+
+  unset FAKE_PINS
+  rke2_server_inputs
+  export RKE2_RELEASE_URL="$SITE/rke2" RKE2_AIRGAP_SHA256_AMD64="$(sha256_of "rke2/$RKE2_BUNDLE")"
+  mv "$BATS_FILE_TMPDIR/site/rke2/$RKE2_BUNDLE" "$BATS_FILE_TMPDIR/site/rke2/$RKE2_BUNDLE.away"
+  run_script rke2/install-server.sh
+  mv "$BATS_FILE_TMPDIR/site/rke2/$RKE2_BUNDLE.away" "$BATS_FILE_TMPDIR/site/rke2/$RKE2_BUNDLE"
+  assert_failure
+  assert_output_contains "install-server: could not download the image bundle $RKE2_BUNDLE from $SITE/rke2/$RKE2_BUNDLE"
+  refute_called '^systemctl (enable|start|restart).*rke2-server'
+}

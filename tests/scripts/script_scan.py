@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from components.common.bundle import SCRIPTS_DIR
-from components.common.step_text import read_script
+from components.common.step_text import read_script, sourced_libraries
 
 # Set by bash itself, the login, or lib.sh's callers' shell: never a step's input.
 SHELL_NAMES = frozenset("""BASH_SOURCE BASH_REMATCH BASH_COMMAND BASH_VERSION BASHPID LINENO
@@ -77,7 +77,11 @@ class Scan:
         return (name in self.reads or name in self.named
                 or any(name.startswith(prefix) for prefix in self.prefixes)
                 or any(name.endswith(suffix) and name[:-len(suffix)] in self.named
-                       for suffix in self.suffixes))
+                       for suffix in self.suffixes)
+                # "${prefix}_SHA256_${arch^^}": a stem, then more, the prefix spelled out
+                # where it is passed (install_pinned_release K0S ...).
+                or any(name.startswith(stem + suffix) for suffix in self.suffixes
+                       if suffix.endswith("_") for stem in self.named))
 
     @property
     def environment(self) -> set[str]:
@@ -149,8 +153,11 @@ def script_files(path: str) -> list[str]:
     if not path.endswith(".sh"):
         return [path]
     folder = (SCRIPTS_DIR / path).parent
-    libraries = [str((folder / relative).resolve().relative_to(SCRIPTS_DIR.resolve()))
-                 for relative in _SOURCE.findall(read_script(path))]
+    libraries: list[str] = []
+    for relative in _SOURCE.findall(read_script(path)):
+        library = str((folder / relative).resolve().relative_to(SCRIPTS_DIR.resolve()))
+        # What a library sources of another folder (upgrade/lib.sh: node/lib.sh) first.
+        libraries += [*sourced_libraries(library), library]
     return list(dict.fromkeys(libraries)) + [path]
 
 

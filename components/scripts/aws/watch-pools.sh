@@ -102,18 +102,19 @@ EOT
 main() {
   local changed=0
   check_inputs
-  write_text "$LIBEXEC/pool-node-watcher" 0755 "$POOL_NODE_WATCHER"
-  changed=$((changed | FILE_CHANGED))
-  write_text "$LIBEXEC/pool-tokens" 0755 "$ROTATE_POOL_TOKENS"
-  changed=$((changed | FILE_CHANGED))
-  write_text "$LIBEXEC/ec2-instances.py" 0644 "$EC2_INSTANCES"
-  changed=$((changed | FILE_CHANGED))
-  write_text "$LIBEXEC/forget-boot-statuses.py" 0644 "$FORGET_BOOT_STATUSES"
-  changed=$((changed | FILE_CHANGED))
-  write_text "$LIBEXEC/ssm-parameter.py" 0644 "$AWS_CLIENT_TEXT"
-  changed=$((changed | FILE_CHANGED))
-  write_text "$ETC/pool-node-watcher.kubeconfig" 0600 "$WATCHER_KUBECONFIG"
-  changed=$((changed | FILE_CHANGED))
+  local file mode input
+  # Each file, its mode and the input holding its text; a change to any restarts the units.
+  while read -r file mode input; do
+    write_text "$file" "$mode" "${!input}"
+    changed=$((changed | FILE_CHANGED))
+  done <<EOT
+$LIBEXEC/pool-node-watcher 0755 POOL_NODE_WATCHER
+$LIBEXEC/pool-tokens 0755 ROTATE_POOL_TOKENS
+$LIBEXEC/ec2-instances.py 0644 EC2_INSTANCES
+$LIBEXEC/forget-boot-statuses.py 0644 FORGET_BOOT_STATUSES
+$LIBEXEC/ssm-parameter.py 0644 AWS_CLIENT_TEXT
+$ETC/pool-node-watcher.kubeconfig 0600 WATCHER_KUBECONFIG
+EOT
   # systemd reads these as KEY=VALUE lines; values with spaces are quoted, all are checked
   # words without quotes.
   write_file "$ETC/pool-node-watcher.env" 0600 <<EOT

@@ -3,24 +3,12 @@
 # the running kernel, and the sysctls it writes live in the kernel.
 # shellcheck shell=bash disable=SC2154 # DISABLE_IOMMU, SYSCTL_FILE, ...: prepare-host.sh's
 
-# check_kernel_args_active: every configured kernel argument is on /proc/cmdline. The
-# arguments as configure_kernel_args in prepare-host.sh makes them.
+# check_kernel_args_active: every configured kernel argument is on /proc/cmdline
+# (prepare-host.sh wanted_kernel_args).
 check_kernel_args_active() {
-  local args=() extra=() missing=() arg active=" "
-  if is_true "$DISABLE_IOMMU"; then
-    args+=(intel_iommu=off amd_iommu=off)
-  fi
-  if is_true "$DISABLE_CPU_MITIGATIONS"; then
-    args+=(mitigations=off)
-  fi
-  read -r -a extra <<<"$EXTRA_KERNEL_ARGS"
-  args+=("${extra[@]}")
-  if [[ -r "$ROOT/proc/cmdline" ]]; then
-    active=" $(<"$ROOT/proc/cmdline") "
-  fi
-  for arg in "${args[@]}"; do
-    [[ "$active" == *" $arg "* ]] || missing+=("$arg")
-  done
+  local missing=()
+  wanted_kernel_args
+  missing=("${MISSING_KERNEL_ARGS[@]}")
   if ((${#missing[@]} > 0)); then
     drift "kernel arguments not active in the running kernel: ${missing[*]} (they take" \
       "effect at a reboot after update-grub)"

@@ -23,7 +23,7 @@ set -euo pipefail
 #   K0S_AUDIT_POLICY      its audit policy: files K0S_CONFIG's spec.api.extraArgs name.
 #   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.
 #   K0S_AIRGAP_SHA256_AMD64, K0S_AIRGAP_SHA256_ARM64  optional: the image bundle's sha256
-#                      (versions.airgapBundleSha256; k0s_install_airgap_bundle).
+#                      (versions.airgapBundleSha256; k0s_install).
 
 API_READY_TIMEOUT=600
 # k0s uses a CA it finds here at its first start instead of generating one, so the
@@ -147,8 +147,7 @@ main() {
     # k0s reads its CA when it starts.
     restart=1
   fi
-  k0s_install_binary "$K0S_VERSION"
-  k0s_install_airgap_bundle "$K0S_VERSION"
+  k0s_install "$K0S_VERSION"
   if ((K0S_BINARY_CHANGED)); then
     restart=1
   fi

@@ -26,7 +26,7 @@ set -euo pipefail
 #                      named in the cure when the API refuses the token.
 #   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.
 #   K0S_AIRGAP_SHA256_AMD64, K0S_AIRGAP_SHA256_ARM64  optional: the image bundle's sha256
-#                      (versions.airgapBundleSha256; k0s_install_airgap_bundle).
+#                      (versions.airgapBundleSha256; k0s_install).
 
 SERVICE_ACTIVE_TIMEOUT=300
 # How long the API named in the token may take to answer at all.
@@ -142,8 +142,7 @@ main() {
     check_join_token
   fi
   # Empty on hosts: upgrade-node installed it.
-  [[ -z "$K0S_VERSION" ]] || k0s_install_binary "$K0S_VERSION"
-  [[ -z "$K0S_VERSION" ]] || k0s_install_airgap_bundle "$K0S_VERSION"
+  [[ -z "$K0S_VERSION" ]] || k0s_install "$K0S_VERSION"
   if ((K0S_BINARY_CHANGED)); then
     restart=1
   fi

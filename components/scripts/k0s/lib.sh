@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# k0s helpers for the k0s step scripts: checksum-verified binary install, service
+# k0s helpers for the k0s step scripts: its release (node/lib.sh installs it), service
 # names, and (re)installing the k0s service only when its arguments changed.
 # shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=../node/lib.sh
+[[ -n "${GPU_CLUSTER_NODE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../node/lib.sh"
 
 GPU_CLUSTER_K0S_LIB_LOADED=1
 K0S_BIN=/usr/local/bin/k0s
@@ -16,19 +18,8 @@ K0S_DATA_DIR=/var/lib/k0s
 # Written by a worker once it has joined; from then on the join token is unused.
 K0S_KUBELET_KUBECONFIG="$K0S_DATA_DIR/kubelet.conf"
 K0S_RELEASES_URL=https://github.com/k0sproject/k0s/releases/download
+K0S_RELEASE='^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+$'
 K0S_BINARY_CHANGED=0
-K0S_ARCH=""
-
-# k0s_detect_arch: sets K0S_ARCH to the k0s release architecture of this host.
-k0s_detect_arch() {
-  local machine
-  machine="$(uname -m)"
-  case "$machine" in
-    x86_64 | amd64) K0S_ARCH=amd64 ;;
-    aarch64 | arm64) K0S_ARCH=arm64 ;;
-    *) die "unsupported CPU architecture for k0s: $machine" ;;
-  esac
-}
 
 # k0s_current_version: prints the version of the k0s on PATH, or nothing.
 k0s_current_version() {
@@ -37,77 +28,26 @@ k0s_current_version() {
   fi
 }
 
-# k0s_install_binary VERSION: installs k0s VERSION (e.g. v1.34.1+k0s.0) to
-# /usr/local/bin/k0s from the GitHub release after checking it against the sha256 the
-# program pinned for this host's architecture (K0S_SHA256_AMD64 or K0S_SHA256_ARM64, from
-# config/versions.py or `gpu-cluster:versions`), never against a checksum file of the same
-# release. Sets K0S_BINARY_CHANGED=1 when it replaced the binary.
-k0s_install_binary() {
-  local version=$1 current asset url expected actual pin
-  K0S_BINARY_CHANGED=0
-  if [[ ! "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+$ ]]; then
-    die "K0S_VERSION '$version' does not look like a k0s release (e.g. v1.34.1+k0s.0)"
-  fi
-  current="$(k0s_current_version)"
-  if [[ "$current" == "$version" ]]; then
-    log "k0s $version already installed"
-    return 0
-  fi
-  k0s_detect_arch
-  pin="K0S_SHA256_${K0S_ARCH^^}"
-  expected="${!pin:-}"
-  asset="k0s-${version}-${K0S_ARCH}"
-  if [[ -z "$expected" ]]; then
-    die "no pinned sha256 for $asset: set gpu-cluster:versions releaseSha256.$K0S_ARCH" \
-      "(config/versions.py pins none for k0s $version on $K0S_ARCH)"
-  fi
-  if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
-    die "$pin must be 64 lower-case hex digits (a sha256), got '$expected'"
-  fi
-  url="$K0S_RELEASES_URL/${version//+/%2B}/${asset//+/%2B}"
-  if [[ -n "${K0S_RELEASE_URL:-}" ]]; then
-    # kubernetes.releaseUrl: a folder holding the release file under its own name.
-    check_download_url K0S_RELEASE_URL
-    url="${K0S_RELEASE_URL%/}/$asset"
-  fi
-  make_temp_dir
-  log "downloading k0s $version for $K0S_ARCH from ${url%/*}${current:+ (installed: $current)}"
-  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$url"
-  actual="$(sha256sum "$TEMP_DIR/$asset")"
-  actual="${actual%% *}"
-  if [[ "$actual" != "$expected" ]]; then
-    die "checksum mismatch for $asset: pinned $expected, downloaded $actual; nothing installed"
-  fi
-  log "verified sha256 of $asset"
-  write_file "$K0S_BIN" 0755 <"$TEMP_DIR/$asset"
-  K0S_BINARY_CHANGED=$FILE_CHANGED
-  hash -r
-  current="$(k0s_current_version)"
-  if [[ "$current" != "$version" ]]; then
-    die "k0s on PATH reports '${current}' after installing $version to $K0S_BIN"
-  fi
+# k0s_install VERSION: k0s VERSION (e.g. v1.34.1+k0s.0) installed to /usr/local/bin/k0s
+# from its GitHub release (or K0S_RELEASE_URL) after checking it against the sha256 the
+# program pinned for this host's architecture (K0S_SHA256_AMD64 or K0S_SHA256_ARM64), and,
+# with K0S_AIRGAP_SHA256_<ARCH> given, its image bundle into <data-dir>/images, which k0s
+# watches and imports into its containerd (k0sproject/k0s docs/airgap-install.md, "k0s will
+# watch for image bundles in the <data-dir>/images folder"): node/lib.sh
+# install_pinned_release. Sets K0S_BINARY_CHANGED=1 when it replaced the binary.
+k0s_install() {
+  install_pinned_release K0S k0s "$1" "$K0S_RELEASES_URL/${1//+/%2B}" "$K0S_DATA_DIR/images"
+  K0S_BINARY_CHANGED=$RELEASE_CHANGED
 }
 
-# k0s_install_airgap_bundle VERSION: with K0S_AIRGAP_SHA256_<ARCH> given
-# (versions.airgapBundleSha256), the release's image bundle k0s-airgap-bundle-VERSION-ARCH
-# from where the binary comes from, into <data-dir>/images, which k0s watches and imports
-# into its containerd (k0sproject/k0s docs/airgap-install.md, "k0s will watch for image
-# bundles in the <data-dir>/images folder"). Nothing without them.
-k0s_install_airgap_bundle() {
-  local version=$1 asset url pin
-  [[ -n "${K0S_AIRGAP_SHA256_AMD64:-}${K0S_AIRGAP_SHA256_ARM64:-}" ]] || return 0
-  k0s_detect_arch
-  pin="K0S_AIRGAP_SHA256_${K0S_ARCH^^}"
-  asset="k0s-airgap-bundle-${version}-${K0S_ARCH}"
-  if [[ -z "${!pin:-}" ]]; then
-    die "no sha256 for $asset: set gpu-cluster:versions airgapBundleSha256.$K0S_ARCH"
-  fi
-  url="$K0S_RELEASES_URL/${version//+/%2B}/${asset//+/%2B}"
-  if [[ -n "${K0S_RELEASE_URL:-}" ]]; then
-    check_download_url K0S_RELEASE_URL
-    url="${K0S_RELEASE_URL%/}/$asset"
-  fi
-  install_image_bundle "$asset" "$url" "${!pin}" "$K0S_DATA_DIR/images"
+# What install_pinned_release asks of k0s: its files for ARCH and VERSION, and installing
+# the binary.
+k0s_release_file() { echo "k0s-$2-$1"; }
+k0s_airgap_file() { echo "k0s-airgap-bundle-$2-$1"; }
+k0s_unpack() {
+  write_file "$K0S_BIN" 0755 <"$1"
+  RELEASE_CHANGED=$FILE_CHANGED
+  hash -r
 }
 
 # k0s_check_kubelet_root_dir: dies unless KUBELET_ROOT_DIR (optional, "" keeps

@@ -20,7 +20,7 @@ set -euo pipefail
 #   RKE2_ADMISSION_CONFIG  the API server's AdmissionConfiguration (Pod Security default) and
 #   RKE2_AUDIT_POLICY      its audit policy: the files RKE2_CONFIG names.
 #   RKE2_AIRGAP_SHA256_AMD64, RKE2_AIRGAP_SHA256_ARM64  optional: the image tarball's sha256
-#                       (versions.airgapBundleSha256; rke2_install_airgap_bundle).
+#                       (versions.airgapBundleSha256; rke2_install).
 # Secrets, each given directly or as <NAME>_SSM_PARAMETER (with AWS_REGION and SSM_READER),
 # needed on every run (they stay in their 0600 files, which RKE2 reads at each start):
 #   RKE2_CA_KEY         the CA's private key (PEM); used only while it is not in place.
@@ -131,7 +131,6 @@ main() {
   ((FILE_CHANGED == 0)) || restart=1
   ((CA_CHANGED == 0)) || restart=1
   rke2_install "$RKE2_VERSION"
-  rke2_install_airgap_bundle "$RKE2_VERSION"
   ((RKE2_BINARY_CHANGED == 0)) || restart=1
   write_text "$RKE2_CONFIG_FILE" 0600 "$RKE2_CONFIG"
   ((FILE_CHANGED == 0)) || restart=1

@@ -17,7 +17,7 @@ set -euo pipefail
 #                       node-ip, node-name, node-label, node-taint; no secrets).
 #   RKE2_KUBELET_CONFIG the kubelet drop-in, written before the first start only.
 #   RKE2_AIRGAP_SHA256_AMD64, RKE2_AIRGAP_SHA256_ARM64  optional: the image tarball's sha256
-#                       (versions.airgapBundleSha256; rke2_install_airgap_bundle).
+#                       (versions.airgapBundleSha256; rke2_install).
 #   RKE2_AGENT_TOKEN    the agent token K10<sha256 of the server CA>::node:<secret>, or a
 #                       bootstrap token K10<sha256 of the server CA>::<id>.<secret> (pools:
 #                       `rke2 token create` on the controller), or
@@ -56,7 +56,6 @@ main() {
   fi
   # Empty on hosts: upgrade-node installed it.
   [[ -z "$RKE2_VERSION" ]] || rke2_install "$RKE2_VERSION"
-  [[ -z "$RKE2_VERSION" ]] || rke2_install_airgap_bundle "$RKE2_VERSION"
   ((RKE2_BINARY_CHANGED == 0)) || restart=1
   write_text "$RKE2_AGENT_TOKEN_FILE" 0600 "$RKE2_AGENT_TOKEN"
   ((FILE_CHANGED == 0)) || restart=1
