@@ -31,9 +31,7 @@ setup() {
 
 @test "maintenance false: uncordons a cordoned node, then changes nothing" {
   export MAINTENANCE=true
-  run_script maintenance/maintain-node.sh
-  assert_success
-  reset_calls
+  first_run maintenance/maintain-node.sh
   export MAINTENANCE=false
   run_script maintenance/maintain-node.sh
   assert_success
