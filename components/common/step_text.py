@@ -54,7 +54,13 @@ class Script:
         folder = Path(self.path).parent
         if str(folder) != "." and (SCRIPTS_DIR / folder / "lib.sh").exists():
             libraries.append(str(folder / "lib.sh"))
-        return libraries + list(self.extra_libraries)
+        ordered: list[str] = []
+        for library in libraries + list(self.extra_libraries):
+            # What a library sources of another folder (k0s/lib.sh: node/lib.sh) comes first.
+            for needed in [*sourced_libraries(library), library]:
+                if needed not in ordered:
+                    ordered.append(needed)
+        return ordered
 
     @property
     def files(self) -> list[str]:
@@ -68,6 +74,24 @@ class Script:
         additions = f"{CHECK_FOLDER}/{Path(self.path).name}"
         return (self.libraries + [f"{CHECK_FOLDER}/lib.sh", self.path]
                 + ([additions] if (SCRIPTS_DIR / additions).exists() else []))
+
+
+# A library's include-guarded `source` of another library, relative to its own folder.
+_SOURCE_LINE = re.compile(r'^\[\[ -n "\$\{GPU_CLUSTER_\w+_LOADED:-\}" \]\] \|\| '
+                          r'source "\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)/([a-z0-9./-]+)"$', re.M)
+
+
+@functools.lru_cache(maxsize=None)
+def sourced_libraries(library: str) -> tuple[str, ...]:
+    """The libraries `library` sources beyond lib.sh (its own `source` lines, which only run
+    standalone: a step's envelope and bundle load them as its files), those first."""
+    found: list[str] = []
+    folder = (SCRIPTS_DIR / library).parent
+    for relative in _SOURCE_LINE.findall(read_script(library)):
+        path = str((folder / relative).resolve().relative_to(SCRIPTS_DIR.resolve()))
+        if path != "lib.sh":
+            found += [*sourced_libraries(path), path]
+    return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)

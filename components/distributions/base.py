@@ -1,7 +1,8 @@
 """What a Kubernetes distribution gives the rest of the program: the scripts that install,
-join, admit, remove and reset a node, the inputs those scripts take, the ports its control
-plane needs, how workers get their join tokens, and how the NVIDIA runtime reaches its
-containerd. Nothing outside components/distributions/ knows which distribution it is."""
+join, upgrade and reset a node (admitting and removing one is the same for every
+distribution: scripts/node/, given kubectl and controller_file), the inputs those scripts
+take, the ports its control plane needs, how workers get their join tokens, and how the
+NVIDIA runtime reaches its containerd. Nothing outside components/distributions/ knows which distribution it is."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ import pulumi
 
 from components.common.step_text import Script
 from components.distributions.registry_mirror import RegistryFile
+from config import versions
 from config.images import ImageMirror
 from config.kubernetes import KubernetesSettings
 from config.model import MACHINE_GENERATION_LABEL, Host, HostTuning, WorkerPool
@@ -87,8 +89,6 @@ class Distribution(Protocol):
     # On the controller: a command printing a new worker join token that expires, the
     # lifetime (e.g. 24h) appended: what the controller's rotation stores for the pools.
     pool_token_command: str
-    admit_node: Script
-    remove_node: Script
     apply_worker_profile: Script
     # On a worker host: installs the distribution before its join, upgrades it after
     # drain-node (version_env's inputs).
@@ -108,6 +108,9 @@ class Distribution(Protocol):
     # the host reads its own Node (reboot-if-needed: is it drained).
     node_kubectl: str
     controller_service: str
+    # A file the controller has while it is installed and its reset removes: node removal
+    # (node/remove-node.sh) is a no-op without it.
+    controller_file: str
     # The systemd units that run a node, controller or worker: a host with one of them
     # installed is in the cluster (reboot-if-needed leaves it alone).
     node_services: Sequence[str]
@@ -187,6 +190,20 @@ class Distribution(Protocol):
     def registry_files(self, mirror: ImageMirror, upstreams: Sequence[str]) -> list[RegistryFile]:
         """The files that send `upstreams`' pulls through the image mirror
         (components/distributions/registry_mirror.py)."""
+
+
+def release_env(prefix: str, settings: DistributionSettings) -> dict[str, str]:
+    """version_env of a distribution whose scripts read PREFIX_VERSION, PREFIX_SHA256_<ARCH>
+    (empty where none is pinned: node/lib.sh download_pinned refuses that architecture),
+    PREFIX_RELEASE_URL (kubernetes.releaseUrl, only when set) and PREFIX_AIRGAP_SHA256_<ARCH>
+    (versions.airgapBundleSha256, only the architectures it pins)."""
+    url = settings.kubernetes.release_url
+    return {f"{prefix}_VERSION": settings.kubernetes.version,
+            **{f"{prefix}_SHA256_{arch.upper()}": settings.release_sha256.get(arch, "")
+               for arch in versions.RELEASE_ARCHITECTURES},
+            **({f"{prefix}_RELEASE_URL": url} if url else {}),
+            **{f"{prefix}_AIRGAP_SHA256_{arch.upper()}": sha256
+               for arch, sha256 in sorted(settings.airgap_bundle_sha256.items())}}
 
 
 def node_labels(node: "Host | WorkerPool") -> dict[str, str]:

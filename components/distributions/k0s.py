@@ -13,10 +13,10 @@ from components.distributions.base import (
     JoinToken,
     admission_plugins,
     node_labels,
+    release_env,
 )
 from components.common import audit, pod_security
 from components.common.step_text import Script
-from config import versions
 from config.images import ImageMirror
 from config.model import Host, WorkerPool
 from contract import ports
@@ -68,8 +68,6 @@ class K0s:
     # A bootstrap token with an expiration, in a worker join token (k0s cmd/token/create.go
     # at v1.36.3+k0s.2, lines 33 and 91: --expiry, a Go duration).
     pool_token_command = "/usr/local/bin/k0s token create --role=worker --expiry"
-    admit_node = Script("k0s/admit-node.sh")
-    remove_node = Script("k0s/remove-node.sh", extra_libraries=("drain/lib.sh",))
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
     upgrade_node = Script("k0s/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
     cluster_state = "k0s/cluster-state.sh"
@@ -81,6 +79,8 @@ class K0s:
     # The kubelet's kubeconfig of a k0s worker (K0S_KUBELET_KUBECONFIG, k0s/lib.sh).
     node_kubectl = "/usr/local/bin/k0s kubectl --kubeconfig /var/lib/k0s/kubelet.conf"
     controller_service = "k0scontroller.service"
+    # The unit `k0s install controller` writes and `k0s reset` removes.
+    controller_file = "/etc/systemd/system/k0scontroller.service"
     # What `k0s install controller|worker` creates (k0s docs/install.md, "Run k0s as a
     # service").
     node_services = ("k0scontroller.service", "k0sworker.service")
@@ -200,15 +200,8 @@ class K0s:
         }
 
     def version_env(self) -> dict[str, str]:
-        """The release and its binary's sha256 per architecture (K0S_SHA256_AMD64, ...;
-        empty where none is pinned: k0s/lib.sh refuses that architecture)."""
-        url = self.settings.kubernetes.release_url
-        return {"K0S_VERSION": self.settings.kubernetes.version,
-                **{f"K0S_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
-                   for arch in versions.RELEASE_ARCHITECTURES},
-                **({"K0S_RELEASE_URL": url} if url else {}),
-                **{f"K0S_AIRGAP_SHA256_{arch.upper()}": sha256
-                   for arch, sha256 in sorted(self.settings.airgap_bundle_sha256.items())}}
+        """The release and its binary's sha256 per architecture (K0S_SHA256_AMD64, ...)."""
+        return release_env("K0S", self.settings)
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"K0S_CA_KEY": ca_key_pem}

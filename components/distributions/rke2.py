@@ -11,11 +11,10 @@ import pulumi
 import yaml
 
 from components.distributions.base import (DistributionSettings, JoinToken, admission_plugins,
-                                          node_labels)
+                                          node_labels, release_env)
 from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.common import audit, pod_security
 from components.common.step_text import Script
-from config import versions
 from config.images import ImageMirror
 from config.model import Host, WorkerPool
 from contract import ports
@@ -102,8 +101,6 @@ class Rke2:
     # docs/adrs/agent-join-token.md, "Decision").
     pool_token_command = (f"/usr/local/bin/rke2 token create --kubeconfig {ADMIN_KUBECONFIG} "
                           "--description gpu-cluster-pool --ttl")
-    admit_node = Script("rke2/admit-node.sh")
-    remove_node = Script("rke2/remove-node.sh", extra_libraries=("drain/lib.sh",))
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
     upgrade_node = Script("rke2/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
     cluster_state = "rke2/cluster-state.sh"
@@ -116,6 +113,9 @@ class Rke2:
     # The agent's kubelet kubeconfig (RKE2_KUBELET_KUBECONFIG, rke2/lib.sh).
     node_kubectl = f"{DATA_DIR}/bin/kubectl --kubeconfig {DATA_DIR}/agent/kubelet.kubeconfig"
     controller_service = "rke2-server.service"
+    # The admin kubeconfig RKE2 writes on a server (write-kubeconfig, default
+    # /etc/rancher/rke2/rke2.yaml); rke2-uninstall.sh removes it with /etc/rancher/rke2.
+    controller_file = ADMIN_KUBECONFIG
     # The tarball install's units (rke2 install.sh; bundle/lib/systemd/system).
     node_services = ("rke2-server.service", "rke2-agent.service")
     # RKE2's kubelet runs with the upstream default root (rke2/lib.sh).
@@ -318,15 +318,8 @@ class Rke2:
         }
 
     def version_env(self) -> dict[str, str]:
-        """The release and its tarball's sha256 per architecture (RKE2_SHA256_AMD64, ...;
-        empty where none is pinned: rke2/lib.sh refuses that architecture)."""
-        url = self.settings.kubernetes.release_url
-        return {"RKE2_VERSION": self.version,
-                **{f"RKE2_SHA256_{arch.upper()}": self.settings.release_sha256.get(arch, "")
-                   for arch in versions.RELEASE_ARCHITECTURES},
-                **({"RKE2_RELEASE_URL": url} if url else {}),
-                **{f"RKE2_AIRGAP_SHA256_{arch.upper()}": sha256
-                   for arch, sha256 in sorted(self.settings.airgap_bundle_sha256.items())}}
+        """The release and its tarball's sha256 per architecture (RKE2_SHA256_AMD64, ...)."""
+        return release_env("RKE2", self.settings)
 
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         return {"RKE2_CA_KEY": ca_key_pem}

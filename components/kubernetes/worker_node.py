@@ -18,6 +18,9 @@ from config.model import MACHINE_GENERATION_LABEL, Host
 MAINTAIN_NODE = Script("maintenance/maintain-node.sh", extra_libraries=("drain/lib.sh",))
 END_MAINTENANCE = Script("maintenance/end-maintenance.sh")
 RETIRE_NODE = Script("maintenance/retire-node.sh", extra_libraries=("drain/lib.sh",))
+# The same for every distribution, which gives its kubectl and controller file as inputs.
+ADMIT_NODE = Script("node/admit-node.sh")
+REMOVE_NODE = Script("node/remove-node.sh", extra_libraries=("drain/lib.sh",))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,14 +91,16 @@ class WorkerNode(pulumi.ComponentResource):
             host,
             "admit-node",
             on=control_plane.ssh,
-            create=distribution.admit_node,
+            create=ADMIT_NODE,
             # The controller's own node goes away with the controller's reset.
-            delete=None if host.runs_control_plane else distribution.remove_node,
+            delete=None if host.runs_control_plane else REMOVE_NODE,
             env={
-                "NODE_NAME": host.name,
+                **kubectl,
                 "NODE_READY_TIMEOUT": str(args.rollout.node_ready_timeout_seconds),
-                # remove-node's drain (the delete).
-                **args.rollout.drain_force_env(),
+                # remove-node's (the delete).
+                **({} if host.runs_control_plane else {
+                    "CONTROLLER_FILE": distribution.controller_file,
+                    **args.rollout.drain_force_env()}),
             },
             depends_on=[joined],
             parent=self,

@@ -12,19 +12,10 @@ FAMILY=inet
 NAME=gpu_cluster
 RULES_FILE=/etc/gpu-cluster/host-firewall.nft
 UNIT=gpu-cluster-firewall
-UNIT_FILE="/etc/systemd/system/$UNIT.service"
 
 main() {
-  if systemctl is-enabled --quiet "$UNIT"; then
-    systemd_disable "$UNIT"
-    log "changed: disabled $UNIT"
-  fi
-  remove_file "$UNIT_FILE"
-  if ((FILE_CHANGED)); then
-    systemd_reload
-    log "changed: reloaded systemd units (daemon-reload)"
-  fi
-  follow_up_done "reload-$UNIT"
+  # A oneshot unit without ExecStop: stopping it leaves the table, deleted below.
+  remove_unit "$UNIT" "reload-$UNIT"
   remove_file "$RULES_FILE"
   if command -v nft >/dev/null 2>&1 && nft list table "$FAMILY" "$NAME" >/dev/null 2>&1; then
     nft delete table "$FAMILY" "$NAME"

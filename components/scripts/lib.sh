@@ -387,6 +387,28 @@ install_image_bundle() {
   write_file "$dir/$asset" 0644 <"$TEMP_DIR/$asset"
 }
 
+# remove_unit UNIT FOLLOW_UP: the systemd unit UNIT, written to
+# /etc/systemd/system/UNIT.service by a step, stopped, disabled and removed (systemd
+# reloaded when its file went); the step's pending follow-up FOLLOW_UP (see
+# needs_follow_up) is dropped with it.
+remove_unit() {
+  local unit=$1
+  if systemctl is-active --quiet "$unit"; then
+    systemctl stop "$unit"
+    log "changed: stopped $unit"
+  fi
+  if systemctl is-enabled --quiet "$unit"; then
+    systemd_disable "$unit"
+    log "changed: disabled $unit"
+  fi
+  remove_file "/etc/systemd/system/$unit.service"
+  if ((FILE_CHANGED)); then
+    systemd_reload
+    log "changed: reloaded systemd units (daemon-reload)"
+  fi
+  follow_up_done "$2"
+}
+
 # apt_get ARGS...: non-interactive apt-get that waits for the dpkg lock (cloud
 # images often run unattended-upgrades right after boot) and keeps locally
 # changed config files instead of asking. Package scripts run `systemctl daemon-reload`

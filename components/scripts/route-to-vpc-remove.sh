@@ -10,27 +10,13 @@ set -euo pipefail
 # What they hold, the same as route-to-vpc.sh: VPC_CIDR and GATEWAY_ADDRESS
 # (required), TUNNEL_CIDR (optional).
 UNIT=gpu-cluster-route-vpc
-UNIT_FILE="/etc/systemd/system/$UNIT.service"
 KEEP_ROUTES_FILE=/etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf
 
 main() {
   local cidr
   require_env VPC_CIDR GATEWAY_ADDRESS
   : "${TUNNEL_CIDR:=}"
-  if systemctl is-active --quiet "$UNIT"; then
-    systemctl stop "$UNIT"
-    log "changed: stopped $UNIT"
-  fi
-  if systemctl is-enabled --quiet "$UNIT"; then
-    systemd_disable "$UNIT"
-    log "changed: disabled $UNIT"
-  fi
-  remove_file "$UNIT_FILE"
-  if ((FILE_CHANGED)); then
-    systemd_reload
-    log "changed: reloaded systemd units (daemon-reload)"
-  fi
-  follow_up_done "restart-$UNIT"
+  remove_unit "$UNIT" "restart-$UNIT"
   remove_file "$KEEP_ROUTES_FILE"
   for cidr in "$VPC_CIDR" ${TUNNEL_CIDR:+"$TUNNEL_CIDR"}; do
     if [[ " $(ip -4 route show exact "$cidr") " == *" via $GATEWAY_ADDRESS "* ]]; then

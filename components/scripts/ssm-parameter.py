@@ -61,9 +61,13 @@ def _hmac(key, text):
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
-def sigv4(credentials, region, service, host, headers, body, now):
-    """`headers` with AWS Signature Version 4 added for a POST of `body` to `/` of `service`
-    (this client's SSM calls, the EC2 reads of ec2-instances.py)."""
+def sigv4(credentials, region, service, host, headers, body, now, method="POST", path="/"):
+    """`headers` with AWS Signature Version 4 added for a `method` request of `body` to
+    `path` (URI-encoded, no query) of `service`: the one signer of the instance's clients
+    (this client's SSM calls, the EC2 reads of ec2-instances.py, s3-object.py's PUT; only
+    boot/s3-get.py, which the user data carries alone, has its own). The canonical request
+    and signing key as in https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html;
+    an S3 request also sends the payload's hash as x-amz-content-sha256 in `headers`."""
     amz_date = now.strftime("%Y%m%dT%H%M%SZ")
     date = amz_date[:8]
     headers = {**headers, "host": host, "x-amz-date": amz_date}
@@ -71,7 +75,7 @@ def sigv4(credentials, region, service, host, headers, body, now):
         headers["x-amz-security-token"] = credentials["Token"]
     names = sorted(headers)
     canonical = "\n".join([
-        "POST", "/", "",
+        method, path, "",
         "".join(f"{name}:{headers[name]}\n" for name in names),
         ";".join(names),
         hashlib.sha256(body).hexdigest(),

@@ -53,12 +53,10 @@ def test_the_put_is_signed_as_botocore_signs_it(monkeypatch):
     url, host, path = client["object_url"](REGION, BUCKET, f"{PREFIX}/k0s snapshot")
     assert url == f"https://{BUCKET}.s3.{REGION}.amazonaws.com/{PREFIX}/k0s%20snapshot"
     now = datetime.datetime(2026, 11, 23, 3, 30, 5, tzinfo=datetime.timezone.utc)
-    ssm = {"__name__": "ssm_parameter"}
-    exec(compile(SSM_READER.text(), "ssm-parameter.py", "exec"), ssm)
     md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
-    headers = client["signed_put_headers"](CREDENTIALS, REGION, host, path,
-                                           hashlib.sha256(body).hexdigest(), now, ssm["_hmac"],
-                                           md5)
+    # Signed by ssm-parameter.py's sigv4, the instance clients' one signer.
+    headers = client["signed_put_headers"](client["ssm_client"](), CREDENTIALS, REGION, host,
+                                           path, body, now, md5)
     request = AWSRequest(method="PUT", url=url, data=body,
                          headers={"Content-Type": "application/octet-stream",
                                   "Content-MD5": md5})

@@ -1,13 +1,19 @@
 #!/usr/bin/env bats
-# Controller-side k0s steps: join token, admitting and removing nodes.
+# Controller-side k0s steps: join token, admitting and removing nodes (node/admit-node.sh and
+# node/remove-node.sh with k0s's kubectl; rke2-node-ops.bats runs them with RKE2's).
 
 bats_require_minimum_version 1.5.0
 load helpers
 
+# What components/distributions/k0s.py passes: kubectl_path, controller_file.
+K0S_KUBECTL="/usr/local/bin/k0s kubectl"
+K0S_CONTROLLER_FILE=/etc/systemd/system/k0scontroller.service
+
 setup() {
   setup_host
   mkdir -p "${GPU_CLUSTER_ROOT:?}/usr/local/bin"
-  printf '#!/bin/sh\n# fake k0s v1.34.1+k0s.0\n' >"$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
+  # k0s by its absolute path, as KUBECTL names it: the stub, logged as `k0s ...`.
+  ln -s "$TESTS_DIR/stubs/stub" "$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
   echo "[Service]" >"$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
   touch "$STUB_STATE/active-k0scontroller"
 }
@@ -36,7 +42,7 @@ setup() {
 
 @test "admit-node: waits for the node to register and become Ready" {
   export NODE_NAME=Kazan NODE_READY_TIMEOUT=600 STUB_NODES=kazan
-  run_script k0s/admit-node.sh
+  KUBECTL="$K0S_KUBECTL" run_script node/admit-node.sh
   assert_success
   assert_called '^k0s kubectl get node kazan$'
   assert_called '^k0s kubectl wait --for=condition=Ready node/kazan --timeout=[0-9]+s$'
@@ -46,7 +52,7 @@ setup() {
 
 @test "admit-node: fails with host and step when the node never registers" {
   export NODE_NAME=kazan NODE_READY_TIMEOUT=4
-  run_script k0s/admit-node.sh
+  KUBECTL="$K0S_KUBECTL" run_script node/admit-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: admit-node: timed out after 4s waiting for node kazan to register"
   refute_called '^k0s kubectl wait'
@@ -54,20 +60,21 @@ setup() {
 
 @test "admit-node: fails when the node does not get Ready" {
   export NODE_NAME=kazan NODE_READY_TIMEOUT=60 STUB_NODES=kazan STUB_FAIL_CALL='^k0s kubectl wait'
-  run_script k0s/admit-node.sh
+  KUBECTL="$K0S_KUBECTL" run_script node/admit-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: admit-node: node kazan did not become Ready within 60s"
 }
 
 @test "admit-node: all missing environment variables are named at once" {
-  run_script k0s/admit-node.sh
+  run_script node/admit-node.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "missing required environment variable(s): NODE_NAME NODE_READY_TIMEOUT"
+  assert_output_contains "missing required environment variable(s): NODE_NAME NODE_READY_TIMEOUT;" \
+    "missing required environment variable(s): KUBECTL"
 }
 
 @test "remove-node: drains and deletes an existing node" {
   export NODE_NAME=kazan STUB_NODES=kazan
-  run_script k0s/remove-node.sh
+  KUBECTL="$K0S_KUBECTL" CONTROLLER_FILE="$K0S_CONTROLLER_FILE" run_script node/remove-node.sh
   assert_success
   assert_called '^k0s kubectl drain kazan --ignore-daemonsets --delete-emptydir-data --timeout=300s$'
   assert_called '^k0s kubectl delete node kazan$'
@@ -76,7 +83,7 @@ setup() {
 
 @test "remove-node: is a no-op when the node does not exist" {
   export NODE_NAME=kazan STUB_NODES=""
-  run_script k0s/remove-node.sh
+  KUBECTL="$K0S_KUBECTL" CONTROLLER_FILE="$K0S_CONTROLLER_FILE" run_script node/remove-node.sh
   assert_success
   assert_output_contains "remove-node: node kazan does not exist; nothing to drain or delete"
   refute_called '^k0s kubectl (drain|delete)'
@@ -85,11 +92,24 @@ setup() {
 @test "remove-node: is a no-op when the controller is already gone" {
   export NODE_NAME=kazan STUB_NODES=kazan
   rm "$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
-  run_script k0s/remove-node.sh
+  KUBECTL="$K0S_KUBECTL" CONTROLLER_FILE="$K0S_CONTROLLER_FILE" run_script node/remove-node.sh
   assert_success
-  assert_output_contains "no k0s controller on this host any more"
-  remove_stub k0s
-  run_script k0s/remove-node.sh
+  assert_output_contains "no controller on this host any more" \
+    "(/etc/systemd/system/k0scontroller.service is gone); nothing to drain or delete for kazan"
+  echo "[Service]" >"$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
+  rm "$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
+  KUBECTL="$K0S_KUBECTL" CONTROLLER_FILE="$K0S_CONTROLLER_FILE" run_script node/remove-node.sh
   assert_success
+  assert_output_contains "no controller on this host any more"
   refute_called '^k0s kubectl (get|drain|delete)'
+}
+
+@test "remove-node: a bad KUBECTL or CONTROLLER_FILE is refused with the missing inputs" {
+  export KUBECTL="k0s kubectl" CONTROLLER_FILE="etc/k0s"
+  run_script node/remove-node.sh
+  assert_failure
+  assert_output_contains "missing required environment variable(s): NODE_NAME;" \
+    "KUBECTL must be an absolute path and plain options, got 'k0s kubectl';" \
+    "CONTROLLER_FILE must be an absolute path, got 'etc/k0s'"
+  refute_called '^k0s'
 }

@@ -85,11 +85,13 @@ upgrade_inputs() {
 @test "remove-node (RKE2): a bare pod keeps the node, named; drainForce removes it" {
   rke2_server
   export NODE_NAME=tokyo STUB_NODES=tokyo STUB_BARE_PODS="default/gpu-shell"
-  run_script rke2/remove-node.sh
+  export CONTROLLER_FILE=/etc/rancher/rke2/rke2.yaml
+  export KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml"
+  run_script node/remove-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: remove-node: could not drain node tokyo, so it stays: $BARE"
   refute_called ' delete node '
-  DRAIN_FORCE=true run_script rke2/remove-node.sh
+  DRAIN_FORCE=true run_script node/remove-node.sh
   assert_success
   assert_called '^kubectl --kubeconfig .*rke2\.yaml drain tokyo --ignore-daemonsets --delete-emptydir-data --timeout=300s --force$'
   assert_called ' delete node tokyo$'
@@ -98,11 +100,12 @@ upgrade_inputs() {
 @test "remove-node (k0s): a budget keeps the node, named" {
   # A k0s controller (as controller-ops.bats has it).
   mkdir -p "$GPU_CLUSTER_ROOT/usr/local/bin"
-  printf '#!/bin/sh\n# fake k0s v1.34.1+k0s.0\n' >"$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
+  ln -s "$TESTS_DIR/stubs/stub" "$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
   echo "[Service]" >"$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
   touch "$STUB_STATE/active-k0scontroller"
   export NODE_NAME=kazan STUB_NODES=kazan STUB_PDB_PODS="ml/trainer-0"
-  run_script k0s/remove-node.sh
+  export KUBECTL="/usr/local/bin/k0s kubectl" CONTROLLER_FILE=/etc/systemd/system/k0scontroller.service
+  run_script node/remove-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "remove-node: could not drain node kazan, so it stays: ml/trainer-0: a PodDisruptionBudget allowed no eviction within 300s"
   refute_called '^k0s kubectl delete'

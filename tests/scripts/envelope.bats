@@ -14,14 +14,26 @@ setup() {
   export STUB_RECORD_STDIN=1
 }
 
-# envelope_function NAME SCRIPT: SCRIPT and its libraries (lib.sh, and the lib.sh of
-# its folder when it has one) as the body of NAME().
+# sourced_libraries FILE: the libraries FILE sources through their include guards, each
+# after those it sources itself (as components/common/step_text.py Script.libraries).
+sourced_libraries() {
+  local dir lib
+  dir="$(dirname "$1")"
+  while IFS= read -r lib; do
+    sourced_libraries "$(realpath -m "$dir/$lib")"
+    realpath -m "$dir/$lib"
+  done < <(sed -n 's#.*|| source "$(dirname "${BASH_SOURCE\[0\]}")/\(.*\)"$#\1#p' "$1")
+}
+
+# envelope_function NAME SCRIPT: SCRIPT and the libraries it sources as the body of NAME().
 envelope_function() {
+  local lib seen=" "
   printf '%s() {\n' "$1"
-  cat "$SCRIPTS_DIR/lib.sh"
-  if [[ "$2" == */* && -f "$SCRIPTS_DIR/${2%/*}/lib.sh" ]]; then
-    cat "$SCRIPTS_DIR/${2%/*}/lib.sh"
-  fi
+  while IFS= read -r lib; do
+    [[ "$seen" != *" $lib "* ]] || continue
+    seen+="$lib "
+    cat "$lib"
+  done < <(sourced_libraries "$SCRIPTS_DIR/$2")
   cat "$SCRIPTS_DIR/$2"
   printf '}\n'
 }

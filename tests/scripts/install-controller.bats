@@ -235,7 +235,7 @@ refute_key_leaked() {
   export FAKE_PINS=off K0S_SHA256_AMD64="" K0S_SHA256_ARM64="$(printf 'a%.0s' {1..64})"
   run_script k0s/install-controller.sh
   [ "$status" -eq 1 ]
-  assert_output_contains "install-controller: no pinned sha256 for k0s-v1.34.1+k0s.0-amd64: set gpu-cluster:versions releaseSha256.amd64"
+  assert_output_contains "install-controller: no pinned sha256 for k0s-v1.34.1+k0s.0-amd64 of k0s v1.34.1+k0s.0: set gpu-cluster:versions releaseSha256.amd64"
   refute_called '^curl .*/releases/'
   [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/k0s" ]
 }

@@ -103,7 +103,7 @@ EOF
   run_script k0s/reset-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: reset-node: warning: could not unmount $KUBELET_POD_VOLUMES/kubernetes.io~nfs/models" \
-    "(k0s would delete their contents): $KUBELET_POD_VOLUMES/kubernetes.io~nfs/models"
+    "(it would delete their contents): $KUBELET_POD_VOLUMES/kubernetes.io~nfs/models"
   refute_called '^k0s reset'
   [ -d "$GPU_CLUSTER_ROOT$KUBELET_POD_VOLUMES" ]
 }

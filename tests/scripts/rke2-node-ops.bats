@@ -1,8 +1,12 @@
 #!/usr/bin/env bats
-# rke2/reset-node.sh, rke2/remove-node.sh and rke2/admit-node.sh.
+# rke2/reset-node.sh, and node/remove-node.sh and node/admit-node.sh with RKE2's kubectl.
 
 bats_require_minimum_version 1.5.0
 load helpers
+
+# What components/distributions/rke2.py passes: kubectl_path, controller_file.
+RKE2_ADMIN_KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml"
+RKE2_CONTROLLER_FILE=/etc/rancher/rke2/rke2.yaml
 
 setup() {
   setup_host
@@ -65,7 +69,7 @@ rke2_installed() {
   mkdir -p "$GPU_CLUSTER_ROOT/etc/rancher/rke2"
   touch "$GPU_CLUSTER_ROOT/etc/rancher/rke2/rke2.yaml"
   export STUB_NODES="tokyo" NODE_NAME=Tokyo
-  run_script rke2/remove-node.sh
+  KUBECTL="$RKE2_ADMIN_KUBECTL" CONTROLLER_FILE="$RKE2_CONTROLLER_FILE" run_script node/remove-node.sh
   assert_success
   assert_call_order '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml drain tokyo --ignore-daemonsets' \
     '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml delete node tokyo$'
@@ -73,13 +77,13 @@ rke2_installed() {
 
 @test "remove-node: a gone node or a gone server is a no-op" {
   export NODE_NAME=tokyo
-  run_script rke2/remove-node.sh
+  KUBECTL="$RKE2_ADMIN_KUBECTL" CONTROLLER_FILE="$RKE2_CONTROLLER_FILE" run_script node/remove-node.sh
   assert_success
-  assert_output_contains "no RKE2 server on this host any more"
+  assert_output_contains "no controller on this host any more (/etc/rancher/rke2/rke2.yaml is gone)"
   rke2_kubectl_installed
   mkdir -p "$GPU_CLUSTER_ROOT/etc/rancher/rke2"
   touch "$GPU_CLUSTER_ROOT/etc/rancher/rke2/rke2.yaml"
-  run_script rke2/remove-node.sh
+  KUBECTL="$RKE2_ADMIN_KUBECTL" CONTROLLER_FILE="$RKE2_CONTROLLER_FILE" run_script node/remove-node.sh
   assert_success
   assert_output_contains "node tokyo does not exist; nothing to drain or delete"
   refute_called ' (drain|delete) '
@@ -88,7 +92,7 @@ rke2_installed() {
 @test "admit-node: waits for the node to register and be Ready" {
   rke2_kubectl_installed
   export STUB_NODES="tokyo" NODE_NAME=tokyo NODE_READY_TIMEOUT=60
-  run_script rke2/admit-node.sh
+  KUBECTL="$RKE2_ADMIN_KUBECTL" run_script node/admit-node.sh
   assert_success
   assert_called '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml wait --for=condition=Ready node/tokyo'
   assert_output_contains "node tokyo is Ready"

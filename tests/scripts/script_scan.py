@@ -7,7 +7,7 @@ with its top-level code and the functions the step reaches from its script."""
 import re
 from dataclasses import dataclass, field
 
-from components.common.step_text import SCRIPTS_DIR, read_script
+from components.common.step_text import SCRIPTS_DIR, read_script, sourced_libraries
 
 # Set by bash itself, the login, or lib.sh's callers' shell: never a step's input.
 SHELL_NAMES = frozenset("""BASH_SOURCE BASH_REMATCH BASH_COMMAND BASH_VERSION BASHPID LINENO
@@ -148,8 +148,11 @@ def script_files(path: str) -> list[str]:
     if not path.endswith(".sh"):
         return [path]
     folder = (SCRIPTS_DIR / path).parent
-    libraries = [str((folder / relative).resolve().relative_to(SCRIPTS_DIR.resolve()))
-                 for relative in _SOURCE.findall(read_script(path))]
+    libraries: list[str] = []
+    for relative in _SOURCE.findall(read_script(path)):
+        library = str((folder / relative).resolve().relative_to(SCRIPTS_DIR.resolve()))
+        # What a library sources of another folder (upgrade/lib.sh: node/lib.sh) first.
+        libraries += [*sourced_libraries(library), library]
     return list(dict.fromkeys(libraries)) + [path]
 
 

@@ -22,7 +22,7 @@ TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 INSTANCE = "aws:ec2/instance:Instance"
 # The scripts each step runs (the envelope names them: step_text.envelope).
 RKE2_SCRIPTS = {"install-controller": "rke2/install-server.sh", "join-worker": "rke2/join-agent.sh",
-                "admit-node": "rke2/admit-node.sh",
+                "admit-node": "node/admit-node.sh",
                 "apply-worker-profile": "rke2/apply-agent-args.sh"}
 
 
@@ -77,6 +77,10 @@ def test_every_step_over_ssh_is_rke2s(layout, request):
         step = step_inputs(text)["GPU_CLUSTER_STEP"]
         if step in RKE2_SCRIPTS:
             assert f"({RKE2_SCRIPTS[step]}" in text.splitlines()[0], name
+        if step == "admit-node":
+            # The shared admit and remove scripts run RKE2's kubectl with its admin credential.
+            assert step_inputs(text)["KUBECTL"] == (
+                "/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml"), name
     assert not [name for name in rendered if name.endswith("-create-join-token")]
 
 

@@ -1,9 +1,9 @@
 """usage: s3-object.py put REGION BUCKET KEY FILE   upload FILE as object KEY
 
 S3 PutObject with the EC2 instance's own role (IMDSv2), standard library only: images that
-run our steps have python3, not the AWS CLI. The role's credentials and the HTTP calls are
-ssm-parameter.py's (the copy the instance's boot keeps, or SSM_CLIENT): one client of the
-instance metadata service. The bucket encrypts the object (its default encryption); with
+run our steps have python3, not the AWS CLI. The role's credentials, the HTTP calls and the SigV4
+signer are ssm-parameter.py's (the copy the instance's boot keeps, or SSM_CLIENT): one
+client of the instance metadata service and one signer. The bucket encrypts the object (its default encryption); with
 versioning on, a PUT to the same key adds a version. It sends Content-MD5, which S3 requires
 of every PUT to a bucket with an Object Lock retention (the backups' bucket:
 https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-lock-managing.html,
@@ -16,7 +16,6 @@ body names the problem). Exit 1 on any failure, 2 on a usage error. S3_ENDPOINT_
 import base64
 import datetime
 import hashlib
-import hmac
 import importlib.util
 import os
 import sys
@@ -47,35 +46,17 @@ def object_url(region, bucket, key):
     return base + path, urllib.parse.urlsplit(base).netloc, path
 
 
-def signed_put_headers(credentials, region, host, path, payload_hash, now, sign,
-                       content_md5=None):
-    """AWS Signature Version 4 headers of an S3 PUT to `path` (no query); `sign` is
-    ssm-parameter.py's HMAC-SHA256 (key, text) -> digest; `content_md5` the body's MD5,
-    base64 (signed with the rest)."""
-    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
-    date = amz_date[:8]
+def signed_put_headers(client, credentials, region, host, path, body, now, content_md5=None):
+    """AWS Signature Version 4 headers of an S3 PUT of `body` to `path` (no query), signed by
+    `client` (ssm-parameter.py's sigv4); `content_md5` the body's MD5, base64 (signed with
+    the rest)."""
     # urllib would send a PUT's body as a form (application/x-www-form-urlencoded).
-    headers = {"content-type": "application/octet-stream", "host": host,
-               "x-amz-content-sha256": payload_hash, "x-amz-date": amz_date}
+    headers = {"content-type": "application/octet-stream",
+               "x-amz-content-sha256": hashlib.sha256(body).hexdigest()}
     if content_md5:
         headers["content-md5"] = content_md5
-    if credentials.get("Token"):
-        headers["x-amz-security-token"] = credentials["Token"]
-    names = sorted(headers)
-    canonical = "\n".join(["PUT", path, "",
-                           "".join(f"{name}:{headers[name]}\n" for name in names),
-                           ";".join(names), payload_hash])
-    scope = f"{date}/{region}/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
-                         hashlib.sha256(canonical.encode()).hexdigest()])
-    key = sign(("AWS4" + credentials["SecretAccessKey"]).encode(), date)
-    for part in (region, "s3", "aws4_request"):
-        key = sign(key, part)
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={credentials['AccessKeyId']}/{scope}, "
-        f"SignedHeaders={';'.join(names)}, Signature={signature}")
-    return headers
+    return client.sigv4(credentials, region, "s3", host, headers, body, now,
+                        method="PUT", path=path)
 
 
 def put(region, bucket, key, file):
@@ -83,10 +64,10 @@ def put(region, bucket, key, file):
     with open(file, "rb") as stream:
         body = stream.read()
     url, host, path = object_url(region, bucket, key)
-    headers = signed_put_headers(client.instance_credentials(), region, host, path,
-                                 hashlib.sha256(body).hexdigest(),
-                                 datetime.datetime.now(datetime.timezone.utc), client._hmac,
-                                 base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode())
+    headers = signed_put_headers(
+        client, client.instance_credentials(), region, host, path, body,
+        datetime.datetime.now(datetime.timezone.utc),
+        base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode())
     try:
         client.http("PUT", url, headers, body)
     except client.HttpError as error:

@@ -5,6 +5,8 @@
 
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=../node/lib.sh
+[[ -n "${GPU_CLUSTER_NODE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../node/lib.sh"
 
 GPU_CLUSTER_K0S_LIB_LOADED=1
 K0S_BIN=/usr/local/bin/k0s
@@ -17,18 +19,6 @@ K0S_DATA_DIR=/var/lib/k0s
 K0S_KUBELET_KUBECONFIG="$K0S_DATA_DIR/kubelet.conf"
 K0S_RELEASES_URL=https://github.com/k0sproject/k0s/releases/download
 K0S_BINARY_CHANGED=0
-K0S_ARCH=""
-
-# k0s_detect_arch: sets K0S_ARCH to the k0s release architecture of this host.
-k0s_detect_arch() {
-  local machine
-  machine="$(uname -m)"
-  case "$machine" in
-    x86_64 | amd64) K0S_ARCH=amd64 ;;
-    aarch64 | arm64) K0S_ARCH=arm64 ;;
-    *) die "unsupported CPU architecture for k0s: $machine" ;;
-  esac
-}
 
 # k0s_current_version: prints the version of the k0s on PATH, or nothing.
 k0s_current_version() {
@@ -38,12 +28,11 @@ k0s_current_version() {
 }
 
 # k0s_install_binary VERSION: installs k0s VERSION (e.g. v1.34.1+k0s.0) to
-# /usr/local/bin/k0s from the GitHub release after checking it against the sha256 the
-# program pinned for this host's architecture (K0S_SHA256_AMD64 or K0S_SHA256_ARM64, from
-# config/versions.py or `gpu-cluster:versions`), never against a checksum file of the same
-# release. Sets K0S_BINARY_CHANGED=1 when it replaced the binary.
+# /usr/local/bin/k0s from the GitHub release (or K0S_RELEASE_URL) after checking it against
+# the sha256 the program pinned for this host's architecture (K0S_SHA256_AMD64 or
+# K0S_SHA256_ARM64: download_pinned). Sets K0S_BINARY_CHANGED=1 when it replaced the binary.
 k0s_install_binary() {
-  local version=$1 current asset url expected actual pin
+  local version=$1 current arch asset
   K0S_BINARY_CHANGED=0
   if [[ ! "$version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+$ ]]; then
     die "K0S_VERSION '$version' does not look like a k0s release (e.g. v1.34.1+k0s.0)"
@@ -53,32 +42,11 @@ k0s_install_binary() {
     log "k0s $version already installed"
     return 0
   fi
-  k0s_detect_arch
-  pin="K0S_SHA256_${K0S_ARCH^^}"
-  expected="${!pin:-}"
-  asset="k0s-${version}-${K0S_ARCH}"
-  if [[ -z "$expected" ]]; then
-    die "no pinned sha256 for $asset: set gpu-cluster:versions releaseSha256.$K0S_ARCH" \
-      "(config/versions.py pins none for k0s $version on $K0S_ARCH)"
-  fi
-  if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
-    die "$pin must be 64 lower-case hex digits (a sha256), got '$expected'"
-  fi
-  url="$K0S_RELEASES_URL/${version//+/%2B}/${asset//+/%2B}"
-  if [[ -n "${K0S_RELEASE_URL:-}" ]]; then
-    # kubernetes.releaseUrl: a folder holding the release file under its own name.
-    check_download_url K0S_RELEASE_URL
-    url="${K0S_RELEASE_URL%/}/$asset"
-  fi
-  make_temp_dir
-  log "downloading k0s $version for $K0S_ARCH from ${url%/*}${current:+ (installed: $current)}"
-  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$url"
-  actual="$(sha256sum "$TEMP_DIR/$asset")"
-  actual="${actual%% *}"
-  if [[ "$actual" != "$expected" ]]; then
-    die "checksum mismatch for $asset: pinned $expected, downloaded $actual; nothing installed"
-  fi
-  log "verified sha256 of $asset"
+  arch="$(release_arch k0s)"
+  asset="k0s-${version}-$arch"
+  download_pinned k0s "$version" "$arch" "$asset" \
+    "$K0S_RELEASES_URL/${version//+/%2B}/${asset//+/%2B}" "K0S_SHA256_${arch^^}" \
+    K0S_RELEASE_URL "$current"
   write_file "$K0S_BIN" 0755 <"$TEMP_DIR/$asset"
   K0S_BINARY_CHANGED=$FILE_CHANGED
   hash -r
@@ -94,13 +62,13 @@ k0s_install_binary() {
 # into its containerd (k0sproject/k0s docs/airgap-install.md, "k0s will watch for image
 # bundles in the <data-dir>/images folder"). Nothing without them.
 k0s_install_airgap_bundle() {
-  local version=$1 asset url pin
+  local version=$1 arch asset url pin
   [[ -n "${K0S_AIRGAP_SHA256_AMD64:-}${K0S_AIRGAP_SHA256_ARM64:-}" ]] || return 0
-  k0s_detect_arch
-  pin="K0S_AIRGAP_SHA256_${K0S_ARCH^^}"
-  asset="k0s-airgap-bundle-${version}-${K0S_ARCH}"
+  arch="$(release_arch k0s)"
+  pin="K0S_AIRGAP_SHA256_${arch^^}"
+  asset="k0s-airgap-bundle-${version}-${arch}"
   if [[ -z "${!pin:-}" ]]; then
-    die "no sha256 for $asset: set gpu-cluster:versions airgapBundleSha256.$K0S_ARCH"
+    die "no sha256 for $asset: set gpu-cluster:versions airgapBundleSha256.$arch"
   fi
   url="$K0S_RELEASES_URL/${version//+/%2B}/${asset//+/%2B}"
   if [[ -n "${K0S_RELEASE_URL:-}" ]]; then

@@ -12,67 +12,15 @@ set -euo pipefail
 # Optional inputs: KUBELET_ROOT_DIR
 
 SERVICES=(k0scontroller k0sworker)
-# Directories `k0s reset` deletes, and the same for messages; set by check_inputs.
+# Directories `k0s reset` deletes (after unmounting what is below them); set by check_inputs.
 RESET_DIRS=()
-RESET_DIRS_TEXT=""
-MOUNTS=()
 
 # check_inputs: KUBELET_ROOT_DIR (optional) is the kubelet root the services were
 # installed with; `k0s reset` gets it too, or it would look below its data dir.
 check_inputs() {
   : "${KUBELET_ROOT_DIR:=}"
   k0s_check_kubelet_root_dir
-  RESET_DIRS=("$K0S_DATA_DIR")
-  RESET_DIRS_TEXT=$K0S_DATA_DIR
-  if [[ -n "$KUBELET_ROOT_DIR" ]]; then
-    RESET_DIRS+=("$KUBELET_ROOT_DIR")
-    RESET_DIRS_TEXT+=" or $KUBELET_ROOT_DIR"
-  fi
-}
-
-# find_mounts_to_detach: sets MOUNTS to the mount points strictly below any of
-# RESET_DIRS, deepest first. /proc/mounts escapes blanks as \040; %b decodes.
-find_mounts_to_detach() {
-  local _device mount_point _rest dir found=()
-  MOUNTS=()
-  if [[ ! -r "$ROOT/proc/mounts" ]]; then
-    die "cannot read /proc/mounts to check what is mounted below $RESET_DIRS_TEXT"
-  fi
-  while read -r _device mount_point _rest; do
-    printf -v mount_point '%b' "$mount_point"
-    for dir in "${RESET_DIRS[@]}"; do
-      if [[ "$mount_point" == "$dir"/* ]]; then
-        found+=("$mount_point")
-        break
-      fi
-    done
-  done <"$ROOT/proc/mounts"
-  if ((${#found[@]} > 0)); then
-    # Byte order, so a mount point always sorts after everything below it. A point
-    # mounted twice (stacked) stays listed twice: each umount detaches one layer.
-    mapfile -t MOUNTS < <(printf '%s\n' "${found[@]}" | LC_ALL=C sort -r)
-  fi
-}
-
-# detach_mounts: `k0s reset` deletes its data dir and the kubelet root after
-# unmounting what is below them. Pod volumes (NFS shares, local volumes) are
-# mounted there; if one stayed mounted, deleting the directory would delete shared
-# data. Detach them first (lazily when busy) and refuse to reset while any remains.
-detach_mounts() {
-  local mount_point
-  find_mounts_to_detach
-  for mount_point in "${MOUNTS[@]}"; do
-    if umount "$mount_point" 2>/dev/null || umount -l "$mount_point"; then
-      log "changed: unmounted $mount_point"
-    else
-      warn "could not unmount $mount_point"
-    fi
-  done
-  find_mounts_to_detach
-  if ((${#MOUNTS[@]} > 0)); then
-    die "refusing to run k0s reset while these are still mounted below $RESET_DIRS_TEXT" \
-      "(k0s would delete their contents): ${MOUNTS[*]}"
-  fi
+  RESET_DIRS=("$K0S_DATA_DIR" ${KUBELET_ROOT_DIR:+"$KUBELET_ROOT_DIR"})
 }
 
 stop_k0s() {
@@ -118,7 +66,7 @@ main() {
   if ((${#installed[@]} > 0)); then
     stop_k0s
   fi
-  detach_mounts
+  detach_mounts_below "k0s reset" "${RESET_DIRS[@]}"
   if [[ -n "$KUBELET_ROOT_DIR" ]]; then
     reset_args+=("--kubelet-root-dir=$KUBELET_ROOT_DIR")
   fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the wanted k0s on a worker before its join, or upgrades it after drain-node:
-# replaces the binary and restarts the service.
+# replaces the binary and restarts the service (upgrade/lib.sh upgrade_worker).
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -19,27 +19,17 @@ set -euo pipefail
 #   K0S_VERSION   the k0s release to run, e.g. v1.36.3+k0s.2.
 #   NODE_NAME     this host's node: marked as failed when an upgrade fails here.
 
-SERVICE_ACTIVE_TIMEOUT=300
+release_version() { k0s_current_version; }
+install_release() {
+  k0s_install_binary "$1"
+  RELEASE_CHANGED=$K0S_BINARY_CHANGED
+  k0s_install_airgap_bundle "$1"
+}
+worker_installed() { k0s_service_installed k0sworker; }
 
 main() {
-  local current
-  # Read by the exit handler mark_own_node_failed_on_exit sets (upgrade/lib.sh).
-  UPGRADE_PHASE=""
   require_env K0S_VERSION NODE_NAME
-  if [[ -f "$ROOT$K0S_KUBELET_KUBECONFIG" ]]; then
-    mark_own_node_failed_on_exit "${NODE_NAME,,}" k0s kubectl --kubeconfig \
-      "$ROOT$K0S_KUBELET_KUBECONFIG"
-  fi
-  UPGRADE_PHASE="installing k0s $K0S_VERSION"
-  current="$(k0s_current_version)"
-  refuse_version_skew k0s "$current" "$K0S_VERSION"
-  k0s_install_binary "$K0S_VERSION"
-  k0s_install_airgap_bundle "$K0S_VERSION"
-  if ! k0s_service_installed k0sworker; then
-    log "k0s $K0S_VERSION is installed; the join step starts the worker"
-    return 0
-  fi
-  restart_at_version "$K0S_BINARY_CHANGED" k0sworker k0s "$K0S_VERSION"
+  upgrade_worker k0s "$K0S_VERSION" k0sworker "$K0S_KUBELET_KUBECONFIG" k0s kubectl
 }
 
 main "$@"

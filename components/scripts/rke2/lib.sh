@@ -5,6 +5,8 @@
 
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=../node/lib.sh
+[[ -n "${GPU_CLUSTER_NODE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../node/lib.sh"
 
 GPU_CLUSTER_RKE2_LIB_LOADED=1
 # install.sh's tar method unpacks the tarball below /usr/local: bin/rke2,
@@ -32,18 +34,6 @@ RKE2_KUBELET_KUBECONFIG=$RKE2_DATA_DIR/agent/kubelet.kubeconfig
 RKE2_KUBELET_ROOT_DIR=/var/lib/kubelet
 RKE2_RELEASE='^v[0-9]+\.[0-9]+\.[0-9]+(-rc[0-9]+)?\+rke2r[0-9]+$'
 RKE2_BINARY_CHANGED=0
-RKE2_ARCH=""
-
-# rke2_detect_arch: sets RKE2_ARCH to the release architecture of this host.
-rke2_detect_arch() {
-  local machine
-  machine="$(uname -m)"
-  case "$machine" in
-    x86_64 | amd64) RKE2_ARCH=amd64 ;;
-    aarch64 | arm64) RKE2_ARCH=arm64 ;;
-    *) die "unsupported CPU architecture for RKE2: $machine" ;;
-  esac
-}
 
 # rke2_current_version: the version of the installed rke2, or nothing. `rke2 --version`
 # prints "rke2 version v1.36.3+rke2r1 (commit)" first.
@@ -56,14 +46,14 @@ rke2_current_version() {
   fi
 }
 
-# rke2_install VERSION: installs RKE2 VERSION from the release tarball after checking it
-# against the sha256 the program pinned for this host's architecture (RKE2_SHA256_AMD64 or
-# RKE2_SHA256_ARM64, from config/versions.py or `gpu-cluster:versions`; install.sh reads
+# rke2_install VERSION: installs RKE2 VERSION from the release tarball (or RKE2_RELEASE_URL)
+# after checking it against the sha256 the program pinned for this host's architecture
+# (RKE2_SHA256_AMD64 or RKE2_SHA256_ARM64: download_pinned; install.sh reads
 # sha256sum-ARCH.txt of the same release instead), unpacks it as install.sh does
 # (unpack_tarball), then reloads systemd for its units. Sets RKE2_BINARY_CHANGED=1 when it
 # replaced the installation.
 rke2_install() {
-  local version=$1 current asset url expected actual pin
+  local version=$1 current arch asset
   RKE2_BINARY_CHANGED=0
   if [[ ! "$version" =~ $RKE2_RELEASE ]]; then
     die "RKE2_VERSION '$version' does not look like an RKE2 release (e.g. v1.36.3+rke2r1)"
@@ -73,32 +63,11 @@ rke2_install() {
     log "RKE2 $version already installed"
     return 0
   fi
-  rke2_detect_arch
-  pin="RKE2_SHA256_${RKE2_ARCH^^}"
-  expected="${!pin:-}"
-  asset="rke2.linux-$RKE2_ARCH.tar.gz"
-  if [[ -z "$expected" ]]; then
-    die "no pinned sha256 for $asset of RKE2 $version: set gpu-cluster:versions" \
-      "releaseSha256.$RKE2_ARCH (config/versions.py pins none for it on $RKE2_ARCH)"
-  fi
-  if [[ ! "$expected" =~ ^[0-9a-f]{64}$ ]]; then
-    die "$pin must be 64 lower-case hex digits (a sha256), got '$expected'"
-  fi
-  url="$RKE2_RELEASES_URL/${version//+/%2B}/$asset"
-  if [[ -n "${RKE2_RELEASE_URL:-}" ]]; then
-    # kubernetes.releaseUrl: a folder holding the release file under its own name.
-    check_download_url RKE2_RELEASE_URL
-    url="${RKE2_RELEASE_URL%/}/$asset"
-  fi
-  make_temp_dir
-  log "downloading RKE2 $version for $RKE2_ARCH from ${url%/*}${current:+ (installed: $current)}"
-  curl -fsSL --retry 5 -o "$TEMP_DIR/$asset" "$url"
-  actual="$(sha256sum "$TEMP_DIR/$asset")"
-  actual="${actual%% *}"
-  if [[ "$actual" != "$expected" ]]; then
-    die "checksum mismatch for $asset: pinned $expected, downloaded $actual; nothing installed"
-  fi
-  log "verified sha256 of $asset"
+  arch="$(release_arch RKE2)"
+  asset="rke2.linux-$arch.tar.gz"
+  download_pinned RKE2 "$version" "$arch" "$asset" \
+    "$RKE2_RELEASES_URL/${version//+/%2B}/$asset" "RKE2_SHA256_${arch^^}" \
+    RKE2_RELEASE_URL "$current"
   mkdir -p -- "$ROOT$RKE2_PREFIX"
   tar -xzf "$TEMP_DIR/$asset" -C "$ROOT$RKE2_PREFIX"
   RKE2_BINARY_CHANGED=1
@@ -118,14 +87,14 @@ rke2_install() {
 # "Tarball Method": copied there with its extension, before RKE2 is started; rancher/rke2
 # install.sh INSTALL_RKE2_AGENT_IMAGES_DIR, default /var/lib/rancher/rke2/agent/images).
 rke2_install_airgap_bundle() {
-  local version=$1 asset url pin
+  local version=$1 arch asset url pin
   [[ -n "${RKE2_AIRGAP_SHA256_AMD64:-}${RKE2_AIRGAP_SHA256_ARM64:-}" ]] || return 0
-  rke2_detect_arch
-  pin="RKE2_AIRGAP_SHA256_${RKE2_ARCH^^}"
-  asset="rke2-images.linux-$RKE2_ARCH.tar.zst"
+  arch="$(release_arch RKE2)"
+  pin="RKE2_AIRGAP_SHA256_${arch^^}"
+  asset="rke2-images.linux-$arch.tar.zst"
   if [[ -z "${!pin:-}" ]]; then
     die "no sha256 for $asset of RKE2 $version: set gpu-cluster:versions" \
-      "airgapBundleSha256.$RKE2_ARCH"
+      "airgapBundleSha256.$arch"
   fi
   url="$RKE2_RELEASES_URL/${version//+/%2B}/$asset"
   if [[ -n "${RKE2_RELEASE_URL:-}" ]]; then

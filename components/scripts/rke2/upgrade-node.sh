@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the wanted RKE2 on an agent before its join, or upgrades it after drain-node:
-# installs the new release from its tarball and restarts rke2-agent.
+# installs the new release from its tarball and restarts rke2-agent (upgrade/lib.sh
+# upgrade_worker).
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -19,28 +20,19 @@ set -euo pipefail
 #   RKE2_VERSION   the RKE2 release to run, e.g. v1.36.3+rke2r1.
 #   NODE_NAME      this host's node: marked as failed when an upgrade fails here.
 
-SERVICE_ACTIVE_TIMEOUT=300
+release_version() { rke2_current_version; }
+install_release() {
+  rke2_install "$1"
+  RELEASE_CHANGED=$RKE2_BINARY_CHANGED
+  rke2_install_airgap_bundle "$1"
+}
+worker_installed() { systemctl is-enabled --quiet rke2-agent; }
+# rke2-agent's start returns only once the node has joined.
+RESTART_OPTIONS=(--no-block)
 
 main() {
-  local current
-  # Read by the exit handler mark_own_node_failed_on_exit sets (upgrade/lib.sh).
-  UPGRADE_PHASE=""
   require_env RKE2_VERSION NODE_NAME
-  if [[ -f "$ROOT$RKE2_KUBELET_KUBECONFIG" ]]; then
-    mark_own_node_failed_on_exit "${NODE_NAME,,}" "$ROOT$RKE2_KUBECTL" --kubeconfig \
-      "$ROOT$RKE2_KUBELET_KUBECONFIG"
-  fi
-  UPGRADE_PHASE="installing RKE2 $RKE2_VERSION"
-  current="$(rke2_current_version)"
-  refuse_version_skew RKE2 "$current" "$RKE2_VERSION"
-  rke2_install "$RKE2_VERSION"
-  rke2_install_airgap_bundle "$RKE2_VERSION"
-  if ! systemctl is-enabled --quiet rke2-agent; then
-    log "RKE2 $RKE2_VERSION is installed; the join step starts the agent"
-    return 0
-  fi
-  # --no-block: rke2-agent's start returns only once the node has joined.
-  restart_at_version "$RKE2_BINARY_CHANGED" rke2-agent RKE2 "$RKE2_VERSION" --no-block
+  upgrade_worker RKE2 "$RKE2_VERSION" rke2-agent "$RKE2_KUBELET_KUBECONFIG" "$ROOT$RKE2_KUBECTL"
 }
 
 main "$@"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Helpers of the upgrade steps: Kubernetes versions compared by the version skew policy,
-# and the admin kubectl on the controller.
+# and the marks a rollout leaves on the nodes.
 # shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=../node/lib.sh
+[[ -n "${GPU_CLUSTER_NODE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../node/lib.sh"
 
 GPU_CLUSTER_UPGRADE_LIB_LOADED=1
 # Set on a node its drain-node step drained, to the version it is upgraded to: only such a
@@ -99,13 +101,38 @@ restart_at_version() {
     systemctl is-active --quiet "$service"
 }
 
-# check_kubectl_input: KUBECTL (the controller's kubectl with its admin credential, as
-# words: an absolute path, then options) is set and safe to split into words.
-check_kubectl_input() {
-  check_missing_env KUBECTL
-  if [[ -n "${KUBECTL:-}" && ! "$KUBECTL" =~ ^/[A-Za-z0-9_./-]+([\ ][A-Za-z0-9_./=-]+)*$ ]]; then
-    INPUT_PROBLEMS+=("KUBECTL must be an absolute path and plain options, got '$KUBECTL'")
+# How long a restarted service may take to be active (restart_at_version).
+SERVICE_ACTIVE_TIMEOUT=300
+# Options of the restart upgrade_worker makes (a distribution's upgrade-node.sh sets them).
+RESTART_OPTIONS=()
+# Set by the distribution's install_release: 1 when it replaced the installed release.
+RELEASE_CHANGED=0
+
+# upgrade_worker WHAT VERSION SERVICE KUBECONFIG KUBECTL...: the body of every
+# distribution's upgrade-node.sh, on a worker host (NODE_NAME its node): installs release
+# VERSION of WHAT unless that skips a minor version or goes back, then restarts the worker
+# SERVICE at it when the service is installed (a new host's join starts it). While the
+# kubelet's KUBECONFIG is there, a failure marks the node as failed with it (KUBECTL...:
+# the distribution's kubectl, to which --kubeconfig is added). The distribution's script
+# defines release_version (the installed release, or nothing), install_release VERSION
+# (sets RELEASE_CHANGED) and worker_installed (success when SERVICE is installed).
+upgrade_worker() {
+  local what=$1 version=$2 service=$3 kubeconfig=$4 current
+  shift 4
+  # Read by the exit handler mark_own_node_failed_on_exit sets.
+  UPGRADE_PHASE=""
+  if [[ -f "$ROOT$kubeconfig" ]]; then
+    mark_own_node_failed_on_exit "${NODE_NAME,,}" "$@" --kubeconfig "$ROOT$kubeconfig"
   fi
+  UPGRADE_PHASE="installing $what $version"
+  current="$(release_version)"
+  refuse_version_skew "$what" "$current" "$version"
+  install_release "$version"
+  if ! worker_installed; then
+    log "$what $version is installed; the join step starts the worker"
+    return 0
+  fi
+  restart_at_version "$RELEASE_CHANGED" "$service" "$what" "$version" "${RESTART_OPTIONS[@]}"
 }
 
 # check_host_settings_input: HOST_SETTINGS, when set, is KEY=VALUE pairs joined by commas.
@@ -113,25 +140,6 @@ check_host_settings_input() {
   if [[ -n "${HOST_SETTINGS:-}" && ! "$HOST_SETTINGS" =~ ^[a-z-]+=[A-Za-z0-9._+~-]*(,[a-z-]+=[A-Za-z0-9._+~-]*)*$ ]]; then
     INPUT_PROBLEMS+=("HOST_SETTINGS must be KEY=VALUE pairs joined by commas, got '$HOST_SETTINGS'")
   fi
-}
-
-# admin_kubectl ARGS...: the controller's kubectl (KUBECTL) with ARGS.
-admin_kubectl() {
-  local words
-  read -r -a words <<<"$KUBECTL"
-  "$ROOT${words[0]}" "${words[@]:1}" "$@"
-}
-
-# controller_installed: success when the controller's kubectl is there (its first word).
-controller_installed() {
-  local words
-  read -r -a words <<<"$KUBECTL"
-  [[ -x "$ROOT${words[0]}" ]]
-}
-
-# node_field NODE JSONPATH: the field of node NODE, nothing when the node does not exist.
-node_field() {
-  admin_kubectl get node "$1" --ignore-not-found -o "jsonpath=$2"
 }
 
 # annotation_path KEY: KEY as a jsonpath member of .metadata.annotations (dots escaped).
