@@ -399,6 +399,17 @@ assert_idempotent() {
   refute_changes_logged
 }
 
+# run_again_with SCRIPT NAME=VALUE...: SCRIPT ran once (first_run), then runs again with
+# the inputs NAME=VALUE changed (exported: later runs keep them).
+run_again_with() {
+  local script=$1
+  shift
+  first_run "$script" || return 1
+  # shellcheck disable=SC2163 # NAME=VALUE words, exported as such
+  export "$@"
+  run_script "$script"
+}
+
 # run_twice SCRIPT: SCRIPT succeeds, and a second run changes nothing and says so
 # (assert_idempotent); $output is the second run's.
 run_twice() {

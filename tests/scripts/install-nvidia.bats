@@ -206,9 +206,7 @@ options nouveau modeset=0'
 }
 
 @test "install-nvidia: a different toolkit version is installed pinned" {
-  first_run install-nvidia.sh
-  export NVIDIA_CONTAINER_TOOLKIT_VERSION=1.18.0-1
-  run_script install-nvidia.sh
+  run_again_with install-nvidia.sh NVIDIA_CONTAINER_TOOLKIT_VERSION=1.18.0-1
   assert_success
   assert_called 'install -y --allow-downgrades --allow-change-held-packages nvidia-container-toolkit=1\.18\.0-1 nvidia-container-toolkit-base=1\.18\.0-1 libnvidia-container-tools=1\.18\.0-1 libnvidia-container1=1\.18\.0-1$'
   assert_output_contains "changed: installed NVIDIA Container Toolkit 1.18.0-1 (was 1.19.1-1)"

@@ -31,9 +31,7 @@ setup() {
 
 @test "maintenance false: uncordons a cordoned node, then changes nothing" {
   export MAINTENANCE=true
-  first_run maintenance/maintain-node.sh
-  export MAINTENANCE=false
-  run_script maintenance/maintain-node.sh
+  run_again_with maintenance/maintain-node.sh MAINTENANCE=false
   assert_success
   assert_called '^k0s kubectl uncordon kazan$'
   refute_called '^k0s kubectl drain'

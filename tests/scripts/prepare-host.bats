@@ -102,9 +102,7 @@ fs.inotify.max_user_watches = 1048576'
 }
 
 @test "prepare-host: only the changed sysctl file is re-applied" {
-  first_run prepare-host.sh
-  export INOTIFY_MAX_USER_WATCHES=2097152
-  run_script prepare-host.sh
+  run_again_with prepare-host.sh INOTIFY_MAX_USER_WATCHES=2097152
   assert_success
   assert_called '^sysctl --system$'
   grep -q '^fs.inotify.max_user_watches = 2097152$' "$GPU_CLUSTER_ROOT/etc/sysctl.d/90-gpu-cluster.conf"

@@ -64,9 +64,7 @@ apply_agent_args() {
 }
 
 @test "join-agent: a new token restarts the agent" {
-  first_run rke2/join-agent.sh
-  export RKE2_AGENT_TOKEN="K10$(printf '%064d' 8)::node:$AGENT_SECRET"
-  run_script rke2/join-agent.sh
+  run_again_with rke2/join-agent.sh RKE2_AGENT_TOKEN="K10$(printf '%064d' 8)::node:$AGENT_SECRET"
   assert_success
   assert_called '^systemctl restart --no-block rke2-agent$'
 }

@@ -27,3 +27,34 @@ refute_leaked() {
     fi
   done
 }
+
+# assert_secret_unseen SCRIPT FILE SECRET...: SCRIPT succeeds and writes FILE (its log says
+# "changed FILE"), with every stub recording its environment, and no SECRET shows up in its
+# output, in stderr, on a stub's command line or in an environment.
+assert_secret_unseen() {
+  local script=$1 file=$2
+  shift 2
+  run_script_watched "$script"
+  assert_success || return 1
+  if [[ "$stderr" != *"changed $file"* ]]; then
+    printf 'no "changed %s" in stderr:\n%s\n' "$file" "$stderr" >&2
+    return 1
+  fi
+  if [[ ! -s "$STUB_STATE/env.log" ]]; then
+    echo "no stub recorded its environment (STUB_RECORD_ENV)" >&2
+    return 1
+  fi
+  refute_leaked "$@"
+}
+
+# assert_failure_unseen SCRIPT CALL SECRET...: SCRIPT, stopped by the failure of the first
+# command matching CALL (STUB_FAIL_CALL), says so (assert_failed_at_command) and shows no
+# SECRET.
+assert_failure_unseen() {
+  local script=$1 step=${1##*/}
+  export STUB_FAIL_CALL=$2
+  shift 2
+  run_script "$script"
+  assert_failed_at_command "${step%.sh}" || return 1
+  refute_leaked "$@"
+}
