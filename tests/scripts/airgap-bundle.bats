@@ -8,6 +8,13 @@ load helpers
 
 K0S_BUNDLE=k0s-airgap-bundle-v1.34.1+k0s.0-amd64
 RKE2_BUNDLE=rke2-images.linux-amd64.tar.zst
+# The cluster CA both distributions get here (made-up PEM blocks).
+CA_CERT='-----BEGIN CERTIFICATE-----
+MIIBhTCCASugAwIBAgIUgpu-cluster-ca
+-----END CERTIFICATE-----'
+CA_KEY='-----BEGIN EC PRIVATE KEY-----
+MHcCAQEEIA-secret-ca-key-0123456789
+-----END EC PRIVATE KEY-----'
 
 # The site's folder: the fake releases the stubs pin and a bundle of random bytes each.
 setup_file() {
@@ -50,12 +57,7 @@ k0s_controller_inputs() {
 kind: ClusterConfig
 metadata:
   name: gpu-cluster' \
-    K0S_CA_CERT='-----BEGIN CERTIFICATE-----
-MIIBhTCCASugAwIBAgIUgpu-cluster-ca
------END CERTIFICATE-----' \
-    K0S_CA_KEY='-----BEGIN EC PRIVATE KEY-----
-MHcCAQEEIA-secret-ca-key-0123456789
------END EC PRIVATE KEY-----' \
+    K0S_CA_CERT="$CA_CERT" K0S_CA_KEY="$CA_KEY" \
     K0S_ADMISSION_CONFIG='kind: AdmissionConfiguration' K0S_AUDIT_POLICY='kind: Policy'
 }
 
@@ -63,12 +65,7 @@ rke2_server_inputs() {
   rke2_kubectl_installed
   export RKE2_VERSION=v1.36.3+rke2r1 RKE2_RELEASE_URL="$SITE/rke2" \
     RKE2_CONFIG='node-name: moscow' RKE2_KUBELET_CONFIG='kubelet-arg: []' \
-    RKE2_CA_CERT='-----BEGIN CERTIFICATE-----
-MIIBhTCCASugAwIBAgIUgpu-cluster-ca
------END CERTIFICATE-----' \
-    RKE2_CA_KEY='-----BEGIN EC PRIVATE KEY-----
-MHcCAQEEIA-secret-ca-key-0123456789
------END EC PRIVATE KEY-----' \
+    RKE2_CA_CERT="$CA_CERT" RKE2_CA_KEY="$CA_KEY" \
     RKE2_TOKEN=server-token-secret RKE2_AGENT_TOKEN=agent-token-secret RKE2_CANAL_CONFIG='' \
     RKE2_ADMISSION_CONFIG='kind: AdmissionConfiguration' RKE2_AUDIT_POLICY='kind: Policy'
 }

@@ -29,14 +29,15 @@ SH
   chmod 600 "$GPU_CLUSTER_ROOT/home/ops/.ssh/authorized_keys"
 }
 
+# assert_keys LINE...: the user's authorized_keys holds exactly the LINEs.
+assert_keys() {
+  assert_file /home/ops/.ssh/authorized_keys "$(printf '%s\n' "$@")"
+}
+
 @test "authorized-keys: adds the block after the user's own keys; a second run changes nothing" {
   run_script authorized-keys.sh
   assert_success
-  assert_file /home/ops/.ssh/authorized_keys "$OWN
-$BEGIN
-$NEW
-$SECOND
-$END"
+  assert_keys "$OWN" "$BEGIN" "$NEW" "$SECOND" "$END"
   assert_mode /home/ops/.ssh/authorized_keys 600
   assert_output_contains "gpu-cluster: moscow: authorized-keys: changed /home/ops/.ssh/authorized_keys"
   assert_idempotent authorized-keys.sh
@@ -50,11 +51,7 @@ $END"
   export AUTHORIZED_KEYS="$SECOND"
   run_script authorized-keys.sh
   assert_success
-  assert_file /home/ops/.ssh/authorized_keys "$OWN
-$BEGIN
-$SECOND
-$END
-ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQAdded by hand"
+  assert_keys "$OWN" "$BEGIN" "$SECOND" "$END" "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQAdded by hand"
   assert_idempotent authorized-keys.sh
 }
 
@@ -64,9 +61,7 @@ ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQAdded by hand"
   export AUTHORIZED_KEYS=""
   run_script authorized-keys.sh
   assert_success
-  assert_file /home/ops/.ssh/authorized_keys "$OWN
-$BEGIN
-$END"
+  assert_keys "$OWN" "$BEGIN" "$END"
   assert_idempotent authorized-keys.sh
 }
 
@@ -75,10 +70,7 @@ $END"
   run_script authorized-keys.sh
   assert_success
   assert_mode /home/ops/.ssh 700
-  assert_file /home/ops/.ssh/authorized_keys "$BEGIN
-$NEW
-$SECOND
-$END"
+  assert_keys "$BEGIN" "$NEW" "$SECOND" "$END"
   assert_idempotent authorized-keys.sh
 }
 
@@ -86,16 +78,11 @@ $END"
   printf '%s' "$OWN" >"$GPU_CLUSTER_ROOT/home/ops/.ssh/authorized_keys"
   run_script authorized-keys.sh
   assert_success
-  assert_file /home/ops/.ssh/authorized_keys "$OWN
-$BEGIN
-$NEW
-$SECOND
-$END"
+  assert_keys "$OWN" "$BEGIN" "$NEW" "$SECOND" "$END"
 }
 
 @test "authorized-keys: refuses bad inputs all at once, naming host and step, changing nothing" {
-  local before
-  before="$(snapshot_root)"
+  remember_root
   unset SSH_USER
   export AUTHORIZED_KEYS="$NEW"$'\n'"ssh-dss AAAAB3"$'\n'"ssh-ed25519 not*base64"
   run_script authorized-keys.sh
@@ -104,7 +91,7 @@ $END"
     "missing required environment variable(s): SSH_USER" \
     "AUTHORIZED_KEYS line 2 is not an OpenSSH public key" \
     "AUTHORIZED_KEYS line 3 is not an OpenSSH public key"
-  [[ "$(snapshot_root)" == "$before" ]]
+  assert_root_unchanged
 }
 
 @test "authorized-keys: an unknown user fails naming host, step and user" {
@@ -119,8 +106,7 @@ $END"
   run_script authorized-keys.sh
   assert_failure
   assert_output_contains "gpu-cluster: moscow: authorized-keys: $END is missing"
-  assert_file /home/ops/.ssh/authorized_keys "$OWN
-$BEGIN"
+  assert_keys "$OWN" "$BEGIN"
 }
 
 @test "authorized-keys: a revoked key leaves the file wherever it is, with or without options; a second run changes nothing" {
@@ -130,11 +116,7 @@ $BEGIN"
   export REVOKED_KEYS="${OWN% *} the old laptop key"
   run_script authorized-keys.sh
   assert_success
-  assert_file /home/ops/.ssh/authorized_keys "# a comment naming ${OWN}
-$BEGIN
-$NEW
-$SECOND
-$END"
+  assert_keys "# a comment naming ${OWN}" "$BEGIN" "$NEW" "$SECOND" "$END"
   assert_output_contains "gpu-cluster: moscow: authorized-keys: removing a revoked key: ${OWN:0:40}..."
   assert_idempotent authorized-keys.sh
 }
@@ -143,19 +125,14 @@ $END"
   export REVOKED_KEYS="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOwnKeyOfTheUser"
   run_script authorized-keys.sh
   assert_success
-  assert_file /home/ops/.ssh/authorized_keys "$OWN
-$BEGIN
-$NEW
-$SECOND
-$END"
+  assert_keys "$OWN" "$BEGIN" "$NEW" "$SECOND" "$END"
 }
 
 @test "authorized-keys: a bad revoked key is refused with the others, changing nothing" {
-  local before
-  before="$(snapshot_root)"
+  remember_root
   export REVOKED_KEYS="ssh-ed25519 AAAAC3"$'\n'"ssh-dss AAAAB3"
   run_script authorized-keys.sh
   assert_failure
   assert_output_contains "REVOKED_KEYS line 2 is not an OpenSSH public key"
-  [[ "$(snapshot_root)" == "$before" ]]
+  assert_root_unchanged
 }

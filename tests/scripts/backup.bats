@@ -153,9 +153,7 @@ python3_real() {
 }
 
 @test "install-backup: a second run changes nothing; a new schedule restarts the timer" {
-  run_script backup/install-backup.sh
-  assert_success
-  assert_idempotent backup/install-backup.sh
+  run_twice backup/install-backup.sh
   assert_output_contains "unchanged: gpu-cluster-backup.timer is enabled and running" \
     "age is already installed"
   reset_calls

@@ -5,26 +5,15 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
-
-REPO_ROOT="$(cd "$TESTS_DIR/../.." && pwd)"
-PYTHON="${GPU_CLUSTER_PYTHON:-$REPO_ROOT/venv/bin/python}"
+load helpers/envelopes
 
 setup() {
-  setup_host
-  ENVELOPE="$BATS_TEST_TMPDIR/envelope.sh"
-  mkdir -p "$BATS_TEST_TMPDIR/empty"
-  cd "$BATS_TEST_TMPDIR/empty" || exit 1
+  setup_envelope
 }
 
 # render STEP SCRIPT NAME=VALUE...: the program's envelope of SCRIPT for host moscow.
 render() {
   "$PYTHON" "$TESTS_DIR/render_envelope.py" moscow "$@" >"$ENVELOPE"
-}
-
-# run_envelope ACTION: the envelope through a pipe to `bash -s -- ACTION`, as over ssh.
-run_envelope() {
-  # shellcheck disable=SC2016 # expanded by the inner bash
-  run --separate-stderr bash -c 'cat "$2" | bash -s -- "$1"' _ "$1" "$ENVELOPE"
 }
 
 # check_changes_nothing: runs `check`, and the fake root and the stubs' state are the same
@@ -33,7 +22,7 @@ check_changes_nothing() {
   local before after
   before="$(snapshot_root; cd "$STUB_STATE" && find . -type f ! -name calls.log -exec sha256sum {} + | sort -k 2)"
   reset_calls
-  run_envelope check
+  run_envelope check --separate-stderr
   after="$(snapshot_root; cd "$STUB_STATE" && find . -type f ! -name calls.log -exec sha256sum {} + | sort -k 2)"
   if [[ "$before" != "$after" ]]; then
     printf 'the check changed the host:\n%s\n' "$(diff <(echo "$before") <(echo "$after"))" >&2
@@ -67,7 +56,7 @@ prepare_host() {
 # prepared_host: prepare-host's create has run and the host rebooted into its arguments.
 prepared_host() {
   prepare_host "$@"
-  run_envelope create
+  run_envelope create --separate-stderr
   assert_success
   echo "BOOT_IMAGE=/vmlinuz root=UUID=1b2c ro quiet intel_iommu=off amd_iommu=off pci=realloc" \
     >"$GPU_CLUSTER_ROOT/proc/cmdline"
@@ -137,7 +126,7 @@ install_nvidia() {
 
 @test "check: install-nvidia in sync exits 0 and changes nothing, twice" {
   install_nvidia
-  run_envelope create
+  run_envelope create --separate-stderr
   assert_success
   check_changes_nothing
   assert_in_sync
@@ -147,7 +136,7 @@ install_nvidia() {
 
 @test "check: a driver of another branch is drift; nothing is installed" {
   install_nvidia
-  run_envelope create
+  run_envelope create --separate-stderr
   assert_success
   install_nvidia NVIDIA_DRIVER_BRANCH=570
   check_changes_nothing
@@ -157,7 +146,7 @@ install_nvidia() {
 
 @test "check: a missing containerd runtime drop-in is drift, named" {
   install_nvidia
-  run_envelope create
+  run_envelope create --separate-stderr
   assert_success
   rm "$GPU_CLUSTER_ROOT/etc/k0s/containerd.d/nvidia.toml"
   check_changes_nothing
@@ -166,7 +155,7 @@ install_nvidia() {
 
 @test "check: the toolkit honouring NVIDIA_VISIBLE_DEVICES again is drift; nothing changed" {
   install_nvidia
-  run_envelope create
+  run_envelope create --separate-stderr
   assert_success
   sed -i 's/^accept-nvidia-visible-devices-envvar-when-unprivileged = false/accept-nvidia-visible-devices-envvar-when-unprivileged = true/' \
     "$GPU_CLUSTER_ROOT/etc/nvidia-container-runtime/config.toml"
@@ -177,7 +166,7 @@ install_nvidia() {
 @test "check: a Fabric Manager stopped on an HGX host is drift" {
   add_nvswitches 6
   install_nvidia
-  run_envelope create
+  run_envelope create --separate-stderr
   assert_success
   STUB_CALLS=/dev/null "$BATS_TEST_TMPDIR/bin/systemctl" stop nvidia-fabricmanager.service
   check_changes_nothing
@@ -192,7 +181,7 @@ route_to_vpc() {
 
 @test "check: route-to-vpc in sync exits 0; a missing route is drift; nothing changed" {
   route_to_vpc
-  run_envelope create
+  run_envelope create --separate-stderr
   assert_success
   check_changes_nothing
   assert_in_sync
@@ -216,7 +205,7 @@ SH
   chmod +x "$BATS_TEST_TMPDIR/bin/getent"
   render authorized-keys authorized-keys.sh SSH_USER="$user" \
     AUTHORIZED_KEYS='ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINewKey0000000000000000000000000000000000 ops'
-  run_envelope create
+  run_envelope create --separate-stderr
   assert_success
   check_changes_nothing
   assert_in_sync
@@ -233,13 +222,12 @@ SH
   render verify-boot verify-boot.sh DISABLE_IOMMU=true GPU_COUNT=2
   grep -q '^  create) gpu_cluster_create' "$ENVELOPE"
   refute_file_contains "$ENVELOPE" "gpu_cluster_check"
-  local before
-  before="$(snapshot_root)"
-  run_envelope check
+  remember_root
+  run_envelope check --separate-stderr
   [ "$status" -eq 2 ]
   [[ "$stderr" == "gpu-cluster: unknown action: check" ]]
   [ ! -s "$STUB_CALLS" ]
-  [ "$before" = "$(snapshot_root)" ]
+  assert_root_unchanged
 }
 
 @test "check: a command check/lib.sh does not list fails the check instead of running" {

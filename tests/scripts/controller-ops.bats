@@ -4,18 +4,11 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
-
-# What components/distributions/k0s.py passes: kubectl_path, controller_file.
-K0S_KUBECTL="/usr/local/bin/k0s kubectl"
-K0S_CONTROLLER_FILE=/etc/systemd/system/k0scontroller.service
+load helpers/node-ops
 
 setup() {
   setup_host
-  mkdir -p "${GPU_CLUSTER_ROOT:?}/usr/local/bin"
-  # k0s by its absolute path, as KUBECTL names it: the stub, logged as `k0s ...`.
-  ln -s "$TESTS_DIR/stubs/stub" "$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
-  echo "[Service]" >"$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
-  touch "$STUB_STATE/active-k0scontroller"
+  k0s_controller
 }
 
 @test "create-join-token: prints only the token on stdout" {
@@ -41,18 +34,12 @@ setup() {
 }
 
 @test "admit-node: waits for the node to register and become Ready" {
-  export NODE_NAME=Kazan NODE_READY_TIMEOUT=600 STUB_NODES=kazan
-  KUBECTL="$K0S_KUBECTL" run_script node/admit-node.sh
-  assert_success
-  assert_called '^k0s kubectl get node kazan$'
-  assert_called '^k0s kubectl wait --for=condition=Ready node/kazan --timeout=[0-9]+s$'
-  assert_output_contains "gpu-cluster: moscow: admit-node: node kazan is Ready"
-  assert_no_state_changes
+  check_admit_ready
 }
 
 @test "admit-node: fails with host and step when the node never registers" {
   export NODE_NAME=kazan NODE_READY_TIMEOUT=4
-  KUBECTL="$K0S_KUBECTL" run_script node/admit-node.sh
+  run_script node/admit-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: admit-node: timed out after 4s waiting for node kazan to register"
   refute_called '^k0s kubectl wait'
@@ -60,12 +47,13 @@ setup() {
 
 @test "admit-node: fails when the node does not get Ready" {
   export NODE_NAME=kazan NODE_READY_TIMEOUT=60 STUB_NODES=kazan STUB_FAIL_CALL='^k0s kubectl wait'
-  KUBECTL="$K0S_KUBECTL" run_script node/admit-node.sh
+  run_script node/admit-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: admit-node: node kazan did not become Ready within 60s"
 }
 
 @test "admit-node: all missing environment variables are named at once" {
+  unset KUBECTL
   run_script node/admit-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "missing required environment variable(s): NODE_NAME NODE_READY_TIMEOUT;" \
@@ -73,35 +61,15 @@ setup() {
 }
 
 @test "remove-node: drains and deletes an existing node" {
-  export NODE_NAME=kazan STUB_NODES=kazan
-  KUBECTL="$K0S_KUBECTL" CONTROLLER_FILE="$K0S_CONTROLLER_FILE" run_script node/remove-node.sh
-  assert_success
-  assert_called '^k0s kubectl drain kazan --ignore-daemonsets --delete-emptydir-data --timeout=300s$'
-  assert_called '^k0s kubectl delete node kazan$'
-  assert_call_order '^k0s kubectl drain' '^k0s kubectl delete'
+  check_remove_drains_and_deletes
 }
 
 @test "remove-node: is a no-op when the node does not exist" {
-  export NODE_NAME=kazan STUB_NODES=""
-  KUBECTL="$K0S_KUBECTL" CONTROLLER_FILE="$K0S_CONTROLLER_FILE" run_script node/remove-node.sh
-  assert_success
-  assert_output_contains "remove-node: node kazan does not exist; nothing to drain or delete"
-  refute_called '^k0s kubectl (drain|delete)'
+  check_remove_absent_node
 }
 
 @test "remove-node: is a no-op when the controller is already gone" {
-  export NODE_NAME=kazan STUB_NODES=kazan
-  rm "$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
-  KUBECTL="$K0S_KUBECTL" CONTROLLER_FILE="$K0S_CONTROLLER_FILE" run_script node/remove-node.sh
-  assert_success
-  assert_output_contains "no controller on this host any more" \
-    "(/etc/systemd/system/k0scontroller.service is gone); nothing to drain or delete for kazan"
-  echo "[Service]" >"$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
-  rm "$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
-  KUBECTL="$K0S_KUBECTL" CONTROLLER_FILE="$K0S_CONTROLLER_FILE" run_script node/remove-node.sh
-  assert_success
-  assert_output_contains "no controller on this host any more"
-  refute_called '^k0s kubectl (get|drain|delete)'
+  check_remove_without_controller
 }
 
 @test "remove-node: a bad KUBECTL or CONTROLLER_FILE is refused with the missing inputs" {

@@ -7,27 +7,13 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+load helpers/upgrade
+load helpers/node-ops
 
-ADMIN='^kubectl --kubeconfig /etc/rancher/rke2/rke2\.yaml'
 BARE="default/gpu-shell: no controller manages it, so a drain would delete it for good: delete it yourself, or set kubernetes.drainForce: true to let drains delete such pods"
 
 setup() {
   setup_host
-}
-
-# rke2_server: RKE2's kubectl and admin kubeconfig on the controller.
-rke2_server() {
-  rke2_kubectl_installed
-  mkdir -p "$GPU_CLUSTER_ROOT/etc/rancher/rke2"
-  touch "$GPU_CLUSTER_ROOT/etc/rancher/rke2/rke2.yaml"
-}
-
-# upgrade_inputs: drain-node for an upgrade of node kazan.
-upgrade_inputs() {
-  rke2_server
-  export KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml"
-  export NODE_NAME=kazan STUB_NODES=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120
-  export MAX_UNAVAILABLE=1 SLOT_WAIT_TIMEOUT=30 STUB_KUBELET_VERSION=v1.36.3+rke2r1
 }
 
 @test "drain-node: a bare pod fails the drain at once, named, not blamed on budgets or time" {
@@ -83,10 +69,8 @@ upgrade_inputs() {
 }
 
 @test "remove-node (RKE2): a bare pod keeps the node, named; drainForce removes it" {
-  rke2_server
+  rke2_controller
   export NODE_NAME=tokyo STUB_NODES=tokyo STUB_BARE_PODS="default/gpu-shell"
-  export CONTROLLER_FILE=/etc/rancher/rke2/rke2.yaml
-  export KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml"
   run_script node/remove-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "gpu-cluster: moscow: remove-node: could not drain node tokyo, so it stays: $BARE"
@@ -98,13 +82,8 @@ upgrade_inputs() {
 }
 
 @test "remove-node (k0s): a budget keeps the node, named" {
-  # A k0s controller (as controller-ops.bats has it).
-  mkdir -p "$GPU_CLUSTER_ROOT/usr/local/bin"
-  ln -s "$TESTS_DIR/stubs/stub" "$GPU_CLUSTER_ROOT/usr/local/bin/k0s"
-  echo "[Service]" >"$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
-  touch "$STUB_STATE/active-k0scontroller"
+  k0s_controller
   export NODE_NAME=kazan STUB_NODES=kazan STUB_PDB_PODS="ml/trainer-0"
-  export KUBECTL="/usr/local/bin/k0s kubectl" CONTROLLER_FILE=/etc/systemd/system/k0scontroller.service
   run_script node/remove-node.sh
   [ "$status" -eq 1 ]
   assert_output_contains "remove-node: could not drain node kazan, so it stays: ml/trainer-0: a PodDisruptionBudget allowed no eviction within 300s"

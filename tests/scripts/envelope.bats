@@ -4,13 +4,10 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+load helpers/envelopes
 
 setup() {
-  setup_host
-  ENVELOPE="$BATS_TEST_TMPDIR/envelope.sh"
-  # Run from an empty directory: nothing may be sourced from disk.
-  mkdir -p "$BATS_TEST_TMPDIR/empty"
-  cd "$BATS_TEST_TMPDIR/empty" || exit 1
+  setup_envelope
   export STUB_RECORD_STDIN=1
 }
 
@@ -59,13 +56,6 @@ build_envelope() {
   } >"$ENVELOPE"
 }
 
-# run_envelope ACTION [RUN_FLAGS]: bash -s -- ACTION with the envelope arriving
-# through a pipe, as over ssh.
-run_envelope() {
-  # shellcheck disable=SC2016 # expanded by the inner bash
-  run "${@:2}" bash -c 'cat "$2" | bash -s -- "$1"' _ "$1" "$ENVELOPE"
-}
-
 assert_stubs_read_no_stdin() {
   if [[ "$output${stderr:-}" != *"envelope: end of script reached"* ]]; then
     echo "the envelope did not run to its end" >&2
@@ -90,14 +80,7 @@ assert_stubs_read_no_stdin() {
   assert_stubs_read_no_stdin
   [ ! -e "$BATS_TEST_TMPDIR/empty/lib.sh" ]
 
-  local before
-  before="$(snapshot_root)"
-  reset_calls
-  run_envelope create
-  assert_success
-  [ "$(snapshot_root)" = "$before" ]
-  assert_no_state_changes
-  refute_changes_logged
+  assert_envelope_idempotent
 }
 
 @test "envelope: join-worker create and reset-node delete, with awkward values" {
@@ -241,14 +224,7 @@ kind: ClusterConfig"
   assert_called '^systemctl enable --now nfs-server$'
   assert_stubs_read_no_stdin
 
-  local before
-  before="$(snapshot_root)"
-  reset_calls
-  run_envelope create
-  assert_success
-  [ "$(snapshot_root)" = "$before" ]
-  assert_no_state_changes
-  refute_changes_logged
+  assert_envelope_idempotent
 }
 
 @test "envelope: create-join-token keeps stdout to the token alone" {
@@ -279,7 +255,6 @@ kind: ClusterConfig"
     INOTIFY_MAX_USER_INSTANCES=8192 INOTIFY_MAX_USER_WATCHES=1048576 INSTALL_NFS_CLIENT=false
   export STUB_EXIT_SWAPOFF=1
   run_envelope create
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: prepare-host: command failed with exit code 1 at line"
+  assert_failed_at_command prepare-host
   [[ "$output" =~ prepare-host:\ command\ failed\ with\ exit\ code\ 1\ at\ line\ [0-9]+:\ swapoff\ -a ]]
 }

@@ -10,8 +10,6 @@
 bats_require_minimum_version 1.5.0
 load helpers
 
-REPO_ROOT="$(cd "$TESTS_DIR/../.." && pwd)"
-
 setup() {
   setup_host
 }

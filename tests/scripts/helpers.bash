@@ -4,7 +4,11 @@
 # real host or the network.
 
 TESTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-SCRIPTS_DIR="$(cd "$TESTS_DIR/../../components/scripts" && pwd)"
+REPO_ROOT="$(cd "$TESTS_DIR/../.." && pwd)"
+SCRIPTS_DIR="$REPO_ROOT/components/scripts"
+# The program's Python, for the tests that render steps with it (test_bats.py passes its own).
+# shellcheck disable=SC2034 # used by the .bats files
+PYTHON="${GPU_CLUSTER_PYTHON:-$REPO_ROOT/venv/bin/python}"
 STUB_COMMANDS=(apt-get apt-mark curl df dpkg-query exportfs gpg hostname id ip iptables k0s
   modprobe nvidia-smi ping python3 rke2 rke2-killall.sh rke2-uninstall.sh sleep swapoff sysctl
   systemctl systemd-run timeout umount uname update-grub update-initramfs)
@@ -188,8 +192,11 @@ refute_gpu_detached() {
   fi
 }
 
-# run_script PATH [ARGS]: runs a step script standalone, as the tests do.
+# run_script [--separate-stderr] PATH [ARGS]: runs a step script standalone, as the tests
+# do (with --separate-stderr, bats keeps stderr apart in $stderr).
 run_script() {
+  local flags=()
+  [[ "$1" != --separate-stderr ]] || { flags=("$1"); shift; }
   local script=$1
   shift
   if [[ "${GPU_CLUSTER_ROOT:-}" != "$BATS_TEST_TMPDIR"/* ]]; then
@@ -197,7 +204,15 @@ run_script() {
     return 1
   fi
   pin_fake_releases
-  run bash "$SCRIPTS_DIR/$script" "$@"
+  run "${flags[@]}" bash "$SCRIPTS_DIR/$script" "$@"
+}
+
+# first_run PATH: PATH ran once, successfully, and its calls are forgotten: what a test
+# checks next is the second run's.
+first_run() {
+  run_script "$1"
+  assert_success || return 1
+  reset_calls
 }
 
 # pin_fake_releases: K0S_SHA256_AMD64/ARM64 and RKE2_SHA256_AMD64/ARM64 as the program
@@ -243,6 +258,49 @@ assert_success() {
 assert_failure() {
   if [[ "$status" -eq 0 ]]; then
     printf 'expected failure, got success; output:\n%s\n' "$output" >&2
+    return 1
+  fi
+}
+
+# How a step fails, as lib.sh makes it fail: refused on its inputs before it runs any
+# command (all problems named at once), or stopped by a failing command, with the host and
+# step named (lib.sh's ERR trap).
+
+# assert_refused TEXT...: the script exited 1 naming every TEXT, and ran no command: its
+# input checks come before anything else.
+assert_refused() {
+  if [[ "$status" -ne 1 ]]; then
+    printf 'expected exit status 1, got %s; output:\n%s\n' "$status" "$output" >&2
+    return 1
+  fi
+  assert_output_contains "$@" || return 1
+  if [[ -s "$STUB_CALLS" ]]; then
+    printf 'commands ran before the refusal:\n%s\n' "$(<"$STUB_CALLS")" >&2
+    return 1
+  fi
+}
+
+# assert_failed_at_command STEP: the script exited 1 because a command failed, and said so
+# naming the host and STEP (lib.sh's ERR trap).
+assert_failed_at_command() {
+  if [[ "$status" -ne 1 ]]; then
+    printf 'expected exit status 1, got %s; output:\n%s\n' "$status" "$output" >&2
+    return 1
+  fi
+  assert_output_contains "gpu-cluster: $GPU_CLUSTER_HOST: $1: command failed with exit code 1 at line"
+}
+
+# remember_root, then assert_root_unchanged: no file below the fake root was added, removed
+# or changed in between.
+remember_root() {
+  ROOT_BEFORE="$(snapshot_root)"
+}
+
+assert_root_unchanged() {
+  local after
+  after="$(snapshot_root)"
+  if [[ "$after" != "${ROOT_BEFORE:?call remember_root first}" ]]; then
+    printf 'the host was changed:\n%s\n' "$(diff <(echo "$ROOT_BEFORE") <(echo "$after"))" >&2
     return 1
   fi
 }
@@ -339,6 +397,25 @@ assert_idempotent() {
   fi
   assert_no_state_changes
   refute_changes_logged
+}
+
+# run_again_with SCRIPT NAME=VALUE...: SCRIPT ran once (first_run), then runs again with
+# the inputs NAME=VALUE changed (exported: later runs keep them).
+run_again_with() {
+  local script=$1
+  shift
+  first_run "$script" || return 1
+  # shellcheck disable=SC2163 # NAME=VALUE words, exported as such
+  export "$@"
+  run_script "$script"
+}
+
+# run_twice SCRIPT: SCRIPT succeeds, and a second run changes nothing and says so
+# (assert_idempotent); $output is the second run's.
+run_twice() {
+  run_script "$1"
+  assert_success || return 1
+  assert_idempotent "$1"
 }
 
 # refute_changes_logged: the output has no "changed ..." log line.

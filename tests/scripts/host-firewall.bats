@@ -6,8 +6,6 @@
 bats_require_minimum_version 1.5.0
 load helpers
 
-REPO_ROOT="$(cd "$TESTS_DIR/../.." && pwd)"
-PYTHON="${GPU_CLUSTER_PYTHON:-$REPO_ROOT/venv/bin/python}"
 RULES_FILE=/etc/gpu-cluster/host-firewall.nft
 UNIT=gpu-cluster-firewall
 UNIT_FILE=/etc/systemd/system/gpu-cluster-firewall.service
@@ -86,9 +84,7 @@ run_envelope() {
 }
 
 @test "host-firewall: a second run changes nothing and says so" {
-  run_script host-firewall.sh
-  assert_success
-  assert_idempotent host-firewall.sh
+  run_twice host-firewall.sh
   assert_output_contains "unchanged $RULES_FILE" "table inet gpu_cluster is loaded as configured"
 }
 

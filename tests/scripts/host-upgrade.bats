@@ -6,27 +6,20 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+load helpers/upgrade
 
-ADMIN='^kubectl --kubeconfig /etc/rancher/rke2/rke2\.yaml'
 OLD='nvidia-driver=570,container-toolkit=1.17.8-1,kernel-args=a31b8c7292b5'
 NEW='nvidia-driver=580,container-toolkit=1.19.1-1,kernel-args=a31b8c7292b5'
 
 setup() {
   setup_host
-  rke2_kubectl_installed
-  export KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml"
+  rke2_admin_kubectl
   export MAX_UNAVAILABLE=1 SLOT_WAIT_TIMEOUT=30 DRAIN_TIMEOUT=120 NODE_READY_TIMEOUT=300
   export NODE_NAME=kazan STUB_NODES="kazan tokyo" HOST_SETTINGS=$NEW REBOOT_WHEN_NEEDED=true
   # reboot-if-needed and verify-boot on the worker.
   export SSH_PORT=22 REBOOT_TIMEOUT=900 NVIDIA_DRIVER_BRANCH=580 GPU_COUNT=2 \
     NODE_SERVICES="rke2-server.service rke2-agent.service" CHECK_DRIVER_BRANCH=true \
     NODE_KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /var/lib/rancher/rke2/agent/kubelet.kubeconfig"
-}
-
-# marks NODE: "UPGRADING-TO|UPGRADE-FAILED|HOST-SETTINGS" of NODE, as the stub API holds them.
-marks() {
-  printf '%s|%s|%s' "$(cat "$STUB_STATE/annotation-$1" 2>/dev/null)" \
-    "$(cat "$STUB_STATE/failed-$1" 2>/dev/null)" "$(cat "$STUB_STATE/settings-$1" 2>/dev/null)"
 }
 
 prepared_with() {
@@ -66,7 +59,7 @@ run_reboot_step() {
   assert_output_contains "draining node kazan (prepared with $OLD) for its host settings $NEW" \
     "gpu-cluster: moscow: drain-node: changed: drained node kazan"
   # The settings are recorded once the node is back (uncordon-node), not before.
-  [ "$(marks kazan)" = "$NEW||$OLD" ]
+  assert_marks kazan "$NEW||$OLD"
 }
 
 @test "drain-host: a node without the annotation (joined before it existed) is recorded, not drained" {
@@ -75,7 +68,7 @@ run_reboot_step() {
   assert_output_contains "node kazan has no gpu-cluster.io/host-settings yet" \
     "taken as prepared with $NEW, recorded, not drained"
   refute_called ' drain |upgrading-to'
-  [ "$(marks kazan)" = "||$NEW" ]
+  assert_marks kazan "||$NEW"
   reset_calls
   run_script upgrade/drain-node.sh
   assert_success
@@ -102,8 +95,7 @@ run_reboot_step() {
   assert_output_contains "gpu-cluster: moscow: drain-node: node kazan was prepared with $OLD; the config wants $NEW" \
     "tuning.rebootWhenNeeded is false; nothing was changed" \
     "kubectl annotate node kazan --overwrite gpu-cluster.io/host-settings='$NEW'"
-  refute_called ' (drain|annotate) '
-  [ "$(marks kazan)" = "||$OLD" ]
+  refute_drained kazan "||$OLD"
 }
 
 @test "drain-host: a failed drain stops the rollout; the next node's drain refuses, naming it" {
@@ -113,14 +105,13 @@ run_reboot_step() {
   assert_failure
   local why="could not drain node kazan: ml/trainer-0: a PodDisruptionBudget allowed no eviction within 120s (Cannot evict pod as it would violate the pod's disruption budget.)"
   assert_output_contains "gpu-cluster: moscow: drain-node: $why"
-  [ "$(marks kazan)" = "$NEW|drain-node: $why|$OLD" ]
+  assert_marks kazan "$NEW|drain-node: $why|$OLD"
   reset_calls
   export MAX_UNAVAILABLE=2
   NODE_NAME=tokyo run_script upgrade/drain-node.sh
   assert_failure
   assert_output_contains "refusing to start the upgrade of node tokyo: node(s) failed theirs: kazan (drain-node: $why)"
-  refute_called ' (drain|annotate) '
-  [ "$(marks tokyo)" = "||$OLD" ]
+  refute_drained tokyo "||$OLD"
 }
 
 @test "drain-host: inputs are checked, all at once" {
@@ -196,7 +187,7 @@ run_reboot_step() {
   assert_called "$ADMIN uncordon kazan"
   assert_output_contains "changed: recorded node kazan's host settings: $NEW" \
     "changed: node kazan is Ready at $NEW and uncordoned"
-  [ "$(marks kazan)" = "||$NEW" ]
+  assert_marks kazan "||$NEW"
   [ ! -e "$STUB_STATE/cordoned-kazan" ]
   reset_calls
   run_script upgrade/drain-node.sh
@@ -216,5 +207,5 @@ run_reboot_step() {
   assert_success
   assert_output_contains "changed: recorded node kazan's host settings: $NEW"
   refute_called ' uncordon '
-  [ "$(marks kazan)" = "||$NEW" ]
+  assert_marks kazan "||$NEW"
 }

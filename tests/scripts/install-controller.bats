@@ -3,6 +3,8 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+load helpers/secrets
+load helpers/downloads
 
 K0S_YAML='apiVersion: k0s.k0sproject.io/v1beta1
 kind: ClusterConfig
@@ -44,6 +46,13 @@ ca_key_in_ssm() {
   ssm_parameter eu-central-1 "$CA_PARAMETER" "$CA_KEY"
 }
 
+# installed_with_ssm_key: the controller installed with the CA key from SSM (ca_key_in_ssm).
+installed_with_ssm_key() {
+  ca_key_in_ssm
+  run_script k0s/install-controller.sh
+  assert_success
+}
+
 # existing_ca CERT KEY: the controller already has a CA in k0s's pki folder.
 existing_ca() {
   mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s/pki"
@@ -62,19 +71,6 @@ assert_logged_before() {
   if [[ -z "$first" || -z "$second" || "$first" -ge "$second" ]]; then
     printf 'expected "%s" before "%s"; output:\n%s\n' "$1" "$2" "$output" >&2
     return 1
-  fi
-}
-
-# refute_key_leaked: the CA key is in no output, command line or stub environment.
-refute_key_leaked() {
-  refute_output_contains "$CA_KEY_SECRET"
-  if [[ "${stderr:-}" == *"$CA_KEY_SECRET"* ]]; then
-    echo "stderr contains the CA key" >&2
-    return 1
-  fi
-  refute_file_contains "$STUB_CALLS" "$CA_KEY_SECRET"
-  if [[ -f "$STUB_STATE/env.log" ]]; then
-    refute_file_contains "$STUB_STATE/env.log" "$CA_KEY_SECRET"
   fi
 }
 
@@ -113,9 +109,7 @@ refute_key_leaked() {
 }
 
 @test "install-controller: a second run changes nothing and says so" {
-  run_script k0s/install-controller.sh
-  assert_success
-  assert_idempotent k0s/install-controller.sh
+  run_twice k0s/install-controller.sh
   assert_output_contains "k0s v1.34.1+k0s.0 already installed" "unchanged /etc/k0s/k0s.yaml" \
     "the k0scontroller service is already installed with the same arguments" \
     "k0scontroller is already running"
@@ -160,17 +154,11 @@ refute_key_leaked() {
 @test "install-controller: an unsafe kubelet root dir is refused before anything runs" {
   export KUBELET_ROOT_DIR=/var/lib/../lib
   run_script k0s/install-controller.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-controller: KUBELET_ROOT_DIR must be an absolute path" "got '/var/lib/../lib'"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: install-controller: KUBELET_ROOT_DIR must be an absolute path" "got '/var/lib/../lib'"
 }
 
 @test "install-controller: changed flags reinstall the service with --force and restart it" {
-  run_script k0s/install-controller.sh
-  assert_success
-  reset_calls
-  export K0S_ENABLE_WORKER=true
-  run_script k0s/install-controller.sh
+  run_again_with k0s/install-controller.sh K0S_ENABLE_WORKER=true
   assert_success
   assert_called '^k0s install controller --force -c /etc/k0s/k0s.yaml --enable-worker --no-taints --kubelet-extra-args=--node-ip=192.0.2.10 --kubelet-root-dir=/var/lib/kubelet$'
   assert_called '^systemctl daemon-reload$'
@@ -181,9 +169,7 @@ refute_key_leaked() {
 }
 
 @test "install-controller: a changed config restarts the controller without reinstalling" {
-  run_script k0s/install-controller.sh
-  assert_success
-  reset_calls
+  first_run k0s/install-controller.sh
   export K0S_CONFIG="$K0S_YAML
   network:
     provider: calico"
@@ -195,11 +181,7 @@ refute_key_leaked() {
 }
 
 @test "install-controller: a new k0s version is downloaded and the service restarted" {
-  run_script k0s/install-controller.sh
-  assert_success
-  reset_calls
-  export K0S_VERSION=v1.34.2+k0s.0
-  run_script k0s/install-controller.sh
+  run_again_with k0s/install-controller.sh K0S_VERSION=v1.34.2+k0s.0
   assert_success
   assert_called 'download/v1\.34\.2%2Bk0s\.0/k0s-v1\.34\.2%2Bk0s\.0-amd64$'
   assert_output_contains "installed: v1.34.1+k0s.0"
@@ -215,11 +197,8 @@ refute_key_leaked() {
 }
 
 @test "install-controller: a checksum mismatch installs nothing" {
-  export STUB_BAD_CHECKSUM=1
-  run_script k0s/install-controller.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-controller: checksum mismatch for k0s-v1.34.1+k0s.0-amd64: pinned $K0S_SHA256_AMD64"
-  [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/k0s" ]
+  assert_tampered_download_refused k0s/install-controller.sh k0s-v1.34.1+k0s.0-amd64 K0S_SHA256_AMD64 \
+    /usr/local/bin/k0s
   refute_called '^k0s (install|start)'
 }
 
@@ -274,9 +253,7 @@ refute_key_leaked() {
 @test "install-controller: all missing environment variables are named at once" {
   unset K0S_VERSION K0S_CONFIG API_PORT
   run_script k0s/install-controller.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-controller: missing required environment variable(s): K0S_VERSION K0S_CONFIG API_PORT"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: install-controller: missing required environment variable(s): K0S_VERSION K0S_CONFIG API_PORT"
 }
 
 @test "install-controller: writes the cluster CA before k0s is installed and started" {
@@ -291,26 +268,16 @@ refute_key_leaked() {
   assert_logged_before "changed /var/lib/k0s/pki/ca.key" "changed /var/lib/k0s/pki/ca.crt"
   assert_logged_before "changed /var/lib/k0s/pki/ca.crt" "changed /usr/local/bin/k0s"
   refute_called '^python3 '
-  refute_key_leaked
+  refute_leaked "$CA_KEY_SECRET"
 }
 
 @test "install-controller: the CA key never shows up in output, command lines or environments" {
-  export STUB_RECORD_ENV=1
-  pin_fake_releases
-  run --separate-stderr bash "$SCRIPTS_DIR/k0s/install-controller.sh"
-  assert_success
-  [[ "$stderr" == *"changed /var/lib/k0s/pki/ca.key"* ]]
-  [ -s "$STUB_STATE/env.log" ]
-  refute_key_leaked
+  assert_secret_unseen k0s/install-controller.sh /var/lib/k0s/pki/ca.key "$CA_KEY_SECRET"
   assert_file /var/lib/k0s/pki/ca.key "$CA_KEY"
 }
 
 @test "install-controller: a failing install does not reveal the CA key either" {
-  export STUB_FAIL_CALL='^k0s install'
-  run_script k0s/install-controller.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-controller: command failed with exit code 1 at line"
-  refute_key_leaked
+  assert_failure_unseen k0s/install-controller.sh '^k0s install' "$CA_KEY_SECRET"
 }
 
 @test "install-controller: a second run leaves the CA alone" {
@@ -324,9 +291,7 @@ refute_key_leaked() {
 
 @test "install-controller: reads the CA key from SSM before anything changes" {
   ca_key_in_ssm
-  export STUB_RECORD_ENV=1
-  pin_fake_releases
-  run --separate-stderr bash "$SCRIPTS_DIR/k0s/install-controller.sh"
+  run_script_watched k0s/install-controller.sh
   assert_success
   assert_called '^python3 - get eu-central-1 /gpu-cluster/dev/cluster-ca-key$'
   [ "$(grep -c '^python3 ' "$STUB_CALLS")" -eq 1 ]
@@ -336,7 +301,7 @@ refute_key_leaked() {
   assert_file /var/lib/k0s/pki/ca.crt "$CA_CERT"
   assert_file /var/lib/k0s/pki/ca.key "$CA_KEY"
   assert_mode /var/lib/k0s/pki/ca.key 600
-  refute_key_leaked
+  refute_leaked "$CA_KEY_SECRET"
 }
 
 @test "install-controller: SSM reads of the CA key are retried" {
@@ -368,13 +333,11 @@ refute_key_leaked() {
   [ "$status" -eq 1 ]
   assert_output_contains "the value of SSM parameter $CA_PARAMETER is not a PEM private key"
   [ ! -e "$GPU_CLUSTER_ROOT/var/lib/k0s" ]
-  refute_key_leaked
+  refute_leaked "$CA_KEY_SECRET"
 }
 
 @test "install-controller: a CA in place is not read from SSM again" {
-  ca_key_in_ssm
-  run_script k0s/install-controller.sh
-  assert_success
+  installed_with_ssm_key
   rm -r "$STUB_STATE/ssm" # the parameter may be gone, or unreadable by now
   hide_command python3
   unset AWS_REGION SSM_READER
@@ -383,9 +346,7 @@ refute_key_leaked() {
 }
 
 @test "install-controller: a missing CA key is written again, and the controller restarted" {
-  ca_key_in_ssm
-  run_script k0s/install-controller.sh
-  assert_success
+  installed_with_ssm_key
   rm "$GPU_CLUSTER_ROOT/var/lib/k0s/pki/ca.key"
   reset_calls
   run_script k0s/install-controller.sh
@@ -413,29 +374,22 @@ refute_key_leaked() {
   local other=$'-----BEGIN CERTIFICATE-----\nMIIBk0s-generated-ca\n-----END CERTIFICATE-----'
   existing_ca "$other" $'-----BEGIN EC PRIVATE KEY-----\nMHcold\n-----END EC PRIVATE KEY-----'
   ca_key_in_ssm
-  local before
-  before="$(snapshot_root)"
+  remember_root
   run_script k0s/install-controller.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-controller: the controller already has a different cluster CA (/var/lib/k0s/pki/ca.crt is not K0S_CA_CERT) and k0s cannot swap its CA in place; nothing was changed." \
+  assert_refused "gpu-cluster: moscow: install-controller: the controller already has a different cluster CA (/var/lib/k0s/pki/ca.crt is not K0S_CA_CERT) and k0s cannot swap its CA in place; nothing was changed." \
     "https://docs.k0sproject.io/stable/troubleshooting/certificate-authorities/"
-  [ "$(snapshot_root)" = "$before" ]
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_root_unchanged
 }
 
 @test "install-controller: the CA key is needed exactly once, as K0S_CA_KEY or from SSM" {
   unset K0S_CA_KEY
   run_script k0s/install-controller.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-controller: missing the cluster CA key: K0S_CA_KEY, or K0S_CA_KEY_SSM_PARAMETER with AWS_REGION and SSM_READER naming an SSM SecureString holding it"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: install-controller: missing the cluster CA key: K0S_CA_KEY, or K0S_CA_KEY_SSM_PARAMETER with AWS_REGION and SSM_READER naming an SSM SecureString holding it"
 
   export K0S_CA_KEY="$CA_KEY" K0S_CA_KEY_SSM_PARAMETER=$CA_PARAMETER AWS_REGION=eu-central-1
   run_script k0s/install-controller.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-controller: give the cluster CA key either as K0S_CA_KEY or as K0S_CA_KEY_SSM_PARAMETER, not both"
-  refute_key_leaked
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: install-controller: give the cluster CA key either as K0S_CA_KEY or as K0S_CA_KEY_SSM_PARAMETER, not both"
+  refute_leaked "$CA_KEY_SECRET"
 }
 
 @test "install-controller: CA input problems are named at once, without the key" {
@@ -444,13 +398,11 @@ refute_key_leaked() {
   run_script k0s/install-controller.sh
   [ "$status" -eq 1 ]
   assert_output_contains "missing required environment variable(s): K0S_VERSION K0S_CA_CERT; K0S_CA_KEY is not a PEM private key"
-  refute_key_leaked
+  refute_leaked "$CA_KEY_SECRET"
 
   export K0S_VERSION=v1.34.1+k0s.0 K0S_CA_CERT="MIIB"
   run_script k0s/install-controller.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "install-controller: K0S_CA_CERT is not a PEM certificate; K0S_CA_KEY is not a PEM private key"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "install-controller: K0S_CA_CERT is not a PEM certificate; K0S_CA_KEY is not a PEM private key"
 }
 
 @test "install-controller: problems with the SSM way are named at once" {
@@ -458,9 +410,7 @@ refute_key_leaked() {
   export K0S_CA_KEY_SSM_PARAMETER="ca key" AWS_REGION=""
   hide_command python3
   run_script k0s/install-controller.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "K0S_CA_KEY_SSM_PARAMETER is not an SSM parameter name (e.g. /gpu-cluster/dev/cluster-ca-key): 'ca key'; missing required environment variable(s): AWS_REGION (needed to read the cluster CA key from SSM parameter ca key); the python3 command is not installed; it is needed to read the cluster CA key from SSM parameter ca key"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "K0S_CA_KEY_SSM_PARAMETER is not an SSM parameter name (e.g. /gpu-cluster/dev/cluster-ca-key): 'ca key'; missing required environment variable(s): AWS_REGION (needed to read the cluster CA key from SSM parameter ca key); the python3 command is not installed; it is needed to read the cluster CA key from SSM parameter ca key"
 }
 
 @test "install-controller: writes the API server's admission and audit files, readable by kube-apiserver" {

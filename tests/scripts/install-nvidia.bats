@@ -77,9 +77,7 @@ setup() {
 }
 
 @test "install-nvidia: a second run changes nothing and says so" {
-  run_script install-nvidia.sh
-  assert_success
-  assert_idempotent install-nvidia.sh
+  run_twice install-nvidia.sh
   assert_output_contains \
     "NVIDIA driver 580.95.05 is already installed and loaded (branch 580)" \
     "unchanged /usr/share/keyrings/nvidia-container-toolkit-keyring.gpg" \
@@ -208,11 +206,7 @@ options nouveau modeset=0'
 }
 
 @test "install-nvidia: a different toolkit version is installed pinned" {
-  run_script install-nvidia.sh
-  assert_success
-  reset_calls
-  export NVIDIA_CONTAINER_TOOLKIT_VERSION=1.18.0-1
-  run_script install-nvidia.sh
+  run_again_with install-nvidia.sh NVIDIA_CONTAINER_TOOLKIT_VERSION=1.18.0-1
   assert_success
   assert_called 'install -y --allow-downgrades --allow-change-held-packages nvidia-container-toolkit=1\.18\.0-1 nvidia-container-toolkit-base=1\.18\.0-1 libnvidia-container-tools=1\.18\.0-1 libnvidia-container1=1\.18\.0-1$'
   assert_output_contains "changed: installed NVIDIA Container Toolkit 1.18.0-1 (was 1.19.1-1)"
@@ -220,9 +214,7 @@ options nouveau modeset=0'
 }
 
 @test "install-nvidia: a changed runtime drop-in is rewritten, nothing else" {
-  run_script install-nvidia.sh
-  assert_success
-  reset_calls
+  first_run install-nvidia.sh
   export CONTAINERD_DROPIN_CONTENT="$DROPIN_CONTENT
   # changed"
   run_script install-nvidia.sh
@@ -234,9 +226,7 @@ options nouveau modeset=0'
 @test "install-nvidia: all missing environment variables are named at once" {
   unset NVIDIA_DRIVER_BRANCH CONTAINERD_DROPIN_CONTENT
   run_script install-nvidia.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-nvidia: missing required environment variable(s): NVIDIA_DRIVER_BRANCH CONTAINERD_DROPIN_CONTENT"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: install-nvidia: missing required environment variable(s): NVIDIA_DRIVER_BRANCH CONTAINERD_DROPIN_CONTENT"
 }
 
 @test "install-nvidia: an empty drop-in (RKE2 adds the runtime itself) writes none, twice the same" {

@@ -3,6 +3,7 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+load helpers/secrets
 
 BEARER=abcdef.0123456789abcdef
 TOKEN="$(k0s_join_token "$BEARER")"
@@ -33,30 +34,15 @@ setup() {
 }
 
 @test "join-worker: the token never shows up in output, command lines or environments" {
-  export STUB_RECORD_ENV=1
-  pin_fake_releases
-  run --separate-stderr bash "$SCRIPTS_DIR/k0s/join-worker.sh"
-  assert_success
-  [[ "$output$stderr" != *"$TOKEN"* ]]
-  [[ "$stderr" == *"changed /etc/k0s/worker-token"* ]]
-  refute_file_contains "$STUB_CALLS" "$TOKEN"
-  [ -s "$STUB_STATE/env.log" ]
-  refute_file_contains "$STUB_STATE/env.log" "$TOKEN"
+  assert_secret_unseen k0s/join-worker.sh /etc/k0s/worker-token "$TOKEN"
 }
 
 @test "join-worker: a failing join does not reveal the token either" {
-  export STUB_FAIL_CALL='^k0s install'
-  run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: command failed with exit code 1 at line"
-  [[ "$output" != *"$TOKEN"* ]]
-  refute_file_contains "$STUB_CALLS" "$TOKEN"
+  assert_failure_unseen k0s/join-worker.sh '^k0s install' "$TOKEN"
 }
 
 @test "join-worker: a second run changes nothing and says so" {
-  run_script k0s/join-worker.sh
-  assert_success
-  assert_idempotent k0s/join-worker.sh
+  run_twice k0s/join-worker.sh
   assert_output_contains "the worker has already joined; the join token is not needed" \
     "the k0sworker service is already installed with the same arguments" \
     "k0sworker is already running"
@@ -85,9 +71,7 @@ setup() {
 }
 
 @test "join-worker: changed labels reinstall the service with --force and restart it" {
-  run_script k0s/join-worker.sh
-  assert_success
-  reset_calls
+  first_run k0s/join-worker.sh
   export NODE_LABELS="gpu-cluster.io/gpu=true,gpu-cluster.io/pool=a100"
   unset K0S_JOIN_TOKEN
   run_script k0s/join-worker.sh
@@ -118,17 +102,13 @@ setup() {
 @test "join-worker: an unsafe kubelet root dir is refused before anything runs" {
   export KUBELET_ROOT_DIR=/var
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: KUBELET_ROOT_DIR must be an absolute path at least two levels deep" "got '/var'"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: join-worker: KUBELET_ROOT_DIR must be an absolute path at least two levels deep" "got '/var'"
 }
 
 @test "join-worker: all missing environment variables are named at once" {
   unset K0S_VERSION K0S_JOIN_TOKEN NODE_IP
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): NODE_IP K0S_JOIN_TOKEN"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: join-worker: missing required environment variable(s): NODE_IP K0S_JOIN_TOKEN"
 }
 
 SSM_TOKEN="$(k0s_join_token fedcba.fedcba9876543210)"
@@ -141,6 +121,13 @@ token_in_ssm() {
   export K0S_JOIN_TOKEN_SSM_PARAMETER=$PARAMETER AWS_REGION=eu-central-1 NODE_IP=""
   export_ssm_reader
   ssm_parameter eu-central-1 "$PARAMETER" "$SSM_TOKEN"
+}
+
+# joined_with_ssm_token: the worker joined with the token from SSM (token_in_ssm).
+joined_with_ssm_token() {
+  token_in_ssm
+  run_script k0s/join-worker.sh
+  assert_success
 }
 
 SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
@@ -164,36 +151,18 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
 @test "join-worker: the token from SSM never shows up in output, command lines or environments" {
   token_in_ssm
   # As in an envelope that exports every input, an empty one included.
-  export K0S_JOIN_TOKEN="" STUB_RECORD_ENV=1
-  pin_fake_releases
-  run --separate-stderr bash "$SCRIPTS_DIR/k0s/join-worker.sh"
-  assert_success
-  refute_output_contains "$SSM_TOKEN"
-  if [[ "$stderr" == *"$SSM_TOKEN"* ]]; then
-    echo "stderr contains the token" >&2
-    return 1
-  fi
-  [[ "$stderr" == *"changed /etc/k0s/worker-token"* ]]
-  refute_file_contains "$STUB_CALLS" "$SSM_TOKEN"
-  [ -s "$STUB_STATE/env.log" ]
-  refute_file_contains "$STUB_STATE/env.log" "$SSM_TOKEN"
+  export K0S_JOIN_TOKEN=""
+  assert_secret_unseen k0s/join-worker.sh /etc/k0s/worker-token "$SSM_TOKEN"
   [ "$(<"$GPU_CLUSTER_ROOT/etc/k0s/worker-token")" = "$SSM_TOKEN" ]
 }
 
 @test "join-worker: a failing join does not reveal the token from SSM either" {
   token_in_ssm
-  export STUB_FAIL_CALL='^k0s install'
-  run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: command failed with exit code 1 at line"
-  refute_output_contains "$SSM_TOKEN"
-  refute_file_contains "$STUB_CALLS" "$SSM_TOKEN"
+  assert_failure_unseen k0s/join-worker.sh '^k0s install' "$SSM_TOKEN"
 }
 
 @test "join-worker: a joined worker does not read SSM again" {
-  token_in_ssm
-  run_script k0s/join-worker.sh
-  assert_success
+  joined_with_ssm_token
   rm -r "$STUB_STATE/ssm" # the parameter may be gone, or unreadable by now
   assert_idempotent k0s/join-worker.sh
   refute_called '^python3 '
@@ -255,15 +224,11 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   token_in_ssm
   hide_command python3
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: the python3 command is not installed; it is needed to read the join token from SSM parameter $PARAMETER"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: join-worker: the python3 command is not installed; it is needed to read the join token from SSM parameter $PARAMETER"
 }
 
 @test "join-worker: python3 and the reader are not needed once the worker has joined" {
-  token_in_ssm
-  run_script k0s/join-worker.sh
-  assert_success
+  joined_with_ssm_token
   hide_command python3
   unset SSM_READER
   assert_idempotent k0s/join-worker.sh
@@ -287,11 +252,7 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
 }
 
 @test "join-worker: dropping the node IP reinstalls the service without it" {
-  run_script k0s/join-worker.sh
-  assert_success
-  reset_calls
-  export NODE_IP=""
-  run_script k0s/join-worker.sh
+  run_again_with k0s/join-worker.sh NODE_IP=""
   assert_success
   assert_called '^k0s install worker --force --token-file /etc/k0s/worker-token --kubelet-extra-args=--max-pods=250 --labels='
   assert_called '^systemctl restart k0sworker$'
@@ -301,18 +262,14 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   unset K0S_VERSION K0S_JOIN_TOKEN NODE_IP AWS_REGION SSM_READER
   export K0S_JOIN_TOKEN_SSM_PARAMETER=$PARAMETER
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: missing required environment variable(s): NODE_IP; missing required environment variable(s): AWS_REGION SSM_READER (needed to read the join token from SSM parameter $PARAMETER)"
+  assert_refused "gpu-cluster: moscow: join-worker: missing required environment variable(s): NODE_IP; missing required environment variable(s): AWS_REGION SSM_READER (needed to read the join token from SSM parameter $PARAMETER)"
   refute_output_contains "K0S_JOIN_TOKEN "
-  [ "$(<"$STUB_CALLS")" = "" ]
 }
 
 @test "join-worker: without a token or a parameter both ways are named" {
   unset K0S_JOIN_TOKEN K0S_JOIN_TOKEN_SSM_PARAMETER AWS_REGION
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "missing required environment variable(s): K0S_JOIN_TOKEN; instead of K0S_JOIN_TOKEN, K0S_JOIN_TOKEN_SSM_PARAMETER with AWS_REGION and SSM_READER may name an SSM SecureString holding the token"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "missing required environment variable(s): K0S_JOIN_TOKEN; instead of K0S_JOIN_TOKEN, K0S_JOIN_TOKEN_SSM_PARAMETER with AWS_REGION and SSM_READER may name an SSM SecureString holding the token"
 }
 
 @test "join-worker: a malformed parameter name and region are named at once" {
@@ -320,15 +277,11 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   export K0S_JOIN_TOKEN_SSM_PARAMETER="gpu cluster/token" AWS_REGION=Frankfurt SSM_READER=""
   hide_command python3
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "K0S_JOIN_TOKEN_SSM_PARAMETER is not an SSM parameter name (e.g. /gpu-cluster/dev/join-token/a100): 'gpu cluster/token'; AWS_REGION is not an AWS region (e.g. eu-central-1): 'Frankfurt'; missing required environment variable(s): SSM_READER (needed to read the join token from SSM parameter gpu cluster/token); the python3 command is not installed"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "K0S_JOIN_TOKEN_SSM_PARAMETER is not an SSM parameter name (e.g. /gpu-cluster/dev/join-token/a100): 'gpu cluster/token'; AWS_REGION is not an AWS region (e.g. eu-central-1): 'Frankfurt'; missing required environment variable(s): SSM_READER (needed to read the join token from SSM parameter gpu cluster/token); the python3 command is not installed"
 }
 
 @test "join-worker: a joined worker needs neither a token nor a parameter" {
-  token_in_ssm
-  run_script k0s/join-worker.sh
-  assert_success
+  joined_with_ssm_token
   unset K0S_JOIN_TOKEN_SSM_PARAMETER AWS_REGION SSM_READER
   assert_idempotent k0s/join-worker.sh
   refute_called '^python3 '
@@ -338,24 +291,19 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   token_in_ssm
   unset NODE_IP
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "missing required environment variable(s): NODE_IP"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "missing required environment variable(s): NODE_IP"
 }
 
 @test "join-worker: asks the API in the token whether it accepts the token before joining" {
-  export STUB_RECORD_ENV=1
-  pin_fake_releases
-  run --separate-stderr bash "$SCRIPTS_DIR/k0s/join-worker.sh"
+  run_script_watched k0s/join-worker.sh
   assert_success
   assert_called '^curl --silent --show-error --max-time 10 --output /dev/null --write-out %\{http_code\} --cacert /tmp/[^ ]+/ca\.crt --header @/tmp/[^ ]+/authorization https://10\.20\.0\.10:6443/version$'
   # Before anything on the host changes: the k0s download is the first change.
   assert_call_order '^curl .*/version$' '^curl .*/k0s-v1\.34\.1%2Bk0s\.0-amd64$'
   [[ "$stderr" == *"the API at https://10.20.0.10:6443 accepts the join token"* ]]
   # The bootstrap token travels in a private file, never on a command line.
-  [[ "$output$stderr" != *"$BEARER"* ]]
-  refute_file_contains "$STUB_CALLS" "$BEARER"
-  refute_file_contains "$STUB_STATE/env.log" "$BEARER"
+  [ -s "$STUB_STATE/env.log" ]
+  refute_leaked "$BEARER"
 }
 
 @test "join-worker: an expired or deleted token fails before the join, naming the cure" {
@@ -389,9 +337,7 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
 @test "join-worker: a value that is not a k0s join token is refused" {
   export K0S_JOIN_TOKEN='not-a-token'
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "join-worker: the join token is not a k0s join token (base64 of a gzipped kubeconfig)"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "join-worker: the join token is not a k0s join token (base64 of a gzipped kubeconfig)"
 }
 
 @test "join-worker: a token whose kubeconfig has no https server is refused" {
@@ -404,7 +350,5 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
 @test "join-worker: K0S_JOIN_ISSUER_URN must be a URN" {
   export K0S_JOIN_ISSUER_URN=$'urn:pulumi:dev\n$(reboot)'
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "K0S_JOIN_ISSUER_URN must be a Pulumi URN"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "K0S_JOIN_ISSUER_URN must be a Pulumi URN"
 }

@@ -32,16 +32,12 @@ exec_start() {
 }
 
 @test "kubeflow-port-forward: a second run changes nothing and says so" {
-  run_script "$SCRIPT"
-  assert_success
-  assert_idempotent "$SCRIPT"
+  run_twice "$SCRIPT"
   assert_output_contains "unchanged: $UNIT is enabled and running"
 }
 
 @test "kubeflow-port-forward: switching TLS off moves the forward to port 80 and restarts it" {
-  run_script "$SCRIPT"
-  assert_success
-  reset_calls
+  first_run "$SCRIPT"
   GATEWAY_PORT=80 run_script "$SCRIPT"
   assert_success
   [[ "$(exec_start)" == *" 8080:80" ]]

@@ -31,11 +31,7 @@ setup() {
 
 @test "maintenance false: uncordons a cordoned node, then changes nothing" {
   export MAINTENANCE=true
-  run_script maintenance/maintain-node.sh
-  assert_success
-  reset_calls
-  export MAINTENANCE=false
-  run_script maintenance/maintain-node.sh
+  run_again_with maintenance/maintain-node.sh MAINTENANCE=false
   assert_success
   assert_called '^k0s kubectl uncordon kazan$'
   refute_called '^k0s kubectl drain'

@@ -58,9 +58,7 @@ setup() {
 }
 
 @test "openvpn-client: a second run changes nothing, still checks the tunnel, and says so" {
-  run_script openvpn/client.sh
-  assert_success
-  assert_idempotent openvpn/client.sh
+  run_twice openvpn/client.sh
   assert_called '^ping -c 1 -W 2 10\.8\.0\.1$'
   assert_output_contains "openvpn is already installed" "unchanged $FILES/client.key" \
     "unchanged $DROPIN" "$UNIT is already running" "the tunnel to 10.20.0.0/16 is up"
@@ -144,14 +142,11 @@ setup() {
   unset OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT REMOTE_CIDR \
     TUNNEL_CHECK_ADDRESS
   run_script openvpn/client.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-openvpn-client: missing required environment variable(s): OPENVPN_CONFIG REMOTE_CIDR TUNNEL_CHECK_ADDRESS"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: install-openvpn-client: missing required environment variable(s): OPENVPN_CONFIG REMOTE_CIDR TUNNEL_CHECK_ADDRESS"
 }
 
 @test "openvpn-client: malformed inputs are all named at once, without showing secrets" {
-  local before
-  before="$(snapshot_root)"
+  remember_root
   export REMOTE_CIDR=10.20.0.0 TUNNEL_CHECK_ADDRESS=10.8.0.256 OPENVPN_CERT=garbage \
     OPENVPN_KEY="$KEY_SECRET" OPENVPN_TLS_CRYPT="-----BEGIN PRIVATE KEY----- $TLS_SECRET"
   unset OPENVPN_CONFIG
@@ -165,7 +160,7 @@ setup() {
     "OPENVPN_TLS_CRYPT is not an OpenVPN static key"
   refute_output_contains "$KEY_SECRET" "$TLS_SECRET" "OPENVPN_CA"
   [ "$(<"$STUB_CALLS")" = "" ]
-  [ "$(snapshot_root)" = "$before" ]
+  assert_root_unchanged
 }
 
 @test "openvpn-client: a profile with its keys inline (an existing server's) needs no key inputs" {

@@ -89,9 +89,7 @@ net.ipv4.ip_forward = 1"
 }
 
 @test "openvpn-server: a second run changes nothing and says so" {
-  run_script openvpn/server.sh
-  assert_success
-  assert_idempotent openvpn/server.sh
+  run_twice openvpn/server.sh
   assert_output_contains "openvpn is already installed" "unchanged $FILES/server.key" \
     "unchanged $SYSCTL" "$UNIT is already running"
 }
@@ -202,15 +200,12 @@ verb 4"
   unset OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CCD \
     OPENVPN_CRL OPENVPN_FILTER
   run_script openvpn/server.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-openvpn-server: missing required environment variable(s): OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CCD OPENVPN_CRL OPENVPN_FILTER"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: install-openvpn-server: missing required environment variable(s): OPENVPN_CONFIG OPENVPN_CA OPENVPN_CERT OPENVPN_KEY OPENVPN_TLS_CRYPT OPENVPN_CCD OPENVPN_CRL OPENVPN_FILTER"
   [ ! -e "$GPU_CLUSTER_ROOT/etc/openvpn" ]
 }
 
 @test "openvpn-server: malformed inputs are all named at once, without showing secrets" {
-  local before
-  before="$(snapshot_root)"
+  remember_root
   unset OPENVPN_FILTER
   export OPENVPN_CCD="${HEADER}../../../etc/passwd
 iroute 192.168.2.0 255.255.255.0" OPENVPN_CA="not a certificate" OPENVPN_CRL="a list" \
@@ -224,5 +219,5 @@ iroute 192.168.2.0 255.255.255.0" OPENVPN_CA="not a certificate" OPENVPN_CRL="a 
     "OPENVPN_KEY is not a PEM private key" "OPENVPN_TLS_CRYPT is not an OpenVPN static key"
   refute_output_contains "OPENVPN_CERT" "$KEY_SECRET" "$TLS_SECRET"
   [ "$(<"$STUB_CALLS")" = "" ]
-  [ "$(snapshot_root)" = "$before" ]
+  assert_root_unchanged
 }

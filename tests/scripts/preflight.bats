@@ -12,8 +12,7 @@ setup() {
 }
 
 @test "preflight: passes on a matching worker and changes nothing" {
-  local before
-  before="$(snapshot_root)"
+  remember_root
   run_script preflight.sh
   assert_success
   assert_output_contains \
@@ -29,7 +28,7 @@ setup() {
   assert_called '^timeout 5 bash -c .* _ 192\.0\.2\.1 22$'
   assert_called "^df -Pk $GPU_CLUSTER_ROOT/var/lib\$"
   assert_no_state_changes
-  [[ "$(snapshot_root)" == "$before" ]]
+  assert_root_unchanged
 }
 
 @test "preflight: reports every failure at once, one line each, naming host and step" {

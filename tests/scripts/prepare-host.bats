@@ -3,8 +3,6 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
-REPO_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
-PYTHON="${GPU_CLUSTER_PYTHON:-$REPO_ROOT/venv/bin/python}"
 
 setup() {
   setup_host
@@ -55,9 +53,7 @@ fs.inotify.max_user_watches = 1048576'
 }
 
 @test "prepare-host: a second run changes nothing and says so" {
-  run_script prepare-host.sh
-  assert_success
-  assert_idempotent prepare-host.sh
+  run_twice prepare-host.sh
   assert_output_contains \
     "unchanged /etc/default/grub.d/90-gpu-cluster.cfg" \
     "swap is already off" \
@@ -106,11 +102,7 @@ fs.inotify.max_user_watches = 1048576'
 }
 
 @test "prepare-host: only the changed sysctl file is re-applied" {
-  run_script prepare-host.sh
-  assert_success
-  reset_calls
-  export INOTIFY_MAX_USER_WATCHES=2097152
-  run_script prepare-host.sh
+  run_again_with prepare-host.sh INOTIFY_MAX_USER_WATCHES=2097152
   assert_success
   assert_called '^sysctl --system$'
   grep -q '^fs.inotify.max_user_watches = 2097152$' "$GPU_CLUSTER_ROOT/etc/sysctl.d/90-gpu-cluster.conf"
@@ -134,9 +126,7 @@ fs.inotify.max_user_watches = 1048576'
 @test "prepare-host: all missing environment variables are named at once" {
   unset DISABLE_IOMMU INOTIFY_MAX_USER_WATCHES INSTALL_NFS_CLIENT
   run_script prepare-host.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: prepare-host: missing required environment variable(s): DISABLE_IOMMU INOTIFY_MAX_USER_WATCHES INSTALL_NFS_CLIENT"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: prepare-host: missing required environment variable(s): DISABLE_IOMMU INOTIFY_MAX_USER_WATCHES INSTALL_NFS_CLIENT"
 }
 
 @test "prepare-host: invalid booleans and unsafe kernel arguments are rejected" {

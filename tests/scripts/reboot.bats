@@ -65,9 +65,7 @@ kernel_args_configured() {
 
 @test "reboot-if-needed: run again before the reboot, it schedules nothing more" {
   reboot_required
-  run_script reboot-if-needed.sh
-  assert_success
-  assert_idempotent reboot-if-needed.sh
+  run_twice reboot-if-needed.sh
   assert_output_contains "the reboot is already under way"
   [ "$(grep -c . "$STUB_STATE/iptables")" -eq 1 ]
 }

@@ -37,13 +37,12 @@ EOF
 
 @test "reset-node: is a no-op when k0s is not installed" {
   remove_stub k0s
-  local before
-  before="$(snapshot_root)"
+  remember_root
   run_script k0s/reset-node.sh
   assert_success
   assert_output_contains "gpu-cluster: moscow: reset-node: k0s is not installed; nothing to reset"
   [ "$(<"$STUB_CALLS")" = "" ]
-  [ "$(snapshot_root)" = "$before" ]
+  assert_root_unchanged
 }
 
 @test "reset-node: stops k0s, detaches pod mounts, resets and cleans up" {
@@ -76,9 +75,7 @@ EOF
 
 @test "reset-node: re-running the delete is safe" {
   installed_worker
-  run_script k0s/reset-node.sh
-  assert_success
-  assert_idempotent k0s/reset-node.sh
+  run_twice k0s/reset-node.sh
   assert_output_contains "no k0s service and no /var/lib/k0s; nothing to reset"
 }
 
@@ -122,17 +119,15 @@ EOF
 
 @test "reset-node: an unsafe KUBELET_ROOT_DIR is refused before anything runs" {
   installed_worker
-  local before dir
-  before="$(snapshot_root)"
+  local dir
+  remember_root
   for dir in / /var var/lib/kubelet /var/lib/../.. /var/lib/kubelet/ "/var/lib/kube let"; do
     export KUBELET_ROOT_DIR=$dir
     run_script k0s/reset-node.sh
-    [ "$status" -eq 1 ]
-    assert_output_contains "gpu-cluster: moscow: reset-node: KUBELET_ROOT_DIR must be an absolute path at least two levels deep" \
+    assert_refused "gpu-cluster: moscow: reset-node: KUBELET_ROOT_DIR must be an absolute path at least two levels deep" \
       "got '$dir'"
   done
-  [ "$(<"$STUB_CALLS")" = "" ]
-  [ "$(snapshot_root)" = "$before" ]
+  assert_root_unchanged
 }
 
 @test "reset-node: a stopped k0s is still reset" {

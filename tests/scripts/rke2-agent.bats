@@ -4,6 +4,8 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+load helpers/downloads
+load helpers/secrets
 
 AGENT_SECRET='agent-token-secret-7d2b0a'
 AGENT_TOKEN="K10$(printf '%064d' 7)::node:$AGENT_SECRET"
@@ -25,19 +27,26 @@ setup() {
     RKE2_AGENT_TOKEN="$AGENT_TOKEN"
 }
 
-# agent_joined [POLICY]: the agent ran (its kubelet kubeconfig) with a CPU manager state.
+# agent_joined POLICY SETTINGS: the agent ran (its kubelet kubeconfig) with a CPU manager
+# state of POLICY, started with the kubelet SETTINGS (the drop-in join-agent wrote).
 agent_joined() {
   rke2_kubectl_installed
-  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/agent" "$GPU_CLUSTER_ROOT/var/lib/kubelet"
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/agent" "$GPU_CLUSTER_ROOT/var/lib/kubelet" \
+    "$GPU_CLUSTER_ROOT${DROPIN%/*}"
   touch "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/agent/kubelet.kubeconfig"
-  printf '{"policyName":"%s","defaultCpuSet":"","checksum":1}\n' "${1:-none}" \
-    >"$GPU_CLUSTER_ROOT$STATE"
+  printf '{"policyName":"%s","defaultCpuSet":"","checksum":1}\n' "$1" >"$GPU_CLUSTER_ROOT$STATE"
+  printf '%s\n' "$2" >"$GPU_CLUSTER_ROOT$DROPIN"
+}
+
+# apply_agent_args POLICY SETTINGS [SERVICE]: apply-agent-args on node moscow with the CPU
+# manager POLICY, the kubelet SETTINGS and RKE2's SERVICE (default rke2-agent).
+apply_agent_args() {
+  export CPU_MANAGER_POLICY=$1 RKE2_KUBELET_CONFIG=$2 NODE_NAME=moscow RKE2_SERVICE=${3:-rke2-agent}
+  run_script rke2/apply-agent-args.sh
 }
 
 @test "join-agent: installs RKE2, writes token, config and kubelet settings, starts the agent" {
-  export STUB_RECORD_ENV=1
-  pin_fake_releases
-  run --separate-stderr bash "$SCRIPTS_DIR/rke2/join-agent.sh"
+  run_script_watched rke2/join-agent.sh
   assert_success
   assert_file /etc/rancher/rke2/agent-token "$AGENT_TOKEN"
   assert_mode /etc/rancher/rke2/agent-token 600
@@ -45,24 +54,17 @@ agent_joined() {
   assert_file "$DROPIN" "$NONE"
   assert_call_order '^systemctl enable rke2-agent$' '^systemctl start --no-block rke2-agent$'
   refute_called 'rke2-server'
-  [[ "$stderr" != *"$AGENT_SECRET"* ]]
-  refute_file_contains "$STUB_CALLS" "$AGENT_SECRET"
-  refute_file_contains "$STUB_STATE/env.log" "$AGENT_SECRET"
+  [ -s "$STUB_STATE/env.log" ]
+  refute_leaked "$AGENT_SECRET"
 }
 
 @test "join-agent: a second run changes nothing and says so" {
-  run_script rke2/join-agent.sh
-  assert_success
-  assert_idempotent rke2/join-agent.sh
+  run_twice rke2/join-agent.sh
   assert_output_contains "rke2-agent is already running"
 }
 
 @test "join-agent: a new token restarts the agent" {
-  run_script rke2/join-agent.sh
-  assert_success
-  reset_calls
-  export RKE2_AGENT_TOKEN="K10$(printf '%064d' 8)::node:$AGENT_SECRET"
-  run_script rke2/join-agent.sh
+  run_again_with rke2/join-agent.sh RKE2_AGENT_TOKEN="K10$(printf '%064d' 8)::node:$AGENT_SECRET"
   assert_success
   assert_called '^systemctl restart --no-block rke2-agent$'
 }
@@ -93,31 +95,21 @@ agent_joined() {
 }
 
 @test "join-agent: a checksum mismatch installs nothing" {
-  export STUB_BAD_CHECKSUM=1
-  run_script rke2/join-agent.sh
-  assert_failure
-  assert_output_contains "join-agent: checksum mismatch for rke2.linux-amd64.tar.gz: pinned $RKE2_SHA256_AMD64"
-  [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/rke2" ]
+  assert_tampered_download_refused rke2/join-agent.sh rke2.linux-amd64.tar.gz RKE2_SHA256_AMD64 \
+    /usr/local/bin/rke2
 }
 
 @test "apply-agent-args: unchanged settings leave the agent alone" {
-  agent_joined none
-  mkdir -p "$GPU_CLUSTER_ROOT${DROPIN%/*}"
-  printf '%s\n' "$NONE" >"$GPU_CLUSTER_ROOT$DROPIN"
-  export CPU_MANAGER_POLICY=none NODE_NAME=moscow RKE2_SERVICE=rke2-agent
-  run_script rke2/apply-agent-args.sh
+  agent_joined none "$NONE"
+  apply_agent_args none "$NONE"
   assert_success
   assert_output_contains "unchanged: the kubelet runs with the configured settings"
   assert_no_state_changes
 }
 
 @test "apply-agent-args: a new CPU manager policy on a node in service is refused, nothing touched" {
-  agent_joined none
-  mkdir -p "$GPU_CLUSTER_ROOT${DROPIN%/*}"
-  printf '%s\n' "$NONE" >"$GPU_CLUSTER_ROOT$DROPIN"
-  export RKE2_KUBELET_CONFIG="$STATIC" CPU_MANAGER_POLICY=static NODE_NAME=moscow \
-    RKE2_SERVICE=rke2-agent
-  run_script rke2/apply-agent-args.sh
+  agent_joined none "$NONE"
+  apply_agent_args static "$STATIC"
   assert_failure
   assert_output_contains "apply-agent-args: the CPU manager policy changes from none to static, which needs the node drained: kubectl drain moscow"
   assert_called '^kubectl --kubeconfig .*/var/lib/rancher/rke2/agent/kubelet\.kubeconfig get node moscow -o jsonpath=\{\.spec\.unschedulable\}$'
@@ -127,12 +119,9 @@ agent_joined() {
 }
 
 @test "apply-agent-args: on a drained node the old CPU manager state goes before RKE2 starts" {
-  agent_joined none
-  mkdir -p "$GPU_CLUSTER_ROOT${DROPIN%/*}"
-  printf '%s\n' "$NONE" >"$GPU_CLUSTER_ROOT$DROPIN"
-  export STUB_NODE_UNSCHEDULABLE=true RKE2_KUBELET_CONFIG="$STATIC" CPU_MANAGER_POLICY=static \
-    NODE_NAME=moscow RKE2_SERVICE=rke2-agent
-  run_script rke2/apply-agent-args.sh
+  agent_joined none "$NONE"
+  export STUB_NODE_UNSCHEDULABLE=true
+  apply_agent_args static "$STATIC"
   assert_success
   [ ! -e "$GPU_CLUSTER_ROOT$STATE" ]
   assert_file "$DROPIN" "$STATIC"
@@ -142,12 +131,8 @@ agent_joined() {
 }
 
 @test "apply-agent-args: other settings restart RKE2 without touching the CPU manager state" {
-  agent_joined static
-  mkdir -p "$GPU_CLUSTER_ROOT${DROPIN%/*}"
-  printf '%s\n' "$STATIC" >"$GPU_CLUSTER_ROOT$DROPIN"
-  export RKE2_KUBELET_CONFIG="${STATIC/0-1/0-3}" CPU_MANAGER_POLICY=static NODE_NAME=moscow \
-    RKE2_SERVICE=rke2-server
-  run_script rke2/apply-agent-args.sh
+  agent_joined static "$STATIC"
+  apply_agent_args static "${STATIC/0-1/0-3}" rke2-server
   assert_success
   [ -f "$GPU_CLUSTER_ROOT$STATE" ]
   assert_called '^systemctl stop rke2-server$'

@@ -3,10 +3,7 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
-
-# What components/distributions/rke2.py passes: kubectl_path, controller_file.
-RKE2_ADMIN_KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml"
-RKE2_CONTROLLER_FILE=/etc/rancher/rke2/rke2.yaml
+load helpers/node-ops
 
 setup() {
   setup_host
@@ -65,37 +62,23 @@ rke2_installed() {
 }
 
 @test "remove-node: drains and deletes the node with RKE2's kubectl and admin kubeconfig" {
-  rke2_kubectl_installed
-  mkdir -p "$GPU_CLUSTER_ROOT/etc/rancher/rke2"
-  touch "$GPU_CLUSTER_ROOT/etc/rancher/rke2/rke2.yaml"
-  export STUB_NODES="tokyo" NODE_NAME=Tokyo
-  KUBECTL="$RKE2_ADMIN_KUBECTL" CONTROLLER_FILE="$RKE2_CONTROLLER_FILE" run_script node/remove-node.sh
-  assert_success
-  assert_call_order '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml drain tokyo --ignore-daemonsets' \
-    '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml delete node tokyo$'
+  rke2_controller
+  check_remove_drains_and_deletes
 }
 
-@test "remove-node: a gone node or a gone server is a no-op" {
-  export NODE_NAME=tokyo
-  KUBECTL="$RKE2_ADMIN_KUBECTL" CONTROLLER_FILE="$RKE2_CONTROLLER_FILE" run_script node/remove-node.sh
-  assert_success
-  assert_output_contains "no controller on this host any more (/etc/rancher/rke2/rke2.yaml is gone)"
-  rke2_kubectl_installed
-  mkdir -p "$GPU_CLUSTER_ROOT/etc/rancher/rke2"
-  touch "$GPU_CLUSTER_ROOT/etc/rancher/rke2/rke2.yaml"
-  KUBECTL="$RKE2_ADMIN_KUBECTL" CONTROLLER_FILE="$RKE2_CONTROLLER_FILE" run_script node/remove-node.sh
-  assert_success
-  assert_output_contains "node tokyo does not exist; nothing to drain or delete"
-  refute_called ' (drain|delete) '
+@test "remove-node: a gone node is a no-op" {
+  rke2_controller
+  check_remove_absent_node
+}
+
+@test "remove-node: a gone server is a no-op" {
+  rke2_controller
+  check_remove_without_controller
 }
 
 @test "admit-node: waits for the node to register and be Ready" {
-  rke2_kubectl_installed
-  export STUB_NODES="tokyo" NODE_NAME=tokyo NODE_READY_TIMEOUT=60
-  KUBECTL="$RKE2_ADMIN_KUBECTL" run_script node/admit-node.sh
-  assert_success
-  assert_called '^kubectl --kubeconfig .*/etc/rancher/rke2/rke2\.yaml wait --for=condition=Ready node/tokyo'
-  assert_output_contains "node tokyo is Ready"
+  rke2_controller
+  check_admit_ready
 }
 
 # The RuntimeClasses RKE2's rke2-runtimeclasses chart installs: rancher/rke2-charts

@@ -4,6 +4,8 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+load helpers/downloads
+load helpers/secrets
 
 RELEASE_URL='https://github\.com/rancher/rke2/releases/download/v1\.36\.3%2Brke2r1'
 SERVER_CONFIG='node-name: moscow
@@ -36,6 +38,7 @@ $CA_KEY_SECRET
 -----END EC PRIVATE KEY-----"
 SERVER_TOKEN='server-token-secret-4f1c9e'
 AGENT_TOKEN='agent-token-secret-7d2b0a'
+SECRETS=("$CA_KEY_SECRET" "$SERVER_TOKEN" "$AGENT_TOKEN")
 TLS=/var/lib/rancher/rke2/server/tls
 
 ADMISSION_CONFIG='apiVersion: apiserver.config.k8s.io/v1
@@ -50,22 +53,6 @@ setup() {
     RKE2_KUBELET_CONFIG="$KUBELET_CONFIG" RKE2_CA_CERT="$CA_CERT" RKE2_CA_KEY="$CA_KEY" \
     RKE2_TOKEN="$SERVER_TOKEN" RKE2_AGENT_TOKEN="$AGENT_TOKEN" RKE2_CANAL_CONFIG="$CANAL_CONFIG" \
     RKE2_ADMISSION_CONFIG="$ADMISSION_CONFIG" RKE2_AUDIT_POLICY="$AUDIT_POLICY"
-}
-
-# refute_secrets_leaked: no secret in output, stub command lines or stub environments.
-refute_secrets_leaked() {
-  local secret
-  for secret in "$CA_KEY_SECRET" "$SERVER_TOKEN" "$AGENT_TOKEN"; do
-    refute_output_contains "$secret"
-    if [[ "${stderr:-}" == *"$secret"* ]]; then
-      echo "stderr contains a secret" >&2
-      return 1
-    fi
-    refute_file_contains "$STUB_CALLS" "$secret"
-    if [[ -f "$STUB_STATE/env.log" ]]; then
-      refute_file_contains "$STUB_STATE/env.log" "$secret"
-    fi
-  done
 }
 
 # server_started: what RKE2 leaves once the server ran: its datastore.
@@ -136,28 +123,17 @@ server_started() {
 }
 
 @test "install-server: secrets never show up in output, command lines or environments" {
-  export STUB_RECORD_ENV=1
-  pin_fake_releases
-  run --separate-stderr bash "$SCRIPTS_DIR/rke2/install-server.sh"
-  assert_success
-  [ -s "$STUB_STATE/env.log" ]
-  refute_secrets_leaked
+  assert_secret_unseen rke2/install-server.sh /var/lib/rancher/rke2/server/tls/server-ca.key \
+    "${SECRETS[@]}"
 }
 
 @test "install-server: a failing step does not reveal the secrets either" {
-  export STUB_FAIL_CALL='^systemctl start'
-  run_script rke2/install-server.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: install-server: command failed with exit code 1 at line"
-  refute_secrets_leaked
+  assert_failure_unseen rke2/install-server.sh '^systemctl start' "${SECRETS[@]}"
 }
 
 @test "install-server: a checksum mismatch installs nothing" {
-  export STUB_BAD_CHECKSUM=1
-  run_script rke2/install-server.sh
-  assert_failure
-  assert_output_contains "install-server: checksum mismatch for rke2.linux-amd64.tar.gz: pinned $RKE2_SHA256_AMD64"
-  [ ! -e "$GPU_CLUSTER_ROOT/usr/local/bin/rke2" ]
+  assert_tampered_download_refused rke2/install-server.sh rke2.linux-amd64.tar.gz RKE2_SHA256_AMD64 \
+    /usr/local/bin/rke2
   refute_called '^systemctl (daemon-reload|enable|start)'
 }
 
@@ -270,7 +246,7 @@ server_started() {
   assert_file "$TLS/server-ca.key" "$CA_KEY"
   assert_file /etc/rancher/rke2/server-token "$SERVER_TOKEN"
   assert_file /etc/rancher/rke2/agent-token "$AGENT_TOKEN"
-  refute_secrets_leaked
+  refute_leaked "${SECRETS[@]}"
 }
 
 @test "install-server: input problems are named at once, without secrets" {
@@ -283,7 +259,7 @@ server_started() {
     "RKE2_CA_CERT is not a PEM certificate" "RKE2_CA_KEY is not a PEM private key" \
     "missing the server token: RKE2_TOKEN, or RKE2_TOKEN_SSM_PARAMETER" \
     "give the agent token either as RKE2_AGENT_TOKEN or as RKE2_AGENT_TOKEN_SSM_PARAMETER, not both"
-  refute_secrets_leaked
+  refute_leaked "${SECRETS[@]}"
   refute_called '^(curl|systemctl)'
 }
 

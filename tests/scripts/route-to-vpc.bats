@@ -68,9 +68,7 @@ ManageForeignRoutes=no"
 }
 
 @test "route-to-vpc: a second run changes nothing and says so" {
-  run_script route-to-vpc.sh
-  assert_success
-  assert_idempotent route-to-vpc.sh
+  run_twice route-to-vpc.sh
   assert_output_contains "unchanged $UNIT_FILE" "$UNIT is already running"
 }
 

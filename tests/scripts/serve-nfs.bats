@@ -62,9 +62,7 @@ owner() {
 }
 
 @test "serve-nfs: a second run changes nothing and says so" {
-  run_script serve-nfs.sh
-  assert_success
-  assert_idempotent serve-nfs.sh
+  run_twice serve-nfs.sh
   assert_output_contains "nfs-kernel-server is already installed" \
     "export folder /srv/nfs/gpu-cluster already exists; leaving its mode and content as they are" \
     "unchanged $EXPORTS" \
@@ -168,14 +166,11 @@ owner() {
 @test "serve-nfs: all missing environment variables are named at once" {
   unset NFS_EXPORT_PATH NFS_CLIENT_CIDRS NFS_EXPORT_OPTIONS
   run_script serve-nfs.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: serve-nfs: missing required environment variable(s): NFS_EXPORT_PATH NFS_CLIENT_CIDRS NFS_EXPORT_OPTIONS"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: serve-nfs: missing required environment variable(s): NFS_EXPORT_PATH NFS_CLIENT_CIDRS NFS_EXPORT_OPTIONS"
 }
 
 @test "serve-nfs: missing and invalid inputs are all named at once" {
-  local before
-  before="$(snapshot_root)"
+  remember_root
   unset NFS_EXPORT_OPTIONS
   export NFS_EXPORT_PATH=/srv/../etc \
     NFS_CLIENT_CIDRS="192.168.10.7/32 10.244.0.0 192.0.2.300/32 198.51.100.0/33 010.0.0.1/32 fd00::/8"
@@ -192,7 +187,7 @@ owner() {
     "NFS_CLIENT_CIDRS has 'fd00::/8'"
   refute_output_contains "'192.168.10.7/32'"
   [ "$(<"$STUB_CALLS")" = "" ]
-  [ "$(snapshot_root)" = "$before" ]
+  assert_root_unchanged
 }
 
 @test "serve-nfs: unsafe paths, blank CIDR lists and odd options are rejected" {
@@ -210,9 +205,7 @@ owner() {
   assert_output_contains "NFS_CLIENT_CIDRS lists no CIDR; NFS_EXPORT_OPTIONS may only contain letters, digits and _,=.-, got 'rw,sync 10.0.0.0/8(rw)'"
   export NFS_CLIENT_CIDRS=192.168.10.7/32 NFS_EXPORT_OPTIONS='rw;reboot'
   run_script serve-nfs.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "got 'rw;reboot'"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "got 'rw;reboot'"
   [ ! -e "$GPU_CLUSTER_ROOT/srv" ]
 }
 

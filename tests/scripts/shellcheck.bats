@@ -5,8 +5,6 @@
 bats_require_minimum_version 1.5.0
 load helpers
 
-REPO_ROOT="$(cd "$TESTS_DIR/../.." && pwd)"
-
 # find_shellcheck: $SHELLCHECK, shellcheck on PATH, or the one installed next to
 # bats (both come from requirements-dev.txt into the same virtualenv).
 find_shellcheck() {
@@ -59,7 +57,7 @@ step_scripts() {
   local shellcheck
   shellcheck="$(find_shellcheck)"
   cd "$REPO_ROOT"
-  run "$shellcheck" -x tests/scripts/stubs/stub tests/scripts/helpers.bash
+  run "$shellcheck" -x tests/scripts/stubs/stub tests/scripts/helpers.bash tests/scripts/helpers/*.bash
   if [ "$status" -ne 0 ]; then
     echo "$output" >&2
     return 1

@@ -4,21 +4,13 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
-
-ADMIN='^kubectl --kubeconfig /etc/rancher/rke2/rke2\.yaml'
+load helpers/upgrade
 
 setup() {
   setup_host
-  rke2_kubectl_installed
-  export KUBECTL="/var/lib/rancher/rke2/bin/kubectl --kubeconfig /etc/rancher/rke2/rke2.yaml"
+  rke2_admin_kubectl
   # drain-node's bound (a count) and how long it waits without a slot freeing.
   export MAX_UNAVAILABLE=1 SLOT_WAIT_TIMEOUT=30 NODE_NAME=kazan
-}
-
-# marks NODE: "UPGRADING-TO|UPGRADE-FAILED" of NODE, as the stub API holds them.
-marks() {
-  printf '%s|%s' "$(cat "$STUB_STATE/annotation-$1" 2>/dev/null)" \
-    "$(cat "$STUB_STATE/failed-$1" 2>/dev/null)"
 }
 
 # k0s_worker_running VERSION: a joined k0s worker running VERSION.
@@ -30,9 +22,17 @@ k0s_worker_running() {
   touch "$STUB_STATE/active-k0sworker"
 }
 
+# k0s_worker_joined VERSION: k0s_worker_running, with the kubelet's kubeconfig the join
+# leaves (the credential upgrade-node marks its node with).
+k0s_worker_joined() {
+  k0s_worker_running "$1"
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s"
+  touch "$GPU_CLUSTER_ROOT/var/lib/k0s/kubelet.conf"
+}
+
 @test "drain-node: drains a node that runs an older version, bounded, through evictions" {
-  export NODE_NAME=Kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 STUB_NODES=kazan
-  export STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  upgrade_inputs
+  export NODE_NAME=Kazan
   run_script upgrade/drain-node.sh
   assert_success
   assert_call_order "$ADMIN get nodes -o jsonpath=.*upgrading-to.*upgrade-failed" \
@@ -41,24 +41,24 @@ k0s_worker_running() {
     "$ADMIN drain kazan --ignore-daemonsets --delete-emptydir-data --timeout=120s$"
   assert_output_contains "took an upgrade slot for node kazan (0 other node(s) being upgraded, at most 1 at once)" \
     "gpu-cluster: moscow: drain-node: changed: drained node kazan"
-  [ "$(marks kazan)" = "v1.37.0+rke2r1|" ]
+  assert_marks kazan "v1.37.0+rke2r1||"
 }
 
 @test "drain-node: takes a free slot beside the nodes already being upgraded, under the lock" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 MAX_UNAVAILABLE=2
-  export STUB_NODES="kazan tokyo omsk" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  upgrade_inputs
+  export MAX_UNAVAILABLE=2 STUB_NODES="kazan tokyo omsk"
   printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
   run_script upgrade/drain-node.sh
   assert_success
   assert_output_contains "took an upgrade slot for node kazan (1 other node(s) being upgraded, at most 2 at once)"
   refute_output_contains "waiting"
-  [ "$(marks kazan)" = "v1.37.0+rke2r1|" ]
+  assert_marks kazan "v1.37.0+rke2r1||"
   [ -f "$GPU_CLUSTER_ROOT/run/gpu-cluster/upgrade-slots.lock" ]
 }
 
 @test "drain-node: waits while maxUnavailable nodes are being upgraded, then takes the freed slot" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 MAX_UNAVAILABLE=2
-  export STUB_NODES="kazan tokyo omsk" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  upgrade_inputs
+  export MAX_UNAVAILABLE=2 STUB_NODES="kazan tokyo omsk"
   printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
   printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-omsk"
   export STUB_SLOT_FREED_AFTER="2 tokyo"
@@ -69,12 +69,12 @@ k0s_worker_running() {
   [ "$(grep -c '^sleep 10$' "$STUB_CALLS")" -eq 2 ]
   assert_call_order '^sleep 10$' "$ADMIN annotate node kazan "
   assert_call_order "$ADMIN annotate node kazan " "$ADMIN drain kazan "
-  [ "$(marks kazan)" = "v1.37.0+rke2r1|" ]
+  assert_marks kazan "v1.37.0+rke2r1||"
 }
 
 @test "drain-node: no slot freeing within SLOT_WAIT_TIMEOUT changes nothing and says who holds them" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120
-  export STUB_NODES="kazan tokyo" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  upgrade_inputs
+  export STUB_NODES="kazan tokyo"
   printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
   run_script upgrade/drain-node.sh
   assert_failure
@@ -82,13 +82,12 @@ k0s_worker_running() {
     "gpu-cluster: moscow: drain-node: no upgrade slot freed within 30s for node kazan; being upgraded: tokyo. Nothing was changed on kazan"
   # 30 s at one look every 10 s.
   [ "$(grep -c '^sleep 10$' "$STUB_CALLS")" -eq 3 ]
-  refute_called ' (drain|annotate) '
-  [ "$(marks kazan)" = "|" ]
+  refute_drained kazan "||"
 }
 
 @test "drain-node: a node marked as failed stops the rollout: nothing else starts, the way on is named" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 MAX_UNAVAILABLE=3
-  export STUB_NODES="kazan tokyo" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  upgrade_inputs
+  export MAX_UNAVAILABLE=3 STUB_NODES="kazan tokyo"
   printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
   printf 'drain-node: could not drain node tokyo within 600s' >"$STUB_STATE/failed-tokyo"
   run_script upgrade/drain-node.sh
@@ -98,22 +97,23 @@ k0s_worker_running() {
     "kubectl annotate node NODE gpu-cluster.io/upgrade-failed-"
   refute_called ' (drain|annotate) '
   refute_called '^sleep'
-  [ "$(marks kazan)" = "|" ]
+  assert_marks kazan "||"
 }
 
 @test "drain-node: the retry of a node's own failed drain clears its mark and keeps its slot" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120
-  export STUB_NODES="kazan tokyo" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  upgrade_inputs
+  export STUB_NODES="kazan tokyo"
   printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-kazan"
   printf 'drain-node: could not drain node kazan within 120s' >"$STUB_STATE/failed-kazan"
   run_script upgrade/drain-node.sh
   assert_success
   assert_called "$ADMIN drain kazan "
-  [ "$(marks kazan)" = "v1.37.0+rke2r1|" ]
+  assert_marks kazan "v1.37.0+rke2r1||"
 }
 
 @test "drain-node: a new node or one at the wanted version takes no slot and waits for none" {
-  export KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 STUB_NODES=tokyo
+  upgrade_inputs
+  export STUB_NODES=tokyo
   printf 'v1.37.0+rke2r1' >"$STUB_STATE/annotation-tokyo"
   printf 'uncordon-node: not Ready' >"$STUB_STATE/failed-tokyo"
   NODE_NAME=kazan run_script upgrade/drain-node.sh
@@ -124,12 +124,12 @@ k0s_worker_running() {
   assert_success
   assert_output_contains "unchanged: node kazan already runs v1.37.0+rke2r1; not drained"
   refute_called ' (drain|annotate) |get nodes|^sleep'
-  [ "$(marks kazan)" = "|" ]
+  assert_marks kazan "||"
 }
 
 @test "drain-node: drain steps running at once take no more than maxUnavailable slots (the lock)" {
-  export KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 SLOT_WAIT_TIMEOUT=20
-  export STUB_NODES="kazan tokyo" STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  upgrade_inputs
+  export SLOT_WAIT_TIMEOUT=20 STUB_NODES="kazan tokyo"
   # Each look at the marks takes a second, so unlocked steps would both see no holder.
   export STUB_MARKS_DELAY=1
   NODE_NAME=kazan bash "$SCRIPTS_DIR/upgrade/drain-node.sh" >"$BATS_TEST_TMPDIR/kazan.out" 2>&1 &
@@ -147,14 +147,14 @@ k0s_worker_running() {
 }
 
 @test "drain-node, upgrade, uncordon-node: a second run changes nothing" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 NODE_READY_TIMEOUT=300
-  export STUB_NODES=kazan STUB_KUBELET_VERSION=v1.36.3+rke2r1
+  upgrade_inputs
+  export NODE_READY_TIMEOUT=300
   run_script upgrade/drain-node.sh
   assert_success
   export STUB_KUBELET_VERSION=v1.37.0+rke2r1
   run_script upgrade/uncordon-node.sh
   assert_success
-  [ "$(marks kazan)" = "|" ]
+  assert_marks kazan "||"
   reset_calls
   run_script upgrade/drain-node.sh
   assert_success
@@ -166,7 +166,7 @@ k0s_worker_running() {
 }
 
 @test "drain-node: a node that already runs the version is left alone, and a second run changes nothing" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 STUB_NODES=kazan
+  upgrade_inputs
   export STUB_KUBELET_VERSION=v1.37.0+rke2r1
   run_script upgrade/drain-node.sh
   assert_success
@@ -176,7 +176,8 @@ k0s_worker_running() {
 }
 
 @test "drain-node: a new host's node is not registered yet: nothing to drain" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=120 STUB_NODES=
+  upgrade_inputs
+  export STUB_NODES=
   run_script upgrade/drain-node.sh
   assert_success
   assert_output_contains "node kazan is not registered yet: nothing to drain"
@@ -184,14 +185,14 @@ k0s_worker_running() {
 }
 
 @test "drain-node: a drain that times out stops the rollout naming the host, step and node" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=30 STUB_NODES=kazan
-  export STUB_KUBELET_VERSION=v1.36.3+rke2r1 STUB_PDB_PODS=ml/trainer-0
+  upgrade_inputs
+  export DRAIN_TIMEOUT=30 STUB_PDB_PODS=ml/trainer-0
   run_script upgrade/drain-node.sh
   assert_failure
   local why="could not drain node kazan: ml/trainer-0: a PodDisruptionBudget allowed no eviction within 30s (Cannot evict pod as it would violate the pod's disruption budget.)"
   assert_output_contains "gpu-cluster: moscow: drain-node: $why"
   assert_output_contains "The upgrade stops here, before kazan is changed, and kazan is marked as failed"
-  [ "$(marks kazan)" = "v1.37.0+rke2r1|drain-node: $why" ]
+  assert_marks kazan "v1.37.0+rke2r1|drain-node: $why|"
   # A failure kubectl names no pod for is shown as kubectl said it.
   STUB_PDB_PODS="" STUB_FAIL_CALL=' drain kazan ' run_script upgrade/drain-node.sh
   assert_failure
@@ -199,7 +200,8 @@ k0s_worker_running() {
 }
 
 @test "drain-node: refuses a KUBECTL that is not a path and options" {
-  export NODE_NAME=kazan KUBERNETES_VERSION=v1.37.0+rke2r1 DRAIN_TIMEOUT=x KUBECTL='kubectl; reboot'
+  upgrade_inputs
+  export DRAIN_TIMEOUT=x KUBECTL='kubectl; reboot'
   run_script upgrade/drain-node.sh
   assert_failure
   assert_output_contains "KUBECTL must be an absolute path and plain options"
@@ -217,7 +219,7 @@ k0s_worker_running() {
   assert_call_order "$ADMIN uncordon kazan$" \
     "$ADMIN annotate node kazan gpu-cluster\\.io/upgrading-to- gpu-cluster\\.io/upgrade-failed-$"
   # The slot is free, and so is a failed mark of an earlier try.
-  [ "$(marks kazan)" = "|" ]
+  assert_marks kazan "||"
   assert_output_contains "changed: node kazan is Ready at v1.37.0+rke2r1 and uncordoned"
   reset_calls
   run_script upgrade/uncordon-node.sh
@@ -234,26 +236,22 @@ k0s_worker_running() {
   assert_output_contains "gpu-cluster: moscow: uncordon-node: node kazan did not become Ready within 60s" \
     "(the node is marked as failed)"
   refute_called ' uncordon '
-  [ "$(marks kazan)" = "v1.37.0+rke2r1|uncordon-node: node kazan did not become Ready within 60s after its upgrade" ]
+  assert_marks kazan "v1.37.0+rke2r1|uncordon-node: node kazan did not become Ready within 60s after its upgrade|"
 }
 
 @test "upgrade-node: a failure on a node holding an upgrade slot marks it as failed with the kubelet's credential" {
-  k0s_worker_running v1.36.3+k0s.2
-  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s"
-  touch "$GPU_CLUSTER_ROOT/var/lib/k0s/kubelet.conf"
+  k0s_worker_joined v1.36.3+k0s.2
   export K0S_VERSION=v1.37.0+k0s.0 NODE_NAME=Kazan STUB_NODES=kazan STUB_FAIL_CALL='^systemctl restart'
   printf 'v1.37.0+k0s.0' >"$STUB_STATE/annotation-kazan"
   run_script k0s/upgrade-node.sh
   assert_failure
   assert_called '^k0s kubectl --kubeconfig .*/var/lib/k0s/kubelet\.conf annotate node kazan --overwrite gpu-cluster\.io/upgrade-failed='
   assert_output_contains "marked node kazan as failed: no other node starts its upgrade"
-  [ "$(marks kazan)" = "v1.37.0+k0s.0|upgrade-node: failed (exit 1) restarting k0sworker at v1.37.0+k0s.0" ]
+  assert_marks kazan "v1.37.0+k0s.0|upgrade-node: failed (exit 1) restarting k0sworker at v1.37.0+k0s.0|"
 }
 
 @test "upgrade-node: a failure on a node without a slot, or on a new host, marks nothing" {
-  k0s_worker_running v1.36.3+k0s.2
-  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s"
-  touch "$GPU_CLUSTER_ROOT/var/lib/k0s/kubelet.conf"
+  k0s_worker_joined v1.36.3+k0s.2
   export K0S_VERSION=v1.37.0+k0s.0 NODE_NAME=kazan STUB_NODES=kazan STUB_FAIL_CALL='^systemctl restart'
   run_script k0s/upgrade-node.sh
   assert_failure
@@ -263,7 +261,7 @@ k0s_worker_running() {
   run_script k0s/upgrade-node.sh
   assert_failure
   refute_called ' annotate '
-  [ "$(marks kazan)" = "v1.37.0+k0s.0|" ]
+  assert_marks kazan "v1.37.0+k0s.0||"
 }
 
 @test "check-version: one minor up passes; a skipped minor or a downgrade is refused, naming what runs" {
@@ -352,9 +350,8 @@ k0s_worker_running() {
 }
 
 @test "join steps without a version use the installed release" {
-  k0s_worker_running v1.37.0+k0s.0
-  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s" "$GPU_CLUSTER_ROOT/etc/k0s"
-  touch "$GPU_CLUSTER_ROOT/var/lib/k0s/kubelet.conf"
+  k0s_worker_joined v1.37.0+k0s.0
+  mkdir -p "$GPU_CLUSTER_ROOT/etc/k0s"
   printf '%s\n' worker --token-file /etc/k0s/worker-token \
     --kubelet-extra-args=--node-ip=192.168.2.2 >"$GPU_CLUSTER_ROOT/etc/k0s/gpu-cluster-k0sworker.args"
   export K0S_VERSION= NODE_IP=192.168.2.2

@@ -3,6 +3,7 @@
 
 bats_require_minimum_version 1.5.0
 load helpers
+load helpers/secrets
 
 CA_PEM='-----BEGIN CERTIFICATE-----
 MIIBhTCCASugAwIBAgIUgpu-cluster-ca
@@ -23,7 +24,7 @@ setup() {
   mkdir -p "$TMPDIR"
   export API_SERVER=https://192.0.2.10:6443 API_CA_CERT="$CA_PEM" API_CLIENT_CERT="$CLIENT_PEM" \
     API_CLIENT_KEY="$CLIENT_KEY" API_READY_TIMEOUT=60
-  ROOT_BEFORE="$(snapshot_root)"
+  remember_root
 }
 
 # assert_nothing_left: the temporary directory is gone, the (fake) host is untouched and
@@ -33,26 +34,10 @@ assert_nothing_left() {
     printf 'left behind in TMPDIR:\n%s\n' "$(ls -lA "$TMPDIR")" >&2
     return 1
   fi
-  if [[ "$(snapshot_root)" != "$ROOT_BEFORE" ]]; then
-    echo "the host root was changed" >&2
-    return 1
-  fi
+  assert_root_unchanged || return 1
   if grep -Ev '^(curl|sleep) ' "$STUB_CALLS"; then
     echo "unexpected calls (above)" >&2
     return 1
-  fi
-}
-
-# refute_key_leaked: the client key is in no output, command line or stub environment.
-refute_key_leaked() {
-  refute_output_contains "$KEY_SECRET"
-  if [[ "${stderr:-}" == *"$KEY_SECRET"* ]]; then
-    echo "stderr contains the client key" >&2
-    return 1
-  fi
-  refute_file_contains "$STUB_CALLS" "$KEY_SECRET"
-  if [[ -f "$STUB_STATE/env.log" ]]; then
-    refute_file_contains "$STUB_STATE/env.log" "$KEY_SECRET"
   fi
 }
 
@@ -113,11 +98,11 @@ STUB
 }
 
 @test "wait-for-api: the client key never shows up in output, command lines or environments" {
-  export STUB_RECORD_ENV=1 STUB_READYZ_FAIL_TIMES=2
-  run --separate-stderr bash "$SCRIPTS_DIR/local/wait-for-api.sh"
+  export STUB_READYZ_FAIL_TIMES=2
+  run_script_watched local/wait-for-api.sh
   assert_success
   [ -s "$STUB_STATE/env.log" ]
-  refute_key_leaked
+  refute_leaked "$KEY_SECRET"
   assert_nothing_left
 }
 
@@ -131,9 +116,7 @@ STUB
 @test "wait-for-api: all missing inputs are named at once" {
   unset API_SERVER API_CA_CERT API_CLIENT_CERT API_CLIENT_KEY API_READY_TIMEOUT
   run_script local/wait-for-api.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: wait-for-api: missing required environment variable(s): API_SERVER API_CA_CERT API_CLIENT_CERT API_CLIENT_KEY API_READY_TIMEOUT"
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: wait-for-api: missing required environment variable(s): API_SERVER API_CA_CERT API_CLIENT_CERT API_CLIENT_KEY API_READY_TIMEOUT"
   assert_nothing_left
 }
 
@@ -141,10 +124,8 @@ STUB
   export API_SERVER=http://192.0.2.10:6443 API_CA_CERT="MIIB" API_CLIENT_KEY="$KEY_SECRET" \
     API_READY_TIMEOUT=10m
   run_script local/wait-for-api.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: wait-for-api: API_SERVER must be https://HOST:PORT (e.g. https://192.0.2.10:6443), got 'http://192.0.2.10:6443'; API_CA_CERT is not a PEM certificate; API_CLIENT_KEY is not a PEM private key; expected a non-negative integer: API_READY_TIMEOUT='10m'"
-  refute_key_leaked
-  [ "$(<"$STUB_CALLS")" = "" ]
+  assert_refused "gpu-cluster: moscow: wait-for-api: API_SERVER must be https://HOST:PORT (e.g. https://192.0.2.10:6443), got 'http://192.0.2.10:6443'; API_CA_CERT is not a PEM certificate; API_CLIENT_KEY is not a PEM private key; expected a non-negative integer: API_READY_TIMEOUT='10m'"
+  refute_leaked "$KEY_SECRET"
   assert_nothing_left
 }
 
