@@ -37,6 +37,7 @@ from config.monitoring import MonitoringSettings, monitoring_checks
 from config.mpi import MpiSettings
 from config.release_pins import VersionOverrides, release_pin_checks
 from config.storage import StorageSettings, storage_checks
+from config.timesync import TimeSettings
 from config.types import (
     AbsolutePath,
     AuthorizedKey,
@@ -320,6 +321,8 @@ class StackConfig(Section):
     nvidia: NvidiaSettings = NvidiaSettings()
     # Where hosts' apt finds Ubuntu's packages.
     packages: PackageSettings = PackageSettings()
+    # The NTP servers every machine's clock follows (config/timesync.py).
+    time: TimeSettings = TimeSettings()
     gpu: GpuSettings = GpuSettings()
     storage: StorageSettings
     mpi: MpiSettings = MpiSettings()
