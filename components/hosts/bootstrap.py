@@ -23,6 +23,7 @@ from components.common.remote_step import (
 from components.common.step_text import Script
 from config.backup import BACKUP_FOLDER
 from config.model import Host, HostTuning, NvidiaSettings, PackageSettings
+from config.timesync import TimeSettings
 
 SERVE_NFS = Script("serve-nfs.sh")
 # root on a client is the anonymous user 65534 (nobody/nogroup on Ubuntu) on the export:
@@ -90,6 +91,8 @@ class HostBootstrapArgs:
     registries: Optional[Mapping[str, pulumi.Input[str]]] = None
     # packages.aptMirror: configure-apt before anything installs a package.
     packages: Optional[PackageSettings] = None
+    # time.ntpServers: configure-time, before anything checks a certificate.
+    time: Optional[TimeSettings] = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,8 @@ class HostBootstrap(pulumi.ComponentResource):
         machine = HostProfile(gpus=host.gpus, install_driver=install_driver,
                               nvswitch=host.nvswitch,
                               ssh_port=args.endpoint.port if args.endpoint
-                              else args.ssh.settings.port, install_toolkit=install_toolkit)
+                              else args.ssh.settings.port, install_toolkit=install_toolkit,
+                              on_ec2=args.endpoint is not None)
         waiting = self.waiting_ssh
         drain = args.drain_first
         previous: list = []
@@ -168,7 +172,7 @@ class HostBootstrap(pulumi.ComponentResource):
                                       preflight_env=self._preflight_env(),
                                       firewall_ruleset=args.firewall_ruleset,
                                       registries=args.registries,
-                                      packages=args.packages):
+                                      packages=args.packages, time=args.time):
             script, env = self._over_ssh(step, machine)
             previous = [run_step(host, step.step, on=waiting if step.after_reboot
                                  else self.ssh, create=script, env=env,

@@ -2,10 +2,11 @@
 metal and hybrid hosts (components/hosts/bootstrap.py) and rendered into the boot user data
 of EC2 instances (components/aws/boot.py). A new step is added here once.
 
-[configure-apt] -> prepare-host -> [host-firewall] -> [configure-registries] -> [install-nvidia] ->
-[reboot-if-needed] -> verify-boot; over SSH, preflight comes first; host-firewall is on
-on-prem hosts only; configure-apt with packages.aptMirror, before anything installs a
-package."""
+[configure-apt] -> [configure-time] -> prepare-host -> [host-firewall] -> [configure-registries] ->
+[install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH, preflight comes first;
+host-firewall is on on-prem hosts only; configure-apt with packages.aptMirror, before
+anything installs a package; configure-time with time.ntpServers, before anything that
+checks a certificate."""
 
 import hashlib
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from components.common.step_text import Script
 from config import versions
 from config.images import ImageMirror
 from config.model import HostTuning, NvidiaSettings, PackageSettings
+from config.timesync import TimeSettings
 
 PREFLIGHT = Script("preflight.sh")
 PREPARE_HOST = Script("prepare-host.sh", checks=True)
@@ -34,6 +36,8 @@ VERIFY_BOOT = Script("verify-boot.sh")
 CONFIGURE_REGISTRIES = Script("configure-registries.sh")
 CONFIGURE_APT = Script("configure-apt.sh")
 REMOVE_CONFIGURE_APT = Script("configure-apt-remove.sh")
+CONFIGURE_TIME = Script("configure-time.sh")
+REMOVE_CONFIGURE_TIME = Script("configure-time-remove.sh")
 # prepare-host's inputs that change the kernel's command line.
 REBOOT_REASONS = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
 
@@ -66,13 +70,15 @@ class HostProfile:
     or the host's own is kept, whether the container toolkit and the `nvidia` runtime are
     installed (install-nvidia) or the host brings them, NVSwitches (auto: as found on the
     PCI bus), and the SSH port held off until a reboot. verify-boot counts the GPUs in
-    any case."""
+    any case. An EC2 instance follows the Amazon Time Sync Service unless
+    time.amazonTimeSync is false."""
 
     gpus: int
     install_driver: bool
     nvswitch: Union[bool, str]
     ssh_port: int
     install_toolkit: bool = True
+    on_ec2: bool = False
 
 
 def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
@@ -80,17 +86,23 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
                       preflight_env: Optional[Mapping[str, str]] = None,
                       firewall_ruleset: Optional[str] = None,
                       registries: Optional[Mapping[str, pulumi.Input[str]]] = None,
-                      packages: Optional[PackageSettings] = None) -> list[HostStep]:
+                      packages: Optional[PackageSettings] = None,
+                      time: Optional[TimeSettings] = None) -> list[HostStep]:
     """`preflight_env` and `firewall_ruleset` are given over SSH only (boot user data
     never holds them: EC2 machines have security groups). `registries`:
     configure-registries' inputs (registry_env) when the cluster has an image mirror;
-    before anything pulls an image. `packages`: where apt finds Ubuntu's packages."""
+    before anything pulls an image. `packages`: where apt finds Ubuntu's packages.
+    `time`: the NTP servers the clock follows."""
     steps = []
     if preflight_env is not None:
         steps.append(HostStep("preflight", PREFLIGHT, preflight_env, drain_after=True))
     apt = apt_env(packages)
     if apt:
         steps.append(HostStep("configure-apt", CONFIGURE_APT, apt, delete=REMOVE_CONFIGURE_APT))
+    clock = time_env(time, machine.on_ec2)
+    if clock:
+        steps.append(HostStep("configure-time", CONFIGURE_TIME, clock,
+                              delete=REMOVE_CONFIGURE_TIME))
     steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(tuning)))
     if firewall_ruleset is not None:
         steps.append(HostStep("host-firewall", HOST_FIREWALL,
@@ -118,6 +130,14 @@ def apt_env(packages: Optional[PackageSettings]) -> dict[str, str]:
     security = packages.apt_security_mirror
     return {"UBUNTU_APT_MIRROR": packages.apt_mirror,
             **({"UBUNTU_APT_SECURITY_MIRROR": security} if security else {})}
+
+
+def time_env(time: Optional[TimeSettings], on_ec2: bool) -> dict[str, str]:
+    """configure-time's inputs; none without time.ntpServers."""
+    servers = time.servers(on_ec2) if time is not None else ()
+    if not servers:
+        return {}
+    return {"NTP_SERVERS": " ".join(servers), "NTS": _flag(time.uses_nts(on_ec2))}
 
 
 def prepare_host_env(tuning: HostTuning) -> dict[str, str]:

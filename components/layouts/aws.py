@@ -132,7 +132,7 @@ class OnAws(Layout):
                                            settings, ssm_paths.control_plane_secret(
                                                settings.cluster_name,
                                                ssm_paths.IMAGE_MIRROR_PASSWORD))),
-                                   packages=settings.packages)),
+                                   packages=settings.packages, time=settings.time)),
                                context.secrets,
                                stored={ssm_paths.IMAGE_MIRROR_PASSWORD: password} if password is not None else {})
                 if self.boots_itself else None)

@@ -50,7 +50,8 @@ def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBo
                                                    settings, ssm_paths.pool_secret(
                                                        settings.cluster_name, pool.name,
                                                        ssm_paths.IMAGE_MIRROR_PASSWORD))),
-                                           packages=settings.packages)),
+                                           packages=settings.packages,
+                                           time=settings.time)),
                      registry_password=mirror_password(settings))
             for pool in settings.pools]
 

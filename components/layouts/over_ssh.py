@@ -47,7 +47,7 @@ def bootstrap(context: ClusterContext, host: Host, control_plane_address: pulumi
             drain_first=drain, firewall_ruleset=host_firewall_ruleset(
                 settings, context.distribution, host),
             registries=registries_env(settings, context.distribution, ssh_password(settings)),
-            packages=settings.packages),
+            packages=settings.packages, time=settings.time),
         opts=pulumi.ResourceOptions(parent=context.parent))
 
 
