@@ -167,12 +167,13 @@ in_netns() {
   export NTP_SERVERS='127.0.0.1'
   run_script configure-time.sh
   assert_success
-  # The drop-in in place of the machine's (a tmpfs over the folder: the machine's own is
-  # left alone), timesyncd's state in a tmpfs; debug logs name the servers it reads and asks.
+  # The drop-in alone in /etc/systemd, timesyncd's state folder empty (tmpfs mounts in the
+  # namespace: the machine's files are left alone); debug logs name the servers it reads
+  # and asks.
   run in_netns '
-    mkdir -p /etc/systemd/timesyncd.conf.d /var/lib/systemd/timesync
-    mount -t tmpfs tmpfs /etc/systemd/timesyncd.conf.d
-    mount -t tmpfs tmpfs /var/lib/systemd/timesync
+    mount -t tmpfs -o mode=0755 tmpfs /etc/systemd
+    mount -t tmpfs -o mode=0755 tmpfs /var/lib/systemd
+    mkdir /etc/systemd/timesyncd.conf.d
     cp "$1" /etc/systemd/timesyncd.conf.d/
     SYSTEMD_LOG_LEVEL=debug SYSTEMD_LOG_TARGET=console timeout 5 "$2" 2>&1 || true
   ' "$GPU_CLUSTER_ROOT$DROPIN" "$timesyncd"
@@ -198,7 +199,11 @@ in_netns() {
   export NTS=false
   run_script configure-time.sh
   assert_success
-  run in_netns '"$2" -Q -u root -t 20 -f "$1" 2>&1' "$GPU_CLUSTER_ROOT$CHRONY" "$chronyd"
+  # Its drift file, logs and pid file in tmpfs mounts of the namespace, not on the machine.
+  run in_netns '
+    for dir in /var/lib /var/log /run; do mount -t tmpfs -o mode=0755 tmpfs "$dir"; done
+    "$2" -Q -u root -t 20 -f "$1" 2>&1
+  ' "$GPU_CLUSTER_ROOT$CHRONY" "$chronyd"
   assert_success
   assert_output_contains "System clock wrong by"
   grep -q 'request from 127.0.0.1' "$BATS_TEST_TMPDIR/ntp.log"
