@@ -10,7 +10,7 @@ checks a certificate."""
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Optional, Union
 
 import pulumi
@@ -81,25 +81,43 @@ class HostProfile:
     on_ec2: bool = False
 
 
-def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
+@dataclass(frozen=True, kw_only=True)
+class HostSettings:
+    """The config sections the steps read, the same for every machine: built once (`of`,
+    in layouts/contract.py) and passed whole through every caller, so a step that reads a
+    new section adds its field here and nothing on the way. Each field is the stack
+    config's section of that name: the host's settings and reboots (tuning), the NVIDIA
+    stack on GPU hosts, where apt finds Ubuntu's packages, the NTP servers."""
+
+    tuning: HostTuning = field(default_factory=HostTuning)
+    nvidia: NvidiaSettings = field(default_factory=NvidiaSettings)
+    packages: PackageSettings = field(default_factory=PackageSettings)
+    time: TimeSettings = field(default_factory=TimeSettings)
+
+    @classmethod
+    def of(cls, config) -> "HostSettings":
+        """From the stack config, which the steps never take whole: only these sections."""
+        return cls(**{section.name: getattr(config, section.name) for section in fields(cls)})
+
+
+def preparation_steps(settings: HostSettings, distribution: Distribution,
                       machine: HostProfile,
                       preflight_env: Optional[Mapping[str, str]] = None,
                       firewall_ruleset: Optional[str] = None,
-                      registries: Optional[Mapping[str, pulumi.Input[str]]] = None,
-                      packages: Optional[PackageSettings] = None,
-                      time: Optional[TimeSettings] = None) -> list[HostStep]:
+                      registries: Optional[Mapping[str, pulumi.Input[str]]] = None
+                      ) -> list[HostStep]:
     """`preflight_env` and `firewall_ruleset` are given over SSH only (boot user data
     never holds them: EC2 machines have security groups). `registries`:
     configure-registries' inputs (registry_env) when the cluster has an image mirror;
-    before anything pulls an image. `packages`: where apt finds Ubuntu's packages.
-    `time`: the NTP servers the clock follows."""
+    before anything pulls an image. What the steps read of the config is `settings`."""
+    tuning, nvidia = settings.tuning, settings.nvidia
     steps = []
     if preflight_env is not None:
         steps.append(HostStep("preflight", PREFLIGHT, preflight_env, drain_after=True))
-    apt = apt_env(packages)
+    apt = apt_env(settings.packages)
     if apt:
         steps.append(HostStep("configure-apt", CONFIGURE_APT, apt, delete=REMOVE_CONFIGURE_APT))
-    clock = time_env(time, machine.on_ec2)
+    clock = time_env(settings.time, machine.on_ec2)
     if clock:
         steps.append(HostStep("configure-time", CONFIGURE_TIME, clock,
                               delete=REMOVE_CONFIGURE_TIME))
@@ -123,18 +141,18 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
     return steps
 
 
-def apt_env(packages: Optional[PackageSettings]) -> dict[str, str]:
+def apt_env(packages: PackageSettings) -> dict[str, str]:
     """configure-apt's inputs; none without packages.aptMirror."""
-    if packages is None or packages.apt_mirror is None:
+    if packages.apt_mirror is None:
         return {}
     security = packages.apt_security_mirror
     return {"UBUNTU_APT_MIRROR": packages.apt_mirror,
             **({"UBUNTU_APT_SECURITY_MIRROR": security} if security else {})}
 
 
-def time_env(time: Optional[TimeSettings], on_ec2: bool) -> dict[str, str]:
+def time_env(time: TimeSettings, on_ec2: bool) -> dict[str, str]:
     """configure-time's inputs; none without time.ntpServers."""
-    servers = time.servers(on_ec2) if time is not None else ()
+    servers = time.servers(on_ec2)
     if not servers:
         return {}
     return {"NTP_SERVERS": " ".join(servers), "NTS": _flag(time.uses_nts(on_ec2))}

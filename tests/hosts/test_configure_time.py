@@ -8,8 +8,13 @@ import pytest
 from components.aws.boot import boot_scripts
 from components.common.step_text import step_inputs
 from components.distributions import distribution_for, distribution_settings
-from components.hosts.steps import REMOVE_CONFIGURE_TIME, HostProfile, preparation_steps
-from config.model import HostTuning, NvidiaSettings, PackageSettings
+from components.hosts.steps import (
+    REMOVE_CONFIGURE_TIME,
+    HostProfile,
+    HostSettings,
+    preparation_steps,
+)
+from config.model import PackageSettings
 from config.timesync import TimeSettings
 from config.warnings import preview_warnings
 from preview.engine import unwrap_secrets
@@ -88,11 +93,12 @@ def test_the_step_follows_configure_apt_and_is_undone_when_the_key_goes():
     distribution = distribution_for(distribution_settings(loads(bare_metal_config(workers=1))))
     machine = HostProfile(gpus=0, install_driver=True, nvswitch="auto", ssh_port=22)
     packages = PackageSettings(apt_mirror="https://a.example/ubuntu")
-    plain = preparation_steps(HostTuning(), NvidiaSettings(), distribution, machine,
-                              packages=packages, time=TimeSettings())
+    plain = preparation_steps(HostSettings(packages=packages, time=TimeSettings()),
+                              distribution, machine)
     assert "configure-time" not in [step.step for step in plain]
-    timed = preparation_steps(HostTuning(), NvidiaSettings(), distribution, machine,
-                              packages=packages, time=TimeSettings(ntp_servers=SITE))
+    timed = preparation_steps(HostSettings(packages=packages,
+                                           time=TimeSettings(ntp_servers=SITE)),
+                              distribution, machine)
     assert [step.step for step in timed][:3] == ["configure-apt", "configure-time", "prepare-host"]
     assert timed[1].delete is REMOVE_CONFIGURE_TIME
 

@@ -12,6 +12,7 @@ from pulumi_command import remote
 
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
+from components.hosts.steps import HostSettings
 from components.common.remote_step import Ssh, SshAccess
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from config.model import Host, StackConfig
@@ -61,11 +62,11 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
         distribution = distribution_for(distribution_settings(settings))
         access = SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key)
         server = HostBootstrap(SERVER.name, HostBootstrapArgs(
-            host=SERVER, ssh=access, tuning=settings.tuning, nvidia=settings.nvidia,
+            host=SERVER, ssh=access, settings=HostSettings.of(settings),
             distribution=distribution, control_plane_address=SERVER.address))
         onprem = {
             host.name: HostBootstrap(host.name, HostBootstrapArgs(
-                host=host, ssh=access, tuning=settings.tuning, nvidia=settings.nvidia,
+                host=host, ssh=access, settings=HostSettings.of(settings),
                 distribution=distribution, control_plane_address=SERVER.address))
             for host in settings.hosts
         }
