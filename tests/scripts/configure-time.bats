@@ -184,8 +184,17 @@ in_netns() {
 
 @test "configure-time: the real chronyd parses the written chrony.conf and queries only the configured server" {
   [[ "$(id -u)" == 0 ]] && unshare -mn true 2>/dev/null || skip "needs root and unshare"
-  local chronyd=${CHRONYD:-$(command -v chronyd || true)}
-  [[ -x "$chronyd" ]] || skip "needs chronyd (chrony; or CHRONYD=the path of one)"
+  # Debian's chrony conflicts with systemd-timesyncd, which the test above runs (chrony
+  # 4.3-2+deb12u3's control: "Conflicts: time-daemon", which systemd-timesyncd provides):
+  # tests/debian/setup.sh unpacks it without installing it; the skip is for no apt-get only.
+  local unpacked=${DEBIAN_EXTRACT_DIR:-$TESTS_DIR/../../.cache/debian}/chrony/usr/sbin/chronyd
+  local chronyd=${CHRONYD:-$(command -v chronyd || echo "$unpacked")}
+  if [[ ! -x "$chronyd" ]]; then
+    command -v apt-get >/dev/null ||
+      skip "needs chronyd: no apt-get here to unpack chrony (CHRONYD=the path of one)"
+    echo "no chronyd at $unpacked: run tests/debian/setup.sh, which unpacks chrony there" >&2
+    return 1
+  fi
   chrony_host
   export NTP_SERVERS='127.0.0.1' NTS=true
   run_script configure-time.sh
