@@ -37,6 +37,7 @@ from config.monitoring import MonitoringSettings, monitoring_checks
 from config.mpi import MpiSettings
 from config.release_pins import VersionOverrides, release_pin_checks
 from config.storage import StorageSettings, storage_checks
+from config.timesync import TimeSettings
 from config.types import (
     AbsolutePath,
     AuthorizedKey,
@@ -411,6 +412,9 @@ class StackConfig(Section):
         "The NVIDIA driver and container toolkit on GPU hosts."))
     packages: PackageSettings = Field(PackageSettings(), description=(
         "Where hosts' apt finds Ubuntu's packages."))
+    time: TimeSettings = Field(TimeSettings(), description=(
+        "The NTP servers every machine's clock follows (see [Image "
+        "mirror](distributions.md#image-mirror), *Time*)."))
     gpu: GpuSettings = Field(GpuSettings(), description=(
         "Time-slicing, MIG and GPU Feature Discovery of the device plugin."))
     storage: StorageSettings = Field(description=(

@@ -14,6 +14,7 @@ from config.host_security import host_warnings
 from config.image_checks import KUBEFLOW_ALIAS_WARNING, LOGIN_WARNING
 from config.image_pins import tag_only_warning
 from config.model import StackConfig
+from config.timesync import time_warning
 
 # nfs(5), "soft / hard": "A so-called "soft" timeout can cause silent data corruption in
 # certain cases" (the README's "Shared storage").
@@ -38,6 +39,7 @@ def preview_warnings(settings: StackConfig) -> list[str]:
     warnings += [backups_off_warning(settings), kubeflow_repository_warning(settings)]
     warnings += soft_mount_warnings(settings)
     warnings += download_warnings(settings)
+    warnings.append(time_warning(settings.time, settings.packages.apt_mirror))
     return [warning for warning in warnings if warning]
 
 

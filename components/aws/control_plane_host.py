@@ -41,7 +41,7 @@ UBUNTU_SSH_USER = "ubuntu"
 BOOT_WAIT_SECONDS = 480
 # What the controller's host preparation is for: no GPUs, SSH on EC2's port.
 CONTROLLER_MACHINE = HostProfile(gpus=0, install_driver=False, nvswitch="auto",
-                                 ssh_port=EC2_SSH_PORT)
+                                 ssh_port=EC2_SSH_PORT, on_ec2=True)
 
 
 @dataclass

@@ -41,7 +41,7 @@ def pool_machine(pool: WorkerPool) -> HostProfile:
     NVSwitches are on the PCI bus, so install-nvidia installs Fabric Manager with the
     driver, or with the image's driver checks that the image's Fabric Manager runs."""
     return HostProfile(gpus=pool.gpus, install_driver=pool.install_driver, nvswitch="auto",
-                       ssh_port=EC2_SSH_PORT)
+                       ssh_port=EC2_SSH_PORT, on_ec2=True)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,13 @@ from pulumi_command import remote
 from components.distributions.base import Distribution
 from components.hosts.authorized_keys import authorized_keys_step
 from components.hosts.bundle_step import with_bundle
-from components.hosts.steps import HostStep, HostProfile, host_settings, preparation_steps
+from components.hosts.steps import (
+    HostProfile,
+    HostSettings,
+    HostStep,
+    host_settings,
+    preparation_steps,
+)
 from components.common.remote_step import (
     Endpoint,
     Ssh,
@@ -22,7 +28,7 @@ from components.common.remote_step import (
 )
 from components.common.step_text import Script
 from config.backup import BACKUP_FOLDER
-from config.model import Host, HostTuning, NvidiaSettings, PackageSettings
+from config.model import Host
 
 SERVE_NFS = Script("serve-nfs.sh")
 # root on a client is the anonymous user 65534 (nobody/nogroup on Ubuntu) on the export:
@@ -70,9 +76,8 @@ class DrainFirst:
 class HostBootstrapArgs:
     host: Host
     ssh: SshAccess
-    # The host's settings and reboots (tuning), the NVIDIA stack on GPU hosts.
-    tuning: HostTuning
-    nvidia: NvidiaSettings
+    # What the steps read of the config (steps.HostSettings.of), the same on every host.
+    settings: HostSettings
     distribution: Distribution
     # Where workers must be able to reach the control plane from (checked by preflight);
     # empty when it is only reachable later (through the VPN).
@@ -88,8 +93,6 @@ class HostBootstrapArgs:
     firewall_ruleset: Optional[str] = None
     # configure-registries' inputs when the cluster has an image mirror (steps.registry_env).
     registries: Optional[Mapping[str, pulumi.Input[str]]] = None
-    # packages.aptMirror: configure-apt before anything installs a package.
-    packages: Optional[PackageSettings] = None
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,9 @@ class HostBootstrap(pulumi.ComponentResource):
                                                   args.host.ssh_user or args.ssh.settings.user),
                                args.host.generation, depends_on=[], parent=self)
         # The same, dialing for as long as a reboot may take.
+        waiting = args.settings.tuning.reboot_timeout_seconds
         self.waiting_ssh = Ssh(connection_to(args.host, args.ssh, args.endpoint,
-                                             wait_seconds=args.tuning.reboot_timeout_seconds),
+                                             wait_seconds=waiting),
                                self.ssh.user, self.ssh.bundle)
 
         self.ready: pulumi.Resource = self._create_preparation()
@@ -144,10 +148,11 @@ class HostBootstrap(pulumi.ComponentResource):
 
     def _nvidia(self) -> tuple[bool, bool]:
         """(install the driver, install the toolkit and runtime) on this host."""
-        return self._args.nvidia.for_host(self._args.host)
+        return self._args.settings.nvidia.for_host(self._args.host)
 
     def _host_settings(self) -> str:
-        return host_settings(self._args.tuning, self._args.nvidia, self._args.host.gpus,
+        return host_settings(self._args.settings.tuning, self._args.settings.nvidia,
+                             self._args.host.gpus,
                              *self._nvidia())
 
     def _create_preparation(self) -> pulumi.Resource:
@@ -160,15 +165,15 @@ class HostBootstrap(pulumi.ComponentResource):
         machine = HostProfile(gpus=host.gpus, install_driver=install_driver,
                               nvswitch=host.nvswitch,
                               ssh_port=args.endpoint.port if args.endpoint
-                              else args.ssh.settings.port, install_toolkit=install_toolkit)
+                              else args.ssh.settings.port, install_toolkit=install_toolkit,
+                              on_ec2=args.endpoint is not None)
         waiting = self.waiting_ssh
         drain = args.drain_first
         previous: list = []
-        for step in preparation_steps(args.tuning, args.nvidia, args.distribution, machine,
+        for step in preparation_steps(args.settings, args.distribution, machine,
                                       preflight_env=self._preflight_env(),
                                       firewall_ruleset=args.firewall_ruleset,
-                                      registries=args.registries,
-                                      packages=args.packages):
+                                      registries=args.registries):
             script, env = self._over_ssh(step, machine)
             previous = [run_step(host, step.step, on=waiting if step.after_reboot
                                  else self.ssh, create=script, env=env,
@@ -192,12 +197,13 @@ class HostBootstrap(pulumi.ComponentResource):
         return script, env
 
     def _drain_first(self, drain: DrainFirst, after: list) -> remote.Command:
+        tuning = self._args.settings.tuning
         return run_step(self._args.host, "drain-host", on=drain.controller,
                         create=drain.script, env={
                             **drain.env,
                             "NODE_NAME": self._args.host.name,
                             "HOST_SETTINGS": self._host_settings(),
-                            "REBOOT_WHEN_NEEDED": "true" if self._args.tuning.reboot_when_needed
+                            "REBOOT_WHEN_NEEDED": "true" if tuning.reboot_when_needed
                             else "false",
                         }, depends_on=after, parent=self)
 
@@ -212,8 +218,8 @@ class HostBootstrap(pulumi.ComponentResource):
             "GPU_COUNT": str(host.gpus),
             "CONTROL_PLANE_ADDRESS": args.control_plane_address,
             "CONTROL_PLANE_PORT": str(args.ssh.settings.port),
-            "MIN_FREE_DISK_GB": str(args.tuning.min_free_disk_gb),
-            "NVIDIA_DRIVER_BRANCH": args.nvidia.driver_branch,
+            "MIN_FREE_DISK_GB": str(args.settings.tuning.min_free_disk_gb),
+            "NVIDIA_DRIVER_BRANCH": args.settings.nvidia.driver_branch,
             # A driver already there is the host's to keep, of any branch (preflight's
             # default, true, leaves the other hosts' inputs as they were).
             **({} if self._nvidia()[0] else {"INSTALL_DRIVER": "false"}),

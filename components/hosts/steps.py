@@ -2,14 +2,15 @@
 metal and hybrid hosts (components/hosts/bootstrap.py) and rendered into the boot user data
 of EC2 instances (components/aws/boot.py). A new step is added here once.
 
-[configure-apt] -> prepare-host -> [host-firewall] -> [configure-registries] -> [install-nvidia] ->
-[reboot-if-needed] -> verify-boot; over SSH, preflight comes first; host-firewall is on
-on-prem hosts only; configure-apt with packages.aptMirror, before anything installs a
-package."""
+[configure-apt] -> [configure-time] -> prepare-host -> [host-firewall] -> [configure-registries] ->
+[install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH, preflight comes first;
+host-firewall is on on-prem hosts only; configure-apt with packages.aptMirror, before
+anything installs a package; configure-time with time.ntpServers, before anything that
+checks a certificate."""
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Optional, Union
 
 import pulumi
@@ -19,6 +20,7 @@ from components.common.step_text import Script
 from config import versions
 from config.images import ImageMirror
 from config.model import HostTuning, NvidiaSettings, PackageSettings
+from config.timesync import TimeSettings
 
 PREFLIGHT = Script("preflight.sh")
 PREPARE_HOST = Script("prepare-host.sh", checks=True)
@@ -34,6 +36,8 @@ VERIFY_BOOT = Script("verify-boot.sh")
 CONFIGURE_REGISTRIES = Script("configure-registries.sh")
 CONFIGURE_APT = Script("configure-apt.sh")
 REMOVE_CONFIGURE_APT = Script("configure-apt-remove.sh")
+CONFIGURE_TIME = Script("configure-time.sh")
+REMOVE_CONFIGURE_TIME = Script("configure-time-remove.sh")
 # prepare-host's inputs that change the kernel's command line.
 REBOOT_REASONS = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
 
@@ -66,31 +70,57 @@ class HostProfile:
     or the host's own is kept, whether the container toolkit and the `nvidia` runtime are
     installed (install-nvidia) or the host brings them, NVSwitches (auto: as found on the
     PCI bus), and the SSH port held off until a reboot. verify-boot counts the GPUs in
-    any case."""
+    any case. An EC2 instance follows the Amazon Time Sync Service unless
+    time.amazonTimeSync is false."""
 
     gpus: int
     install_driver: bool
     nvswitch: Union[bool, str]
     ssh_port: int
     install_toolkit: bool = True
+    on_ec2: bool = False
 
 
-def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: Distribution,
+@dataclass(frozen=True, kw_only=True)
+class HostSettings:
+    """The config sections the steps read, the same for every machine: built once (`of`,
+    in layouts/contract.py) and passed whole through every caller, so a step that reads a
+    new section adds its field here and nothing on the way. Each field is the stack
+    config's section of that name: the host's settings and reboots (tuning), the NVIDIA
+    stack on GPU hosts, where apt finds Ubuntu's packages, the NTP servers."""
+
+    tuning: HostTuning = field(default_factory=HostTuning)
+    nvidia: NvidiaSettings = field(default_factory=NvidiaSettings)
+    packages: PackageSettings = field(default_factory=PackageSettings)
+    time: TimeSettings = field(default_factory=TimeSettings)
+
+    @classmethod
+    def of(cls, config) -> "HostSettings":
+        """From the stack config, which the steps never take whole: only these sections."""
+        return cls(**{section.name: getattr(config, section.name) for section in fields(cls)})
+
+
+def preparation_steps(settings: HostSettings, distribution: Distribution,
                       machine: HostProfile,
                       preflight_env: Optional[Mapping[str, str]] = None,
                       firewall_ruleset: Optional[str] = None,
-                      registries: Optional[Mapping[str, pulumi.Input[str]]] = None,
-                      packages: Optional[PackageSettings] = None) -> list[HostStep]:
+                      registries: Optional[Mapping[str, pulumi.Input[str]]] = None
+                      ) -> list[HostStep]:
     """`preflight_env` and `firewall_ruleset` are given over SSH only (boot user data
     never holds them: EC2 machines have security groups). `registries`:
     configure-registries' inputs (registry_env) when the cluster has an image mirror;
-    before anything pulls an image. `packages`: where apt finds Ubuntu's packages."""
+    before anything pulls an image. What the steps read of the config is `settings`."""
+    tuning, nvidia = settings.tuning, settings.nvidia
     steps = []
     if preflight_env is not None:
         steps.append(HostStep("preflight", PREFLIGHT, preflight_env, drain_after=True))
-    apt = apt_env(packages)
+    apt = apt_env(settings.packages)
     if apt:
         steps.append(HostStep("configure-apt", CONFIGURE_APT, apt, delete=REMOVE_CONFIGURE_APT))
+    clock = time_env(settings.time, machine.on_ec2)
+    if clock:
+        steps.append(HostStep("configure-time", CONFIGURE_TIME, clock,
+                              delete=REMOVE_CONFIGURE_TIME))
     steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(tuning)))
     if firewall_ruleset is not None:
         steps.append(HostStep("host-firewall", HOST_FIREWALL,
@@ -111,13 +141,21 @@ def preparation_steps(tuning: HostTuning, nvidia: NvidiaSettings, distribution: 
     return steps
 
 
-def apt_env(packages: Optional[PackageSettings]) -> dict[str, str]:
+def apt_env(packages: PackageSettings) -> dict[str, str]:
     """configure-apt's inputs; none without packages.aptMirror."""
-    if packages is None or packages.apt_mirror is None:
+    if packages.apt_mirror is None:
         return {}
     security = packages.apt_security_mirror
     return {"UBUNTU_APT_MIRROR": packages.apt_mirror,
             **({"UBUNTU_APT_SECURITY_MIRROR": security} if security else {})}
+
+
+def time_env(time: TimeSettings, on_ec2: bool) -> dict[str, str]:
+    """configure-time's inputs; none without time.ntpServers."""
+    servers = time.servers(on_ec2)
+    if not servers:
+        return {}
+    return {"NTP_SERVERS": " ".join(servers), "NTS": _flag(time.uses_nts(on_ec2))}
 
 
 def prepare_host_env(tuning: HostTuning) -> dict[str, str]:

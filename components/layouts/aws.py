@@ -126,13 +126,12 @@ class OnAws(Layout):
         password = mirror_password(settings)
         boot = (ControllerBoot(context.distribution, context.pki,
                                tuple(preparation_steps(
-                                   settings.tuning, settings.nvidia, context.distribution,
+                                   context.host_settings, context.distribution,
                                    CONTROLLER_MACHINE, registries=registries_env(
                                        settings, context.distribution, boot_password(
                                            settings, ssm_paths.control_plane_secret(
                                                settings.cluster_name,
-                                               ssm_paths.IMAGE_MIRROR_PASSWORD))),
-                                   packages=settings.packages)),
+                                               ssm_paths.IMAGE_MIRROR_PASSWORD))))),
                                context.secrets,
                                stored={ssm_paths.IMAGE_MIRROR_PASSWORD: password} if password is not None else {})
                 if self.boots_itself else None)

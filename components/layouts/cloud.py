@@ -29,6 +29,7 @@ from components.layouts.aws import (
 )
 from components.layouts.contract import (
     BootedController,
+    ClusterContext,
     Controller,
     LayoutResult,
     SelfJoining,
@@ -41,16 +42,16 @@ from config.problems import Problem
 from contract import names
 
 
-def pool_boots(settings: StackConfig, distribution: Distribution) -> list[PoolBoot]:
+def pool_boots(context: ClusterContext) -> list[PoolBoot]:
     """What each pool's instances run at boot, worked out once from the whole stack."""
+    settings, distribution = context.settings, context.distribution
     return [PoolBoot(settings.cluster_name, settings.aws.region, pool,
-                     tuple(preparation_steps(settings.tuning, settings.nvidia, distribution,
+                     tuple(preparation_steps(context.host_settings, distribution,
                                            pool_machine(pool), registries=registries_env(
                                                settings, distribution, boot_password(
                                                    settings, ssm_paths.pool_secret(
                                                        settings.cluster_name, pool.name,
-                                                       ssm_paths.IMAGE_MIRROR_PASSWORD))),
-                                           packages=settings.packages)),
+                                                       ssm_paths.IMAGE_MIRROR_PASSWORD))))),
                      registry_password=mirror_password(settings))
             for pool in settings.pools]
 
@@ -99,7 +100,7 @@ class Cloud(OnAws):
                 boot_store=aws_side.boot_store,
                 default_tags=aws_side.default_tags, after=[control_plane.installed]),
                 opts=aws_side.opts)
-            for boot in pool_boots(settings, context.distribution)
+            for boot in pool_boots(context)
         ]
         if pools:
             cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(

@@ -7,6 +7,7 @@ the layout that it cannot do."""
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Optional
 
@@ -17,6 +18,7 @@ from components.addons.efs_csi import EfsWebIdentity
 from components.common.remote_step import Ssh
 from components.distributions.base import Distribution
 from components.hosts.bootstrap import PreparedHost
+from components.hosts.steps import HostSettings
 from components.kubernetes.backups import BackupTarget
 from components.kubernetes.control_plane import ControlPlane
 from components.kubernetes.pki import ClusterPki
@@ -40,6 +42,12 @@ class ClusterContext:
     parent: pulumi.Resource
     # The distribution's cluster_secrets, by name.
     secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
+
+    @cached_property
+    def host_settings(self) -> HostSettings:
+        """What every machine's preparation steps read of the config, built once; the
+        layouts pass it on whole and never name a step's settings."""
+        return HostSettings.of(self.settings)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,15 +39,14 @@ def bootstrap(context: ClusterContext, host: Host, control_plane_address: pulumi
         HostBootstrapArgs(
             host=host,
             ssh=SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
-            tuning=settings.tuning, nvidia=settings.nvidia, distribution=context.distribution,
+            settings=context.host_settings, distribution=context.distribution,
             control_plane_address=control_plane_address,
             endpoint=endpoint,
             nfs_export=(NfsExport(nfs.path, nfs_client_addresses(settings))
                         if nfs is not None and nfs.host == host.name else None),
             drain_first=drain, firewall_ruleset=host_firewall_ruleset(
                 settings, context.distribution, host),
-            registries=registries_env(settings, context.distribution, ssh_password(settings)),
-            packages=settings.packages),
+            registries=registries_env(settings, context.distribution, ssh_password(settings))),
         opts=pulumi.ResourceOptions(parent=context.parent))
 
 

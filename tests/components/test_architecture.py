@@ -134,3 +134,24 @@ def test_args_and_layout_results_are_frozen_and_keyword_only():
     loose = [f"{path.relative_to(COMPONENTS)} {node.name}" for path, node in found
              if dataclass_options(node) != {"frozen": True, "kw_only": True}]
     assert not loose, f"not @dataclass(frozen=True, kw_only=True): {loose}"
+
+
+# The host steps' way in: what they read of the config travels as one value
+# (steps.HostSettings), so a step that reads a new section never touches the callers.
+STEP_ENTRIES = {"preparation_steps", "HostBootstrapArgs"}
+
+
+def test_the_host_steps_callers_pass_their_settings_whole():
+    from config.model import StackConfig
+
+    sections = set(StackConfig.model_fields)
+    passed = []
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in STEP_ENTRIES:
+                # `packages=settings.packages`: a section handed on by name.
+                passed += [f"{path.relative_to(COMPONENTS)}: {node.func.id}({k.arg}=...)"
+                           for k in node.keywords if k.arg in sections
+                           and getattr(k.value, "attr", None) == k.arg]
+    assert not passed, ("config sections passed to the host steps one by one; give them "
+                        f"steps.HostSettings instead: {passed}")

@@ -8,6 +8,7 @@ from components.common.remote_step import SshAccess
 from components.common.step_text import whole_text
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
+from components.hosts.steps import HostSettings
 from tests.components.conftest import settings_for
 from tests.builders import TEST_HOST_KEY, bare_metal_config
 
@@ -17,7 +18,7 @@ def bootstrap(settings, host_name: str) -> HostBootstrap:
     return HostBootstrap(host.name, HostBootstrapArgs(
         host=host,
         ssh=SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
-        tuning=settings.tuning, nvidia=settings.nvidia,
+        settings=HostSettings.of(settings),
         distribution=distribution_for(distribution_settings(settings)),
         control_plane_address=settings.controller.address))
 
@@ -149,7 +150,7 @@ def test_steps_hook_into_the_bootstrap_by_what_they_declare(plan, monkeypatch):
     component = HostBootstrap(host.name, HostBootstrapArgs(
         host=host,
         ssh=SshAccess(settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
-        tuning=settings.tuning, nvidia=settings.nvidia,
+        settings=HostSettings.of(settings),
         distribution=distribution_for(distribution_settings(settings)),
         control_plane_address=settings.controller.address,
         drain_first=DrainFirst(controller.ssh, DRAIN_NODE, {

@@ -137,6 +137,7 @@ EXAMPLES = {
     "versions.airgapBundleSha256{value}": "0123456789abcdef" * 4,
     "packages.aptMirror": "https://apt.example.internal/ubuntu",
     "packages.aptSecurityMirror": "https://apt.example.internal/ubuntu-security",
+    "time.ntpServers[]": "ntp1.example.internal",
     "hostFirewall.extraSources[]": "172.27.232.2/32",
     "vpn.existingServerAddress": "192.168.10.5",
     "vpn.tunnelCidr": "10.8.0.0/24",

@@ -8,8 +8,13 @@ import pytest
 
 from components.common.step_text import step_inputs
 from components.distributions import distribution_for, distribution_settings
-from components.hosts.steps import REMOVE_CONFIGURE_APT, HostProfile, preparation_steps
-from config.model import HostTuning, NvidiaSettings, PackageSettings
+from components.hosts.steps import (
+    REMOVE_CONFIGURE_APT,
+    HostProfile,
+    HostSettings,
+    preparation_steps,
+)
+from config.model import PackageSettings
 from preview.engine import unwrap_secrets
 from tests.config.loading import loads, problem_lines
 from tests.builders import bare_metal_config, preview
@@ -80,11 +85,10 @@ def test_ubuntus_packages_come_from_the_sites_mirror_before_anything_installs_on
 def test_the_steps_run_configure_apt_only_with_a_mirror_and_undo_it_when_it_goes():
     distribution = distribution_for(distribution_settings(loads(bare_metal_config(workers=1))))
     machine = HostProfile(gpus=0, install_driver=True, nvswitch="auto", ssh_port=22)
-    plain = preparation_steps(HostTuning(), NvidiaSettings(), distribution, machine,
-                              packages=PackageSettings())
+    plain = preparation_steps(HostSettings(packages=PackageSettings()), distribution, machine)
     assert "configure-apt" not in [step.step for step in plain]
-    mirrored = preparation_steps(HostTuning(), NvidiaSettings(), distribution, machine,
-                                 packages=PackageSettings(apt_mirror="https://a.example/ubuntu"))
+    mirrored = preparation_steps(HostSettings(packages=PackageSettings(
+        apt_mirror="https://a.example/ubuntu")), distribution, machine)
     assert [step.step for step in mirrored][:2] == ["configure-apt", "prepare-host"]
     assert mirrored[0].delete is REMOVE_CONFIGURE_APT
 

@@ -12,6 +12,7 @@ from pulumi_command import remote
 
 from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
+from components.hosts.steps import HostSettings
 from components.common.remote_step import Ssh, SshAccess
 from components.layouts.hybrid import vpn_bridge_args
 from components.network.vpn_bridge import VpnBridge
@@ -64,7 +65,7 @@ def build_plan(values: Optional[dict] = None, exports: bool = True,
 
         def prepared(host: Host) -> HostBootstrap:
             return HostBootstrap(host.name, HostBootstrapArgs(
-                host=host, ssh=access, tuning=settings.tuning, nvidia=settings.nvidia,
+                host=host, ssh=access, settings=HostSettings.of(settings),
                 distribution=distribution, control_plane_address=SERVER.address))
 
         server = prepared(SERVER)
