@@ -14,7 +14,8 @@ from components.distributions import distribution_for, distribution_settings
 from components.hosts.bootstrap import HostBootstrap, HostBootstrapArgs
 from components.common.remote_step import Ssh, SshAccess
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
-from config.model import Host, StackConfig
+from config.hosts import Host
+from config.model import StackConfig
 from preview.engine import run_program
 from preview.plan import Plan
 from tests.builders import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config
