@@ -9,7 +9,7 @@ load helpers
 
 REPO_ROOT="$(cd "$TESTS_DIR/../.." && pwd)"
 PYTHON="${GPU_CLUSTER_PYTHON:-$REPO_ROOT/venv/bin/python}"
-# A bare-metal stack whose one worker is a vGPU guest with one vGPU (docs/reference.md).
+# A bare-metal stack whose one worker is a vGPU guest with one vGPU (docs/config-reference.md).
 STACK='{"layout": "bare-metal", "clusterName": "vgpu", "network": {"lanCidr": "192.168.2.0/24"},
   "ssh": {"user": "ops"}, "nvidia": {"installDriver": false},
   "hosts": [{"name": "controller", "address": "192.168.2.1", "role": "controller"},
