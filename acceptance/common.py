@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from config.model import Host, StackConfig, Taint
+from config.hosts import Host, Taint
+from config.model import StackConfig
 from contract.names import POOL_LABEL
 
 

@@ -4,7 +4,8 @@ the preview's warnings about them."""
 
 from collections.abc import Sequence
 
-from config.model import Host, NvidiaSettings, WorkerPool
+from config.hosts import Host, WorkerPool
+from config.model import NvidiaSettings
 
 
 def runtime_warnings(hosts: Sequence[Host], nvidia: NvidiaSettings) -> list[str]:

@@ -8,7 +8,8 @@ from typing import Optional
 
 from config.access import AccessSettings
 from config.checks import ACCEPT_ANY_KEY, unchecked_ssh, unchecked_what
-from config.model import Host, HostTuning, SshSettings
+from config.hosts import Host
+from config.model import HostTuning, SshSettings
 
 MITIGATIONS_KEY = "tuning.disableCpuMitigations"
 

@@ -13,7 +13,8 @@ import yaml
 from components.common import kube
 from config import versions
 from config.image_pins import chart_tag
-from config.model import GpuSettings, Host, Taint, WorkerPool
+from config.hosts import Host, Taint, WorkerPool
+from config.model import GpuSettings
 
 NAMESPACE = "kube-system"
 FEATURE_DISCOVERY_NAMESPACE = "gpu-feature-discovery"

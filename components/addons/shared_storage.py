@@ -14,7 +14,7 @@ from components.addons import efs_csi
 from components.addons.efs_csi import EfsCsiSettings
 from components.common import kube, pod_security
 from config import versions
-from config.model import Host
+from config.hosts import Host
 from config.storage import EfsBackend, LocalPathBackend, NfsBackend, STORAGE_CLASS_NAMES, StorageSettings
 from contract.names import DEFAULT_STORAGE_CLASS_OUTPUT
 

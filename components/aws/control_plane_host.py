@@ -31,7 +31,7 @@ from components.common.remote_step import Endpoint
 from components.common.step_text import Script
 from config import versions
 from config.cloud import AwsSettings, VpnSettings, control_plane_address
-from config.model import Host
+from config.hosts import Host
 
 INSTALL_SSH_HOST_KEY = Script("aws/install-ssh-host-key.sh")
 UBUNTU_SSH_USER = "ubuntu"

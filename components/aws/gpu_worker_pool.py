@@ -29,7 +29,7 @@ from components.aws.tags import propagated_tags
 from components.hosts.steps import HostStep, HostProfile
 from components.aws.pool_node_cleanup import TOKEN_PLACEHOLDER
 from config import versions
-from config.model import WorkerPool
+from config.hosts import WorkerPool
 from contract.names import POOL_LABEL
 
 # A refresh replaces instances a few at a time, keeping this share of the pool in service.

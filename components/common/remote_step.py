@@ -20,7 +20,8 @@ from pulumi_command import remote
 from pydantic import SecretStr
 
 from components.common.step_text import Script, bundle_stdin, envelope, single_quoted
-from config.model import Host, SshSettings
+from config.hosts import Host
+from config.model import SshSettings
 
 
 @dataclass(frozen=True)

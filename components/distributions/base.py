@@ -15,7 +15,8 @@ from components.distributions.registry_mirror import RegistryFile
 from config import versions
 from config.images import ImageMirror
 from config.kubernetes import KubernetesSettings
-from config.model import MACHINE_GENERATION_LABEL, Host, HostTuning, WorkerPool
+from config.hosts import MACHINE_GENERATION_LABEL, Host, WorkerPool
+from config.model import HostTuning
 from contract.names import POOL_LABEL
 
 

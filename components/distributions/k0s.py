@@ -20,7 +20,7 @@ from components.distributions.base import (
 from components.common import audit, pod_security
 from components.common.step_text import Script
 from config.images import ImageMirror
-from config.model import Host, WorkerPool
+from config.hosts import Host, WorkerPool
 from contract import ports
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.

@@ -16,7 +16,7 @@ from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.common import audit, pod_security
 from components.common.step_text import Script
 from config.images import ImageMirror
-from config.model import Host, WorkerPool
+from config.hosts import Host, WorkerPool
 from contract import ports
 
 ETC = "/etc/rancher/rke2"

@@ -10,7 +10,8 @@ from pulumi_command import remote
 
 from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script
-from config.model import Host, SshSettings
+from config.hosts import Host
+from config.model import SshSettings
 
 AUTHORIZED_KEYS = Script("authorized-keys.sh", checks=True)
 

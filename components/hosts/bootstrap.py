@@ -28,7 +28,7 @@ from components.common.remote_step import (
 )
 from components.common.step_text import Script
 from config.backup import BACKUP_FOLDER
-from config.model import Host
+from config.hosts import Host
 
 SERVE_NFS = Script("serve-nfs.sh")
 # root on a client is the anonymous user 65534 (nobody/nogroup on Ubuntu) on the export:

@@ -17,7 +17,7 @@ from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script, envelope
 from components.kubernetes.upgrade import check_version
 from config.kubernetes import KubernetesSettings
-from config.model import Host
+from config.hosts import Host
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
 

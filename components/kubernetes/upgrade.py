@@ -21,7 +21,7 @@ from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script
 from components.distributions.base import Distribution
 from components.hosts.bootstrap import DrainFirst
-from config.model import Host
+from config.hosts import Host
 
 CHECK_VERSION = Script("upgrade/check-version.sh")
 DRAIN_NODE = Script("upgrade/drain-node.sh", extra_libraries=("drain/lib.sh",))

@@ -14,7 +14,7 @@ from components.hosts.bootstrap import PreparedHost
 from components.common.remote_step import run_step
 from components.common.step_text import Script
 from components.kubernetes.upgrade import RolloutPolicy, uncordon_worker, worker_upgrade
-from config.model import MACHINE_GENERATION_LABEL, Host
+from config.hosts import MACHINE_GENERATION_LABEL, Host
 
 MAINTAIN_NODE = Script("maintenance/maintain-node.sh", extra_libraries=("drain/lib.sh",))
 END_MAINTENANCE = Script("maintenance/end-maintenance.sh")

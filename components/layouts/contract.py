@@ -22,7 +22,8 @@ from components.hosts.steps import HostSettings
 from components.kubernetes.backups import BackupTarget
 from components.kubernetes.control_plane import ControlPlane
 from components.kubernetes.pki import ClusterPki
-from config.model import Host, StackConfig
+from config.hosts import Host
+from config.model import StackConfig
 from config.problems import Problem
 
 

@@ -22,7 +22,8 @@ from components.layouts.contract import (
     frozen_mapping,
 )
 from components.layouts.over_ssh import bootstrap, prepared_workers, storage_servers
-from config.model import Host, StackConfig
+from config.hosts import Host
+from config.model import StackConfig
 from config.storage import service_account_issuer
 from contract import names
 

@@ -19,7 +19,8 @@ from components.layouts.contract import ClusterContext, PreparedWorker
 from config.backup import backup_store
 from config.cloud import control_plane_address, tunnel_server_address
 from config.firewall import FIREWALL_LAYOUTS
-from config.model import Host, StackConfig
+from config.hosts import Host
+from config.model import StackConfig
 
 
 def bootstrap(context: ClusterContext, host: Host, control_plane_address: pulumi.Input[str],

@@ -23,7 +23,7 @@ from components.common.certificates import IssuedCertificate
 from components.common.step_text import Script
 from components.network.vpn_pki import VpnPki, VpnPkiArgs
 from config.cloud import VpnSettings
-from config.model import Host
+from config.hosts import Host
 from contract import ports
 
 INSTALL_SERVER = Script("openvpn/server.sh")

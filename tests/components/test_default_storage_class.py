@@ -22,9 +22,9 @@ KUBEFLOW_PROBLEM = "needs the stack's default StorageClass"
 
 
 def expected_default(storage: dict) -> list[str]:
-    """The rule as the config reference (docs/reference.md) states it, written out here on its own:
-    the only backend is the default unless it says `default: false`; of several, the one
-    with `default: true`."""
+    """The rule as the config reference (docs/config-reference.md) states it, written out
+    here on its own: the only backend is the default unless it says `default: false`; of
+    several, the one with `default: true`."""
     if len(storage) == 1:
         return [name for name, backend in storage.items() if backend.get("default") is not False]
     return [name for name, backend in storage.items() if backend.get("default") is True]

@@ -12,7 +12,7 @@ import copy
 import pytest
 
 from components.distributions import distribution_for, distribution_settings
-from config.model import Host
+from config.hosts import Host
 from tests.components.conftest import settings_for
 from tests.builders import bare_metal_config
 

@@ -19,7 +19,8 @@ import yaml
 from components.addons.gpu_support import gpu_manifests
 from components.addons.monitoring.manifests import dcgm_exporter
 from config import versions
-from config.model import GpuSettings, Taint
+from config.hosts import Taint
+from config.model import GpuSettings
 from tests.boot.stub_host import stub_host
 from tests.k8s_tools import validate_strict
 from tests.builders import PROJECT_DIR

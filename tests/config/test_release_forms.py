@@ -16,11 +16,10 @@ SAMPLES = ["v1.36.3+k0s.2", "v1.30.0-rc.1+k0s.0", "v1.36.3+rke2r1", "v1.36.3-rc1
 
 
 def script_pattern(name: str) -> str:
-    """The pattern the distribution's lib.sh checks a version with."""
+    """The pattern the distribution's lib.sh gives node/lib.sh to check a version with
+    (<PREFIX>_RELEASE)."""
     text = (SCRIPTS_DIR / name / "lib.sh").read_text()
-    if name == "k0s":
-        return re.search(r'"\$version" =~ (\^v\S+\$) \]\]', text).group(1)
-    return re.search(r"^RKE2_RELEASE='([^']+)'$", text, re.M).group(1)
+    return re.search(rf"^{name.upper()}_RELEASE='([^']+)'$", text, re.M).group(1)
 
 
 def bash_accepts(pattern: str, value: str) -> bool:

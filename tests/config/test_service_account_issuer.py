@@ -10,7 +10,7 @@ import yaml
 from components.distributions import distribution_settings
 from components.distributions.k0s import K0S_ISSUER, K0s
 from components.distributions.rke2 import Rke2
-from config.model import Host
+from config.hosts import Host
 from tests.builders import bare_metal_config, cloud_config, hybrid_config
 from tests.config.loading import loads, problem_lines
 

@@ -7,7 +7,7 @@
 bats_require_minimum_version 1.5.0
 load helpers
 
-# A bare-metal stack whose one worker is a vGPU guest with one vGPU (docs/reference.md).
+# A bare-metal stack whose one worker is a vGPU guest with one vGPU (docs/config-reference.md).
 STACK='{"layout": "bare-metal", "clusterName": "vgpu", "network": {"lanCidr": "192.168.2.0/24"},
   "ssh": {"user": "ops"}, "nvidia": {"installDriver": false},
   "hosts": [{"name": "controller", "address": "192.168.2.1", "role": "controller"},

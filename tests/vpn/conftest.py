@@ -16,7 +16,8 @@ from components.hosts.steps import HostSettings
 from components.common.remote_step import Ssh, SshAccess
 from components.layouts.hybrid import vpn_bridge_args
 from components.network.vpn_bridge import VpnBridge
-from config.model import Host, StackConfig
+from config.hosts import Host
+from config.model import StackConfig
 from preview.engine import run_program
 from preview.plan import Plan
 from tests.builders import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config

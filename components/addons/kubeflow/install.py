@@ -28,7 +28,7 @@ from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script
 from config.access import User
 from config.kubeflow import KubeflowAccess, KubeflowSettings
-from config.model import Host
+from config.hosts import Host
 
 PROJECT_DIR = Path(__file__).resolve().parents[3]
 # The overlays live in the (git-ignored) build folder, at a path relative to the project

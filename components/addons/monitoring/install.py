@@ -19,7 +19,8 @@ from components.addons.monitoring.manifests import (
     prometheus,
 )
 from components.addons.monitoring.rules import GpuNodeGroup, alert_rules
-from config.model import GpuSettings, Taint
+from config.hosts import Taint
+from config.model import GpuSettings
 from config.monitoring import MonitoringSettings
 
 # 24 random bytes: 48 hex characters, safe in any form Grafana's login takes.

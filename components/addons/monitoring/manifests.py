@@ -18,7 +18,7 @@ from components.addons.monitoring.rules import (
     XID_WINDOW_MINUTES,
 )
 from config import versions
-from config.model import Taint
+from config.hosts import Taint
 from config.monitoring import MonitoringSettings
 from contract.names import POOL_LABEL
 

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Optional
 
-from config.model import GpuSettings, Host, WorkerPool
+from config.hosts import Host, WorkerPool
+from config.model import GpuSettings
 from config.monitoring import AlertSettings
 from contract.names import POOL_LABEL
 
