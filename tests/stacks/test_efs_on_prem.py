@@ -12,12 +12,11 @@ import pytest
 from components.addons import efs_csi
 from preview import aws_mocks
 from tests import rbac
-from tests.builders import hybrid_config, preview
+from tests.builders import ISSUER_BUCKET, hybrid_config, preview
 from tests.iam_evaluator import (ALLOW, ANONYMOUS, EXPLICIT_DENY, IMPLICIT_DENY, Principal,
                                  Request, evaluate)
-from tests.stacks.test_access import RBAC_ACCESS
 
-BUCKET = "gpu-test-issuer"
+BUCKET = ISSUER_BUCKET
 ISSUER_HOST = f"{BUCKET}.s3.us-east-1.amazonaws.com"
 ACCOUNT = aws_mocks.PREVIEW_ACCOUNT
 MOUNT, WRITE, ROOT = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
@@ -31,11 +30,8 @@ CCM_INSTANCE_ID = re.compile("^i-[^/]*$")
 
 
 @pytest.fixture(scope="module")
-def plan():
-    values = hybrid_config()
-    values["storage"]["efs"] = {"issuerBucket": BUCKET}
-    values["access"] = RBAC_ACCESS
-    return preview(values)
+def plan(efs_issuer_plan):
+    return efs_issuer_plan
 
 
 def arn_of(resource) -> str:
