@@ -65,6 +65,10 @@ def bare_metal_config(workers: int = 3, gpus: int = 4) -> dict:
     }
 
 
+# The bucket of the public service-account issuer in the hybrid stack tests.
+ISSUER_BUCKET = "gpu-test-issuer"
+
+
 def hybrid_config(workers: int = 2) -> dict:
     """A valid hybrid stack: on-prem GPU workers (the first one is the VPN gateway)."""
     values = bare_metal_config(workers=workers)

@@ -62,6 +62,20 @@ class Request:
     context: dict = field(default_factory=dict)
 
 
+# What an NFS client may do on an EFS file system, and what a mount through a mount target
+# carries (https://docs.aws.amazon.com/efs/latest/ug/iam-access-control-nfs-efs.html,
+# "EFS actions for clients" and "EFS condition keys for clients").
+EFS_CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
+                      "elasticfilesystem:ClientRootAccess")
+
+
+def efs_client_request(action: str, file_system: str, tls: bool = True) -> Request:
+    """An NFS client's `action` on `file_system` through a mount target, with TLS or without."""
+    return Request(action, file_system, {
+        "aws:SecureTransport": "true" if tls else "false",
+        "elasticfilesystem:AccessedViaMountTarget": "true"})
+
+
 def _listed(value) -> list:
     return value if isinstance(value, list) else [value]
 

@@ -32,6 +32,10 @@ class Context:
                           "read access to them is needed (the admin kubeconfig has it)")
                 for name in names if name in self.snapshot.errors]
 
+    def listed(self, check: str, name: str) -> tuple[list[dict], list[Finding]]:
+        """The objects of one list, and the could-not-check finding if the API refused it."""
+        return (self.snapshot.items(name) or []), self.missing(check, name)
+
 
 Check = Callable[[Context], list[Finding]]
 

@@ -86,11 +86,11 @@ def allocatable(context: Context) -> list[Finding]:
 def device_plugin_nvml(context: Context) -> list[Finding]:
     """No NVML errors in the device plugin's recent logs; one plugin per GPU node."""
     check = "gpu-device-plugin"
-    findings = context.missing(check, "pods")
+    pods, findings = context.listed(check, "pods")
     if findings:
         return findings
     snapshot = context.snapshot
-    plugins = [pod for pod in snapshot.items("pods") or [] if is_device_plugin(pod)]
+    plugins = [pod for pod in pods if is_device_plugin(pod)]
     on_nodes = {(pod.get("spec") or {}).get("nodeName") for pod in plugins}
     for node, _, _ in _gpu_nodes(context):
         if name_of(node) not in on_nodes:

@@ -13,10 +13,9 @@ HOLDING_CONDITIONS = ("NamespaceFinalizersRemaining", "NamespaceContentRemaining
 
 def terminating(context: Context) -> list[Finding]:
     check = "namespace-terminating"
-    findings = context.missing(check, "namespaces")
+    namespaces, findings = context.listed(check, "namespaces")
     if findings:
         return findings
-    namespaces = context.snapshot.items("namespaces") or []
     for namespace in namespaces:
         if (namespace.get("status") or {}).get("phase") != "Terminating":
             continue

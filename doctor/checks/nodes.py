@@ -18,15 +18,10 @@ def ready_condition(node: dict) -> dict:
     return next((c for c in conditions if c.get("type") == "Ready"), {})
 
 
-def _nodes(context: Context, check: str) -> tuple[list[dict], list[Finding]]:
-    missing = context.missing(check, "nodes")
-    return (context.snapshot.items("nodes") or []), missing
-
-
 def registered(context: Context) -> list[Finding]:
     """Every configured host that runs a kubelet has its Node."""
     check = "node-registered"
-    nodes, findings = _nodes(context, check)
+    nodes, findings = context.listed(check, "nodes")
     if findings:
         return findings
     names = {name_of(node) for node in nodes}
@@ -57,7 +52,7 @@ def registered(context: Context) -> list[Finding]:
 def readiness(context: Context) -> list[Finding]:
     """Ready is True and its heartbeat recent."""
     check = "node-ready"
-    nodes, findings = _nodes(context, check)
+    nodes, findings = context.listed(check, "nodes")
     for node in nodes:
         name, condition = name_of(node), ready_condition(node)
         subject = f"node {name}"
@@ -88,7 +83,7 @@ def readiness(context: Context) -> list[Finding]:
 def left_over(context: Context) -> list[Finding]:
     """Nodes the stack does not know: machines removed without their Node."""
     check = "node-known"
-    nodes, findings = _nodes(context, check)
+    nodes, findings = context.listed(check, "nodes")
     for node in nodes:
         name = name_of(node)
         pool = (node["metadata"].get("labels") or {}).get(POOL_LABEL)
@@ -107,7 +102,7 @@ def left_over(context: Context) -> list[Finding]:
 def internal_ip(context: Context) -> list[Finding]:
     """The InternalIP the kubelet registered is the configured address."""
     check = "node-address"
-    nodes, findings = _nodes(context, check)
+    nodes, findings = context.listed(check, "nodes")
     for node in nodes:
         expected = context.stack.node(name_of(node))
         if expected is None:

@@ -16,11 +16,10 @@ def is_default(storage_class: dict) -> bool:
 
 def default_class(context: Context) -> list[Finding]:
     check = "default-storage-class"
-    findings = context.missing(check, "storageclasses")
+    classes, findings = context.listed(check, "storageclasses")
     if findings:
         return findings
-    defaults = sorted(name_of(c) for c in context.snapshot.items("storageclasses") or []
-                      if is_default(c))
+    defaults = sorted(name_of(c) for c in classes if is_default(c))
     wanted = context.stack.default_storage_class
     annotate = ("kubectl patch storageclass {} -p '{{\"metadata\":{{\"annotations\":"
                 "{{\"storageclass.kubernetes.io/is-default-class\":\"{}\"}}}}}}'")
@@ -65,11 +64,10 @@ def _latest_event(events: list[dict], claim: dict) -> dict:
 
 def pending_claims(context: Context) -> list[Finding]:
     check = "pvc-bound"
-    findings = context.missing(check, "persistentvolumeclaims")
+    claims, findings = context.listed(check, "persistentvolumeclaims")
     if findings:
         return findings
     events = context.snapshot.items("events") or []
-    claims = context.snapshot.items("persistentvolumeclaims") or []
     for claim in claims:
         phase = (claim.get("status") or {}).get("phase")
         if phase != "Pending":

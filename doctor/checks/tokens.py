@@ -57,10 +57,9 @@ def bootstrap_tokens(context: Context) -> list[Finding]:
     (https://kubernetes.io/docs/reference/access-authn-authz/bootstrap-tokens/); expired ones
     stay until the TokenCleaner controller, off by default, removes them."""
     check = "join-tokens"
-    findings = context.missing(check, "bootstrap-tokens")
+    secrets, findings = context.listed(check, "bootstrap-tokens")
     if findings:
         return findings
-    secrets = context.snapshot.items("bootstrap-tokens") or []
     pools = bool(context.stack.pools)
     for secret in secrets:
         name = name_of(secret)

@@ -18,10 +18,10 @@ def is_mysql(pod: dict) -> bool:
 
 def mysql_crash_loop(context: Context) -> list[Finding]:
     check = "mysql"
-    findings = context.missing(check, "pods")
+    pods, findings = context.listed(check, "pods")
     if findings:
         return findings
-    for pod in filter(is_mysql, context.snapshot.items("pods") or []):
+    for pod in filter(is_mysql, pods):
         subject = f"pod {namespaced(pod)}"
         node = (pod.get("spec") or {}).get("nodeName", "no node")
         statuses = (pod.get("status") or {}).get("containerStatuses") or []

@@ -15,10 +15,12 @@ from tests.builders import example_plan
 from tests.iam_evaluator import (
     ALLOW,
     ANONYMOUS,
+    EFS_CLIENT_ACTIONS,
     EXPLICIT_DENY,
     IMPLICIT_DENY,
     Principal,
     Request,
+    efs_client_request,
     evaluate,
 )
 
@@ -231,15 +233,11 @@ def test_the_controllers_secrets_are_read_by_its_role_and_administrators_only():
 # mount with the kernel's NFS client).
 
 def _efs(who: Principal, action: str, policy, tls: bool = True, resource=None) -> str:
-    request = Request(action, resource or FILE_SYSTEM, {
-        "aws:SecureTransport": "true" if tls else "false",
-        "elasticfilesystem:AccessedViaMountTarget": "true"})
-    return evaluate(who, request, policy)
+    return evaluate(who, efs_client_request(action, resource or FILE_SYSTEM, tls), policy)
 
 
 FILE_SYSTEM = f"arn:aws:elasticfilesystem:us-west-2:{ACCOUNT}:file-system/fs-0123"
-MOUNT, WRITE, ROOT = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
-                      "elasticfilesystem:ClientRootAccess")
+MOUNT, WRITE, ROOT = EFS_CLIENT_ACTIONS
 NOBODY = Principal("anonymous NFS client", ANONYMOUS)
 # A user whose own policy allows every client action (AWS's managed client policy).
 EFS_CLIENT = Principal("EFS client user", f"arn:aws:iam::{ACCOUNT}:user/researcher",

@@ -19,10 +19,12 @@ from components.aws.efs import efs_policy
 from tests.iam_evaluator import (
     ALLOW,
     ANONYMOUS,
+    EFS_CLIENT_ACTIONS,
     EXPLICIT_DENY,
     IMPLICIT_DENY,
     Principal,
     Request,
+    efs_client_request,
     evaluate,
 )
 
@@ -158,14 +160,11 @@ def test_the_bucket_shows_its_two_documents_and_nothing_else():
 
 
 FILE_SYSTEM = f"arn:aws:elasticfilesystem:us-west-2:{ACCOUNT}:file-system/fs-0123"
-MOUNT, WRITE, ROOT = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
-                      "elasticfilesystem:ClientRootAccess")
+MOUNT, WRITE, ROOT = EFS_CLIENT_ACTIONS
 
 
 def _efs(who: Principal, action: str, policy: str, tls: bool = True) -> str:
-    return evaluate(who, Request(action, FILE_SYSTEM, {
-        "aws:SecureTransport": "true" if tls else "false",
-        "elasticfilesystem:AccessedViaMountTarget": "true"}), policy)
+    return evaluate(who, efs_client_request(action, FILE_SYSTEM, tls), policy)
 
 
 def test_the_on_prem_role_mounts_and_writes_and_is_not_root():

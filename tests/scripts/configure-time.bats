@@ -10,12 +10,9 @@ load helpers
 DROPIN=/etc/systemd/timesyncd.conf.d/90-gpu-cluster.conf
 CHRONY=/etc/chrony/chrony.conf
 MANAGED='# Managed by gpu-cluster (time.ntpServers); the original is in /var/lib/gpu-cluster/time.'
-# Ubuntu's chrony.conf as the package installs it (its directives; 24.04's chrony 4.5).
-UBUNTU_CHRONY='confdir /etc/chrony/conf.d
-pool ntp.ubuntu.com iburst maxsources 4
-sourcedir /run/chrony-dhcp
-sourcedir /etc/chrony/sources.d
-keyfile /etc/chrony/chrony.keys
+# Ubuntu's chrony.conf as the package installs it (its directives; 24.04's chrony 4.5),
+# and the part of it after its sources, which configure-time.sh keeps as it is.
+UBUNTU_CHRONY_SETTINGS='keyfile /etc/chrony/chrony.keys
 driftfile /var/lib/chrony/chrony.drift
 ntsdumpdir /var/lib/chrony
 logdir /var/log/chrony
@@ -23,6 +20,11 @@ maxupdateskew 100.0
 rtcsync
 makestep 1 3
 leapsectz right/UTC'
+UBUNTU_CHRONY="confdir /etc/chrony/conf.d
+pool ntp.ubuntu.com iburst maxsources 4
+sourcedir /run/chrony-dhcp
+sourcedir /etc/chrony/sources.d
+$UBUNTU_CHRONY_SETTINGS"
 
 setup() {
   setup_host
@@ -63,14 +65,7 @@ NTP=ntp1.example.internal 192.168.2.5"
 confdir /etc/chrony/conf.d
 server ntp1.example.internal iburst
 server 192.168.2.5 iburst
-keyfile /etc/chrony/chrony.keys
-driftfile /var/lib/chrony/chrony.drift
-ntsdumpdir /var/lib/chrony
-logdir /var/log/chrony
-maxupdateskew 100.0
-rtcsync
-makestep 1 3
-leapsectz right/UTC"
+$UBUNTU_CHRONY_SETTINGS"
   assert_file /var/lib/gpu-cluster/time/chrony.conf "$UBUNTU_CHRONY"
   assert_called '^systemctl try-restart chrony.service$'
   [ ! -e "$GPU_CLUSTER_ROOT$DROPIN" ]

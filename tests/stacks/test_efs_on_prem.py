@@ -12,16 +12,15 @@ import pytest
 from components.addons import efs_csi
 from preview import aws_mocks
 from tests import rbac
-from tests.builders import hybrid_config, preview
-from tests.iam_evaluator import (ALLOW, ANONYMOUS, EXPLICIT_DENY, IMPLICIT_DENY, Principal,
-                                 Request, evaluate)
-from tests.stacks.test_access import RBAC_ACCESS
+from tests.builders import ISSUER_BUCKET, hybrid_config, preview
+from tests.iam_evaluator import (ALLOW, ANONYMOUS, EFS_CLIENT_ACTIONS, EXPLICIT_DENY,
+                                 IMPLICIT_DENY, Principal, Request, efs_client_request,
+                                 evaluate)
 
-BUCKET = "gpu-test-issuer"
+BUCKET = ISSUER_BUCKET
 ISSUER_HOST = f"{BUCKET}.s3.us-east-1.amazonaws.com"
 ACCOUNT = aws_mocks.PREVIEW_ACCOUNT
-MOUNT, WRITE, ROOT = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
-                      "elasticfilesystem:ClientRootAccess")
+MOUNT, WRITE, ROOT = EFS_CLIENT_ACTIONS
 # What the driver finds in a Node's providerID off EC2 (k8s_metadata.go:49-53, Go's
 # leftmost-first match, as Python's re.search for this expression).
 DRIVER_INSTANCE_ID = re.compile("i-[a-z0-9]+$|[a-z0-9]{32}")
@@ -31,11 +30,8 @@ CCM_INSTANCE_ID = re.compile("^i-[^/]*$")
 
 
 @pytest.fixture(scope="module")
-def plan():
-    values = hybrid_config()
-    values["storage"]["efs"] = {"issuerBucket": BUCKET}
-    values["access"] = RBAC_ACCESS
-    return preview(values)
+def plan(efs_issuer_plan):
+    return efs_issuer_plan
 
 
 def arn_of(resource) -> str:
@@ -59,9 +55,7 @@ def efs(plan, who: Principal, action: str, tls: bool = True) -> str:
     [policy] = [r.inputs["policy"] for r in
                 plan.of_type("aws:efs/fileSystemPolicy:FileSystemPolicy")]
     [file_system] = plan.of_type("aws:efs/fileSystem:FileSystem")
-    return evaluate(who, Request(action, arn_of(file_system), {
-        "aws:SecureTransport": "true" if tls else "false",
-        "elasticfilesystem:AccessedViaMountTarget": "true"}), policy)
+    return evaluate(who, efs_client_request(action, arn_of(file_system), tls), policy)
 
 
 def test_the_file_system_wants_iam_and_tls_and_root_only_for_the_node_role(plan):

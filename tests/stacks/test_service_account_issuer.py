@@ -10,22 +10,17 @@ import pytest
 
 from components.aws import service_account_issuer as issuer
 from preview import aws_mocks
-from tests.builders import hybrid_config, preview
+from tests.builders import ISSUER_BUCKET
 from tests.iam_evaluator import ALLOW, ANONYMOUS, IMPLICIT_DENY, Principal, Request, evaluate
 from tests import rbac
-from tests.stacks.test_access import RBAC_ACCESS
 
-BUCKET = "gpu-test-issuer"
+BUCKET = ISSUER_BUCKET
 ISSUER = f"https://{BUCKET}.s3.us-east-1.amazonaws.com"
 
 
 @pytest.fixture(scope="module")
-def plan():
-    values = hybrid_config()
-    # The web identity replaces anonymousNfs: the file system policy requires IAM and TLS.
-    values["storage"]["efs"] = {"issuerBucket": BUCKET}
-    values["access"] = RBAC_ACCESS
-    return preview(values)
+def plan(efs_issuer_plan):
+    return efs_issuer_plan
 
 
 def _one(plan, type_: str):
