@@ -17,7 +17,7 @@ import pytest
 
 from components.kubernetes.kubeconfig import client_kubeconfig
 from tests.distribute.test_stack import FAKE_PULUMI, SECRET_OUTPUTS
-from tests.doctor.pki import Authority, pem
+from tests.pki import Authority, pem
 from tests.cli.run import run
 
 FORMS = {"gpu-cluster": lambda name: [sys.executable, "-m", "cli", name],

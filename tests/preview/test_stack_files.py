@@ -129,8 +129,8 @@ def test_the_offline_policy_run_names_an_unreadable_stack_file(tmp_path, monkeyp
     real = offline.preview_plan
     monkeypatch.setattr(offline, "preview_plan", lambda stack: real(stack, folder))
     assert offline.main(["test"]) == 2
-    assert capsys.readouterr().err == ("stack test: Pulumi.test.yaml: the file must be a "
-                                       "mapping of keys to values, not a list\n")
+    assert capsys.readouterr().err == ("stack test: could not check: Pulumi.test.yaml: the file "
+                                       "must be a mapping of keys to values, not a list\n")
 
 
 SECRETS = [
