@@ -30,20 +30,20 @@ Quantity = Annotated[str, AfterValidator(_quantity)]
 class Quota(Section):
     """Hard limits on what the namespace's pods may request; unset means unlimited."""
 
-    gpus: Optional[int] = Field(default=None, ge=0, description=(
-        "`requests.nvidia.com/gpu` of all pods (unset: unlimited)."))
+    gpus: Optional[int] = Field(default=None, ge=0)
+    """`requests.nvidia.com/gpu` of all pods (unset: unlimited)."""
     # GPUs beyond `gpus` the team's queue may borrow from the others' idle quota (Kueue's
     # borrowingLimit); the ResourceQuota caps the namespace at gpus + borrowGpus.
-    borrow_gpus: int = Field(default=0, ge=0, description=(
-        "GPUs beyond `gpus` the team's Kueue queue may borrow from the others' idle quota; its "
-        "`ResourceQuota` allows `gpus` + `borrowGpus` (needs `gpus`)."))
-    cpu: Optional[Quantity] = Field(None, description=(
-        "`requests.cpu` of all pods, a quantity (`64`, `500m`)."))
-    memory: Optional[Quantity] = Field(None, description=(
-        "`requests.memory` of all pods (`512Gi`)."))
+    borrow_gpus: int = Field(default=0, ge=0)
+    """GPUs beyond `gpus` the team's Kueue queue may borrow from the others' idle quota; its
+    `ResourceQuota` allows `gpus` + `borrowGpus` (needs `gpus`)."""
+    cpu: Optional[Quantity] = None
+    """`requests.cpu` of all pods, a quantity (`64`, `500m`)."""
+    memory: Optional[Quantity] = None
+    """`requests.memory` of all pods (`512Gi`)."""
     # Total of all PersistentVolumeClaims' requests.
-    storage: Optional[Quantity] = Field(None, description=(
-        "`requests.storage` of all PersistentVolumeClaims (`2Ti`)."))
+    storage: Optional[Quantity] = None
+    """`requests.storage` of all PersistentVolumeClaims (`2Ti`)."""
 
     @model_validator(mode="after")
     def _borrowing_needs_a_share(self) -> "Quota":
@@ -56,13 +56,14 @@ class ContainerDefaults(Section):
     """Requests and limits a container gets when it states none (a LimitRange): with a
     quota on cpu or memory, Kubernetes refuses pods without them."""
 
-    cpu_request: Quantity = Field("100m", description=(
-        "A container's CPU request when it sets none (LimitRange)."))
-    memory_request: Quantity = Field("256Mi", description=(
-        "A container's memory request when it sets none."))
-    cpu_limit: Quantity = Field("2", description="A container's CPU limit when it sets none.")
-    memory_limit: Quantity = Field("4Gi", description=(
-        "A container's memory limit when it sets none."))
+    cpu_request: Quantity = "100m"
+    """A container's CPU request when it sets none (LimitRange)."""
+    memory_request: Quantity = "256Mi"
+    """A container's memory request when it sets none."""
+    cpu_limit: Quantity = "2"
+    """A container's CPU limit when it sets none."""
+    memory_limit: Quantity = "4Gi"
+    """A container's memory limit when it sets none."""
 
 
 # Namespaces a team may not be: Kubernetes' own (default, and kube-*, "reserved for
@@ -91,37 +92,37 @@ PodSecurityLevel = Literal["restricted", "baseline"]
 
 
 class Team(Section):
-    name: Annotated[DnsLabel, AfterValidator(_team_name)] = Field(description=(
-        "The team's namespace (a DNS label); not `default`, `kube-*` or a namespace the program"
-        " installs into (`config/access.py` lists them)."))
-    quota: Quota = Field(Quota(), description=(
-        "Hard limits on what the namespace's pods may request; unset means unlimited."))
-    container_defaults: ContainerDefaults = Field(ContainerDefaults(), description=(
-        "Requests and limits a container gets when it states none (a LimitRange)."))
-    pod_security: PodSecurityLevel = Field("restricted", description=(
-        "The Pod Security Standards level the team's namespace enforces: `restricted`, or "
-        "`baseline` (warned at every preview)."))
+    name: Annotated[DnsLabel, AfterValidator(_team_name)]
+    """The team's namespace (a DNS label); not `default`, `kube-*` or a namespace the program
+    installs into (`config/access.py` lists them)."""
+    quota: Quota = Quota()
+    """Hard limits on what the namespace's pods may request; unset means unlimited."""
+    container_defaults: ContainerDefaults = ContainerDefaults()
+    """Requests and limits a container gets when it states none (a LimitRange)."""
+    pod_security: PodSecurityLevel = "restricted"
+    """The Pod Security Standards level the team's namespace enforces: `restricted`, or `baseline`
+    (warned at every preview)."""
 
 
 class User(Section):
     # The Kubernetes user name (the certificate's CN) and part of the context name.
-    name: DnsLabel = Field(description=(
-        "Kubernetes user name (certificate CN; a DNS label of at most 32 characters) and "
-        "context `<cluster>-<name>`."))
+    name: DnsLabel
+    """Kubernetes user name (certificate CN; a DNS label of at most 32 characters) and context
+    `<cluster>-<name>`."""
     # Kubernetes groups come from the certificate's organization, which holds one value.
-    groups: list[DnsLabel] = Field(default=[], max_length=1, description=(
-        "At most one Kubernetes group (the certificate's O)."))
-    role: AccessRole = Field("edit", description=(
-        "`admin`, `edit` or `view` (Kubernetes' built-in roles) in the user's namespaces."))
+    groups: list[DnsLabel] = Field(default=[], max_length=1)
+    """At most one Kubernetes group (the certificate's O)."""
+    role: AccessRole = "edit"
+    """`admin`, `edit` or `view` (Kubernetes' built-in roles) in the user's namespaces."""
     # Teams the role applies in; an admin without namespaces is a cluster admin.
-    namespaces: list[DnsLabel] = Field([], description=(
-        "Teams the role applies in; an `admin` without any is cluster-admin."))
+    namespaces: list[DnsLabel] = []
+    """Teams the role applies in; an `admin` without any is cluster-admin."""
     # With Kubeflow: the user's login (a Dex static user, or the identity provider's email
     # claim) and a contributor of their teams' profiles with their role. No email: no
     # Kubeflow access.
-    email: Optional[Email] = Field(None, description=(
-        "With Kubeflow: the user's login (a Dex static user, or the identity provider's email) "
-        "and a contributor of their teams' profiles with their role; none: no Kubeflow access."))
+    email: Optional[Email] = None
+    """With Kubeflow: the user's login (a Dex static user, or the identity provider's email) and a
+    contributor of their teams' profiles with their role; none: no Kubeflow access."""
 
     @field_validator("email")
     @classmethod
@@ -150,22 +151,22 @@ class User(Section):
 
 class AccessSettings(Section):
     # Users' client certificates are valid this long; `pulumi up` renews them near the end.
-    certificate_validity_days: int = Field(default=90, ge=1, le=825, description=(
-        "Lifetime of each user's client certificate; renewed by `pulumi up` in its last third "
-        "(at most 30 days)."))
+    certificate_validity_days: int = Field(default=90, ge=1, le=825)
+    """Lifetime of each user's client certificate; renewed by `pulumi up` in its last third (at most
+    30 days)."""
     # Raising it issues every user a new key and client certificate (Day-2 rotation).
-    certificate_generation: int = Field(default=0, ge=0, le=1_000_000, description=(
-        "Raise it by one to issue every user a new key and client certificate ([Rotating "
-        "credentials](day-2.md#rotating-credentials)); only ever raise it."))
-    teams: list[Team] = Field([], description=(
-        "One namespace per team, with its quota and its pods' defaults."))
-    users: list[User] = Field([], description=(
-        "Users with a client certificate and a kubeconfig of their own."))
+    certificate_generation: int = Field(default=0, ge=0, le=1_000_000)
+    """Raise it by one to issue every user a new key and client certificate ([Rotating
+    credentials](day-2.md#rotating-credentials)); only ever raise it."""
+    teams: list[Team] = []
+    """One namespace per team, with its quota and its pods' defaults."""
+    users: list[User] = []
+    """Users with a client certificate and a kubeconfig of their own."""
     # Kueue queues for the teams (installed only when a team exists): a job that carries
     # kueue.x-k8s.io/queue-name: <team> waits for its team's quota instead of failing on it.
-    queues: bool = Field(True, description=(
-        "With teams, Kueue and a queue per team from its quota (see [Fair sharing "
-        "(Kueue)](teams.md#fair-sharing-kueue)); `false` leaves both out."))
+    queues: bool = True
+    """With teams, Kueue and a queue per team from its quota (see [Fair sharing
+    (Kueue)](teams.md#fair-sharing-kueue)); `false` leaves both out."""
 
     @field_validator("teams")
     @classmethod

@@ -119,45 +119,43 @@ IamPrincipal = Annotated[str, AfterValidator(_iam_principal)]
 class BackupSettings(Section):
     # Unset: on wherever there is a place outside the controller to keep them (S3 on the
     # AWS layouts; on bare metal `path`, or the NFS export of a server other than it).
-    enabled: Optional[bool] = Field(None, description=(
-        "Scheduled snapshots of the control plane's state, kept outside the controller (see "
-        "[Backups](day-2.md#backups)); unset: on wherever there is such a place; `true` makes "
-        "it a config error when there is none; `false` turns them off."))
+    enabled: Optional[bool] = None
+    """Scheduled snapshots of the control plane's state, kept outside the controller (see
+    [Backups](day-2.md#backups)); unset: on wherever there is such a place; `true` makes it a config
+    error when there is none; `false` turns them off."""
     # When a snapshot is taken, as systemd's OnCalendar= (the controller's time zone).
-    schedule: OnCalendar = Field("*-*-* 03:30:00", description=(
-        "When, as systemd's `OnCalendar=` (`daily`, `Mon..Fri 02:00`, `*-*-* 00/6:00:00`; try "
-        "one with `systemd-analyze calendar`), the controller's time zone, up to 10 minutes "
-        "later at random."))
+    schedule: OnCalendar = "*-*-* 03:30:00"
+    """When, as systemd's `OnCalendar=` (`daily`, `Mon..Fri 02:00`, `*-*-* 00/6:00:00`; try one with
+    `systemd-analyze calendar`), the controller's time zone, up to 10 minutes later at random."""
     # How many snapshots are kept.
-    retention: int = Field(default=7, ge=1, le=MAX_RETENTION, description=(
-        "Snapshots kept (1 to 101: S3 keeps at most 100 older versions by count)."))
+    retention: int = Field(default=7, ge=1, le=MAX_RETENTION)
+    """Snapshots kept (1 to 101: S3 keeps at most 100 older versions by count)."""
     # Bare metal: a folder on the controller to keep them in (off-host storage mounted
     # there); the default is the NFS export's folder BACKUP_FOLDER.
-    path: Optional[AbsolutePath] = Field(None, description=(
-        "Bare metal: the folder on the controller to keep them in (other storage mounted "
-        "there); default: the folder `gpu-cluster-backups/<cluster>` of the NFS export when "
-        "another machine serves it."))
+    path: Optional[AbsolutePath] = None
+    """Bare metal: the folder on the controller to keep them in (other storage mounted there);
+    default: the folder `gpu-cluster-backups/<cluster>` of the NFS export when another machine
+    serves it."""
     # The age public keys every snapshot is encrypted to, on the controller before it
     # leaves (all stores). Their private keys (identities) stay with whoever restores:
     # nothing on the cluster can decrypt a snapshot. Required when backups are on.
-    recipients: Annotated[list[AgeRecipient], AfterValidator(_distinct)] = Field([], description=(
-        "The age public keys (`age1...`, as `age-keygen` prints them; the checksum is checked) "
-        "every snapshot is encrypted to on the controller; required when backups are on (see "
-        "[Backups](day-2.md#backups))."))
+    recipients: Annotated[list[AgeRecipient], AfterValidator(_distinct)] = []
+    """The age public keys (`age1...`, as `age-keygen` prints them; the checksum is checked) every
+    snapshot is encrypted to on the controller; required when backups are on (see
+    [Backups](day-2.md#backups))."""
     # AWS layouts: who may assume the restore role, the only one that can read and decrypt
     # the snapshots. Unset: the account's administrators (its root: only principals whose
     # own policies allow sts:AssumeRole on the role).
-    restore_principals: list[IamPrincipal] = Field([], description=(
-        "AWS layouts: the IAM users or roles (ARNs) that may assume the restore role, the only "
-        "principal that reads and decrypts a snapshot; empty: the account's administrators "
-        "(principals whose own policies allow `sts:AssumeRole` on it)."))
+    restore_principals: list[IamPrincipal] = []
+    """AWS layouts: the IAM users or roles (ARNs) that may assume the restore role, the only
+    principal that reads and decrypts a snapshot; empty: the account's administrators (principals
+    whose own policies allow `sts:AssumeRole` on it)."""
     # AWS layouts: each snapshot is locked (S3 Object Lock, governance mode) for this many
     # days: nobody without s3:BypassGovernanceRetention, the controller least of all, can
     # delete or replace it before then.
-    lock_days: int = Field(default=7, ge=1, le=36500, description=(
-        "AWS layouts: each snapshot is locked (S3 Object Lock, governance mode) for this many "
-        "days: nobody without `s3:BypassGovernanceRetention` deletes or replaces it before "
-        "then."))
+    lock_days: int = Field(default=7, ge=1, le=36500)
+    """AWS layouts: each snapshot is locked (S3 Object Lock, governance mode) for this many days:
+    nobody without `s3:BypassGovernanceRetention` deletes or replaces it before then."""
 
 
 # The folder of the NFS export the snapshots go to.

@@ -53,139 +53,139 @@ TagValue = Annotated[str, AfterValidator(_tag_value)]
 
 class VpcSettings(Section):
     # The VPC's network: created with this CIDR, or the CIDR of the adopted VPC.
-    cidr: IPv4Cidr = Field("10.20.0.0/16", description=(
-        "The VPC's network (created, or the adopted VPC's own, required with `id`); disjoint "
-        "from the LAN, pod, service and tunnel networks."))
-    availability_zones: int = Field(default=2, ge=2, le=6, description=(
-        "Subnets to create, one per zone."))
+    cidr: IPv4Cidr = "10.20.0.0/16"
+    """The VPC's network (created, or the adopted VPC's own, required with `id`); disjoint from the
+    LAN, pod, service and tunnel networks."""
+    availability_zones: int = Field(default=2, ge=2, le=6)
+    """Subnets to create, one per zone."""
     # Adopt an existing VPC and subnets (at least two, in different zones) by id.
-    id: Optional[str] = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$", description=(
-        "Adopt an existing VPC instead of creating one."))
-    subnet_ids: list[SubnetId] = Field([], description=(
-        "With `id`: at least two subnets in different zones."))
+    id: Optional[str] = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
+    """Adopt an existing VPC instead of creating one."""
+    subnet_ids: list[SubnetId] = []
+    """With `id`: at least two subnets in different zones."""
     # Route tables of the adopted subnets; the on-prem LAN is routed through the VPN there.
-    route_table_ids: list[RouteTableId] = Field([], description=(
-        "Hybrid, with `id`: their route tables (the LAN is routed through the VPN there); not "
-        "used on cloud."))
+    route_table_ids: list[RouteTableId] = []
+    """Hybrid, with `id`: their route tables (the LAN is routed through the VPN there); not used on
+    cloud."""
     # Subnet CIDRs when the program creates them; default: /24s at the VPC's start.
-    subnet_cidrs: list[IPv4Cidr] = Field([], description=(
-        "Their CIDRs; default: the first /24s of the VPC."))
+    subnet_cidrs: list[IPv4Cidr] = []
+    """Their CIDRs; default: the first /24s of the VPC."""
     # How instances reach SSM, the k0s release, apt and image registries at boot:
     # public: every instance has a public IPv4 address and goes out through the internet
     #   gateway (inbound stays closed by its security group);
     # nat: pool instances live in private subnets and go out through one NAT gateway, with
     #   an interface endpoint for SSM. The README compares their cost.
-    egress: Literal["public", "nat"] = Field("public", description=(
-        "How instances reach SSM, the k0s release, apt and registries: `public` (each instance "
-        "has a public IPv4 address) or `nat` (pools in private subnets behind a NAT gateway, "
-        "with an SSM interface endpoint); see [Networking and "
-        "cost](layouts.md#networking-and-cost)."))
+    egress: Literal["public", "nat"] = "public"
+    """How instances reach SSM, the k0s release, apt and registries: `public` (each instance has a
+    public IPv4 address) or `nat` (pools in private subnets behind a NAT gateway, with an SSM
+    interface endpoint); see [Networking and cost](layouts.md#networking-and-cost)."""
     # nat: the private subnets when the program creates them; default: the /24s after the
     # public ones.
-    private_subnet_cidrs: list[IPv4Cidr] = Field([], description=(
-        "With `egress: nat`: the private subnets' CIDRs; default: the /24s after the public "
-        "ones."))
+    private_subnet_cidrs: list[IPv4Cidr] = []
+    """With `egress: nat`: the private subnets' CIDRs; default: the /24s after the public ones."""
     # nat with an adopted VPC: its private subnets, which must route to a NAT gateway.
-    private_subnet_ids: list[SubnetId] = Field([], description=(
-        "With `egress: nat` and `id`: the adopted VPC's private subnets (at least two), routed "
-        "through its own NAT gateway."))
+    private_subnet_ids: list[SubnetId] = []
+    """With `egress: nat` and `id`: the adopted VPC's private subnets (at least two), routed through
+    its own NAT gateway."""
 
 
 class ControlPlaneInstance(Section):
     # Host name of the instance (set at boot) and of its Kubernetes node.
-    name: DnsLabel = Field("control-plane", description="Host and node name of the instance.")
+    name: DnsLabel = "control-plane"
+    """Host and node name of the instance."""
     instance_type: str = Field(default="m6i.large", pattern=r"^[a-z0-9-]+\.[a-z0-9]+$",
-                               max_length=64, description=(
-        "EC2 instance type."))
+                               max_length=64)
+    """EC2 instance type."""
     # Default: Canonical's Ubuntu 24.04 LTS image pinned by name in config/versions.py.
-    ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$", description=(
-        "Image id; default: Canonical's Ubuntu 24.04 LTS image pinned by name in "
-        "`config/versions.py` (the id is the `images` output)."))
-    root_volume_gb: int = Field(default=100, ge=20, le=16384, description=(
-        "Encrypted gp3 root volume size."))
+    ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$")
+    """Image id; default: Canonical's Ubuntu 24.04 LTS image pinned by name in `config/versions.py`
+    (the id is the `images` output)."""
+    root_volume_gb: int = Field(default=100, ge=20, le=16384)
+    """Encrypted gp3 root volume size."""
     # Fixed private address (node IP and API address); default: the first subnet's .10.
-    private_ip: Optional[IPv4] = Field(None, description=(
-        "Fixed private address; default: `.10` of the first subnet."))
+    private_ip: Optional[IPv4] = None
+    """Fixed private address; default: `.10` of the first subnet."""
     # A public address for SSH and the API from the admin networks.
-    elastic_ip: bool = Field(True, description="A public address for SSH, the API and the VPN.")
+    elastic_ip: bool = True
+    """A public address for SSH, the API and the VPN."""
     # The program makes the instance's SSH host key and verifies it. Only for a control
     # plane created before it did: that instance's own ed25519 host key
     # (`ssh-keyscan -t ed25519 ADDRESS` from a trusted network, or its console output).
-    ssh_host_key: Optional[SshPublicKey] = Field(None, description=(
-        "Only for a control plane created before the program made its SSH host key: that "
-        "instance's ed25519 host key, which SSH then verifies."))
+    ssh_host_key: Optional[SshPublicKey] = None
+    """Only for a control plane created before the program made its SSH host key: that instance's
+    ed25519 host key, which SSH then verifies."""
 
 
 class AwsSettings(Section):
-    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$", description=(
-        "AWS region of the VPC and the control-plane instance."))
-    vpc: VpcSettings = Field(VpcSettings(), description=(
-        "The VPC: created, or an existing one adopted by `id`."))
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    """AWS region of the VPC and the control-plane instance."""
+    vpc: VpcSettings = VpcSettings()
+    """The VPC: created, or an existing one adopted by `id`."""
     # Networks administrators (and `pulumi up`) reach SSH and the Kubernetes API from.
-    admin_cidrs: list[IPv4Cidr] = Field(description=(
-        "Networks SSH and the Kubernetes API are open to (where admins and `pulumi up` run)."))
+    admin_cidrs: list[IPv4Cidr]
+    """Networks SSH and the Kubernetes API are open to (where admins and `pulumi up` run)."""
     # Opening SSH to 0.0.0.0/0 must be asked for explicitly.
-    allow_ssh_from_anywhere: bool = Field(False, description=(
-        "Must be `true` for `0.0.0.0/0` in `adminCidrs`."))
-    control_plane: ControlPlaneInstance = Field(ControlPlaneInstance(), description=(
-        "The EC2 instance that runs the control plane."))
-    tags: dict[TagKey, TagValue] = Field({}, description=(
-        "Tags on every AWS resource, with `gpu-cluster/cluster` (the AWS provider's default "
-        "tags; pool instances and volumes carry them from the launch template); AWS's "
-        "characters (letters, digits, spaces, `_ . : / = + - @`), keys of at most 128 and not "
-        "starting `aws:`, values of at most 256."))
+    allow_ssh_from_anywhere: bool = False
+    """Must be `true` for `0.0.0.0/0` in `adminCidrs`."""
+    control_plane: ControlPlaneInstance = ControlPlaneInstance()
+    """The EC2 instance that runs the control plane."""
+    tags: dict[TagKey, TagValue] = {}
+    """Tags on every AWS resource, with `gpu-cluster/cluster` (the AWS provider's default tags; pool
+    instances and volumes carry them from the launch template); AWS's characters (letters, digits,
+    spaces, `_ . : / = + - @`), keys of at most 128 and not starting `aws:`, values of at most
+    256."""
 
 
 class VpnSettings(Section):
     # server-on-ec2: OpenVPN server in the VPC, client on an on-prem host.
     # client-to-existing: the EC2 instance is a client of an on-prem OpenVPN server (an
     # Access Server, say), with the profile from the secret gpu-cluster:vpnClientProfile.
-    mode: Literal["server-on-ec2", "client-to-existing"] = Field("server-on-ec2", description=(
-        "`server-on-ec2`: OpenVPN server on the control-plane instance, client on an on-prem "
-        "host; `client-to-existing`: the instance is a client of an existing on-prem OpenVPN "
-        "server."))
+    mode: Literal["server-on-ec2", "client-to-existing"] = "server-on-ec2"
+    """`server-on-ec2`: OpenVPN server on the control-plane instance, client on an on-prem host;
+    `client-to-existing`: the instance is a client of an existing on-prem OpenVPN server."""
     # server-on-ec2: the on-prem host that runs the OpenVPN client and routes the LAN.
-    onprem_gateway: Optional[DnsLabel] = Field(None, description=(
-        "`server-on-ec2` (required): the on-prem host that runs the OpenVPN client and routes "
-        "the LAN."))
+    onprem_gateway: Optional[DnsLabel] = None
+    """`server-on-ec2` (required): the on-prem host that runs the OpenVPN client and routes the
+    LAN."""
     # client-to-existing: the existing server's LAN address; the LAN routes the VPC via it.
-    existing_server_address: Optional[IPv4] = Field(None, description=(
-        "`client-to-existing` (required): the existing server's LAN address; on-prem hosts "
-        "route the VPC via it."))
-    tunnel_cidr: IPv4Cidr = Field("10.8.0.0/24", description="The tunnel's own network.")
-    port: Port = Field(1194, description="OpenVPN port.")
-    protocol: Literal["udp", "tcp"] = Field("udp", description="`udp` or `tcp`.")
+    existing_server_address: Optional[IPv4] = None
+    """`client-to-existing` (required): the existing server's LAN address; on-prem hosts route the
+    VPC via it."""
+    tunnel_cidr: IPv4Cidr = "10.8.0.0/24"
+    """The tunnel's own network."""
+    port: Port = 1194
+    """OpenVPN port."""
+    protocol: Literal["udp", "tcp"] = "udp"
+    """`udp` or `tcp`."""
     # server-on-ec2: public addresses the on-prem gateway connects from (the VPN port is
     # open to them only; 0.0.0.0/0 must be written out).
-    client_source_cidrs: list[IPv4Cidr] = Field([], description=(
-        "`server-on-ec2` (required): public addresses the gateway connects from; the VPN port "
-        "is open to them only."))
+    client_source_cidrs: list[IPv4Cidr] = []
+    """`server-on-ec2` (required): public addresses the gateway connects from; the VPN port is open
+    to them only."""
     # Tunnel MTU; TCP MSS is clamped below it and the CNI MTU must be lower still.
-    mtu: int = Field(default=1400, ge=1280, le=1500, description=(
-        "Tunnel MTU; TCP MSS is clamped below it; the CNI MTU defaults to 50 less."))
+    mtu: int = Field(default=1400, ge=1280, le=1500)
+    """Tunnel MTU; TCP MSS is clamped below it; the CNI MTU defaults to 50 less."""
     # The LAN router already routes the VPC and tunnel CIDRs to the on-prem gateway;
     # otherwise every on-prem host gets persistent routes.
-    lan_router_has_route: bool = Field(False, description=(
-        "The LAN router already routes the VPC via the gateway; otherwise each host gets a "
-        "route."))
+    lan_router_has_route: bool = False
+    """The LAN router already routes the VPC via the gateway; otherwise each host gets a route."""
     # server-on-ec2: raising it by one rotates the VPN's PKI: a new CA, and new keys and
     # certificates for the server, the gateway, the admin and the users. Only ever raised.
-    pki_generation: int = Field(default=0, ge=0, le=1_000_000, description=(
-        "`server-on-ec2`: raise by one to rotate the VPN's CA and every VPN key and certificate"
-        " (see [Rotating credentials](day-2.md#rotating-credentials)); only ever raised."))
+    pki_generation: int = Field(default=0, ge=0, le=1_000_000)
+    """`server-on-ec2`: raise by one to rotate the VPN's CA and every VPN key and certificate (see
+    [Rotating credentials](day-2.md#rotating-credentials)); only ever raised."""
     # server-on-ec2: both ends also trust the CA of pki_generation - 1, and the server
     # keeps presenting its certificate from that CA (the rotation's window); set back to
     # false to end it.
-    previous_ca_trusted: bool = Field(False, description=(
-        "`server-on-ec2`: during a rotation, both ends also trust the previous generation's CA "
-        "and the server keeps its certificate from it; set back to `false` to end the rotation."))
+    previous_ca_trusted: bool = False
+    """`server-on-ec2`: during a rotation, both ends also trust the previous generation's CA and the
+    server keeps its certificate from it; set back to `false` to end the rotation."""
     # server-on-ec2: a user's VPN reaches the Kubernetes API only; networks listed here
     # for a user (access.users) are pushed to that user and let through as well. The
     # preview warns about each.
-    user_networks: dict[DnsLabel, list[IPv4Cidr]] = Field({}, description=(
-        "`server-on-ec2`: per user of `access.users`, networks (CIDRs) that user's VPN reaches "
-        "beyond the Kubernetes API (routes pushed and let through); the preview warns about "
-        "each."))
+    user_networks: dict[DnsLabel, list[IPv4Cidr]] = {}
+    """`server-on-ec2`: per user of `access.users`, networks (CIDRs) that user's VPN reaches beyond
+    the Kubernetes API (routes pushed and let through); the preview warns about each."""
 
 
 # EC2 instance families with NVIDIA GPUs (family -> GPU), for checking pools that claim GPUs.

@@ -21,16 +21,16 @@ class HostFirewallSettings(Section):
     # nftables rules on each on-prem host: the kubelet's, the CNI's and the control plane's
     # node ports answer the cluster's nodes only (docs/layouts.md, "Host firewall"). false: the
     # program leaves the hosts' firewalls to you and removes its own table (warned).
-    enabled: bool = Field(True, description=(
-        "The `host-firewall` step on on-prem hosts: node ports for the nodes only (see [Host "
-        "firewall](layouts.md#host-firewall)); `false` removes its table and is warned."))
+    enabled: bool = True
+    """The `host-firewall` step on on-prem hosts: node ports for the nodes only (see [Host
+    firewall](layouts.md#host-firewall)); `false` removes its table and is warned."""
     # Networks beyond the nodes' own addresses that reach those ports: on hybrid
     # client-to-existing, the tunnel address the existing VPN server gives the EC2 instance
     # (a /32). Warned.
-    extra_sources: list[IPv4Cidr] = Field(default=[], max_length=32, description=(
-        "IPv4 networks (e.g. `172.27.232.2/32`) that reach the node ports besides the nodes: on"
-        " `client-to-existing`, the instance's tunnel address from the existing server; warned "
-        "when set, and when empty on `client-to-existing`."))
+    extra_sources: list[IPv4Cidr] = Field(default=[], max_length=32)
+    """IPv4 networks (e.g. `172.27.232.2/32`) that reach the node ports besides the nodes: on
+    `client-to-existing`, the instance's tunnel address from the existing server; warned when set,
+    and when empty on `client-to-existing`."""
 
 
 def firewall_checks(cfg: PartialConfig) -> list[Problem]:

@@ -29,11 +29,12 @@ MACHINE_GENERATION_LABEL = "gpu-cluster/machine-generation"
 
 
 class Taint(Section):
-    key: LabelKey = Field(description="The taint's key, a Kubernetes label key.")
-    value: LabelValue = Field("", description=(
-        "The taint's value, a Kubernetes label value (may be empty)."))
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(description=(
-        "What the taint does to pods that do not tolerate it."))
+    key: LabelKey
+    """The taint's key, a Kubernetes label key."""
+    value: LabelValue = ""
+    """The taint's value, a Kubernetes label value (may be empty)."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    """What the taint does to pods that do not tolerate it."""
 
 
 def _unique_taints(taints: list[Taint]) -> list[Taint]:
@@ -63,57 +64,55 @@ NvSwitch = Annotated[Union[Literal["auto"], bool], BeforeValidator(_nvswitch)]
 
 
 class Host(Section):
-    name: DnsLabel = Field(description="Host name; must equal the host's hostname; unique.")
+    name: DnsLabel
+    """Host name; must equal the host's hostname; unique."""
     # Address on the cluster LAN: the node IP and where the CNI is pinned.
-    address: IPv4 = Field(description=(
-        "The host's LAN address (node IP); unique, inside `network.lanCidr`."))
-    ssh_address: Optional[HostOrIp] = Field(None, description=(
-        "Where SSH reaches the host, when different; unset: `address`."))
-    ssh_user: Optional[UserName] = Field(None, description=(
-        "SSH user for this host; unset: `ssh.user`."))
-    ssh_host_key: Optional[SshPublicKey] = Field(None, description=(
-        "The host's SSH host key (`ssh-ed25519 AAAA...` or ECDSA; not RSA), from `ssh-keyscan "
-        "-t ed25519 ADDRESS` with its fingerprint checked out of band ([SSH host "
-        "keys](layouts.md#ssh-host-keys)); required on bare-metal and hybrid unless "
-        "`ssh.acceptAnyHostKey`."))
-    interface: Optional[InterfaceName] = Field(None, description=(
-        "NIC carrying `address`; preflight checks it (multi-NIC hosts)."))
-    role: Role = Field("worker", description=(
-        "`controller`, `worker` or `controller+worker`; exactly one controller."))
-    gpus: int = Field(default=0, ge=0, le=64, description=(
-        "NVIDIA GPUs in the host; > 0 installs the driver and toolkit (as "
-        "`nvidia.installDriver` and `nvidia.installToolkit` say), and `verify-boot` requires "
-        "`nvidia-smi` to list this many."))
+    address: IPv4
+    """The host's LAN address (node IP); unique, inside `network.lanCidr`."""
+    ssh_address: Optional[HostOrIp] = None
+    """Where SSH reaches the host, when different; unset: `address`."""
+    ssh_user: Optional[UserName] = None
+    """SSH user for this host; unset: `ssh.user`."""
+    ssh_host_key: Optional[SshPublicKey] = None
+    """The host's SSH host key (`ssh-ed25519 AAAA...` or ECDSA; not RSA), from `ssh-keyscan -t
+    ed25519 ADDRESS` with its fingerprint checked out of band ([SSH host
+    keys](layouts.md#ssh-host-keys)); required on bare-metal and hybrid unless
+    `ssh.acceptAnyHostKey`."""
+    interface: Optional[InterfaceName] = None
+    """NIC carrying `address`; preflight checks it (multi-NIC hosts)."""
+    role: Role = "worker"
+    """`controller`, `worker` or `controller+worker`; exactly one controller."""
+    gpus: int = Field(default=0, ge=0, le=64)
+    """NVIDIA GPUs in the host; > 0 installs the driver and toolkit (as `nvidia.installDriver` and
+    `nvidia.installToolkit` say), and `verify-boot` requires `nvidia-smi` to list this many."""
     # Written to the node as nvidia.com/gpu.product, the label GPU Feature Discovery uses.
-    gpu_model: Optional[LabelValue] = Field(None, description=(
-        "Node label `nvidia.com/gpu.product`, e.g. `NVIDIA-A100-SXM4-80GB`."))
+    gpu_model: Optional[LabelValue] = None
+    """Node label `nvidia.com/gpu.product`, e.g. `NVIDIA-A100-SXM4-80GB`."""
     # NVSwitches (HGX A100/H100/H200 boards): their GPUs run CUDA only with NVIDIA Fabric
     # Manager, which install-nvidia installs at the driver's version. auto: when they are on
     # the PCI bus; false: never (it is yours to run).
-    nvswitch: NvSwitch = Field("auto", description=(
-        "NVIDIA Fabric Manager and NSCQ at the driver's version (HGX boards with NVSwitches "
-        "need them for CUDA): `auto` when NVSwitches are on the PCI bus, `true` always, `false`"
-        " never."))
-    labels: dict[LabelKey, LabelValue] = Field({}, description=(
-        "Node labels (GPU hosts also get `nvidia.com/gpu.present=true`)."))
-    taints: Taints = Field([], description=(
-        "Node taints: `key`, `value`, `effect`; a GPU host's `nvidia.com/gpu:NoSchedule` is "
-        "tolerated by every pod that requests `nvidia.com/gpu`."))
-    maintenance: Optional[bool] = Field(None, description=(
-        "`true` cordons and drains the node from the controller (it stays in the cluster); "
-        "`false` uncordons; unset leaves the cordon alone ([Machines](day-2.md#machines))."))
-    install_driver: Optional[bool] = Field(None, description=(
-        "This host's own answer: `false` keeps its driver, of any branch (a vGPU guest's, an "
-        "image's); preflight names the branch it found; unset: `nvidia.installDriver`."))
-    install_toolkit: Optional[bool] = Field(None, description=(
-        "This host's own answer: `false` leaves the container toolkit and containerd's `nvidia`"
-        " runtime to the host (the preview warns); unset: `nvidia.installToolkit`."))
+    nvswitch: NvSwitch = "auto"
+    """NVIDIA Fabric Manager and NSCQ at the driver's version (HGX boards with NVSwitches need them
+    for CUDA): `auto` when NVSwitches are on the PCI bus, `true` always, `false` never."""
+    labels: dict[LabelKey, LabelValue] = {}
+    """Node labels (GPU hosts also get `nvidia.com/gpu.present=true`)."""
+    taints: Taints = []
+    """Node taints: `key`, `value`, `effect`; a GPU host's `nvidia.com/gpu:NoSchedule` is tolerated
+    by every pod that requests `nvidia.com/gpu`."""
+    maintenance: Optional[bool] = None
+    """`true` cordons and drains the node from the controller (it stays in the cluster); `false`
+    uncordons; unset leaves the cordon alone ([Machines](day-2.md#machines))."""
+    install_driver: Optional[bool] = None
+    """This host's own answer: `false` keeps its driver, of any branch (a vGPU guest's, an image's);
+    preflight names the branch it found; unset: `nvidia.installDriver`."""
+    install_toolkit: Optional[bool] = None
+    """This host's own answer: `false` leaves the container toolkit and containerd's `nvidia`
+    runtime to the host (the preview warns); unset: `nvidia.installToolkit`."""
     # Raised by the user when the machine behind this name is new hardware: its steps run
     # again on it, and the old node object is removed before it joins (README, Day-2).
-    generation: int = Field(default=0, ge=0, le=1_000_000, description=(
-        "Raise it by one when the machine behind the name is new hardware: its steps run again "
-        "on it and the old node object is removed first ([Machines](day-2.md#machines)); "
-        "workers only."))
+    generation: int = Field(default=0, ge=0, le=1_000_000)
+    """Raise it by one when the machine behind the name is new hardware: its steps run again on it
+    and the old node object is removed first ([Machines](day-2.md#machines)); workers only."""
 
     @property
     def runs_control_plane(self) -> bool:
@@ -127,29 +126,34 @@ class Host(Section):
 class WorkerPool(Section):
     """EC2 instances of one type that join the cluster at boot (cloud layout)."""
 
-    name: DnsLabel = Field(description="Pool name (a DNS label).")
+    name: DnsLabel
+    """Pool name (a DNS label)."""
     instance_type: str = Field(pattern=r"^[a-z0-9-]+\.[a-z0-9]+$",
-                               max_length=64, description=(
-        "EC2 instance type; GPU pools must use an NVIDIA GPU family (`p3`, `p4d`, `p5`, `g4dn`,"
-        " `g5`, `g6`, `g6e`, ...); Kepler families (`p2`, `g2`) are refused: the pinned driver "
-        "branch does not support them."))
-    count: int = Field(ge=0, le=1000, description="Instances (the auto scaling group's size).")
-    gpus: int = Field(default=0, ge=0, le=16, description="NVIDIA GPUs per instance.")
-    gpu_model: Optional[LabelValue] = Field(None, description=(
-        "Node label `nvidia.com/gpu.product`."))
+                               max_length=64)
+    """EC2 instance type; GPU pools must use an NVIDIA GPU family (`p3`, `p4d`, `p5`, `g4dn`, `g5`,
+    `g6`, `g6e`, ...); Kepler families (`p2`, `g2`) are refused: the pinned driver branch does not
+    support them."""
+    count: int = Field(ge=0, le=1000)
+    """Instances (the auto scaling group's size)."""
+    gpus: int = Field(default=0, ge=0, le=16)
+    """NVIDIA GPUs per instance."""
+    gpu_model: Optional[LabelValue] = None
+    """Node label `nvidia.com/gpu.product`."""
     # Default: AWS's Deep Learning Base GPU AMI (Ubuntu 22.04) pinned by name in
     # config/versions.py, which ships the NVIDIA driver, the container toolkit and the
     # AWS CLI.
-    ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$", description=(
-        "Image id; default: AWS's Deep Learning Base GPU AMI (Ubuntu 22.04), with the driver, "
-        "pinned by name in `config/versions.py` (the id is the `images` output)."))
-    install_driver: bool = Field(False, description=(
-        "Install the pinned driver at boot (an `ami` without one)."))
-    root_volume_gb: int = Field(default=200, ge=50, le=16384, description=(
-        "Encrypted gp3 root volume size."))
-    labels: dict[LabelKey, LabelValue] = Field({}, description="Node labels.")
-    taints: Taints = Field([], description="Node taints, set when the node registers.")
+    ami: Optional[str] = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$")
+    """Image id; default: AWS's Deep Learning Base GPU AMI (Ubuntu 22.04), with the driver, pinned
+    by name in `config/versions.py` (the id is the `images` output)."""
+    install_driver: bool = False
+    """Install the pinned driver at boot (an `ami` without one)."""
+    root_volume_gb: int = Field(default=200, ge=50, le=16384)
+    """Encrypted gp3 root volume size."""
+    labels: dict[LabelKey, LabelValue] = {}
+    """Node labels."""
+    taints: Taints = []
+    """Node taints, set when the node registers."""
     # All instances in one cluster placement group (one zone, low-latency network) for
     # multi-node training.
-    placement_group: bool = Field(False, description=(
-        "One cluster placement group (one zone) for multi-node training."))
+    placement_group: bool = False
+    """One cluster placement group (one zone) for multi-node training."""

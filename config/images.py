@@ -7,7 +7,7 @@ span sections (the password secret, the deprecated kubeflow.imageMirror) are in
 import re
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, field_validator
 
 from config.model_base import Section
 from config.types import PemCertificateChain
@@ -68,31 +68,30 @@ class ImageMirror(Section):
     unless `registries` gives its registry a prefix of its own. Image names in manifests do
     not change: containerd maps them (and upstream answers only when the mirror does not)."""
 
-    registry: MirrorPrefix = Field(description=(
-        "The mirror every node's containerd pulls every image from first: `<registry>/<upstream"
-        " registry>/<path>` (a host, optional port and path, e.g. "
-        "`harbor.example.internal/proxy`)."))
+    registry: MirrorPrefix
+    """The mirror every node's containerd pulls every image from first: `<registry>/<upstream
+    registry>/<path>` (a host, optional port and path, e.g. `harbor.example.internal/proxy`)."""
     # Per upstream registry, the prefix that replaces its host, e.g. {"docker.io":
     # "harbor.example.internal/dockerhub"} (a Harbor proxy-cache project per registry).
-    registries: dict[RegistryHost, MirrorPrefix] = Field({}, description=(
-        "Per upstream registry (`docker.io`, `nvcr.io`, ...) a prefix of its own replacing "
-        "`<registry>/<upstream>` (a Harbor proxy-cache project each)."))
+    registries: dict[RegistryHost, MirrorPrefix] = {}
+    """Per upstream registry (`docker.io`, `nvcr.io`, ...) a prefix of its own replacing
+    `<registry>/<upstream>` (a Harbor proxy-cache project each)."""
     # More upstream registries to send through the mirror, beyond COMMON_UPSTREAMS and the
     # registries of the images the cluster runs (users' own images, say).
-    upstreams: list[RegistryHost] = Field([], description=(
-        "More upstream registries sent through the mirror, beyond `docker.io`, `nvcr.io`, "
-        "`quay.io`, `registry.k8s.io`, `ghcr.io`, `gcr.io` and those of the pinned images."))
+    upstreams: list[RegistryHost] = []
+    """More upstream registries sent through the mirror, beyond `docker.io`, `nvcr.io`, `quay.io`,
+    `registry.k8s.io`, `ghcr.io`, `gcr.io` and those of the pinned images."""
     # The CA (PEM) that signed the mirror's TLS certificate, for a private registry; the
     # host's trust store otherwise.
-    ca: Optional[PemCertificateChain] = Field(None, description=(
-        "PEM CA certificate(s) of a private mirror's TLS certificate; default: the host's trust"
-        " store."))
+    ca: Optional[PemCertificateChain] = None
+    """PEM CA certificate(s) of a private mirror's TLS certificate; default: the host's trust
+    store."""
     # A login for pulls; its password is the secret gpu-cluster:imageMirrorPassword.
-    username: Optional[RegistryUser] = Field(None, description=(
-        "A login for pulls; its password is the secret `imageMirrorPassword`."))
+    username: Optional[RegistryUser] = None
+    """A login for pulls; its password is the secret `imageMirrorPassword`."""
     # imagePullPolicy of Kubeflow's containers (its manifests say Always in places).
-    pull_policy: Literal["IfNotPresent", "Always", "Never"] = Field("IfNotPresent", description=(
-        "`imagePullPolicy` of Kubeflow's containers."))
+    pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    """`imagePullPolicy` of Kubeflow's containers."""
 
     @field_validator("upstreams")
     @classmethod
@@ -115,8 +114,8 @@ class ImageMirror(Section):
 
 class ImagesSettings(Section):
     # One mirror for every image of the cluster; none: nodes pull from upstream.
-    mirror: Optional[ImageMirror] = Field(None, description=(
-        "The mirror every node pulls every image through; unset: none."))
+    mirror: Optional[ImageMirror] = None
+    """The mirror every node pulls every image through; unset: none."""
 
 
 

@@ -55,15 +55,15 @@ class ManifestsSource(Section):
 
     # The upstream repository or a git mirror of it, read by kustomize at `pulumi up` for a
     # `ref` other than the pinned one, which is vendored (vendor/) and read from there.
-    repository: str = Field(versions.KUBEFLOW_MANIFESTS_REPOSITORY, description=(
-        "Git URL of kubeflow/manifests or a mirror; read only for a `ref` other than the "
-        "vendored 26.03."))
-    ref: str = Field(versions.KUBEFLOW_MANIFESTS, description=(
-        "Git tag (or commit); `26.03` is read from `vendor/`."))
+    repository: str = versions.KUBEFLOW_MANIFESTS_REPOSITORY
+    """Git URL of kubeflow/manifests or a mirror; read only for a `ref` other than the vendored
+    26.03."""
+    ref: str = versions.KUBEFLOW_MANIFESTS
+    """Git tag (or commit); `26.03` is read from `vendor/`."""
     # A local copy (checkout of `ref`) on the machine that runs `pulumi up`; replaces
     # vendor/ and `repository`.
-    path: Optional[AbsolutePath] = Field(None, description=(
-        "A local copy on the machine running `pulumi up`; replaces `vendor/` and `repository`."))
+    path: Optional[AbsolutePath] = None
+    """A local copy on the machine running `pulumi up`; replaces `vendor/` and `repository`."""
 
     @property
     def vendored(self) -> bool:
@@ -91,14 +91,14 @@ class KubeflowUser(Section):
     `gpu-cluster:kubeflowPassword`): still a login, with its own profile, but owner of no
     team's; each `access.users` entry's own login replaces it (the preview warns)."""
 
-    email: Email = Field(description=(
-        "Deprecated (warned): the email of one shared Dex login; use `access.users[].email`."))
+    email: Email
+    """Deprecated (warned): the email of one shared Dex login; use `access.users[].email`."""
     # Dex's username; defaults to the email's local part.
-    name: Optional[DnsLabel] = Field(None, description=(
-        "Its Dex username; default: the email's local part."))
+    name: Optional[DnsLabel] = None
+    """Its Dex username; default: the email's local part."""
     # The user's Kubeflow profile (namespace); defaults to kubeflow-<email as a DNS label>.
-    profile: Optional[DnsLabel] = Field(None, description=(
-        "Its own profile (namespace); default: `kubeflow-<email as a DNS label>`."))
+    profile: Optional[DnsLabel] = None
+    """Its own profile (namespace); default: `kubeflow-<email as a DNS label>`."""
 
     @property
     def username(self) -> str:
@@ -119,17 +119,18 @@ class MysqlDatabase(Section):
     # (network) storage; katib-mysql's upstream liveness probe kills it after ~60 s and the
     # half initialised data dir then never recovers (seed 000). A startup probe allows this
     # long, and Pulumi waits this long (plus a margin) for the database and its clients.
-    startup_timeout_seconds: int = Field(default=900, ge=60, le=7200, description=(
-        "Time the MySQL database may take to initialise before it counts as failed; Pulumi "
-        "waits this plus 600 s."))
+    startup_timeout_seconds: int = Field(default=900, ge=60, le=7200)
+    """Time the MySQL database may take to initialise before it counts as failed; Pulumi waits this
+    plus 600 s."""
     # The claim's StorageClass; none uses the cluster's default StorageClass.
-    storage_class: Optional[DnsLabel] = Field(None, description=(
-        "StorageClass of its claim; unset: the cluster's default."))
-    storage_size: str = Field("10Gi", description="Size of its claim.")
+    storage_class: Optional[DnsLabel] = None
+    """StorageClass of its claim; unset: the cluster's default."""
+    storage_size: str = "10Gi"
+    """Size of its claim."""
     # MySQL on NFS: no Linux native AIO (NFS does not support it with O_DIRECT) and an
     # init container that fails clearly when the volume is not writable by MySQL's user.
-    nfs_safe: bool = Field(True, description=(
-        "No native AIO, and a clear failure when the volume is not writable by MySQL."))
+    nfs_safe: bool = True
+    """No native AIO, and a clear failure when the volume is not writable by MySQL."""
 
     @field_validator("storage_size")
     @classmethod
@@ -145,30 +146,32 @@ class KatibMysql(MysqlDatabase):
 
 class PipelinesMysql(MysqlDatabase):
     # Upstream's claim size (third-party/mysql/base/mysql-pv-claim.yaml).
-    storage_size: str = Field("20Gi", description="Size of its claim.")
+    storage_size: str = "20Gi"
+    """Size of its claim."""
 
 
 class KatibSettings(Section):
-    mysql: KatibMysql = Field(KatibMysql(), description="Katib's MySQL database (katib-mysql).")
+    mysql: KatibMysql = KatibMysql()
+    """Katib's MySQL database (katib-mysql)."""
 
 
 class PipelinesSettings(Section):
-    mysql: PipelinesMysql = Field(PipelinesMysql(), description=(
-        "Pipelines' MySQL database (its claim `mysql-pv-claim`)."))
+    mysql: PipelinesMysql = PipelinesMysql()
+    """Pipelines' MySQL database (its claim `mysql-pv-claim`)."""
 
 
 class ImageMirror(Section):
     """Pull every image from a mirror: `ghcr.io/kubeflow/x:v1` becomes
     `<registry>/ghcr.io/kubeflow/x:v1` (Docker Hub images as docker.io/library/...)."""
 
-    registry: RegistryPrefix = Field(description=(
-        "Deprecated (warned): read as `images.mirror.registry`; refused beside `images.mirror`."))
+    registry: RegistryPrefix
+    """Deprecated (warned): read as `images.mirror.registry`; refused beside `images.mirror`."""
     # Per upstream registry, a different prefix that replaces the registry host, e.g.
     # {"docker.io": "registry.example.internal/dockerhub"} (a pull-through cache each).
-    registries: dict[str, RegistryPrefix] = Field({}, description=(
-        "Deprecated: read as `images.mirror.registries`."))
-    pull_policy: Literal["IfNotPresent", "Always", "Never"] = Field("IfNotPresent", description=(
-        "Deprecated: read as `images.mirror.pullPolicy`."))
+    registries: dict[str, RegistryPrefix] = {}
+    """Deprecated: read as `images.mirror.registries`."""
+    pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    """Deprecated: read as `images.mirror.pullPolicy`."""
 
 
 AccessMode = Literal["nodePort", "loadBalancer", "portForward"]
@@ -185,12 +188,12 @@ class GatewayTls(Section):
     # kubeflowTlsCertificate, to trust in browsers and clients); certificate: `certificate`
     # with its key in the secret gpu-cluster:kubeflowTlsKey; off: plain HTTP with the web
     # apps' Secure cookies turned off (warned at every preview and update).
-    mode: TlsMode = Field("selfSigned", description=(
-        "`selfSigned` (a certificate the program makes; output `kubeflowTlsCertificate`), "
-        "`certificate` (yours) or `off` (plain HTTP, Secure cookies off; warned)."))
+    mode: TlsMode = "selfSigned"
+    """`selfSigned` (a certificate the program makes; output `kubeflowTlsCertificate`),
+    `certificate` (yours) or `off` (plain HTTP, Secure cookies off; warned)."""
     # certificate: the PEM server certificate, then its intermediates.
-    certificate: Optional[PemCertificateChain] = Field(None, description=(
-        "With `certificate`: the PEM server certificate, then its intermediates."))
+    certificate: Optional[PemCertificateChain] = None
+    """With `certificate`: the PEM server certificate, then its intermediates."""
 
 
 class KubeflowAccess(Section):
@@ -198,22 +201,23 @@ class KubeflowAccess(Section):
 
     # nodePort: every node on `nodePort`; loadBalancer: a Service of type LoadBalancer
     # (AWS layouts); portForward: a systemd unit on the controller (SSH layouts, seed 000).
-    mode: AccessMode = Field("nodePort", description=(
-        "`nodePort`, `loadBalancer` (hybrid, cloud) or `portForward` (bare-metal, hybrid)."))
-    node_port: int = Field(default=31380, ge=30000, le=32767, description=(
-        "The gateway's node port (`nodePort`)."))
+    mode: AccessMode = "nodePort"
+    """`nodePort`, `loadBalancer` (hybrid, cloud) or `portForward` (bare-metal, hybrid)."""
+    node_port: int = Field(default=31380, ge=30000, le=32767)
+    """The gateway's node port (`nodePort`)."""
     # portForward: the port and address the controller listens on.
-    port: Port = Field(8080, description="The controller's port (`portForward`).")
-    listen_address: IPv4 = Field("127.0.0.1", description=(
-        "The controller's address (`portForward`; `0.0.0.0` on bare-metal for the LAN)."))
+    port: Port = 8080
+    """The controller's port (`portForward`)."""
+    listen_address: IPv4 = "127.0.0.1"
+    """The controller's address (`portForward`; `0.0.0.0` on bare-metal for the LAN)."""
     # loadBalancer: who may connect (default: gpu-cluster:aws.adminCidrs).
-    source_ranges: list[IPv4Cidr] = Field([], description=(
-        "Who may reach the load balancer; default: `aws.adminCidrs`."))
+    source_ranges: list[IPv4Cidr] = []
+    """Who may reach the load balancer; default: `aws.adminCidrs`."""
     # The name users type (a DNS name pointing at the gateway); required with loadBalancer.
-    hostname: Optional[HostOrIp] = Field(None, description=(
-        "The name in `kubeflowUrl` (required with `loadBalancer`, and with `nodePort` on "
-        "cloud)."))
-    tls: GatewayTls = Field(GatewayTls(), description="TLS at the Istio ingress gateway.")
+    hostname: Optional[HostOrIp] = None
+    """The name in `kubeflowUrl` (required with `loadBalancer`, and with `nodePort` on cloud)."""
+    tls: GatewayTls = GatewayTls()
+    """TLS at the Istio ingress gateway."""
 
     @property
     def scheme(self) -> str:
@@ -239,27 +243,28 @@ class KubeflowAccess(Section):
 
 
 class KubeflowSettings(Section):
-    source: ManifestsSource = Field(ManifestsSource(), description=(
-        "Where kustomize reads kubeflow/manifests from."))
-    components: list[KubeflowComponent] = Field(DEFAULT_COMPONENTS, description=(
-        "Components to install."))
+    source: ManifestsSource = ManifestsSource()
+    """Where kustomize reads kubeflow/manifests from."""
+    components: list[KubeflowComponent] = DEFAULT_COMPONENTS
+    """Components to install."""
     # Deprecated: one login for everyone (KubeflowUser); access.users[].email instead.
-    user: Optional[KubeflowUser] = Field(None, description=(
-        "Deprecated (warned): the single shared Dex login of earlier versions; use "
-        "`access.users[].email`."))
+    user: Optional[KubeflowUser] = None
+    """Deprecated (warned): the single shared Dex login of earlier versions; use
+    `access.users[].email`."""
     # The organisation's identity providers (config/kubeflow_login.py); without them each
     # access.users entry with an email is a Dex static user, its bcrypt hash the secret
     # gpu-cluster:kubeflowPasswordHashes.<user>.
-    connectors: list[Connector] = Field([], description=(
-        "The organisation's identity providers users log in through instead of passwords, by "
-        "`type` (`oidc` or `ldap`, below); no `$` anywhere (Dex expands it)."))
-    katib: KatibSettings = Field(KatibSettings(), description="Katib's settings.")
-    pipelines: PipelinesSettings = Field(PipelinesSettings(), description=(
-        "Kubeflow Pipelines' settings."))
-    image_mirror: Optional[ImageMirror] = Field(None, description=(
-        "Deprecated (warned): read as `images.mirror`; refused beside it."))
-    access: KubeflowAccess = Field(KubeflowAccess(), description=(
-        "How the Istio ingress gateway (the Kubeflow UI) is reached."))
+    connectors: list[Connector] = []
+    """The organisation's identity providers users log in through instead of passwords, by `type`
+    (`oidc` or `ldap`, below); no `$` anywhere (Dex expands it)."""
+    katib: KatibSettings = KatibSettings()
+    """Katib's settings."""
+    pipelines: PipelinesSettings = PipelinesSettings()
+    """Kubeflow Pipelines' settings."""
+    image_mirror: Optional[ImageMirror] = None
+    """Deprecated (warned): read as `images.mirror`; refused beside it."""
+    access: KubeflowAccess = KubeflowAccess()
+    """How the Istio ingress gateway (the Kubeflow UI) is reached."""
 
     @field_validator("components")
     @classmethod

@@ -8,7 +8,7 @@ value here may hold a `$`; the program's own `$DEX_CONNECTOR_SECRET_<ID>` is the
 import re
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import AfterValidator, Discriminator, Field, Tag
+from pydantic import AfterValidator, Discriminator, Tag
 
 from config.model_base import Section
 from config.types import DnsLabel, PemCertificateChain
@@ -49,47 +49,57 @@ LdapAttribute = Annotated[str, AfterValidator(_matching(_ATTRIBUTE, "an LDAP att
 
 
 class OidcConnector(Section):
-    type: Literal["oidc"] = Field(description="The connector's kind.")
+    type: Literal["oidc"]
+    """The connector's kind."""
     # Dex's connector id (never `local`, its password database's).
-    id: DnsLabel = Field(description=(
-        "Dex's connector id (never `local`); its secret is `kubeflowConnectorSecrets.<id>`."))
-    name: DisplayName = Field(description="The name on Dex's login page.")
-    issuer: HttpsUrl = Field(description="The OIDC issuer URL.")
-    client_id: ClientId = Field(description="The OAuth2 client id registered with the issuer.")
+    id: DnsLabel
+    """Dex's connector id (never `local`); its secret is `kubeflowConnectorSecrets.<id>`."""
+    name: DisplayName
+    """The name on Dex's login page."""
+    issuer: HttpsUrl
+    """The OIDC issuer URL."""
+    client_id: ClientId
+    """The OAuth2 client id registered with the issuer."""
     # The email claim is Kubeflow's user id; Dex refuses unverified emails unless told.
-    scopes: list[Scope] = Field(["openid", "profile", "email"], description=(
-        "The scopes requested; the email claim is Kubeflow's user id."))
+    scopes: list[Scope] = ["openid", "profile", "email"]
+    """The scopes requested; the email claim is Kubeflow's user id."""
 
 
 class LdapUserSearch(Section):
-    base_dn: DistinguishedName = Field(description="The DN searched under.")
-    filter: Optional[LdapFilter] = Field(None, description=(
-        "An LDAP filter the users must match, e.g. `(objectClass=person)`."))
+    base_dn: DistinguishedName
+    """The DN searched under."""
+    filter: Optional[LdapFilter] = None
+    """An LDAP filter the users must match, e.g. `(objectClass=person)`."""
     # The attribute users type as their user name, and those Dex reads.
-    username: LdapAttribute = Field("mail", description=(
-        "The attribute users type as their user name."))
-    id_attr: LdapAttribute = Field("uid", description="The attribute Dex reads as the user's id.")
-    email_attr: LdapAttribute = Field("mail", description=(
-        "The attribute Dex reads as the user's email."))
-    name_attr: LdapAttribute = Field("cn", description=(
-        "The attribute Dex reads as the user's display name."))
+    username: LdapAttribute = "mail"
+    """The attribute users type as their user name."""
+    id_attr: LdapAttribute = "uid"
+    """The attribute Dex reads as the user's id."""
+    email_attr: LdapAttribute = "mail"
+    """The attribute Dex reads as the user's email."""
+    name_attr: LdapAttribute = "cn"
+    """The attribute Dex reads as the user's display name."""
 
 
 class LdapConnector(Section):
-    type: Literal["ldap"] = Field(description="The connector's kind.")
-    id: DnsLabel = Field(description=(
-        "Dex's connector id (never `local`); its secret is `kubeflowConnectorSecrets.<id>`."))
-    name: DisplayName = Field(description="The name on Dex's login page.")
+    type: Literal["ldap"]
+    """The connector's kind."""
+    id: DnsLabel
+    """Dex's connector id (never `local`); its secret is `kubeflowConnectorSecrets.<id>`."""
+    name: DisplayName
+    """The name on Dex's login page."""
     # Over TLS (ldaps) unless startTls; never plain (Dex's insecureNoSSL stays false).
-    host: LdapHost = Field(description=(
-        "The LDAP server as host:port, over TLS (ldaps) unless `startTls`; never plain."))
-    start_tls: bool = Field(False, description="Connect in plain LDAP and upgrade with StartTLS.")
+    host: LdapHost
+    """The LDAP server as host:port, over TLS (ldaps) unless `startTls`; never plain."""
+    start_tls: bool = False
+    """Connect in plain LDAP and upgrade with StartTLS."""
     # The CA of the server's certificate, when the system's do not cover it.
-    root_ca: Optional[PemCertificateChain] = Field(None, description=(
-        "PEM CA certificate(s) of the server's certificate; unset: the system's."))
-    bind_dn: DistinguishedName = Field(description=(
-        "The DN Dex binds as to search (its password: `kubeflowConnectorSecrets.<id>`)."))
-    user_search: LdapUserSearch = Field(description="How Dex finds a user.")
+    root_ca: Optional[PemCertificateChain] = None
+    """PEM CA certificate(s) of the server's certificate; unset: the system's."""
+    bind_dn: DistinguishedName
+    """The DN Dex binds as to search (its password: `kubeflowConnectorSecrets.<id>`)."""
+    user_search: LdapUserSearch
+    """How Dex finds a user."""
 
 
 def _connector_type(value) -> str:

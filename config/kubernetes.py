@@ -38,12 +38,10 @@ def _max_unavailable(value: object) -> Union[int, str]:
 class UpgradeSettings(Section):
     """How a raised kubernetes.version reaches the workers (docs/day-2.md: Upgrading Kubernetes)."""
     # Workers drained and upgraded at once (k0sctl's workerDisruptionPercent).
-    max_unavailable: Annotated[Union[int, str], BeforeValidator(_max_unavailable)] = Field(
-        1, description=(
-        "Workers drained and upgraded at once when `kubernetes.version` is raised: a count (1 "
-        "or more) or a percentage `\"1%\"`–`\"100%\"` of the workers (rounded down, at least 1), "
-        "kept on the controller at run time; see [Upgrading "
-        "Kubernetes](day-2.md#upgrading-kubernetes)."))
+    max_unavailable: Annotated[Union[int, str], BeforeValidator(_max_unavailable)] = 1
+    """Workers drained and upgraded at once when `kubernetes.version` is raised: a count (1 or more)
+    or a percentage `"1%"`–`"100%"` of the workers (rounded down, at least 1), kept on the
+    controller at run time; see [Upgrading Kubernetes](day-2.md#upgrading-kubernetes)."""
 
     def unavailable_count(self, workers: int) -> int:
         """Workers upgraded at once: a percentage rounds down, as a Deployment's maxUnavailable
@@ -56,59 +54,58 @@ class UpgradeSettings(Section):
 
 
 class KubernetesSettings(Section):
-    distribution: DistributionName = Field("k0s", description=(
-        "Kubernetes distribution: `k0s` or `rke2` (see "
-        "[Distributions](distributions.md#distributions))."))
+    distribution: DistributionName = "k0s"
+    """Kubernetes distribution: `k0s` or `rke2` (see
+    [Distributions](distributions.md#distributions))."""
     # Defaults to the distribution's pin (config/versions.py).
-    version: str = Field(default="", validate_default=True, description=(
-        "Release installed on every host, in the distribution's form (`v1.36.3+k0s.2`, "
-        "`v1.36.3+rke2r1`); empty: the distribution's pin in `config/versions.py`."))
-    api_port: Port = Field(ports.KUBERNETES_API, description=(
-        "Kubernetes API port on the controller; must be `6443` with `rke2`."))
+    version: str = Field(default="", validate_default=True)
+    """Release installed on every host, in the distribution's form (`v1.36.3+k0s.2`,
+    `v1.36.3+rke2r1`); empty: the distribution's pin in `config/versions.py`."""
+    api_port: Port = ports.KUBERNETES_API
+    """Kubernetes API port on the controller; must be `6443` with `rke2`."""
     # Where hosts download the release file from instead of GitHub (a folder holding it
     # under its upstream name); still checked against the pinned sha256.
-    release_url: Optional[DownloadUrl] = Field(None, description=(
-        "Where hosts download the release file (`k0s-<version>-<arch>`, "
-        "`rke2.linux-<arch>.tar.gz`, under its own name) instead of GitHub: `https://...` or a "
-        "folder on the host as `file:///path`; still checked against the pinned sha256."))
+    release_url: Optional[DownloadUrl] = None
+    """Where hosts download the release file (`k0s-<version>-<arch>`, `rke2.linux-<arch>.tar.gz`,
+    under its own name) instead of GitHub: `https://...` or a folder on the host as `file:///path`;
+    still checked against the pinned sha256."""
     # Extra names/addresses the API server certificate must cover (a DNS name, a VIP).
-    api_sans: list[HostOrIp] = Field([], description=(
-        "Extra names/addresses for the API server certificate."))
+    api_sans: list[HostOrIp] = []
+    """Extra names/addresses for the API server certificate."""
     # Join tokens are single-purpose and short-lived: one per worker, valid this long.
-    worker_token_expiry: Duration = Field("2h", description=(
-        "k0s: lifetime of each worker's join token (not zero: k0s reads `0s` as never "
-        "expiring); RKE2 joins with one agent token."))
-    node_ready_timeout_seconds: int = Field(default=600, ge=30, le=7200, description=(
-        "How long `admit-node` (and `uncordon-node` after an upgrade) waits for a node to be "
-        "Ready."))
+    worker_token_expiry: Duration = "2h"
+    """k0s: lifetime of each worker's join token (not zero: k0s reads `0s` as never expiring); RKE2
+    joins with one agent token."""
+    node_ready_timeout_seconds: int = Field(default=600, ge=30, le=7200)
+    """How long `admit-node` (and `uncordon-node` after an upgrade) waits for a node to be Ready."""
     # How long draining a node (an upgrade, hosts[].maintenance, a replaced machine) may
     # take before the step fails (kubectl drain --timeout); evictions respect
     # PodDisruptionBudgets, and a drain that fails stops an upgrade's rollout.
-    drain_timeout_seconds: int = Field(default=600, ge=30, le=7200, description=(
-        "`kubectl drain --timeout` of a node (30–7200): before its upgrade (a drain that does "
-        "not finish stops the rollout), for `hosts[].maintenance`, for a replaced machine."))
+    drain_timeout_seconds: int = Field(default=600, ge=30, le=7200)
+    """`kubectl drain --timeout` of a node (30–7200): before its upgrade (a drain that does not
+    finish stops the rollout), for `hosts[].maintenance`, for a replaced machine."""
     # Whether drains delete pods no controller manages (`kubectl run`), which are then gone
     # for good (kubectl drain --force). Off: such a pod fails the drain, named.
-    drain_force: bool = Field(False, description=(
-        "`true`: drains delete pods no controller manages (`kubectl drain --force`; an "
-        "interactive `kubectl run` pod is gone for good); `false`: such a pod fails the drain, "
-        "named (see [Machines](day-2.md#machines)); the preview warns when `true`."))
+    drain_force: bool = False
+    """`true`: drains delete pods no controller manages (`kubectl drain --force`; an interactive
+    `kubectl run` pod is gone for good); `false`: such a pod fails the drain, named (see
+    [Machines](day-2.md#machines)); the preview warns when `true`."""
     # Cloud: how long `pulumi up` waits for the API the controller installs at boot.
-    api_ready_timeout_seconds: int = Field(default=900, ge=60, le=7200, description=(
-        "Cloud: how long `pulumi up` waits for the API the controller installs at boot."))
+    api_ready_timeout_seconds: int = Field(default=900, ge=60, le=7200)
+    """Cloud: how long `pulumi up` waits for the API the controller installs at boot."""
     # Raising it issues the admin a new key and client certificate (Day-2 rotation).
-    admin_certificate_generation: int = Field(default=0, ge=0, le=1_000_000, description=(
-        "Raise it by one to issue the admin a new key and client certificate ([Rotating "
-        "credentials](day-2.md#rotating-credentials)); only ever raise it."))
+    admin_certificate_generation: int = Field(default=0, ge=0, le=1_000_000)
+    """Raise it by one to issue the admin a new key and client certificate ([Rotating
+    credentials](day-2.md#rotating-credentials)); only ever raise it."""
     # Raising it renews the secrets that admit joins: RKE2's agent token, the cloud pools'
     # bootstrap tokens (Day-2 rotation).
-    join_token_generation: int = Field(default=0, ge=0, le=1_000_000, description=(
-        "Raise by one to renew the secrets that admit joins: RKE2's agent token ([Rotating "
-        "credentials](day-2.md#rotating-credentials)); the cloud pools' tokens expire and "
-        "rotate by themselves."))
-    upgrade: UpgradeSettings = Field(UpgradeSettings(), description=(
-        "How a raised `kubernetes.version` reaches the workers (see [Upgrading "
-        "Kubernetes](day-2.md#upgrading-kubernetes))."))
+    join_token_generation: int = Field(default=0, ge=0, le=1_000_000)
+    """Raise by one to renew the secrets that admit joins: RKE2's agent token ([Rotating
+    credentials](day-2.md#rotating-credentials)); the cloud pools' tokens expire and rotate by
+    themselves."""
+    upgrade: UpgradeSettings = UpgradeSettings()
+    """How a raised `kubernetes.version` reaches the workers (see [Upgrading
+    Kubernetes](day-2.md#upgrading-kubernetes))."""
 
     def drain_warning(self) -> Optional[str]:
         """The preview's warning when drains may delete users' pods."""

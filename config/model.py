@@ -48,19 +48,19 @@ Layout = Literal["bare-metal", "hybrid", "cloud"]
 
 
 class NetworkSettings(Section):
-    lan_cidr: Optional[IPv4Cidr] = Field(None, description=(
-        "The on-prem LAN (required on bare-metal and hybrid; none on cloud); every host address"
-        " must be inside it."))
-    pod_cidr: IPv4Cidr = Field("10.244.0.0/16", description=(
-        "Pod network; must not overlap the others."))
-    service_cidr: IPv4Cidr = Field("10.96.0.0/12", description=(
-        "Service network; must not overlap the others."))
-    cni: Literal["calico", "kuberouter"] = Field("calico", description=(
-        "k0s: `calico` (VXLAN, node address pinned per host) or `kuberouter`; RKE2 always runs "
-        "Canal."))
+    lan_cidr: Optional[IPv4Cidr] = None
+    """The on-prem LAN (required on bare-metal and hybrid; none on cloud); every host address must
+    be inside it."""
+    pod_cidr: IPv4Cidr = "10.244.0.0/16"
+    """Pod network; must not overlap the others."""
+    service_cidr: IPv4Cidr = "10.96.0.0/12"
+    """Service network; must not overlap the others."""
+    cni: Literal["calico", "kuberouter"] = "calico"
+    """k0s: `calico` (VXLAN, node address pinned per host) or `kuberouter`; RKE2 always runs
+    Canal."""
     # 0 lets the CNI detect it; set it below the smallest link MTU (tunnels, jumbo frames).
-    mtu: int = Field(default=0, ge=0, le=9000, description=(
-        "CNI MTU; 0 lets the CNI detect it; set it below tunnel/link MTUs."))
+    mtu: int = Field(default=0, ge=0, le=9000)
+    """CNI MTU; 0 lets the CNI detect it; set it below tunnel/link MTUs."""
 
     @field_validator("mtu")
     @classmethod
@@ -71,80 +71,86 @@ class NetworkSettings(Section):
 
 
 class Bastion(Section):
-    host: HostOrIp = Field(description="Jump host to reach the hosts through.")
-    port: Port = Field(ports.SSH, description="Jump host SSH port.")
-    user: Optional[UserName] = Field(None, description="Jump host user; unset: `ssh.user`.")
-    host_key: Optional[SshPublicKey] = Field(None, description=(
-        "The jump host's SSH host key (`ssh-ed25519 AAAA...` or ECDSA; not RSA), from "
-        "`ssh-keyscan -t ed25519 HOST` with its fingerprint checked out of band ([SSH host "
-        "keys](layouts.md#ssh-host-keys)); unset only with `ssh.acceptAnyHostKey`."))
+    host: HostOrIp
+    """Jump host to reach the hosts through."""
+    port: Port = ports.SSH
+    """Jump host SSH port."""
+    user: Optional[UserName] = None
+    """Jump host user; unset: `ssh.user`."""
+    host_key: Optional[SshPublicKey] = None
+    """The jump host's SSH host key (`ssh-ed25519 AAAA...` or ECDSA; not RSA), from `ssh-keyscan -t
+    ed25519 HOST` with its fingerprint checked out of band ([SSH host
+    keys](layouts.md#ssh-host-keys)); unset only with `ssh.acceptAnyHostKey`."""
 
 
 class SshSettings(Section):
-    user: UserName = Field("ubuntu", description=(
-        "SSH user on the hosts (needs passwordless sudo); a login name as useradd(8) allows: "
-        "`[a-z_][a-z0-9_-]*[$]?`, at most 32 characters, as are the other users."))
-    port: Port = Field(ports.SSH, description="SSH port on the hosts.")
-    bastion: Optional[Bastion] = Field(None, description=(
-        "A jump host the program reaches the hosts through; unset: none."))
-    dial_error_limit: int = Field(default=10, ge=1, le=1000, description=(
-        "Connection attempts before a step fails."))
-    per_dial_timeout_seconds: int = Field(default=15, ge=1, le=600, description=(
-        "Timeout of each connection attempt."))
+    user: UserName = "ubuntu"
+    """SSH user on the hosts (needs passwordless sudo); a login name as useradd(8) allows:
+    `[a-z_][a-z0-9_-]*[$]?`, at most 32 characters, as are the other users."""
+    port: Port = ports.SSH
+    """SSH port on the hosts."""
+    bastion: Optional[Bastion] = None
+    """A jump host the program reaches the hosts through; unset: none."""
+    dial_error_limit: int = Field(default=10, ge=1, le=1000)
+    """Connection attempts before a step fails."""
+    per_dial_timeout_seconds: int = Field(default=15, ge=1, le=600)
+    """Timeout of each connection attempt."""
     # Public keys the authorized-keys step keeps on every host reached over SSH, beside
     # the user's own (docs/day-2.md, "Rotating credentials").
-    authorized_keys: list[AuthorizedKey] = Field(default=[], max_length=100, description=(
-        "Extra OpenSSH public keys (`ssh-ed25519 AAAA... comment`, at most 100) kept in the SSH"
-        " user's `authorized_keys` on every host reached over SSH ([Rotating "
-        "credentials](day-2.md#rotating-credentials))."))
+    authorized_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
+    """Extra OpenSSH public keys (`ssh-ed25519 AAAA... comment`, at most 100) kept in the SSH user's
+    `authorized_keys` on every host reached over SSH ([Rotating
+    credentials](day-2.md#rotating-credentials))."""
     # Public keys the same step takes out of authorized_keys wherever they are (an old key
     # once the program logs in with the new one).
-    revoked_keys: list[AuthorizedKey] = Field(default=[], max_length=100, description=(
-        "OpenSSH public keys taken out of the SSH user's `authorized_keys` on every host "
-        "reached over SSH, wherever they are (never one of `ssh.authorizedKeys` or the public "
-        "half of `sshPrivateKey`)."))
+    revoked_keys: list[AuthorizedKey] = Field(default=[], max_length=100)
+    """OpenSSH public keys taken out of the SSH user's `authorized_keys` on every host reached over
+    SSH, wherever they are (never one of `ssh.authorizedKeys` or the public half of
+    `sshPrivateKey`)."""
     # true: connect to hosts and the bastion that have no host key set, accepting any key
     # they show (pulumi-command remembers none); the preview warns. Off, a stack without
     # every host key is refused (config/checks.py).
-    accept_any_host_key: bool = Field(False, description=(
-        "`true` connects to hosts and a bastion without a host key set, accepting any key they "
-        "show (no check, not even on first use); the preview warns, naming it and the hosts."))
+    accept_any_host_key: bool = False
+    """`true` connects to hosts and a bastion without a host key set, accepting any key they show
+    (no check, not even on first use); the preview warns, naming it and the hosts."""
 
 
 class HostTuning(Section):
     # IOMMU off lets GPUs talk peer-to-peer (multi-GPU training).
-    disable_iommu: bool = Field(True, description=(
-        "`intel_iommu=off amd_iommu=off` for GPU peer-to-peer."))
+    disable_iommu: bool = True
+    """`intel_iommu=off amd_iommu=off` for GPU peer-to-peer."""
     # Spectre/Meltdown mitigations cost GPU hosts real throughput; opt-in only.
-    disable_cpu_mitigations: bool = Field(False, description=(
-        "`mitigations=off`; opt in only on hosts one team uses: with two teams or more every "
-        "host that runs workloads is shared (no team is bound to a node) and the preview warns,"
-        " naming the key and the hosts."))
-    extra_kernel_args: list[str] = Field([], description="More kernel arguments.")
+    disable_cpu_mitigations: bool = False
+    """`mitigations=off`; opt in only on hosts one team uses: with two teams or more every host that
+    runs workloads is shared (no team is bound to a node) and the preview warns, naming the key and
+    the hosts."""
+    extra_kernel_args: list[str] = []
+    """More kernel arguments."""
     # Kubeflow's many watchers exhaust the defaults ("too many open files").
-    inotify_max_user_instances: int = Field(default=2280, ge=128, description=(
-        "`fs.inotify.max_user_instances` (Kubeflow)."))
-    inotify_max_user_watches: int = Field(default=1255360, ge=8192, description=(
-        "`fs.inotify.max_user_watches` (Kubeflow)."))
-    cpu_manager_policy: Literal["none", "static"] = Field("none", description=(
-        "Kubelet CPU manager; `static` pins CPUs for guaranteed pods. Changing it on a running "
-        "cluster: drain each worker when `pulumi up` asks (see `apply-worker-profile`)."))
-    reserved_cpus: Optional[str] = Field(None, description=(
-        "CPUs kept for the system with `static`, e.g. `0-1` (then required)."))
+    inotify_max_user_instances: int = Field(default=2280, ge=128)
+    """`fs.inotify.max_user_instances` (Kubeflow)."""
+    inotify_max_user_watches: int = Field(default=1255360, ge=8192)
+    """`fs.inotify.max_user_watches` (Kubeflow)."""
+    cpu_manager_policy: Literal["none", "static"] = "none"
+    """Kubelet CPU manager; `static` pins CPUs for guaranteed pods. Changing it on a running
+    cluster: drain each worker when `pulumi up` asks (see `apply-worker-profile`)."""
+    reserved_cpus: Optional[str] = None
+    """CPUs kept for the system with `static`, e.g. `0-1` (then required)."""
     # The real upstream resolvers, not systemd-resolved's 127.0.0.53 stub (DNS loops in pods).
-    kubelet_resolv_conf: AbsolutePath = Field("/run/systemd/resolve/resolv.conf", description=(
-        "The resolv.conf of pods: the real resolvers, not the 127.0.0.53 stub."))
-    min_free_disk_gb: int = Field(default=50, ge=1, description=(
-        "Free space preflight requires under `/var/lib`."))
-    install_nfs_client: bool = Field(True, description="Install `nfs-common` for NFS volumes.")
+    kubelet_resolv_conf: AbsolutePath = "/run/systemd/resolve/resolv.conf"
+    """The resolv.conf of pods: the real resolvers, not the 127.0.0.53 stub."""
+    min_free_disk_gb: int = Field(default=50, ge=1)
+    """Free space preflight requires under `/var/lib`."""
+    install_nfs_client: bool = True
+    """Install `nfs-common` for NFS volumes."""
     # Reboot a host that is not in the cluster yet when its steps need it (kernel
     # arguments, the NVIDIA driver, nouveau), and check it before it joins. False leaves
     # reboots to you: the check then only warns while one is pending.
-    reboot_when_needed: bool = Field(True, description=(
-        "Reboot a host not yet in the cluster when its steps need it (kernel arguments, the "
-        "NVIDIA driver, nouveau), before it joins; `false` leaves reboots to you."))
-    reboot_timeout_seconds: int = Field(default=900, ge=60, le=3600, description=(
-        "How long `pulumi up` waits for a rebooting host to answer SSH again."))
+    reboot_when_needed: bool = True
+    """Reboot a host not yet in the cluster when its steps need it (kernel arguments, the NVIDIA
+    driver, nouveau), before it joins; `false` leaves reboots to you."""
+    reboot_timeout_seconds: int = Field(default=900, ge=60, le=3600)
+    """How long `pulumi up` waits for a rebooting host to answer SSH again."""
 
     @field_validator("extra_kernel_args")
     @classmethod
@@ -163,31 +169,30 @@ class HostTuning(Section):
 
 
 class NvidiaSettings(Section):
-    install_driver: bool = Field(True, description=(
-        "Install the pinned driver branch on GPU hosts; `false` keeps each host's own driver, "
-        "of any branch, which preflight requires and names (see [Upgrading the NVIDIA "
-        "driver](day-2.md#upgrading-the-nvidia-driver))."))
+    install_driver: bool = True
+    """Install the pinned driver branch on GPU hosts; `false` keeps each host's own driver, of any
+    branch, which preflight requires and names (see [Upgrading the NVIDIA
+    driver](day-2.md#upgrading-the-nvidia-driver))."""
     # The pinned NVIDIA Container Toolkit and containerd's `nvidia` runtime on GPU hosts,
     # which the device plugin's and the DCGM exporter's pods run with (RuntimeClass
     # `nvidia`); false leaves both to the host (the preview warns).
-    install_toolkit: bool = Field(True, description=(
-        "Install the pinned container toolkit and containerd's `nvidia` runtime on GPU hosts "
-        "(the device plugin's and the DCGM exporter's pods run with it), with or without the "
-        "driver; `false` leaves both to the hosts and the preview warns, naming the key; "
-        "refused while the program installs the driver."))
+    install_toolkit: bool = True
+    """Install the pinned container toolkit and containerd's `nvidia` runtime on GPU hosts (the
+    device plugin's and the DCGM exporter's pods run with it), with or without the driver; `false`
+    leaves both to the hosts and the preview warns, naming the key; refused while the program
+    installs the driver."""
     driver_branch: str = Field(
-        default=versions.NVIDIA_DRIVER_BRANCH, pattern=r"^\d{3}$", description=(
-        "NVIDIA driver branch (`nvidia-headless-<branch>-server`)."))
+        default=versions.NVIDIA_DRIVER_BRANCH, pattern=r"^\d{3}$")
+    """NVIDIA driver branch (`nvidia-headless-<branch>-server`)."""
     container_toolkit_version: str = Field(
-        default=versions.NVIDIA_CONTAINER_TOOLKIT, pattern=r"^\d+\.\d+\.\d+(-\d+)?$"
-    , description=(
-        "The apt version of `nvidia-container-toolkit`."))
-    default_runtime: bool = Field(False, description=(
-        "Make `nvidia` containerd's default runtime on GPU hosts."))
-    apt_mirror: Optional[DownloadUrl] = Field(None, description=(
-        "A mirror of NVIDIA's container toolkit apt repository (`https://...` or `file:///path`"
-        " with its `gpgkey` and `stable/deb/`) instead of `nvidia.github.io`; the key is still "
-        "checked against the pinned fingerprint."))
+        default=versions.NVIDIA_CONTAINER_TOOLKIT, pattern=r"^\d+\.\d+\.\d+(-\d+)?$")
+    """The apt version of `nvidia-container-toolkit`."""
+    default_runtime: bool = False
+    """Make `nvidia` containerd's default runtime on GPU hosts."""
+    apt_mirror: Optional[DownloadUrl] = None
+    """A mirror of NVIDIA's container toolkit apt repository (`https://...` or `file:///path` with
+    its `gpgkey` and `stable/deb/`) instead of `nvidia.github.io`; the key is still checked against
+    the pinned fingerprint."""
 
     def for_host(self, host: "Host") -> tuple[bool, bool]:
         """(install the driver, install the toolkit and runtime) on `host`: its own
@@ -202,14 +207,14 @@ class PackageSettings(Section):
     # reads instead of the sources their image came with (configure-apt.sh); packages are
     # still checked against Ubuntu's archive key. Security updates come from
     # aptSecurityMirror, or from aptMirror when that is not set.
-    apt_mirror: Optional[DownloadUrl] = Field(None, description=(
-        "A mirror of Ubuntu's archive (the layout of `archive.ubuntu.com/ubuntu`; `https://...`"
-        " or `file:///path`) that every machine's apt reads instead of its image's sources, "
-        "still checked against Ubuntu's archive key; removing it restores the original file "
-        "(see [Image mirror](distributions.md#image-mirror))."))
-    apt_security_mirror: Optional[DownloadUrl] = Field(None, description=(
-        "Where the `<codename>-security` suite comes from; needs `packages.aptMirror`; unset: "
-        "`packages.aptMirror`."))
+    apt_mirror: Optional[DownloadUrl] = None
+    """A mirror of Ubuntu's archive (the layout of `archive.ubuntu.com/ubuntu`; `https://...` or
+    `file:///path`) that every machine's apt reads instead of its image's sources, still checked
+    against Ubuntu's archive key; removing it restores the original file (see [Image
+    mirror](distributions.md#image-mirror))."""
+    apt_security_mirror: Optional[DownloadUrl] = None
+    """Where the `<codename>-security` suite comes from; needs `packages.aptMirror`; unset:
+    `packages.aptMirror`."""
 
     @model_validator(mode="after")
     def _security_needs_the_archive(self) -> "PackageSettings":
@@ -220,99 +225,96 @@ class PackageSettings(Section):
 
 
 class GpuSettings(Section):
-    time_slicing_replicas: int = Field(default=1, ge=1, le=64, description=(
-        "Pods sharing each GPU by time-slicing; 1 gives pods whole GPUs."))
-    mig_strategy: Literal["none", "single", "mixed"] = Field("none", description=(
-        "How the device plugin exposes MIG partitions: `none`, `single`, `mixed`."))
+    time_slicing_replicas: int = Field(default=1, ge=1, le=64)
+    """Pods sharing each GPU by time-slicing; 1 gives pods whole GPUs."""
+    mig_strategy: Literal["none", "single", "mixed"] = "none"
+    """How the device plugin exposes MIG partitions: `none`, `single`, `mixed`."""
     # GPU Feature Discovery labels nodes with GPU model, memory, CUDA and driver versions
     # (needs node-feature-discovery, installed with it).
-    feature_discovery: bool = Field(False, description=(
-        "GPU Feature Discovery (with node-feature-discovery) from the device plugin's pinned "
-        "chart: node labels for GPU model, memory, CUDA and driver versions."))
+    feature_discovery: bool = False
+    """GPU Feature Discovery (with node-feature-discovery) from the device plugin's pinned chart:
+    node labels for GPU model, memory, CUDA and driver versions."""
 
 
 class StackConfig(Section):
-    layout: Layout = Field(description=(
-        "Where the machines are: `bare-metal` (on-prem hosts only), `hybrid` (an EC2 control "
-        "plane and on-prem hosts, joined by a VPN) or `cloud` (EC2 only); see "
-        "[Layouts](layouts.md)."))
+    layout: Layout
+    """Where the machines are: `bare-metal` (on-prem hosts only), `hybrid` (an EC2 control plane and
+    on-prem hosts, joined by a VPN) or `cloud` (EC2 only); see [Layouts](layouts.md)."""
     # Certificate common names add up to 15 characters ("<cluster>-onprem-gateway") and
     # X.509 allows 64.
-    cluster_name: DnsLabel = Field(max_length=49, description=(
-        "Names the cluster, its kubeconfig context and resources; a DNS label."))
-    kubernetes: KubernetesSettings = Field(KubernetesSettings(), description=(
-        "The distribution, its version, the API server and upgrades (see "
-        "[Distributions](distributions.md#distributions))."))
-    network: NetworkSettings = Field(NetworkSettings(), description=(
-        "The LAN, pod and service networks, the CNI and its MTU."))
-    ssh: SshSettings = Field(SshSettings(), description=(
-        "How the program reaches the hosts over SSH, and the keys it keeps on them."))
-    ssh_private_key: Optional[MultiLineSecret] = Field(None, description=(
-        "Private key (PEM or OpenSSH) for the hosts and the EC2 key pair; required on every "
-        "layout."))
-    bastion_private_key: Optional[MultiLineSecret] = Field(None, description=(
-        "Private key for the bastion; unset: `sshPrivateKey`."))
-    vpn_client_profile: Optional[MultiLineSecret] = Field(None, description=(
-        "`client-to-existing` (required): the instance's `.ovpn` profile from the existing "
-        "server."))
-    hosts: list[Host] = Field([], description=(
-        "The on-prem machines, by name and LAN address (bare-metal, hybrid)."))
-    tuning: HostTuning = Field(HostTuning(), description=(
-        "Kernel arguments, sysctls, the kubelet's CPU manager and reboots of the hosts."))
-    host_firewall: HostFirewallSettings = Field(HostFirewallSettings(), description=(
-        "The nftables firewall of on-prem hosts: node ports for the nodes only (see [Host "
-        "firewall](layouts.md#host-firewall))."))
-    nvidia: NvidiaSettings = Field(NvidiaSettings(), description=(
-        "The NVIDIA driver and container toolkit on GPU hosts."))
-    packages: PackageSettings = Field(PackageSettings(), description=(
-        "Where hosts' apt finds Ubuntu's packages."))
-    time: TimeSettings = Field(TimeSettings(), description=(
-        "The NTP servers every machine's clock follows (see [Image "
-        "mirror](distributions.md#image-mirror), *Time*)."))
-    gpu: GpuSettings = Field(GpuSettings(), description=(
-        "Time-slicing, MIG and GPU Feature Discovery of the device plugin."))
-    storage: StorageSettings = Field(description=(
-        "The volumes' backends: at least one of `nfs`, `efs`, `localPath` (below); the one "
-        "marked `default` is the default StorageClass."))
-    mpi: MpiSettings = Field(MpiSettings(), description=(
-        "The MPI operator and NCCL settings of the acceptance MPIJob."))
-    aws: Optional[AwsSettings] = Field(None, description=(
-        "The AWS side of the hybrid and cloud layouts; unset: no AWS (bare-metal)."))
-    vpn: Optional[VpnSettings] = Field(None, description=(
-        "The OpenVPN bridge between the LAN and the VPC (hybrid); unset: none."))
-    pools: list[WorkerPool] = Field([], description=(
-        "EC2 GPU worker pools that join the cluster at boot (cloud layout)."))
-    access: AccessSettings = Field(AccessSettings(), description=(
-        "Teams' namespaces and quotas, users and their kubeconfigs (see [Teams and "
-        "users](teams.md#teams-and-users))."))
-    kubeflow: Optional[KubeflowSettings] = Field(None, description=(
-        "Kubeflow from the pinned kubeflow/manifests release (see "
-        "[Kubeflow](kubeflow.md#kubeflow)); unset: no Kubeflow."))
-    kubeflow_password: Optional[SecretStr] = Field(None, description=(
-        "The deprecated `kubeflow.user`'s password (at least 12 characters) or its bcrypt hash;"
-        " required with `kubeflow.user`."))
-    kubeflow_password_hashes: Optional[dict[DnsLabel, SecretStr]] = Field(None, description=(
-        "Per `access.users` name with an email, the bcrypt hash of their Kubeflow password; "
-        "required for each such user without `kubeflow.connectors`."))
-    kubeflow_connector_secrets: Optional[dict[DnsLabel, SecretStr]] = Field(None, description=(
-        "Per connector `id`, its OIDC client secret or LDAP bind password."))
-    kubeflow_tls_key: Optional[MultiLineSecret] = Field(None, description=(
-        "The PEM private key of `kubeflow.access.tls.certificate`; required with `tls.mode: "
-        "certificate`."))
-    backup: BackupSettings = Field(BackupSettings(), description=(
-        "Scheduled snapshots of the control plane's state (see [Backups](day-2.md#backups))."))
-    monitoring: MonitoringSettings = Field(MonitoringSettings(), description=(
-        "DCGM exporter, kube-state-metrics, Prometheus and Grafana (see "
-        "[Monitoring](monitoring.md#monitoring))."))
-    versions: VersionOverrides = Field(VersionOverrides(), description=(
-        "Beside the pins of `config/versions.py`: checksums of a release it pins none for (see "
-        "[Supply chain](distributions.md#supply-chain))."))
-    images: ImagesSettings = Field(ImagesSettings(), description=(
-        "One image mirror for every node's containerd (see [Image "
-        "mirror](distributions.md#image-mirror))."))
-    image_mirror_password: Optional[SecretStr] = Field(None, description=(
-        "The password or token of `images.mirror.username` (printable ASCII without spaces, `\"`"
-        " or `\\`); required with it."))
+    cluster_name: DnsLabel = Field(max_length=49)
+    """Names the cluster, its kubeconfig context and resources; a DNS label."""
+    kubernetes: KubernetesSettings = KubernetesSettings()
+    """The distribution, its version, the API server and upgrades (see
+    [Distributions](distributions.md#distributions))."""
+    network: NetworkSettings = NetworkSettings()
+    """The LAN, pod and service networks, the CNI and its MTU."""
+    ssh: SshSettings = SshSettings()
+    """How the program reaches the hosts over SSH, and the keys it keeps on them."""
+    ssh_private_key: Optional[MultiLineSecret] = None
+    """Private key (PEM or OpenSSH) for the hosts and the EC2 key pair; required on every layout."""
+    bastion_private_key: Optional[MultiLineSecret] = None
+    """Private key for the bastion; unset: `sshPrivateKey`."""
+    vpn_client_profile: Optional[MultiLineSecret] = None
+    """`client-to-existing` (required): the instance's `.ovpn` profile from the existing server."""
+    hosts: list[Host] = []
+    """The on-prem machines, by name and LAN address (bare-metal, hybrid)."""
+    tuning: HostTuning = HostTuning()
+    """Kernel arguments, sysctls, the kubelet's CPU manager and reboots of the hosts."""
+    host_firewall: HostFirewallSettings = HostFirewallSettings()
+    """The nftables firewall of on-prem hosts: node ports for the nodes only (see [Host
+    firewall](layouts.md#host-firewall))."""
+    nvidia: NvidiaSettings = NvidiaSettings()
+    """The NVIDIA driver and container toolkit on GPU hosts."""
+    packages: PackageSettings = PackageSettings()
+    """Where hosts' apt finds Ubuntu's packages."""
+    time: TimeSettings = TimeSettings()
+    """The NTP servers every machine's clock follows (see [Image
+    mirror](distributions.md#image-mirror), *Time*)."""
+    gpu: GpuSettings = GpuSettings()
+    """Time-slicing, MIG and GPU Feature Discovery of the device plugin."""
+    storage: StorageSettings
+    """The volumes' backends: at least one of `nfs`, `efs`, `localPath` (below); the one marked
+    `default` is the default StorageClass."""
+    mpi: MpiSettings = MpiSettings()
+    """The MPI operator and NCCL settings of the acceptance MPIJob."""
+    aws: Optional[AwsSettings] = None
+    """The AWS side of the hybrid and cloud layouts; unset: no AWS (bare-metal)."""
+    vpn: Optional[VpnSettings] = None
+    """The OpenVPN bridge between the LAN and the VPC (hybrid); unset: none."""
+    pools: list[WorkerPool] = []
+    """EC2 GPU worker pools that join the cluster at boot (cloud layout)."""
+    access: AccessSettings = AccessSettings()
+    """Teams' namespaces and quotas, users and their kubeconfigs (see [Teams and
+    users](teams.md#teams-and-users))."""
+    kubeflow: Optional[KubeflowSettings] = None
+    """Kubeflow from the pinned kubeflow/manifests release (see [Kubeflow](kubeflow.md#kubeflow));
+    unset: no Kubeflow."""
+    kubeflow_password: Optional[SecretStr] = None
+    """The deprecated `kubeflow.user`'s password (at least 12 characters) or its bcrypt hash;
+    required with `kubeflow.user`."""
+    kubeflow_password_hashes: Optional[dict[DnsLabel, SecretStr]] = None
+    """Per `access.users` name with an email, the bcrypt hash of their Kubeflow password; required
+    for each such user without `kubeflow.connectors`."""
+    kubeflow_connector_secrets: Optional[dict[DnsLabel, SecretStr]] = None
+    """Per connector `id`, its OIDC client secret or LDAP bind password."""
+    kubeflow_tls_key: Optional[MultiLineSecret] = None
+    """The PEM private key of `kubeflow.access.tls.certificate`; required with `tls.mode:
+    certificate`."""
+    backup: BackupSettings = BackupSettings()
+    """Scheduled snapshots of the control plane's state (see [Backups](day-2.md#backups))."""
+    monitoring: MonitoringSettings = MonitoringSettings()
+    """DCGM exporter, kube-state-metrics, Prometheus and Grafana (see
+    [Monitoring](monitoring.md#monitoring))."""
+    versions: VersionOverrides = VersionOverrides()
+    """Beside the pins of `config/versions.py`: checksums of a release it pins none for (see [Supply
+    chain](distributions.md#supply-chain))."""
+    images: ImagesSettings = ImagesSettings()
+    """One image mirror for every node's containerd (see [Image
+    mirror](distributions.md#image-mirror))."""
+    image_mirror_password: Optional[SecretStr] = None
+    """The password or token of `images.mirror.username` (printable ASCII without spaces, `"` or
+    `\\`); required with it."""
 
     @property
     def image_mirror(self) -> Optional[ImageMirror]:

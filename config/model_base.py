@@ -99,9 +99,19 @@ def _brief(key: Any) -> str:
 
 
 class Section(BaseModel):
+    # A field's description is the docstring under it (the generated reference's text).
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+        use_attribute_docstrings=True,
     )
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        # Docstrings keep their line breaks (inspect.cleandoc); a description is one line.
+        for field in cls.model_fields.values():
+            if field.description:
+                field.description = " ".join(field.description.split())
 
     @field_validator("*", mode="before")
     @classmethod

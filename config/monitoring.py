@@ -41,20 +41,21 @@ class GrafanaAccess(Section):
     # portForward: `kubectl port-forward` with the admin kubeconfig, from any machine that
     # reaches the API (every layout); nodePort: every node on `nodePort`; loadBalancer: a
     # Service of type LoadBalancer (AWS layouts).
-    mode: GrafanaAccessMode = Field("portForward", description=(
-        "`portForward` (`kubectl port-forward` with the admin kubeconfig; every layout), "
-        "`nodePort` or `loadBalancer` (hybrid, cloud)."))
+    mode: GrafanaAccessMode = "portForward"
+    """`portForward` (`kubectl port-forward` with the admin kubeconfig; every layout), `nodePort` or
+    `loadBalancer` (hybrid, cloud)."""
     # portForward: the local port in the URL (`kubectl port-forward ... <port>:80`).
-    port: Port = Field(3000, description="The local port in `grafanaUrl` (`portForward`).")
-    node_port: int = Field(default=31300, ge=30000, le=32767, description=(
-        "Grafana's node port (`nodePort`)."))
+    port: Port = 3000
+    """The local port in `grafanaUrl` (`portForward`)."""
+    node_port: int = Field(default=31300, ge=30000, le=32767)
+    """Grafana's node port (`nodePort`)."""
     # loadBalancer: who may connect (default: gpu-cluster:aws.adminCidrs).
-    source_ranges: list[IPv4Cidr] = Field([], description=(
-        "Who may reach the load balancer; default: `aws.adminCidrs`."))
+    source_ranges: list[IPv4Cidr] = []
+    """Who may reach the load balancer; default: `aws.adminCidrs`."""
     # The name users type (a DNS name pointing at the nodes or the load balancer);
     # required with loadBalancer, and with nodePort on cloud.
-    hostname: Optional[HostOrIp] = Field(None, description=(
-        "The name in `grafanaUrl` (required with `loadBalancer`, and with `nodePort` on cloud)."))
+    hostname: Optional[HostOrIp] = None
+    """The name in `grafanaUrl` (required with `loadBalancer`, and with `nodePort` on cloud)."""
 
     def url(self, workload_addresses: list[str]) -> Optional[str]:
         """The address users open, or None when it is not known in advance."""
@@ -68,40 +69,44 @@ class GrafanaAccess(Section):
 
 
 class GrafanaSettings(Section):
-    access: GrafanaAccess = Field(GrafanaAccess(), description="How Grafana is reached.")
+    access: GrafanaAccess = GrafanaAccess()
+    """How Grafana is reached."""
 
 
 class AlertSettings(Section):
     # GPU temperature (DCGM_FI_DEV_GPU_TEMP) above which GpuTemperatureHigh fires; data
     # centre GPUs slow down near 85-90 C (their slowdown temperature, `nvidia-smi -q -d
     # TEMPERATURE`).
-    gpu_temperature_celsius: int = Field(default=85, ge=40, le=120, description=(
-        "`GpuTemperatureHigh` fires above this GPU temperature."))
+    gpu_temperature_celsius: int = Field(default=85, ge=40, le=120)
+    """`GpuTemperatureHigh` fires above this GPU temperature."""
     # How long a condition lasts before its alert fires.
-    for_minutes: int = Field(default=5, ge=0, le=1440, description=(
-        "How long a lasting condition (heat, missing GPUs, an exporter down) holds before its "
-        "alert fires."))
+    for_minutes: int = Field(default=5, ge=0, le=1440)
+    """How long a lasting condition (heat, missing GPUs, an exporter down) holds before its alert
+    fires."""
 
 
 class MonitoringSettings(Section):
-    enabled: bool = Field(True, description=(
-        "The monitoring add-on (see [Monitoring](monitoring.md#monitoring)): DCGM exporter, "
-        "kube-state-metrics, Prometheus, Grafana."))
-    namespace: DnsLabel = Field("monitoring", description=(
-        "The namespace of Prometheus, kube-state-metrics and Grafana (the exporter runs in "
-        "`kube-system`)."))
+    enabled: bool = True
+    """The monitoring add-on (see [Monitoring](monitoring.md#monitoring)): DCGM exporter,
+    kube-state-metrics, Prometheus, Grafana."""
+    namespace: DnsLabel = "monitoring"
+    """The namespace of Prometheus, kube-state-metrics and Grafana (the exporter runs in
+    `kube-system`)."""
     # How often Prometheus scrapes the exporters.
-    scrape_interval: ScrapeInterval = Field("30s", description=(
-        "How often Prometheus scrapes and evaluates the alerts (`15s`, `1m`)."))
+    scrape_interval: ScrapeInterval = "30s"
+    """How often Prometheus scrapes and evaluates the alerts (`15s`, `1m`)."""
     # How long Prometheus keeps samples.
-    retention: Retention = Field("15d", description=(
-        "How long Prometheus keeps samples (`72h`, `15d`, `4w`)."))
+    retention: Retention = "15d"
+    """How long Prometheus keeps samples (`72h`, `15d`, `4w`)."""
     # Prometheus' volume; none uses the stack's default StorageClass.
-    storage_class: Optional[DnsLabel] = Field(None, description=(
-        "The StorageClass of Prometheus' volume; default: the stack's default StorageClass."))
-    storage_size: Size = Field("20Gi", description="The size of Prometheus' volume.")
-    grafana: GrafanaSettings = Field(GrafanaSettings(), description="Grafana's settings.")
-    alerts: AlertSettings = Field(AlertSettings(), description="The GPU alerts' thresholds.")
+    storage_class: Optional[DnsLabel] = None
+    """The StorageClass of Prometheus' volume; default: the stack's default StorageClass."""
+    storage_size: Size = "20Gi"
+    """The size of Prometheus' volume."""
+    grafana: GrafanaSettings = GrafanaSettings()
+    """Grafana's settings."""
+    alerts: AlertSettings = AlertSettings()
+    """The GPU alerts' thresholds."""
 
 
 def monitoring_checks(cfg: PartialConfig) -> list[Problem]:

@@ -3,7 +3,7 @@
 import re
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, model_validator
 
 from config.model_base import Section
 from config.types import InterfaceName
@@ -34,20 +34,19 @@ class NcclSettings(Section):
     # NCCL over InfiniBand/RoCE (its IB transport) between nodes; off sends NCCL traffic over
     # TCP sockets. On, the acceptance MPIJob's workers ask for `rdma_resource` and fail unless
     # NCCL reports the IB transport.
-    infiniband: bool = Field(False, description=(
-        "NCCL over InfiniBand/RoCE (its IB transport, required by the acceptance MPIJob); off "
-        "uses TCP sockets."))
+    infiniband: bool = False
+    """NCCL over InfiniBand/RoCE (its IB transport, required by the acceptance MPIJob); off uses TCP
+    sockets."""
     # The RDMA device plugin's resource (one per worker): NVIDIA Network Operator's / the
     # k8s-rdma-shared-dev-plugin's shared HCA resource by default.
-    rdma_resource: ExtendedResourceName = Field("rdma/rdma_shared_device_a", description=(
-        "RDMA device plugin resource each acceptance MPI worker asks for (one) with "
-        "`infiniband`."))
+    rdma_resource: ExtendedResourceName = "rdma/rdma_shared_device_a"
+    """RDMA device plugin resource each acceptance MPI worker asks for (one) with `infiniband`."""
     # NIC NCCL uses for sockets; defaults to the GPU hosts' configured interface.
-    socket_interface: Optional[InterfaceName] = Field(None, description=(
-        "NIC for NCCL sockets; defaults to the GPU hosts' `interface`."))
-    debug: Literal["WARN", "INFO", "TRACE"] = Field("INFO", description=(
-        "`NCCL_DEBUG` level of the acceptance MPIJob; `INFO` or `TRACE` with `infiniband` (the "
-        "check reads NCCL's INFO lines)."))
+    socket_interface: Optional[InterfaceName] = None
+    """NIC for NCCL sockets; defaults to the GPU hosts' `interface`."""
+    debug: Literal["WARN", "INFO", "TRACE"] = "INFO"
+    """`NCCL_DEBUG` level of the acceptance MPIJob; `INFO` or `TRACE` with `infiniband` (the check
+    reads NCCL's INFO lines)."""
 
     @model_validator(mode="after")
     def _transport_visible(self) -> "NcclSettings":
@@ -59,6 +58,7 @@ class NcclSettings(Section):
 
 
 class MpiSettings(Section):
-    operator: bool = Field(True, description="Install the Kubeflow MPI operator.")
-    nccl: NcclSettings = Field(NcclSettings(), description=(
-        "How NCCL talks between the acceptance MPIJob's workers."))
+    operator: bool = True
+    """Install the Kubeflow MPI operator."""
+    nccl: NcclSettings = NcclSettings()
+    """How NCCL talks between the acceptance MPIJob's workers."""

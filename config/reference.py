@@ -21,7 +21,7 @@ _INTRO = """\
 # Config keys
 
 <!-- Generated from config/model.py by `python -m config.reference` (make docs): edit the
-pydantic fields' descriptions, not this file. tests/config/test_reference.py fails when it
+docstrings under the pydantic fields, not this file. tests/config/test_reference.py fails when it
 is stale. -->
 
 Every key of a stack file's `gpu-cluster:` namespace, in the model's order, one table per

@@ -5,7 +5,7 @@ same release (that file comes from where the download does)."""
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import StringConstraints
 
 from config import versions
 from config.model_base import Section
@@ -29,20 +29,18 @@ AIRGAP_BUNDLE_FILES = {"k0s": "k0s-airgap-bundle-<version>-<arch>",
 class VersionOverrides(Section):
     # sha256 of RELEASE_FILES[distribution] of kubernetes.version, by architecture; over the
     # pinned ones (config/versions.py RELEASE_SHA256) where both exist.
-    release_sha256: dict[Architecture, Sha256] = Field({}, description=(
-        "sha256 of the distribution's release file by architecture (`amd64`, `arm64`): required"
-        " for a `kubernetes.version` `config/versions.py` pins none for, and replaces a pinned "
-        "one; the install scripts check the download against it (see [Supply "
-        "chain](distributions.md#supply-chain))."))
+    release_sha256: dict[Architecture, Sha256] = {}
+    """sha256 of the distribution's release file by architecture (`amd64`, `arm64`): required for a
+    `kubernetes.version` `config/versions.py` pins none for, and replaces a pinned one; the install
+    scripts check the download against it (see [Supply chain](distributions.md#supply-chain))."""
     # sha256 of AIRGAP_BUNDLE_FILES[distribution] of kubernetes.version, by architecture:
     # set, every node downloads the bundle (from kubernetes.releaseUrl, else the release's
     # page) and checks it before install or join. The project pins none: the bundles are
     # hundreds of MB and their sums are not readable offline.
-    airgap_bundle_sha256: dict[Architecture, Sha256] = Field({}, description=(
-        "sha256 of the release's airgap image bundle by architecture (`amd64`, `arm64`); set, "
-        "every node downloads the bundle, checks it and loads it before install, join and "
-        "upgrade; the add-ons' images need `images.mirror` (see [Image "
-        "mirror](distributions.md#image-mirror))."))
+    airgap_bundle_sha256: dict[Architecture, Sha256] = {}
+    """sha256 of the release's airgap image bundle by architecture (`amd64`, `arm64`); set, every
+    node downloads the bundle, checks it and loads it before install, join and upgrade; the add-ons'
+    images need `images.mirror` (see [Image mirror](distributions.md#image-mirror))."""
 
 
 def release_sha256(distribution: str, version: str, overrides: VersionOverrides) -> dict[str, str]:

@@ -21,93 +21,92 @@ MAX_ID = 2**32 - 2
 
 class NfsBackend(Section):
     # An existing NFS server...
-    server: Optional[HostOrIp] = Field(None, description=(
-        "An existing NFS server (address or name; an IP address with `access.teams`, whose pods"
-        " are kept off it by address); or:."))
+    server: Optional[HostOrIp] = None
+    """An existing NFS server (address or name; an IP address with `access.teams`, whose pods are
+    kept off it by address); or:."""
     # ...or a host of this cluster that the program turns into the NFS server.
-    host: Optional[DnsLabel] = Field(None, description=(
-        "A cluster host the program turns into the NFS server."))
-    path: AbsolutePath = Field("/srv/gpu-cluster", description=(
-        "Exported folder; volumes are sub-folders of it. With `host`: not `/`, a system folder "
-        "(`/etc`, `/usr`, `/root`, `/tmp`, ...), `/home` or `/var` themselves, nor in or above "
-        "the data of k0s, the kubelet or containerd (`/var/lib/k0s`, which `k0s reset` "
-        "deletes); with `server`, the server's own export, any path."))
+    host: Optional[DnsLabel] = None
+    """A cluster host the program turns into the NFS server."""
+    path: AbsolutePath = "/srv/gpu-cluster"
+    """Exported folder; volumes are sub-folders of it. With `host`: not `/`, a system folder
+    (`/etc`, `/usr`, `/root`, `/tmp`, ...), `/home` or `/var` themselves, nor in or above the data
+    of k0s, the kubelet or containerd (`/var/lib/k0s`, which `k0s reset` deletes); with `server`,
+    the server's own export, any path."""
     # Hard: I/O waits for a server that is away and resumes, never failing half-done
     # writes ("soft" timeouts "can cause silent data corruption", nfs(5)); databases
     # (Katib's and Pipelines' MySQL) live here. AWS's recommended options for EFS
     # (https://docs.aws.amazon.com/efs/latest/ug/mounting-fs-nfs-mount-settings.html)
     # but noresvport: a Linux server's exports are `secure` by default (exports(5)) and
     # refuse non-reserved source ports.
-    mount_options: NfsMountOptions = Field(["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
-                                      "timeo=600", "retrans=2"], description=(
-        "NFS mount options of every volume, one nfs(5) option per item; `hard` so I/O never "
-        "fails half-done."))
-    default: Optional[bool] = Field(None, description=(
-        "Make `nfs` the default StorageClass (required when two backends are set)."))
+    mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
+                                      "timeo=600", "retrans=2"]
+    """NFS mount options of every volume, one nfs(5) option per item; `hard` so I/O never fails
+    half-done."""
+    default: Optional[bool] = None
+    """Make `nfs` the default StorageClass (required when two backends are set)."""
 
 
 class EfsBackend(Section):
     # An existing file system's mount target address, reached over a VPN or Direct
     # Connect; by address so on-prem nodes need no AWS DNS. On the AWS layouts, leave it
     # out and the program creates the file system in the VPC.
-    mount_target_address: Optional[IPv4] = Field(None, description=(
-        "Bare-metal: the address of an existing EFS mount target (required); hybrid: the fixed "
-        "address of the created file system's first mount target (default `.20` of the first "
-        "subnet; required with an adopted VPC)."))
+    mount_target_address: Optional[IPv4] = None
+    """Bare-metal: the address of an existing EFS mount target (required); hybrid: the fixed address
+    of the created file system's first mount target (default `.20` of the first subnet; required
+    with an adopted VPC)."""
     # On the AWS layouts: `pulumi destroy` refuses to delete the file system the program
     # created and, once unprotected, leaves it and its data in the account. Turn it off
     # only for clusters whose data may go with them (the README has the procedure).
-    protect: bool = Field(True, description=(
-        "AWS layouts: the created file system is protected (`pulumi destroy` refuses) and "
-        "retained on destroy; `false` lets `pulumi destroy` delete it and its data (see "
-        "[Destroying a stack](layouts.md#destroying-a-stack))."))
-    path: AbsolutePath = Field("/", description=(
-        "Folder on the file system; volumes are sub-folders of it."))
+    protect: bool = True
+    """AWS layouts: the created file system is protected (`pulumi destroy` refuses) and retained on
+    destroy; `false` lets `pulumi destroy` delete it and its data (see [Destroying a
+    stack](layouts.md#destroying-a-stack))."""
+    path: AbsolutePath = "/"
+    """Folder on the file system; volumes are sub-folders of it."""
     # AWS's recommended NFS options for EFS, hard (see storage.nfs.mountOptions).
-    mount_options: NfsMountOptions = Field(["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
-                                      "timeo=600", "retrans=2", "noresvport"], description=(
-        "AWS's recommended NFS options for EFS, one per item."))
-    default: Optional[bool] = Field(None, description="Make `efs` the default StorageClass.")
+    mount_options: NfsMountOptions = ["nfsvers=4.1", "rsize=1048576", "wsize=1048576", "hard",
+                                      "timeo=600", "retrans=2", "noresvport"]
+    """AWS's recommended NFS options for EFS, one per item."""
+    default: Optional[bool] = None
+    """Make `efs` the default StorageClass."""
     # Hybrid layout: let NFS clients that present no IAM identity mount the file system the
     # program creates, as root, from the node addresses its security group admits. Its
     # on-prem hosts have no AWS identity and mount EFS with the kernel's NFS client, so a
     # hybrid stack with EFS must set it (the preview warns). On the cloud layout every node
     # mounts with IAM and TLS (the EFS CSI driver): off, unless volumes made before that
     # must keep mounting with the kernel's client (docs/layouts.md, "EFS access"; warned too).
-    anonymous_nfs: bool = Field(False, description=(
-        "AWS layouts: let NFS clients without an IAM identity or TLS mount the created file "
-        "system, as root, from the node addresses its security group admits; required on the "
-        "hybrid layout without `issuerBucket` (its on-prem hosts then have no AWS identity); "
-        "on cloud only while older claims must still mount; the preview warns (see [EFS "
-        "access](layouts.md#efs-access))."))
+    anonymous_nfs: bool = False
+    """AWS layouts: let NFS clients without an IAM identity or TLS mount the created file system, as
+    root, from the node addresses its security group admits; required on the hybrid layout without
+    `issuerBucket` (its on-prem hosts then have no AWS identity); on cloud only while older claims
+    must still mount; the preview warns (see [EFS access](layouts.md#efs-access))."""
     # The on-prem nodes' EFS CSI driver gets an AWS identity from its service account's
     # token (components/aws/service_account_issuer.py); the API server keeps accepting its
     # former issuer.
-    issuer_bucket: Optional[S3BucketName] = Field(None, description=(
-        "Hybrid: a new, globally unique S3 bucket name that publishes the cluster's "
-        "service-account issuer (its discovery document and key set only); the on-prem nodes "
-        "then run the EFS CSI driver with a web identity, mounting access points with IAM and "
-        "TLS, and each on-prem Node gets `spec.providerID`; the preview warns (see [EFS "
-        "access](layouts.md#efs-access))."))
+    issuer_bucket: Optional[S3BucketName] = None
+    """Hybrid: a new, globally unique S3 bucket name that publishes the cluster's service-account
+    issuer (its discovery document and key set only); the on-prem nodes then run the EFS CSI driver
+    with a web identity, mounting access points with IAM and TLS, and each on-prem Node gets
+    `spec.providerID`; the preview warns (see [EFS access](layouts.md#efs-access))."""
     # Cloud layout: each claim is an EFS access point (the CSI driver's efs-ap mode) whose
     # root folder gets this mode and whose user and group, one per claim, come from the
     # range below (aws-efs-csi-driver v3.4.1 pkg/driver/controller.go: directoryPerms at
     # :271, the allocation at :298-310, the range's own checks at :829-861).
-    directory_perms: DirectoryMode = Field("700", description=(
-        "Cloud: the mode of each claim's access point folder (octal, 3 or 4 digits)."))
-    gid_range_start: int = Field(default=50000, ge=1, le=MAX_ID, description=(
-        "Cloud: the first user and group id the claims' access points get (one per claim)."))
-    gid_range_end: int = Field(default=60000, ge=1, le=MAX_ID, description=(
-        "Cloud: the end of that range (greater than `gidRangeStart`)."))
+    directory_perms: DirectoryMode = "700"
+    """Cloud: the mode of each claim's access point folder (octal, 3 or 4 digits)."""
+    gid_range_start: int = Field(default=50000, ge=1, le=MAX_ID)
+    """Cloud: the first user and group id the claims' access points get (one per claim)."""
+    gid_range_end: int = Field(default=60000, ge=1, le=MAX_ID)
+    """Cloud: the end of that range (greater than `gidRangeStart`)."""
 
 
 class LocalPathBackend(Section):
     # Node-local folder for volumes (seed 000 pointed it at a mergerfs mount).
-    path: HostDataPath = Field("/opt/local-path-provisioner", description=(
-        "Node-local folder for volumes; the same folders as `storage.nfs.path` with `host` are "
-        "refused."))
-    default: Optional[bool] = Field(None, description=(
-        "Make `local-path` the default StorageClass."))
+    path: HostDataPath = "/opt/local-path-provisioner"
+    """Node-local folder for volumes; the same folders as `storage.nfs.path` with `host` are
+    refused."""
+    default: Optional[bool] = None
+    """Make `local-path` the default StorageClass."""
 
 
 # The tags of the access points the EFS CSI driver creates: its own on every one
@@ -171,14 +170,13 @@ STORAGE_CLASS_NAMES = {"nfs": "nfs", "efs": "efs", "localPath": "local-path"}
 class StorageSettings(Section):
     """One StorageClass per configured backend; exactly one is the default."""
 
-    nfs: Optional[NfsBackend] = Field(None, description=(
-        "NFS volumes: an existing server (`server`) or a cluster host the program makes one "
-        "(`host`)."))
-    efs: Optional[EfsBackend] = Field(None, description=(
-        "Amazon EFS volumes (created on the AWS layouts, an existing mount target on bare "
-        "metal)."))
-    local_path: Optional[LocalPathBackend] = Field(None, description=(
-        "Node-local volumes (the local-path provisioner)."))
+    nfs: Optional[NfsBackend] = None
+    """NFS volumes: an existing server (`server`) or a cluster host the program makes one
+    (`host`)."""
+    efs: Optional[EfsBackend] = None
+    """Amazon EFS volumes (created on the AWS layouts, an existing mount target on bare metal)."""
+    local_path: Optional[LocalPathBackend] = None
+    """Node-local volumes (the local-path provisioner)."""
 
     @property
     def backends(self) -> dict[str, "NfsBackend | EfsBackend | LocalPathBackend"]:

@@ -16,18 +16,15 @@ AMAZON_TIME_SYNC = "169.254.169.123"
 
 class TimeSettings(Section):
     ntp_servers: list[HostOrIp] = Field(
-        default=[], max_length=8,
-        description="NTP servers (names or addresses) every machine's clock follows instead "
-                    "of its image's (Ubuntu: ntp.ubuntu.com); empty leaves time as the image "
-                    "has it.")
-    nts: bool = Field(
-        default=False,
-        description="Authenticate the servers with Network Time Security (chrony, installed "
-                    "if missing); false: plain NTP, which anyone on the path can answer.")
-    amazon_time_sync: bool = Field(
-        default=True,
-        description="On EC2 machines, follow the Amazon Time Sync Service (169.254.169.123) "
-                    "instead of ntpServers; false: EC2 machines follow ntpServers too.")
+        default=[], max_length=8)
+    """NTP servers (names or addresses) every machine's clock follows instead of its image's
+    (Ubuntu: ntp.ubuntu.com); empty leaves time as the image has it."""
+    nts: bool = False
+    """Authenticate the servers with Network Time Security (chrony, installed if missing); false:
+    plain NTP, which anyone on the path can answer."""
+    amazon_time_sync: bool = True
+    """On EC2 machines, follow the Amazon Time Sync Service (169.254.169.123) instead of ntpServers;
+    false: EC2 machines follow ntpServers too."""
 
     @model_validator(mode="after")
     def _servers_once(self) -> "TimeSettings":

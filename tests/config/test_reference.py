@@ -44,7 +44,7 @@ def test_the_committed_file_is_what_the_generator_writes(path):
 def test_every_field_has_a_description():
     missing = sorted({key for key, field in _fields(StackConfig)
                       if not (field.description or "").strip()})
-    assert missing == [], f"fields without Field(description=...): {missing}"
+    assert missing == [], f"fields without a docstring (their description): {missing}"
 
 
 def test_every_key_of_the_model_has_a_row():
