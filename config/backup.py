@@ -9,7 +9,7 @@ from pydantic import AfterValidator, Field
 from config.model_base import Section
 from config.partial import PartialConfig
 from config.problems import Problem
-from config.types import AbsolutePath
+from config.types import AbsolutePath, matching
 
 
 # systemd.time(7) "Calendar Events": the shorthands, and `[WEEKDAYS] [DATE] TIME [UTC]`
@@ -106,14 +106,9 @@ _IAM_PRINCIPAL = re.compile(
     r"arn:aws(-cn|-us-gov)?:iam::\d{12}:(root|(user|role)(/[\w+=,.@-]+)+)")
 
 
-def _iam_principal(value: str) -> str:
-    if not _IAM_PRINCIPAL.fullmatch(value):
-        raise ValueError(f"'{value}' is not the ARN of an IAM user or role "
-                         "(arn:aws:iam::123456789012:role/NAME) or an account's root")
-    return value
-
-
-IamPrincipal = Annotated[str, AfterValidator(_iam_principal)]
+IamPrincipal = Annotated[str, AfterValidator(matching(
+    _IAM_PRINCIPAL, "the ARN of an IAM user or role (arn:aws:iam::123456789012:role/NAME) or an "
+    "account's root"))]
 
 
 class BackupSettings(Section):

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, field_validator
 
 from config.model_base import Section
-from config.types import PemCertificateChain
+from config.types import PemCertificateChain, matching
 
 # A registry host as an image reference names it (the distribution spec's domain, with
 # an optional port): what containerd's registry host namespace is (docs/hosts.md,
@@ -30,30 +30,15 @@ _REGISTRY_USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@$+-]{0,254}")
 COMMON_UPSTREAMS = ("docker.io", "nvcr.io", "quay.io", "registry.k8s.io", "ghcr.io", "gcr.io")
 
 
-def _host(value: str) -> str:
-    if len(value) > 253 or not _REGISTRY_HOST.fullmatch(value):
-        raise ValueError(f"'{value}' is not a registry host like docker.io, ghcr.io or "
-                         "registry.example.internal:5000")
-    return value
-
-
-def _prefix(value: str) -> str:
-    # The distribution spec caps a repository name at 255 characters, prefix included.
-    if len(value) > 255 or not _MIRROR_PREFIX.fullmatch(value):
-        raise ValueError(f"'{value}' is not a mirror like registry.example.internal:5000/proxy "
-                         "(a registry host, an optional port and path; no scheme or tag)")
-    return value
-
-
-def _user(value: str) -> str:
-    if not _REGISTRY_USER.fullmatch(value):
-        raise ValueError(f"'{value}' is not a registry user name (letters, digits and ._@$+-)")
-    return value
-
-
-RegistryHost = Annotated[str, AfterValidator(_host)]
-MirrorPrefix = Annotated[str, AfterValidator(_prefix)]
-RegistryUser = Annotated[str, AfterValidator(_user)]
+RegistryHost = Annotated[str, AfterValidator(matching(
+    _REGISTRY_HOST, "a registry host like docker.io, ghcr.io or registry.example.internal:5000",
+    max_length=253))]
+# The distribution spec caps a repository name at 255 characters, prefix included.
+MirrorPrefix = Annotated[str, AfterValidator(matching(
+    _MIRROR_PREFIX, "a mirror like registry.example.internal:5000/proxy (a registry host, an "
+    "optional port and path; no scheme or tag)", max_length=255))]
+RegistryUser = Annotated[str, AfterValidator(matching(
+    _REGISTRY_USER, "a registry user name (letters, digits and ._@$+-)"))]
 
 
 def split_prefix(prefix: str) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from config import versions
 from config.kubeflow_login import Connector
 from config.model_base import Section
 from config.types import (AbsolutePath, DnsLabel, HostOrIp, IPv4, IPv4Cidr, PemCertificateChain,
-                          Port)
+                          Port, matching)
 
 # Components a stack may select, in install order; see components/addons/kubeflow/catalog.py.
 KubeflowComponent = Literal["profiles", "dashboard", "notebooks", "volumes", "tensorboards",
@@ -31,23 +31,13 @@ _GIT_URL = re.compile(r"(https://|ssh://|git@)[A-Za-z0-9._~:/@%+=-]{1,2048}")
 _QUANTITY = re.compile(r"[1-9][0-9]*(Mi|Gi|Ti)")
 
 
-def _email(value: str) -> str:
-    # RFC 5321 4.5.3.1: a path holds 256 octets, an address 254 of them.
-    if len(value) > 254 or not _EMAIL.fullmatch(value):
-        raise ValueError(f"'{value}' is not an email address like admin@example.com")
-    return value
-
-
-def _registry_prefix(value: str) -> str:
-    # The distribution spec caps a repository name at 255 characters, prefix included.
-    if len(value) > 255 or not _REGISTRY_PREFIX.fullmatch(value):
-        raise ValueError(f"'{value}' is not a registry prefix like registry.example.internal:5000"
-                         "/kubeflow (host, optional port and path, no scheme or tag)")
-    return value
-
-
-Email = Annotated[str, AfterValidator(_email)]
-RegistryPrefix = Annotated[str, AfterValidator(_registry_prefix)]
+# RFC 5321 4.5.3.1: a path holds 256 octets, an address 254 of them.
+Email = Annotated[str, AfterValidator(matching(
+    _EMAIL, "an email address like admin@example.com", max_length=254))]
+# The distribution spec caps a repository name at 255 characters, prefix included.
+RegistryPrefix = Annotated[str, AfterValidator(matching(
+    _REGISTRY_PREFIX, "a registry prefix like registry.example.internal:5000/kubeflow (host, "
+    "optional port and path, no scheme or tag)", max_length=255))]
 
 
 class ManifestsSource(Section):

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import AfterValidator, Discriminator, Tag
 
 from config.model_base import Section
-from config.types import DnsLabel, PemCertificateChain
+from config.types import DnsLabel, PemCertificateChain, matching
 
 _HTTPS_URL = re.compile(r"https://[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d{1,5})?(/[A-Za-z0-9._~%/-]*)?")
 _CLIENT_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,255}")
@@ -25,27 +25,19 @@ _FILTER = re.compile(r"\([A-Za-z0-9 =&|!()*.,:<>~_@'-]{1,510}\)")
 _ATTRIBUTE = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,63}|DN")
 
 
-def _matching(pattern: re.Pattern, example: str):
-    def check(value: str) -> str:
-        if not pattern.fullmatch(value):
-            raise ValueError(f"'{value}' is not {example}")
-        return value
-    return check
-
-
-HttpsUrl = Annotated[str, AfterValidator(_matching(_HTTPS_URL, "an https:// URL like "
+HttpsUrl = Annotated[str, AfterValidator(matching(_HTTPS_URL, "an https:// URL like "
                                                     "https://login.example.com/realms/lab"))]
-ClientId = Annotated[str, AfterValidator(_matching(_CLIENT_ID, "an OAuth2 client id"))]
-DisplayName = Annotated[str, AfterValidator(_matching(
+ClientId = Annotated[str, AfterValidator(matching(_CLIENT_ID, "an OAuth2 client id"))]
+DisplayName = Annotated[str, AfterValidator(matching(
     _DISPLAY_NAME, "a name of letters, digits, spaces and ._()- (64 at most)"))]
-Scope = Annotated[str, AfterValidator(_matching(_SCOPE, "an OAuth2 scope like email"))]
-LdapHost = Annotated[str, AfterValidator(_matching(_LDAP_HOST, "host:port like "
+Scope = Annotated[str, AfterValidator(matching(_SCOPE, "an OAuth2 scope like email"))]
+LdapHost = Annotated[str, AfterValidator(matching(_LDAP_HOST, "host:port like "
                                                    "ldap.example.com:636"))]
-DistinguishedName = Annotated[str, AfterValidator(_matching(
+DistinguishedName = Annotated[str, AfterValidator(matching(
     _DN, "a distinguished name like ou=people,dc=example,dc=com"))]
-LdapFilter = Annotated[str, AfterValidator(_matching(
+LdapFilter = Annotated[str, AfterValidator(matching(
     _FILTER, "an LDAP filter like (objectClass=person)"))]
-LdapAttribute = Annotated[str, AfterValidator(_matching(_ATTRIBUTE, "an LDAP attribute name"))]
+LdapAttribute = Annotated[str, AfterValidator(matching(_ATTRIBUTE, "an LDAP attribute name"))]
 
 
 class OidcConnector(Section):

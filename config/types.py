@@ -29,6 +29,16 @@ _PEM_CHAIN = re.compile(r"\s*(-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]
                         r"-----END CERTIFICATE-----\s*)+")
 
 
+def matching(pattern: re.Pattern, what: str, max_length: Optional[int] = None):
+    """A validator: the whole value matches `pattern` and has at most `max_length`
+    characters, else "'<value>' is not <what>"."""
+    def check(value: str) -> str:
+        if (max_length is not None and len(value) > max_length) or not pattern.fullmatch(value):
+            raise ValueError(f"'{value}' is not {what}")
+        return value
+    return check
+
+
 # Where hosts download from instead of upstream: an http(s) URL or a folder on the host as
 # file:///path; no query, no credentials, nothing a shell or apt's sources line reads
 # specially.
@@ -132,12 +142,6 @@ def _label_value(value: str) -> str:
             f"label value '{value}' is invalid: at most 63 characters of letters, digits, "
             "'-', '_' or '.', starting and ending with a letter or digit"
         )
-    return value
-
-
-def _interface(value: str) -> str:
-    if not _INTERFACE.fullmatch(value):
-        raise ValueError(f"'{value}' is not a network interface name (at most 15 characters)")
     return value
 
 
@@ -295,13 +299,6 @@ def _distinct_mount_options(options: list[str]) -> list[str]:
     return options
 
 
-# EFS CreationInfo.Permissions: "^[0-7]{3,4}$" (EFS API reference, CreationInfo).
-def _directory_mode(value: str) -> str:
-    if not re.fullmatch(r"[0-7]{3,4}", value):
-        raise ValueError(f"'{value}' is not an octal file mode like 700 or 0750")
-    return value
-
-
 def _duration(value: str) -> str:
     if not value or not _DURATION.fullmatch(value):
         raise ValueError(f"'{value}' is not a duration like 2h, 30m or 1h30m")
@@ -309,13 +306,6 @@ def _duration(value: str) -> str:
         # k0s reads a zero expiry as none: `k0s token create --expiry` defaults to "0s"
         # (https://docs.k0sproject.io/stable/cli/k0s_token_create/), a token for good.
         raise ValueError(f"'{value}' is zero; a duration must be longer than that")
-    return value
-
-
-def _user_name(value: str) -> str:
-    if len(value) > 32 or not _USER_NAME.fullmatch(value):
-        raise ValueError(f"'{value}' is not a login name: lowercase letters, digits, '_' and "
-                         "'-', starting with a letter or '_', at most 32 characters (useradd(8))")
     return value
 
 
@@ -337,13 +327,18 @@ IPv4Cidr = Annotated[str, AfterValidator(_ipv4_cidr)]
 HostOrIp = Annotated[str, AfterValidator(_host_or_ip)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
-InterfaceName = Annotated[str, AfterValidator(_interface)]
+InterfaceName = Annotated[str, AfterValidator(matching(
+    _INTERFACE, "a network interface name (at most 15 characters)"))]
 Duration = Annotated[str, AfterValidator(_duration)]
-DirectoryMode = Annotated[str, AfterValidator(_directory_mode)]
+# EFS CreationInfo.Permissions: "^[0-7]{3,4}$" (EFS API reference, CreationInfo).
+DirectoryMode = Annotated[str, AfterValidator(matching(
+    re.compile(r"[0-7]{3,4}"), "an octal file mode like 700 or 0750"))]
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 SshPublicKey = Annotated[str, AfterValidator(_ssh_public_key)]
 AuthorizedKey = Annotated[str, AfterValidator(_authorized_key)]
-UserName = Annotated[str, AfterValidator(_user_name)]
+UserName = Annotated[str, AfterValidator(matching(
+    _USER_NAME, "a login name: lowercase letters, digits, '_' and '-', starting with a letter or "
+    "'_', at most 32 characters (useradd(8))", max_length=32))]
 DownloadUrl = Annotated[str, AfterValidator(_download_url)]
 # A secret whose text spans lines (a private key, a VPN profile).
 MultiLineSecret = Annotated[SecretStr, MULTI_LINE]
