@@ -7,10 +7,10 @@ span sections (the password secret, the deprecated kubeflow.imageMirror) are in
 import re
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, field_validator
+from pydantic import AfterValidator
 
 from config.model_base import Section
-from config.types import PemCertificateChain, matching
+from config.types import PemCertificateChain, distinct, matching
 
 # A registry host as an image reference names it (the distribution spec's domain, with
 # an optional port): what containerd's registry host namespace is (docs/hosts.md,
@@ -63,7 +63,7 @@ class ImageMirror(Section):
     `<registry>/<upstream>` (a Harbor proxy-cache project each)."""
     # More upstream registries to send through the mirror, beyond COMMON_UPSTREAMS and the
     # registries of the images the cluster runs (users' own images, say).
-    upstreams: list[RegistryHost] = []
+    upstreams: Annotated[list[RegistryHost], AfterValidator(distinct)] = []
     """More upstream registries sent through the mirror, beyond `docker.io`, `nvcr.io`, `quay.io`,
     `registry.k8s.io`, `ghcr.io`, `gcr.io` and those of the pinned images."""
     # The CA (PEM) that signed the mirror's TLS certificate, for a private registry; the
@@ -77,14 +77,6 @@ class ImageMirror(Section):
     # imagePullPolicy of Kubeflow's containers (its manifests say Always in places).
     pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     """`imagePullPolicy` of Kubeflow's containers."""
-
-    @field_validator("upstreams")
-    @classmethod
-    def _unique(cls, value: list[str]) -> list[str]:
-        doubled = sorted({host for host in value if value.count(host) > 1})
-        if doubled:
-            raise ValueError(f"lists {', '.join(doubled)} more than once")
-        return value
 
     def prefix_for(self, upstream: str) -> str:
         """Where `upstream`'s repositories are on the mirror (host and path)."""

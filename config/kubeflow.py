@@ -12,7 +12,7 @@ from config import versions
 from config.kubeflow_login import Connector
 from config.model_base import Section
 from config.types import (AbsolutePath, DnsLabel, HostOrIp, IPv4, IPv4Cidr, PemCertificateChain,
-                          Port, matching)
+                          Port, distinct, matching)
 
 # Components a stack may select, in install order; see components/addons/kubeflow/catalog.py.
 KubeflowComponent = Literal["profiles", "dashboard", "notebooks", "volumes", "tensorboards",
@@ -235,7 +235,7 @@ class KubeflowAccess(Section):
 class KubeflowSettings(Section):
     source: ManifestsSource = ManifestsSource()
     """Where kustomize reads kubeflow/manifests from."""
-    components: list[KubeflowComponent] = DEFAULT_COMPONENTS
+    components: Annotated[list[KubeflowComponent], AfterValidator(distinct)] = DEFAULT_COMPONENTS
     """Components to install."""
     # Deprecated: one login for everyone (KubeflowUser); access.users[].email instead.
     user: Optional[KubeflowUser] = None
@@ -255,14 +255,6 @@ class KubeflowSettings(Section):
     """Deprecated (warned): read as `images.mirror`; refused beside it."""
     access: KubeflowAccess = KubeflowAccess()
     """How the Istio ingress gateway (the Kubeflow UI) is reached."""
-
-    @field_validator("components")
-    @classmethod
-    def _unique(cls, value: list[str]) -> list[str]:
-        doubled = sorted({c for c in value if value.count(c) > 1})
-        if doubled:
-            raise ValueError(f"lists {', '.join(doubled)} more than once")
-        return value
 
     @field_validator("connectors")
     @classmethod

@@ -299,6 +299,14 @@ def _distinct_mount_options(options: list[str]) -> list[str]:
     return options
 
 
+def distinct(values: list) -> list:
+    """A validator for a list: no item twice."""
+    doubled = sorted({item for item in values if values.count(item) > 1})
+    if doubled:
+        raise ValueError(f"lists {', '.join(doubled)} more than once")
+    return values
+
+
 def _duration(value: str) -> str:
     if not value or not _DURATION.fullmatch(value):
         raise ValueError(f"'{value}' is not a duration like 2h, 30m or 1h30m")
