@@ -1,4 +1,4 @@
-"""`python -m distribute demo`: stack outputs to try the command on without a cluster, a
+"""`gpu-cluster distribute demo`: stack outputs to try the command on without a cluster, a
 cloud account or the Pulumi CLI. They are what `pulumi stack output --json --show-secrets`
 would print for one of the project's example stacks, made by the offline preview
 (preview/engine.py) from the program as it is, so they always have the program's current
@@ -56,13 +56,13 @@ def next_steps(path: Path) -> list[str]:
     # The admin's file apart: on hybrid stacks the admin reaches the API at its public
     # address and users at its private one through the VPN, under the same cluster name,
     # which a merge into one file refuses as a clash.
-    steps = [f"python -m distribute users --outputs {shown}",
-             f"python -m distribute write --admin --outputs {shown} --output "
+    steps = [f"gpu-cluster distribute users --outputs {shown}",
+             f"gpu-cluster distribute write --admin --outputs {shown} --output "
              f"{shlex.quote(os.path.join(folder, 'admin.yaml'))}"]
     users = sorted(values.get(USER_KUBECONFIGS_OUTPUT) or {})
     vpn = set(values.get(USER_VPN_PROFILES_OUTPUT) or {})
     for user in users[:1]:
-        steps.append(f"python -m distribute write --user {shlex.quote(user)} --outputs {shown} "
+        steps.append(f"gpu-cluster distribute write --user {shlex.quote(user)} --outputs {shown} "
                      f"--merge-into {config}{' --vpn' if user in vpn else ''}")
     steps.append(f"kubectl config view --kubeconfig {config} --minify")
     return steps

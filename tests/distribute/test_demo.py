@@ -11,6 +11,7 @@ import sys
 
 import yaml
 
+from cli.launcher import script as launcher_script
 from tests.builders import PROJECT_DIR
 from tests.preview.test_offline import _isolated
 
@@ -40,10 +41,15 @@ def test_the_printed_steps_work_offline(tmp_path, kubectl):
     values = json.loads(outputs.read_text())
     assert READ <= set(values) and "[secret]" not in json.dumps(values)
     steps = printed_steps(done.stderr)
-    assert [step[:2] for step in steps] == [["python", "-m"]] * 3 + [["kubectl", "config"]]
+    assert [step[:2] for step in steps] == [["gpu-cluster", "distribute"]] * 3 \
+        + [["kubectl", "config"]]
+    # The command as `make` writes it into the venv, with this interpreter.
+    command = tmp_path / "gpu-cluster"
+    command.write_text(launcher_script(sys.executable, PROJECT_DIR))
+    command.chmod(0o755)
     for step in steps:
-        program = sys.executable if step[0] == "python" else kubectl
-        done = offline([program, *step[1:]], tmp_path)
+        program = command if step[0] == "gpu-cluster" else kubectl
+        done = offline([str(program), *step[1:]], tmp_path)
     view = yaml.safe_load(done.stdout)
     assert view["current-context"] == "prod-carol"
     assert view["clusters"][0]["cluster"]["server"] == "https://10.20.0.10:6443"
@@ -55,7 +61,7 @@ def test_the_printed_steps_work_offline(tmp_path, kubectl):
                     "demo/outputs.json"], tmp_path)
     assert done.stderr.startswith("kept demo/outputs.json from an earlier demo")
     assert json.loads(outputs.read_text()) == values
-    done = offline([sys.executable, *printed_steps(done.stderr)[2][1:]], tmp_path)
+    done = offline([str(command), *printed_steps(done.stderr)[2][1:]], tmp_path)
     assert "already up to date" in done.stderr and "already holds VPN profile" in done.stderr
 
 
