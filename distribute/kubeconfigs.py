@@ -3,17 +3,15 @@ credentials, and merging it into an existing kubeconfig without clobbering what 
 
 import base64
 import binascii
-import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 
 from contract.kubeconfig import SECTIONS, Handout, load_yaml
-from distribute import DistributeError, InputError
+from distribute import DistributeError, InputError, certificates
 
 
 @dataclass
@@ -57,27 +55,13 @@ def check_credentials(handout: Handout) -> list[str]:
         except (ValueError, TypeError):
             raise InputError(f"user '{handout.user_name}': client-key-data is not an "
                              "unencrypted PEM private key") from None
-        public = serialization.PublicFormat.SubjectPublicKeyInfo
-        if (key.public_key().public_bytes(serialization.Encoding.DER, public)
-                != certificate.public_key().public_bytes(serialization.Encoding.DER, public)):
+        if not certificates.key_matches(key, certificate):
             raise InputError(f"user '{handout.user_name}': the client key does not belong to "
                              "the client certificate")
-    notes = []
-    ca_pem = _b64decode(handout.entry("clusters")["cluster"].get("certificate-authority-data"))
-    if ca_pem is not None:
-        try:
-            certificate.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem))
-        except (ValueError, TypeError, InvalidSignature):
-            notes.append(f"warning: the client certificate of user '{handout.user_name}' is not "
-                         f"signed by the CA of cluster '{handout.cluster_name}'")
-    expires = certificate.not_valid_after_utc
-    if expires <= datetime.datetime.now(datetime.timezone.utc):
-        notes.append(f"warning: the client certificate of user '{handout.user_name}' expired "
-                     f"on {expires:%Y-%m-%d}: `pulumi up` renews it")
-    else:
-        notes.append(f"client certificate of user '{handout.user_name}' valid until "
-                     f"{expires:%Y-%m-%d %H:%M} UTC")
-    return notes
+    return certificates.notes(
+        certificate, f"client certificate of user '{handout.user_name}'",
+        _b64decode(handout.entry("clusters")["cluster"].get("certificate-authority-data")),
+        f"the CA of cluster '{handout.cluster_name}'")
 
 
 def parse_existing(text: str, what: str) -> dict:

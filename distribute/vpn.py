@@ -2,16 +2,14 @@
 with its CA, certificate, key and tls-crypt key inline (components/network/openvpn_config.py
 admin_profile), checked before it is written beside the kubeconfig."""
 
-import datetime
 import re
 from dataclasses import dataclass
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
-from distribute import InputError
+from distribute import InputError, certificates
 
 # Inline files: `<ca>`...`</ca>`, as openvpn(8) "INLINE FILE SUPPORT" describes them.
 _BLOCK = re.compile(r"^<(?P<tag>[a-z-]+)>\n(?P<body>.*?)^</(?P=tag)>$", re.M | re.S)
@@ -43,27 +41,15 @@ def parse_profile(text: str, what: str) -> Profile:
                          f"{', '.join((['remote'] if not remotes else []) + missing)})")
     try:
         certificate = x509.load_pem_x509_certificate(blocks["cert"].encode())
-        authority = x509.load_pem_x509_certificate(blocks["ca"].encode())
+        x509.load_pem_x509_certificate(blocks["ca"].encode())  # PEM? (notes reads it again)
         key = serialization.load_pem_private_key(blocks["key"].encode(), password=None)
     except (ValueError, TypeError):
         raise InputError(f"{what}: its <ca>, <cert> or <key> is not PEM (an unencrypted key "
                          "is expected)") from None
-    public = serialization.PublicFormat.SubjectPublicKeyInfo
-    if (key.public_key().public_bytes(serialization.Encoding.DER, public)
-            != certificate.public_key().public_bytes(serialization.Encoding.DER, public)):
+    if not certificates.key_matches(key, certificate):
         raise InputError(f"{what}: the key does not belong to the certificate")
     names = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     common_name = str(names[0].value) if names else "(no common name)"
-    notes = []
-    try:
-        certificate.verify_directly_issued_by(authority)
-    except (ValueError, TypeError, InvalidSignature):
-        notes.append(f"warning: the VPN certificate '{common_name}' is not signed by the "
-                     "profile's CA")
-    expires = certificate.not_valid_after_utc
-    if expires <= datetime.datetime.now(datetime.timezone.utc):
-        notes.append(f"warning: the VPN certificate '{common_name}' expired on "
-                     f"{expires:%Y-%m-%d}: `pulumi up` renews it")
-    else:
-        notes.append(f"VPN certificate '{common_name}' valid until {expires:%Y-%m-%d %H:%M} UTC")
+    notes = certificates.notes(certificate, f"VPN certificate '{common_name}'",
+                               blocks["ca"].encode(), "the profile's CA")
     return Profile(text, remotes[0], common_name, notes)

@@ -8,6 +8,12 @@ import pulumi
 import pulumi_tls as tls
 
 
+def ecdsa_key(name: str, opts: pulumi.ResourceOptions) -> tls.PrivateKey:
+    """`<name>-key`: the key of every certificate the program makes, issued or self-signed:
+    ECDSA P-256."""
+    return tls.PrivateKey(f"{name}-key", algorithm="ECDSA", ecdsa_curve="P256", opts=opts)
+
+
 @dataclass
 class IssuedCertificate:
     common_name: str
@@ -36,8 +42,7 @@ class Issuer:
         trigger = generation if renewal_round is None else f"{generation or 0}/{renewal_round}"
         key_opts = self.opts if trigger is None else pulumi.ResourceOptions.merge(
             self.opts, pulumi.ResourceOptions(replacement_trigger=trigger))
-        key = tls.PrivateKey(f"{self.prefix}-{role}-key", algorithm="ECDSA",
-                             ecdsa_curve="P256", opts=key_opts)
+        key = ecdsa_key(f"{self.prefix}-{role}", key_opts)
         # A new key replaces the request (private_key_pem) and so the certificate
         # (cert_request_pem); the generation in the subject (every subject field forces
         # replacement: terraform-provider-tls internal/provider/resource_cert_request.go)

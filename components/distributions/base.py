@@ -95,6 +95,23 @@ def read_at_boot(name: str, parameter: str) -> dict[str, str]:
     return {name: "", f"{name}_SSM_PARAMETER": parameter}
 
 
+class PrefixedInputs:
+    """The inputs a distribution's scripts read under its own prefix (K0S_, RKE2_): the
+    release (DistributionSettings.release_env) and the cluster CA's key (<PREFIX>_CA_KEY)."""
+
+    input_prefix: str
+    settings: DistributionSettings
+
+    def version_env(self) -> dict[str, str]:
+        return self.settings.release_env(self.input_prefix)
+
+    def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
+        return {f"{self.input_prefix}_CA_KEY": ca_key_pem}
+
+    def ca_key_from_ssm_env(self, parameter: str) -> dict:
+        return read_at_boot(f"{self.input_prefix}_CA_KEY", parameter)
+
+
 # kube-apiserver --service-account-issuer: "When this flag is specified multiple times, the
 # first is used to generate tokens and all are used to determine which issuers are
 # accepted" (https://kubernetes.io/docs/reference/command-line-tools-reference/

@@ -12,6 +12,7 @@ from components.distributions.registry_mirror import RegistryFile, containerd_fi
 from components.distributions.base import (
     DistributionSettings,
     JoinToken,
+    PrefixedInputs,
     admission_plugins,
     jwks_uri,
     node_labels,
@@ -61,7 +62,7 @@ DEFAULT_ADMISSION_PLUGINS = ("NodeRestriction",)
 K0S_ISSUER = "https://kubernetes.default.svc"
 
 
-class K0s:
+class K0s(PrefixedInputs):
     name = "k0s"
     containerd_dropin_dir = CONTAINERD_DROPIN_DIR
     containerd_socket = CONTAINERD_SOCKET
@@ -97,6 +98,10 @@ class K0s:
     # The CA key is its only secret; join tokens are issued per node.
     cluster_secrets: Sequence[str] = ()
     join_secrets: Sequence[str] = ()
+
+    # What its scripts' inputs are named after (PrefixedInputs): K0S_VERSION, the binary's
+    # sha256 per architecture (K0S_SHA256_AMD64, ...), K0S_CA_KEY.
+    input_prefix = "K0S"
 
     def __init__(self, settings: DistributionSettings):
         self.settings = settings
@@ -206,16 +211,6 @@ class K0s:
             "K0S_PROFILE": WORKER_PROFILE,
             "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
         }
-
-    def version_env(self) -> dict[str, str]:
-        """The release and its binary's sha256 per architecture (K0S_SHA256_AMD64, ...)."""
-        return self.settings.release_env("K0S")
-
-    def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
-        return {"K0S_CA_KEY": ca_key_pem}
-
-    def ca_key_from_ssm_env(self, parameter: str) -> dict:
-        return read_at_boot("K0S_CA_KEY", parameter)
 
     def cluster_secrets_env(self, secrets: Mapping[str, pulumi.Input[str]]) -> dict:
         return {}

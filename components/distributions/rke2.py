@@ -10,8 +10,9 @@ from typing import Optional
 import pulumi
 import yaml
 
-from components.distributions.base import (DistributionSettings, JoinToken, admission_plugins,
-                                          jwks_uri, node_labels, read_at_boot)
+from components.distributions.base import (DistributionSettings, JoinToken, PrefixedInputs,
+                                          admission_plugins, jwks_uri, node_labels,
+                                          read_at_boot)
 from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.common import audit, pod_security
 from components.common.step_text import Script
@@ -95,7 +96,7 @@ WAIT_FOR_RUNTIME_CLASS = Script("rke2/wait-for-runtime-class.sh")
 RUNTIME_CLASS_WAIT_SECONDS = 900
 
 
-class Rke2:
+class Rke2(PrefixedInputs):
     name = "rke2"
     containerd_dropin_dir = CONTAINERD_DROPIN_DIR
     containerd_socket = CONTAINERD_SOCKET
@@ -138,6 +139,10 @@ class Rke2:
     # The agent token may change on a running cluster, the server token may not: it
     # encrypts the datastore's bootstrap data (k3s docs/adrs/agent-join-token.md).
     join_secrets = (AGENT_SECRET,)
+
+    # What its scripts' inputs are named after (PrefixedInputs): RKE2_VERSION, the tarball's
+    # sha256 per architecture (RKE2_SHA256_AMD64, ...), RKE2_CA_KEY.
+    input_prefix = "RKE2"
 
     def __init__(self, settings: DistributionSettings):
         self.settings = settings
@@ -329,16 +334,6 @@ class Rke2:
             "NODE_NAME": node.name,
             "RKE2_SERVICE": service,
         }
-
-    def version_env(self) -> dict[str, str]:
-        """The release and its tarball's sha256 per architecture (RKE2_SHA256_AMD64, ...)."""
-        return self.settings.release_env("RKE2")
-
-    def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
-        return {"RKE2_CA_KEY": ca_key_pem}
-
-    def ca_key_from_ssm_env(self, parameter: str) -> dict:
-        return read_at_boot("RKE2_CA_KEY", parameter)
 
     def cluster_secrets_env(self, secrets: Mapping[str, pulumi.Input[str]]) -> dict:
         return {SECRET_ENV[name]: value for name, value in secrets.items()}

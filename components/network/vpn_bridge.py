@@ -150,19 +150,34 @@ class VpnBridge(pulumi.ComponentResource):
         if args.client_profile is None:
             raise ValueError("VpnBridge: client-to-existing needs the client profile "
                              "(gpu-cluster:vpnClientProfile)")
+        return self._client_step(
+            args.server_host.name, args.server_ssh,
+            pulumi.Output.secret(args.client_profile.get_secret_value()), {},
+            remote_cidr=args.lan_cidr, check_address=self._vpn.existing_server_address,
+            depends_on=[args.server_ready])
+
+    def _client_step(self, host_name: str, ssh: Ssh, config: pulumi.Input[str],
+                     credentials: Mapping[str, pulumi.Input[str]], *, remote_cidr: str,
+                     check_address: pulumi.Input[str],
+                     depends_on: Sequence[pulumi.Resource]) -> remote.Command:
+        """`<host>-install-openvpn-client`: the OpenVPN client on one end of the tunnel (the
+        instance dialling an existing server, or the on-prem gateway dialling ours), routing
+        `remote_cidr` through it and checking the tunnel by `check_address`; `credentials`
+        are its inline CA, certificate and keys when `config` does not hold them."""
         return run_step(
-            args.server_host.name,
+            host_name,
             "install-openvpn-client",
-            on=args.server_ssh,
+            on=ssh,
             create=INSTALL_CLIENT,
             delete=REMOVE_OPENVPN,
             env={
-                "OPENVPN_CONFIG": pulumi.Output.secret(args.client_profile.get_secret_value()),
-                "REMOTE_CIDR": args.lan_cidr,
-                "TUNNEL_CHECK_ADDRESS": self._vpn.existing_server_address,
+                "OPENVPN_CONFIG": config,
+                **credentials,
+                "REMOTE_CIDR": remote_cidr,
+                "TUNNEL_CHECK_ADDRESS": check_address,
                 "OPENVPN_UNIT": openvpn_config.CLIENT_UNIT,
             },
-            depends_on=[args.server_ready],
+            depends_on=depends_on,
             parent=self,
         )
 
@@ -210,25 +225,14 @@ class VpnBridge(pulumi.ComponentResource):
                                public_address: pulumi.Output[str]) -> remote.Command:
         args = self._args
         bootstrap, pki, tunnel = args.onprem[self._gateway.name], self.pki, self._tunnel
-        return run_step(
-            self._gateway.name,
-            "install-openvpn-client",
-            on=bootstrap.ssh,
-            create=INSTALL_CLIENT,
-            delete=REMOVE_OPENVPN,
-            env={
-                "OPENVPN_CONFIG": public_address.apply(
-                    lambda address: openvpn_config.client_config(tunnel, address)),
-                **_tunnel_end(pki, pki.gateway),
-                "REMOTE_CIDR": args.vpc_cidr,
-                "TUNNEL_CHECK_ADDRESS": self.server_tunnel_address,
-                "OPENVPN_UNIT": openvpn_config.CLIENT_UNIT,
-            },
+        return self._client_step(
+            self._gateway.name, bootstrap.ssh,
+            public_address.apply(lambda address: openvpn_config.client_config(tunnel, address)),
+            _tunnel_end(pki, pki.gateway),
+            remote_cidr=args.vpc_cidr, check_address=self.server_tunnel_address,
             # After the server: in a rotation the server trusts the new CA before the
             # gateway presents its new certificate (vpn_pki.py).
-            depends_on=[server, bootstrap.ready],
-            parent=self,
-        )
+            depends_on=[server, bootstrap.ready])
 
     def _create_routes(self, gateway: "Host | None") -> dict[str, remote.Command]:
         """Every on-prem host but the gateway routes the VPC via the gateway (our client,

@@ -21,7 +21,7 @@ import pulumi_tls as tls
 
 from components.common import clock
 from components.network import openvpn_config, vpn_ledger
-from components.common.certificates import IssuedCertificate, Issuer
+from components.common.certificates import IssuedCertificate, Issuer, ecdsa_key
 
 CA_VALIDITY_HOURS = 10 * 365 * 24
 CERT_VALIDITY_HOURS = vpn_ledger.CERT_VALIDITY_DAYS * 24
@@ -118,10 +118,8 @@ class VpnPki(pulumi.ComponentResource):
         prefix = f"{self._name}-{CA_SLOTS[slot]}"
         # The key is replaced when its slot's generation changes (see Issuer.issue for why
         # a replacementTrigger), and with it the certificate (private_key_pem).
-        ca_key = tls.PrivateKey(f"{prefix}-key", algorithm="ECDSA", ecdsa_curve="P256",
-                                opts=pulumi.ResourceOptions.merge(
-                                    self._opts,
-                                    pulumi.ResourceOptions(replacement_trigger=generation)))
+        ca_key = ecdsa_key(prefix, pulumi.ResourceOptions.merge(
+            self._opts, pulumi.ResourceOptions(replacement_trigger=generation)))
         ca = tls.SelfSignedCert(
             f"{prefix}-cert",
             private_key_pem=ca_key.private_key_pem,

@@ -25,6 +25,7 @@ from components.addons.kubeflow import catalog
 from components.addons.kubeflow import overlay, sources
 from components.addons.kubeflow.dex import StaticLogin, connector_env
 from components.common.remote_step import Ssh, run_step
+from components.common.certificates import ecdsa_key
 from components.common.step_text import Script
 from config.access import User
 from config.kubeflow import KubeflowAccess, KubeflowSettings
@@ -196,8 +197,7 @@ class Kubeflow(pulumi.ComponentResource):
         dns_names, ip_addresses = gateway_names(args.kubeflow.access, args.workload_addresses,
                                                 args.controller)
         mine = pulumi.ResourceOptions(parent=self)
-        key = tls.PrivateKey(f"{self._name}-gateway-tls-key", algorithm="ECDSA",
-                             ecdsa_curve="P256", opts=mine)
+        key = ecdsa_key(f"{self._name}-gateway-tls", mine)
         cert = tls.SelfSignedCert(
             f"{self._name}-gateway-tls-cert",
             private_key_pem=key.private_key_pem,

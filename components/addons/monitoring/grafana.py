@@ -17,6 +17,7 @@ from components.addons.monitoring.manifests import (
     _labels,
     _meta,
     _selector,
+    pod_security,
 )
 from config import versions
 from config.monitoring import MonitoringSettings
@@ -120,9 +121,7 @@ def grafana(monitoring: MonitoringSettings, source_ranges: Sequence[str]) -> lis
                  "spec": {
                      # The image's grafana user (grafana-community/helm-charts
                      # charts/grafana/values.yaml securityContext).
-                     "securityContext": {"runAsUser": 472, "runAsGroup": 472, "fsGroup": 472,
-                                         "runAsNonRoot": True,
-                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "securityContext": pod_security(472, owns_volumes=True),
                      "automountServiceAccountToken": False,
                      "containers": [container],
                      "volumes": [

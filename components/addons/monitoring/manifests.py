@@ -32,6 +32,20 @@ PROMETHEUS_CONFIG = "prometheus.yml"
 # (kubernetes.io/docs/concepts/security/pod-security-standards/#restricted).
 RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
               "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+# The images' own user: kube-state-metrics' and Prometheus' run as nobody.
+NOBODY = 65534
+
+
+def pod_security(user: int, owns_volumes: bool = False) -> dict:
+    """A pod's securityContext: as `user` and its group, never root, RuntimeDefault seccomp;
+    `owns_volumes`: the volumes it writes are given that group (fsGroup)."""
+    return {"runAsUser": user, "runAsGroup": user, **({"fsGroup": user} if owns_volumes else {}),
+            "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _read_only_container(user: int) -> dict:
+    """A container's securityContext: restricted, as `user`, its root file system read-only."""
+    return {**RESTRICTED, "readOnlyRootFilesystem": True, "runAsUser": user}
 
 
 def _labels(name: str) -> dict:
@@ -170,9 +184,7 @@ def kube_state_metrics(namespace: str) -> list[dict]:
              "selector": {"matchLabels": _selector(name)},
              "template": {"metadata": {"labels": _labels(name)}, "spec": {
                  "serviceAccountName": name,
-                 "securityContext": {"runAsUser": 65534, "runAsGroup": 65534,
-                                     "runAsNonRoot": True,
-                                     "seccompProfile": {"type": "RuntimeDefault"}},
+                 "securityContext": pod_security(NOBODY),
                  "containers": [{
                      "name": name,
                      "image": versions.KUBE_STATE_METRICS_IMAGE,
@@ -180,8 +192,7 @@ def kube_state_metrics(namespace: str) -> list[dict]:
                      "args": ["--resources=nodes", f"--port={KSM_PORT}",
                               f"--metric-labels-allowlist=nodes=[{POOL_LABEL}]"],
                      "ports": [{"name": "metrics", "containerPort": KSM_PORT}],
-                     "securityContext": {**RESTRICTED, "readOnlyRootFilesystem": True,
-                                         "runAsUser": 65534},
+                     "securityContext": _read_only_container(NOBODY),
                      "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
                                    "limits": {"memory": "256Mi"}},
                      "livenessProbe": {"httpGet": {"path": "/livez", "port": KSM_PORT}},
@@ -246,9 +257,7 @@ def prometheus(monitoring: MonitoringSettings, rules: dict, storage_class: str) 
                               "annotations": _checksum(config, rules_text)},
                  "spec": {
                      "serviceAccountName": name,
-                     "securityContext": {"runAsUser": 65534, "runAsGroup": 65534,
-                                         "fsGroup": 65534, "runAsNonRoot": True,
-                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "securityContext": pod_security(NOBODY, owns_volumes=True),
                      "containers": [{
                          "name": name,
                          "image": versions.PROMETHEUS_IMAGE,
@@ -256,8 +265,7 @@ def prometheus(monitoring: MonitoringSettings, rules: dict, storage_class: str) 
                                   "--storage.tsdb.path=/prometheus",
                                   f"--storage.tsdb.retention.time={monitoring.retention}"],
                          "ports": [{"name": "web", "containerPort": PROMETHEUS_PORT}],
-                         "securityContext": {**RESTRICTED, "readOnlyRootFilesystem": True,
-                                             "runAsUser": 65534},
+                         "securityContext": _read_only_container(NOBODY),
                          "resources": {"requests": {"cpu": "100m", "memory": "512Mi"},
                                        "limits": {"memory": "2Gi"}},
                          "readinessProbe": {"httpGet": {"path": "/-/ready",
