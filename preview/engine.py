@@ -79,7 +79,7 @@ class PreviewMocks(mocks.Mocks):
             outputs["stdout"] = produce(entropy.stream(f"{args.name}:stdout")) if produce else ""
             outputs["stderr"] = ""
             if produce:
-                self.plan.secrets |= _secret_strings(outputs["stdout"])
+                self.plan.add_secrets(_secret_strings(outputs["stdout"]))
         dynamic = _DYNAMIC_OUTPUTS.get(args.typ)
         if dynamic is not None:
             inputs = unwrap_secrets(args.inputs)
@@ -98,10 +98,10 @@ class PreviewMocks(mocks.Mocks):
             self._made_by_provider({name: value for name, value in generated.outputs.items()
                                     if name not in generated.secret})
             for name in generated.secret:
-                self.plan.secrets |= _secret_strings(outputs[name])
+                self.plan.add_secrets(_secret_strings(outputs[name]))
                 # As the engine does for the provider's additional_secret_outputs.
                 outputs[name] = rpc.wrap_rpc_secret(outputs[name])
-            self.plan.secrets |= set(generated.derived)
+            self.plan.add_secrets(generated.derived)
         return f"{args.name}-id", outputs
 
     def _made_by_provider(self, outputs: dict) -> None:
@@ -290,7 +290,7 @@ def run_program(project_dir: Path, stack_file: StackConfigFile,
                 placeholders=list(stack_file.placeholders),
                 missing_secrets=list(stack_file.missing))
     for key in stack_file.secret_keys:
-        plan.secrets |= _secret_strings(stack_file.config[key])
+        plan.add_secrets(_secret_strings(stack_file.config[key]))
     main = project_dir / "__main__.py"
     if program is None:
         def program() -> None:
@@ -312,7 +312,7 @@ def run_program(project_dir: Path, stack_file: StackConfigFile,
             output = pulumi.Output.from_input(value)
             plan.outputs[name] = (_sync_await(output.future()), _sync_await(output.is_secret()))
             if plan.outputs[name][1]:
-                plan.secrets |= _secret_strings(str(plan.outputs[name][0]))
+                plan.add_secrets(_secret_strings(str(plan.outputs[name][0])))
     return plan
 
 

@@ -2,7 +2,8 @@
 the stack outputs, and how they are shown (secrets hidden, unknowns marked, tree order).
 preview/engine.py fills it by running the program under the SDK's mocks."""
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Optional
@@ -50,7 +51,7 @@ class Plan:
     resources: list[ResourceRecord] = field(default_factory=list)
     outputs: dict[str, tuple[Any, bool]] = field(default_factory=dict)
     # Plain text of every secret value seen, to be redacted wherever it appears; a new
-    # set on each change (`plan.secrets |= ...`), so the redactor knows when to rebuild.
+    # set on each change (add_secrets), so the redactor knows when to rebuild.
     secrets: frozenset[str] = frozenset()
     placeholders: list[str] = field(default_factory=list)
     # Secrets the stack file does not set (placeholders too, but `pulumi up` refuses).
@@ -66,6 +67,18 @@ class Plan:
     provider_made: set[str] = field(default_factory=set)
     _redactor: Optional[tuple[frozenset[str], Redactor]] = field(
         default=None, init=False, repr=False, compare=False)
+    _secrets_lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    def add_secrets(self, strings: Iterable[str]) -> None:
+        """Adds to `secrets`. The mocks run on the SDK's thread pool (pulumi 3.272.0
+        sdk/python/lib/pulumi/runtime/resource.py, register_resource: run_in_executor), and
+        `secrets |= ...` is a read, a union and a write: two threads at once would each
+        write the set they read plus their own, and one's secrets would be lost (shown
+        unredacted). Only the union and the write are under the lock."""
+        strings = frozenset(strings)
+        with self._secrets_lock:
+            self.secrets = self.secrets | strings
 
     @cached_property
     def by_urn(self) -> dict[str, ResourceRecord]:

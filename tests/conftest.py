@@ -54,7 +54,7 @@ def provider_state(monkeypatch):
                 made[key] = (original(self, args), set(self.plan.secrets) - before,
                              self.plan.provider_made - made_before)
             result, secrets, provider_made = made[key]
-            self.plan.secrets |= secrets
+            self.plan.add_secrets(secrets)
             self.plan.provider_made |= provider_made
             return result
         return original(self, args)

@@ -114,7 +114,7 @@ def test_connection_uses_the_bastion_and_keeps_the_key_secret(plan):
         from pulumi.runtime import rpc
         assert rpc.is_rpc_secret(connection) or rpc.is_rpc_secret(connection.get("privateKey"))
         # As the preview knows the stack's secrets: then the rest of the connection shows.
-        plan.secrets |= {values["sshPrivateKey"]}
+        plan.add_secrets({values["sshPrivateKey"]})
         plain = plan.redact(connection)
         assert plain["privateKey"] == "[secret]"
         assert plain["host"] == "192.168.2.3" and plain["user"] == "ops"

@@ -68,7 +68,7 @@ def test_redaction_matches_the_reference_on_random_overlapping_secrets():
 def test_a_secret_added_later_is_hidden_too():
     plan = Plan(project="p", stack="s", secrets=frozenset({"first-secret"}))
     assert plan.redact("first-secret second-secret") == f"{REDACTED} second-secret"
-    plan.secrets |= {"second-secret"}
+    plan.add_secrets({"second-secret"})
     assert plan.redact("first-secret second-secret") == f"{REDACTED} {REDACTED}"
 
 
