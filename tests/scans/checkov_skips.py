@@ -199,8 +199,7 @@ SECRETS = [
     *_value("CKV_SECRET_13", "595015e253fae5ecfd500a5d315449897567afc8", "a fake PEM block for "
             "an existing CA in the script test", "tests/scripts/install-controller.bats"),
     *_value("CKV_SECRET_6", "142cf0879103b42c1cc5bf4a33921ffc07aaea1c", "a fake CA key the "
-            "script test checks never reaches a log", "tests/scripts/install-controller.bats",
-            "tests/scripts/rke2-server.bats"),
+            "controller tests check never reaches a log", "tests/scripts/helpers/controller.bash"),
     *_value("CKV_SECRET_6", "546728d81d260fa22dae4d8702533c49e6c09ea0", "a fake admin key the "
             "script test checks never reaches a log", "tests/scripts/wait-for-api.bats"),
     *_value("CKV_SECRET_6", "df5308667a06bc652f1c9625d5ba0225ece53b69", "a made-up agent "

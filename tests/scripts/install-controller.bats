@@ -5,6 +5,7 @@ bats_require_minimum_version 1.5.0
 load helpers
 load helpers/secrets
 load helpers/downloads
+load helpers/controller
 
 K0S_YAML='apiVersion: k0s.k0sproject.io/v1beta1
 kind: ClusterConfig
@@ -16,18 +17,7 @@ spec:
     port: 6443'
 RELEASE_URL='https://github\.com/k0sproject/k0s/releases/download/v1\.34\.1%2Bk0s\.0'
 
-CA_CERT='-----BEGIN CERTIFICATE-----
-MIIBhTCCASugAwIBAgIUgpu-cluster-ca
------END CERTIFICATE-----'
-CA_KEY_SECRET='MHcCAQEEIA-secret-ca-key-0123456789'
-CA_KEY="-----BEGIN EC PRIVATE KEY-----
-$CA_KEY_SECRET
------END EC PRIVATE KEY-----"
 CA_PARAMETER=/gpu-cluster/dev/cluster-ca-key
-ADMISSION_CONFIG='apiVersion: apiserver.config.k8s.io/v1
-kind: AdmissionConfiguration'
-AUDIT_POLICY='apiVersion: audit.k8s.io/v1
-kind: Policy'
 
 setup() {
   setup_host
