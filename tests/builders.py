@@ -132,6 +132,29 @@ def example_plan(stack: str) -> Plan:
     return run_program(PROJECT_DIR, read_stack(PROJECT_DIR, stack))
 
 
+# The seed the build records are made under (tests/preview/test_reproducible.py): every
+# throwaway key, token and certificate of a build is drawn from it.
+BUILD_SEED = "gpu-cluster"
+
+
+class SeededBuilds:
+    """build/<stack>/ of the example stacks as `python -m preview STACK --seed gpu-cluster`
+    writes it, each stack written once per test process below `root`, for tests that only
+    read it (the build records; checkov scans a copy)."""
+
+    def __init__(self, root: Path):
+        self.root, self._built = root, set()
+
+    def __call__(self, stack: str) -> Path:
+        if stack not in self._built:
+            from preview.__main__ import main
+
+            assert main([stack, "--quiet", "--seed", BUILD_SEED,
+                         "--build-dir", str(self.root)]) == 0
+            self._built.add(stack)
+        return self.root / stack
+
+
 # `make test` as root sets this once tests/debian/setup.sh has installed every package the
 # tests run: on such a machine nothing may skip (tests/conftest.py fails a skip, giving its
 # reason). GPU_CLUSTER_TESTS_WITHOUT_DEBIAN=1 is the explicit opt-out (docs/tests.md).

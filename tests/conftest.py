@@ -12,7 +12,7 @@ if str(PROJECT_DIR) not in sys.path:
 
 from preview import engine  # noqa: E402
 from preview.plan import Plan  # noqa: E402
-from tests.builders import NO_SKIPS, bare_metal_config, example_plan  # noqa: E402
+from tests.builders import NO_SKIPS, SeededBuilds, bare_metal_config, example_plan  # noqa: E402
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -36,6 +36,13 @@ def base_config() -> dict:
 @pytest.fixture(scope="session")
 def lab_plan() -> Plan:
     return example_plan("lab")
+
+
+@pytest.fixture(scope="session")
+def seeded_build(tmp_path_factory) -> SeededBuilds:
+    """seeded_build(stack): the example stack's build folder under the records' seed,
+    written once per test process; read it, or copy it to change it."""
+    return SeededBuilds(tmp_path_factory.mktemp("seeded-builds"))
 
 
 @pytest.fixture

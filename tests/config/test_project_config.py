@@ -1,19 +1,21 @@
 """Pulumi.yaml's `config:` block, the schema the Pulumi CLI checks stack values against
-before the program runs, against the program's own model (config/model.py).
+before the program runs, held to Pulumi's rules and to the program's own model
+(config/model.py), never to a copy of the generator (config/project_file.py).
 
-Pulumi's rules are ported from pulumi/pulumi (commit 1b59498, the CLI's project file
-handling): sdk/go/common/workspace/project.go `Project.Validate` and `ValidateConfigValue`,
-and pkg/workspace/config.go `mergeConfig` (a declared key without a default is required on
-every stack; a default is applied to every stack that does not set the key) and
-`validateStackConfigValue` (a `secret` key must be set encrypted)."""
+Pulumi's rules, from pulumi/pulumi (commit 1b59498, the CLI's project file handling):
+sdk/go/common/workspace/project.json (the schema `ValidateProject`, project.go:569, checks
+Pulumi.yaml against), project.go `Project.Validate` (837-889) and `ValidateConfigValue`
+(771-831), and pkg/workspace/config.go `mergeConfig` (a declared key without a default is
+required on every stack, 319-324; a default is applied to every stack that does not set the
+key, 327-347) and `validateStackConfigValue` (a `secret` key must be set encrypted,
+128-133)."""
 
 import re
-import types
-import typing
 
 import pytest
 import yaml
-from pydantic import BaseModel, SecretStr, TypeAdapter
+from jsonschema import Draft202012Validator
+from pydantic import TypeAdapter
 
 from config import ConfigError, load
 from config.model import SECRET_KEYS, StackConfig
@@ -22,12 +24,38 @@ from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.builders import PROJECT_DIR
 
 PROJECT_FILE = PROJECT_DIR / "Pulumi.yaml"
-# project.json `simpleConfigType`; `object` since v3.187.0 (pulumi/pulumi#20132).
-PULUMI_TYPES = {"string", "integer", "boolean", "array", "object"}
-# Optional keys the loader fills in when a stack leaves them out (config/loader.py).
-LOADER_DEFAULTS = {"clusterName"}
-# Optional in the model, required on every layout by the cross-key checks (config/checks.py).
-REQUIRED_BY_CHECKS = {"sshPrivateKey"}
+
+# The project schema's `config` key and the definitions it uses, as project.json declares
+# them: `config` at lines 74-107, `simpleConfigType` 335-344 (`object` since v3.187.0,
+# pulumi/pulumi#20132), `configItemsType` 345-377, `configTypeDeclaration` 378-398.
+PROJECT_CONFIG_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {"config": {
+        "type": ["object", "string", "null"],
+        "properties": {"secret": {"type": "boolean", "default": False}},
+        "additionalProperties": {"oneOf": [
+            {"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {"type": "array"},
+            {"$ref": "#/$defs/configTypeDeclaration"}]}}},
+    "$defs": {
+        "simpleConfigType": {"enum": ["string", "integer", "boolean", "array", "object"]},
+        "configItemsType": {
+            "type": "object", "required": ["type"],
+            "properties": {
+                "type": {"oneOf": [{"$ref": "#/$defs/simpleConfigType"},
+                                   {"$ref": "#/$defs/configItemsType"}]},
+                "items": {"$ref": "#/$defs/configItemsType"}},
+            "if": {"properties": {"type": {"const": "array"}}},
+            "then": {"required": ["items"]}},
+        "configTypeDeclaration": {
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "type": {"$ref": "#/$defs/simpleConfigType"},
+                "items": {"$ref": "#/$defs/configItemsType"},
+                "description": {"type": "string"}, "secret": {"type": "boolean"},
+                "default": {}, "value": {}}},
+    },
+}
 
 
 def _project() -> dict:
@@ -38,35 +66,24 @@ def _declared() -> dict:
     return {key.split(":", 1)[1]: spec for key, spec in (_project().get("config") or {}).items()}
 
 
-def _pulumi_type(annotation) -> str:
-    """The Pulumi config type of a model field's annotation."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return _pulumi_type(args[0])
-    if origin in (typing.Union, types.UnionType):
-        kinds = {_pulumi_type(a) for a in args if a is not type(None)}
-        assert len(kinds) == 1, annotation
-        return kinds.pop()
-    if origin is list:
-        return "array"
-    if origin is typing.Literal or annotation in (str, SecretStr):
-        return "string"
-    if annotation is bool:
-        return "boolean"
-    if annotation is int:
-        return "integer"
-    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-        return "object"
-    raise AssertionError(f"no Pulumi config type for {annotation}")
+def _model_type(annotation) -> dict:
+    """The JSON type of the values the program reads for a key, by the model's own JSON
+    schema (pydantic's), as a Pulumi declaration's `type` and `items`."""
+    schema = TypeAdapter(annotation).json_schema()
 
+    def resolve(node: dict) -> dict:
+        if "$ref" in node:
+            return resolve(schema["$defs"][node["$ref"].rsplit("/", 1)[1]])
+        if "anyOf" in node:
+            kinds = [option for option in node["anyOf"] if option.get("type") != "null"]
+            assert len(kinds) == 1, f"no single JSON type for {annotation}"
+            return resolve(kinds[0])
+        kind = {"type": node["type"]}
+        if node["type"] == "array":
+            kind["items"] = resolve(node["items"])
+        return kind
 
-def _undeclarable() -> set:
-    """Optional keys whose absence means something (None, or a loader default): Pulumi
-    would require them if declared without a default, and any default would change them."""
-    return {field.alias for field in StackConfig.model_fields.values()
-            if field.alias in LOADER_DEFAULTS
-            or (not field.is_required() and field.get_default() is None
-                and field.alias not in REQUIRED_BY_CHECKS)}
+    return resolve(schema)
 
 
 def _matches(type_name: str, items, value) -> bool:
@@ -84,35 +101,55 @@ def _matches(type_name: str, items, value) -> bool:
         _matches(items["type"], items.get("items"), item) for item in value)
 
 
-def test_the_block_follows_pulumis_rules_for_project_config():
+def test_the_block_passes_pulumis_project_schema_and_checks():
     project = _project()
+    errors = [f"{'/'.join(map(str, error.absolute_path))}: {error.message}"
+              for error in Draft202012Validator(PROJECT_CONFIG_SCHEMA).iter_errors(project)]
+    assert errors == []
     for key, spec in project["config"].items():
-        # Keys of the project's namespace carry a schema; others (aws:region) only a value.
-        assert key.startswith(f"{project['name']}:"), key
-        assert isinstance(spec, dict) and set(spec) <= {
-            "type", "description", "secret", "default", "items"}, key
-        assert spec["type"] in PULUMI_TYPES, key
+        # Project.Validate: a key of another namespace (aws:region) may carry a value only.
+        assert key.startswith(f"{project['name']}:") and "type" in spec, key
         if spec["type"] == "array":
-            assert spec["items"]["type"] in PULUMI_TYPES, key
+            assert "items" in spec, key
         if "default" in spec:
             assert _matches(spec["type"], spec.get("items"), spec["default"]), key
-            # The CLI applies a default as a plain value, then refuses it for a secret key.
+            # mergeConfig applies a default as a plain value, which
+            # validateStackConfigValue then refuses for a secret key.
             assert not spec.get("secret"), key
+        # The program's own rule: Pulumi.yaml says what each key is.
         assert spec.get("description"), key
 
 
+def _undeclared() -> set:
+    return {field.alias for field in StackConfig.model_fields.values()} - set(_declared())
+
+
 def test_every_top_level_key_of_the_model_is_declared_or_named_as_optional():
-    declared, undeclarable = _declared(), _undeclarable()
-    model = {field.alias for field in StackConfig.model_fields.values()}
-    # The set comes from the model (_undeclarable), so a new optional section needs no edit
-    # here; the test below holds it to Pulumi's rules.
-    assert set(declared) == model - undeclarable
-    assert "clusterName" in undeclarable and "aws" in undeclarable
+    assert set(_declared()) <= {field.alias for field in StackConfig.model_fields.values()}
+    undeclared = _undeclared()
+    assert "clusterName" in undeclared and "aws" in undeclared
     # The comment beside the block names them, so a reader of Pulumi.yaml sees every key.
     comments = "\n".join(line for line in PROJECT_FILE.read_text().splitlines()
                          if line.lstrip().startswith("#"))
-    for key in undeclarable:
+    for key in undeclared:
         assert re.search(rf"\b{key}\b", comments), key
+
+
+def _loads_without(stack: str, key: str) -> bool:
+    stack_file = read_stack(PROJECT_DIR, stack)
+    stack_file.config.pop(f"{NAMESPACE}:{key}", None)
+    try:
+        load(stack_file.config, stack_file.secret_keys, stack=stack)
+    except ConfigError:
+        return False
+    return True
+
+
+def test_a_key_left_undeclared_is_one_a_stack_may_leave_out():
+    """mergeConfig: a key declared without a default is required on every stack; one left
+    undeclared is one the program reads some example stack without."""
+    for key in _undeclared():
+        assert any(_loads_without(stack, key) for stack in EXAMPLE_STACKS), key
 
 
 # The plainest value of each Pulumi type, as the CLI hands a default to the program.
@@ -129,9 +166,9 @@ def test_a_key_left_undeclared_could_not_be_declared(stack):
     stack_values = yaml.safe_load((PROJECT_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
     for field in StackConfig.model_fields.values():
         key = f"{NAMESPACE}:{field.alias}"
-        if field.alias not in _undeclarable() or key in stack_values:
+        if field.alias not in _undeclared() or key in stack_values:
             continue
-        config = {**stack_file.config, key: _PLAINEST[_pulumi_type(field.annotation)]}
+        config = {**stack_file.config, key: _PLAINEST[_model_type(field.annotation)["type"]]}
         try:
             changed = load(config, stack_file.secret_keys, stack=stack) != plain
         except ConfigError:
@@ -144,7 +181,9 @@ def test_types_secrets_and_defaults_are_the_models():
         spec = _declared().get(field.alias)
         if spec is None:
             continue
-        assert spec["type"] == _pulumi_type(field.annotation), field.alias
+        # Every value the program reads passes the CLI's type check (ValidateConfigValue).
+        declared = {part: spec[part] for part in ("type", "items") if part in spec}
+        assert declared == _model_type(field.annotation), field.alias
         assert spec.get("secret", False) == (field.alias in SECRET_KEYS), field.alias
         if field.is_required() or field.get_default() is None:
             assert "default" not in spec, f"{field.alias} is required by the program"

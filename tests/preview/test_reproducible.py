@@ -21,12 +21,10 @@ from pathlib import Path
 import pytest
 
 from preview import entropy
-from preview.__main__ import main
 from preview.credentials import ssh_private_key
 from preview.stack_file import EXAMPLE_STACKS
-from tests.builders import PROJECT_DIR
+from tests.builders import BUILD_SEED as SEED, PROJECT_DIR
 
-SEED = "gpu-cluster"
 RECORDS = Path(__file__).parent / "builds"
 
 
@@ -48,10 +46,8 @@ def read_record(path: Path) -> tuple[str, dict[str, str]]:
 
 
 @pytest.mark.parametrize("stack", EXAMPLE_STACKS)
-def test_every_build_file_is_the_recorded_one(stack, tmp_path, capsys):
-    assert main([stack, "--quiet", "--seed", SEED, "--build-dir", str(tmp_path)]) == 0
-    capsys.readouterr()
-    found = digests(tmp_path / stack)
+def test_every_build_file_is_the_recorded_one(stack, seeded_build):
+    found = digests(seeded_build(stack))
     record = RECORDS / f"{stack}.sha256"
     if os.environ.get("UPDATE_BUILDS"):
         record.parent.mkdir(exist_ok=True)

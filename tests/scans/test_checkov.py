@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.builders import PROJECT_DIR
-from tests.preview.test_reproducible import SEED
 from tests.scans import checkov_skips
 from tests.scans.rendered_steps import keep_each_body_once
 from preview.stack_file import EXAMPLE_STACKS
@@ -55,16 +54,15 @@ def failures(reports: list) -> list:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
+def builds(tmp_path_factory, seeded_build):
     """build/<stack>/ of every example stack, as `python -m preview` writes it, under the
-    seed the build records use (tests/preview/test_reproducible.py): the scan reads the
-    recorded bytes. Unseeded, the throwaway values differ each run, and now and then one
-    has the shape of an AWS key, which the secrets check (CKV_SECRET_2) then reports."""
-    from preview.__main__ import main
-
+    seed the build records use (tests/preview/test_reproducible.py, whose builds these are):
+    the scan reads the recorded bytes. Unseeded, the throwaway values differ each run, and
+    now and then one has the shape of an AWS key, which the secrets check (CKV_SECRET_2)
+    then reports."""
     root = tmp_path_factory.mktemp("builds")
     for stack in STACKS:
-        assert main([stack, "--build-dir", str(root), "--quiet", "--seed", SEED]) == 0
+        shutil.copytree(seeded_build(stack), root / stack)
         # Upstream's release files (vendor/, byte for byte but two Argo bases' URLs) that
         # the overlays build on: not the program's, and not scanned, as no other upstream
         # manifest is.

@@ -68,13 +68,20 @@ setup() {
   refute_called ' drain '
 }
 
+# assert_remove_kept NODE WHY: remove-node, on the controller rke2_controller or
+# k0s_controller made, could not drain NODE and keeps it, saying WHY.
+assert_remove_kept() {
+  export NODE_NAME=$1 STUB_NODES=$1
+  run_script node/remove-node.sh
+  [ "$status" -eq 1 ] || return 1
+  assert_output_contains "gpu-cluster: moscow: remove-node: could not drain node $1, so it stays: $2" || return 1
+  refute_called "$CALL delete node"
+}
+
 @test "remove-node (RKE2): a bare pod keeps the node, named; drainForce removes it" {
   rke2_controller
-  export NODE_NAME=tokyo STUB_NODES=tokyo STUB_BARE_PODS="default/gpu-shell"
-  run_script node/remove-node.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: remove-node: could not drain node tokyo, so it stays: $BARE"
-  refute_called ' delete node '
+  export STUB_BARE_PODS="default/gpu-shell"
+  assert_remove_kept tokyo "$BARE"
   DRAIN_FORCE=true run_script node/remove-node.sh
   assert_success
   assert_called '^kubectl --kubeconfig .*rke2\.yaml drain tokyo --ignore-daemonsets --delete-emptydir-data --timeout=300s --force$'
@@ -83,11 +90,8 @@ setup() {
 
 @test "remove-node (k0s): a budget keeps the node, named" {
   k0s_controller
-  export NODE_NAME=kazan STUB_NODES=kazan STUB_PDB_PODS="ml/trainer-0"
-  run_script node/remove-node.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "remove-node: could not drain node kazan, so it stays: ml/trainer-0: a PodDisruptionBudget allowed no eviction within 300s"
-  refute_called '^k0s kubectl delete'
+  export STUB_PDB_PODS="ml/trainer-0"
+  assert_remove_kept kazan "ml/trainer-0: a PodDisruptionBudget allowed no eviction within 300s"
 }
 
 @test "maintenance: a bare pod fails the drain, named" {

@@ -137,6 +137,33 @@ ssm_parameter() {
   printf '%s\n' "$3" >"$dir/${2//\//%2F}"
 }
 
+# assert_ssm_retried FAILURES PARAMETER: the step read PARAMETER from the stubbed SSM after
+# FAILURES failed attempts, each followed by lib.sh's 6s wait (it tries 10 times).
+assert_ssm_retried() {
+  assert_success || return 1
+  local reads waits
+  reads="$(grep -c '^python3 ' "$STUB_CALLS")" waits="$(grep -cx 'sleep 6' "$STUB_CALLS")"
+  if [[ "$reads" != $(($1 + 1)) || "$waits" != "$1" ]]; then
+    echo "expected $(($1 + 1)) SSM reads and $1 waits, got $reads and $waits" >&2
+    return 1
+  fi
+  assert_output_contains "warning: reading SSM parameter $2 failed (attempt $1 of 10), retrying in 6s: URLError:"
+}
+
+# assert_ssm_denied STEP WHAT PARAMETER: SSM denied every read: the step failed after 10
+# attempts naming WHAT and PARAMETER, with AWS's answer, and changed nothing.
+assert_ssm_denied() {
+  [ "$status" -eq 1 ] || { echo "expected status 1, got $status" >&2; return 1; }
+  assert_output_contains "gpu-cluster: $GPU_CLUSTER_HOST: $1: could not read $2 from SSM parameter $3 in eu-central-1 after 10 attempts; last error: HTTP 400: {\"__type\":\"AccessDeniedException\"" || return 1
+  local reads waits
+  reads="$(grep -c '^python3 ' "$STUB_CALLS")" waits="$(grep -c '^sleep ' "$STUB_CALLS")"
+  if [[ "$reads" != 10 || "$waits" != 9 ]]; then
+    echo "expected 10 SSM reads and 9 waits, got $reads and $waits" >&2
+    return 1
+  fi
+  assert_no_state_changes
+}
+
 # k0s_join_token BOOTSTRAP_TOKEN [SERVER]: a worker join token in k0s's format (k0s
 # pkg/token/kubeconfig.go and joinencode.go): the kubeconfig gzipped, in base64, holding
 # SERVER (default https://10.20.0.10:6443), a CA and BOOTSTRAP_TOKEN.

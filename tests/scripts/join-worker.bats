@@ -70,16 +70,24 @@ setup() {
   refute_called '^k0s install'
 }
 
+# assert_reinstalled ARGS: the run reinstalled the k0sworker service with --force and ARGS
+# (a regular expression of what follows the token file) and restarted it; a second run
+# changes nothing.
+assert_reinstalled() {
+  assert_success || return 1
+  assert_called "^k0s install worker --force --token-file /etc/k0s/worker-token $1" || return 1
+  assert_called '^systemctl restart k0sworker$' || return 1
+  assert_output_contains "changed: reinstalled the k0sworker service" || return 1
+  assert_idempotent k0s/join-worker.sh
+}
+
 @test "join-worker: changed labels reinstall the service with --force and restart it" {
   first_run k0s/join-worker.sh
   export NODE_LABELS="gpu-cluster.io/gpu=true,gpu-cluster.io/pool=a100"
   unset K0S_JOIN_TOKEN
   run_script k0s/join-worker.sh
-  assert_success
-  assert_called '^k0s install worker --force --token-file /etc/k0s/worker-token .* --labels=gpu-cluster\.io/gpu=true,gpu-cluster\.io/pool=a100 '
   assert_called '^systemctl daemon-reload$'
-  assert_called '^systemctl restart k0sworker$'
-  assert_idempotent k0s/join-worker.sh
+  assert_reinstalled '.* --labels=gpu-cluster\.io/gpu=true,gpu-cluster\.io/pool=a100 '
 }
 
 @test "join-worker: a changed kubelet root dir reinstalls the service and restarts it" {
@@ -91,12 +99,8 @@ setup() {
   export KUBELET_ROOT_DIR=/var/lib/kubelet
   unset K0S_JOIN_TOKEN
   run_script k0s/join-worker.sh
-  assert_success
-  assert_called '^k0s install worker --force --token-file /etc/k0s/worker-token .* --profile=gpu --kubelet-root-dir=/var/lib/kubelet$'
-  assert_called '^systemctl restart k0sworker$'
-  assert_output_contains "changed: reinstalled the k0sworker service"
   grep -qx -- '--kubelet-root-dir=/var/lib/kubelet' "$GPU_CLUSTER_ROOT/etc/k0s/gpu-cluster-k0sworker.args"
-  assert_idempotent k0s/join-worker.sh
+  assert_reinstalled '.* --profile=gpu --kubelet-root-dir=/var/lib/kubelet$'
 }
 
 @test "join-worker: an unsafe kubelet root dir is refused before anything runs" {
@@ -181,9 +185,7 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   token_in_ssm
   export STUB_FAIL_SSM_TIMES=2
   run_script k0s/join-worker.sh
-  assert_success
-  [ "$(grep -c "$SSM_CALL" "$STUB_CALLS")" -eq 3 ]
-  [ "$(grep -cx 'sleep 6' "$STUB_CALLS")" -eq 2 ]
+  assert_ssm_retried 2 "$PARAMETER"
   assert_output_contains "warning: reading SSM parameter $PARAMETER failed (attempt 1 of 10), retrying in 6s: URLError: <urlopen error [Errno 111] Connection refused>" \
     "(attempt 2 of 10)" "read the join token from SSM parameter $PARAMETER"
   assert_file /etc/k0s/worker-token "$SSM_TOKEN"
@@ -193,12 +195,9 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   token_in_ssm
   export STUB_FAIL_SSM_TIMES=100 STUB_SSM_ERROR=denied
   run_script k0s/join-worker.sh
-  [ "$status" -eq 1 ]
-  assert_output_contains "gpu-cluster: moscow: join-worker: could not read the join token from SSM parameter $PARAMETER in eu-central-1 after 10 attempts; last error: HTTP 400: {\"__type\":\"AccessDeniedException\",\"Message\":\"User: arn:aws:sts::123456789012:assumed-role/gpu-cluster-node/i-0abc is not authorized to perform: ssm:GetParameter"
-  [ "$(grep -c '^python3 ' "$STUB_CALLS")" -eq 10 ]
-  [ "$(grep -c '^sleep ' "$STUB_CALLS")" -eq 9 ]
+  assert_ssm_denied join-worker "the join token" "$PARAMETER"
+  assert_output_contains "\"Message\":\"User: arn:aws:sts::123456789012:assumed-role/gpu-cluster-node/i-0abc is not authorized to perform: ssm:GetParameter"
   [ ! -e "$GPU_CLUSTER_ROOT/etc/k0s/worker-token" ]
-  assert_no_state_changes
   refute_called '^k0s '
 }
 
@@ -253,9 +252,7 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
 
 @test "join-worker: dropping the node IP reinstalls the service without it" {
   run_again_with k0s/join-worker.sh NODE_IP=""
-  assert_success
-  assert_called '^k0s install worker --force --token-file /etc/k0s/worker-token --kubelet-extra-args=--max-pods=250 --labels='
-  assert_called '^systemctl restart k0sworker$'
+  assert_reinstalled '--kubelet-extra-args=--max-pods=250 --labels='
 }
 
 @test "join-worker: missing inputs of the SSM way are named at once" {

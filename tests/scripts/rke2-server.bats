@@ -6,6 +6,7 @@ bats_require_minimum_version 1.5.0
 load helpers
 load helpers/downloads
 load helpers/secrets
+load helpers/controller
 
 RELEASE_URL='https://github\.com/rancher/rke2/releases/download/v1\.36\.3%2Brke2r1'
 SERVER_CONFIG='node-name: moscow
@@ -29,22 +30,10 @@ spec:
       iface: tun0
     calico:
       vethuMTU: 1350'
-CA_CERT='-----BEGIN CERTIFICATE-----
-MIIBhTCCASugAwIBAgIUgpu-cluster-ca
------END CERTIFICATE-----'
-CA_KEY_SECRET='MHcCAQEEIA-secret-ca-key-0123456789'
-CA_KEY="-----BEGIN EC PRIVATE KEY-----
-$CA_KEY_SECRET
------END EC PRIVATE KEY-----"
 SERVER_TOKEN='server-token-secret-4f1c9e'
 AGENT_TOKEN='agent-token-secret-7d2b0a'
 SECRETS=("$CA_KEY_SECRET" "$SERVER_TOKEN" "$AGENT_TOKEN")
 TLS=/var/lib/rancher/rke2/server/tls
-
-ADMISSION_CONFIG='apiVersion: apiserver.config.k8s.io/v1
-kind: AdmissionConfiguration'
-AUDIT_POLICY='apiVersion: audit.k8s.io/v1
-kind: Policy'
 
 setup() {
   setup_host
