@@ -3,8 +3,6 @@
 # (backup/backup.sh), gpu-cluster-restore (backup/restore.sh), their settings, and a
 # systemd timer starting gpu-cluster-backup.service at BACKUP_SCHEDULE.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-backup}"

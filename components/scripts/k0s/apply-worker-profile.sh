@@ -3,8 +3,6 @@
 # workers read the profile only when they start (k0sproject/k0s#1806, #6408). A changed
 # CPU manager policy also needs the kubelet's cpu_manager_state gone, with the node drained.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=apply-worker-profile}"

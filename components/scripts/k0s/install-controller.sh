@@ -3,8 +3,6 @@
 # the program generated, keeps its service arguments and config in sync with the inputs
 # and waits until the Kubernetes API answers /readyz.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-controller}"

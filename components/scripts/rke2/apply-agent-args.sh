@@ -3,8 +3,6 @@
 # them only when it starts. A changed CPU manager policy also needs the kubelet's
 # cpu_manager_state gone, with the node drained.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=apply-agent-args}"

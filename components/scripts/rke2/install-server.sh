@@ -3,8 +3,6 @@
 # tokens and Canal settings, keeps config and service in sync with the inputs and waits
 # until the Kubernetes API answers /readyz. Secrets only ever go to 0600 files.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-server}"
