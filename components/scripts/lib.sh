@@ -227,6 +227,34 @@ remove_file() {
   fi
 }
 
+# keep_original PATH DIR MARK: before a step replaces host path PATH, keeps it as it was,
+# once, as DIR/<its name>; not when it is absent or already the step's own (its first line
+# starts with MARK).
+keep_original() {
+  local copy="$2/${1##*/}"
+  if [[ -f "$ROOT$1" && ! -e "$ROOT$copy" ]] && [[ "$(head -n 1 -- "$ROOT$1")" != "$3"* ]]; then
+    write_file "$copy" 0644 <"$ROOT$1"
+  fi
+}
+
+# restore_original PATH DIR MARK: puts back at PATH what keep_original kept and forgets the
+# copy; without a copy, removes PATH when it is the step's own (nothing was there before).
+# FILE_CHANGED: 1 when PATH changed.
+restore_original() {
+  local copy="$2/${1##*/}" changed
+  if [[ -f "$ROOT$copy" ]]; then
+    write_file "$1" 0644 <"$ROOT$copy"
+    changed=$FILE_CHANGED
+    remove_file "$copy"
+    FILE_CHANGED=$changed
+  elif [[ -f "$ROOT$1" && "$(head -n 1 -- "$ROOT$1")" == "$3"* ]]; then
+    remove_file "$1"
+  else
+    FILE_CHANGED=0
+    log "unchanged: $1 is not the step's"
+  fi
+}
+
 # mark_reboot_required REASON: sets Ubuntu's reboot-required marker. Never reboots.
 mark_reboot_required() {
   write_text "$REBOOT_REQUIRED_FILE" 0644 "*** System restart required ***"
