@@ -409,6 +409,33 @@ remove_unit() {
   follow_up_done "$2"
 }
 
+# ensure_unit_running UNIT CHANGED: the systemd unit UNIT enabled and running. When
+# CHANGED=1 (its unit file, or what it reads, changed in this run) or a restart an earlier
+# run did not finish (see needs_follow_up), systemd reloads its units first and a running
+# UNIT is restarted.
+ensure_unit_running() {
+  local unit=$1 restart=0
+  if needs_follow_up "$2" "restart-$unit"; then
+    systemd_reload
+    log "changed: reloaded systemd units (daemon-reload)"
+    restart=1
+  fi
+  if ! systemctl is-enabled --quiet "$unit"; then
+    systemd_enable "$unit" >&2
+    log "changed: enabled $unit"
+  fi
+  if ! systemctl is-active --quiet "$unit"; then
+    systemctl start "$unit"
+    log "changed: started $unit"
+  elif ((restart)); then
+    systemctl restart "$unit"
+    log "changed: restarted $unit"
+  else
+    log "unchanged: $unit is enabled and running"
+  fi
+  follow_up_done "restart-$unit"
+}
+
 # apt_get ARGS...: non-interactive apt-get that waits for the dpkg lock (cloud
 # images often run unattended-upgrades right after boot) and keeps locally
 # changed config files instead of asking. Package scripts run `systemctl daemon-reload`

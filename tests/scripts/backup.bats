@@ -154,9 +154,10 @@ python3_real() {
   grep -qx 'After=k0scontroller.service network-online.target' "$GPU_CLUSTER_ROOT$SERVICE"
   assert_unit_verifies "$SERVICE" "$COMMAND"
   assert_unit_verifies "$TIMER"
-  assert_call_order '^systemctl daemon-reload$' '^systemctl restart gpu-cluster-backup.timer$'
-  assert_called '^systemctl enable gpu-cluster-backup.timer$'
-  assert_output_contains "gpu-cluster: moscow: install-backup: changed: gpu-cluster-backup.timer starts a snapshot at '*-*-* 03:30:00'"
+  assert_call_order '^systemctl daemon-reload$' '^systemctl enable gpu-cluster-backup.timer$'
+  assert_call_order '^systemctl enable gpu-cluster-backup.timer$' '^systemctl start gpu-cluster-backup.timer$'
+  assert_output_contains "gpu-cluster: moscow: install-backup: changed: started gpu-cluster-backup.timer" \
+    "gpu-cluster: moscow: install-backup: gpu-cluster-backup.timer starts a snapshot at '*-*-* 03:30:00'"
 }
 
 @test "install-backup: a second run changes nothing; a new schedule restarts the timer" {
