@@ -69,6 +69,18 @@ exec_start() {
   assert_output_contains "retrying restart-$UNIT"
 }
 
+@test "kubeflow-port-forward-remove: stops and removes the unit; a second run changes nothing" {
+  first_run "$SCRIPT"
+  reset_calls
+  run_script kubeflow/port-forward-remove.sh
+  assert_success
+  assert_called "^systemctl stop $UNIT$"
+  assert_called "^systemctl disable $UNIT$"
+  assert_call_order "^systemctl disable $UNIT$" '^systemctl daemon-reload$'
+  [ ! -e "$GPU_CLUSTER_ROOT$UNIT_FILE" ]
+  assert_idempotent kubeflow/port-forward-remove.sh
+}
+
 @test "kubeflow-port-forward: bad ports are refused, naming host, step and input" {
   GATEWAY_PORT=https LISTEN_PORT=70000 run_script "$SCRIPT"
   assert_failure
