@@ -68,14 +68,6 @@ check_inputs() {
   k0s_check_kubelet_root_dir
 }
 
-# same_text A B: success when A and B differ at most in trailing newlines.
-same_text() {
-  local a=$1 b=$2
-  while [[ "$a" == *$'\n' ]]; do a=${a%$'\n'}; done
-  while [[ "$b" == *$'\n' ]]; do b=${b%$'\n'}; done
-  [[ "$a" == "$b" ]]
-}
-
 # ensure_cluster_ca: puts K0S_CA_CERT and its key in place before k0s first starts. Sets
 # CA_CHANGED=1 when it wrote either. Refuses a controller that already has another CA.
 ensure_cluster_ca() {
