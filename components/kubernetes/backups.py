@@ -18,6 +18,7 @@ import pulumi
 from pulumi_command import remote
 
 from components.common.remote_step import Ssh, run_step
+from components.common.shell_text import without_comment_lines
 from components.common.step_text import Script, envelope, read_script, render_envelope
 from components.distributions.base import Distribution
 from components.hosts.steps import HostStep
@@ -52,9 +53,12 @@ class BackupTarget:
 
 def command_text(distribution: Distribution, command: str) -> str:
     """The backup command or gpu-cluster-restore as installed: the shared library, the
-    backup settings' library, the distribution's snapshot functions, the command."""
-    return "\n".join(read_script(path) for path in (
-        "lib.sh", "backup/lib.sh", distribution.cluster_state, f"backup/{command}.sh"))
+    backup settings' library, the distribution's snapshot functions, the command. The
+    libraries without their comment lines: the envelope holds each twice more (the
+    SSM parameters' room); the command keeps its own."""
+    libraries = ("lib.sh", "backup/lib.sh", distribution.cluster_state)
+    return "\n".join([*(without_comment_lines(read_script(path)) for path in libraries),
+                      read_script(f"backup/{command}.sh")])
 
 
 def install_backup_env(distribution: Distribution, settings: BackupSettings,

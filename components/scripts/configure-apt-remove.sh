@@ -15,15 +15,7 @@ MANAGED_PREFIX="# Managed by gpu-cluster (packages.aptMirror)"
 main() {
   local target
   for target in /etc/apt/sources.list.d/ubuntu.sources /etc/apt/sources.list; do
-    if [[ -f "$ROOT$APT_BACKUP_DIR/${target##*/}" ]]; then
-      write_file "$target" 0644 <"$ROOT$APT_BACKUP_DIR/${target##*/}"
-      remove_file "$APT_BACKUP_DIR/${target##*/}"
-    elif [[ -f "$ROOT$target" && "$(head -n 1 -- "$ROOT$target")" == "$MANAGED_PREFIX"* ]]; then
-      # Nothing was there before configure-apt wrote it.
-      remove_file "$target"
-    else
-      log "unchanged: $target is not configure-apt's"
-    fi
+    restore_original "$target" "$APT_BACKUP_DIR" "$MANAGED_PREFIX"
   done
 }
 

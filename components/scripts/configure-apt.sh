@@ -21,7 +21,8 @@ COMPONENTS="main restricted universe multiverse"
 DEB822_SOURCES=/etc/apt/sources.list.d/ubuntu.sources
 LEGACY_SOURCES=/etc/apt/sources.list
 APT_BACKUP_DIR=/var/lib/gpu-cluster/apt
-MANAGED="# Managed by gpu-cluster (packages.aptMirror); the original is in $APT_BACKUP_DIR."
+MANAGED_PREFIX="# Managed by gpu-cluster (packages.aptMirror)"
+MANAGED="$MANAGED_PREFIX; the original is in $APT_BACKUP_DIR."
 
 check_inputs() {
   require_env UBUNTU_APT_MIRROR
@@ -58,7 +59,7 @@ sources_text() {
 
 main() {
   check_inputs
-  local version codename target backup
+  local version codename target
   version="$(os_field VERSION_ID)"
   codename="$(os_field VERSION_CODENAME)"
   case "$version" in
@@ -69,11 +70,7 @@ main() {
   if [[ ! "$codename" =~ ^[a-z]+$ ]]; then
     die "/etc/os-release has no VERSION_CODENAME (got '$codename')"
   fi
-  backup="$APT_BACKUP_DIR/${target##*/}"
-  if [[ -f "$ROOT$target" && ! -e "$ROOT$backup" ]] &&
-    [[ "$(head -n 1 -- "$ROOT$target")" != "$MANAGED" ]]; then
-    write_file "$backup" 0644 <"$ROOT$target"
-  fi
+  keep_original "$target" "$APT_BACKUP_DIR" "$MANAGED_PREFIX"
   write_file "$target" 0644 < <(sources_text "$codename" "$version")
   if ((FILE_CHANGED)); then
     log "changed: apt reads Ubuntu $version ($codename) from ${UBUNTU_APT_MIRROR%/}/"

@@ -5,6 +5,8 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=time/lib.sh
+[[ -n "${GPU_CLUSTER_TIME_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/time/lib.sh"
 : "${GPU_CLUSTER_STEP:=configure-time}"
 
 # Inputs: NTP_SERVERS
@@ -12,15 +14,8 @@ set -euo pipefail
 # chrony.conf as it was is kept once under TIME_BACKUP_DIR; configure-time-remove.sh puts
 # it back and removes the drop-in.
 
-# Ubuntu 22.04 and 24.04 run systemd-timesyncd (chrony from 25.10:
-# https://documentation.ubuntu.com/server/explanation/networking/about-time-synchronisation).
-# A drop-in overrides /etc/systemd/timesyncd.conf (timesyncd.conf(5)); with NTP= set, the
-# compiled-in fallback list (Ubuntu's ntp.ubuntu.com) is not tried: it is used only when
-# every other list is empty (systemd src/timesync/timesyncd-manager.c, manager_connect).
-TIMESYNCD_DROPIN=/etc/systemd/timesyncd.conf.d/90-gpu-cluster.conf
-CHRONY_CONF=/etc/chrony/chrony.conf
-TIME_BACKUP_DIR=/var/lib/gpu-cluster/time
-MANAGED="# Managed by gpu-cluster (time.ntpServers); the original is in $TIME_BACKUP_DIR."
+# The paths and the first line of the files it writes: time/lib.sh.
+MANAGED="$TIME_MANAGED_PREFIX; the original is in $TIME_BACKUP_DIR."
 
 check_inputs() {
   local server
@@ -52,11 +47,7 @@ chrony_text() {
 }
 
 configure_chrony() {
-  local backup=$TIME_BACKUP_DIR/chrony.conf
-  if [[ -f "$ROOT$CHRONY_CONF" && ! -e "$ROOT$backup" ]] &&
-    [[ "$(head -n 1 -- "$ROOT$CHRONY_CONF")" != "$MANAGED" ]]; then
-    write_file "$backup" 0644 <"$ROOT$CHRONY_CONF"
-  fi
+  keep_original "$CHRONY_CONF" "$TIME_BACKUP_DIR" "$TIME_MANAGED_PREFIX"
   write_file "$CHRONY_CONF" 0644 < <(chrony_text)
   if needs_follow_up "$FILE_CHANGED" restart-chrony; then
     systemctl try-restart chrony.service

@@ -435,16 +435,7 @@ image_fabric_manager() {
     die "this host needs Fabric Manager, but the image has none ($FABRIC_MANAGER_UNIT);" \
       "use an image that ships it with its driver, or installDriver: true"
   fi
-  if ! systemctl is-enabled --quiet "$FABRIC_MANAGER_UNIT"; then
-    systemd_enable "$FABRIC_MANAGER_UNIT"
-    log "changed: enabled the image's $FABRIC_MANAGER_UNIT"
-  fi
-  if ! systemctl is-active --quiet "$FABRIC_MANAGER_UNIT"; then
-    systemctl start "$FABRIC_MANAGER_UNIT"
-    log "changed: started the image's $FABRIC_MANAGER_UNIT"
-  else
-    log "the image's $FABRIC_MANAGER_UNIT is running"
-  fi
+  ensure_unit_running "$FABRIC_MANAGER_UNIT" 0
   fabric_manager_running
 }
 

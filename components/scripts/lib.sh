@@ -227,6 +227,34 @@ remove_file() {
   fi
 }
 
+# keep_original PATH DIR MARK: before a step replaces host path PATH, keeps it as it was,
+# once, as DIR/<its name>; not when it is absent or already the step's own (its first line
+# starts with MARK).
+keep_original() {
+  local copy="$2/${1##*/}"
+  if [[ -f "$ROOT$1" && ! -e "$ROOT$copy" ]] && [[ "$(head -n 1 -- "$ROOT$1")" != "$3"* ]]; then
+    write_file "$copy" 0644 <"$ROOT$1"
+  fi
+}
+
+# restore_original PATH DIR MARK: puts back at PATH what keep_original kept and forgets the
+# copy; without a copy, removes PATH when it is the step's own (nothing was there before).
+# FILE_CHANGED: 1 when PATH changed.
+restore_original() {
+  local copy="$2/${1##*/}" changed
+  if [[ -f "$ROOT$copy" ]]; then
+    write_file "$1" 0644 <"$ROOT$copy"
+    changed=$FILE_CHANGED
+    remove_file "$copy"
+    FILE_CHANGED=$changed
+  elif [[ -f "$ROOT$1" && "$(head -n 1 -- "$ROOT$1")" == "$3"* ]]; then
+    remove_file "$1"
+  else
+    FILE_CHANGED=0
+    log "unchanged: $1 is not the step's"
+  fi
+}
+
 # mark_reboot_required REASON: sets Ubuntu's reboot-required marker. Never reboots.
 mark_reboot_required() {
   write_text "$REBOOT_REQUIRED_FILE" 0644 "*** System restart required ***"
@@ -379,6 +407,33 @@ remove_unit() {
     log "changed: reloaded systemd units (daemon-reload)"
   fi
   follow_up_done "$2"
+}
+
+# ensure_unit_running UNIT CHANGED: the systemd unit UNIT enabled and running. When
+# CHANGED=1 (its unit file, or what it reads, changed in this run) or a restart an earlier
+# run did not finish (see needs_follow_up), systemd reloads its units first and a running
+# UNIT is restarted.
+ensure_unit_running() {
+  local unit=$1 restart=0
+  if needs_follow_up "$2" "restart-$unit"; then
+    systemd_reload
+    log "changed: reloaded systemd units (daemon-reload)"
+    restart=1
+  fi
+  if ! systemctl is-enabled --quiet "$unit"; then
+    systemd_enable "$unit" >&2
+    log "changed: enabled $unit"
+  fi
+  if ! systemctl is-active --quiet "$unit"; then
+    systemctl start "$unit"
+    log "changed: started $unit"
+  elif ((restart)); then
+    systemctl restart "$unit"
+    log "changed: restarted $unit"
+  else
+    log "unchanged: $unit is enabled and running"
+  fi
+  follow_up_done "restart-$unit"
 }
 
 # apt_get ARGS...: non-interactive apt-get that waits for the dpkg lock (cloud

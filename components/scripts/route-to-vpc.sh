@@ -105,32 +105,16 @@ remove_old_routes() {
 # restart failed), and when a route it sets went missing (a network reconfiguration).
 ensure_unit() {
   local cidr missing=()
-  if ((UNIT_CHANGED)); then
-    systemd_reload
-    log "changed: reloaded systemd units (daemon-reload)"
-  fi
-  if ! systemctl is-enabled --quiet "$UNIT"; then
-    systemd_enable "$UNIT"
-    log "changed: enabled $UNIT"
-  fi
-  if ! systemctl is-active --quiet "$UNIT"; then
-    systemctl start "$UNIT"
-    log "changed: started $UNIT"
-  elif ((UNIT_CHANGED)); then
-    systemctl restart "$UNIT"
-    log "changed: restarted $UNIT to apply the changes"
-  else
+  if systemctl is-active --quiet "$UNIT"; then
     for cidr in "${ROUTE_CIDRS[@]}"; do
       route_present "$cidr" "$GATEWAY_ADDRESS" || missing+=("$cidr")
     done
-    if ((${#missing[@]} > 0)); then
-      systemctl restart "$UNIT"
-      log "changed: restarted $UNIT to restore the route(s) to ${missing[*]}"
-    else
-      log "$UNIT is already running"
-    fi
   fi
-  follow_up_done "restart-$UNIT"
+  if ((${#missing[@]} > 0)); then
+    log "restarting $UNIT to restore the route(s) to ${missing[*]}"
+    UNIT_CHANGED=1
+  fi
+  ensure_unit_running "$UNIT" "$UNIT_CHANGED"
   for cidr in "${ROUTE_CIDRS[@]}"; do
     if ! route_present "$cidr" "$GATEWAY_ADDRESS"; then
       die "$UNIT is active but there is no route to $cidr via $GATEWAY_ADDRESS (see journalctl -u $UNIT)"

@@ -24,13 +24,20 @@ setup_file() {
   for name in restore second stranger; do
     age-keygen -o "$BATS_FILE_TMPDIR/$name.key" 2>/dev/null
   done
+  # The installed commands, as the program makes them (components/kubernetes/backups.py
+  # command_text), once for the file's tests.
+  (cd "$REPO_ROOT" && "$PYTHON" -c 'import sys
+from components.distributions import DISTRIBUTIONS
+from components.kubernetes.backups import command_text
+for name, distribution in DISTRIBUTIONS.items():
+    for command in ("backup", "restore"):
+        with open(f"{sys.argv[1]}/{name}-{command}", "w") as out:
+            out.write(command_text(distribution, command))' "$BATS_FILE_TMPDIR")
 }
 
-# command_text DISTRIBUTION NAME: the installed command, in the order of
-# components/kubernetes/backups.py command_text.
+# command_text DISTRIBUTION NAME: the installed command (setup_file).
 command_text() {
-  cat "$SCRIPTS_DIR/lib.sh" "$SCRIPTS_DIR/backup/lib.sh" "$SCRIPTS_DIR/$1/cluster-state.sh" \
-    "$SCRIPTS_DIR/backup/$2.sh"
+  cat "$BATS_FILE_TMPDIR/$1-$2"
 }
 
 # fake NAME BODY: command NAME on PATH runs BODY (bash), logging its call as the stubs do.
@@ -147,9 +154,10 @@ python3_real() {
   grep -qx 'After=k0scontroller.service network-online.target' "$GPU_CLUSTER_ROOT$SERVICE"
   assert_unit_verifies "$SERVICE" "$COMMAND"
   assert_unit_verifies "$TIMER"
-  assert_call_order '^systemctl daemon-reload$' '^systemctl restart gpu-cluster-backup.timer$'
-  assert_called '^systemctl enable gpu-cluster-backup.timer$'
-  assert_output_contains "gpu-cluster: moscow: install-backup: changed: gpu-cluster-backup.timer starts a snapshot at '*-*-* 03:30:00'"
+  assert_call_order '^systemctl daemon-reload$' '^systemctl enable gpu-cluster-backup.timer$'
+  assert_call_order '^systemctl enable gpu-cluster-backup.timer$' '^systemctl start gpu-cluster-backup.timer$'
+  assert_output_contains "gpu-cluster: moscow: install-backup: changed: started gpu-cluster-backup.timer" \
+    "gpu-cluster: moscow: install-backup: gpu-cluster-backup.timer starts a snapshot at '*-*-* 03:30:00'"
 }
 
 @test "install-backup: a second run changes nothing; a new schedule restarts the timer" {

@@ -200,6 +200,6 @@ assert_call_free_order() {
   rm -rf "$GPU_CLUSTER_ROOT/dev/char"
   run_script kubeflow/port-forward-remove.sh
   assert_success
-  assert_called '^systemctl disable --now '
+  assert_called '^systemctl disable gpu-cluster-kubeflow-port-forward$'
   refute_gpu_detached
 }

@@ -396,7 +396,7 @@ FM_RULE='ACTION=="add", DEVPATH=="/bus/pci/drivers/nvidia", RUN+="/usr/bin/nvidi
   assert_called '^systemctl start nvidia-fabricmanager\.service$'
   refute_gpu_detached
   assert_idempotent install-nvidia.sh
-  assert_output_contains "the image's nvidia-fabricmanager.service is running"
+  assert_output_contains "unchanged: nvidia-fabricmanager.service is enabled and running"
 }
 
 @test "install-nvidia: an image without Fabric Manager on an NVSwitch host fails the step, naming it" {

@@ -26,9 +26,10 @@ exec_start() {
   [ "$(exec_start)" = "ExecStart=/usr/local/bin/k0s kubectl --namespace istio-system port-forward --address 127.0.0.1 service/istio-ingressgateway 8080:443" ]
   assert_mode "$UNIT_FILE" 644
   grep -qx 'After=k0scontroller.service' "$GPU_CLUSTER_ROOT$UNIT_FILE"
-  assert_call_order '^systemctl daemon-reload$' "^systemctl restart $UNIT$"
-  assert_called "^systemctl enable $UNIT$"
-  assert_output_contains "gpu-cluster: moscow: kubeflow-port-forward: changed: $UNIT forwards 127.0.0.1:8080 to istio-system/istio-ingressgateway:443"
+  assert_call_order '^systemctl daemon-reload$' "^systemctl enable $UNIT$"
+  assert_call_order "^systemctl enable $UNIT$" "^systemctl start $UNIT$"
+  assert_output_contains "gpu-cluster: moscow: kubeflow-port-forward: changed: started $UNIT" \
+    "gpu-cluster: moscow: kubeflow-port-forward: $UNIT forwards 127.0.0.1:8080 to istio-system/istio-ingressgateway:443"
 }
 
 @test "kubeflow-port-forward: a second run changes nothing and says so" {
@@ -51,11 +52,14 @@ exec_start() {
   reset_calls
   run_script "$SCRIPT"
   assert_success
-  assert_called "^systemctl enable --now $UNIT$"
-  assert_output_contains "changed: enabled and started $UNIT"
+  assert_called "^systemctl start $UNIT$"
+  refute_called "^systemctl (daemon-reload|enable|restart)"
+  assert_output_contains "changed: started $UNIT"
 }
 
 @test "kubeflow-port-forward: a restart that failed is retried by the next run" {
+  first_run "$SCRIPT"
+  export GATEWAY_PORT=80
   STUB_FAIL_CALL="^systemctl restart" run_script "$SCRIPT"
   assert_failure
   reset_calls
@@ -63,6 +67,18 @@ exec_start() {
   assert_success
   assert_called "^systemctl restart $UNIT$"
   assert_output_contains "retrying restart-$UNIT"
+}
+
+@test "kubeflow-port-forward-remove: stops and removes the unit; a second run changes nothing" {
+  first_run "$SCRIPT"
+  reset_calls
+  run_script kubeflow/port-forward-remove.sh
+  assert_success
+  assert_called "^systemctl stop $UNIT$"
+  assert_called "^systemctl disable $UNIT$"
+  assert_call_order "^systemctl disable $UNIT$" '^systemctl daemon-reload$'
+  [ ! -e "$GPU_CLUSTER_ROOT$UNIT_FILE" ]
+  assert_idempotent kubeflow/port-forward-remove.sh
 }
 
 @test "kubeflow-port-forward: bad ports are refused, naming host, step and input" {

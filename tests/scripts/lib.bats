@@ -42,6 +42,29 @@ lib() {
   assert_output_contains "changed: removed /etc/gone" "FILE_CHANGED=1" "unchanged: /etc/gone is absent" "FILE_CHANGED=0"
 }
 
+@test "lib: keep_original keeps the image's file once; restore_original puts it back" {
+  mkdir -p "$GPU_CLUSTER_ROOT/etc"
+  printf 'the image\n' >"$GPU_CLUSTER_ROOT/etc/a.conf"
+  lib 'keep_original /etc/a.conf /var/keep "# ours"; printf "# ours\nv1\n" >"$ROOT/etc/a.conf"
+    keep_original /etc/a.conf /var/keep "# ours"'
+  assert_success
+  # Kept once: the step's own file (its first line starts with the mark) is never kept.
+  [ "$(cat "$GPU_CLUSTER_ROOT/var/keep/a.conf")" = "the image" ]
+  lib 'restore_original /etc/a.conf /var/keep "# ours"; echo "FILE_CHANGED=$FILE_CHANGED"'
+  assert_success
+  assert_output_contains "changed /etc/a.conf" "FILE_CHANGED=1"
+  [ "$(cat "$GPU_CLUSTER_ROOT/etc/a.conf")" = "the image" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/var/keep/a.conf" ]
+  # Without a copy: the step's own file goes (nothing was there), another file stays.
+  printf '# ours\n' >"$GPU_CLUSTER_ROOT/etc/b.conf"
+  lib 'restore_original /etc/b.conf /var/keep "# ours"; echo "FILE_CHANGED=$FILE_CHANGED"
+    restore_original /etc/a.conf /var/keep "# ours"; echo "FILE_CHANGED=$FILE_CHANGED"'
+  assert_success
+  assert_output_contains "changed: removed /etc/b.conf" "FILE_CHANGED=1" \
+    "unchanged: /etc/a.conf is not the step's" "FILE_CHANGED=0"
+  [ "$(cat "$GPU_CLUSTER_ROOT/etc/a.conf")" = "the image" ]
+}
+
 @test "lib: input checks name every offending variable" {
   lib 'A=1; require_env A B C'
   [ "$status" -eq 1 ]

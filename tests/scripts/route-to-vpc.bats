@@ -69,7 +69,7 @@ ManageForeignRoutes=no"
 
 @test "route-to-vpc: a second run changes nothing and says so" {
   run_twice route-to-vpc.sh
-  assert_output_contains "unchanged $UNIT_FILE" "$UNIT is already running"
+  assert_output_contains "unchanged $UNIT_FILE" "unchanged: $UNIT is enabled and running"
 }
 
 @test "route-to-vpc: without a tunnel network only the VPC is routed" {
@@ -97,7 +97,7 @@ ManageForeignRoutes=no"
   [ "$(routes | sort)" = "10.20.0.0/16 via 192.168.2.5 dev eth0
 192.0.2.0/24 via 192.168.2.1 dev eth0" ]
   assert_output_contains "changed: removed the old route to 10.8.0.0/24 via 192.168.2.4" \
-    "changed: restarted $UNIT to apply the changes"
+    "changed: restarted $UNIT"
   assert_idempotent route-to-vpc.sh
 }
 
@@ -110,7 +110,8 @@ ManageForeignRoutes=no"
   run_script route-to-vpc.sh
   assert_success
   assert_called "^systemctl restart $UNIT$"
-  assert_output_contains "changed: restarted $UNIT to restore the route(s) to 10.20.0.0/16"
+  assert_output_contains "restarting $UNIT to restore the route(s) to 10.20.0.0/16" \
+    "changed: restarted $UNIT"
   grep -qx '10.20.0.0/16 via 192.168.2.4 dev eth0' "$STUB_STATE/routes"
   assert_idempotent route-to-vpc.sh
 }

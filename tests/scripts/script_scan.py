@@ -158,6 +158,10 @@ def script_files(path: str) -> list[str]:
         library = str((folder / relative).resolve().relative_to(SCRIPTS_DIR.resolve()))
         # What a library sources of another folder (upgrade/lib.sh: node/lib.sh) first.
         libraries += [*sourced_libraries(library), library]
+    if libraries and "lib.sh" not in libraries:
+        # A folder's lib.sh loads lib.sh (tests/scripts/shellcheck.bats holds it), which
+        # sourced_libraries leaves out: every step runs it first.
+        libraries.insert(0, "lib.sh")
     return list(dict.fromkeys(libraries)) + [path]
 
 

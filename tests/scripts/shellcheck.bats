@@ -67,8 +67,8 @@ step_scripts() {
 @test "conventions: step scripts follow the envelope rules" {
   local script folder guard problems=()
   while IFS= read -r script; do
-    # A script in a folder (k0s/, openvpn/) loads ../lib.sh and then its folder's lib.sh,
-    # each through its own include guard.
+    # A script loads one library through its include guard: its folder's lib.sh (k0s/,
+    # openvpn/), which loads ../lib.sh through lib.sh's guard, or else lib.sh itself.
     folder=${script#"$SCRIPTS_DIR"/}
     folder=${folder%"${folder##*/}"}
     if [[ "$(sed -n 1p "$script")" != '#!/usr/bin/env bash' ]]; then
@@ -78,9 +78,6 @@ step_scripts() {
     if ! sed -n '2,$p' "$script" | awk '/^# / { n++; next } { exit !(n >= 1 && n <= 3 && $0 == "set -euo pipefail") }'; then
       problems+=("$script: not 1-3 comment lines and then set -euo pipefail after the shebang")
     fi
-    if ! grep -qxF '[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/'"${folder:+../}"'lib.sh"' "$script"; then
-      problems+=("$script: lib.sh is not loaded through the include guard")
-    fi
     if [[ -n "$folder" && -f "$SCRIPTS_DIR/${folder}lib.sh" ]]; then
       guard="GPU_CLUSTER_$(tr 'a-z-' 'A-Z_' <<<"${folder%/}")_LIB_LOADED"
       if ! grep -qxF '[[ -n "${'"$guard"':-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"' "$script"; then
@@ -89,6 +86,14 @@ step_scripts() {
       if ! grep -qx "$guard=1" "$SCRIPTS_DIR/${folder}lib.sh"; then
         problems+=("${folder}lib.sh: does not set its include guard $guard=1")
       fi
+      if ! grep -qxF '[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"' "$SCRIPTS_DIR/${folder}lib.sh"; then
+        problems+=("${folder}lib.sh: does not load ../lib.sh through the include guard")
+      fi
+      if grep -qF 'GPU_CLUSTER_LIB_LOADED' "$script"; then
+        problems+=("$script: loads lib.sh, which ${folder}lib.sh loads")
+      fi
+    elif ! grep -qxF '[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/'"${folder:+../}"'lib.sh"' "$script"; then
+      problems+=("$script: lib.sh is not loaded through the include guard")
     fi
     if grep -nE '^local ' "$script"; then
       problems+=("$script: top-level local")

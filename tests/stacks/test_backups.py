@@ -202,3 +202,26 @@ def test_an_envelope_the_ssm_parameters_cannot_hold_is_refused():
         os.urandom(30000)).decode()
     with pytest.raises(ValueError, match="over the 8 SSM parameters"):
         check_envelope_fits("control-plane", {**env, "BACKUP_SCRIPT": noise})
+
+
+@pytest.mark.parametrize("name", ["k0s", "rke2"])
+def test_the_install_backup_envelope_leaves_lib_sh_room_to_grow(name):
+    """The cloud controller's envelope (one recipient, the bucket's name at its longest)
+    holds lib.sh three times: in the step and in both commands. It uses at most three
+    quarters of its SSM parameters."""
+    from types import SimpleNamespace
+
+    from components.distributions import DISTRIBUTIONS
+    from components.kubernetes.backups import (ENVELOPE_PARAMETERS, INSTALL_BACKUP,
+                                               SSM_CHUNK_CHARACTERS, STEP, _encoded,
+                                               install_backup_env)
+    from components.common.step_text import render_envelope
+    from components.layouts.aws import s3_backup_target
+    from config.backup import BackupSettings
+
+    stack = SimpleNamespace(cluster_name="dev", aws=SimpleNamespace(region="us-west-2"))
+    env = install_backup_env(DISTRIBUTIONS[name], BackupSettings(recipients=[TEST_AGE_RECIPIENT]),
+                             "dev", s3_backup_target(stack, "b" * 63, ""))
+    length = len(_encoded(render_envelope("control-plane", STEP, INSTALL_BACKUP, env)))
+    limit = ENVELOPE_PARAMETERS * SSM_CHUNK_CHARACTERS
+    assert length <= limit * 3 // 4, f"{length} of {limit} characters"

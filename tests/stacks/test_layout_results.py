@@ -80,9 +80,9 @@ def age_recipients(count: int) -> list[str]:
 def test_what_only_the_layout_can_check_is_refused_before_anything_is_registered(
         monkeypatch):
     # The cloud controller's install-backup step carries the recipients and travels in 8
-    # SSM parameters of 4,000 characters, at boot: 60 recipients are more than they hold.
+    # SSM parameters of 4,000 characters, at boot: 200 recipients are more than they hold.
     values = cloud_config()
-    values["backup"]["recipients"] = age_recipients(60)
+    values["backup"]["recipients"] = age_recipients(200)
     registered = registrations(monkeypatch)
     with pytest.raises(ConfigError) as error:
         preview(values)

@@ -2,8 +2,6 @@
 # One snapshot of the control plane's state, kept outside the controller: run by
 # gpu-cluster-backup.service at the times of its timer, or `systemctl start gpu-cluster-backup`.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=backup}"

@@ -3,8 +3,6 @@
 # (backup/backup.sh), gpu-cluster-restore (backup/restore.sh), their settings, and a
 # systemd timer starting gpu-cluster-backup.service at BACKUP_SCHEDULE.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-backup}"
@@ -127,18 +125,8 @@ main() {
   changed=$((changed | FILE_CHANGED))
   write_text "$TIMER_FILE" 0644 "$(timer_text)"
   changed=$((changed | FILE_CHANGED))
-  if needs_follow_up "$changed" "restart-$UNIT.timer"; then
-    systemd_reload
-    systemd_enable "$UNIT.timer" >&2
-    systemctl restart "$UNIT.timer"
-    follow_up_done "restart-$UNIT.timer"
-    log "changed: $UNIT.timer starts a snapshot at '$BACKUP_SCHEDULE'"
-  elif systemctl is-enabled --quiet "$UNIT.timer" && systemctl is-active --quiet "$UNIT.timer"; then
-    log "unchanged: $UNIT.timer is enabled and running"
-  else
-    systemd_enable --now "$UNIT.timer" >&2
-    log "changed: enabled and started $UNIT.timer"
-  fi
+  ensure_unit_running "$UNIT.timer" "$changed"
+  log "$UNIT.timer starts a snapshot at '$BACKUP_SCHEDULE'"
 }
 
 main "$@"

@@ -3,8 +3,6 @@
 # workers read the profile only when they start (k0sproject/k0s#1806, #6408). A changed
 # CPU manager policy also needs the kubelet's cpu_manager_state gone, with the node drained.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=apply-worker-profile}"
@@ -26,21 +24,9 @@ SERVICE_ACTIVE_TIMEOUT=300
 
 check_inputs() {
   check_missing_env WORKER_PROFILE_VALUES CPU_MANAGER_POLICY NODE_NAME KUBELET_ROOT_DIR
-  if [[ -n "${CPU_MANAGER_POLICY:-}" && ! "$CPU_MANAGER_POLICY" =~ ^(none|static)$ ]]; then
-    INPUT_PROBLEMS+=("CPU_MANAGER_POLICY must be none or static, got '$CPU_MANAGER_POLICY'")
-  fi
-  if [[ -n "${NODE_NAME:-}" && ! "$NODE_NAME" =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]]; then
-    INPUT_PROBLEMS+=("NODE_NAME is not a node name: '$NODE_NAME'")
-  fi
+  check_worker_profile_inputs
   die_on_input_problems
   k0s_check_kubelet_root_dir
-}
-
-# recorded_policy: the policy the kubelet's state was made with ("" without a state).
-recorded_policy() {
-  local state="$ROOT$KUBELET_ROOT_DIR/cpu_manager_state"
-  [[ -f "$state" ]] || return 0
-  sed -n 's/.*"policyName" *: *"\([a-z]*\)".*/\1/p' "$state"
 }
 
 main() {
@@ -55,7 +41,7 @@ main() {
     log "unchanged: the worker runs with the configured kubelet settings"
     return 0
   fi
-  policy="$(recorded_policy)"
+  policy="$(recorded_cpu_manager_policy "$KUBELET_ROOT_DIR")"
   if [[ -n "$policy" && "$policy" != "$CPU_MANAGER_POLICY" ]]; then
     if [[ "$(k0s kubectl --kubeconfig "$ROOT$K0S_KUBELET_KUBECONFIG" get node "$NODE_NAME" \
       -o 'jsonpath={.spec.unschedulable}')" != true ]]; then

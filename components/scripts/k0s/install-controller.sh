@@ -3,8 +3,6 @@
 # the program generated, keeps its service arguments and config in sync with the inputs
 # and waits until the Kubernetes API answers /readyz.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-controller}"
@@ -68,14 +66,6 @@ check_inputs() {
   require_bool K0S_ENABLE_WORKER
   require_uint API_PORT
   k0s_check_kubelet_root_dir
-}
-
-# same_text A B: success when A and B differ at most in trailing newlines.
-same_text() {
-  local a=$1 b=$2
-  while [[ "$a" == *$'\n' ]]; do a=${a%$'\n'}; done
-  while [[ "$b" == *$'\n' ]]; do b=${b%$'\n'}; done
-  [[ "$a" == "$b" ]]
 }
 
 # ensure_cluster_ca: puts K0S_CA_CERT and its key in place before k0s first starts. Sets

@@ -3,8 +3,6 @@
 # Safe to re-run (a no-op once k0s is gone). Never touches NFS or other shared data:
 # mounts below the k0s data dir and kubelet root are detached before k0s deletes them.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=reset-node}"

@@ -5,8 +5,6 @@ set -euo pipefail
 # k0s writes it as pki/sa.pub next to the signing key pki/sa.key (k0s v1.36.3+k0s.2
 # pkg/component/controller/apiserver.go:109,114); components/aws/service_account_issuer.py.
 # Inputs:
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=service-account-key}"

@@ -2,8 +2,6 @@
 # Installs the wanted k0s on a worker before its join, or upgrades it after drain-node:
 # replaces the binary and restarts the service (upgrade/lib.sh upgrade_worker).
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=../upgrade/lib.sh

@@ -5,17 +5,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=kubeflow-port-forward}"
 
-UNIT=gpu-cluster-kubeflow-port-forward
-UNIT_FILE="/etc/systemd/system/$UNIT.service"
-
 main() {
-  if [[ -f "$ROOT$UNIT_FILE" ]]; then
-    systemd_disable --now "$UNIT" >&2 || warn "could not stop $UNIT"
-  fi
-  remove_file "$UNIT_FILE"
-  if ((FILE_CHANGED)); then
-    systemd_reload
-  fi
+  remove_unit gpu-cluster-kubeflow-port-forward restart-gpu-cluster-kubeflow-port-forward
 }
 
 main "$@"

@@ -64,18 +64,8 @@ main() {
   write_text "$UNIT_FILE" 0644 "$(unit_text)"
   # A changed unit (another port, TLS switched) is reloaded and restarted; a restart an
   # earlier run did not finish is retried.
-  if needs_follow_up "$FILE_CHANGED" "restart-$UNIT"; then
-    systemd_reload
-    systemd_enable "$UNIT" >&2
-    systemctl restart "$UNIT"
-    follow_up_done "restart-$UNIT"
-    log "changed: $UNIT forwards $LISTEN_ADDRESS:$LISTEN_PORT to $GATEWAY_NAMESPACE/$GATEWAY_SERVICE:$GATEWAY_PORT"
-  elif systemctl is-enabled --quiet "$UNIT" && systemctl is-active --quiet "$UNIT"; then
-    log "unchanged: $UNIT is enabled and running"
-  else
-    systemd_enable --now "$UNIT" >&2
-    log "changed: enabled and started $UNIT"
-  fi
+  ensure_unit_running "$UNIT" "$FILE_CHANGED"
+  log "$UNIT forwards $LISTEN_ADDRESS:$LISTEN_PORT to $GATEWAY_NAMESPACE/$GATEWAY_SERVICE:$GATEWAY_PORT"
 }
 
 main "$@"

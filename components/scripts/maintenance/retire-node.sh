@@ -3,8 +3,6 @@
 # its old name: removes the old machine's node object unless it has this generation's label.
 # A drain that cannot finish (a dead machine's pods never stop) does not stop it.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_MAINTENANCE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=../drain/lib.sh

@@ -42,6 +42,35 @@ node_field() {
   admin_kubectl get node "$1" --ignore-not-found -o "jsonpath=$2"
 }
 
+# same_text A B: success when A and B differ at most in trailing newlines (files written by
+# write_text end in exactly one).
+same_text() {
+  local a=$1 b=$2
+  while [[ "$a" == *$'\n' ]]; do a=${a%$'\n'}; done
+  while [[ "$b" == *$'\n' ]]; do b=${b%$'\n'}; done
+  [[ "$a" == "$b" ]]
+}
+
+# check_worker_profile_inputs: adds to INPUT_PROBLEMS what is wrong with the inputs every
+# distribution's kubelet settings step takes: CPU_MANAGER_POLICY (none or static) and
+# NODE_NAME (a node name).
+check_worker_profile_inputs() {
+  if [[ -n "${CPU_MANAGER_POLICY:-}" && ! "$CPU_MANAGER_POLICY" =~ ^(none|static)$ ]]; then
+    INPUT_PROBLEMS+=("CPU_MANAGER_POLICY must be none or static, got '$CPU_MANAGER_POLICY'")
+  fi
+  if [[ -n "${NODE_NAME:-}" && ! "$NODE_NAME" =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]]; then
+    INPUT_PROBLEMS+=("NODE_NAME is not a node name: '$NODE_NAME'")
+  fi
+}
+
+# recorded_cpu_manager_policy KUBELET_ROOT: the CPU manager policy the kubelet's state below
+# KUBELET_ROOT was made with ("" without a state).
+recorded_cpu_manager_policy() {
+  local state="$ROOT$1/cpu_manager_state"
+  [[ -f "$state" ]] || return 0
+  sed -n 's/.*"policyName" *: *"\([a-z]*\)".*/\1/p' "$state"
+}
+
 # release_arch WHAT: this host's architecture as releases name it (amd64, arm64); dies
 # naming WHAT (the software to install) on any other.
 release_arch() {

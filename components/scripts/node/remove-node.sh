@@ -3,8 +3,6 @@
 # and deletes its object; a no-op when the node or the controller is gone. The same for
 # every distribution: KUBECTL its admin kubectl, CONTROLLER_FILE its controller's file.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_NODE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=../drain/lib.sh

@@ -3,8 +3,6 @@
 # server): package, config and keys under /etc/openvpn/client, IP forwarding, the
 # openvpn-client@gpu-cluster unit, and a bounded wait until the far side answers.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_OPENVPN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-openvpn-client}"

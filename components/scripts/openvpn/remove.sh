@@ -2,8 +2,6 @@
 # Delete step of install-openvpn-server and install-openvpn-client: stops and disables the
 # unit and removes what the create step wrote. IP forwarding stays on (Kubernetes needs it).
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_OPENVPN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=remove-openvpn}"

@@ -3,8 +3,6 @@
 # entries, the filter of what arrives from the tunnel (applied by the unit before it
 # starts), IP forwarding; openvpn-server@gpu-cluster restarted when a file changed.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_OPENVPN_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-openvpn-server}"

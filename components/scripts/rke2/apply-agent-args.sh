@@ -3,8 +3,6 @@
 # them only when it starts. A changed CPU manager policy also needs the kubelet's
 # cpu_manager_state gone, with the node drained.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=apply-agent-args}"
@@ -25,23 +23,11 @@ SERVICE_ACTIVE_TIMEOUT=300
 
 check_inputs() {
   check_missing_env RKE2_KUBELET_CONFIG CPU_MANAGER_POLICY NODE_NAME RKE2_SERVICE
-  if [[ -n "${CPU_MANAGER_POLICY:-}" && ! "$CPU_MANAGER_POLICY" =~ ^(none|static)$ ]]; then
-    INPUT_PROBLEMS+=("CPU_MANAGER_POLICY must be none or static, got '$CPU_MANAGER_POLICY'")
-  fi
-  if [[ -n "${NODE_NAME:-}" && ! "$NODE_NAME" =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]]; then
-    INPUT_PROBLEMS+=("NODE_NAME is not a node name: '$NODE_NAME'")
-  fi
+  check_worker_profile_inputs
   if [[ -n "${RKE2_SERVICE:-}" && ! "$RKE2_SERVICE" =~ ^rke2-(agent|server)$ ]]; then
     INPUT_PROBLEMS+=("RKE2_SERVICE must be rke2-agent or rke2-server, got '$RKE2_SERVICE'")
   fi
   die_on_input_problems
-}
-
-# recorded_policy: the policy the kubelet's state was made with ("" without a state).
-recorded_policy() {
-  local state="$ROOT$RKE2_KUBELET_ROOT_DIR/cpu_manager_state"
-  [[ -f "$state" ]] || return 0
-  sed -n 's/.*"policyName" *: *"\([a-z]*\)".*/\1/p' "$state"
 }
 
 # node_cordoned: success when the node is unschedulable, as its own kubelet may read it.
@@ -60,11 +46,11 @@ main() {
   if [[ -f "$ROOT$RKE2_KUBELET_CONFIG_FILE" ]]; then
     current="$(<"$ROOT$RKE2_KUBELET_CONFIG_FILE")"
   fi
-  if [[ -f "$ROOT$RKE2_KUBELET_CONFIG_FILE" ]] && rke2_same_text "$current" "$RKE2_KUBELET_CONFIG"; then
+  if [[ -f "$ROOT$RKE2_KUBELET_CONFIG_FILE" ]] && same_text "$current" "$RKE2_KUBELET_CONFIG"; then
     log "unchanged: the kubelet runs with the configured settings"
     return 0
   fi
-  policy="$(recorded_policy)"
+  policy="$(recorded_cpu_manager_policy "$RKE2_KUBELET_ROOT_DIR")"
   if [[ -n "$policy" && "$policy" != "$CPU_MANAGER_POLICY" ]]; then
     if ! node_cordoned; then
       die "the CPU manager policy changes from $policy to $CPU_MANAGER_POLICY, which needs" \

@@ -3,8 +3,6 @@
 # tokens and Canal settings, keeps config and service in sync with the inputs and waits
 # until the Kubernetes API answers /readyz. Secrets only ever go to 0600 files.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-server}"
@@ -77,7 +75,7 @@ ensure_cluster_ca() {
   local name
   CA_CHANGED=0
   for name in "${CA_NAMES[@]}"; do
-    if [[ -f "$ROOT$TLS_DIR/$name.crt" ]] && ! rke2_same_text "$(<"$ROOT$TLS_DIR/$name.crt")" "$RKE2_CA_CERT"; then
+    if [[ -f "$ROOT$TLS_DIR/$name.crt" ]] && ! same_text "$(<"$ROOT$TLS_DIR/$name.crt")" "$RKE2_CA_CERT"; then
       die "the server already has a different cluster CA ($TLS_DIR/$name.crt is not" \
         "RKE2_CA_CERT) and RKE2 cannot swap its CA by a restart; nothing was changed. Give" \
         "the existing CA as RKE2_CA_CERT with its key, or rotate it with" \
@@ -105,7 +103,7 @@ ensure_cluster_ca() {
 # the datastore exists. Sets FILE_CHANGED.
 ensure_token() {
   local file=$1 var=$2 what=$3
-  if [[ -d "$ROOT$DATASTORE_DIR" && -f "$ROOT$file" ]] && ! rke2_same_text "$(<"$ROOT$file")" "${!var}"; then
+  if [[ -d "$ROOT$DATASTORE_DIR" && -f "$ROOT$file" ]] && ! same_text "$(<"$ROOT$file")" "${!var}"; then
     die "$what differs from the one this server was started with ($file); RKE2 encrypts" \
       "its datastore with it, so it cannot be swapped by a restart; nothing was changed." \
       "Give the old value, or rotate it with \`rke2 token rotate\` (docs: security/token.md)"

@@ -130,22 +130,13 @@ rke2_kubectl() {
   "$ROOT$RKE2_KUBECTL" --kubeconfig "$ROOT$RKE2_ADMIN_KUBECONFIG" "$@"
 }
 
-# rke2_same_text A B: success when A and B differ at most in trailing newlines (files
-# written by write_text end in exactly one).
-rke2_same_text() {
-  local a=$1 b=$2
-  while [[ "$a" == *$'\n' ]]; do a=${a%$'\n'}; done
-  while [[ "$b" == *$'\n' ]]; do b=${b%$'\n'}; done
-  [[ "$a" == "$b" ]]
-}
-
 # rke2_write_kubelet_config TEXT: the kubelet drop-in on a node that has not started its
 # kubelet yet; on a node in service only apply-agent-args.sh changes it (a CPU manager
 # policy change needs the node drained first). Sets FILE_CHANGED.
 rke2_write_kubelet_config() {
   FILE_CHANGED=0
   if [[ -f "$ROOT$RKE2_KUBELET_CONFIG_FILE" && -f "$ROOT$RKE2_KUBELET_KUBECONFIG" ]]; then
-    if ! rke2_same_text "$(<"$ROOT$RKE2_KUBELET_CONFIG_FILE")" "$1"; then
+    if ! same_text "$(<"$ROOT$RKE2_KUBELET_CONFIG_FILE")" "$1"; then
       log "the kubelet settings changed; the apply-agent-args step applies them"
     fi
     return 0

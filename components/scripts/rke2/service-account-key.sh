@@ -6,8 +6,6 @@ set -euo pipefail
 # service.key holds every key it verifies with); the private key never leaves the host:
 # openssl derives the public one here. components/aws/service_account_issuer.py.
 # Inputs:
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=service-account-key}"

@@ -3,8 +3,6 @@
 # installs the new release from its tarball and restarts rke2-agent (upgrade/lib.sh
 # upgrade_worker).
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=../upgrade/lib.sh

@@ -3,8 +3,6 @@
 # RUNTIME_CLASS exists as its chart CHART_RELEASE installed (or adopted) it, within
 # WAIT_TIMEOUT seconds; the program then patches that object's scheduling.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=wait-for-runtime-class}"

@@ -3,8 +3,6 @@
 # settings change (HOST_SETTINGS): drains the node unless it runs them already, once it
 # holds one of the MAX_UNAVAILABLE upgrade slots and no node is marked as failed.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_UPGRADE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=../drain/lib.sh

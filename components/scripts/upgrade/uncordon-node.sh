@@ -3,8 +3,6 @@
 # Ready, uncordons it if drain-node cordoned it (freeing its slot, clearing a failed mark)
 # and records its host settings; a node that does not get Ready is marked as failed.
 set -euo pipefail
-# shellcheck source=../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_UPGRADE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=uncordon-node}"
