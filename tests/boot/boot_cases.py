@@ -102,7 +102,7 @@ WORK = {
                            r"^k0s kubectl get --raw=/readyz$"),
     # Its envelope, read from SSM, run: the backups' timer.
     "install-backup": (r"^systemctl enable gpu-cluster-backup\.timer$",
-                       r"^systemctl restart gpu-cluster-backup\.timer$"),
+                       r"^systemctl start gpu-cluster-backup\.timer$"),
 }
 # What each step logs last when it completes.
 DONE = {
@@ -113,7 +113,7 @@ DONE = {
     "install-controller": "ready: the Kubernetes API",
     "reboot-if-needed": "changed: rebooting in 2s for what the earlier steps installed",
     "verify-boot": "boot verified: kernel arguments active",
-    "install-backup": "changed: gpu-cluster-backup.timer starts a snapshot at",
+    "install-backup": "gpu-cluster-backup.timer starts a snapshot at",
 }
 # What differs with RKE2: its steps' work, last words and a call only they make.
 RKE2_WORK = {
