@@ -147,9 +147,8 @@ class Rke2:
         return self.settings.kubernetes.version
 
     def server_address(self) -> str:
-        """Where agents reach the server: the controller host's address, or the fixed
-        private address of the EC2 control plane (hybrid, cloud)."""
-        return self.settings.server_address
+        """Where agents reach the server: the control plane's endpoint."""
+        return self.settings.endpoint.node_address
 
     def cluster_config(self, controller: Host, extra_sans: Sequence[str] = ()) -> str:
         """/etc/rancher/rke2/config.yaml of the server; `extra_sans` for its public
@@ -159,8 +158,7 @@ class Rke2:
             "node-name": controller.name,
             "node-ip": controller.address,
             "advertise-address": controller.address,
-            "tls-san": list(dict.fromkeys(
-                [controller.address, *extra_sans, *settings.kubernetes.api_sans])),
+            "tls-san": list(dict.fromkeys(settings.endpoint.sans(extra_sans))),
             "cni": ["canal"],
             "cluster-cidr": settings.pod_cidr,
             "service-cidr": settings.service_cidr,
