@@ -179,12 +179,10 @@ class Rke2:
             config["node-taint"] = [*config.get("node-taint", []), SERVER_ONLY_TAINT]
         return yaml.safe_dump(config, sort_keys=False)
 
-    def agent_config(self, node: "Host | WorkerPool", node_ip: str,
-                     server_address: Optional[str] = None) -> str:
+    def agent_config(self, node: "Host | WorkerPool", node_ip: str) -> str:
         """/etc/rancher/rke2/config.yaml of an agent; an empty `node_ip` lets it pick the
         instance's address, a pool's node keeps its host name."""
-        server = server_address or self.server_address()
-        config: dict = {"server": f"https://{server}:{SUPERVISOR_PORT}",
+        config: dict = {"server": f"https://{self.server_address()}:{SUPERVISOR_PORT}",
                         "token-file": AGENT_TOKEN_FILE}
         if isinstance(node, Host):
             config["node-name"] = node.name
@@ -293,13 +291,12 @@ class Rke2:
         SERVER_FIREWALL_PORTS."""
         return {**(SERVER_FIREWALL_PORTS if host.runs_control_plane else {}), **NODE_PORTS}
 
-    def node_env(self, node: "Host | WorkerPool", node_ip: str,
-                 server_address: Optional[str] = None) -> dict[str, str]:
+    def node_env(self, node: "Host | WorkerPool", node_ip: str) -> dict[str, str]:
         """join-agent's inputs but the agent token (RKE2_AGENT_TOKEN or
         RKE2_AGENT_TOKEN_SSM_PARAMETER, see join_token)."""
         return {
             **self.version_env(),
-            "RKE2_CONFIG": self.agent_config(node, node_ip, server_address),
+            "RKE2_CONFIG": self.agent_config(node, node_ip),
             "RKE2_KUBELET_CONFIG": self.worker_profile_values(),
         }
 
