@@ -180,7 +180,8 @@ class Cluster(pulumi.ComponentResource):
         booted = controller.booted
         control_plane = ControlPlane(
             f"{self._name}-control-plane",
-            ControlPlaneArgs(host=controller.host, cluster_name=settings.cluster_name,
+            ControlPlaneArgs(host=controller.host, endpoint=machines.endpoint,
+                             cluster_name=settings.cluster_name,
                              kubernetes=settings.kubernetes, distribution=self._distribution,
                              pki=self.pki, prepared=controller.prepared,
                              public_address=controller.public_address,
@@ -332,8 +333,7 @@ class Cluster(pulumi.ComponentResource):
                         ) or [storage.efs.mount_target_address]
         if not servers:
             return None
-        return StorageEgress(servers, machines.controller.host.address,
-                             settings.kubernetes.api_port)
+        return StorageEgress(servers, machines.endpoint.node_address, machines.endpoint.port)
 
     def _create_kueue(self) -> Optional[list]:
         """Kueue for the teams' queues (access.queues), when there is a team."""

@@ -18,6 +18,7 @@ from config.access import AccessSettings
 from config.aws_checks import cloud_checks, hybrid_checks
 from config.backup import BackupSettings, backup_checks
 from config.cloud import AwsSettings, VpnSettings
+from config.control_plane import ControlPlaneEndpoint, control_plane_endpoint
 from config.firewall import HostFirewallSettings, firewall_checks
 from config.hosts import Host, WorkerPool
 from config.image_checks import image_checks
@@ -334,8 +335,20 @@ class StackConfig(Section):
         return self.vpn.mtu - 50
 
     @property
+    def controllers(self) -> tuple[Host, ...]:
+        """The hosts that run the control plane, in config order (none: it is the EC2
+        instance of hybrid and cloud)."""
+        return tuple(host for host in self.hosts if host.runs_control_plane)
+
+    @property
     def controller(self) -> Host:
-        return next(host for host in self.hosts if host.runs_control_plane)
+        """The first controller: the one that initialises the cluster."""
+        return next(iter(self.controllers))
+
+    @property
+    def control_plane_endpoint(self) -> ControlPlaneEndpoint:
+        """Where nodes and users reach the API (config/control_plane.py)."""
+        return control_plane_endpoint(self.controllers, self.aws, self.kubernetes)
 
     @property
     def workers(self) -> list[Host]:

@@ -6,7 +6,6 @@ import importlib
 
 from components.distributions.base import Distribution, DistributionSettings
 from config import versions
-from config.cloud import control_plane_address
 from config.model import StackConfig
 from config.release_pins import release_sha256
 from config.storage import service_account_issuer
@@ -21,7 +20,6 @@ DISTRIBUTIONS = {name: distribution_class(name) for name in versions.DISTRIBUTIO
 
 def distribution_settings(config: StackConfig) -> DistributionSettings:
     """The one place a distribution's settings are read from the stack config."""
-    controller = next((host for host in config.hosts if host.runs_control_plane), None)
     return DistributionSettings(
         cluster_name=config.cluster_name,
         kubernetes=config.kubernetes,
@@ -31,9 +29,7 @@ def distribution_settings(config: StackConfig) -> DistributionSettings:
         cni_mtu=config.cni_mtu,
         tuning=config.tuning,
         nvidia_default_runtime=config.nvidia.default_runtime,
-        # No controller among the hosts: it is the EC2 instance (hybrid, cloud).
-        server_address=(controller.address if controller
-                        else control_plane_address(config.aws)),
+        endpoint=config.control_plane_endpoint,
         host_addresses=tuple(host.address for host in config.hosts),
         has_pools=bool(config.pools),
         release_sha256=release_sha256(config.kubernetes.distribution, config.kubernetes.version,

@@ -14,6 +14,7 @@ from components.common.step_text import Script
 from components.distributions.registry_mirror import RegistryFile
 from config import versions
 from config.images import ImageMirror
+from config.control_plane import ControlPlaneEndpoint
 from config.kubernetes import KubernetesSettings
 from config.hosts import MACHINE_GENERATION_LABEL, Host, WorkerPool
 from config.model import HostTuning
@@ -38,9 +39,8 @@ class DistributionSettings:
     tuning: HostTuning
     # nvidia.defaultRuntime: `nvidia` as GPU nodes' default container runtime.
     nvidia_default_runtime: bool
-    # Where agents reach the server: the controller host's address or the EC2 control
-    # plane's fixed private one.
-    server_address: str
+    # Where nodes reach the API and the server (config/control_plane.py).
+    endpoint: ControlPlaneEndpoint
     # The configured hosts' addresses, and whether pools' instances (addresses not known in
     # advance) join too: what the CNI's interface can be pinned by.
     host_addresses: tuple[str, ...]

@@ -112,8 +112,8 @@ class K0s(PrefixedInputs):
         spec: dict = {
             "api": {
                 "address": controller.address,
-                "port": settings.kubernetes.api_port,
-                "sans": [controller.address, *extra_sans, *settings.kubernetes.api_sans],
+                "port": settings.endpoint.port,
+                "sans": settings.endpoint.sans(extra_sans),
                 "extraArgs": api_server_args(settings.service_account_issuer),
             },
             "network": {

@@ -152,9 +152,8 @@ class Rke2(PrefixedInputs):
         return self.settings.kubernetes.version
 
     def server_address(self) -> str:
-        """Where agents reach the server: the controller host's address, or the fixed
-        private address of the EC2 control plane (hybrid, cloud)."""
-        return self.settings.server_address
+        """Where agents reach the server: the control plane's endpoint."""
+        return self.settings.endpoint.node_address
 
     def cluster_config(self, controller: Host, extra_sans: Sequence[str] = ()) -> str:
         """/etc/rancher/rke2/config.yaml of the server; `extra_sans` for its public
@@ -164,8 +163,7 @@ class Rke2(PrefixedInputs):
             "node-name": controller.name,
             "node-ip": controller.address,
             "advertise-address": controller.address,
-            "tls-san": list(dict.fromkeys(
-                [controller.address, *extra_sans, *settings.kubernetes.api_sans])),
+            "tls-san": list(dict.fromkeys(settings.endpoint.sans(extra_sans))),
             "cni": ["canal"],
             "cluster-cidr": settings.pod_cidr,
             "service-cidr": settings.service_cidr,
@@ -186,12 +184,10 @@ class Rke2(PrefixedInputs):
             config["node-taint"] = [*config.get("node-taint", []), SERVER_ONLY_TAINT]
         return yaml.safe_dump(config, sort_keys=False)
 
-    def agent_config(self, node: "Host | WorkerPool", node_ip: str,
-                     server_address: Optional[str] = None) -> str:
+    def agent_config(self, node: "Host | WorkerPool", node_ip: str) -> str:
         """/etc/rancher/rke2/config.yaml of an agent; an empty `node_ip` lets it pick the
         instance's address, a pool's node keeps its host name."""
-        server = server_address or self.server_address()
-        config: dict = {"server": f"https://{server}:{SUPERVISOR_PORT}",
+        config: dict = {"server": f"https://{self.server_address()}:{SUPERVISOR_PORT}",
                         "token-file": AGENT_TOKEN_FILE}
         if isinstance(node, Host):
             config["node-name"] = node.name
@@ -300,13 +296,12 @@ class Rke2(PrefixedInputs):
         SERVER_FIREWALL_PORTS."""
         return {**(SERVER_FIREWALL_PORTS if host.runs_control_plane else {}), **NODE_PORTS}
 
-    def node_env(self, node: "Host | WorkerPool", node_ip: str,
-                 server_address: Optional[str] = None) -> dict[str, str]:
+    def node_env(self, node: "Host | WorkerPool", node_ip: str) -> dict[str, str]:
         """join-agent's inputs but the agent token (RKE2_AGENT_TOKEN or
         RKE2_AGENT_TOKEN_SSM_PARAMETER, see join_token)."""
         return {
             **self.version_env(),
-            "RKE2_CONFIG": self.agent_config(node, node_ip, server_address),
+            "RKE2_CONFIG": self.agent_config(node, node_ip),
             "RKE2_KUBELET_CONFIG": self.worker_profile_values(),
         }
 

@@ -16,6 +16,7 @@ from components.kubernetes.kubeconfig import client_kubeconfig
 from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script, envelope
 from components.kubernetes.upgrade import check_version
+from config.control_plane import ControlPlaneEndpoint
 from config.kubernetes import KubernetesSettings
 from config.hosts import Host
 
@@ -25,9 +26,12 @@ WAIT_FOR_API = Script("local/wait-for-api.sh")
 @dataclass(frozen=True, kw_only=True)
 class ControlPlaneArgs:
     host: Host
+    # Where nodes reach the API (the join tokens' address), and users unless
+    # `public_address` is given.
+    endpoint: ControlPlaneEndpoint
     # The admin kubeconfig's and certificate's cluster name.
     cluster_name: str
-    # The API's port, the workers' join token expiry, how long to wait for an API the
+    # The workers' join token expiry, how long to wait for an API the
     # controller installs at boot.
     kubernetes: KubernetesSettings
     distribution: Distribution
@@ -52,12 +56,12 @@ class ControlPlane(pulumi.ComponentResource):
         super().__init__("gpu-cluster:cluster:ControlPlane", name, None, opts)
         self._args = args
         self.host = args.host
-        port = args.kubernetes.api_port
         # Where nodes reach the API (the join tokens' address).
-        self.node_endpoint = f"https://{args.host.address}:{port}"
+        self.node_endpoint = args.endpoint.node_url
         self.api_endpoint: pulumi.Input[str] = self.node_endpoint
         if args.public_address is not None:
-            self.api_endpoint = pulumi.Output.concat("https://", args.public_address, f":{port}")
+            self.api_endpoint = pulumi.Output.concat("https://", args.public_address,
+                                                     f":{args.endpoint.port}")
         pki = args.pki
         admin = f"{args.cluster_name}-admin"
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(

@@ -24,14 +24,14 @@ from contract import names
 class BareMetal(Layout):
     def result(self) -> LayoutResult:
         context, settings = self.context, self.context.settings
-        controller = settings.controller
-        first = bootstrap(context, controller, controller.address)
+        controller, endpoint = settings.controller, settings.control_plane_endpoint
+        first = bootstrap(context, controller, endpoint.node_address)
         bootstraps = {h.name: first if h.name == controller.name
-                      else bootstrap(context, h, controller.address, controller=first)
+                      else bootstrap(context, h, endpoint.node_address, controller=first)
                       for h in settings.hosts}
         backup = bare_metal_backup_target(settings)
         return LayoutResult(
-            controller=Controller(host=controller, prepared=first.prepared),
+            controller=Controller(host=controller, prepared=first.prepared), endpoint=endpoint,
             workers=prepared_workers(settings, controller, bootstraps),
             services=Services(storage_servers=storage_servers(bootstraps), backup=backup),
             outputs=frozen_mapping({

@@ -81,6 +81,7 @@ class Cloud(OnAws):
             controller=Controller(host=instance.host,
                                   booted=BootedController(instance=instance.instance, ssh=ssh),
                                   public_address=self._public_address(aws_side)),
+            endpoint=settings.control_plane_endpoint,
             workers=(),
             services=Services(
                 storage_servers=tuple(efs.mount_targets if efs is not None else ()),

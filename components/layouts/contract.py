@@ -22,6 +22,7 @@ from components.hosts.steps import HostSettings
 from components.kubernetes.backups import BackupTarget
 from components.kubernetes.control_plane import ControlPlane
 from components.kubernetes.pki import ClusterPki
+from config.control_plane import ControlPlaneEndpoint
 from config.hosts import Host
 from config.model import StackConfig
 from config.problems import Problem
@@ -113,7 +114,10 @@ class Services:
 
 @dataclass(frozen=True, kw_only=True)
 class LayoutResult:
+    # The first controller, which initialises the cluster.
     controller: Controller
+    # Where nodes and users reach the API (StackConfig.control_plane_endpoint).
+    endpoint: ControlPlaneEndpoint
     workers: tuple[PreparedWorker, ...]
     services: Services
     # Stack outputs, by name (components/cluster.py OUTPUTS orders them).

@@ -60,7 +60,8 @@ class Hybrid(OnAws):
         aws_side = self._aws_side()
         instance = aws_side.instance
         controller = instance.host
-        bootstraps = {controller.name: bootstrap(context, controller, instance.private_ip,
+        endpoint = settings.control_plane_endpoint
+        bootstraps = {controller.name: bootstrap(context, controller, endpoint.node_address,
                                                  endpoint=instance.ssh_endpoint)}
         # On-prem hosts reach the control plane only once the tunnel is up.
         bootstraps.update({h.name: bootstrap(context, h, "",
@@ -90,6 +91,7 @@ class Hybrid(OnAws):
         return LayoutResult(
             controller=Controller(host=controller, prepared=bootstraps[controller.name].prepared,
                                   public_address=self._public_address(aws_side)),
+            endpoint=endpoint,
             workers=prepared_workers(
                 settings, controller, bootstraps,
                 {h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts}),

@@ -99,7 +99,7 @@ def nfs_client_addresses(settings: StackConfig) -> tuple[str, ...]:
     own address is not a node."""
     addresses = [h.address for h in settings.hosts if h.runs_workloads]
     # On bare metal; the AWS layouts' controller is no host here and backs up to S3.
-    controller = next((h for h in settings.hosts if h.runs_control_plane), None)
+    controller = next(iter(settings.controllers), None)
     if controller is not None and backup_store(settings.layout, settings.backup,
                                                settings.storage, controller.name) == "nfs":
         addresses.append(controller.address)
