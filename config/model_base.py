@@ -108,7 +108,8 @@ class Section(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        # Docstrings keep their line breaks (inspect.cleandoc); a description is one line.
+        # Docstrings keep their line breaks (pydantic 2.14.3 pydantic/_internal/
+        # _docs_extraction.py:35, inspect.cleandoc); a description is one line.
         for field in cls.model_fields.values():
             if field.description:
                 field.description = " ".join(field.description.split())
