@@ -3,41 +3,30 @@ install-backup step puts a systemd timer, the backup command and gpu-cluster-res
 the controller, each the distribution's way of taking and restoring a snapshot
 (<distribution>/cluster-state.sh) around the same shared scripts (scripts/backup/).
 
-Over SSH it runs as any step. The cloud layout's controller installs itself from user
-data, which EC2 caps at 16 KiB and which has no room for these scripts: there the step's
-envelope, the very text SSH would send, is kept gzipped in SSM SecureStrings that a small
-boot step reads and runs (backup_boot_step)."""
+It runs from the step bundle, over SSH as any step and in the cloud controller's boot
+plan: the commands and the libraries they source are files of that bundle, each installed
+once, named in its inputs with their sha256."""
 
-import base64
-import gzip
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
 from pulumi_command import remote
 
+from components.common.bundle import step_bundle
 from components.common.remote_step import Ssh, run_step
-from components.common.shell_text import without_comment_lines
-from components.common.step_text import Script, envelope, read_script, render_envelope
+from components.common.step_text import Script
 from components.distributions.base import Distribution
 from components.hosts.steps import HostStep
 from config.backup import BackupSettings, Store
 
 INSTALL_BACKUP = Script("backup/install-backup.sh")
 REMOVE_BACKUP = Script("backup/remove-backup.sh")
-BOOT_INSTALL_BACKUP = Script("aws/run-step-from-ssm.sh")
 STEP = "install-backup"
 # Where install-backup puts the S3 client, and where the instance's boot keeps the SSM
 # client it shares code with (boot/run-boot.sh).
 S3_CLIENT = "/usr/local/lib/gpu-cluster/backup/s3-object.py"
 SSM_CLIENT = "/var/lib/gpu-cluster/boot/ssm-parameter.py"
-# An SSM SecureString of the standard tier holds 4 KB
-# (https://docs.aws.amazon.com/systems-manager/latest/userguide/parameter-store-advanced-parameters.html).
-SSM_CHUNK_CHARACTERS = 4000
-# How many parameters hold the envelope: a fixed number, so that a longer or shorter script
-# never adds or removes a resource; room for twice today's envelope.
-ENVELOPE_PARAMETERS = 8
 
 
 @dataclass(frozen=True)
@@ -51,14 +40,13 @@ class BackupTarget:
     env: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
-def command_text(distribution: Distribution, command: str) -> str:
-    """The backup command or gpu-cluster-restore as installed: the shared library, the
-    backup settings' library, the distribution's snapshot functions, the command. The
-    libraries without their comment lines: the envelope holds each twice more (the
-    SSM parameters' room); the command keeps its own."""
-    libraries = ("lib.sh", "backup/lib.sh", distribution.cluster_state)
-    return "\n".join([*(without_comment_lines(read_script(path)) for path in libraries),
-                      read_script(f"backup/{command}.sh")])
+def backup_files(distribution: Distribution, store: Store) -> str:
+    """install-backup's BACKUP_FILES: `PATH=SHA256` of each file of the step bundle the
+    installed commands run (install-backup's installed_path says where each goes)."""
+    paths = ["lib.sh", "backup/lib.sh", distribution.cluster_state, "backup/backup.sh",
+             "backup/restore.sh", *(["aws/s3-object.py"] if store == "s3" else [])]
+    bundle = step_bundle()
+    return " ".join(f"{path}={bundle.sha256(path)}" for path in paths)
 
 
 def install_backup_env(distribution: Distribution, settings: BackupSettings,
@@ -66,8 +54,7 @@ def install_backup_env(distribution: Distribution, settings: BackupSettings,
     """install-backup's inputs. Every store gets the age public keys (backup.recipients)
     the controller encrypts each snapshot to; no key that decrypts leaves the config."""
     env = {
-        "BACKUP_SCRIPT": command_text(distribution, "backup"),
-        "RESTORE_SCRIPT": command_text(distribution, "restore"),
+        "BACKUP_FILES": backup_files(distribution, target.store),
         "BACKUP_SCHEDULE": settings.schedule,
         "BACKUP_RETENTION": str(settings.retention),
         "BACKUP_NAME": cluster_name,
@@ -77,8 +64,7 @@ def install_backup_env(distribution: Distribution, settings: BackupSettings,
         **target.env,
     }
     if target.store == "s3":
-        env.update(S3_CLIENT=S3_CLIENT, SSM_CLIENT=SSM_CLIENT,
-                   S3_CLIENT_SCRIPT=read_script("aws/s3-object.py"))
+        env.update(S3_CLIENT=S3_CLIENT, SSM_CLIENT=SSM_CLIENT)
     return env
 
 
@@ -91,33 +77,6 @@ def install_backup_over_ssh(host: str, ssh: Ssh, env: Mapping[str, pulumi.Input[
                     delete=REMOVE_BACKUP, depends_on=after, parent=parent)
 
 
-def envelope_chunks(host: str, env: Mapping[str, pulumi.Input[str]]) -> list[pulumi.Output[str]]:
-    """The install-backup envelope, gzipped and base64-encoded, in ENVELOPE_PARAMETERS
-    pieces of equal length (check_envelope_fits)."""
-    text = envelope(host, STEP, INSTALL_BACKUP, env)
-    encoded = text.apply(_encoded)
-    size = encoded.apply(lambda e: math.ceil(len(e) / ENVELOPE_PARAMETERS))
-    return [pulumi.Output.all(encoded, size).apply(lambda v, i=index: v[0][i * v[1]:(i + 1) * v[1]])
-            for index in range(ENVELOPE_PARAMETERS)]
-
-
-def check_envelope_fits(host: str, env: Mapping[str, str]) -> None:
-    """Refuses an envelope the parameters cannot hold, rendered with the values not known
-    yet (a bucket's name) at their longest."""
-    length = len(_encoded(render_envelope(host, STEP, INSTALL_BACKUP, env)))
-    if length > ENVELOPE_PARAMETERS * SSM_CHUNK_CHARACTERS:
-        raise ValueError(f"the install-backup step is {length} characters encoded, over the "
-                         f"{ENVELOPE_PARAMETERS} SSM parameters' "
-                         f"{ENVELOPE_PARAMETERS * SSM_CHUNK_CHARACTERS}")
-
-
-def _encoded(text: str) -> str:
-    return base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode()
-
-
-def backup_boot_step(parameters: Sequence[str], region: str) -> HostStep:
-    """The boot step that reads the envelope from `parameters` (in order) and runs it."""
-    return HostStep("install-backup", BOOT_INSTALL_BACKUP, {
-        "STEP_ENVELOPE_SSM_PARAMETERS": " ".join(parameters),
-        "AWS_REGION": region,
-    })
+def install_backup_step(env: Mapping[str, pulumi.Input[str]]) -> HostStep:
+    """install-backup among a controller's boot steps, once the control plane is installed."""
+    return HostStep(STEP, INSTALL_BACKUP, env)

@@ -25,12 +25,9 @@ from components.aws import ssm_paths
 from components.aws.network import AwsNetwork, AwsNetworkArgs
 from components.aws.tags import default_tags
 from components.aws.efs import EfsFileSystem, EfsFileSystemArgs
-from components.distributions.base import Distribution
 from components.kubernetes.backups import (
     BackupTarget,
-    backup_boot_step,
-    check_envelope_fits,
-    envelope_chunks,
+    install_backup_step,
     install_backup_env,
 )
 from components.hosts.steps import preparation_steps
@@ -40,7 +37,6 @@ from components.layouts.over_ssh import node_outputs, registries_env
 from config.backup import backup_store
 from config.cloud import cluster_cidrs, node_cidrs
 from config.model import StackConfig
-from config.problems import Problem
 from config.storage import efs_mounts_with_iam
 from config.types import public_key_of
 from contract import names
@@ -64,21 +60,6 @@ def s3_backup_target(settings: StackConfig, bucket: pulumi.Input[str],
         "BACKUP_BUCKET": bucket,
         "BACKUP_OBJECT": f"{backup_prefix(settings.cluster_name)}/{SNAPSHOT_OBJECT}",
         "AWS_REGION": settings.aws.region})
-
-
-def backup_envelope_problems(settings: StackConfig, distribution: Distribution) -> list[Problem]:
-    """The install-backup envelope of a controller that boots itself must fit the SSM
-    parameters that hold it, rendered with the value not known yet (the bucket's name) at
-    its longest: 63 characters."""
-    if not backup_store(settings.layout, settings.backup, None, None):
-        return []
-    env = install_backup_env(distribution, settings.backup, settings.cluster_name,
-                             s3_backup_target(settings, "b" * 63, ""))
-    try:
-        check_envelope_fits(settings.aws.control_plane.name, env)
-    except ValueError as error:
-        return [Problem("backup.recipients", f"{error}: fewer recipients make it shorter")]
-    return []
 
 
 @dataclass(frozen=True)
@@ -161,18 +142,11 @@ class OnAws(Layout):
         return s3_backup_target(self.context.settings, bucket.bucket.bucket, bucket.location)
 
     def _install_backup_at_boot(self, boot: ControllerBoot, bucket: BackupBucket) -> None:
-        """install-backup among the controller's boot steps, its envelope in SSM (its size
-        checked by `refusals`)."""
+        """install-backup among the controller's boot steps, after its install."""
         context, settings = self.context, self.context.settings
-        host = settings.aws.control_plane.name
-        env = install_backup_env(context.distribution, settings.backup, settings.cluster_name,
-                                 self._backup_target(bucket))
-        chunks = envelope_chunks(host, env)
-        names = [f"backup-step-{index}" for index in range(len(chunks))]
-        boot.stored = {**boot.stored, **dict(zip(names, chunks))}
-        boot.after_install = (backup_boot_step(
-            [ssm_paths.control_plane_secret(settings.cluster_name, name) for name in names],
-            settings.aws.region),)
+        boot.after_install = (install_backup_step(install_backup_env(
+            context.distribution, settings.backup, settings.cluster_name,
+            self._backup_target(bucket))),)
 
     def _efs(self, aws_side: AwsSide) -> Optional[EfsFileSystem]:
         """The EFS file system of storage.efs, mounted by the controller where it is a

@@ -16,14 +16,12 @@ from components.aws.gpu_worker_pool import (
 )
 from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
 from components.common.remote_step import Ssh, SshAccess, connection_to
-from components.distributions.base import Distribution
 from components.hosts.bundle_step import with_bundle
 from components.hosts.steps import preparation_steps
 from components.kubernetes.control_plane import ControlPlane
 from components.layouts.aws import (
     AwsSide,
     OnAws,
-    backup_envelope_problems,
     boot_password,
     mirror_password,
 )
@@ -37,8 +35,6 @@ from components.layouts.contract import (
     frozen_mapping,
 )
 from components.layouts.over_ssh import registries_env
-from config.model import StackConfig
-from config.problems import Problem
 from contract import names
 
 
@@ -61,11 +57,6 @@ class Cloud(OnAws):
     # What self_joining builds on, kept from result().
     _aws: AwsSide
     _efs_system: Optional[EfsFileSystem]
-
-    @classmethod
-    def refusals(cls, settings: StackConfig, distribution: Distribution) -> list[Problem]:
-        """The controller's install-backup step travels in SSM parameters of a fixed size."""
-        return backup_envelope_problems(settings, distribution)
 
     def result(self) -> LayoutResult:
         self._aws = aws_side = self._aws_side()

@@ -23,7 +23,6 @@ from components.aws.boot import boot_scripts, plan_steps
 from components.distributions import rke2
 from components.common.step_text import step_inputs
 from config import load as load_config, versions
-from preview.engine import unwrap_secrets
 from preview.plan import Plan, ResourceRecord
 from preview.engine import run_program
 from preview.stack_file import EXAMPLE_STACKS, StackConfigFile, read_stack
@@ -100,7 +99,7 @@ WORK = {
     "join-worker": (r"^k0s install worker ", r"^k0s start$"),
     "install-controller": (r"^k0s install controller ", r"^k0s start$",
                            r"^k0s kubectl get --raw=/readyz$"),
-    # Its envelope, read from SSM, run: the backups' timer.
+    # From the bundle, as every boot step: the backups' timer.
     "install-backup": (r"^systemctl enable gpu-cluster-backup\.timer$",
                        r"^systemctl start gpu-cluster-backup\.timer$"),
 }
@@ -311,16 +310,6 @@ def ssm_reads(case: Boot) -> list[tuple[str, str, str]]:
             for name, value in inputs.items() if name.endswith("_SSM_PARAMETER") and value]
 
 
-def envelope_parameters(case: Boot) -> dict[tuple[str, str], str]:
-    """The SSM parameters holding a step's envelope (aws/run-step-from-ssm.sh), with the
-    values the program stores in them."""
-    wanted = {(case.inputs["AWS_REGION"], name) for inputs in map(step_inputs, case.scripts)
-              for name in inputs.get("STEP_ENVELOPE_SSM_PARAMETERS", "").split()}
-    stored = {r.inputs["name"]: unwrap_secrets(r.inputs["value"])
-              for r in plan(case.stack).of_type("aws:ssm/parameter:Parameter")}
-    return {(region, name): stored[name] for region, name in wanted}
-
-
 def run_boot(case: Boot, tmp_path: Path, objects: Optional[dict[str, bytes]] = None,
              **stub_controls: str) -> tuple[CloudInitRun, StubHost, list[CloudInitRun]]:
     """Boots the machine on a stubbed host that serves the SSM parameters it names, its
@@ -328,7 +317,6 @@ def run_boot(case: Boot, tmp_path: Path, objects: Optional[dict[str, bytes]] = N
     it, boots it again as the reboot would. Returns the last boot's run, the host, and
     every boot's run."""
     ssm = {(region, parameter): SSM_VALUES[name] for name, region, parameter in ssm_reads(case)}
-    ssm.update(envelope_parameters(case))
     host = stub_host(tmp_path / "host", ssm)
     if is_rke2(case):
         # RKE2 puts its kubectl in its data dir when it starts (the stub answers for it).

@@ -24,19 +24,19 @@ setup_file() {
   for name in restore second stranger; do
     age-keygen -o "$BATS_FILE_TMPDIR/$name.key" 2>/dev/null
   done
-  # The installed commands, as the program makes them (components/kubernetes/backups.py
-  # command_text), once for the file's tests.
+  # install-backup's BACKUP_FILES as the program renders them (components/kubernetes/
+  # backups.py backup_files), once for the file's tests.
   (cd "$REPO_ROOT" && "$PYTHON" -c 'import sys
 from components.distributions import DISTRIBUTIONS
-from components.kubernetes.backups import command_text
+from components.kubernetes.backups import backup_files
 for name, distribution in DISTRIBUTIONS.items():
-    for command in ("backup", "restore"):
-        with open(f"{sys.argv[1]}/{name}-{command}", "w") as out:
-            out.write(command_text(distribution, command))' "$BATS_FILE_TMPDIR")
+    for store in ("path", "s3"):
+        with open(f"{sys.argv[1]}/{name}-{store}", "w") as out:
+            out.write(backup_files(distribution, store))' "$BATS_FILE_TMPDIR")
 }
 
-# command_text DISTRIBUTION NAME: the installed command (setup_file).
-command_text() {
+# backup_files DISTRIBUTION STORE: install-backup's BACKUP_FILES (setup_file).
+backup_files() {
   cat "$BATS_FILE_TMPDIR/$1-$2"
 }
 
@@ -81,7 +81,7 @@ setup() {
 # use_path_store DISTRIBUTION / use_nfs_store / use_s3_store: install-backup's inputs.
 use_path_store() {
   export BACKUP_STORE=path BACKUP_DIR=/mnt/backups BACKUP_RECIPIENTS=$RECIPIENTS \
-    BACKUP_SCRIPT="$(command_text "$1" backup)" RESTORE_SCRIPT="$(command_text "$1" restore)"
+    BACKUP_FILES="$(backup_files "$1" path)"
 }
 
 use_nfs_store() {
@@ -95,8 +95,7 @@ use_s3_store() {
     BACKUP_OBJECT=research/control-plane/snapshot AWS_REGION=eu-central-1 \
     S3_CLIENT=/usr/local/lib/gpu-cluster/backup/s3-object.py \
     SSM_CLIENT=/var/lib/gpu-cluster/boot/ssm-parameter.py \
-    S3_CLIENT_SCRIPT="$(<"$SCRIPTS_DIR/aws/s3-object.py")" CONTROLLER_SERVICE=rke2-server.service \
-    BACKUP_SCRIPT="$(command_text rke2 backup)" RESTORE_SCRIPT="$(command_text rke2 restore)"
+    CONTROLLER_SERVICE=rke2-server.service BACKUP_FILES="$(backup_files rke2 s3)"
   unset BACKUP_DIR
   mkdir -p "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/boot"
   cp "$SCRIPTS_DIR/ssm-parameter.py" "$GPU_CLUSTER_ROOT$SSM_CLIENT"
@@ -180,6 +179,47 @@ python3_real() {
     "BACKUP_RETENTION must be a count" "BACKUP_DIR is not valid" "BACKUP_SCHEDULE is not a calendar event"
   [ ! -e "$GPU_CLUSTER_ROOT$TIMER" ]
   assert_no_state_changes
+}
+
+@test "install-backup: each library once, beside the commands, from the tree it runs from" {
+  run_script backup/install-backup.sh
+  assert_success
+  dir=/usr/local/lib/gpu-cluster
+  for path in lib.sh backup/lib.sh backup/backup.sh backup/restore.sh; do
+    cmp "$SCRIPTS_DIR/$path" "$GPU_CLUSTER_ROOT$dir/$path"
+  done
+  cmp "$SCRIPTS_DIR/k0s/cluster-state.sh" "$GPU_CLUSTER_ROOT$dir/backup/cluster-state.sh"
+  assert_mode "$dir/lib.sh" 644
+  assert_mode "$dir/backup/cluster-state.sh" 644
+  [ "$(find "$GPU_CLUSTER_ROOT$dir" -type f | wc -l)" = 5 ]
+  # gpu-cluster-restore runs the installed restore.sh, found relative to itself.
+  grep -qxF 'exec "$(dirname "${BASH_SOURCE[0]}")/../lib/gpu-cluster/backup/restore.sh" "$@"' "$GPU_CLUSTER_ROOT$RESTORE"
+}
+
+@test "install-backup: a file other than the one the step was rendered with is refused, naming it" {
+  BACKUP_FILES="${BACKUP_FILES/backup\/lib.sh=????????/backup/lib.sh=00000000}" run_script backup/install-backup.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: install-backup:" "/backup/lib.sh has sha256 " \
+    "not the 00000000"
+  [ ! -e "$GPU_CLUSTER_ROOT$TIMER" ] && [ ! -e "$GPU_CLUSTER_ROOT/usr/local/lib/gpu-cluster/backup/lib.sh" ]
+}
+
+@test "install-backup: BACKUP_FILES names each file the commands run, once and no other" {
+  BACKUP_FILES="lib.sh=$(printf '0%.0s' {1..64}) lib.sh=$(printf '1%.0s' {1..64}) ../etc/passwd=$(printf '2%.0s' {1..64}) k0s/cluster-state.sh=xyz" \
+    run_script backup/install-backup.sh
+  assert_failure
+  assert_output_contains "BACKUP_FILES names lib.sh more than once" \
+    "BACKUP_FILES has '../etc/passwd=" "BACKUP_FILES has 'k0s/cluster-state.sh=xyz'" \
+    "BACKUP_FILES lacks backup/lib.sh" "BACKUP_FILES lacks backup/restore.sh" \
+    "BACKUP_FILES lacks the distribution's cluster-state.sh"
+  assert_no_state_changes
+}
+
+@test "install-backup: out of the step bundle, where its files are not, it says so" {
+  mkdir -p "$BATS_TEST_TMPDIR/empty-bundle"
+  GPU_CLUSTER_BUNDLE_DIR="$BATS_TEST_TMPDIR/empty-bundle" run_script backup/install-backup.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: install-backup: no lib.sh in $BATS_TEST_TMPDIR/empty-bundle: this step runs from the step bundle"
 }
 
 @test "backup: keeps a snapshot in backup.path that only the recipients' keys decrypt" {
@@ -360,31 +400,8 @@ refused_restore() {
   assert_success
   assert_called '^systemctl disable --now gpu-cluster-backup.timer$'
   [ ! -e "$GPU_CLUSTER_ROOT$TIMER" ] && [ ! -e "$GPU_CLUSTER_ROOT$COMMAND" ]
-  [ ! -e "$GPU_CLUSTER_ROOT$RECIPIENTS_FILE" ]
+  [ ! -e "$GPU_CLUSTER_ROOT$RECIPIENTS_FILE" ] && [ ! -e "$GPU_CLUSTER_ROOT$RESTORE" ]
+  [ -z "$(find "$GPU_CLUSTER_ROOT/usr/local/lib/gpu-cluster" -type f)" ]
   [ "$(kept | wc -l)" = 1 ]
   assert_idempotent backup/remove-backup.sh
-}
-
-@test "run-step-from-ssm: runs the envelope kept in SSM parameters, in order" {
-  ln -sf "$TESTS_DIR/stubs/stub" "$BATS_TEST_TMPDIR/bin/python3"
-  export_ssm_reader
-  export AWS_REGION=eu-central-1
-  printf '#!/bin/bash\ncase "$1" in create) echo "ran $GPU_CLUSTER_STEP on $GPU_CLUSTER_HOST" >"%s/ran" ;; esac\n' \
-    "$STUB_STATE" >"$BATS_TEST_TMPDIR/envelope"
-  encoded="$(gzip -c "$BATS_TEST_TMPDIR/envelope" | base64 -w0)"
-  ssm_parameter eu-central-1 /gpu-cluster/dev/control-plane/backup-step-0 "${encoded:0:20}"
-  ssm_parameter eu-central-1 /gpu-cluster/dev/control-plane/backup-step-1 "${encoded:20}"
-  GPU_CLUSTER_STEP=install-backup STEP_ENVELOPE_SSM_PARAMETERS="/gpu-cluster/dev/control-plane/backup-step-0 /gpu-cluster/dev/control-plane/backup-step-1" \
-    run_script aws/run-step-from-ssm.sh
-  assert_success
-  [ "$(<"$STUB_STATE/ran")" = "ran install-backup on moscow" ]
-}
-
-@test "run-step-from-ssm: a bad parameter name fails naming host and step" {
-  export_ssm_reader
-  export AWS_REGION=eu-central-1
-  GPU_CLUSTER_STEP=install-backup STEP_ENVELOPE_SSM_PARAMETERS="not a/parameter name!" \
-    run_script aws/run-step-from-ssm.sh
-  assert_failure
-  assert_output_contains "gpu-cluster: moscow: install-backup:" "is not an SSM parameter name"
 }

@@ -148,6 +148,11 @@ def scan_files(files: list[str]) -> Scan:
     return scan
 
 
+# Files a script sources that are installed beside it from another file of the tree: the
+# backup commands' cluster-state.sh is the distribution's (backup/install-backup.sh).
+INSTALLED_FROM = {"backup/cluster-state.sh": ("k0s/cluster-state.sh", "rke2/cluster-state.sh")}
+
+
 def script_files(path: str) -> list[str]:
     """The files a script runs with: the libraries it sources, then itself."""
     if not path.endswith(".sh"):
@@ -155,9 +160,10 @@ def script_files(path: str) -> list[str]:
     folder = (SCRIPTS_DIR / path).parent
     libraries: list[str] = []
     for relative in _SOURCE.findall(read_script(path)):
-        library = str((folder / relative).resolve().relative_to(SCRIPTS_DIR.resolve()))
-        # What a library sources of another folder (upgrade/lib.sh: node/lib.sh) first.
-        libraries += [*sourced_libraries(library), library]
+        sourced = str((folder / relative).resolve().relative_to(SCRIPTS_DIR.resolve()))
+        for library in INSTALLED_FROM.get(sourced, (sourced,)):
+            # What a library sources of another folder (upgrade/lib.sh: node/lib.sh) first.
+            libraries += [*sourced_libraries(library), library]
     if libraries and "lib.sh" not in libraries:
         # A folder's lib.sh loads lib.sh (tests/scripts/shellcheck.bats holds it), which
         # sourced_libraries leaves out: every step runs it first.

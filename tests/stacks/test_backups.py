@@ -4,16 +4,14 @@ controller and when it runs, the S3 bucket private and encrypted with its retent
 controller's role allowed to put its own snapshots only, and every store's snapshots
 encrypted on the controller to backup.recipients, with no key that decrypts in the plan."""
 
-import base64
-import os
 import copy
-import gzip
 import json
 
 import pytest
 
 from preview import aws_mocks
 from preview.engine import unwrap_secrets
+from components.common.bundle import step_bundle
 from components.common.step_text import step_inputs
 from tests.stacks.steps import boot_steps
 from tests.builders import TEST_AGE_RECIPIENT, example_plan, bare_metal_config, preview
@@ -40,6 +38,16 @@ def install_step(plan):
     return step, step_inputs(unwrap_secrets(step.inputs["stdin"]))
 
 
+def installed(inputs) -> dict[str, str]:
+    """The bundle files install-backup installs (BACKUP_FILES), by path: their texts,
+    once each digest is checked against the bundle's."""
+    files = dict(word.split("=") for word in inputs["BACKUP_FILES"].split())
+    assert len(files) == len(inputs["BACKUP_FILES"].split())
+    bundle = step_bundle()
+    assert all(bundle.sha256(path) == sha256 for path, sha256 in files.items())
+    return {path: bundle.text(path) for path in files}
+
+
 def test_bare_metal_keeps_them_encrypted_in_the_nfs_export_of_another_machine():
     plan = preview(bare_metal(storage={"nfs": {"server": "192.168.2.50", "path": "/export"}}))
     step, inputs = install_step(plan)
@@ -58,8 +66,11 @@ def test_bare_metal_keeps_them_encrypted_in_the_nfs_export_of_another_machine():
     assert "AGE-SECRET-KEY" not in unwrap_secrets(step.inputs["stdin"])
     # After the controller is installed; the k0s backup and restore commands.
     assert "controller-install-controller" in plan.all_dependencies(step)
-    assert "k0s backup --save-path" in inputs["BACKUP_SCRIPT"]
-    assert "k0s restore --config-out" in inputs["RESTORE_SCRIPT"]
+    files = installed(inputs)
+    assert list(files) == ["lib.sh", "backup/lib.sh", "k0s/cluster-state.sh", "backup/backup.sh",
+                           "backup/restore.sh"]
+    assert "k0s backup --save-path" in files["k0s/cluster-state.sh"]
+    assert "k0s restore --config-out" in files["k0s/cluster-state.sh"]
 
 
 def test_bare_metal_keeps_them_in_backup_path_when_set():
@@ -98,37 +109,36 @@ def test_hybrid_puts_them_to_its_bucket_over_ssh(stacks, stack, distribution_com
     assert inputs["BACKUP_OBJECT"] == f"{cluster}/control-plane/snapshot"
     # Encrypted before the upload too, to the stack's recipient (Pulumi.<stack>.yaml).
     assert inputs["BACKUP_RECIPIENTS"].startswith("age1")
-    assert inputs["S3_CLIENT_SCRIPT"].startswith('"""usage: s3-object.py put')
-    assert distribution_command in inputs["BACKUP_SCRIPT"]
+    files = installed(inputs)
+    assert files["aws/s3-object.py"].startswith('"""usage: s3-object.py put')
+    [cluster_state] = [text for path, text in files.items() if path.endswith("/cluster-state.sh")]
+    assert distribution_command in cluster_state
     assert "control-plane-install-controller" in plan.all_dependencies(step)
     assert plan.outputs["backupLocation"][0] == (
         f"s3://{inputs['BACKUP_BUCKET']}/{cluster}/control-plane/snapshot")
     assert bucket.retain_on_delete
 
 
-def test_cloud_installs_them_at_boot_from_its_envelope_in_ssm(stacks):
+def test_cloud_installs_them_at_boot_from_the_bundle(stacks):
     dev = stacks["dev"]
     # Over SSH the cloud controller only gets its upgrades (check-version, install).
     assert not [step for step in dev.of_type(COMMAND) if "backup" in step.name]
     [instance] = dev.of_type("aws:ec2/instance:Instance")
-    boot = step_inputs(boot_steps(dev, instance)[-1])
-    assert boot["GPU_CLUSTER_STEP"] == "install-backup"
-    names = boot["STEP_ENVELOPE_SSM_PARAMETERS"].split()
-    stored = {r.inputs["name"]: r for r in dev.of_type("aws:ssm/parameter:Parameter")}
-    pieces = [unwrap_secrets(stored[name].inputs["value"]) for name in names]
-    assert all(0 < len(piece) <= 4096 for piece in pieces)  # SSM's standard tier
-    envelope = gzip.decompress(base64.b64decode("".join(pieces))).decode()
-    inputs = step_inputs(envelope)
+    steps = boot_steps(dev, instance)
+    inputs = step_inputs(steps[-1])
     assert (inputs["GPU_CLUSTER_HOST"], inputs["GPU_CLUSTER_STEP"]) == (
         "control-plane", "install-backup")
+    assert step_inputs(steps[-2])["GPU_CLUSTER_STEP"] == "install-controller"
     assert inputs["BACKUP_STORE"] == "s3" and inputs["BACKUP_BUCKET"].startswith("dev-backups-")
     assert inputs["BACKUP_RECIPIENTS"].startswith("age1")
-    assert "gpu_cluster_create" in envelope and "case \"${1:-create}\"" in envelope
-    # Its role reads them (as the CA key: read_ssm_parameter retries until they exist).
-    [role_policy] = [r for r in dev.of_type("aws:iam/rolePolicy:RolePolicy")
-                     if r.name == "dev-control-plane-host-role-read-parameter"]
-    readable = json.loads(role_policy.inputs["policy"])["Statement"][0]["Resource"]
-    assert all(any(arn.endswith(name) for arn in readable) for name in names)
+    assert "aws/s3-object.py" in installed(inputs)
+    # The boot plan runs it from the bundle, as over SSH: no script's text in its stdin,
+    # and no SSM parameter holds it.
+    [(_, stdin)] = [step for step in dev.boot_steps(instance.inputs["userDataBase64"])
+                    if step[0] == "install-backup"]
+    assert "gpu_cluster_run_step" in stdin and "\nmain " not in stdin
+    assert len(stdin) < 4096, len(stdin)
+    assert not [r for r in dev.of_type("aws:ssm/parameter:Parameter") if "backup" in r.name]
 
 
 @pytest.mark.parametrize("stack", ["prod", "dev", "rke2"])
@@ -187,41 +197,3 @@ def test_the_controllers_role_may_only_put_its_own_snapshots(stacks, stack):
     [role] = [r for r in plan.of_type("aws:iam/role:Role") if r.name.endswith(
         "control-plane-host-role")]
     assert role.name in plan.all_dependencies(writer)
-
-
-def test_an_envelope_the_ssm_parameters_cannot_hold_is_refused():
-    from components.kubernetes.backups import check_envelope_fits
-
-    from components.common.script_inputs import file_inputs
-
-    # Its inputs, each a word, but the script's text.
-    env = {name: "x" for name in file_inputs("backup/install-backup.sh").required}
-    check_envelope_fits("control-plane", {**env, "BACKUP_SCRIPT": "echo small"})
-    # Random text does not compress: 40,000 bytes are over 8 parameters of 4,000 characters.
-    noise = base64.b64encode(bytes(range(256)) * 118).decode() + base64.b64encode(
-        os.urandom(30000)).decode()
-    with pytest.raises(ValueError, match="over the 8 SSM parameters"):
-        check_envelope_fits("control-plane", {**env, "BACKUP_SCRIPT": noise})
-
-
-@pytest.mark.parametrize("name", ["k0s", "rke2"])
-def test_the_install_backup_envelope_leaves_lib_sh_room_to_grow(name):
-    """The cloud controller's envelope (one recipient, the bucket's name at its longest)
-    holds lib.sh three times: in the step and in both commands. It uses at most three
-    quarters of its SSM parameters."""
-    from types import SimpleNamespace
-
-    from components.distributions import DISTRIBUTIONS
-    from components.kubernetes.backups import (ENVELOPE_PARAMETERS, INSTALL_BACKUP,
-                                               SSM_CHUNK_CHARACTERS, STEP, _encoded,
-                                               install_backup_env)
-    from components.common.step_text import render_envelope
-    from components.layouts.aws import s3_backup_target
-    from config.backup import BackupSettings
-
-    stack = SimpleNamespace(cluster_name="dev", aws=SimpleNamespace(region="us-west-2"))
-    env = install_backup_env(DISTRIBUTIONS[name], BackupSettings(recipients=[TEST_AGE_RECIPIENT]),
-                             "dev", s3_backup_target(stack, "b" * 63, ""))
-    length = len(_encoded(render_envelope("control-plane", STEP, INSTALL_BACKUP, env)))
-    limit = ENVELOPE_PARAMETERS * SSM_CHUNK_CHARACTERS
-    assert length <= limit * 3 // 4, f"{length} of {limit} characters"

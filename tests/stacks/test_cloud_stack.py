@@ -187,12 +187,8 @@ def test_nvswitch_pools_check_the_images_fabric_manager_at_boot(dev):
 def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
     parameters = {p.inputs["name"]: p for p in dev.of_type("aws:ssm/parameter:Parameter")}
     tokens = {f"/gpu-cluster/dev/{p}/join-token" for p in ("a10g", "h100", "cpu")}
-    # The backups' install step, too large for user data (components/kubernetes/backups.py).
-    backup_step = {name for name in parameters if name.startswith(
-        "/gpu-cluster/dev/control-plane/backup-step-")}
-    assert backup_step
     controller = {"/gpu-cluster/dev/control-plane/ca-key",
-                  "/gpu-cluster/dev/control-plane/ssh-host-key", *backup_step}
+                  "/gpu-cluster/dev/control-plane/ssh-host-key"}
     assert set(parameters) == tokens | controller
     for parameter in parameters.values():
         assert parameter.inputs["type"] == "SecureString"

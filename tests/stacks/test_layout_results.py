@@ -1,17 +1,15 @@
 """A layout hands the cluster its results one way (components/layouts/contract.py): frozen
 values it never changes after returning them; what it adds later (the cloud pools) comes as
-a new value; what only it can check of the config is refused before anything is
-registered."""
+a new value."""
 
 import dataclasses
 
-import pulumi
 import pytest
 
+from components.common.step_text import step_inputs
 from components.layouts import layout_class
 from components.layouts.cloud import Cloud
 from components.layouts.contract import LayoutResult, SelfJoining
-from config.problems import ConfigError
 from tests.builders import bare_metal_config, cloud_config, preview, require_tool, run_checked
 
 
@@ -56,20 +54,6 @@ def test_a_layouts_result_cannot_be_changed(monkeypatch):
     assert [w.host.name for w in result.workers] == ["gpu000"]
 
 
-def registrations(monkeypatch) -> list:
-    """The names of the resources the program registers (the stack itself left out)."""
-    registered: list = []
-    original = pulumi.Resource.__init__
-
-    def record(self, t, name, *args, **kwargs):
-        if t != "pulumi:pulumi:Stack":
-            registered.append(name)
-        original(self, t, name, *args, **kwargs)
-
-    monkeypatch.setattr(pulumi.Resource, "__init__", record)
-    return registered
-
-
 def age_recipients(count: int) -> list[str]:
     """`count` real age public keys (age-keygen), their identities thrown away."""
     keygen = require_tool("age-keygen")
@@ -77,15 +61,13 @@ def age_recipients(count: int) -> list[str]:
                  if line.startswith("# public key: ")) for _ in range(count)]
 
 
-def test_what_only_the_layout_can_check_is_refused_before_anything_is_registered(
-        monkeypatch):
-    # The cloud controller's install-backup step carries the recipients and travels in 8
-    # SSM parameters of 4,000 characters, at boot: 200 recipients are more than they hold.
+def test_the_cloud_controller_takes_as_many_backup_recipients_as_the_config_does():
+    # Its install-backup step is a step of its boot plan (an S3 object), no longer an
+    # envelope in 8 SSM parameters of 4,000 characters that 200 recipients overflowed.
     values = cloud_config()
     values["backup"]["recipients"] = age_recipients(200)
-    registered = registrations(monkeypatch)
-    with pytest.raises(ConfigError) as error:
-        preview(values)
-    assert "gpu-cluster:backup.recipients: the install-backup step is" in str(error.value)
-    assert "over the 8 SSM parameters' 32000" in str(error.value)
-    assert registered == []
+    plan = preview(values)
+    [instance] = plan.of_type("aws:ec2/instance:Instance")
+    [(_, stdin)] = [step for step in plan.boot_steps(instance.inputs["userDataBase64"])
+                    if step[0] == "install-backup"]
+    assert step_inputs(stdin)["BACKUP_RECIPIENTS"].split() == values["backup"]["recipients"]

@@ -4,13 +4,14 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# The distribution's way of taking and restoring a snapshot (<distribution>/cluster-state.sh),
+# which install-backup installs beside it.
+# shellcheck source=../k0s/cluster-state.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster-state.sh"
 : "${GPU_CLUSTER_STEP:=backup}"
 
 # Inputs: AWS_REGION BACKUP_BUCKET BACKUP_DIR BACKUP_NAME BACKUP_NFS_OPTIONS BACKUP_NFS_SOURCE BACKUP_OBJECT BACKUP_RETENTION BACKUP_STORE S3_CLIENT SSM_CLIENT
 
-# install-backup installs it with the distribution's cluster_state_snapshot
-# (components/scripts/<distribution>/cluster-state.sh) ahead of it.
-#
 # Every snapshot is encrypted here, before it leaves the controller, with age to the
 # public keys in /etc/gpu-cluster/backup.recipients (config backup.recipients): age's
 # payload is ChaCha20-Poly1305 in 64 KiB chunks and its header carries an HMAC

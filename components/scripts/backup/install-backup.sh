@@ -1,34 +1,40 @@
 #!/usr/bin/env bash
 # Scheduled snapshots of the control plane's state on the controller: the backup command
-# (backup/backup.sh), gpu-cluster-restore (backup/restore.sh), their settings, and a
-# systemd timer starting gpu-cluster-backup.service at BACKUP_SCHEDULE.
+# (backup/backup.sh), gpu-cluster-restore (backup/restore.sh), the libraries they source,
+# their settings, and a systemd timer starting gpu-cluster-backup.service at BACKUP_SCHEDULE.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-backup}"
 
-# Inputs: BACKUP_NAME BACKUP_RECIPIENTS BACKUP_RETENTION BACKUP_SCHEDULE BACKUP_SCRIPT BACKUP_STORE CONTROLLER_SERVICE RESTORE_SCRIPT
-# Optional inputs: AWS_REGION BACKUP_BUCKET BACKUP_DIR BACKUP_NFS_OPTIONS BACKUP_NFS_SOURCE BACKUP_OBJECT S3_CLIENT S3_CLIENT_SCRIPT SSM_CLIENT
+# Inputs: BACKUP_FILES BACKUP_NAME BACKUP_RECIPIENTS BACKUP_RETENTION BACKUP_SCHEDULE BACKUP_STORE CONTROLLER_SERVICE
+# Optional inputs: AWS_REGION BACKUP_BUCKET BACKUP_DIR BACKUP_NFS_OPTIONS BACKUP_NFS_SOURCE BACKUP_OBJECT S3_CLIENT SSM_CLIENT
 # What they hold, beyond the settings backup/lib.sh checks:
-#   BACKUP_SCRIPT, RESTORE_SCRIPT  required: the texts of the two commands
+#   BACKUP_FILES            required: PATH=SHA256 words, the files of the step bundle the
+#                           commands run (PATH below components/scripts/), each installed
+#                           once; their digests make a changed file re-run this step
 #   BACKUP_SCHEDULE         required: systemd OnCalendar= value (checked by the config)
 #   CONTROLLER_SERVICE      required: the control plane's unit, e.g. k0scontroller.service
 #   BACKUP_RECIPIENTS       required: blank-separated age public keys (age1...) every
 #                           snapshot is encrypted to; their private keys stay off the host
-#   S3_CLIENT_SCRIPT        s3: the text of s3-object.py, installed at S3_CLIENT
 UNIT=gpu-cluster-backup
 SERVICE_FILE="/etc/systemd/system/$UNIT.service"
 TIMER_FILE="/etc/systemd/system/$UNIT.timer"
 BACKUP_COMMAND="$BACKUP_LIB_DIR/backup.sh"
-RESTORE_COMMAND=/usr/local/sbin/gpu-cluster-restore
 RECIPIENTS=()
+# The files the step runs from: the step bundle (bundle/run-step.sh exports its folder),
+# or the tree this script is in when run on its own.
+SOURCE_DIR="${GPU_CLUSTER_BUNDLE_DIR:-$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)}"
+# BACKUP_FILES: the paths in their order, and each one's sha256.
+WANTED_PATHS=()
+declare -A WANTED_SHA256=()
 
 check_inputs() {
   local recipient
   read -r -a RECIPIENTS <<<"${BACKUP_RECIPIENTS:-}"
-  check_missing_env BACKUP_SCRIPT RESTORE_SCRIPT BACKUP_SCHEDULE CONTROLLER_SERVICE \
-    BACKUP_RECIPIENTS
+  check_missing_env BACKUP_FILES BACKUP_SCHEDULE CONTROLLER_SERVICE BACKUP_RECIPIENTS
   check_backup_settings
+  check_backup_files
   # age's X25519 recipients (Bech32, "age" and 58 characters); config/backup.py also
   # checks their checksum.
   for recipient in "${RECIPIENTS[@]}"; do
@@ -42,8 +48,69 @@ check_inputs() {
   if [[ -n "${CONTROLLER_SERVICE:-}" ]] && ! [[ "$CONTROLLER_SERVICE" =~ ^[A-Za-z0-9@._-]+\.service$ ]]; then
     INPUT_PROBLEMS+=("CONTROLLER_SERVICE must be a systemd service name, got '$CONTROLLER_SERVICE'")
   fi
-  [[ "${BACKUP_STORE:-}" != s3 ]] || check_missing_env S3_CLIENT_SCRIPT
   die_on_input_problems
+}
+
+# installed_path PATH: where file PATH of the bundle goes; nothing for another file.
+installed_path() {
+  case "$1" in
+    lib.sh) echo "$BACKUP_SHARED_LIB" ;;
+    backup/lib.sh | backup/backup.sh | backup/restore.sh) echo "$BACKUP_LIB_DIR/${1#backup/}" ;;
+    k0s/cluster-state.sh | rke2/cluster-state.sh) echo "$BACKUP_LIB_DIR/cluster-state.sh" ;;
+    aws/s3-object.py) echo "${S3_CLIENT:-}" ;;
+  esac
+}
+
+# check_backup_files: BACKUP_FILES names each file the commands need once, and no other.
+check_backup_files() {
+  local word path needed
+  for word in ${BACKUP_FILES:-}; do
+    path=${word%%=*}
+    if ! [[ "$word" =~ ^[a-z0-9][a-z0-9/_.-]*=[0-9a-f]{64}$ ]] || [[ -z "$(installed_path "$path")" ]]; then
+      INPUT_PROBLEMS+=("BACKUP_FILES has '$word', which is not PATH=SHA256 of a file the backup commands run")
+    elif [[ -n "${WANTED_SHA256[$path]:-}" ]]; then
+      INPUT_PROBLEMS+=("BACKUP_FILES names $path more than once")
+    else
+      WANTED_PATHS+=("$path")
+      WANTED_SHA256[$path]=${word#*=}
+    fi
+  done
+  [[ -n "${BACKUP_FILES:-}" ]] || return 0
+  needed=(lib.sh backup/lib.sh backup/backup.sh backup/restore.sh)
+  [[ "${BACKUP_STORE:-}" != s3 ]] || needed+=(aws/s3-object.py)
+  for path in "${needed[@]}"; do
+    [[ -n "${WANTED_SHA256[$path]:-}" ]] || INPUT_PROBLEMS+=("BACKUP_FILES lacks $path")
+  done
+  [[ -n "${WANTED_SHA256[k0s/cluster-state.sh]:-}${WANTED_SHA256[rke2/cluster-state.sh]:-}" ]] ||
+    INPUT_PROBLEMS+=("BACKUP_FILES lacks the distribution's cluster-state.sh")
+}
+
+# install_backup_files: each file of BACKUP_FILES from SOURCE_DIR, refused unless it has
+# the sha256 the step was rendered with. The service runs them afresh each time: nothing
+# to restart.
+install_backup_files() {
+  local path source got mode
+  for path in "${WANTED_PATHS[@]}"; do
+    source="$SOURCE_DIR/$path"
+    [[ -f "$source" ]] || die "no $path in $SOURCE_DIR: this step runs from the step bundle"
+    got="$(sha256sum -- "$source" | cut -c1-64)"
+    [[ "$got" == "${WANTED_SHA256[$path]}" ]] ||
+      die "$source has sha256 $got, not the ${WANTED_SHA256[$path]} this step was rendered with"
+    mode=0644
+    [[ "$path" != backup/backup.sh && "$path" != backup/restore.sh ]] || mode=0700
+    write_file "$(installed_path "$path")" "$mode" <"$source"
+  done
+}
+
+# restore_wrapper_text: gpu-cluster-restore on the admin's PATH runs the installed
+# restore.sh, which sources the libraries beside it (a link would not: restore.sh finds
+# them from its own path). Relative to itself, so that it works below ROOT too.
+restore_wrapper_text() {
+  printf '#!/usr/bin/env bash\n# Written by gpu-cluster (step %s); changes are overwritten.\n' "$GPU_CLUSTER_STEP"
+  cat <<'WRAPPER'
+# gpu-cluster-restore: README "Restoring the control plane".
+exec "$(dirname "${BASH_SOURCE[0]}")/../lib/gpu-cluster/backup/restore.sh" "$@"
+WRAPPER
 }
 
 # settings_text: the settings backup.sh and gpu-cluster-restore read (EnvironmentFile=).
@@ -108,10 +175,9 @@ main() {
   local changed=0
   check_inputs
   install_age
-  write_text "$BACKUP_COMMAND" 0700 "$BACKUP_SCRIPT"
-  write_text "$RESTORE_COMMAND" 0700 "$RESTORE_SCRIPT"
+  install_backup_files
+  write_text "$RESTORE_COMMAND" 0700 "$(restore_wrapper_text)"
   if [[ "$BACKUP_STORE" == s3 ]]; then
-    write_text "$S3_CLIENT" 0644 "$S3_CLIENT_SCRIPT"
     [[ -f "$ROOT$SSM_CLIENT" ]] ||
       die "no $SSM_CLIENT, which the instance's boot keeps (the S3 client uses it)"
   fi

@@ -7,7 +7,11 @@
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 GPU_CLUSTER_BACKUP_LIB_LOADED=1
+# What install-backup installs: the commands and the libraries they source (the shared
+# lib.sh where backup/lib.sh finds it), and gpu-cluster-restore on the admin's PATH.
 BACKUP_LIB_DIR=/usr/local/lib/gpu-cluster/backup
+BACKUP_SHARED_LIB=/usr/local/lib/gpu-cluster/lib.sh
+RESTORE_COMMAND=/usr/local/sbin/gpu-cluster-restore
 BACKUP_ENV_FILE=/etc/gpu-cluster/backup.env
 # The age public keys snapshots are encrypted to (install-backup).
 BACKUP_RECIPIENTS_FILE=/etc/gpu-cluster/backup.recipients

@@ -13,7 +13,8 @@ main() {
     systemd_disable --now "$UNIT.timer" >&2 || warn "could not stop $UNIT.timer"
   fi
   for path in "/etc/systemd/system/$UNIT.timer" "/etc/systemd/system/$UNIT.service" \
-    "$BACKUP_LIB_DIR/backup.sh" "$BACKUP_LIB_DIR/s3-object.py" /usr/local/sbin/gpu-cluster-restore \
+    "$BACKUP_LIB_DIR/backup.sh" "$BACKUP_LIB_DIR/restore.sh" "$BACKUP_LIB_DIR/lib.sh" \
+    "$BACKUP_LIB_DIR/cluster-state.sh" "$BACKUP_LIB_DIR/s3-object.py" "$BACKUP_SHARED_LIB" "$RESTORE_COMMAND" \
     "$BACKUP_ENV_FILE" "$BACKUP_RECIPIENTS_FILE"; do
     remove_file "$path"
     changed=$((changed | FILE_CHANGED))
