@@ -65,7 +65,8 @@ class Cloud(OnAws):
     @classmethod
     def refusals(cls, settings: StackConfig, distribution: Distribution) -> list[Problem]:
         """The controller's install-backup step travels in SSM parameters of a fixed size."""
-        return backup_envelope_problems(settings, distribution)
+        return (super().refusals(settings, distribution)
+                + backup_envelope_problems(settings, distribution))
 
     def result(self) -> LayoutResult:
         self._aws = aws_side = self._aws_side()
