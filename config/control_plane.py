@@ -80,6 +80,10 @@ class ControlPlaneEndpoint:
         """The other on-prem controllers' addresses (VRRP unicast peers, join targets)."""
         return tuple(peer for peer in self.controller_addresses if peer != address)
 
+    def joins(self, address: str) -> bool:
+        """Whether the on-prem controller at `address` joins the first one."""
+        return address in self.controller_addresses[1:]
+
     def sans(self, public: Sequence[str] = ()) -> list[str]:
         """The API certificate's names: the endpoint, the layout's public addresses (known
         at `up`), kubernetes.apiSans; each once, in that order."""
