@@ -26,7 +26,7 @@ def control_plane_checks(cfg: PartialConfig) -> list[Problem]:
         return []
     plane = cfg.kubernetes.control_plane
     if cfg.layout == "bare-metal":
-        return _on_prem(cfg, plane) + _vip(cfg, plane)
+        return _on_prem(cfg, plane) + _address(plane) + _vip(cfg, plane)
     if cfg.layout in AWS_LAYOUTS:
         return _on_aws(cfg, plane)
     return []
@@ -58,6 +58,21 @@ def _on_prem(cfg: PartialConfig, plane) -> list[Problem]:
     return problems
 
 
+def _address(plane) -> list[Problem]:
+    """An address every node dials: IPv4 like the cluster's networks (node URLs carry it
+    unbracketed), never an address no machine answers at; k0s refuses 0.0.0.0 as
+    externalAddress (pkg/apis/k0s/v1beta1/api.go:139-169 at v1.36.3+k0s.2)."""
+    try:
+        address = ipaddress.ip_address(plane.address or "")
+    except ValueError:
+        return []  # unset, or a DNS name
+    if address.version != 4 or address.is_unspecified or address.is_loopback \
+            or address.is_multicast:
+        return [Problem(f"{KEY}.address", f"{address} is not an IPv4 address every node can "
+                        "reach the controllers at")]
+    return []
+
+
 def _vip(cfg: PartialConfig, plane) -> list[Problem]:
     """A VIP is a free address of the LAN the controllers are on: VRRP moves it between
     them with ARP, inside one broadcast domain (RFC 5798 section 1)."""
@@ -74,12 +89,12 @@ def _vip(cfg: PartialConfig, plane) -> list[Problem]:
                         "with one controller leave it unset, or set "
                         f"{KEY}.loadBalancer: external for a load balancer of yours")]
     try:
-        vip = ipaddress.IPv4Address(plane.address)
+        vip = ipaddress.ip_address(plane.address)
     except ValueError:
         return [Problem(key, f"'{plane.address}' is a name; with loadBalancer: vip it must be "
                         "a free IPv4 address of gpu-cluster:network.lanCidr")]
-    if cfg.network is None or cfg.network.lan_cidr is None:
-        return []
+    if vip.version != 4 or cfg.network is None or cfg.network.lan_cidr is None:
+        return []  # IPv6: _address
     lan = ipaddress.ip_network(cfg.network.lan_cidr)
     if vip not in lan:
         return [Problem(key, f"VIP {vip} is outside gpu-cluster:network.lanCidr {lan}: the "

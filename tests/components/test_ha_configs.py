@@ -4,6 +4,7 @@ with no key it does not declare, and to k0s's own Go checks of control plane loa
 balancing; RKE2's keys to its server flags. One controller keeps today's configs."""
 
 import ipaddress
+import re
 from pathlib import Path
 
 import jsonschema
@@ -21,6 +22,11 @@ from tests.components.test_rke2 import RKE2_AGENT_KEYS, RKE2_SERVER_KEYS
 CRD = Path(PROJECT_DIR, "vendor", f"k0s-{versions.K0S}", "static", "_crds", "k0s",
            "k0s.k0sproject.io_clusterconfigs.yaml")
 VIP = "192.168.2.100"
+# k0s's isAnyAddress (api.go:139-141); a DNS name as govalidator's IsDNSName takes it
+# (asaskevich/govalidator patterns.go DNSName, at d6cee37).
+ANY = ("0.0.0.0", "::")
+DNS_NAME = re.compile(r"([a-zA-Z0-9_][a-zA-Z0-9_-]{0,62})(\.[a-zA-Z0-9_][a-zA-Z0-9_-]{0,62})*"
+                      r"[._]?")
 
 
 def cluster(count: int, distribution: str = "k0s", **plane) -> dict:
@@ -78,6 +84,14 @@ def go_validate(config: dict) -> list[str]:
     (:477-492)."""
     errors = []
     spec = config["spec"]
+    # APISpec.Validate (api.go:144-188): address an IP, externalAddress and sans IPs or
+    # DNS names, neither INADDR_ANY.
+    api = spec["api"]
+    if not _parses(ipaddress.ip_address, api["address"]) or api["address"] in ANY:
+        errors.append(f"address: invalid IP address {api['address']}")
+    for name in [api.get("externalAddress", "localhost"), *api.get("sans", [])]:
+        if name in ANY or not (_parses(ipaddress.ip_address, name) or DNS_NAME.fullmatch(name)):
+            errors.append(f"invalid IP address / DNS name: {name}")
     nllb = spec["network"].get("nodeLocalLoadBalancing", {})
     if nllb.get("enabled") and spec["api"].get("externalAddress"):
         errors.append("node-local load balancing cannot be used in conjunction with an "
@@ -166,7 +180,8 @@ def test_a_go_check_the_configs_pass_is_a_real_check():
     instance["unicastPeers"].append(instance["unicastSourceIP"])
     instance["authPass"] = "123456789"
     config["spec"]["api"]["externalAddress"] = VIP
-    assert len(go_validate(config)) == 3
+    config["spec"]["api"]["sans"].append("0.0.0.0")
+    assert len(go_validate(config)) == 4
     with pytest.raises(jsonschema.ValidationError, match="is too long"):
         jsonschema.validate(config, schema())
     config["spec"]["api"]["bindAddress"] = "0.0.0.0"

@@ -133,6 +133,13 @@ def test_a_vip_is_a_free_address_of_the_lan(address, fragment):
     refused_at(three_controllers(address=address), f"{KEY}.address", fragment)
 
 
+@pytest.mark.parametrize("address", ["0.0.0.0", "127.0.0.1", "224.0.0.18", "fd00::10"])
+@pytest.mark.parametrize("load_balancer", ["vip", "external"])
+def test_an_address_no_node_reaches_is_refused(address, load_balancer):
+    refused_at(three_controllers(address=address, loadBalancer=load_balancer), f"{KEY}.address",
+               "is not an IPv4 address every node can reach the controllers at")
+
+
 def test_a_vip_needs_several_controllers():
     values = bare_metal_config()
     values["kubernetes"] = {"controlPlane": {"address": "192.168.2.100"}}
