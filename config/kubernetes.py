@@ -55,7 +55,7 @@ class UpgradeSettings(Section):
 
 # etcd's quorum is a majority, floor(n/2)+1: 2 members tolerate no failure and 4 tolerate
 # one, as 3 do (etcd.io/docs/v3.6/faq, "Why an odd number of cluster members?"; rancher
-# rke2-docs docs/install/ha.md:14). The program builds 1, 3 or 5.
+# rke2-docs docs/install/ha.md:12-14). The program builds 1, 3 or 5.
 CONTROLLER_COUNTS = (1, 3, 5)
 ETCD_MAJORITY = ("etcd needs a majority: 2 controllers tolerate no failure, 4 tolerate what "
                  "3 do")
