@@ -125,16 +125,11 @@ def _roles(cfg: PartialConfig) -> list[Problem]:
     controllers = [index for index, host in cfg.hosts if host.runs_control_plane]
     workers = [index for index, host in cfg.hosts if host.runs_workloads]
     problems = []
+    # How many more than one: config/control_plane_checks.py.
     if not controllers:
         problems.append(
-            Problem("hosts", "a bare-metal cluster needs exactly one host with role 'controller' "
+            Problem("hosts", "a bare-metal cluster needs a host with role 'controller' "
                     "or 'controller+worker'; there is none")
-        )
-    for index in controllers[1:]:
-        problems.append(
-            Problem(f"hosts[{index}].role",
-                    f"a second control-plane host; gpu-cluster:hosts[{controllers[0]}] is already "
-                    "the controller and only one is supported")
         )
     if not workers:
         problems.append(
@@ -146,6 +141,7 @@ def _roles(cfg: PartialConfig) -> list[Problem]:
 
 def _host_fields(cfg: PartialConfig) -> list[Problem]:
     problems = []
+    controllers = sum(1 for _, host in cfg.hosts if host.runs_control_plane)
     for index, host in cfg.hosts:
         if host.gpu_model and host.gpus == 0:
             problems.append(
@@ -175,11 +171,12 @@ def _host_fields(cfg: PartialConfig) -> list[Problem]:
                 Problem(f"hosts[{index}].maintenance",
                         "a 'controller' host runs no kubelet, so it has no node to cordon or drain")
             )
-        if host.runs_control_plane and host.generation:
+        if host.runs_control_plane and host.generation and controllers < 3:
             problems.append(
                 Problem(f"hosts[{index}].generation",
-                        "the control-plane host cannot be replaced by rejoining it: the cluster's "
-                        "state lives on it; only workers take a generation")
+                        "a controller is replaced by rejoining it only beside at least two others "
+                        "that keep etcd's majority; with one the cluster's state lives on it, so "
+                        "only workers take a generation")
             )
     return problems
 

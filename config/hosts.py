@@ -81,7 +81,8 @@ class Host(Section):
     interface: Optional[InterfaceName] = None
     """NIC carrying `address`; preflight checks it (multi-NIC hosts)."""
     role: Role = "worker"
-    """`controller`, `worker` or `controller+worker`; exactly one controller."""
+    """`controller`, `worker` or `controller+worker`; 1, 3 or 5 controllers (an even count adds no
+    failure tolerance to etcd)."""
     gpus: int = Field(default=0, ge=0, le=64)
     """NVIDIA GPUs in the host; > 0 installs the driver and toolkit (as `nvidia.installDriver` and
     `nvidia.installToolkit` say), and `verify-boot` requires `nvidia-smi` to list this many."""
@@ -112,7 +113,8 @@ class Host(Section):
     # again on it, and the old node object is removed before it joins (README, Day-2).
     generation: int = Field(default=0, ge=0, le=1_000_000)
     """Raise it by one when the machine behind the name is new hardware: its steps run again on it
-    and the old node object is removed first ([Machines](day-2.md#machines)); workers only."""
+    and the old node object is removed first ([Machines](day-2.md#machines)); workers, and
+    controllers when there are 3 or 5."""
 
     @property
     def runs_control_plane(self) -> bool:

@@ -8,7 +8,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from config import versions
 from config.model_base import Section
-from config.types import DownloadUrl, Duration, HostOrIp, Port
+from config.types import DownloadUrl, Duration, HostOrIp, InterfaceName, Port
 from contract import ports
 
 
@@ -51,6 +51,52 @@ class UpgradeSettings(Section):
         if isinstance(value, str):
             value = workers * int(value[:-1]) // 100
         return max(1, min(value, max(workers, 1)))
+
+
+# etcd's quorum is a majority, floor(n/2)+1: 2 members tolerate no failure and 4 tolerate
+# one, as 3 do (etcd.io/docs/v3.6/faq, "Why an odd number of cluster members?"; rancher
+# rke2-docs docs/install/ha.md:12-14). The program builds 1, 3 or 5.
+CONTROLLER_COUNTS = (1, 3, 5)
+ETCD_MAJORITY = ("etcd needs a majority: 2 controllers tolerate no failure, 4 tolerate what "
+                 "3 do")
+
+
+def _controller_count(value: object) -> int:
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value):
+        # `pulumi config set --path` hands numbers over as text.
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value not in CONTROLLER_COUNTS:
+        detail = f"{ETCD_MAJORITY}; " if value in (2, 4) else ""
+        raise ValueError(f"must be 1, 3 or 5: {detail}the program builds 1, 3 or 5 controllers")
+    return value
+
+
+class VipSettings(Section):
+    """The virtual IP the controllers hand between them over VRRP (loadBalancer: vip)."""
+    interface: Optional[InterfaceName] = None
+    """NIC the VIP is added to on each controller; unset: the controller's `hosts[].interface`, else
+    the NIC of its default route (k0s's own choice)."""
+    router_id: int = Field(default=51, ge=1, le=255)
+    """VRRP virtual router id (1–255), unique in the LAN's broadcast domain: another VRRP group on
+    the LAN with the same id and password takes the VIP over."""
+
+
+class ControlPlaneSettings(Section):
+    """How many controllers there are and the stable address in front of them."""
+    replicas: Optional[Annotated[int, BeforeValidator(_controller_count)]] = None
+    """Hybrid and cloud: EC2 controllers, 1, 3 or 5 (an even count adds no failure tolerance to
+    etcd), each in its own availability zone; unset: 1. Bare metal: the hosts with a controller
+    role decide; set, it must equal their count."""
+    address: Optional[HostOrIp] = None
+    """The stable API address when there are several controllers (required then): a free address
+    of `network.lanCidr` that the controllers hold as a VIP, or an external load balancer's name
+    or address; unset with one controller: that controller's address."""
+    load_balancer: Literal["vip", "external"] = "vip"
+    """`vip`: the controllers hold `address` themselves (VRRP; k0s's control plane load
+    balancing); `external`: a load balancer of yours forwards `address` to every controller (ports
+    6443, and 9443 and 8132 for k0s, 9345 for RKE2)."""
+    vip: VipSettings = VipSettings()
+    """With `loadBalancer: vip`: the NIC and VRRP router id of the VIP."""
 
 
 class KubernetesSettings(Section):
@@ -103,6 +149,9 @@ class KubernetesSettings(Section):
     """Raise by one to renew the secrets that admit joins: RKE2's agent token ([Rotating
     credentials](day-2.md#rotating-credentials)); the cloud pools' tokens expire and rotate by
     themselves."""
+    control_plane: ControlPlaneSettings = ControlPlaneSettings()
+    """How many controllers there are and the stable API address in front of them (see
+    [High availability](distributions.md#high-availability))."""
     upgrade: UpgradeSettings = UpgradeSettings()
     """How a raised `kubernetes.version` reaches the workers (see [Upgrading
     Kubernetes](day-2.md#upgrading-kubernetes))."""

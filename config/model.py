@@ -19,6 +19,7 @@ from config.aws_checks import cloud_checks, hybrid_checks
 from config.backup import BackupSettings, backup_checks
 from config.cloud import AwsSettings, VpnSettings
 from config.control_plane import ControlPlaneEndpoint, control_plane_endpoint
+from config.control_plane_checks import control_plane_checks
 from config.firewall import HostFirewallSettings, firewall_checks
 from config.hosts import Host, WorkerPool
 from config.image_checks import image_checks
@@ -348,7 +349,8 @@ class StackConfig(Section):
     @property
     def control_plane_endpoint(self) -> ControlPlaneEndpoint:
         """Where nodes and users reach the API (config/control_plane.py)."""
-        return control_plane_endpoint(self.controllers, self.aws, self.kubernetes)
+        return control_plane_endpoint(self.controllers, self.aws, self.kubernetes,
+                                      self.network.lan_cidr, self.cluster_name)
 
     @property
     def workers(self) -> list[Host]:
@@ -361,7 +363,7 @@ class StackConfig(Section):
 CROSS_CHECKS = (checks.network_checks, checks.host_checks, checks.ssh_checks,
                 checks.nvidia_checks, checks.tuning_checks, firewall_checks, storage_checks,
                 hybrid_checks, cloud_checks, kubeflow_checks, image_checks, backup_checks,
-                monitoring_checks, release_pin_checks)
+                monitoring_checks, release_pin_checks, control_plane_checks)
 
 # Keys whose value must be set with `pulumi config set --secret`.
 SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile", "kubeflowPassword",

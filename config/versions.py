@@ -273,8 +273,8 @@ VALIDATE_IMAGES = {"DCGM_IMAGE": DCGM_IMAGE, "FIO_IMAGE": FIO_IMAGE, "IPERF3_IMA
 # k0s v1.36.3+k0s.2 pkg/constant/constant.go:72-105 (the default images of its
 # ClusterConfig, pkg/apis/k0s/v1beta1/images.go): those of a Linux node with the
 # konnectivity agent, metrics-server, kube-proxy, CoreDNS and the CNI of network.cni.
-# Not pulled here: envoy (node-local load balancing, off), pushgateway (system metrics,
-# off), the Windows images.
+# Not pulled here: pushgateway (system metrics, off), the Windows images; envoy only
+# with node-local load balancing (_K0S_NLLB).
 _K0S_COMMON = (
     "quay.io/k0sproject/apiserver-network-proxy-agent:v0.36.0-k0s.0",
     "quay.io/k0sproject/metrics-server:v0.9.0-k0s.0",
@@ -282,6 +282,9 @@ _K0S_COMMON = (
     "quay.io/k0sproject/kube-proxy:v1.36.3-1",
     "quay.io/k0sproject/coredns:1.14.6-k0s.0",
 )
+# Node-local load balancing's proxy on every worker, type EnvoyProxy (k0s
+# pkg/constant/constant.go:88-89 at the pin); by tag, as k0s pins it, like the others.
+_K0S_NLLB = ("quay.io/k0sproject/envoy-distroless:v1.39.0",)
 _K0S_CNI = {
     "calico": ("quay.io/k0sproject/calico-cni:v3.32.1-2",
                "quay.io/k0sproject/calico-node:v3.32.1-2",
@@ -312,10 +315,12 @@ _RKE2 = (
 )
 
 
-def release_images(distribution: str, version: str, cni: str) -> tuple[str, ...]:
-    """The images of `distribution` at `version` with `cni`; () when not known offline."""
+def release_images(distribution: str, version: str, cni: str,
+                   nllb: bool = False) -> tuple[str, ...]:
+    """The images of `distribution` at `version` with `cni` (and k0s's node-local load
+    balancing when `nllb`); () when not known offline."""
     if distribution == "k0s" and version == K0S:
-        return _K0S_COMMON + _K0S_CNI[cni]
+        return _K0S_COMMON + _K0S_CNI[cni] + (_K0S_NLLB if nllb else ())
     if distribution == "rke2" and version == RKE2:
         return _RKE2
     return ()

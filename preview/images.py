@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from components.addons import cluster_images
 from components.addons.kubeflow import catalog
+from components.distributions.k0s import node_local_load_balancing
 from config import vendored
 from config.model import StackConfig
 from preview.plan import Plan
@@ -45,7 +46,8 @@ def _tagged(images: set[str]) -> set[str]:
 def images_txt(plan: Plan, settings: StackConfig, user_files: Mapping[str, str]) -> str:
     kubernetes = settings.kubernetes
     sections: list[tuple[str, set[str]]] = []
-    own = set(cluster_images.distribution_images(kubernetes, settings.network.cni))
+    own = set(cluster_images.distribution_images(
+        kubernetes, settings.network.cni, node_local_load_balancing(settings.control_plane_endpoint)))
     sections.append((
         f"{kubernetes.distribution} {kubernetes.version}, its own images "
         "(config/versions.py release_images)" if own else

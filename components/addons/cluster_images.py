@@ -111,14 +111,16 @@ def mpi_operator_images() -> tuple[str, ...]:
     return tuple(sorted(images_in_text((PROJECT_DIR / versions.MPI_OPERATOR_MANIFEST).read_text())))
 
 
-def distribution_images(kubernetes: KubernetesSettings, cni: str) -> tuple[str, ...]:
-    return versions.release_images(kubernetes.distribution, kubernetes.version, cni)
+def distribution_images(kubernetes: KubernetesSettings, cni: str,
+                        nllb: bool = False) -> tuple[str, ...]:
+    return versions.release_images(kubernetes.distribution, kubernetes.version, cni, nllb)
 
 
 def known_images(kubernetes: KubernetesSettings, cni: str) -> list[str]:
     """Every image any part of a cluster of this distribution may pull, whatever is on."""
     every_kubeflow = {name for names in catalog.IMAGES.values() for name in names}
-    return sorted({*distribution_images(kubernetes, cni), *versions.DEPLOYED_IMAGES.values(),
+    return sorted({*distribution_images(kubernetes, cni, nllb=True),
+                   *versions.DEPLOYED_IMAGES.values(),
                    *mpi_operator_images(), *every_kubeflow, *VALIDATE_IMAGES})
 
 

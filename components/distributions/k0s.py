@@ -20,6 +20,7 @@ from components.distributions.base import (
 )
 from components.common import audit, pod_security
 from components.common.step_text import Script
+from config.control_plane import ControlPlaneEndpoint
 from config.images import ImageMirror
 from config.hosts import Host, WorkerPool
 from contract import ports
@@ -127,6 +128,9 @@ class K0s(PrefixedInputs):
         raw_args = api_server_raw_args(settings.service_account_issuer)
         if raw_args:
             spec["api"]["rawArgs"] = raw_args
+        external, load_balancing = endpoint_config(settings.endpoint, controller)
+        spec["api"].update(external)
+        spec["network"].update(load_balancing)
         if settings.cni == "calico":
             # The node IP is pinned per host (kubelet --node-ip); Calico uses the same
             # address, so multi-NIC and VPN hosts never pick the wrong interface.
@@ -247,6 +251,46 @@ class K0s(PrefixedInputs):
                 pod_security.version_of(self.settings.kubernetes.version)),
             "K0S_AUDIT_POLICY": audit.policy(),
         }
+
+
+def node_local_load_balancing(endpoint: ControlPlaneEndpoint) -> bool:
+    """Whether workers run k0s's node-local load balancer (its Envoy image): with the
+    controllers' VIP, never beside an external address (endpoint_config)."""
+    return endpoint.vrrp is not None
+
+
+def endpoint_config(endpoint: ControlPlaneEndpoint, controller: Host) -> tuple[dict, dict]:
+    """(spec.api, spec.network) keys for the endpoint at `controller`; none for a single
+    controller at its own address.
+
+    A load balancer of the user's: `externalAddress`, which every component and join
+    token then names (k0s v1.36.3+k0s.2 docs/configuration.md:132; api.go:117-138). A
+    VIP: k0s's control plane load balancing (keepalived VRRP, unicast to the other
+    controllers, docs/cplb.md:91-109) for clients, and node-local load balancing (Envoy on
+    each worker, docs/nllb.md) for the nodes, as k0s recommends both together without an
+    external load balancer (cplb.md:11-13); then no `externalAddress`, which NLLB forbids
+    (clusterconfig_types.go:477-492)."""
+    if endpoint.load_balancer == "external":
+        return {"externalAddress": endpoint.node_address}, {}
+    vrrp = endpoint.vrrp
+    if vrrp is None:
+        return {}, {}
+    # Field names and limits: pkg/apis/k0s/v1beta1/cplb.go:85-136 (virtualIPs CIDRs :90,
+    # interface :96, virtualRouterID 1-255 :105, authPass at most 8 characters :118,
+    # unicastPeers never this controller's own address :123-127 and :193-205),
+    # nllb.go:25-32.
+    instance: dict = {"virtualIPs": [vrrp.virtual_ip], "authPass": vrrp.auth_pass,
+                      "virtualRouterID": vrrp.router_id,
+                      "unicastSourceIP": controller.address,
+                      "unicastPeers": list(endpoint.peers_of(controller.address))}
+    interface = vrrp.interface_of(controller)
+    if interface:
+        instance["interface"] = interface
+    return {}, {
+        "controlPlaneLoadBalancing": {"enabled": True, "type": "Keepalived",
+                                      "keepalived": {"vrrpInstances": [instance]}},
+        "nodeLocalLoadBalancing": {"enabled": True, "type": "EnvoyProxy"},
+    }
 
 
 def api_server_args(issuer: Optional[str] = None) -> dict[str, str]:

@@ -163,7 +163,7 @@ class Rke2(PrefixedInputs):
             "node-name": controller.name,
             "node-ip": controller.address,
             "advertise-address": controller.address,
-            "tls-san": list(dict.fromkeys(settings.endpoint.sans(extra_sans))),
+            "tls-san": settings.endpoint.sans(extra_sans),
             "cni": ["canal"],
             "cluster-cidr": settings.pod_cidr,
             "service-cidr": settings.service_cidr,
@@ -182,6 +182,12 @@ class Rke2(PrefixedInputs):
         }
         if not controller.runs_workloads:
             config["node-taint"] = [*config.get("node-taint", []), SERVER_ONLY_TAINT]
+        if settings.endpoint.joins(controller.address):
+            # Every server after the first registers with the supervisor at the fixed
+            # address, with the same token (rke2-docs docs/install/ha.md:75-92; flag
+            # `server`, rancher/rke2 v1.36.3+rke2r1 pkg/cli/cmds/server.go:159).
+            config = {"server": f"https://{settings.endpoint.node_address}:{SUPERVISOR_PORT}",
+                      **config}
         return yaml.safe_dump(config, sort_keys=False)
 
     def agent_config(self, node: "Host | WorkerPool", node_ip: str) -> str:

@@ -23,6 +23,7 @@ from components.kubernetes.backups import BackupTarget
 from components.kubernetes.control_plane import ControlPlane
 from components.kubernetes.pki import ClusterPki
 from config.control_plane import ControlPlaneEndpoint
+from config.control_plane_checks import joining_refusals
 from config.hosts import Host
 from config.model import StackConfig
 from config.problems import Problem
@@ -140,8 +141,9 @@ class Layout(abc.ABC):
     @classmethod
     def refusals(cls, settings: StackConfig, distribution: Distribution) -> list[Problem]:
         """What this layout cannot build of `settings` (config problems only the layout
-        can see), checked before anything is registered."""
-        return []
+        can see), checked before anything is registered: for now, more than one controller
+        (config/control_plane_checks.py)."""
+        return joining_refusals(settings)
 
     @abc.abstractmethod
     def result(self) -> LayoutResult:

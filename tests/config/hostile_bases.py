@@ -90,6 +90,9 @@ EXAMPLES = {
     "kubeflow.user.profile": "kubeflow-ada",
     "kubeflowTlsKey": TLS_KEY,
     "kubernetes.apiSans[]": "k8s.example.com",
+    "kubernetes.controlPlane.address": "api.lab.example.com",
+    "kubernetes.controlPlane.loadBalancer": "external",
+    "kubernetes.controlPlane.vip.interface": "bond0",
     "kubernetes.distribution": "k0s",
     "kubernetes.version": "v1.36.3+k0s.2",
     "kubernetes.workerTokenExpiry": "2h",
@@ -192,6 +195,10 @@ def _adopted_vpc(values: dict) -> None:
                                 subnetIds=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"])
 
 
+def _external_api_load_balancer(values: dict) -> None:
+    values.setdefault("kubernetes", {}).setdefault("controlPlane", {})["loadBalancer"] = "external"
+
+
 def _load_balancer(values: dict) -> None:
     values["kubeflow"]["access"]["mode"] = "loadBalancer"
 
@@ -272,6 +279,8 @@ SETTINGS_FOR = {
     "backup.recipients[]": _backups_in_a_path,
     "backup.path": _backups_encrypted,
     "backup.schedule": _backups_encrypted,
+    # One controller: its address may name a load balancer of yours, not a VIP.
+    "kubernetes.controlPlane.address": _external_api_load_balancer,
 }
 TEMPLATES = {  # first item of a list, or a section, a key needs
     "hosts[].taints": {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
