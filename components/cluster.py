@@ -48,14 +48,14 @@ from contract import names
 SECRET_BYTES = 32
 # The stack outputs, in the order they are exported; tests, `distribute` and `doctor` read
 # them by name.
-OUTPUTS = ("apiEndpoint", names.ADMIN_KUBECONFIG_OUTPUT, names.NODES_OUTPUT,
+OUTPUTS = (names.API_ENDPOINT_OUTPUT, names.ADMIN_KUBECONFIG_OUTPUT, names.NODES_OUTPUT,
            names.DEFAULT_STORAGE_CLASS_OUTPUT, names.USER_KUBECONFIGS_OUTPUT,
            names.USER_VPN_PROFILES_OUTPUT, names.USER_KUBECONFIG_PARAMETERS_OUTPUT,
            "kubeflowUrl", "kubeflowTlsCertificate", "images", "controlPlaneSshHostKey",
            names.POOLS_OUTPUT, names.GATEWAYS_OUTPUT, names.ADMIN_VPN_PROFILE_OUTPUT,
            "backupLocation", "grafanaUrl", "grafanaAdminPassword")
 # Exported on every stack; the others only with a value (not None, not empty).
-ALWAYS = ("apiEndpoint", names.ADMIN_KUBECONFIG_OUTPUT, names.NODES_OUTPUT,
+ALWAYS = (names.API_ENDPOINT_OUTPUT, names.ADMIN_KUBECONFIG_OUTPUT, names.NODES_OUTPUT,
           names.DEFAULT_STORAGE_CLASS_OUTPUT)
 # What the component itself records of them.
 REGISTERED = (*ALWAYS, "kubeflowUrl", "backupLocation", "grafanaUrl")
@@ -128,7 +128,8 @@ class Cluster(pulumi.ComponentResource):
         self._create_backups(machines, control_plane)
         access = self.access
         values = {
-            "apiEndpoint": self.api_endpoint, names.ADMIN_KUBECONFIG_OUTPUT: self.kubeconfig,
+            names.API_ENDPOINT_OUTPUT: self.api_endpoint,
+            names.ADMIN_KUBECONFIG_OUTPUT: self.kubeconfig,
             names.DEFAULT_STORAGE_CLASS_OUTPUT: self.storage.default_class,
             names.USER_KUBECONFIGS_OUTPUT:
                 access.user_kubeconfigs if settings.access.users else None,

@@ -4,6 +4,7 @@ virtualenv has nothing else)."""
 # --- stack outputs (__main__.py exports them; contract/outputs.py and contract/stack.py
 # read them) ---------------------------------------------------------------------------------
 ADMIN_KUBECONFIG_OUTPUT = "kubeconfig"
+API_ENDPOINT_OUTPUT = "apiEndpoint"
 USER_KUBECONFIGS_OUTPUT = "userKubeconfigs"
 USER_KUBECONFIG_PARAMETERS_OUTPUT = "userKubeconfigParameters"
 # Hybrid stacks whose OpenVPN server runs on EC2 (vpn.mode server-on-ec2) export these;

@@ -1,6 +1,8 @@
-"""What the stack says the cluster is: its outputs `nodes`, `pools`, `defaultStorageClass`
-and `gateways` (built in components/cluster.py and components/layouts/), and the admin
-kubeconfig, as the doctor and the validation read them."""
+"""What the stack says the cluster is: its outputs `nodes`, `pools`, `defaultStorageClass`,
+`gateways` and `apiEndpoint` (built in components/cluster.py and components/layouts/), and
+the admin kubeconfig, as the doctor and the validation read them. The controllers are the
+`nodes` of a control plane role: every layout lists its controllers there (the EC2 one too),
+so no output of their own is needed."""
 
 import json
 from dataclasses import dataclass, field
@@ -11,6 +13,8 @@ from contract import outputs as stack_outputs
 from contract.kubeconfig import Handout, parse_handout
 from contract.names import (
     ADMIN_KUBECONFIG_OUTPUT,
+    API_ENDPOINT_OUTPUT,
+    CONTROL_PLANE_ROLES,
     DEFAULT_STORAGE_CLASS_OUTPUT,
     GATEWAYS_OUTPUT,
     NODES_OUTPUT,
@@ -34,6 +38,10 @@ class ExpectedNode:
         # A k0s controller-only host runs no kubelet; an RKE2 server does: either is fine.
         return self.role in WORKER_ROLES
 
+    @property
+    def runs_control_plane(self) -> bool:
+        return self.role in CONTROL_PLANE_ROLES
+
 
 @dataclass(frozen=True)
 class ExpectedPool:
@@ -53,6 +61,13 @@ class Stack:
     # components/layouts/hybrid.py): nodes on the other side are reached through the tunnel, never
     # the default route.
     vpn: bool = False
+    # `apiEndpoint`: where nodes and users reach the API (the control plane's endpoint).
+    api_endpoint: Optional[str] = None
+
+    @property
+    def controllers(self) -> list[ExpectedNode]:
+        """The hosts that run the control plane, in config order."""
+        return [node for node in self.nodes if node.runs_control_plane]
 
     def node(self, name: str) -> Optional[ExpectedNode]:
         return next((node for node in self.nodes if node.name == name), None)
@@ -90,7 +105,8 @@ def read(stack: Optional[str], outputs_file: Optional[str], cwd: Optional[str]) 
                                 int(p.get("gpus") or 0)) for p in pools],
             default_storage_class=_optional_string(
                 values.values.get(DEFAULT_STORAGE_CLASS_OUTPUT)),
-            vpn=ON_PREM_GATEWAY in (values.values.get(GATEWAYS_OUTPUT) or {}))
+            vpn=ON_PREM_GATEWAY in (values.values.get(GATEWAYS_OUTPUT) or {}),
+            api_endpoint=_optional_string(values.values.get(API_ENDPOINT_OUTPUT)))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise ContractError(f"outputs '{NODES_OUTPUT}'/'{POOLS_OUTPUT}' of {source} are not "
                             "lists of objects with name, address, role and gpus (as the program "

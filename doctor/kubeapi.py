@@ -28,7 +28,20 @@ LISTS = {
     # (https://kubernetes.io/docs/reference/access-authn-authz/bootstrap-tokens/).
     "bootstrap-tokens": ("/api/v1/namespaces/kube-system/secrets"
                          "?fieldSelector=type%3Dbootstrap.kubernetes.io%2Ftoken"),
+    # k0s's etcd members, cluster-scoped (k0sproject/k0s v1.36.3+k0s.2
+    # pkg/apis/etcd/v1beta1/types.go:14-24); RKE2 serves no such type: `absent`.
+    "etcdmembers": "/apis/etcd.k0sproject.io/v1beta1/etcdmembers",
+    # k0s renews a lease `k0s-ctrl-<node>` here while a controller runs
+    # (pkg/component/controller/controllersleasecounter.go:53-61); the kubelets' leases too.
+    "node-leases": "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+    # Each kube-apiserver's identity lease, renewed every 10 s, labelled with its hostname
+    # (kubernetes/kubernetes pkg/controlplane/apiserver/server.go: IdentityLeaseComponentLabelKey,
+    # IdentityLeaseRenewIntervalPeriod; labelAPIServerHeartbeatFunc sets kubernetes.io/hostname).
+    "apiserver-leases": ("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+                         "?labelSelector=apiserver.kubernetes.io%2Fidentity%3Dkube-apiserver"),
 }
+# Lists of a type the cluster may not serve (HTTP 404): recorded in `absent`, not an error.
+OPTIONAL = ("etcdmembers",)
 
 
 @dataclass
@@ -38,6 +51,8 @@ class Snapshot:
     now: datetime.datetime
     lists: dict[str, list[dict]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    # OPTIONAL lists whose type the API does not serve (another distribution's resource).
+    absent: set[str] = field(default_factory=set)
     # (namespace, pod, container, previous) -> the log's last lines, or an error in `log_errors`.
     logs: dict[tuple, str] = field(default_factory=dict)
     log_errors: dict[tuple, str] = field(default_factory=dict)
@@ -78,6 +93,9 @@ def collect(kubeconfig: Handout, wanted_logs: LogWanted,
             except ApiError as error:
                 if not error.reachable:
                     raise DoctorError(f"the cluster's API: {error}") from None
+                if name in OPTIONAL and error.status == 404:
+                    snapshot.absent.add(name)
+                    continue
                 snapshot.errors[name] = str(error)
         for key in wanted_logs(snapshot.lists.get("pods") or []):
             namespace, pod, container, previous = key

@@ -19,6 +19,7 @@ from components.kubernetes.upgrade import check_version
 from config.control_plane import ControlPlaneEndpoint
 from config.kubernetes import KubernetesSettings
 from config.hosts import Host
+from contract.names import API_ENDPOINT_OUTPUT
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
 
@@ -84,7 +85,8 @@ class ControlPlane(pulumi.ComponentResource):
                 self.installed = self._create_install_controller(after=[self.installed])
         self._shared_token = (self._cluster_join_token()
                               if args.distribution.create_join_token is None else None)
-        self.register_outputs({"apiEndpoint": self.api_endpoint, "kubeconfig": self.kubeconfig})
+        self.register_outputs({API_ENDPOINT_OUTPUT: self.api_endpoint,
+                               "kubeconfig": self.kubeconfig})
 
     def _step(self, step: str, script, env: dict, about: Optional[Host] = None,
               **kwargs) -> remote.Command:

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.pki import Authority, pem
 
 PAGE = 2  # servers may return fewer items than `limit` asks; small pages exercise `continue`
-# path -> (list name, the fieldSelector the doctor must send, or None)
+# path -> (list name, the fieldSelector the doctor must send, or None[, its labelSelector])
 LIST_PATHS = {
     "/api/v1/nodes": ("nodes", None),
     "/api/v1/pods": ("pods", None),
@@ -25,6 +25,10 @@ LIST_PATHS = {
     "/api/v1/events": ("events", "involvedObject.kind=PersistentVolumeClaim"),
     "/api/v1/namespaces/kube-system/secrets": ("bootstrap-tokens",
                                                "type=bootstrap.kubernetes.io/token"),
+    "/apis/etcd.k0sproject.io/v1beta1/etcdmembers": ("etcdmembers", None),
+    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases": ("node-leases", None),
+    "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases": (
+        "apiserver-leases", None, "apiserver.kubernetes.io/identity=kube-apiserver"),
 }
 
 
@@ -83,6 +87,8 @@ class LoopbackHttps:
 class ApiServer(LoopbackHttps):
     def __init__(self, authority: Authority, lists: dict[str, dict], logs: dict[tuple, str]):
         self.lists, self.logs = lists, logs
+        # List names whose type this API does not serve: 404, as for a CRD not installed.
+        self.absent: set[str] = set()
         self.requests: list[tuple[str, str]] = []
         super().__init__(authority, self._handler())
 
@@ -109,9 +115,14 @@ class ApiServer(LoopbackHttps):
                 self._status(404, "NotFound", "the server could not find the requested resource")
 
             def _list(self, path: str, query: dict):
-                name, selector = LIST_PATHS[path]
+                name, selector, *labels = LIST_PATHS[path]
                 if selector is not None and query.get("fieldSelector") != selector:
                     return self._status(400, "BadRequest", f"expected fieldSelector {selector}")
+                if labels and query.get("labelSelector") != labels[0]:
+                    return self._status(400, "BadRequest", f"expected labelSelector {labels[0]}")
+                if name in server.absent:
+                    return self._status(404, "NotFound",
+                                        "the server could not find the requested resource")
                 if name not in server.lists:
                     return self._status(403, "Forbidden", f"{name} is forbidden: User \"admin\" "
                                         "cannot list resource")

@@ -18,9 +18,10 @@ from doctor.kubeapi import Snapshot
 FIXTURES = Path(__file__).parent / "fixtures"
 # The instant the fixtures were recorded at.
 RECORDED = datetime.datetime(2026, 11, 23, 6, 0, tzinfo=datetime.timezone.utc)
-TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+# A time as the API writes it; leases' renewTime and acquireTime have microseconds.
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z$")
 LISTS = ("nodes", "pods", "namespaces", "persistentvolumeclaims", "storageclasses", "events",
-         "bootstrap-tokens")
+         "bootstrap-tokens", "etcdmembers", "node-leases", "apiserver-leases")
 NODES = [
     {"name": "controller", "address": "192.168.2.1", "role": "controller", "gpus": 0,
      "gpuModel": None},
@@ -33,8 +34,9 @@ PLUGIN_PODS = {"moscow": "nvidia-device-plugin-4xkq7", "madrid": "nvidia-device-
                "campos": "nvidia-device-plugin-t2w8c"}
 
 
-def stamp(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def stamp(moment: datetime.datetime, micro: bool = False) -> str:
+    return moment.astimezone(datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 
 def _shift(value, delta: datetime.timedelta):
@@ -44,7 +46,7 @@ def _shift(value, delta: datetime.timedelta):
         return [_shift(item, delta) for item in value]
     if isinstance(value, str) and TIMESTAMP.match(value):
         moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return stamp(moment + delta)
+        return stamp(moment + delta, micro="." in value)
     return value
 
 
@@ -102,6 +104,8 @@ class Recorded:
         self.default_storage_class = "nfs"
         self.gateways: dict[str, str] = {}
         self.errors: dict[str, str] = {}
+        # Lists of a type the API does not serve (HTTP 404): RKE2 has no EtcdMember.
+        self.absent: set[str] = set()
         self.client_certificate = None
         self.ca_certificate = None
 
@@ -117,13 +121,14 @@ class Recorded:
                                          n.get("gpuModel")) for n in self.nodes],
                      pools=[ExpectedPool(p["name"], p["count"], p["gpus"]) for p in self.pools],
                      default_storage_class=self.default_storage_class,
-                     vpn=bool(self.gateways))
+                     vpn=bool(self.gateways), api_endpoint="https://192.168.2.1:6443")
 
     def context(self) -> Context:
         snapshot = Snapshot("https://192.168.2.1:6443", self.now,
                             lists={name: value["items"] for name, value in self.lists.items()
-                                   if name not in self.errors},
-                            errors=dict(self.errors), logs=dict(self.logs),
+                                   if name not in self.errors and name not in self.absent},
+                            errors=dict(self.errors), absent=set(self.absent),
+                            logs=dict(self.logs),
                             client_certificate=self.client_certificate,
                             ca_certificate=self.ca_certificate)
         return Context(self.stack(), snapshot, copy.deepcopy(self.hosts))

@@ -31,7 +31,7 @@ def test_the_healthy_cluster_passes(cluster):
                       "gpu-device-plugin", "default-storage-class", "pvc-bound", "mysql",
                       "namespace-terminating", "certificate-expiry", "join-tokens",
                       "host-address", "host-routes", "host-mtu", "host-inotify",
-                      "host-resolv-conf", "host-gpus"}
+                      "host-resolv-conf", "host-gpus", "etcd-quorum"}
     mysql = {f.subject for f in found if f.check == "mysql"}
     assert mysql == {"pod kubeflow/katib-mysql-7c5b9d8f6-x2r4m", "pod kubeflow/mysql-5b8d9c7f4-qp6vn"}
 

@@ -39,9 +39,10 @@ def test_healthy_cluster(served, cluster, authority, tmp_path):
     assert table.returncode == 0, table.stdout + table.stderr
     assert table.stdout.startswith(f"cluster at {served.url} (outputs file '{outputs}')")
     # 3 nodes x (registered, ready, address, GPUs, device plugin), the class, the claims,
-    # 2 MySQL pods, the namespaces, 2 certificates, the tokens, moscow's 6 host checks.
+    # 2 MySQL pods, the namespaces, 2 certificates, the tokens, moscow's 6 host checks, the
+    # control plane's one line.
     assert table.stdout.endswith("\n\nnothing wrong found\n\n0 problem, 0 could not check, "
-                                 "0 warning, 29 ok (--all shows the ok ones)\n")
+                                 "0 warning, 30 ok (--all shows the ok ones)\n")
 
     every = run_doctor("--outputs", str(outputs), "--host-outputs", hosts, "--all")
     assert re.search(r"\nok +gpu-allocatable +node madrid\n    4 nvidia.com/gpu allocatable\n",
@@ -52,7 +53,7 @@ def test_healthy_cluster(served, cluster, authority, tmp_path):
     assert report.returncode == 0, report.stderr
     document = json.loads(report.stdout)
     assert document["exitCode"] == 0 and document["server"] == served.url
-    assert document["counts"] == {"problem": 0, "could-not-check": 0, "warning": 0, "ok": 29}
+    assert document["counts"] == {"problem": 0, "could-not-check": 0, "warning": 0, "ok": 30}
     checks = {f["check"] for f in document["findings"]}
     assert {"gpu-device-plugin", "join-tokens", "host-mtu"} <= checks
 

@@ -23,6 +23,9 @@ def test_reads_the_lab_stacks_own_outputs(lab_plan, tmp_path):
         ("campos", "192.168.2.4", "worker", 4, True)]
     assert known.default_storage_class == "nfs" and known.pools == [] and not known.vpn
     assert known.kubeconfig.server == "https://192.168.2.1:6443"
+    # The control plane: its controllers among the nodes, and the endpoint they serve.
+    assert [(n.name, n.address) for n in known.controllers] == [("controller", "192.168.2.1")]
+    assert known.api_endpoint == "https://192.168.2.1:6443"
 
 
 def test_the_program_does_not_import_the_doctor():
