@@ -12,12 +12,11 @@ from ipaddress import IPv4Interface
 from pathlib import Path
 from typing import Optional
 
+from contract.host_os import os_supported
 from contract.ports import SSH
 
 DISCOVER_SCRIPT = Path(__file__).resolve().parent / "discover-host.sh"
 LIBRARY = Path(__file__).resolve().parent.parent / "components" / "scripts" / "lib.sh"
-# What preflight.sh's check_os accepts.
-SUPPORTED_OS = (("ubuntu", "22.04"), ("ubuntu", "24.04"))
 CONNECT_TIMEOUT_SECONDS = 10
 RUN_TIMEOUT_SECONDS = 120
 
@@ -51,7 +50,13 @@ class HostFacts:
 
     @property
     def supported_os(self) -> bool:
-        return (self.os_id, self.os_version) in SUPPORTED_OS
+        """What preflight.sh's check_os accepts (contract/host_os.py)."""
+        return os_supported(self.os_id, self.os_version)
+
+    @property
+    def os_found(self) -> str:
+        """What the host's os-release says it is, as preflight names it."""
+        return f"{self.os_name or 'unknown'} ({self.os_id or '?'} {self.os_version or '?'})"
 
     def addresses(self) -> list:
         return [(nic, address) for nic, addresses in sorted(self.nics.items())
