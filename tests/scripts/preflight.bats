@@ -72,7 +72,7 @@ setup() {
   [ "$(grep -c ': FAILED: ' <<<"$output")" -eq 1 ]
 }
 
-@test "preflight: with the RHEL 9 family in SUPPORTED_OS (one line of config/versions.py) its hosts pass" {
+@test "preflight: with the RHEL 9 family in SUPPORTED_OS (one line of contract/host_os.py) its hosts pass" {
   export SUPPORTED_OS="ubuntu:22.04 ubuntu:24.04 rocky:9 almalinux:9 rhel:9"
   local release
   for release in rocky-9.4 almalinux-9.4 rhel-9.4; do
