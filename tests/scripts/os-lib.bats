@@ -12,7 +12,7 @@ setup() {
 
 # os_lib CODE: runs CODE in a bash that sourced os/lib.sh (and so lib.sh).
 os_lib() {
-  run bash -c 'source "$1"; eval "$2"' _ "$SCRIPTS_DIR/os/lib.sh" "$1"
+  run_library os/lib.sh "$1"
 }
 
 @test "os/lib.sh: Ubuntu 22.04 and 24.04 are the ubuntu family" {
