@@ -16,7 +16,10 @@ from contract.host_os import os_supported
 from contract.ports import SSH
 
 DISCOVER_SCRIPT = Path(__file__).resolve().parent / "discover-host.sh"
-LIBRARY = Path(__file__).resolve().parent.parent / "components" / "scripts" / "lib.sh"
+# The step libraries it sources, in order (the script's own source lines, which run only
+# standalone: over ssh they come ahead of it).
+LIBRARIES = tuple(Path(__file__).resolve().parent.parent / "components" / "scripts" / name
+                  for name in ("lib.sh", "os/lib.sh"))
 CONNECT_TIMEOUT_SECONDS = 10
 RUN_TIMEOUT_SECONDS = 120
 
@@ -121,7 +124,7 @@ def discover(spec: str, options: SshOptions) -> HostFacts:
     user, _, ssh_address = spec.rpartition("@")
     user = user or options.user
     host, port = _split_port(ssh_address, options.port)
-    script = LIBRARY.read_text() + "\n" + DISCOVER_SCRIPT.read_text()
+    script = "\n".join(path.read_text() for path in (*LIBRARIES, DISCOVER_SCRIPT))
     with tempfile.TemporaryDirectory(prefix="gpu-cluster-init-") as scratch:
         known_hosts, bastion_known = Path(scratch, "known_hosts"), Path(scratch, "bastion")
         command = ["ssh", *_ssh_options(options, known_hosts, port)]
