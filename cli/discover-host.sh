@@ -4,11 +4,14 @@
 set -euo pipefail
 # It reads /proc, /sys and /etc/os-release, asks `ip` for addresses and `nvidia-smi` for GPU
 # names when a driver is installed, and tries `sudo -n true` (what every step runs under).
-# The step library's host readers (ROOT, os_release_field, count_nvidia_gpus, ...); init
-# sends it ahead of this script.
+# The step library's host readers (ROOT, count_nvidia_gpus, ..., and os/lib.sh's
+# os_release_field); init sends them ahead of this script.
 # shellcheck source=../components/scripts/lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] ||
   source "$(dirname "${BASH_SOURCE[0]}")/../components/scripts/lib.sh"
+# shellcheck source=../components/scripts/os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] ||
+  source "$(dirname "${BASH_SOURCE[0]}")/../components/scripts/os/lib.sh"
 : "${GPU_CLUSTER_STEP:=discover}"
 
 fact() {
@@ -17,7 +20,7 @@ fact() {
 }
 
 os_release() {
-  [[ -r "$ROOT/etc/os-release" ]] || return 0
+  os_release_file >/dev/null || return 0
   fact os_id "$(os_release_field ID)"
   fact os_version "$(os_release_field VERSION_ID)"
   fact os_name "$(os_release_field PRETTY_NAME)"

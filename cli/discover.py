@@ -12,12 +12,14 @@ from ipaddress import IPv4Interface
 from pathlib import Path
 from typing import Optional
 
+from contract.host_os import os_supported
 from contract.ports import SSH
 
 DISCOVER_SCRIPT = Path(__file__).resolve().parent / "discover-host.sh"
-LIBRARY = Path(__file__).resolve().parent.parent / "components" / "scripts" / "lib.sh"
-# What preflight.sh's check_os accepts.
-SUPPORTED_OS = (("ubuntu", "22.04"), ("ubuntu", "24.04"))
+# The step libraries it sources, in order (the script's own source lines, which run only
+# standalone: over ssh they come ahead of it).
+LIBRARIES = tuple(Path(__file__).resolve().parent.parent / "components" / "scripts" / name
+                  for name in ("lib.sh", "os/lib.sh"))
 CONNECT_TIMEOUT_SECONDS = 10
 RUN_TIMEOUT_SECONDS = 120
 
@@ -51,7 +53,13 @@ class HostFacts:
 
     @property
     def supported_os(self) -> bool:
-        return (self.os_id, self.os_version) in SUPPORTED_OS
+        """What preflight.sh's check_os accepts (contract/host_os.py)."""
+        return os_supported(self.os_id, self.os_version)
+
+    @property
+    def os_found(self) -> str:
+        """What the host's os-release says it is, as preflight names it."""
+        return f"{self.os_name or 'unknown'} ({self.os_id or '?'} {self.os_version or '?'})"
 
     def addresses(self) -> list:
         return [(nic, address) for nic, addresses in sorted(self.nics.items())
@@ -116,7 +124,7 @@ def discover(spec: str, options: SshOptions) -> HostFacts:
     user, _, ssh_address = spec.rpartition("@")
     user = user or options.user
     host, port = _split_port(ssh_address, options.port)
-    script = LIBRARY.read_text() + "\n" + DISCOVER_SCRIPT.read_text()
+    script = "\n".join(path.read_text() for path in (*LIBRARIES, DISCOVER_SCRIPT))
     with tempfile.TemporaryDirectory(prefix="gpu-cluster-init-") as scratch:
         known_hosts, bastion_known = Path(scratch, "known_hosts"), Path(scratch, "bastion")
         command = ["ssh", *_ssh_options(options, known_hosts, port)]

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Network, ip_address
 from typing import Optional
 
-from cli.discover import HostFacts, SUPPORTED_OS
+from cli.discover import HostFacts
 from cli.init_hybrid import HybridChoices, hybrid_lines
+from contract.host_os import supported_os_names
 from contract.ports import SSH
 
 # GPU Feature Discovery's nvidia.com/gpu.product value, as the config's hosts[].gpuModel
@@ -71,8 +72,7 @@ def cluster_address(facts: HostFacts, lan: Optional[IPv4Network]):
 def unsuitable(facts: HostFacts) -> list:
     problems = []
     if not facts.supported_os:
-        wanted = " or ".join(f"{os_id.capitalize()} {version}" for os_id, version in SUPPORTED_OS)
-        problems.append(f"OS is {facts.os_name or facts.os_id or 'unknown'}; need {wanted}")
+        problems.append(f"OS is {facts.os_found}; supported: {supported_os_names()}")
     if not facts.sudo:
         problems.append("no passwordless sudo (`sudo -n true` failed); every step runs under it")
     if not _DNS_LABEL.fullmatch(facts.hostname):
@@ -165,7 +165,7 @@ def _host_lines(facts: HostFacts, placed, is_controller: bool, why: Optional[str
     nic, address = placed
     memory_gib = facts.memory_kib // (1024 * 1024)
     disks = ", ".join(f"{name} {size // 10**9} GB" for name, size in sorted(facts.disks.items()))
-    lines = [f"    # {facts.os_name}, {memory_gib} GiB memory, disks: {disks or 'none'}",
+    lines = [f"    # {facts.os_found}, {memory_gib} GiB memory, disks: {disks or 'none'}",
              f"    - name: {_q(facts.hostname)}"]
     if nic is None:
         lines.append(f"      # address: not decided: {address}")

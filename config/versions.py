@@ -122,8 +122,7 @@ NVIDIA_CONTAINER_TOOLKIT = "1.19.1-1"
 # driver comes from Ubuntu's archive.)
 NVIDIA_CONTAINER_TOOLKIT_KEY_FINGERPRINT = "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
 
-# Operating systems the bootstrap scripts support (checked by preflight.sh).
-SUPPORTED_UBUNTU_RELEASES = ("22.04", "24.04")
+# The hosts' operating systems: contract/host_os.py (the command reads them too).
 
 # Cluster add-ons.
 NVIDIA_DEVICE_PLUGIN = "v0.20.0"

@@ -35,7 +35,8 @@ class Script:
     """A script under components/scripts/ plus the libraries it sources."""
 
     path: str  # relative to components/scripts/, e.g. "k0s/join-worker.sh"
-    # Libraries of other folders it sources too, after its own (e.g. "upgrade/lib.sh").
+    # Libraries of other folders it runs with though its own text does not source them
+    # (reboot-if-needed.sh on a drained worker: "upgrade/lib.sh"); what it sources it gets.
     extra_libraries: tuple[str, ...] = ()
     # Whether its envelope answers `check`: the script in check mode (check/lib.sh), then
     # its additions check/<name> when there are any. Only for scripts whose changes all
@@ -58,7 +59,10 @@ class Script:
             for needed in [*sourced_libraries(library), library]:
                 if needed not in ordered:
                     ordered.append(needed)
-        return ordered
+        # Then what the script itself sources (os/lib.sh): one declaration, its source line,
+        # which a standalone run follows too (a step only a given bundle holds has none here).
+        own = sourced_libraries(self.path) if script_path(self.path).exists() else ()
+        return ordered + [library for library in own if library not in ordered]
 
     @property
     def files(self) -> list[str]:
@@ -74,15 +78,16 @@ class Script:
                 + ([additions] if script_path(additions).exists() else []))
 
 
-# A library's include-guarded `source` of another library, relative to its own folder.
+# An include-guarded `source` of a library, relative to the sourcing file's folder.
 _SOURCE_LINE = re.compile(r'^\[\[ -n "\$\{GPU_CLUSTER_\w+_LOADED:-\}" \]\] \|\| '
                           r'source "\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)/([a-z0-9./-]+)"$', re.M)
 
 
 @functools.lru_cache(maxsize=None)
 def sourced_libraries(library: str) -> tuple[str, ...]:
-    """The libraries `library` sources beyond lib.sh (its own `source` lines, which only run
-    standalone: a step's envelope and bundle load them as its files), those first."""
+    """The libraries `library` (a library or a step script) sources beyond lib.sh (its own
+    `source` lines, which only run standalone: a step's envelope and bundle load them as its
+    files), those first."""
     found: list[str] = []
     folder = (SCRIPTS_DIR / library).parent
     for relative in _SOURCE_LINE.findall(read_script(library)):

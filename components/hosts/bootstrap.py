@@ -28,6 +28,7 @@ from components.common.remote_step import (
 )
 from components.common.step_text import Script
 from config.backup import BACKUP_FOLDER
+from contract.host_os import supported_os_input
 from config.hosts import Host
 
 SERVE_NFS = Script("serve-nfs.sh")
@@ -220,6 +221,7 @@ class HostBootstrap(pulumi.ComponentResource):
             "CONTROL_PLANE_PORT": str(args.ssh.settings.port),
             "MIN_FREE_DISK_GB": str(args.settings.tuning.min_free_disk_gb),
             "NVIDIA_DRIVER_BRANCH": args.settings.nvidia.driver_branch,
+            "SUPPORTED_OS": supported_os_input(),
             # A driver already there is the host's to keep, of any branch (preflight's
             # default, true, leaves the other hosts' inputs as they were).
             **({} if self._nvidia()[0] else {"INSTALL_DRIVER": "false"}),

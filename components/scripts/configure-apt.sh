@@ -5,6 +5,8 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
 : "${GPU_CLUSTER_STEP:=configure-apt}"
 
 # Inputs: UBUNTU_APT_MIRROR
@@ -31,15 +33,6 @@ check_inputs() {
   check_download_url UBUNTU_APT_SECURITY_MIRROR
 }
 
-# os_field NAME: NAME's value in /etc/os-release (os-release(5): shell-style assignments).
-os_field() {
-  local line
-  line="$(grep -m1 "^$1=" "$ROOT/etc/os-release" || true)"
-  line=${line#*=}
-  line=${line#\"}
-  printf '%s\n' "${line%\"}"
-}
-
 sources_text() {
   local codename=$1 version=$2 archive=${UBUNTU_APT_MIRROR%/}/ security=${UBUNTU_APT_SECURITY_MIRROR%/}/
   if [[ "$version" == 22.04 ]]; then
@@ -60,8 +53,8 @@ sources_text() {
 main() {
   check_inputs
   local version codename target
-  version="$(os_field VERSION_ID)"
-  codename="$(os_field VERSION_CODENAME)"
+  version="$(os_release_field VERSION_ID)"
+  codename="$(os_release_field VERSION_CODENAME)"
   case "$version" in
     22.04) target=$LEGACY_SOURCES ;;
     24.04) target=$DEB822_SOURCES ;;

@@ -478,19 +478,6 @@ upstream_version() {
   printf '%s\n' "${version%-*}"
 }
 
-# os_release_field KEY: the unquoted value of KEY in /etc/os-release.
-os_release_field() {
-  local key value quotes="\"'"
-  while IFS='=' read -r key value; do
-    if [[ "$key" == "$1" ]]; then
-      value="${value#["$quotes"]}"
-      value="${value%["$quotes"]}"
-      printf '%s\n' "$value"
-      return 0
-    fi
-  done <"$ROOT/etc/os-release"
-}
-
 # count_nvidia_gpus: NVIDIA (vendor 0x10de) display-class (0x03xxxx) PCI devices.
 count_nvidia_gpus() {
   local device vendor class count=0

@@ -5,9 +5,11 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
 : "${GPU_CLUSTER_STEP:=preflight}"
 
-# Inputs: CONTROL_PLANE_PORT GPU_COUNT HOST_ADDRESS HOST_NAME HOST_ROLE MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH
+# Inputs: CONTROL_PLANE_PORT GPU_COUNT HOST_ADDRESS HOST_NAME HOST_ROLE MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH SUPPORTED_OS
 # Optional inputs: CONTROL_PLANE_ADDRESS HOST_INTERFACE INSTALL_DRIVER
 
 FAILURES=()
@@ -22,7 +24,7 @@ ok() {
 
 check_inputs() {
   require_env HOST_NAME HOST_ADDRESS HOST_ROLE GPU_COUNT CONTROL_PLANE_PORT MIN_FREE_DISK_GB \
-    NVIDIA_DRIVER_BRANCH
+    NVIDIA_DRIVER_BRANCH SUPPORTED_OS
   : "${HOST_INTERFACE:=}" "${CONTROL_PLANE_ADDRESS:=}" "${INSTALL_DRIVER:=true}"
   require_uint GPU_COUNT CONTROL_PLANE_PORT MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH
   require_bool INSTALL_DRIVER
@@ -30,21 +32,46 @@ check_inputs() {
     controller | worker | controller+worker) ;;
     *) die "HOST_ROLE must be controller, worker or controller+worker, got '$HOST_ROLE'" ;;
   esac
+  # config/versions.py SUPPORTED_OS: os-release ID:VERSION_ID words.
+  if [[ ! "$SUPPORTED_OS" =~ ^[a-z0-9._-]+:[0-9.]+( [a-z0-9._-]+:[0-9.]+)*$ ]]; then
+    die "SUPPORTED_OS must be ID:VERSION words (ubuntu:24.04 rocky:9), got '$SUPPORTED_OS'"
+  fi
 }
 
+# check_os: the host's os-release names an OS of SUPPORTED_OS (a version also accepts its
+# point releases: rocky:9 accepts 9.4).
 check_os() {
-  local id version pretty
-  if [[ ! -r "$ROOT/etc/os-release" ]]; then
-    fail "cannot read /etc/os-release; need Ubuntu 22.04 or 24.04"
+  local id version entry supported=()
+  if ! os_release_file >/dev/null; then
+    fail "cannot read /etc/os-release or /usr/lib/os-release; supported: $(supported_os_names)"
     return 0
   fi
   id="$(os_release_field ID)"
   version="$(os_release_field VERSION_ID)"
-  pretty="$(os_release_field PRETTY_NAME)"
-  case "$id:$version" in
-    ubuntu:22.04 | ubuntu:24.04) ok "OS is ${pretty:-Ubuntu $version}" ;;
-    *) fail "OS is ${pretty:-$id $version}; need Ubuntu 22.04 or 24.04" ;;
+  read -r -a supported <<<"$SUPPORTED_OS"
+  for entry in "${supported[@]}"; do
+    if [[ "$id" == "${entry%%:*}" && ("$version" == "${entry#*:}" || "$version" == "${entry#*:}".*) ]]; then
+      ok "OS is $(os_found)"
+      return 0
+    fi
+  done
+  case "$(os_family_of "$id" "$version" || true)" in
+    el9)
+      fail "OS is $(os_found): the RHEL 9 family is recognised, but the steps do not set it up" \
+        "yet (packages with dnf, kernel arguments with grubby, the NVIDIA driver, SELinux," \
+        "firewalld); supported: $(supported_os_names)"
+      ;;
+    *) fail "OS is $(os_found); supported: $(supported_os_names)" ;;
   esac
+}
+
+# supported_os_names: SUPPORTED_OS as messages name it: "Ubuntu 22.04, Ubuntu 24.04".
+supported_os_names() {
+  local entry text=""
+  for entry in $SUPPORTED_OS; do
+    text+="${text:+, }$(os_name "${entry%%:*}") ${entry#*:}"
+  done
+  printf '%s\n' "$text"
 }
 
 check_root() {

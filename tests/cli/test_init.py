@@ -110,7 +110,10 @@ def test_init_writes_what_the_hosts_report_and_the_stack_previews(tmp_path, flee
         assert hosts[name]["sshHostKey"] == fleet[name].host_public_key
         assert hosts[name]["sshAddress"] == "127.0.0.1"
     assert "nosudo (" in result.stdout and "no passwordless sudo" in result.stdout
-    assert "rocky (" in result.stdout and "OS is Rocky Linux 9.6" in result.stdout
+    assert "rocky (" in result.stdout and ("OS is Rocky Linux 9.6 (rocky 9.6); supported: "
+                                           "Ubuntu 22.04, Ubuntu 24.04") in result.stdout
+    # Each host written is named with the OS it reported.
+    assert output.read_text().count("    # Ubuntu 24.04.3 LTS (ubuntu 24.04), ") == 3
     assert f"{unreachable}: not reached" in result.stdout
 
     plan = preview(tmp_path, output, "found")

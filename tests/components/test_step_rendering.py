@@ -21,6 +21,7 @@ from components.common.step_text import (
     bundle_stdin,
     render_envelope,
     step_inputs,
+    whole_text,
 )
 from tests.builders import TEST_PRIVATE_KEY
 
@@ -150,3 +151,42 @@ def test_a_bundle_step_is_held_to_the_headers_of_the_bundle_it_runs(tmp_path):
     with pytest.raises(StepInputsError, match="^step 'own' on 'gpu-01': OTHER not declared "
                        "by own/step.sh"):
         bundle_stdin("gpu-01", "own", step, {"OWN_INPUT": "x", "OTHER": "y"}, bundle=own)
+
+
+def test_a_step_gets_the_libraries_its_own_source_lines_name(tmp_path, monkeypatch):
+    """A step script that sources a library of another folder (os/lib.sh), with the guarded
+    line libraries use, runs with it: in its envelope, as a bundle file the runner checks by
+    sha256, and in whole_text, in the order a standalone run sources them (lib.sh first)."""
+    import components.common.step_text as step_text
+    (tmp_path / "lib.sh").write_text("GPU_CLUSTER_LIB_LOADED=1\n")
+    (tmp_path / "bundle").mkdir()
+    shutil.copy(bundle.SCRIPTS_DIR / RUNNER, tmp_path / RUNNER)
+    (tmp_path / "os").mkdir()
+    (tmp_path / "os" / "x.sh").write_text(
+        '[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"\n'
+        "GPU_CLUSTER_OS_X_LOADED=1\nos_x() { echo os-x; }\n")
+    (tmp_path / "step.sh").write_text(
+        "# Inputs: OWN_INPUT\n"
+        '[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"\n'
+        '[[ -n "${GPU_CLUSTER_OS_X_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/x.sh"\n'
+        "main() { os_x; }\nmain\n")
+    for module in (bundle, step_text):
+        monkeypatch.setattr(module, "SCRIPTS_DIR", tmp_path)
+    # Both caches hold the checkout's files by path: emptied before and after.
+    step_text.sourced_libraries.cache_clear()
+    step_text._read_file.cache_clear()
+    try:
+        step, own = Script("step.sh"), collect(tmp_path)
+        assert step.files == ["lib.sh", "os/x.sh", "step.sh"]
+
+        envelope_text = render_envelope("gpu-01", "own", step, {"OWN_INPUT": "x"})
+        stdin = bundle_stdin("gpu-01", "own", step, {"OWN_INPUT": "x"}, bundle=own)
+    finally:
+        step_text.sourced_libraries.cache_clear()
+        step_text._read_file.cache_clear()
+
+    assert "os_x() { echo os-x; }" in envelope_text
+    assert f"  'create os/x.sh {own.sha256('os/x.sh')}' \\\n  'create step.sh " in stdin
+    assert whole_text(stdin, bundle=own) == envelope_text
+    run = subprocess.run(["bash", "-c", envelope_text], capture_output=True, text=True)
+    assert run.stdout == "os-x\n", run.stderr

@@ -242,7 +242,7 @@ kind: ClusterConfig"
   build_envelope preflight preflight.sh "" \
     HOST_NAME=moscow HOST_ADDRESS=203.0.113.9 HOST_INTERFACE="" HOST_ROLE=worker GPU_COUNT=8 \
     CONTROL_PLANE_ADDRESS=192.0.2.1 CONTROL_PLANE_PORT=22 MIN_FREE_DISK_GB=100 \
-    NVIDIA_DRIVER_BRANCH=580
+    NVIDIA_DRIVER_BRANCH=580 SUPPORTED_OS="ubuntu:22.04 ubuntu:24.04"
   run_envelope create
   [ "$status" -eq 1 ]
   assert_output_contains \

@@ -86,6 +86,27 @@ EOF
   GPU_CLUSTER_ROOT=$r add_pci_device 0000:00:1f.0 0x8086 0x060100 # ISA bridge
 }
 
+# run_library LIBRARY CODE: bats' run of CODE in a bash that sourced components/scripts/LIBRARY.
+run_library() {
+  run bash -c 'source "$1"; eval "$2"' _ "$SCRIPTS_DIR/$1" "$2"
+}
+
+# set_os_release NAME: the fake host's os-release is tests/scripts/os-release/NAME, as the
+# distribution ships it; on the RHEL family /etc/os-release links to ../usr/lib/os-release
+# (rocky-release's %install, tests/scripts/os-release/README.md).
+set_os_release() {
+  local root="${GPU_CLUSTER_ROOT:?}"
+  rm -f "$root/etc/os-release"
+  case "$1" in
+    rocky-* | almalinux-* | rhel-* | centos-*)
+      mkdir -p "$root/usr/lib"
+      cp "$TESTS_DIR/os-release/$1" "$root/usr/lib/os-release"
+      ln -s ../usr/lib/os-release "$root/etc/os-release"
+      ;;
+    *) cp "$TESTS_DIR/os-release/$1" "$root/etc/os-release" ;;
+  esac
+}
+
 add_pci_device() {
   local dir="${GPU_CLUSTER_ROOT:?}/sys/bus/pci/devices/$1"
   mkdir -p "$dir"

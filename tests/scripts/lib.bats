@@ -11,7 +11,7 @@ setup() {
 
 # lib CODE: runs CODE in a bash that sourced lib.sh.
 lib() {
-  run bash -c 'source "$1"; eval "$2"' _ "$SCRIPTS_DIR/lib.sh" "$1"
+  run_library lib.sh "$1"
 }
 
 @test "lib: write_file writes only when content or mode differ" {

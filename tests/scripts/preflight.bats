@@ -8,7 +8,7 @@ setup() {
   setup_host
   export HOST_NAME=moscow HOST_ADDRESS=192.0.2.10 HOST_INTERFACE=eth0 HOST_ROLE=worker \
     GPU_COUNT=2 CONTROL_PLANE_ADDRESS=192.0.2.1 CONTROL_PLANE_PORT=22 MIN_FREE_DISK_GB=100 \
-    NVIDIA_DRIVER_BRANCH=580
+    NVIDIA_DRIVER_BRANCH=580 SUPPORTED_OS="ubuntu:22.04 ubuntu:24.04"
 }
 
 @test "preflight: passes on a matching worker and changes nothing" {
@@ -16,7 +16,7 @@ setup() {
   run_script preflight.sh
   assert_success
   assert_output_contains \
-    "gpu-cluster: moscow: preflight: ok: OS is Ubuntu 24.04.3 LTS" \
+    "gpu-cluster: moscow: preflight: ok: OS is Ubuntu 24.04.3 LTS (ubuntu 24.04)" \
     "ok: running as root" \
     "ok: hostname is moscow" \
     "ok: address 192.0.2.10 is on eth0" \
@@ -38,7 +38,7 @@ setup() {
   run_script preflight.sh
   [ "$status" -eq 1 ]
   assert_output_contains \
-    "gpu-cluster: moscow: preflight: FAILED: OS is Ubuntu 20.04.3 LTS; need Ubuntu 22.04 or 24.04" \
+    "gpu-cluster: moscow: preflight: FAILED: OS is Ubuntu 20.04.3 LTS (ubuntu 20.04); supported: Ubuntu 22.04, Ubuntu 24.04" \
     "gpu-cluster: moscow: preflight: FAILED: not running as root (uid 1000)" \
     "gpu-cluster: moscow: preflight: FAILED: hostname is 'kazan' but the host is configured as 'moscow'" \
     "gpu-cluster: moscow: preflight: FAILED: address 198.51.100.7 is not assigned on this host" \
@@ -47,6 +47,70 @@ setup() {
     "gpu-cluster: moscow: preflight: FAILED: cannot open a TCP connection to the control plane at 192.0.2.1:22 within 5 s"
   [ "$(grep -c ': FAILED: ' <<<"$output")" -eq 7 ]
   [[ "${lines[-1]}" == "gpu-cluster: moscow: preflight: 7 preflight check(s) failed" ]]
+}
+
+@test "preflight: Ubuntu 22.04 and 24.04 pass as their os-release names them" {
+  local release
+  for release in ubuntu-22.04 ubuntu-24.04; do
+    set_os_release "$release"
+    run_script preflight.sh
+    assert_success
+  done
+  assert_output_contains "preflight: ok: OS is Ubuntu 24.04.4 LTS (ubuntu 24.04)"
+}
+
+@test "preflight: Rocky Linux, AlmaLinux and RHEL 9 are recognised but refused until the steps set them up" {
+  local release found
+  for release in rocky-9.4 almalinux-9.4 rhel-9.4; do
+    set_os_release "$release"
+    run_script preflight.sh
+    assert_failure
+    found="$(grep -o 'FAILED: OS is [^:]*' <<<"$output")"
+    assert_output_contains "preflight: $found: the RHEL 9 family is recognised, but the steps do not set it up yet (packages with dnf, kernel arguments with grubby, the NVIDIA driver, SELinux, firewalld); supported: Ubuntu 22.04, Ubuntu 24.04"
+  done
+  assert_output_contains "preflight: FAILED: OS is Red Hat Enterprise Linux 9.4 (Plow) (rhel 9.4): the RHEL 9 family"
+  [ "$(grep -c ': FAILED: ' <<<"$output")" -eq 1 ]
+}
+
+@test "preflight: with the RHEL 9 family in SUPPORTED_OS (one line of contract/host_os.py) its hosts pass" {
+  export SUPPORTED_OS="ubuntu:22.04 ubuntu:24.04 rocky:9 almalinux:9 rhel:9"
+  local release
+  for release in rocky-9.4 almalinux-9.4 rhel-9.4; do
+    set_os_release "$release"
+    run_script preflight.sh
+    assert_success
+  done
+  assert_output_contains "preflight: ok: OS is Red Hat Enterprise Linux 9.4 (Plow) (rhel 9.4)"
+  set_os_release ubuntu-22.04
+  run_script preflight.sh
+  assert_success
+}
+
+@test "preflight: RHEL 8.10, CentOS Stream 9 and Debian 12 are refused with what is supported" {
+  export SUPPORTED_OS="ubuntu:22.04 ubuntu:24.04 rocky:9 almalinux:9 rhel:9"
+  set_os_release rhel-8.10
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: preflight: FAILED: OS is Red Hat Enterprise Linux 8.10 (Ootpa) (rhel 8.10); supported: Ubuntu 22.04, Ubuntu 24.04, Rocky Linux 9, AlmaLinux 9, RHEL 9"
+  set_os_release centos-stream-9
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: preflight: FAILED: OS is CentOS Stream 9 (centos 9); supported: Ubuntu 22.04, Ubuntu 24.04, Rocky Linux 9, AlmaLinux 9, RHEL 9"
+  set_os_release debian-12
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: preflight: FAILED: OS is Debian GNU/Linux 12 (bookworm) (debian 12); supported: Ubuntu 22.04, Ubuntu 24.04, Rocky Linux 9, AlmaLinux 9, RHEL 9"
+  rm -f "$GPU_CLUSTER_ROOT/etc/os-release" "$GPU_CLUSTER_ROOT/usr/lib/os-release"
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "FAILED: cannot read /etc/os-release or /usr/lib/os-release; supported: Ubuntu 22.04"
+}
+
+@test "preflight: SUPPORTED_OS must be ID:VERSION words" {
+  export SUPPORTED_OS="ubuntu 22.04"
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: preflight: SUPPORTED_OS must be ID:VERSION words (ubuntu:24.04 rocky:9), got 'ubuntu 22.04'"
 }
 
 @test "preflight: reports the NVSwitches of an HGX board, which need Fabric Manager" {
