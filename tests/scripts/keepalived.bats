@@ -131,7 +131,7 @@ setup() {
   first_run vip/keepalived.sh
   run_script vip/keepalived-remove.sh
   assert_success
-  assert_call_order '^systemctl stop keepalived$' '^systemctl disable keepalived$'
+  assert_called '^systemctl disable --now keepalived$'
   [ ! -e "$GPU_CLUSTER_ROOT$CONF" ]
   [ ! -f "$STUB_STATE/active-keepalived" ]
   assert_output_contains "gpu-cluster: moscow: remove-control-plane-vip: changed: removed $CONF"

@@ -14,13 +14,10 @@ main() {
     log "unchanged: $KEEPALIVED_FILE is not the program's; keepalived is left as it is"
     return 0
   fi
-  if systemctl is-active --quiet "$KEEPALIVED_UNIT"; then
-    systemctl stop "$KEEPALIVED_UNIT"
-    log "changed: stopped $KEEPALIVED_UNIT"
-  fi
-  if systemctl is-enabled --quiet "$KEEPALIVED_UNIT"; then
-    systemd_disable "$KEEPALIVED_UNIT"
-    log "changed: disabled $KEEPALIVED_UNIT"
+  # `disable --now` stops it too (systemctl(1), --now), also when it runs without being enabled.
+  if systemctl is-enabled --quiet "$KEEPALIVED_UNIT" || systemctl is-active --quiet "$KEEPALIVED_UNIT"; then
+    systemd_disable --now "$KEEPALIVED_UNIT"
+    log "changed: stopped and disabled $KEEPALIVED_UNIT"
   fi
   remove_file "$KEEPALIVED_FILE"
   follow_up_done "reload-$KEEPALIVED_UNIT"

@@ -51,21 +51,17 @@ wanted_text() {
   printf '%s\n' "$text"
 }
 
-ensure_keepalived() {
-  if ! package_installed keepalived; then
-    apt_update_once
-    apt_get install -y --no-install-recommends keepalived
-    log "changed: installed keepalived"
-  fi
-}
-
 main() {
   local wanted report
   check_inputs
   keepalived_file_is_ours || die "$KEEPALIVED_FILE exists and is not the program's (its first" \
     "line is not '$KEEPALIVED_HEADER'): the control plane's VIP needs keepalived for itself;" \
     "move that file away"
-  ensure_keepalived
+  if ! package_installed keepalived; then
+    log "changed: installing keepalived (Ubuntu's package) for the control plane's virtual IP"
+    apt_update_once
+    apt_get install -y --no-install-recommends keepalived
+  fi
   make_temp_dir
   wanted="$TEMP_DIR/keepalived.conf"
   wanted_text >"$wanted"
