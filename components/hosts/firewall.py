@@ -20,6 +20,10 @@ and nothing else changes.
   firewalls to accept all traffic from (docs/networking.md at v1.36.3+k0s.2, line 67; pods
   reaching a kubelet, e.g. metrics-server), and loopback. IPv6 reaches none of the ports:
   the cluster is IPv4 only (config/types.py IPv4).
+- VRRP (IP protocol 112) of the controllers' virtual IP (host keepalived, k0s's CPLB), when
+  there are peers: only from the other controllers, so no other machine on the LAN can
+  take the address by advertising a higher priority (RFC 3768 5.2.4: VRRP is IP protocol 112).
+  A single controller's table has no such rule.
 """
 
 import ipaddress
@@ -47,12 +51,27 @@ def _set(name: str, kind: str, elements: list[str], comment: str) -> list[str]:
     return lines + ["\t}", ""]
 
 
+def _vrrp(peers: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """The set, the input rule and the chain that take VRRP from `peers` only; nothing
+    without peers."""
+    if not peers:
+        return [], [], []
+    return (_set("vrrp_peers", "ipv4_addr", peers, "the other controllers (VRRP)"),
+            ["\tip protocol 112 jump vrrp_peers_only"],
+            ["", "\t# VRRP (IP protocol 112) of the virtual IP, from the other controllers only.",
+             "\tchain vrrp_peers_only {", "\t\tip saddr @vrrp_peers accept",
+             "\t\tcounter drop", "\t}"])
+
+
 def ruleset(host: str, ports: Mapping[str, tuple[int, str]], node_sources: Iterable[str],
-            cluster_networks: Iterable[str]) -> str:
+            cluster_networks: Iterable[str], vrrp_peers: Iterable[str] = ()) -> str:
     """The file host-firewall.sh loads on `host`: `ports` (name -> (port, "tcp"/"udp"))
-    answer only `node_sources` and `cluster_networks` (IPv4 CIDRs) and loopback."""
+    answer only `node_sources` and `cluster_networks` (IPv4 CIDRs) and loopback; VRRP only
+    `vrrp_peers` (the other controllers' addresses, when the controllers share a virtual
+    IP)."""
     names = ", ".join(f"{name} {port}/{proto}" for name, (port, proto) in sorted(
         ports.items(), key=lambda item: (item[1][1], item[1][0])))
+    vrrp_set, vrrp_rule, vrrp_chain = _vrrp(_networks(vrrp_peers))
     lines = [
         HEADER,
         f"# {host}: {names} answer the cluster's nodes only.",
@@ -63,6 +82,7 @@ def ruleset(host: str, ports: Mapping[str, tuple[int, str]], node_sources: Itera
               "the nodes' addresses and the control plane's"),
         *_set("cluster_networks", "ipv4_addr", _networks(cluster_networks),
               "the pod and service networks"),
+        *vrrp_set,
         *_set("node_tcp_ports", "inet_service", _ports(ports, "tcp"), "TCP ports for them only"),
         *_set("node_udp_ports", "inet_service", _ports(ports, "udp"), "UDP ports for them only"),
         "\t# Accept policy: other traffic is left to the host's other tables.",
@@ -71,6 +91,7 @@ def ruleset(host: str, ports: Mapping[str, tuple[int, str]], node_sources: Itera
         '\t\tiif "lo" accept',
         "\t\ttcp dport @node_tcp_ports jump nodes_only",
         "\t\tudp dport @node_udp_ports jump nodes_only",
+        *vrrp_rule,
         "\t}",
         "",
         "\t# An accept ends this table's chain only; the drop is final.",
@@ -79,6 +100,7 @@ def ruleset(host: str, ports: Mapping[str, tuple[int, str]], node_sources: Itera
         "\t\tip saddr @cluster_networks accept",
         "\t\tcounter drop",
         "\t}",
+        *vrrp_chain,
         "}",
     ]
     return "\n".join(lines) + "\n"

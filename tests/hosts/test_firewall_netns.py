@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from components.distributions import distribution_for, distribution_settings
+from components.hosts import firewall
 from components.layouts.over_ssh import host_firewall_ruleset
 from config.loader import load
 from config.model import StackConfig
@@ -149,3 +150,47 @@ def test_a_node_reaches_the_node_ports_and_an_office_machine_does_not(
     # The office machine's drops are counted by the table's one drop rule.
     counted = lab.exec("node", "nft", "list", "chain", "inet", "gpu_cluster", "nodes_only")
     assert "counter packets 0 " not in counted, counted
+
+
+# Prints the source of every VRRP packet (IP protocol 112) the host is handed.
+_VRRP_LISTENER = r"""
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, 112)
+print("ready", flush=True)
+while True:
+    data, (source, _) = s.recvfrom(2048)
+    print("vrrp from", source, flush=True)
+"""
+_VRRP_SEND = ("import socket, sys; socket.socket(socket.AF_INET, socket.SOCK_RAW, 112)"
+              ".sendto(b'\\x21\\x33\\x64\\x01', (sys.argv[1], 0))")
+
+
+def test_vrrp_reaches_a_controller_from_the_other_controllers_only(lab: Lab, tmp_path: Path):
+    """The controllers' virtual IP (S3: host keepalived; k0s's CPLB): a controller takes VRRP
+    from the other controllers, not from an office machine that could claim the address;
+    without peers (one controller) the table has no VRRP rule at all."""
+    ports = {"kubelet": (10250, "tcp")}
+    addresses = {"node": "192.168.2.10", "peer": "192.168.2.11", "office": "192.168.2.50"}
+    single = firewall.ruleset("moscow", ports, ["192.168.2.0/24"], ["10.244.0.0/16"])
+    assert "112" not in single and "vrrp" not in single
+    assert firewall.ruleset("moscow", ports, ["192.168.2.0/24"], ["10.244.0.0/16"],
+                            vrrp_peers=()) == single
+    ruleset = tmp_path / "host-firewall.nft"
+    ruleset.write_text(firewall.ruleset("moscow", ports, ["192.168.2.0/24"], ["10.244.0.0/16"],
+                                        vrrp_peers=["192.168.2.11", "192.168.2.12"]))
+    lab.namespace("lan")
+    lab.bridge("lan")
+    for role, address in addresses.items():
+        lab.namespace(role)
+        _, bridged = lab.link(role, f"{address}/24", "lan", None)
+        lab.ip("lan", "link", "set", bridged, "master", "br0")
+    lab.exec("node", "nft", "-f", str(ruleset))
+    log = tmp_path / "vrrp.log"
+    listener = lab.start("node", sys.executable, "-u", "-c", _VRRP_LISTENER, log=log)
+    wait_for_text(log, "ready", 10, listener)
+    for role in ("office", "peer"):
+        lab.exec(role, sys.executable, "-c", _VRRP_SEND, addresses["node"])
+    wait_for_text(log, "vrrp from 192.168.2.11", 10, listener)
+    assert "192.168.2.50" not in log.read_text()
+    counted = lab.exec("node", "nft", "list", "chain", "inet", "gpu_cluster", "vrrp_peers_only")
+    assert "counter packets 1 " in counted, counted
