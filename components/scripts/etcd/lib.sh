@@ -21,7 +21,7 @@ ETCD_NAMES=()
 ETCD_PEERS=()
 ETCD_HEALTH=()
 
-# etcd_check_node_name VAR..., etcd_check_address VAR..., etcd_check_count VAR: add to
+# etcd_check_node_name VAR..., etcd_check_address VAR..., etcd_check_count VAR...: add to
 # INPUT_PROBLEMS each VAR missing or not a node name, an IPv4 address, or a member count of
 # 1-7 (etcd recommends at most seven members: etcd.io/docs/v3.6/faq, "What is maximum
 # cluster size?").
@@ -46,10 +46,13 @@ etcd_check_address() {
 }
 
 etcd_check_count() {
-  check_missing_env "$1"
-  if [[ -n "${!1:-}" && ! "${!1}" =~ ^[1-7]$ ]]; then
-    INPUT_PROBLEMS+=("$1 must be a member count from 1 to 7, got '${!1}'")
-  fi
+  local var
+  check_missing_env "$@"
+  for var in "$@"; do
+    if [[ -n "${!var:-}" && ! "${!var}" =~ ^[1-7]$ ]]; then
+      INPUT_PROBLEMS+=("$var must be a member count from 1 to 7, got '${!var}'")
+    fi
+  done
 }
 
 # etcd_check_leaving: the inputs of a leave-etcd step: NODE_NAME (this controller),
