@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# On a healthy controller, before a controller is removed or replaced: its etcd member
-# leaves (`k0s etcd leave --peer-address`, k0s docs/remove_controller.md:29-38), then its
-# Node and autopilot ControlNode objects are deleted (:13-27). Refused when the members that
-# stay would have no quorum (etcd/lib.sh etcd_require_removable). A member already gone is
-# a no-op that says so.
+# On a healthy controller, before another is removed or replaced: its etcd member leaves,
+# then its Node and autopilot ControlNode go (k0s docs/remove_controller.md:13-38). Refused
+# when the members that stay would lose their quorum; a member already gone is a no-op.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
-# On a healthy server, before a server is removed or replaced: asks RKE2 to remove its etcd
-# member (the node annotation etcd.rke2.cattle.io/remove=true, which k3s's member
-# controller answers by removing the member and recording removed-node-name: k3s
-# pkg/etcd/member_controller.go sync), waits for that, then deletes the node. Refused when
-# the members that stay would have no quorum (etcd/lib.sh etcd_require_removable). A member
-# already gone is a no-op that says so.
+# On a healthy server, before another is removed or replaced: RKE2 removes its etcd member
+# (node annotation, k3s pkg/etcd/member_controller.go sync), then its node goes. Refused
+# when the members that stay would lose their quorum; a member already gone is a no-op.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
