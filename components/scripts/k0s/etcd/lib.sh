@@ -6,8 +6,6 @@
 # and its controller lease.
 # shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 
-# shellcheck source=../../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
 # shellcheck source=../../etcd/lib.sh
 [[ -n "${GPU_CLUSTER_ETCD_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../../etcd/lib.sh"
 

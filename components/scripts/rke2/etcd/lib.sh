@@ -10,8 +10,6 @@
 # its status call fails).
 # shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 
-# shellcheck source=../../lib.sh
-[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=../../etcd/lib.sh
