@@ -209,3 +209,11 @@ etcd_find_leaving() {
   etcd_require_removable "$index"
   ETCD_LEAVING=$index
 }
+
+# etcd_quorum_step READ_MEMBERS: an etcd-quorum step: its inputs checked, the member table
+# filled by the distribution's READ_MEMBERS, every expected member healthy.
+etcd_quorum_step() {
+  etcd_check_quorum_inputs
+  "$1"
+  etcd_require_all_healthy "${NODE_NAME,,}" "$NODE_ADDRESS" "$EXPECTED_MEMBERS"
+}

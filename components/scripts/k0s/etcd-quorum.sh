@@ -12,9 +12,7 @@ set -euo pipefail
 # Inputs: NODE_NAME NODE_ADDRESS EXPECTED_MEMBERS
 
 main() {
-  etcd_check_quorum_inputs
-  k0s_etcd_members
-  etcd_require_all_healthy "${NODE_NAME,,}" "$NODE_ADDRESS" "$EXPECTED_MEMBERS"
+  etcd_quorum_step k0s_etcd_members
 }
 
 main "$@"

@@ -12,9 +12,7 @@ set -euo pipefail
 # Inputs: NODE_NAME NODE_ADDRESS EXPECTED_MEMBERS
 
 main() {
-  etcd_check_quorum_inputs
-  rke2_etcd_members
-  etcd_require_all_healthy "${NODE_NAME,,}" "$NODE_ADDRESS" "$EXPECTED_MEMBERS"
+  etcd_quorum_step rke2_etcd_members
 }
 
 main "$@"
