@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154 # state: set by stubs/stub, which sources this
 # The etcd of a cluster of controllers, for stubs/stub (sourced by it; uses its $state):
 # `k0s etcd member-list|leave`, `k0s kubectl` and RKE2's kubectl on EtcdMember objects,
 # controller leases, autopilot ControlNodes and etcd nodes, and curl on RKE2's etcd HTTP

@@ -25,7 +25,7 @@ RKE2_ETCD_HTTP=https://127.0.0.1:2382
 RKE2_ETCD_NAME_ANNOTATION='etcd\.rke2\.cattle\.io/node-name'
 RKE2_ETCD_REMOVE=etcd.rke2.cattle.io/remove
 RKE2_ETCD_REMOVED_ANNOTATION='etcd\.rke2\.cattle\.io/removed-node-name'
-RKE2_ETCD_LABEL=node-role.kubernetes.io/etcd=true
+RKE2_ETCD_LABEL='node-role.kubernetes.io/etcd=true'
 # A member's JSON in the gateway's answer (etcdserverpb.Member with its proto field names:
 # ID, name, peerURLs, clientURLs, isLearner; api/etcdserverpb/rpc.proto): no nested object.
 RKE2_ETCD_MEMBER_JSON='\{[^{}]*\}'
