@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# The etcd quorum rules every distribution's controller steps share: a controller is taken
+# down for its upgrade only while every expected member is present and healthy, and a
+# member leaves only if the members that stay keep a quorum. Each distribution's script
+# fills the member table (etcd_add_member) from its own sources, then asks these.
+# shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
+
+# shellcheck source=../lib.sh
+[[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+GPU_CLUSTER_ETCD_LIB_LOADED=1
+# A Kubernetes node name (RFC 1123 label, as config/hosts.py allows host names).
+ETCD_NODE_NAME='^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'
+# Both distributions dial etcd peers at https://ADDRESS:2380 (k0s cmd/etcd/leave.go:49;
+# k3s pkg/etcd/etcd.go peerURL).
+ETCD_PEER_URL='^https://([0-9.]+):2380$'
+# The member table: one entry per member, in the order listed. ETCD_NAMES: its node's name
+# (or the member's own name when no node claims it), ETCD_PEERS: the address of its peer
+# URL, ETCD_HEALTH: "healthy" or why not.
+ETCD_NAMES=()
+ETCD_PEERS=()
+ETCD_HEALTH=()
+
+# etcd_check_node_name VAR..., etcd_check_address VAR..., etcd_check_count VAR...: add to
+# INPUT_PROBLEMS each VAR missing or not a node name, an IPv4 address, or a member count of
+# 1-7 (etcd recommends at most seven members: etcd.io/docs/v3.6/faq, "What is maximum
+# cluster size?").
+etcd_check_node_name() {
+  local var
+  check_missing_env "$@"
+  for var in "$@"; do
+    if [[ -n "${!var:-}" && ! "${!var,,}" =~ $ETCD_NODE_NAME ]]; then
+      INPUT_PROBLEMS+=("$var is not a node name: '${!var}'")
+    fi
+  done
+}
+
+etcd_check_address() {
+  local var
+  check_missing_env "$@"
+  for var in "$@"; do
+    if [[ -n "${!var:-}" ]] && ! valid_ipv4 "${!var}"; then
+      INPUT_PROBLEMS+=("$var is not an IPv4 address: '${!var}'")
+    fi
+  done
+}
+
+etcd_check_count() {
+  local var
+  check_missing_env "$@"
+  for var in "$@"; do
+    if [[ -n "${!var:-}" && ! "${!var}" =~ ^[1-7]$ ]]; then
+      INPUT_PROBLEMS+=("$var must be a member count from 1 to 7, got '${!var}'")
+    fi
+  done
+}
+
+# etcd_check_leaving: the inputs of a leave-etcd step: NODE_NAME (this controller),
+# LEAVING_NODE and LEAVING_ADDRESS (the controller whose member leaves, another one).
+etcd_check_leaving() {
+  etcd_check_node_name NODE_NAME LEAVING_NODE
+  etcd_check_address LEAVING_ADDRESS
+  if [[ -n "${NODE_NAME:-}" && "${NODE_NAME,,}" == "${LEAVING_NODE,,}" ]]; then
+    INPUT_PROBLEMS+=("LEAVING_NODE is this controller ($NODE_NAME): run leave-etcd on another one")
+  fi
+  die_on_input_problems
+}
+
+# etcd_check_quorum_inputs: the inputs of an etcd-quorum step: NODE_NAME and NODE_ADDRESS
+# (this controller), EXPECTED_MEMBERS (the controllers in config).
+etcd_check_quorum_inputs() {
+  etcd_check_node_name NODE_NAME
+  etcd_check_address NODE_ADDRESS
+  etcd_check_count EXPECTED_MEMBERS
+  die_on_input_problems
+}
+
+# etcd_quorum N: the majority of N members, floor(N/2)+1, without which etcd accepts no
+# write (etcd.io/docs/v3.6/faq, "What is failure tolerance?"; v3.4/op-guide/failures).
+etcd_quorum() {
+  echo $(($1 / 2 + 1))
+}
+
+# etcd_add_member NAME PEER_URL HEALTH: one row of the member table; dies naming a peer URL
+# that is not https://IPV4:2380.
+etcd_add_member() {
+  local address=""
+  [[ ! "$2" =~ $ETCD_PEER_URL ]] || address=${BASH_REMATCH[1]}
+  if ! valid_ipv4 "$address"; then
+    die "etcd member $1 has an unexpected peer URL: '$2'"
+  fi
+  ETCD_NAMES+=("$1")
+  ETCD_PEERS+=("$address")
+  ETCD_HEALTH+=("$3")
+}
+
+# etcd_member_index NAME: the table index of member NAME, or nothing.
+etcd_member_index() {
+  local i
+  for i in "${!ETCD_NAMES[@]}"; do
+    if [[ "${ETCD_NAMES[i]}" == "$1" ]]; then
+      echo "$i"
+      return 0
+    fi
+  done
+}
+
+# etcd_unhealthy: "name (why)" for every unhealthy member, joined by "; ".
+etcd_unhealthy() {
+  local i text=""
+  for i in "${!ETCD_NAMES[@]}"; do
+    if [[ "${ETCD_HEALTH[i]}" != healthy ]]; then
+      text+="${text:+; }${ETCD_NAMES[i]} (${ETCD_HEALTH[i]})"
+    fi
+  done
+  printf '%s' "$text"
+}
+
+# etcd_healthy_count: how many members are healthy.
+etcd_healthy_count() {
+  local health count=0
+  for health in "${ETCD_HEALTH[@]}"; do
+    [[ "$health" != healthy ]] || count=$((count + 1))
+  done
+  echo "$count"
+}
+
+# etcd_require_all_healthy SELF ADDRESS EXPECTED: dies unless the table lists exactly
+# EXPECTED members, SELF among them at ADDRESS, all healthy. Taking SELF down then leaves
+# EXPECTED-1 members up: a quorum for 3 and 5, and for 5 one failure to spare. With one
+# already unhealthy the step refuses at any size: 3 would lose its quorum, 5 would keep
+# exactly its quorum with no failure to spare, and the unhealthy one needs its own repair
+# (leave-etcd) first, not an upgrade around it.
+etcd_require_all_healthy() {
+  local self=$1 address=$2 expected=$3 index listed unhealthy problems=()
+  listed=${#ETCD_NAMES[@]}
+  index="$(etcd_member_index "$self")"
+  if [[ -z "$index" ]]; then
+    problems+=("this controller ($self) is not an etcd member")
+  elif [[ "${ETCD_PEERS[index]}" != "$address" ]]; then
+    problems+=("this controller's member $self has peer address ${ETCD_PEERS[index]}, not $address")
+  fi
+  if ((listed < expected)); then
+    problems+=("$listed of $expected expected members are listed (${ETCD_NAMES[*]:-none}): $((expected - listed)) missing")
+  elif ((listed > expected)); then
+    problems+=("$listed members are listed (${ETCD_NAMES[*]}), $expected expected: remove the member of a controller that is gone (leave-etcd) first")
+  fi
+  unhealthy="$(etcd_unhealthy)"
+  if [[ -n "$unhealthy" ]]; then
+    problems+=("unhealthy: $unhealthy")
+  fi
+  if ((${#problems[@]} > 0)); then
+    local text
+    printf -v text '; %s' "${problems[@]}"
+    die "refusing to take $self down: etcd needs $(etcd_quorum "$expected") of $expected" \
+      "members up and every member healthy before one leaves for its upgrade: ${text#; }"
+  fi
+  log "etcd: all $listed members healthy (${ETCD_NAMES[*]}); quorum" \
+    "$(etcd_quorum "$expected") holds while $self is down"
+}
+
+# etcd_require_removable INDEX: dies unless the removal can be agreed (a member change is
+# a write: the current quorum must be healthy) and the members other than INDEX, which
+# stay, keep a quorum of their own count with the healthy ones among them (etcd checks the
+# same before removing a voting member: server/etcdserver/server.go
+# mayRemoveMember, "--strict-reconfig-check", on by default).
+etcd_require_removable() {
+  local index=$1 listed remaining healthy healthy_remaining need
+  listed=${#ETCD_NAMES[@]}
+  remaining=$((listed - 1))
+  healthy="$(etcd_healthy_count)"
+  healthy_remaining=$healthy
+  [[ "${ETCD_HEALTH[index]}" != healthy ]] || healthy_remaining=$((healthy - 1))
+  if ((remaining == 0)); then
+    die "refusing to remove ${ETCD_NAMES[index]}: it is the last etcd member"
+  fi
+  need="$(etcd_quorum "$remaining")"
+  if ((healthy < $(etcd_quorum "$listed") || healthy_remaining < need)); then
+    die "refusing to remove ${ETCD_NAMES[index]}: the $remaining members that stay need" \
+      "$need healthy for a quorum, $healthy_remaining are (unhealthy: $(etcd_unhealthy));" \
+      "repair them first"
+  fi
+  log "etcd: $healthy_remaining of the $remaining members that stay are healthy (quorum $need)"
+}
+
+# etcd_find_leaving NAME ADDRESS: ETCD_LEAVING set to the table index of NAME's member at
+# ADDRESS once it may leave (etcd_require_removable), or "" (logged) when no member is at
+# ADDRESS. Dies
+# when NAME's member is elsewhere or another member is at ADDRESS: config and cluster
+# disagree, and nothing is removed on a guess.
+etcd_find_leaving() {
+  local name=$1 address=$2 i index=""
+  ETCD_LEAVING=""
+  for i in "${!ETCD_NAMES[@]}"; do
+    if [[ "${ETCD_PEERS[i]}" == "$address" ]]; then
+      index=$i
+    elif [[ "${ETCD_NAMES[i]}" == "$name" ]]; then
+      die "etcd member $name has peer address ${ETCD_PEERS[i]}, not $address: check the" \
+        "host's address; nothing was removed"
+    fi
+  done
+  if [[ -z "$index" ]]; then
+    log "no etcd member has peer address $address; $name has already left etcd"
+    return 0
+  fi
+  if [[ "${ETCD_NAMES[index]}" != "$name" ]]; then
+    die "the etcd member at $address is ${ETCD_NAMES[index]}, not $name; nothing was removed"
+  fi
+  etcd_require_removable "$index"
+  ETCD_LEAVING=$index
+}
+
+# etcd_quorum_step READ_MEMBERS: an etcd-quorum step: its inputs checked, the member table
+# filled by the distribution's READ_MEMBERS, every expected member healthy.
+etcd_quorum_step() {
+  etcd_check_quorum_inputs
+  "$1"
+  etcd_require_all_healthy "${NODE_NAME,,}" "$NODE_ADDRESS" "$EXPECTED_MEMBERS"
+}
