@@ -10,9 +10,13 @@
 # its status call fails).
 # shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 
-# shellcheck source=../lib.sh
+# ShellCheck resolves a `source=` path from the folder of the file it was asked to check
+# (.shellcheckrc: source-path=SCRIPTDIR), so from this folder, one level deeper than the
+# others, the libraries' own directives name the wrong files, and following them took
+# minutes; each library is checked on its own instead.
+# shellcheck source=/dev/null # <distribution>/lib.sh, checked on its own (note above)
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-# shellcheck source=../../etcd/lib.sh
+# shellcheck source=/dev/null # etcd/lib.sh, checked on its own (note above)
 [[ -n "${GPU_CLUSTER_ETCD_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../../etcd/lib.sh"
 
 GPU_CLUSTER_RKE2_ETCD_LIB_LOADED=1
