@@ -134,7 +134,11 @@ def collect(scripts_dir: Optional[Path] = None) -> Bundle:
     checkout marks it executable, else 0644."""
     scripts_dir = scripts_dir or SCRIPTS_DIR
     files = []
-    for path in sorted(scripts_dir.rglob("*")):
+    # In the byte order of the paths, as the machines list them for the digest
+    # (bundle/run-step.sh gpu_cluster_bundle_manifest: LC_ALL=C sort): Path objects sort
+    # part by part, which puts k0s/etcd/lib.sh before k0s/etcd-quorum.sh.
+    for path in sorted(scripts_dir.rglob("*"),
+                       key=lambda path: path.relative_to(scripts_dir).as_posix().encode()):
         relative = path.relative_to(scripts_dir).as_posix()
         if path.is_dir() or "__pycache__" in relative or relative.startswith(_NOT_SHIPPED):
             continue
