@@ -115,7 +115,7 @@ class Rke2(PrefixedInputs):
                           "--description gpu-cluster-pool --ttl")
     service_account_key = Script("rke2/service-account-key.sh")
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
-    upgrade_node = Script("rke2/upgrade-node.sh", extra_libraries=("upgrade/lib.sh",))
+    upgrade_node = Script("rke2/upgrade-node.sh")
     cluster_state = "rke2/cluster-state.sh"
     # An RKE2 server always runs a kubelet (SERVER_ONLY_TAINT keeps workloads off it).
     controller_runs_kubelet = True

@@ -36,8 +36,8 @@ VERIFY_BOOT = Script("verify-boot.sh")
 CONFIGURE_REGISTRIES = Script("configure-registries.sh")
 CONFIGURE_APT = Script("configure-apt.sh")
 REMOVE_CONFIGURE_APT = Script("configure-apt-remove.sh")
-CONFIGURE_TIME = Script("configure-time.sh", extra_libraries=("time/lib.sh",))
-REMOVE_CONFIGURE_TIME = Script("configure-time-remove.sh", extra_libraries=("time/lib.sh",))
+CONFIGURE_TIME = Script("configure-time.sh")
+REMOVE_CONFIGURE_TIME = Script("configure-time-remove.sh")
 # prepare-host's inputs that change the kernel's command line.
 REBOOT_REASONS = ("DISABLE_IOMMU", "DISABLE_CPU_MITIGATIONS", "EXTRA_KERNEL_ARGS")
 

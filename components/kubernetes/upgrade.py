@@ -24,7 +24,7 @@ from components.hosts.bootstrap import DrainFirst
 from config.hosts import Host
 
 CHECK_VERSION = Script("upgrade/check-version.sh")
-DRAIN_NODE = Script("upgrade/drain-node.sh", extra_libraries=("drain/lib.sh",))
+DRAIN_NODE = Script("upgrade/drain-node.sh")
 UNCORDON_NODE = Script("upgrade/uncordon-node.sh")
 # upgrade-node's share of one worker's upgrade: a release download, then up to 300 s for
 # the service to be active (SERVICE_ACTIVE_TIMEOUT in its scripts).

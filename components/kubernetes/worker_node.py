@@ -16,7 +16,7 @@ from components.common.step_text import Script
 from components.kubernetes.upgrade import RolloutPolicy, uncordon_worker, worker_upgrade
 from config.hosts import MACHINE_GENERATION_LABEL, Host
 
-MAINTAIN_NODE = Script("maintenance/maintain-node.sh", extra_libraries=("drain/lib.sh",))
+MAINTAIN_NODE = Script("maintenance/maintain-node.sh")
 END_MAINTENANCE = Script("maintenance/end-maintenance.sh")
 RETIRE_NODE = Script("maintenance/retire-node.sh", extra_libraries=("drain/lib.sh",))
 # The same for every distribution, which gives its kubectl and controller file as inputs.
