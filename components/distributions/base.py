@@ -135,6 +135,10 @@ class Distribution(Protocol):
     # Run on the controller for each worker right before its join; prints the token. None:
     # every node joins with the one token of shared_join_token, and so do pools.
     create_join_token: Optional[Script]
+    # Run on the first controller right before another controller joins it (install_controller
+    # with controller_join_env); prints that controller's join token. None: a joining
+    # controller is admitted by the cluster_secrets alone.
+    create_controller_token: Optional[Script]
     # On the controller: a command printing a new worker join token that expires, the
     # lifetime (e.g. 24h) appended: what the controller's rotation stores for the pools.
     pool_token_command: str
@@ -194,8 +198,15 @@ class Distribution(Protocol):
     def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict: ...
 
+    def controller_join_env(self, token: Optional[JoinToken]) -> dict:
+        """install_controller's inputs beyond controller_env (and the cluster_secrets) on a
+        controller that joins the first one (endpoint.joins): the token create_controller_token
+        printed, or none. A joining controller gets the CA from the cluster it joins, never
+        ca_key_env."""
+
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
-        """The cluster CA's key for install-controller, given over SSH."""
+        """The cluster CA's key for install-controller on the first controller, given over
+        SSH."""
 
     def ca_key_from_ssm_env(self, parameter: str) -> dict:
         """The same, read by the instance at boot from an SSM SecureString."""

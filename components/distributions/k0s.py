@@ -71,6 +71,8 @@ class K0s(PrefixedInputs):
     join_worker = Script("k0s/join-worker.sh")
     reset_node = Script("k0s/reset-node.sh")
     create_join_token = Script("k0s/create-join-token.sh")
+    # A controller join token (`k0s token create --role=controller`, k0s docs/high-availability.md).
+    create_controller_token = Script("k0s/create-controller-token.sh")
     # A bootstrap token with an expiration, in a worker join token (k0s cmd/token/create.go
     # at v1.36.3+k0s.2, lines 33 and 91: --expiry, a Go duration).
     pool_token_command = "/usr/local/bin/k0s token create --role=worker --expiry"
@@ -235,6 +237,10 @@ class K0s(PrefixedInputs):
 
     def join_from_ssm_env(self, parameter: str) -> dict:
         return read_at_boot("K0S_JOIN_TOKEN", parameter)
+
+    def controller_join_env(self, token: Optional[JoinToken]) -> dict:
+        return ({"K0S_CONTROLLER_TOKEN": token.value, "K0S_JOIN_ISSUER_URN": token.issued_by}
+                if token is not None else {})
 
     def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:

@@ -106,6 +106,8 @@ class Rke2(PrefixedInputs):
     # Agents join with the agent token the program generates (join_token below); RKE2
     # issues no per-node tokens to fetch from the server.
     create_join_token = None
+    # Servers join with the server token, a cluster secret (controller_join_env).
+    create_controller_token = None
     # A bootstrap token Secret with a TTL, printed as K10<CA hash>::<id>.<secret>: `rke2
     # token create` (rancher/rke2 v1.36.3+rke2r1 pkg/cli/cmds/token.go, lines 18-24, wraps
     # k3s pkg/cli/token/token.go create). Agents may join with it, servers may not, and a
@@ -348,6 +350,11 @@ class Rke2(PrefixedInputs):
 
     def join_from_ssm_env(self, parameter: str) -> dict:
         return read_at_boot("RKE2_AGENT_TOKEN", parameter)
+
+    def controller_join_env(self, token: Optional[JoinToken]) -> dict:
+        """Nothing: a server joins with the server token (RKE2_TOKEN, a cluster secret) at
+        the supervisor its config's `server` names."""
+        return {}
 
     def shared_join_token(self, api_endpoint: str, ca_cert_pem: str,
                           secrets: Mapping[str, str]) -> str:
