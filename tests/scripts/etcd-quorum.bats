@@ -60,6 +60,22 @@ check_no_quorum() {
   refute_output_contains "all 3 members healthy"
 }
 
+# A controller the install step after the check will join (or initialise): no member of
+# its own to take down, nothing read, and the step's inputs still checked.
+check_not_installed() {
+  rm -f "$GPU_CLUSTER_ROOT$1"
+  export KUBERNETES_VERSION=v1.36.3
+  quorum_check 3
+  assert_success || return 1
+  assert_output_contains "etcd-quorum: unchanged: no control plane runs here yet ($1)" \
+    "takes no etcd member down for v1.36.3" || return 1
+  [[ ! -s "$STUB_CALLS" ]] || { cat "$STUB_CALLS" >&2; return 1; }
+  assert_rerun_changes_nothing "$DISTRIBUTION/etcd-quorum.sh" || return 1
+  export NODE_NAME='c1;reboot'
+  run_script "$DISTRIBUTION/etcd-quorum.sh"
+  assert_refused "NODE_NAME is not a node name: 'c1;reboot'"
+}
+
 check_bad_inputs() {
   export NODE_NAME='c1;reboot' NODE_ADDRESS=10.20.0.256 EXPECTED_MEMBERS=9
   run_script "$DISTRIBUTION/etcd-quorum.sh"
@@ -113,6 +129,11 @@ check_bad_inputs() {
   check_bad_inputs
 }
 
+@test "k0s: a controller not installed yet has no member to take down" {
+  k0s_etcd
+  check_not_installed /etc/systemd/system/k0scontroller.service
+}
+
 @test "rke2: a healthy three-member cluster passes, and a second run changes nothing" {
   rke2_etcd
   check_healthy_three
@@ -151,4 +172,9 @@ check_bad_inputs() {
 @test "rke2: bad inputs are named, all at once, before any command" {
   rke2_etcd
   check_bad_inputs
+}
+
+@test "rke2: a server not installed yet has no member to take down" {
+  rke2_etcd
+  check_not_installed /etc/rancher/rke2/rke2.yaml
 }

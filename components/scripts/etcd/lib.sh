@@ -210,10 +210,17 @@ etcd_find_leaving() {
   ETCD_LEAVING=$index
 }
 
-# etcd_quorum_step READ_MEMBERS: an etcd-quorum step: its inputs checked, the member table
-# filled by the distribution's READ_MEMBERS, every expected member healthy.
+# etcd_quorum_step READ_MEMBERS INSTALLED_FILE: an etcd-quorum step: its inputs checked;
+# nothing more on a controller without INSTALLED_FILE (not installed yet: its install step
+# joins, or initialises, and takes no member down); else the member table filled by the
+# distribution's READ_MEMBERS, every expected member healthy.
 etcd_quorum_step() {
   etcd_check_quorum_inputs
+  if [[ ! -e "$ROOT$2" ]]; then
+    log "unchanged: no control plane runs here yet ($2), so its install takes no etcd" \
+      "member down${KUBERNETES_VERSION:+ for $KUBERNETES_VERSION}"
+    return 0
+  fi
   "$1"
   etcd_require_all_healthy "${NODE_NAME,,}" "$NODE_ADDRESS" "$EXPECTED_MEMBERS"
 }

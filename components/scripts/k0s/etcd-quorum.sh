@@ -10,9 +10,12 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=etcd-quorum}"
 
 # Inputs: NODE_NAME NODE_ADDRESS EXPECTED_MEMBERS
+# Optional inputs: KUBERNETES_VERSION
+#   KUBERNETES_VERSION  the release the install step after this one runs: the check runs
+#                       again before each upgrade.
 
 main() {
-  etcd_quorum_step k0s_etcd_members
+  etcd_quorum_step k0s_etcd_members "$K0S_CONTROLLER_UNIT"
 }
 
 main "$@"

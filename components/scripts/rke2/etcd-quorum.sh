@@ -10,9 +10,12 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=etcd-quorum}"
 
 # Inputs: NODE_NAME NODE_ADDRESS EXPECTED_MEMBERS
+# Optional inputs: KUBERNETES_VERSION
+#   KUBERNETES_VERSION  the release the install step after this one runs: the check runs
+#                       again before each upgrade.
 
 main() {
-  etcd_quorum_step rke2_etcd_members
+  etcd_quorum_step rke2_etcd_members "$RKE2_ADMIN_KUBECONFIG"
 }
 
 main "$@"

@@ -8,6 +8,8 @@
 k0s_etcd() {
   DISTRIBUTION=k0s
   export STUB_CONTROL_NODES="c1 c2 c3"
+  mkdir -p "$GPU_CLUSTER_ROOT/etc/systemd/system"
+  touch "$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
   etcd_members c1 c2 c3
 }
 

@@ -14,6 +14,10 @@
 [[ -n "${GPU_CLUSTER_ETCD_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../../etcd/lib.sh"
 
 GPU_CLUSTER_K0S_ETCD_LIB_LOADED=1
+# The unit `k0s install controller` writes and `k0s reset` removes (k0s docs/install.md,
+# "Run k0s as a service"; components/distributions/k0s.py controller_file): a controller
+# without it runs no etcd member yet.
+K0S_CONTROLLER_UNIT=/etc/systemd/system/k0scontroller.service
 # `k0s etcd member-list` prints {"members":{"NAME":"PEER_URL",...}} on one line (k0s
 # cmd/etcd/list.go:53-61, a JSON-encoded map of member name to its first peer URL); each
 # member's name is its host name (pkg/component/controller/etcd.go:160-166).
