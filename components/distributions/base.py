@@ -145,6 +145,15 @@ class Distribution(Protocol):
     # On the controller: prints the public key service-account tokens are signed with (PEM).
     service_account_key: Script
     apply_worker_profile: Script
+    # With several controllers: on a controller before its install step, refuses unless
+    # every etcd member is healthy; on the first, before another controller's reset, that
+    # one's member leaves etcd.
+    etcd_quorum: Script
+    leave_etcd: Script
+    # Whether the distribution holds the endpoint's VIP on its controllers itself (k0s's
+    # control plane load balancing); otherwise the program's keepalived does
+    # (components/hosts/vip.py).
+    serves_vip: bool
     # On a worker host: installs the distribution before its join, upgrades it after
     # drain-node (version_env's inputs).
     upgrade_node: Script

@@ -78,6 +78,10 @@ class K0s(PrefixedInputs):
     pool_token_command = "/usr/local/bin/k0s token create --role=worker --expiry"
     service_account_key = Script("k0s/service-account-key.sh")
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
+    etcd_quorum = Script("k0s/etcd-quorum.sh")
+    leave_etcd = Script("k0s/leave-etcd.sh")
+    # Its control plane load balancing (endpoint_config).
+    serves_vip = True
     upgrade_node = Script("k0s/upgrade-node.sh")
     cluster_state = "k0s/cluster-state.sh"
     # A pure controller runs no kubelet (K0S_ENABLE_WORKER false).

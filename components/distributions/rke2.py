@@ -117,6 +117,12 @@ class Rke2(PrefixedInputs):
                           "--description gpu-cluster-pool --ttl")
     service_account_key = Script("rke2/service-account-key.sh")
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
+    etcd_quorum = Script("rke2/etcd-quorum.sh")
+    leave_etcd = Script("rke2/leave-etcd.sh")
+    # RKE2 has no VIP of its own: its HA setup wants "a fixed registration address that is
+    # placed in front of server nodes" (https://docs.rke2.io/install/ha), which the
+    # program's keepalived holds.
+    serves_vip = False
     upgrade_node = Script("rke2/upgrade-node.sh")
     cluster_state = "rke2/cluster-state.sh"
     # An RKE2 server always runs a kubelet (SERVER_ONLY_TAINT keeps workloads off it).

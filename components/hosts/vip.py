@@ -43,6 +43,8 @@ from typing import Optional
 
 from pydantic import TypeAdapter, ValidationError
 
+from config.control_plane import ControlPlaneEndpoint
+from config.hosts import Host
 from config.types import DnsLabel, IPv4, InterfaceName, Port
 
 CONFIG_PATH = "/etc/keepalived/keepalived.conf"
@@ -152,3 +154,16 @@ def keepalived_conf(*, host: str, vip: str, prefix_length: int, interface: Optio
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def controller_keepalived_conf(endpoint: ControlPlaneEndpoint, host: Host) -> str:
+    """keepalived_conf of on-prem controller `host` for the endpoint's VRRP instance: the
+    VIP, from `host`'s own address to the other controllers."""
+    vrrp = endpoint.vrrp
+    if vrrp is None:
+        raise ValueError(f"keepalived.conf of {host.name!r}: the endpoint has no VIP")
+    vip, prefix_length = vrrp.virtual_ip.split("/")
+    return keepalived_conf(host=host.name, vip=vip, prefix_length=int(prefix_length),
+                           interface=vrrp.interface_of(host), router_id=vrrp.router_id,
+                           source=host.address, peers=endpoint.peers_of(host.address),
+                           auth_pass=vrrp.auth_pass, api_port=endpoint.port)

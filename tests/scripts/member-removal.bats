@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # k0s/leave-etcd.sh and rke2/leave-etcd.sh: on c1, the etcd member of another controller
 # leaves before its machine is removed or replaced, and its node goes; refused when the
-# members that stay would lose their quorum.
+# members that stay would lose their quorum. k0s/etcd-member.sh and rke2/etcd-member.sh,
+# the create of the same resource: on c1, after another controller joined, its member is
+# there and healthy.
 
 bats_require_minimum_version 1.5.0
 load helpers
@@ -60,13 +62,88 @@ check_address_mismatch() {
 }
 
 check_bad_inputs() {
-  export NODE_NAME=c1 LEAVING_NODE='c3 c4' LEAVING_ADDRESS='10.20.0.13:2380'
+  export NODE_NAME=c1 MEMBER_NODE='c3 c4' MEMBER_ADDRESS='10.20.0.13:2380'
   run_script "$DISTRIBUTION/leave-etcd.sh"
-  assert_refused "gpu-cluster: $GPU_CLUSTER_HOST: leave-etcd: LEAVING_NODE is not a node name: 'c3 c4'" \
-    "LEAVING_ADDRESS is not an IPv4 address: '10.20.0.13:2380'" || return 1
-  export LEAVING_NODE=C1 LEAVING_ADDRESS=10.20.0.11
+  assert_refused "gpu-cluster: $GPU_CLUSTER_HOST: leave-etcd: MEMBER_NODE is not a node name: 'c3 c4'" \
+    "MEMBER_ADDRESS is not an IPv4 address: '10.20.0.13:2380'" || return 1
+  export MEMBER_NODE=C1 MEMBER_ADDRESS=10.20.0.11
   run_script "$DISTRIBUTION/leave-etcd.sh"
-  assert_refused "leave-etcd: LEAVING_NODE is this controller (c1): run leave-etcd on another one"
+  assert_refused "leave-etcd: MEMBER_NODE is this controller (c1): run leave-etcd on another one"
+}
+
+# member NAME [ADDRESS]: etcd-member on c1 for NAME (at 10.20.0.1N unless ADDRESS).
+member() {
+  export NODE_NAME=c1 MEMBER_NODE=$1 MEMBER_ADDRESS="${2:-10.20.0.1${1#c}}"
+  run_script "$DISTRIBUTION/etcd-member.sh"
+}
+
+check_member_joined() {
+  member c3
+  assert_success || return 1
+  assert_output_contains "gpu-cluster: $GPU_CLUSTER_HOST: etcd-member: ready: etcd member c3 (10.20.0.13) to be healthy" || return 1
+  assert_only_reads || return 1
+  assert_rerun_changes_nothing "$DISTRIBUTION/etcd-member.sh"
+}
+
+# A member that never shows up, shows at another address, or stays unhealthy: the step
+# waits, then fails naming it, and changes nothing.
+check_member_not_joined() {
+  local why
+  etcd_members c1 c2
+  member c3
+  assert_failure || return 1
+  assert_output_contains "gpu-cluster: $GPU_CLUSTER_HOST: etcd-member: timed out after 300s waiting for etcd member c3 (10.20.0.13) to be healthy" \
+    "no etcd member c3 (members: c1 c2)" || return 1
+  assert_only_reads || return 1
+  etcd_members c1 c2 c3
+  member c3 10.20.0.99
+  assert_output_contains "etcd member c3 has peer address 10.20.0.13, not 10.20.0.99" || return 1
+  export STUB_ETCD_UNHEALTHY=c3
+  member c3
+  assert_failure || return 1
+  # unhealthy prints "c3 (why", and RKE2's why ends in a parenthesis of its own.
+  why="$(unhealthy c3)"
+  why=${why#c3 (}
+  [[ "$DISTRIBUTION" != rke2 ]] || why=${why%)}
+  assert_output_contains "etcd member c3 is not healthy: $why" || return 1
+  assert_only_reads
+}
+
+check_member_bad_inputs() {
+  export NODE_NAME=c1 MEMBER_NODE=C1 MEMBER_ADDRESS=10.20.0.256
+  run_script "$DISTRIBUTION/etcd-member.sh"
+  assert_refused "gpu-cluster: $GPU_CLUSTER_HOST: etcd-member: MEMBER_ADDRESS is not an IPv4 address: '10.20.0.256'" \
+    "MEMBER_NODE is this controller (c1): run etcd-member on another one"
+}
+
+@test "k0s: a joined controller's member is healthy; a second run reads the same" {
+  k0s_etcd
+  check_member_joined
+}
+
+@test "k0s: a joined controller without a healthy member fails, naming it" {
+  k0s_etcd
+  check_member_not_joined
+}
+
+@test "k0s: etcd-member's bad inputs are named before any command" {
+  k0s_etcd
+  check_member_bad_inputs
+}
+
+@test "rke2: a joined server's member is healthy; a second run reads the same" {
+  rke2_etcd
+  check_member_joined
+}
+
+@test "rke2: a joined server without a healthy member fails, naming it" {
+  rke2_etcd
+  check_member_not_joined
+}
+
+@test "rke2: etcd-member's bad inputs are named before any command" {
+  rke2_etcd
+  check_member_bad_inputs
 }
 
 @test "k0s: a member leaves, its node and ControlNode go; a second run is a no-op" {

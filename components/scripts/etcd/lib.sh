@@ -20,6 +20,9 @@ ETCD_PEER_URL='^https://([0-9.]+):2380$'
 ETCD_NAMES=()
 ETCD_PEERS=()
 ETCD_HEALTH=()
+# How long a joined member may take to show healthy: its install step already waited for
+# its API server, which waits for etcd.
+ETCD_MEMBER_SECONDS=300
 
 # etcd_check_node_name VAR..., etcd_check_address VAR..., etcd_check_count VAR...: add to
 # INPUT_PROBLEMS each VAR missing or not a node name, an IPv4 address, or a member count of
@@ -55,13 +58,14 @@ etcd_check_count() {
   done
 }
 
-# etcd_check_leaving: the inputs of a leave-etcd step: NODE_NAME (this controller),
-# LEAVING_NODE and LEAVING_ADDRESS (the controller whose member leaves, another one).
-etcd_check_leaving() {
-  etcd_check_node_name NODE_NAME LEAVING_NODE
-  etcd_check_address LEAVING_ADDRESS
-  if [[ -n "${NODE_NAME:-}" && "${NODE_NAME,,}" == "${LEAVING_NODE,,}" ]]; then
-    INPUT_PROBLEMS+=("LEAVING_NODE is this controller ($NODE_NAME): run leave-etcd on another one")
+# etcd_check_member_inputs: the inputs of an etcd-member or leave-etcd step: NODE_NAME
+# (this controller), MEMBER_NODE and MEMBER_ADDRESS (another controller, whose member
+# joined or leaves).
+etcd_check_member_inputs() {
+  etcd_check_node_name NODE_NAME MEMBER_NODE
+  etcd_check_address MEMBER_ADDRESS
+  if [[ -n "${NODE_NAME:-}" && "${NODE_NAME,,}" == "${MEMBER_NODE,,}" ]]; then
+    INPUT_PROBLEMS+=("MEMBER_NODE is this controller ($NODE_NAME): run $GPU_CLUSTER_STEP on another one")
   fi
   die_on_input_problems
 }
@@ -223,4 +227,33 @@ etcd_quorum_step() {
   fi
   "$1"
   etcd_require_all_healthy "${NODE_NAME,,}" "$NODE_ADDRESS" "$EXPECTED_MEMBERS"
+}
+
+# etcd_member_healthy READ_MEMBERS NAME ADDRESS: success when the member table READ_MEMBERS
+# fills lists NAME's member at ADDRESS, healthy; otherwise prints why not.
+etcd_member_healthy() {
+  local index
+  ETCD_NAMES=() ETCD_PEERS=() ETCD_HEALTH=()
+  "$1"
+  index="$(etcd_member_index "$2")"
+  if [[ -z "$index" ]]; then
+    echo "no etcd member $2 (members: ${ETCD_NAMES[*]:-none})"
+    return 1
+  fi
+  if [[ "${ETCD_PEERS[index]}" != "$3" ]]; then
+    echo "etcd member $2 has peer address ${ETCD_PEERS[index]}, not $3"
+    return 1
+  fi
+  if [[ "${ETCD_HEALTH[index]}" != healthy ]]; then
+    echo "etcd member $2 is not healthy: ${ETCD_HEALTH[index]}"
+    return 1
+  fi
+}
+
+# etcd_member_step READ_MEMBERS: an etcd-member step, on a controller after another joined:
+# waits until the other's member is listed at its address and healthy. Reads only.
+etcd_member_step() {
+  etcd_check_member_inputs
+  wait_until "$ETCD_MEMBER_SECONDS" "etcd member ${MEMBER_NODE,,} ($MEMBER_ADDRESS) to be healthy" \
+    etcd_member_healthy "$1" "${MEMBER_NODE,,}" "$MEMBER_ADDRESS"
 }

@@ -9,7 +9,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_K0S_ETCD_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/etcd/lib.sh"
 : "${GPU_CLUSTER_STEP:=leave-etcd}"
 
-# Inputs: NODE_NAME LEAVING_NODE LEAVING_ADDRESS
+# Inputs: NODE_NAME MEMBER_NODE MEMBER_ADDRESS
 
 # k0s autopilot's per-controller object (docs/remove_controller.md:23-27).
 CONTROL_NODE=controlnode.autopilot.k0sproject.io
@@ -38,9 +38,9 @@ delete_object() {
 
 main() {
   local name
-  etcd_check_leaving
-  name="${LEAVING_NODE,,}"
-  leave_etcd "$name" "$LEAVING_ADDRESS"
+  etcd_check_member_inputs
+  name="${MEMBER_NODE,,}"
+  leave_etcd "$name" "$MEMBER_ADDRESS"
   delete_object node "$name"
   delete_object "$CONTROL_NODE" "$name"
 }

@@ -9,7 +9,7 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_RKE2_ETCD_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/etcd/lib.sh"
 : "${GPU_CLUSTER_STEP:=leave-etcd}"
 
-# Inputs: NODE_NAME LEAVING_NODE LEAVING_ADDRESS
+# Inputs: NODE_NAME MEMBER_NODE MEMBER_ADDRESS
 
 # k3s gives a removal one minute (pkg/etcd/etcd.go memberRemovalTimeout) and retries.
 REMOVAL_SECONDS=300
@@ -36,9 +36,9 @@ leave_etcd() {
 
 main() {
   local name
-  etcd_check_leaving
-  name="${LEAVING_NODE,,}"
-  leave_etcd "$name" "$LEAVING_ADDRESS"
+  etcd_check_member_inputs
+  name="${MEMBER_NODE,,}"
+  leave_etcd "$name" "$MEMBER_ADDRESS"
   if [[ -z "$(rke2_kubectl get node "$name" --ignore-not-found -o name)" ]]; then
     log "no node $name; nothing to delete"
     return 0

@@ -45,7 +45,7 @@ quorum_check() {
 
 # leave NAME [ADDRESS]: leave-etcd on c1 for NAME (at 10.20.0.1N unless ADDRESS).
 leave() {
-  export NODE_NAME=c1 LEAVING_NODE=$1 LEAVING_ADDRESS="${2:-10.20.0.1${1#c}}"
+  export NODE_NAME=c1 MEMBER_NODE=$1 MEMBER_ADDRESS="${2:-10.20.0.1${1#c}}"
   run_script "$DISTRIBUTION/leave-etcd.sh"
 }
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On the first server after another joined: waits until the other's etcd member is listed at
+# its address and healthy (etcd/lib.sh etcd_member_step). Its resource's delete is
+# leave-etcd.sh, so removing that server from the config takes its member out first. Reads
+# only: a second run changes nothing.
+set -euo pipefail
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=etcd/lib.sh
+[[ -n "${GPU_CLUSTER_RKE2_ETCD_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/etcd/lib.sh"
+: "${GPU_CLUSTER_STEP:=etcd-member}"
+
+# Inputs: NODE_NAME MEMBER_NODE MEMBER_ADDRESS
+#   NODE_NAME       this server.
+#   MEMBER_NODE     the server that joined, and MEMBER_ADDRESS its address (etcd's peer URL
+#                   is https://MEMBER_ADDRESS:2380).
+
+main() {
+  etcd_member_step rke2_etcd_members
+}
+
+main "$@"
