@@ -16,7 +16,7 @@ from components.access.storage_egress import StorageEgress
 from components.access.teams import (Access, AccessArgs, KubeflowProfiles, job_kinds,
                                     kubeconfig_cluster_name)
 from components.kubernetes.pki import ClusterPki, ClusterPkiArgs
-from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs
+from components.kubernetes.control_plane import ControlPlane, ControlPlaneArgs, JoiningController
 from components.distributions import distribution_for, distribution_settings
 from components.addons.gpu_support import (RUNTIME_CLASS, GpuSupport, GpuSupportArgs,
                                            gpu_node_taints)
@@ -187,7 +187,9 @@ class Cluster(pulumi.ComponentResource):
                              pki=self.pki, prepared=controller.prepared,
                              public_address=controller.public_address,
                              booted=booted and booted.instance, secrets=self.secrets,
-                             booted_ssh=booted and booted.ssh),
+                             booted_ssh=booted and booted.ssh,
+                             joining=[JoiningController(joining.host, joining.prepared)
+                                      for joining in machines.joining]),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.control_plane = control_plane

@@ -128,11 +128,12 @@ def _on_aws(cfg: PartialConfig, plane) -> list[Problem]:
 
 
 def joining_refusals(settings) -> list[Problem]:
-    """More than one controller is refused until controllers can join the first one:
-    without that the stack would build a cluster of one controller beside idle machines."""
+    """More than one EC2 controller (hybrid, cloud) is refused until they can sit behind the
+    network load balancer: without it the stack would build one controller beside idle
+    instances. On bare metal the controllers join the first over SSH."""
     endpoint = settings.control_plane_endpoint
-    if endpoint.replicas == 1:
+    if endpoint.replicas == 1 or settings.layout not in AWS_LAYOUTS:
         return []
-    key = "hosts" if settings.layout == "bare-metal" else f"{KEY}.replicas"
-    return [Problem(key, f"{endpoint.replicas} controllers: joining controllers to the first "
-                    "is not built yet; use one controller for now")]
+    return [Problem(f"{KEY}.replicas", f"{endpoint.replicas} controllers: EC2 controllers "
+                    f"behind a load balancer are not built yet on the {settings.layout} "
+                    "layout; use one controller there for now, or several on bare-metal")]

@@ -146,9 +146,11 @@ class Distribution(Protocol):
     service_account_key: Script
     apply_worker_profile: Script
     # With several controllers: on a controller before its install step, refuses unless
-    # every etcd member is healthy; on the first, before another controller's reset, that
-    # one's member leaves etcd.
+    # every etcd member is healthy (etcd_quorum); on the first, once another joined, waits
+    # for its member to be healthy (etcd_member), and before that one's reset its member
+    # leaves etcd (leave_etcd).
     etcd_quorum: Script
+    etcd_member: Script
     leave_etcd: Script
     # Whether the distribution holds the endpoint's VIP on its controllers itself (k0s's
     # control plane load balancing); otherwise the program's keepalived does

@@ -79,6 +79,7 @@ class K0s(PrefixedInputs):
     service_account_key = Script("k0s/service-account-key.sh")
     apply_worker_profile = Script("k0s/apply-worker-profile.sh")
     etcd_quorum = Script("k0s/etcd-quorum.sh")
+    etcd_member = Script("k0s/etcd-member.sh")
     leave_etcd = Script("k0s/leave-etcd.sh")
     # Its control plane load balancing (endpoint_config).
     serves_vip = True

@@ -118,6 +118,7 @@ class Rke2(PrefixedInputs):
     service_account_key = Script("rke2/service-account-key.sh")
     apply_worker_profile = Script("rke2/apply-agent-args.sh")
     etcd_quorum = Script("rke2/etcd-quorum.sh")
+    etcd_member = Script("rke2/etcd-member.sh")
     leave_etcd = Script("rke2/leave-etcd.sh")
     # RKE2 has no VIP of its own: its HA setup wants "a fixed registration address that is
     # placed in front of server nodes" (https://docs.rke2.io/install/ha), which the

@@ -1,6 +1,14 @@
-"""The Kubernetes control plane on one host, with the cluster CA the program owns: the
-controller is installed over SSH (bare metal, hybrid) or installs itself from its user
-data at boot (cloud); the admin kubeconfig is built here from the CA, never read back."""
+"""The Kubernetes control plane, with the cluster CA the program owns: the first controller
+is installed over SSH (bare metal, hybrid) or installs itself from its user data at boot
+(cloud), and on bare metal the others join it over SSH, one after the other; the admin
+kubeconfig is built here from the CA, never read back.
+
+With several controllers, each controller's install step (the join, later each upgrade)
+waits for the one before it and for its own etcd-quorum check, so one etcd member at a
+time is down and only while every other is healthy (controller_order.py); the workers
+wait for the last. Once a controller joined, `<host>-etcd-member` on the first waits for
+its member, and its delete takes the member out of etcd before the controller's own
+reset runs (Pulumi deletes a resource before what it depends on)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,16 +20,30 @@ from pulumi_command import local, remote
 from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution, JoinToken
 from components.hosts.bootstrap import PreparedHost
+from components.hosts.vip import controller_keepalived_conf
 from components.kubernetes.kubeconfig import client_kubeconfig
 from components.common.remote_step import Ssh, run_step
 from components.common.step_text import Script, envelope
-from components.kubernetes.upgrade import check_version
+from components.kubernetes.upgrade import check_version, kubernetes_version
 from config.control_plane import ControlPlaneEndpoint
 from config.kubernetes import KubernetesSettings
 from config.hosts import Host
 from contract.names import API_ENDPOINT_OUTPUT
 
 WAIT_FOR_API = Script("local/wait-for-api.sh")
+KEEPALIVED = Script("vip/keepalived.sh")
+KEEPALIVED_REMOVE = Script("vip/keepalived-remove.sh")
+# A controller join token is used minutes after it is made, by the step right after: an
+# hour covers that, and what the state keeps of it is useless afterwards.
+CONTROLLER_TOKEN_EXPIRY = "1h"
+
+
+@dataclass(frozen=True)
+class JoiningController:
+    """A controller that joins the first one over SSH (bare metal), after the one before it."""
+
+    host: Host
+    prepared: PreparedHost
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +72,8 @@ class ControlPlaneArgs:
     # version check and the install step run there too, so a raised kubernetes.version
     # upgrades it as on the other layouts (cloud-init runs user data only once).
     booted_ssh: Optional[Ssh] = None
+    # The controllers after the first, in config order (endpoint.controller_addresses).
+    joining: Sequence[JoiningController] = ()
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -71,59 +95,131 @@ class ControlPlane(pulumi.ComponentResource):
                                             v[2], v[3])))
         if args.prepared is not None:
             self.ssh = args.prepared.ssh
-            self.installed: pulumi.Resource = self._create_install_controller()
-            if args.distribution.controller_runs_kubelet:
-                # Its kubelet restarts with new settings: nothing uses the API meanwhile.
-                self.installed = self._step(
-                    "apply-worker-profile", args.distribution.apply_worker_profile,
-                    args.distribution.worker_profile_env(self.host),
-                    depends_on=[self.installed])
+            # With several controllers: the last one's, which the workers wait for.
+            self.installed: pulumi.Resource = self._install(args.host, args.prepared)
+            for joining in args.joining:
+                self.installed = self._install(joining.host, joining.prepared,
+                                               after=[self.installed])
         else:
             self.ssh = args.booted_ssh
             self.installed = self._create_wait_for_api()
             if self.ssh is not None:
-                self.installed = self._create_install_controller(after=[self.installed])
+                self.installed = self._create_install_controller(
+                    self.host, self.ssh, [self.installed], delete=False)
         self._shared_token = (self._cluster_join_token()
                               if args.distribution.create_join_token is None else None)
         self.register_outputs({API_ENDPOINT_OUTPUT: self.api_endpoint,
                                "kubeconfig": self.kubeconfig})
 
     def _step(self, step: str, script, env: dict, about: Optional[Host] = None,
-              **kwargs) -> remote.Command:
-        """A step on the controller, named after the node it is about (a worker: with its
-        machine inputs)."""
+              on: Optional[Ssh] = None, **kwargs) -> remote.Command:
+        """A step on the first controller, or `on` another, named after the node it is
+        about (a worker: with its machine inputs)."""
         return run_step(
             about or self.host.name,
             step,
-            on=self.ssh,
+            on=on or self.ssh,
             create=script,
             env=env,
             parent=self,
             **kwargs,
         )
 
-    def _create_install_controller(self, after: Sequence[pulumi.Resource] = ()
-                                   ) -> remote.Command:
-        """The install step; `after`: what it waits for besides the host's preparation."""
+    def _is_first(self, host: Host) -> bool:
+        """Whether `host` is the controller that initialises the cluster."""
+        return host.name == self.host.name
+
+    def _install(self, host: Host, prepared: PreparedHost,
+                 after: Sequence[pulumi.Resource] = ()) -> pulumi.Resource:
+        """A controller installed over SSH once `prepared` and `after` (the controller
+        before it): its install step (the first initialises, the others join), the kubelet
+        settings where it runs a kubelet, and on the first the joined one's etcd member."""
+        distribution = self._args.distribution
+        installed = self._create_install_controller(host, prepared.ssh,
+                                                    [prepared.ready, *after])
+        if distribution.controller_runs_kubelet:
+            # Its kubelet restarts with new settings: nothing uses the API meanwhile.
+            installed = self._step(
+                "apply-worker-profile", distribution.apply_worker_profile,
+                distribution.worker_profile_env(host), about=host.name, on=prepared.ssh,
+                depends_on=[installed])
+        if not self._is_first(host):
+            installed = self._step(
+                "etcd-member", distribution.etcd_member,
+                {"NODE_NAME": self.host.name, "MEMBER_NODE": host.name,
+                 "MEMBER_ADDRESS": host.address},
+                about=host.name, delete=distribution.leave_etcd, depends_on=[installed])
+        return installed
+
+    def _several_controllers(self, host: Host, ssh: Ssh, before: Sequence[pulumi.Resource]
+                             ) -> list[pulumi.Resource]:
+        """What a controller's install waits for beyond `before` when there are several:
+        the VIP's keepalived where the distribution holds none itself, and the etcd-quorum
+        check (again with every new version: one member down at a time)."""
         args = self._args
-        ready = [args.prepared.ready] if args.prepared is not None else []
+        endpoint, distribution = args.endpoint, args.distribution
+        if endpoint.replicas == 1:
+            return []
+        steps = []
+        if endpoint.vrrp is not None and not distribution.serves_vip:
+            steps.append(self._step(
+                "control-plane-vip", KEEPALIVED,
+                {"KEEPALIVED_CONF": controller_keepalived_conf(endpoint, host)},
+                about=host.name, on=ssh, delete=KEEPALIVED_REMOVE, depends_on=before[:1]))
+        steps.append(self._step(
+            "etcd-quorum", distribution.etcd_quorum,
+            {"NODE_NAME": host.name, "NODE_ADDRESS": host.address,
+             "EXPECTED_MEMBERS": str(endpoint.replicas),
+             "KUBERNETES_VERSION": kubernetes_version(distribution)},
+            about=host.name, on=ssh, depends_on=before))
+        return steps
+
+    def _create_install_controller(self, host: Host, ssh: Ssh,
+                                   before: Sequence[pulumi.Resource], delete: bool = True
+                                   ) -> remote.Command:
+        """`host`'s install step, after `before` (its preparation, the controller before
+        it). The first controller gets the CA key and initialises the cluster; another
+        joins it, with a token from the first where the distribution issues one.
+        `delete`: whether its delete resets the host (not for one installed at boot)."""
+        args = self._args
         distribution = args.distribution
         sans = [args.public_address] if args.public_address else []
+        before = [*before, *self._several_controllers(host, ssh, before)]
         # A version bump upgrades the controller first, through this step: refused
         # before anything changes when the running cluster cannot take it.
-        checked = check_version(self.host, distribution, self.ssh,
-                                depends_on=[*ready, *after], parent=self)
+        checked = check_version(host, distribution, ssh, depends_on=before, parent=self)
+        if self._is_first(host):
+            access = distribution.ca_key_env(args.pki.ca_private_key_pem)
+        else:
+            token = None
+            if distribution.create_controller_token is not None:
+                token = self._create_controller_token(host, before)
+                before = [*before, token.step]
+            access = distribution.controller_join_env(token and token.token)
         return self._step(
             "install-controller",
             distribution.install_controller,
-            {**distribution.controller_env(self.host, args.pki.ca_cert_pem, sans),
-             **distribution.ca_key_env(args.pki.ca_private_key_pem),
+            {**distribution.controller_env(host, args.pki.ca_cert_pem, sans),
+             **access,
              **distribution.cluster_secrets_env(args.secrets)},
+            about=host.name,
+            on=ssh,
             # A controller that installed itself at boot goes with its instance: no reset
             # over SSH (which would hold up `pulumi destroy` when SSH is closed).
-            delete=distribution.reset_node if args.prepared is not None else None,
-            depends_on=[*ready, *after, checked],
+            delete=distribution.reset_node if delete else None,
+            depends_on=[*before, checked],
         )
+
+    def _create_controller_token(self, host: Host, before: Sequence[pulumi.Resource]
+                                 ) -> "_IssuedToken":
+        """A controller join token for `host`, issued on the first controller right before
+        its join (after the controller before it is in)."""
+        step = self._step(
+            "create-controller-token", self._args.distribution.create_controller_token,
+            {"TOKEN_EXPIRY": CONTROLLER_TOKEN_EXPIRY}, about=host, secret_stdout=True,
+            depends_on=before)
+        value = pulumi.Output.secret(step.stdout.apply(lambda text: text.strip()))
+        return _IssuedToken(JoinToken(value, step.urn), step)
 
     def _create_wait_for_api(self) -> local.Command:
         """Runs where `pulumi up` runs: waits until the API the instance installs at boot
@@ -185,3 +281,9 @@ class ControlPlane(pulumi.ComponentResource):
         )
         return JoinToken(pulumi.Output.secret(step.stdout.apply(lambda text: text.strip())),
                          step.urn)
+
+
+@dataclass(frozen=True)
+class _IssuedToken:
+    token: JoinToken
+    step: remote.Command

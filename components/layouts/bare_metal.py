@@ -32,7 +32,9 @@ class BareMetal(Layout):
         backup = bare_metal_backup_target(settings)
         return LayoutResult(
             controller=Controller(host=controller, prepared=first.prepared), endpoint=endpoint,
-            workers=prepared_workers(settings, controller, bootstraps),
+            joining=tuple(Controller(host=host, prepared=bootstraps[host.name].prepared)
+                          for host in settings.controllers[1:]),
+            workers=prepared_workers(settings, settings.controllers, bootstraps),
             services=Services(storage_servers=storage_servers(bootstraps), backup=backup),
             outputs=frozen_mapping({
                 names.NODES_OUTPUT: node_outputs(settings.hosts),

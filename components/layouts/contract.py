@@ -117,6 +117,8 @@ class Services:
 class LayoutResult:
     # The first controller, which initialises the cluster.
     controller: Controller
+    # The controllers that join it over SSH, in config order (bare metal).
+    joining: tuple[Controller, ...] = ()
     # Where nodes and users reach the API (StackConfig.control_plane_endpoint).
     endpoint: ControlPlaneEndpoint
     workers: tuple[PreparedWorker, ...]
@@ -141,8 +143,8 @@ class Layout(abc.ABC):
     @classmethod
     def refusals(cls, settings: StackConfig, distribution: Distribution) -> list[Problem]:
         """What this layout cannot build of `settings` (config problems only the layout
-        can see), checked before anything is registered: for now, more than one controller
-        (config/control_plane_checks.py)."""
+        can see), checked before anything is registered: for now, more than one EC2
+        controller (config/control_plane_checks.py)."""
         return joining_refusals(settings)
 
     @abc.abstractmethod

@@ -93,7 +93,7 @@ class Hybrid(OnAws):
                                   public_address=self._public_address(aws_side)),
             endpoint=endpoint,
             workers=prepared_workers(
-                settings, controller, bootstraps,
+                settings, [controller], bootstraps,
                 {h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts}),
             services=Services(
                 storage_servers=(storage_servers(bootstraps)

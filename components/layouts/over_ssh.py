@@ -51,14 +51,14 @@ def bootstrap(context: ClusterContext, host: Host, control_plane_address: pulumi
         opts=pulumi.ResourceOptions(parent=context.parent))
 
 
-def prepared_workers(settings: StackConfig, controller: Host,
+def prepared_workers(settings: StackConfig, controllers: Sequence[Host],
                      bootstraps: Mapping[str, HostBootstrap],
                      join_after: Mapping[str, Sequence] = MappingProxyType({})
                      ) -> tuple[PreparedWorker, ...]:
-    """The hosts that run workloads, the controller first, as the cluster joins them."""
+    """The hosts that run workloads, the controllers first, as the cluster joins them."""
     return tuple(PreparedWorker(host=host, prepared=bootstraps[host.name].prepared,
                                 join_after=tuple(join_after.get(host.name, ())))
-                 for host in [controller, *settings.workers] if host.runs_workloads)
+                 for host in [*controllers, *settings.workers] if host.runs_workloads)
 
 
 def storage_servers(bootstraps: Mapping[str, HostBootstrap]) -> tuple:
@@ -129,9 +129,13 @@ def host_firewall_ruleset(settings: StackConfig, distribution: Distribution,
     if (settings.layout not in FIREWALL_LAYOUTS or not settings.host_firewall.enabled
             or all(h.name != host.name for h in settings.hosts)):
         return None
+    endpoint = settings.control_plane_endpoint
+    vrrp_peers = (endpoint.peers_of(host.address)
+                  if endpoint.vrrp is not None and host.runs_control_plane else ())
     return firewall.ruleset(host.name, distribution.host_firewall_ports(host),
                             host_firewall_sources(settings),
-                            [settings.network.pod_cidr, settings.network.service_cidr])
+                            [settings.network.pod_cidr, settings.network.service_cidr],
+                            vrrp_peers=vrrp_peers)
 
 
 def rollout_policy(settings: StackConfig) -> RolloutPolicy:
