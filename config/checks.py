@@ -142,6 +142,7 @@ def _roles(cfg: PartialConfig) -> list[Problem]:
 def _host_fields(cfg: PartialConfig) -> list[Problem]:
     problems = []
     controllers = sum(1 for _, host in cfg.hosts if host.runs_control_plane)
+    first_controller = next((host for _, host in cfg.hosts if host.runs_control_plane), None)
     for index, host in cfg.hosts:
         if host.gpu_model and host.gpus == 0:
             problems.append(
@@ -177,6 +178,13 @@ def _host_fields(cfg: PartialConfig) -> list[Problem]:
                         "a controller is replaced by rejoining it only beside at least two others "
                         "that keep etcd's majority; with one the cluster's state lives on it, so "
                         "only workers take a generation")
+            )
+        elif host.runs_control_plane and host.generation and host is first_controller:
+            problems.append(
+                Problem(f"hosts[{index}].generation",
+                        "the first controller initialises the cluster, so new hardware under it "
+                        "would start another cluster; move it below another controller in hosts "
+                        "and run pulumi up first, then raise its generation")
             )
     return problems
 

@@ -141,15 +141,19 @@ class ControlPlane(pulumi.ComponentResource):
             # Its kubelet restarts with new settings: nothing uses the API meanwhile.
             installed = self._step(
                 "apply-worker-profile", distribution.apply_worker_profile,
-                distribution.worker_profile_env(host), about=host.name, on=prepared.ssh,
+                distribution.worker_profile_env(host), about=host, on=prepared.ssh,
                 depends_on=[installed])
         if not self._is_first(host):
             installed = self._step(
                 "etcd-member", distribution.etcd_member,
-                {"NODE_NAME": self.host.name, "MEMBER_NODE": host.name,
-                 "MEMBER_ADDRESS": host.address},
-                about=host.name, delete=distribution.leave_etcd, depends_on=[installed])
+                self._member_env(host), about=host, delete=distribution.leave_etcd,
+                depends_on=[installed])
         return installed
+
+    def _member_env(self, host: Host) -> dict[str, str]:
+        """The inputs of a step on the first controller about `host`'s etcd member."""
+        return {"NODE_NAME": self.host.name, "MEMBER_NODE": host.name,
+                "MEMBER_ADDRESS": host.address}
 
     def _several_controllers(self, host: Host, ssh: Ssh, before: Sequence[pulumi.Resource]
                              ) -> list[pulumi.Resource]:
@@ -165,13 +169,13 @@ class ControlPlane(pulumi.ComponentResource):
             steps.append(self._step(
                 "control-plane-vip", KEEPALIVED,
                 {"KEEPALIVED_CONF": controller_keepalived_conf(endpoint, host)},
-                about=host.name, on=ssh, delete=KEEPALIVED_REMOVE, depends_on=before[:1]))
+                about=host, on=ssh, delete=KEEPALIVED_REMOVE, depends_on=before[:1]))
         steps.append(self._step(
             "etcd-quorum", distribution.etcd_quorum,
             {"NODE_NAME": host.name, "NODE_ADDRESS": host.address,
              "EXPECTED_MEMBERS": str(endpoint.replicas),
              "KUBERNETES_VERSION": kubernetes_version(distribution)},
-            about=host.name, on=ssh, depends_on=before))
+            about=host, on=ssh, depends_on=before))
         return steps
 
     def _create_install_controller(self, host: Host, ssh: Ssh,
@@ -191,6 +195,13 @@ class ControlPlane(pulumi.ComponentResource):
         if self._is_first(host):
             access = distribution.ca_key_env(args.pki.ca_private_key_pem)
         else:
+            if host.generation:
+                # New hardware under the name: the old machine's etcd member and node go
+                # first (again at each raise: MACHINE_GENERATION), or the new one could not
+                # join under the same name and address.
+                before = [*before, self._step(
+                    "retire-member", distribution.leave_etcd, self._member_env(host),
+                    about=host, depends_on=before)]
             token = None
             if distribution.create_controller_token is not None:
                 token = self._create_controller_token(host, before)
@@ -202,7 +213,7 @@ class ControlPlane(pulumi.ComponentResource):
             {**distribution.controller_env(host, args.pki.ca_cert_pem, sans),
              **access,
              **distribution.cluster_secrets_env(args.secrets)},
-            about=host.name,
+            about=host,
             on=ssh,
             # A controller that installed itself at boot goes with its instance: no reset
             # over SSH (which would hold up `pulumi destroy` when SSH is closed).

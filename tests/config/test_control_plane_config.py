@@ -188,6 +188,15 @@ def test_a_controller_takes_a_generation_beside_two_others():
     assert loads(values).hosts[1].generation == 1
 
 
+def test_the_first_controller_takes_no_generation():
+    values = three_controllers()
+    values["hosts"][0]["generation"] = 1
+    assert problem_lines(values) == [
+        "gpu-cluster:hosts[0] (controller).generation: the first controller initialises the "
+        "cluster, so new hardware under it would start another cluster; move it below another "
+        "controller in hosts and run pulumi up first, then raise its generation"]
+
+
 @pytest.mark.parametrize("layout, values", [("cloud", cloud_config()),
                                             ("hybrid", hybrid_config())])
 def test_the_aws_layouts_refuse_several_controllers_until_the_load_balancer(layout, values):

@@ -16,7 +16,7 @@ from components.distributions.rke2 import SUPERVISOR_PORT
 from preview.engine import unwrap_secrets as unwrap
 from tests.builders import bare_metal_config, preview, shared_preview
 from tests.components.test_ha_configs import VIP, cluster
-from tests.stacks.steps import changed_steps, waits_for
+from tests.stacks.steps import changed_steps, step_stdins, waits_for
 from tests.stacks.test_upgrade import NEXT_K0S, NEXT_RELEASE_SHA256
 
 CONTROLLERS = ("controller", "gpu000", "gpu001")
@@ -198,3 +198,28 @@ def test_one_controller_has_no_quorum_vip_or_member_steps():
     names = [r.name for r in plan.of_type("command:remote:Command")]
     assert not [n for n in names if n.endswith(
         ("-etcd-quorum", "-etcd-member", "-control-plane-vip", "-controller-token"))]
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_a_replaced_controller_leaves_etcd_then_joins_again(distribution):
+    """hosts[].generation on a joined controller: its old member and node go, from the
+    first controller, before the new machine joins; its steps run again."""
+    before = shared_preview(cluster(3, distribution))
+    values = cluster(3, distribution)
+    values["hosts"][1]["generation"] = 1
+    after = preview(values)
+    retire = after.named("gpu000-retire-member")
+    assert f"create {distribution}/leave-etcd.sh" in stdin(after, retire.name)
+    assert runs_on(after, retire.name) == runs_on(after, "controller-install-controller")
+    assert inputs(after, retire.name)["MEMBER_NODE"] == "gpu000"
+    assert "gpu000-retire-member" in steps_before(after, "gpu000-install-controller")
+    changed = changed_steps_present(before, after)
+    assert {"gpu000-install-controller", "gpu000-etcd-member", "gpu000-etcd-quorum"} <= changed
+    assert not any(name.startswith(("controller-", "gpu001-")) and "install" in name
+                   for name in changed)
+
+
+def changed_steps_present(before, after) -> set[str]:
+    """The steps of both plans whose stdin differs (steps only `after` has left out)."""
+    old, new = step_stdins(before), step_stdins(after)
+    return {name for name in old.keys() & new.keys() if old[name] != new[name]}
