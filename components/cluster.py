@@ -35,7 +35,8 @@ from components.addons.shared_storage import (
     SharedStorageArgs,
     nfs_server_address,
 )
-from components.kubernetes.backups import install_backup_env, install_backup_over_ssh
+from components.kubernetes.backups import (backup_turn_env, install_backup_env,
+                                           install_backup_over_ssh)
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
 from config.problems import ConfigError
@@ -172,8 +173,16 @@ class Cluster(pulumi.ComponentResource):
             return
         env = install_backup_env(self._distribution, self._settings.backup,
                                  self._settings.cluster_name, target)
-        install_backup_over_ssh(machines.controller.host.name, control_plane.ssh, env,
-                                [control_plane.installed], parent=self)
+        controllers = control_plane.over_ssh
+        if len(controllers) < 2:
+            install_backup_over_ssh(machines.controller.host.name, control_plane.ssh, env,
+                                    [control_plane.installed], parent=self)
+            return
+        # Every controller's timer runs; the first whose API answers takes the snapshot.
+        for host, ssh in controllers:
+            install_backup_over_ssh(host.name, ssh, {
+                **env, **backup_turn_env(controllers, host, self._settings.kubernetes.api_port)},
+                [control_plane.installed], parent=self)
 
     def _create_kubernetes(self, machines: LayoutResult) -> ControlPlane:
         """The control plane, the API provider and the hosts' nodes."""

@@ -84,10 +84,13 @@ class ControlPlaneEndpoint:
         """Whether the on-prem controller at `address` joins the first one."""
         return address in self.controller_addresses[1:]
 
-    def sans(self, public: Sequence[str] = ()) -> list[str]:
+    def sans(self, public: Sequence[str] = (), own: str = "") -> list[str]:
         """The API certificate's names: the endpoint, the layout's public addresses (known
-        at `up`), kubernetes.apiSans; each once, in that order."""
-        return list(dict.fromkeys([self.node_address, *public, *self.api_sans]))
+        at `up`), kubernetes.apiSans, and the controller's `own` address (what another
+        controller dials it at: the backups' turn, backup/lib.sh backup_taker); each once,
+        in that order."""
+        return list(dict.fromkeys([self.node_address, *public, *self.api_sans,
+                                   *([own] if own else [])]))
 
 
 def control_plane_endpoint(controllers: Sequence[Host], aws: Optional[AwsSettings],

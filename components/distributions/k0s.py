@@ -121,7 +121,7 @@ class K0s(PrefixedInputs):
             "api": {
                 "address": controller.address,
                 "port": settings.endpoint.port,
-                "sans": settings.endpoint.sans(extra_sans),
+                "sans": settings.endpoint.sans(extra_sans, controller.address),
                 "extraArgs": api_server_args(settings.service_account_issuer),
             },
             "network": {

@@ -172,7 +172,7 @@ class Rke2(PrefixedInputs):
             "node-name": controller.name,
             "node-ip": controller.address,
             "advertise-address": controller.address,
-            "tls-san": settings.endpoint.sans(extra_sans),
+            "tls-san": settings.endpoint.sans(extra_sans, controller.address),
             "cni": ["canal"],
             "cluster-cidr": settings.pod_cidr,
             "service-cidr": settings.service_cidr,

@@ -19,6 +19,7 @@ from components.common.step_text import Script
 from components.distributions.base import Distribution
 from components.hosts.steps import HostStep
 from config.backup import BackupSettings, Store
+from config.hosts import Host
 
 INSTALL_BACKUP = Script("backup/install-backup.sh")
 REMOVE_BACKUP = Script("backup/remove-backup.sh")
@@ -66,6 +67,15 @@ def install_backup_env(distribution: Distribution, settings: BackupSettings,
     if target.store == "s3":
         env.update(S3_CLIENT=S3_CLIENT, SSM_CLIENT=SSM_CLIENT)
     return env
+
+
+def backup_turn_env(controllers: Sequence[tuple[Host, object]], host: Host,
+                    api_port: int) -> dict[str, str]:
+    """install-backup's inputs on `host`, one of several controllers: each controller's
+    name and address in config order, and the API's port, by which the first whose API
+    answers takes each snapshot (backup/lib.sh backup_taker)."""
+    return {"BACKUP_CONTROLLERS": ",".join(f"{c.name}={c.address}" for c, _ in controllers),
+            "BACKUP_NODE": host.name, "API_PORT": str(api_port)}
 
 
 def install_backup_over_ssh(host: str, ssh: Ssh, env: Mapping[str, pulumi.Input[str]],

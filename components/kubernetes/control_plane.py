@@ -93,6 +93,8 @@ class ControlPlane(pulumi.ComponentResource):
             self.api_endpoint, pki.ca_cert_pem, pki.admin.cert_pem, pki.admin.private_key_pem,
         ).apply(lambda v: client_kubeconfig(args.cluster_name, v[0], v[1], admin,
                                             v[2], v[3])))
+        # The controllers reached over SSH, in config order, with where their steps run.
+        self.over_ssh: list[tuple[Host, Ssh]] = []
         if args.prepared is not None:
             self.ssh = args.prepared.ssh
             # With several controllers: the last one's, which the workers wait for.
@@ -135,6 +137,7 @@ class ControlPlane(pulumi.ComponentResource):
         before it): its install step (the first initialises, the others join), the kubelet
         settings where it runs a kubelet, and on the first the joined one's etcd member."""
         distribution = self._args.distribution
+        self.over_ssh.append((host, prepared.ssh))
         installed = self._create_install_controller(host, prepared.ssh,
                                                     [prepared.ready, *after])
         if distribution.controller_runs_kubelet:

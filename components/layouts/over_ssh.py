@@ -95,14 +95,15 @@ def ssh_password(settings: StackConfig) -> dict:
 def nfs_client_addresses(settings: StackConfig) -> tuple[str, ...]:
     """The machines that mount the NFS export a cluster host serves, by address: the hosts
     whose kubelets mount the volumes of their pods (nodes mount at their LAN address), and
-    the controller when the snapshots go there. Not the LAN: an office machine or a pod's
+    the controllers when the snapshots go there. Not the LAN: an office machine or a pod's
     own address is not a node."""
     addresses = [h.address for h in settings.hosts if h.runs_workloads]
-    # On bare metal; the AWS layouts' controller is no host here and backs up to S3.
-    controller = next(iter(settings.controllers), None)
-    if controller is not None and backup_store(settings.layout, settings.backup,
-                                               settings.storage, controller.name) == "nfs":
-        addresses.append(controller.address)
+    # On bare metal, every controller (each may take a snapshot: backup/lib.sh
+    # backup_taker); the AWS layouts' controller is no host here and backs up to S3.
+    controllers = settings.controllers
+    if controllers and backup_store(settings.layout, settings.backup, settings.storage,
+                                    controllers[0].name) == "nfs":
+        addresses += [controller.address for controller in controllers]
     return tuple(dict.fromkeys(addresses))
 
 

@@ -157,7 +157,7 @@ def test_k0s_controllers_hold_the_vip_and_workers_balance_locally(count):
     for host, config in zip(controllers, configs):
         api, network = config["spec"]["api"], config["spec"]["network"]
         assert api["address"] == host.address and "externalAddress" not in api
-        assert api["sans"] == [VIP, "203.0.113.9"]
+        assert api["sans"] == [VIP, "203.0.113.9", host.address]
         cplb = network["controlPlaneLoadBalancing"]
         assert (cplb["enabled"], cplb["type"]) == (True, "Keepalived")
         (instance,) = cplb["keepalived"]["vrrpInstances"]
@@ -222,9 +222,9 @@ def test_rke2_servers_after_the_first_join_at_the_fixed_address(count):
     assert "server" not in first
     for config in joining:
         assert config["server"] == f"https://{VIP}:9345"
-    for config in configs:
+    for host, config in zip(controllers, configs):
         assert set(config) <= RKE2_SERVER_KEYS, set(config) - RKE2_SERVER_KEYS
-        assert config["tls-san"] == [VIP, "203.0.113.9"]
+        assert config["tls-san"] == [VIP, "203.0.113.9", host.address]
         assert config["token-file"] == configs[0]["token-file"]
     agent = yaml.safe_load(distribution.agent_config(controllers[0], "192.168.2.9"))
     assert agent["server"] == f"https://{VIP}:9345" and set(agent) <= RKE2_AGENT_KEYS

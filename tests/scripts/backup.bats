@@ -52,7 +52,12 @@ setup() {
   setup_host
   mkdir -p "$STUB_STATE/export" "$STUB_STATE/s3"
   # k0s backup writes a new archive each time; k0s restore records what it restored.
+  # `k0s kubectl --server https://ADDRESS:PORT ... get --raw=/readyz` fails for the
+  # addresses in STUB_API_DOWN.
   fake k0s '
+    if [[ "$1" == kubectl ]]; then
+      server=${3#https://}; [[ " ${STUB_API_DOWN:-} " != *" ${server%:*} "* ]]; exit
+    fi
     n=$(($(cat "$STUB_STATE/snapshots" 2>/dev/null || echo 0) + 1)); echo $n >"$STUB_STATE/snapshots"
     case "$1" in
       backup) [[ -z "${STUB_SNAPSHOT_FAILS:-}" ]] || { echo "etcd: context deadline exceeded" >&2; exit 1; }
@@ -107,6 +112,7 @@ run_installed() {
   local command=$1
   shift
   run env -u BACKUP_STORE -u BACKUP_DIR -u BACKUP_NAME -u BACKUP_RETENTION \
+    -u BACKUP_CONTROLLERS -u BACKUP_NODE -u API_PORT \
     GPU_CLUSTER_STEP="${STEP:-backup}" bash "$GPU_CLUSTER_ROOT$command" "$@"
 }
 
@@ -267,6 +273,74 @@ python3_real() {
   assert_failure
   assert_output_contains "gpu-cluster: moscow: backup: no age public keys in $RECIPIENTS_FILE" "install-backup"
   refute_called '^k0s backup'
+}
+
+# of_three NODE: install-backup's inputs on controller NODE of c1, c2 and c3.
+of_three() {
+  export BACKUP_CONTROLLERS=c1=10.20.0.11,c2=10.20.0.12,c3=10.20.0.13 BACKUP_NODE=$1 API_PORT=6443
+}
+
+@test "backup: of several controllers, the first whose API answers takes the snapshot, the others skip" {
+  of_three c2
+  run_script backup/install-backup.sh
+  assert_success
+  grep -qx 'BACKUP_CONTROLLERS=c1=10.20.0.11,c2=10.20.0.12,c3=10.20.0.13' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/backup.env"
+  grep -qx 'BACKUP_NODE=c2' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/backup.env"
+  # c1 answers: c2 skips, taking nothing.
+  run_installed "$COMMAND"
+  assert_success
+  assert_output_contains "gpu-cluster: moscow: backup: unchanged: c1, the first controller whose API server answers, takes this snapshot"
+  [ -z "$(kept)" ]
+  refute_called '^k0s backup'
+  assert_called '^k0s kubectl --server https://10.20.0.11:6443 --request-timeout=5s get --raw=/readyz$'
+  # c1 is down: c2 is the first that answers, and takes it.
+  STUB_API_DOWN=10.20.0.11 run_installed "$COMMAND"
+  assert_success
+  [ "$(kept | wc -l)" = 1 ]
+  assert_called '^k0s backup --save-path '
+}
+
+@test "backup: no controller's API answers: it fails naming them and takes nothing" {
+  of_three c3
+  run_script backup/install-backup.sh
+  STUB_API_DOWN="10.20.0.11 10.20.0.12 10.20.0.13" run_installed "$COMMAND"
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: backup: no controller's API server answers (c1=10.20.0.11,c2=10.20.0.12,c3=10.20.0.13): no snapshot taken"
+  [ -z "$(kept)" ]
+  refute_called '^k0s backup'
+}
+
+@test "backup: an RKE2 server asks the others' API with its admin kubeconfig" {
+  use_path_store rke2
+  of_three c1
+  export CONTROLLER_SERVICE=rke2-server.service
+  run_script backup/install-backup.sh
+  assert_success
+  # RKE2's kubectl under the root, answering for c2 only.
+  kubectl="$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/bin/kubectl"
+  mkdir -p "${kubectl%/*}"
+  printf '#!/usr/bin/env bash\nprintf "%%s\\n" "kubectl $*" >>"$STUB_CALLS"\n[[ "$4" == https://10.20.0.12:6443 ]]\n' >"$kubectl"
+  chmod +x "$kubectl"
+  run_installed "$COMMAND"
+  assert_success
+  assert_called "^kubectl --kubeconfig $GPU_CLUSTER_ROOT/etc/rancher/rke2/rke2.yaml --server https://10.20.0.11:6443 --request-timeout=5s get --raw=/readyz$"
+  assert_output_contains "unchanged: c2, the first controller whose API server answers, takes this snapshot"
+  refute_called '^rke2 etcd-snapshot'
+}
+
+@test "install-backup: the controllers' settings are checked, all at once" {
+  export BACKUP_CONTROLLERS='c1=10.20.0.11,c2;reboot=10.20.0.12,c3=10.20.0.300' BACKUP_NODE=c9 API_PORT=70000
+  run_script backup/install-backup.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: install-backup:" \
+    "BACKUP_CONTROLLERS has 'c2;reboot=10.20.0.12', which is not NAME=IPV4 of a controller" \
+    "BACKUP_CONTROLLERS has 'c3=10.20.0.300', which is not NAME=IPV4 of a controller" \
+    "BACKUP_NODE 'c9' is not one of BACKUP_CONTROLLERS" "API_PORT must be a TCP port, got '70000'"
+  unset BACKUP_CONTROLLERS API_PORT
+  run_script backup/install-backup.sh
+  assert_failure
+  assert_output_contains "missing required environment variable(s): BACKUP_CONTROLLERS"
+  [ ! -e "$GPU_CLUSTER_ROOT$TIMER" ]
 }
 
 @test "backup: to the NFS export, mounted for the copy only" {

@@ -14,7 +14,7 @@ import yaml
 from components.common.step_text import step_inputs
 from components.distributions.rke2 import SUPERVISOR_PORT
 from preview.engine import unwrap_secrets as unwrap
-from tests.builders import bare_metal_config, preview, shared_preview
+from tests.builders import TEST_AGE_RECIPIENT, bare_metal_config, preview, shared_preview
 from tests.components.test_ha_configs import VIP, cluster
 from tests.stacks.steps import changed_steps, step_stdins, waits_for
 from tests.stacks.test_upgrade import NEXT_K0S, NEXT_RELEASE_SHA256
@@ -223,3 +223,21 @@ def changed_steps_present(before, after) -> set[str]:
     """The steps of both plans whose stdin differs (steps only `after` has left out)."""
     old, new = step_stdins(before), step_stdins(after)
     return {name for name in old.keys() & new.keys() if old[name] != new[name]}
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_every_controller_installs_the_backup_and_the_first_that_answers_takes_it(distribution):
+    values = cluster(3, distribution)
+    values["backup"] = {"path": "/mnt/backups", "recipients": [TEST_AGE_RECIPIENT]}
+    plan = shared_preview(values)
+    listed = ",".join(f"{h['name']}={h['address']}" for h in values["hosts"][:3])
+    for controller in CONTROLLERS:
+        env = inputs(plan, f"{controller}-install-backup")
+        assert (env["BACKUP_CONTROLLERS"], env["BACKUP_NODE"], env["API_PORT"]) == (
+            listed, controller, "6443")
+        assert runs_on(plan, f"{controller}-install-backup") == runs_on(
+            plan, f"{controller}-install-controller")
+        assert last_step(distribution, CONTROLLERS[-1]) in steps_before(
+            plan, f"{controller}-install-backup")
+    one = shared_preview({**bare_metal_config(workers=3), "backup": values["backup"]})
+    assert "BACKUP_CONTROLLERS" not in inputs(one, "controller-install-backup")

@@ -11,6 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/cluster-state.sh"
 : "${GPU_CLUSTER_STEP:=backup}"
 
 # Inputs: AWS_REGION BACKUP_BUCKET BACKUP_DIR BACKUP_NAME BACKUP_NFS_OPTIONS BACKUP_NFS_SOURCE BACKUP_OBJECT BACKUP_RETENTION BACKUP_STORE S3_CLIENT SSM_CLIENT
+# Optional inputs: API_PORT BACKUP_CONTROLLERS BACKUP_NODE
 
 # Every snapshot is encrypted here, before it leaves the controller, with age to the
 # public keys in /etc/gpu-cluster/backup.recipients (config backup.recipients): age's
@@ -25,6 +26,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/cluster-state.sh"
 #                     of the NFS export BACKUP_NFS_SOURCE; path: the folder BACKUP_DIR on
 #                     the controller. In both, files BACKUP_NAME-<UTC time>-<snapshot>.age,
 #                     the newest BACKUP_RETENTION kept.
+#   BACKUP_CONTROLLERS, BACKUP_NODE, API_PORT  with several controllers, each of which runs
+#                     this: only the first controller whose API answers takes the snapshot
+#                     (backup/lib.sh backup_taker).
 
 # encrypt_into FILE FOLDER NAME: FILE encrypted as FOLDER/NAME; a file only appears
 # complete (written under a temporary name, then renamed).
@@ -63,12 +67,20 @@ backup_location() {
 }
 
 main() {
-  local snapshot name
+  local snapshot name taker
   load_backup_settings
   if [[ ! -s "$ROOT$BACKUP_RECIPIENTS_FILE" ]]; then
     die "no age public keys in $BACKUP_RECIPIENTS_FILE to encrypt to: has \`pulumi up\` run the install-backup step?"
   fi
   command -v age >/dev/null || die "age is not installed: has \`pulumi up\` run the install-backup step?"
+  if [[ -n "${BACKUP_CONTROLLERS:-}" ]]; then
+    taker="$(backup_taker)"
+    [[ -n "$taker" ]] || die "no controller's API server answers (${BACKUP_CONTROLLERS}): no snapshot taken"
+    if [[ "$taker" != "$BACKUP_NODE" ]]; then
+      log "unchanged: $taker, the first controller whose API server answers, takes this snapshot"
+      return 0
+    fi
+  fi
   # Only root reads what is written here (the plain snapshot in TEMP_DIR included).
   umask 077
   make_temp_dir

@@ -8,7 +8,7 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=install-backup}"
 
 # Inputs: BACKUP_FILES BACKUP_NAME BACKUP_RECIPIENTS BACKUP_RETENTION BACKUP_SCHEDULE BACKUP_STORE CONTROLLER_SERVICE
-# Optional inputs: AWS_REGION BACKUP_BUCKET BACKUP_DIR BACKUP_NFS_OPTIONS BACKUP_NFS_SOURCE BACKUP_OBJECT S3_CLIENT SSM_CLIENT
+# Optional inputs: AWS_REGION BACKUP_BUCKET BACKUP_DIR BACKUP_NFS_OPTIONS BACKUP_NFS_SOURCE BACKUP_OBJECT S3_CLIENT SSM_CLIENT API_PORT BACKUP_CONTROLLERS BACKUP_NODE
 # What they hold, beyond the settings backup/lib.sh checks:
 #   BACKUP_FILES            required: PATH=SHA256 words, the files of the step bundle the
 #                           commands run (PATH below components/scripts/), each installed
@@ -119,7 +119,8 @@ settings_text() {
   printf '# Written by gpu-cluster (step %s); changes are overwritten.\n' "$GPU_CLUSTER_STEP"
   printf 'GPU_CLUSTER_HOST=%s\n' "$GPU_CLUSTER_HOST"
   for name in BACKUP_STORE BACKUP_NAME BACKUP_RETENTION BACKUP_BUCKET BACKUP_OBJECT \
-    AWS_REGION S3_CLIENT SSM_CLIENT BACKUP_NFS_SOURCE BACKUP_NFS_OPTIONS BACKUP_DIR; do
+    AWS_REGION S3_CLIENT SSM_CLIENT BACKUP_NFS_SOURCE BACKUP_NFS_OPTIONS BACKUP_DIR \
+    BACKUP_CONTROLLERS BACKUP_NODE API_PORT; do
     if [[ -n "${!name:-}" ]]; then
       printf '%s=%s\n' "$name" "${!name}"
     fi

@@ -53,6 +53,47 @@ check_backup_settings() {
     "") ;;
     *) INPUT_PROBLEMS+=("BACKUP_STORE must be s3, nfs or path, got '$BACKUP_STORE'") ;;
   esac
+  _backup_check_controllers
+}
+
+# _backup_check_controllers: with several controllers, BACKUP_CONTROLLERS (NAME=IPV4 of
+# each, in config order, joined by commas: one word in the settings file, which bash and
+# systemd both read), BACKUP_NODE (this one, among them) and API_PORT; none of the three
+# with one controller.
+_backup_check_controllers() {
+  local entry list names=" "
+  [[ -n "${BACKUP_CONTROLLERS:-}${BACKUP_NODE:-}${API_PORT:-}" ]] || return 0
+  check_missing_env BACKUP_CONTROLLERS BACKUP_NODE API_PORT
+  list=${BACKUP_CONTROLLERS:-}
+  for entry in ${list//,/ }; do
+    if [[ "$entry" =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?=[0-9.]+$ ]] && valid_ipv4 "${entry#*=}"; then
+      names+="${entry%%=*} "
+    else
+      INPUT_PROBLEMS+=("BACKUP_CONTROLLERS has '$entry', which is not NAME=IPV4 of a controller")
+    fi
+  done
+  if [[ -n "${BACKUP_NODE:-}" && "$names" != *" $BACKUP_NODE "* ]]; then
+    INPUT_PROBLEMS+=("BACKUP_NODE '$BACKUP_NODE' is not one of BACKUP_CONTROLLERS")
+  fi
+  if [[ -n "${API_PORT:-}" ]] && ! [[ "$API_PORT" =~ ^[1-9][0-9]{0,4}$ && "$API_PORT" -le 65535 ]]; then
+    INPUT_PROBLEMS+=("API_PORT must be a TCP port, got '$API_PORT'")
+  fi
+}
+
+# backup_taker: with several controllers, the one that takes this snapshot: the first of
+# BACKUP_CONTROLLERS (config order) whose API server answers /readyz at its own address,
+# asked with this controller's admin credential (cluster_state_api_ready); nothing when
+# none answers. Each controller's timer runs this, so exactly the ones that agree on the
+# first healthy controller skip (a controller that cannot reach that one takes a snapshot
+# too: one more, never none).
+backup_taker() {
+  local entry
+  for entry in ${BACKUP_CONTROLLERS//,/ }; do
+    if cluster_state_api_ready "${entry#*=}" "$API_PORT"; then
+      printf '%s\n' "${entry%%=*}"
+      return 0
+    fi
+  done
 }
 
 # _backup_check_pattern VAR REGEX: a problem when VAR is set and does not match REGEX

@@ -34,3 +34,10 @@ cluster_state_restore() {
   systemctl start "$CLUSTER_STATE_SERVICE"
   log "changed: restored the control plane from $file; k0scontroller started"
 }
+
+# cluster_state_api_ready ADDRESS PORT: success when the API server at ADDRESS:PORT answers
+# /readyz to this controller's admin credential (`k0s kubectl` reads k0s's admin.conf on a
+# controller; each controller's certificate names its own address: spec.api.address).
+cluster_state_api_ready() {
+  k0s kubectl --server "https://$1:$2" --request-timeout=5s get --raw=/readyz >/dev/null 2>&1
+}

@@ -27,3 +27,13 @@ cluster_state_restore() {
   systemctl start "$CLUSTER_STATE_SERVICE"
   log "changed: restored the control plane from $1; rke2-server started"
 }
+CLUSTER_STATE_KUBECTL=/var/lib/rancher/rke2/bin/kubectl
+CLUSTER_STATE_KUBECONFIG=/etc/rancher/rke2/rke2.yaml
+
+# cluster_state_api_ready ADDRESS PORT: success when the API server at ADDRESS:PORT answers
+# /readyz to this server's admin kubeconfig (RKE2 writes it for 127.0.0.1; every server's
+# certificate names its node-ip too, https://docs.rke2.io/reference/server_config, tls-san).
+cluster_state_api_ready() {
+  "$ROOT$CLUSTER_STATE_KUBECTL" --kubeconfig "$ROOT$CLUSTER_STATE_KUBECONFIG" \
+    --server "https://$1:$2" --request-timeout=5s get --raw=/readyz >/dev/null 2>&1
+}
