@@ -107,6 +107,8 @@ class Cluster(pulumi.ComponentResource):
                                             distribution=distribution, pki=self.pki,
                                             parent=self, secrets=self.secrets))
         machines = layout.result()
+        # Every controller, the first (which initialises) first.
+        self._controllers = [machines.controller.host, *(c.host for c in machines.joining)]
         control_plane = self._create_kubernetes(machines)
         joined = layout.self_joining(control_plane, self.node_api, machines)
         nodes = [end for node in self.worker_nodes for end in node.ready] + list(joined.nodes)
@@ -160,7 +162,9 @@ class Cluster(pulumi.ComponentResource):
             storage_class=monitoring.storage_class or settings.storage.default_class,
             provider=self.provider, depends_on=self.storage.resources,
             workload_addresses=[h.address for h in settings.hosts if h.runs_workloads],
-            admin_cidrs=settings.aws.admin_cidrs if settings.aws else ()),
+            admin_cidrs=settings.aws.admin_cidrs if settings.aws else (),
+            controllers=[(host.name, host.address) for host in self._controllers],
+            api_port=settings.kubernetes.api_port),
             opts=pulumi.ResourceOptions(parent=self))
         self.grafana_url = installed.url
         self.grafana_admin_password = installed.admin_password

@@ -57,6 +57,12 @@ class UpgradeSettings(Section):
 # one, as 3 do (etcd.io/docs/v3.6/faq, "Why an odd number of cluster members?"; rancher
 # rke2-docs docs/install/ha.md:12-14). The program builds 1, 3 or 5.
 CONTROLLER_COUNTS = (1, 3, 5)
+
+
+def etcd_majority(members: int) -> int:
+    """How many of `members` etcd needs up to accept a write: floor(n/2)+1
+    (etcd.io/docs/v3.6/faq, "What is failure tolerance?")."""
+    return members // 2 + 1
 ETCD_MAJORITY = ("etcd needs a majority: 2 controllers tolerate no failure, 4 tolerate what "
                  "3 do")
 

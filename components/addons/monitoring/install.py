@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.common import kube
+from components.addons.monitoring.control_plane import apiserver_job, control_plane_rules
 from components.addons.monitoring.grafana import grafana
 from components.addons.monitoring.manifests import (
     GRAFANA_SECRET,
@@ -44,6 +45,10 @@ class MonitoringArgs:
     workload_addresses: Sequence[str] = ()
     # aws.adminCidrs: who may reach a load balancer when sourceRanges is empty.
     admin_cidrs: Sequence[str] = ()
+    # The controllers, (name, address) each, whose API servers Prometheus scrapes at
+    # kubernetes.apiPort.
+    controllers: Sequence[tuple[str, str]] = ()
+    api_port: int = 6443
 
 
 def namespace_manifest(name: str) -> dict:
@@ -63,11 +68,16 @@ def monitoring_manifests(args: MonitoringArgs) -> list[dict]:
         # Never a load balancer open to the world (an empty loadBalancerSourceRanges).
         raise ValueError("a loadBalancer without sourceRanges needs aws.adminCidrs")
     rules = alert_rules(args.gpu_nodes, args.gpu, monitoring.alerts)
+    apiservers = None
+    if args.controllers:
+        rules["groups"].append({"name": "control-plane", "rules": control_plane_rules(
+            len(args.controllers), monitoring.alerts)})
+        apiservers = apiserver_job(args.controllers, args.api_port)
     return [
         namespace_manifest(monitoring.namespace),
         *dcgm_exporter(args.gpu_node_taints),
         *kube_state_metrics(monitoring.namespace),
-        *prometheus(monitoring, rules, args.storage_class),
+        *prometheus(monitoring, rules, args.storage_class, apiservers),
         *grafana(monitoring, args.admin_cidrs),
     ]
 

@@ -6,11 +6,13 @@ restricted Pod Security Standard, kube-state-metrics, Prometheus and Grafana."""
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
 from components.addons.gpu_support import (DEVICE_LIST_MOUNT_ROOT, GPU_NODE_SELECTOR,
                                            RUNTIME_CLASS, gpu_tolerations)
+from components.addons.monitoring.control_plane import metrics_reader
 from components.addons.monitoring.rules import (
     DCGM_JOB,
     KUBE_STATE_METRICS_JOB,
@@ -218,7 +220,9 @@ def _pod_job(job: str, namespace: str, app: str, relabel_node: bool) -> dict:
             "relabel_configs": relabel}
 
 
-def prometheus_config(monitoring: MonitoringSettings, rules_dir: str = "/etc/prometheus") -> dict:
+def prometheus_config(monitoring: MonitoringSettings, rules_dir: str = "/etc/prometheus",
+                      apiservers: Optional[dict] = None) -> dict:
+    """`apiservers`: the controllers' scrape job (control_plane.apiserver_job)."""
     return {
         "global": {"scrape_interval": monitoring.scrape_interval,
                    "evaluation_interval": monitoring.scrape_interval},
@@ -229,18 +233,22 @@ def prometheus_config(monitoring: MonitoringSettings, rules_dir: str = "/etc/pro
             _pod_job(DCGM_JOB, EXPORTER_NAMESPACE, "dcgm-exporter", relabel_node=True),
             _pod_job(KUBE_STATE_METRICS_JOB, monitoring.namespace, "kube-state-metrics",
                      relabel_node=False),
+            *([apiservers] if apiservers else []),
         ],
     }
 
 
-def prometheus(monitoring: MonitoringSettings, rules: dict, storage_class: str) -> list[dict]:
+def prometheus(monitoring: MonitoringSettings, rules: dict, storage_class: str,
+               apiservers: Optional[dict] = None) -> list[dict]:
     namespace, name = monitoring.namespace, "prometheus"
-    config = yaml.safe_dump(prometheus_config(monitoring), sort_keys=False)
+    config = yaml.safe_dump(prometheus_config(monitoring, apiservers=apiservers),
+                            sort_keys=False)
     rules_text = yaml.safe_dump(rules, sort_keys=False)
     return [
         _service_account(name, namespace),
         *_pod_reader(f"{name}-targets", EXPORTER_NAMESPACE, namespace),
         *_pod_reader(f"{name}-targets", namespace, namespace),
+        *(metrics_reader(name, namespace, _labels(name)) if apiservers else []),
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(name, namespace),
          "data": {PROMETHEUS_CONFIG: config, RULES_FILE: rules_text}},
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta(name, namespace),
