@@ -458,6 +458,54 @@ refused_restore() {
   [ "$(<"$STUB_STATE/restored")" = "k0s state 1" ]
 }
 
+@test "gpu-cluster-restore --leave: a k0s controller stops and puts its state aside; a second run moves nothing" {
+  run_script backup/install-backup.sh
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s/pki" "$GPU_CLUSTER_ROOT/var/lib/k0s/etcd"
+  reset_calls
+  STEP=restore run_installed "$RESTORE" --yes --leave
+  assert_success
+  assert_called '^systemctl stop k0scontroller$'
+  [ ! -e "$GPU_CLUSTER_ROOT/var/lib/k0s" ]
+  [ -d "$(echo "$GPU_CLUSTER_ROOT"/var/lib/k0s.before-restore-*/etcd)" ]
+  assert_output_contains "gpu-cluster: moscow: restore: changed: stopped k0scontroller and moved /var/lib/k0s aside" \
+    "raise this host's generation and run pulumi up to join it again"
+  refute_called '^k0s restore'
+  STEP=restore run_installed "$RESTORE" --yes --leave
+  assert_success
+  assert_output_contains "restore: unchanged: no /var/lib/k0s; k0scontroller stopped"
+  [ "$(echo "$GPU_CLUSTER_ROOT"/var/lib/k0s.before-restore-* | wc -w)" = 1 ]
+}
+
+@test "gpu-cluster-restore --leave: an RKE2 server stops and puts its etcd database aside" {
+  use_s3_store
+  run_script backup/install-backup.sh
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/server/db/etcd" "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/server/tls"
+  STEP=restore run_installed "$RESTORE" --yes --leave
+  assert_success
+  assert_called '^systemctl stop rke2-server$'
+  [ ! -e "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/server/db" ]
+  [ -d "$(echo "$GPU_CLUSTER_ROOT"/var/lib/rancher/rke2/server/db.before-restore-*/etcd)" ]
+  # The server's certificates and config stay: it joins again with them.
+  [ -d "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/server/tls" ]
+  refute_called '^rke2 server --cluster-reset'
+}
+
+@test "gpu-cluster-restore --leave: refused without --yes, or with a snapshot's options" {
+  run_script backup/install-backup.sh
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/k0s/pki"
+  reset_calls
+  STEP=restore run_installed "$RESTORE" --leave
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: restore: --leave stops this controller's control plane and puts its state aside: add --yes (and nothing else)"
+  STEP=restore run_installed "$RESTORE" --yes --leave --identity "$IDENTITY"
+  assert_failure
+  STEP=restore run_installed "$RESTORE" --yes --leave latest
+  assert_failure
+  assert_output_contains "usage: gpu-cluster-restore"
+  [ -d "$GPU_CLUSTER_ROOT/var/lib/k0s/pki" ]
+  refute_called '^systemctl stop'
+}
+
 @test "gpu-cluster-restore: --list names the snapshots, newest first" {
   run_script backup/install-backup.sh
   for _ in 1 2; do run_installed "$COMMAND"; done

@@ -21,13 +21,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/cluster-state.sh"
 #   gpu-cluster-restore --yes --decrypted FILE        a snapshot already decrypted elsewhere
 #                                      (`age --decrypt -i KEY -o FILE SNAPSHOT`)
 #   gpu-cluster-restore --list         the snapshots there, newest first
+#   gpu-cluster-restore --yes --leave  with several controllers, on each but the first,
+#                                      before the first restores: stops this controller's
+#                                      control plane and puts its state aside, so that it
+#                                      joins the restored cluster when `pulumi up` runs its
+#                                      steps again (hosts[].generation raised)
 #
 # A snapshot age does not decrypt (another key, or a changed byte: age checks the header's
 # HMAC and each chunk's Poly1305 tag) is refused before anything stops. Restoring stops
 # the control plane and replaces its state: what changed in the cluster since the
 # snapshot is lost, hence --yes. The timer's backups are paused meanwhile.
 
-USAGE="usage: gpu-cluster-restore --yes --identity KEY FILE|latest, gpu-cluster-restore --yes --decrypted FILE, or gpu-cluster-restore --list"
+USAGE="usage: gpu-cluster-restore --yes --identity KEY FILE|latest, gpu-cluster-restore --yes --decrypted FILE, gpu-cluster-restore --yes --leave, or gpu-cluster-restore --list"
 
 # list_in FOLDER: this cluster's snapshots in FOLDER, newest first.
 list_in() {
@@ -61,7 +66,7 @@ main() {
   while (($#)); do
     case "$1" in
       --yes) confirmed=true ;;
-      --list) what=--list ;;
+      --list | --leave) [[ -z "$what" ]] || die "$USAGE"; what=$1 ;;
       --identity) (($# > 1)) || die "$USAGE"; identity=$2; shift ;;
       --decrypted) plain=true ;;
       -*) die "$USAGE" ;;
@@ -74,6 +79,12 @@ main() {
   if [[ "$what" == --list ]]; then
     [[ "$BACKUP_STORE" != s3 ]] || die "snapshots in S3 are versions of s3://$BACKUP_BUCKET/$BACKUP_OBJECT: list them with \`aws s3api list-object-versions\`"
     with_backup_folder list_in
+    return
+  fi
+  if [[ "$what" == --leave ]]; then
+    [[ "$confirmed" == true && -z "$identity" && "$plain" == false ]] ||
+      die "--leave stops this controller's control plane and puts its state aside: add --yes (and nothing else)"
+    cluster_state_leave
     return
   fi
   [[ "$confirmed" == true ]] || die "restoring replaces the cluster's state with the snapshot's: add --yes"

@@ -27,6 +27,27 @@ cluster_state_restore() {
   systemctl start "$CLUSTER_STATE_SERVICE"
   log "changed: restored the control plane from $1; rke2-server started"
 }
+CLUSTER_STATE_DB_DIR=/var/lib/rancher/rke2/server/db
+
+# cluster_state_leave: before the first server restores, on another: rke2-server stopped
+# and its etcd database put aside, so that it joins the restored cluster when it starts
+# again (https://docs.rke2.io/backup_restore, "Restoring a Snapshot to Existing Nodes":
+# stop rke2-server on all servers, restore on the first, remove server/db on the others,
+# start them). A second run finds nothing to move.
+cluster_state_leave() {
+  local aside
+  systemctl stop "$CLUSTER_STATE_SERVICE"
+  if [[ ! -e "$ROOT$CLUSTER_STATE_DB_DIR" ]]; then
+    log "unchanged: no $CLUSTER_STATE_DB_DIR; $CLUSTER_STATE_SERVICE stopped"
+    return 0
+  fi
+  aside="$CLUSTER_STATE_DB_DIR.before-restore-$(date -u +%Y%m%dT%H%M%SZ)"
+  mv -- "$ROOT$CLUSTER_STATE_DB_DIR" "$ROOT$aside"
+  log "changed: stopped $CLUSTER_STATE_SERVICE and moved $CLUSTER_STATE_DB_DIR aside to" \
+    "$aside; once the first server is restored, raise this host's generation and run" \
+    "pulumi up to join it again"
+}
+
 CLUSTER_STATE_KUBECTL=/var/lib/rancher/rke2/bin/kubectl
 CLUSTER_STATE_KUBECONFIG=/etc/rancher/rke2/rke2.yaml
 
