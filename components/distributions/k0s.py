@@ -44,14 +44,15 @@ ADMISSION_CONFIG_FILE = "/etc/k0s/admission-config.yaml"
 AUDIT_POLICY_FILE = "/etc/k0s/audit-policy.yaml"
 AUDIT_LOG_FILE = "/var/log/k0s-audit/audit.log"
 # Worker joins (k0s's join API) and konnectivity agents.
-CONTROL_PLANE_PORTS = {"k0s-join-api": (ports.K0S_JOIN_API, "tcp"), "konnectivity": (8132, "tcp")}
+CONTROL_PLANE_PORTS = {"k0s-join-api": (ports.K0S_JOIN_API, "tcp"),
+                       "konnectivity": (ports.KONNECTIVITY, "tcp")}
 # What a host's firewall admits from the nodes only: docs/networking.md at v1.36.3+k0s.2,
 # "Required ports and protocols" (lines 58-64; hack/ostests/modules/os/
 # k0s-controller.firewalld-service.xml and k0s-worker.firewalld-service.xml): a
 # controller's etcd peers, join API and konnectivity; a worker's kubelet and its CNI's port,
 # BGP for kube-router and VXLAN for Calico (cluster_config sets its vxlan mode). etcd's
 # client port listens on loopback; 6443 stays open to users.
-CONTROLLER_FIREWALL_PORTS = {"etcd-peer": (2380, "tcp"), **CONTROL_PLANE_PORTS}
+CONTROLLER_FIREWALL_PORTS = {"etcd-peer": (ports.ETCD_PEER, "tcp"), **CONTROL_PLANE_PORTS}
 WORKER_FIREWALL_PORTS = {"kubelet": (ports.KUBELET, "tcp")}
 CNI_FIREWALL_PORTS = {"kuberouter": {"kube-router-bgp": (179, "tcp")},
                       "calico": {"calico-vxlan": (4789, "udp")}}

@@ -76,8 +76,10 @@ CONTROL_PLANE_PORTS = {"rke2-supervisor": (SUPERVISOR_PORT, "tcp"), **NODE_PORTS
 # Canal's WireGuard ports (51820-51821/udp) only with flannel's wireguard backend, which
 # canal_config never sets (docs: networking/basic_network_options.md, Canal); 6443 and the
 # NodePort range stay open to users.
-SERVER_FIREWALL_PORTS = {"rke2-supervisor": (SUPERVISOR_PORT, "tcp"), "etcd-client": (2379, "tcp"),
-                         "etcd-peer": (2380, "tcp"), "etcd-metrics": (2381, "tcp")}
+SERVER_FIREWALL_PORTS = {"rke2-supervisor": (SUPERVISOR_PORT, "tcp"),
+                         "etcd-client": (ports.ETCD_CLIENT, "tcp"),
+                         "etcd-peer": (ports.ETCD_PEER, "tcp"),
+                         "etcd-metrics": (ports.ETCD_METRICS, "tcp")}
 # Keeps workloads off a server that is not to run them (docs: install/ha.md, "node-taint:
 # CriticalAddonsOnly=true:NoExecute"); an RKE2 server always runs a kubelet.
 SERVER_ONLY_TAINT = "CriticalAddonsOnly=true:NoExecute"

@@ -262,7 +262,9 @@ def test_the_copy_finder_finds_each_kind_of_copy():
         'ADMIN_OUTPUT = "kubeconfig"',
         'ADMIN_PORTS = {22: "SSH", 2049: "NFS", 6443: "the Kubernetes API", '
         '9443: "the k0s join API", 9345: "the RKE2 supervisor (agent joins)", '
-        '10250: "the kubelet API"}',
+        '10250: "the kubelet API", 2379: "etcd\'s client API", 2380: "etcd\'s peer port", '
+        '2381: "etcd\'s metrics", 8132: "k0s\'s konnectivity server", '
+        '6444: "the Kubernetes API behind k0s\'s virtual IP"}',
         'CONTROL_PLANE_PORTS = {"k0s-join-api": (9443, "tcp")}',
         'lines = [f"  {action}) gpu_cluster_{action} </dev/null ;;" for action in actions]',
         'settings = Distribution(pin, form, fixed_api_port=6443)',
@@ -274,7 +276,8 @@ def test_the_copy_finder_finds_each_kind_of_copy():
     found = {name.split(".")[-1] for _, name in copies(ast.parse(source), contract_values())}
     assert found == {"POOL_LABEL", "WORKER_ROLES", "ADMIN_KUBECONFIG_OUTPUT", "ADMIN_PORTS",
                      "ENVELOPE_BRANCH", "SSH", "NFS", "KUBERNETES_API", "K0S_JOIN_API",
-                     "RKE2_SUPERVISOR", "KUBELET"}
+                     "RKE2_SUPERVISOR", "KUBELET", "ETCD_CLIENT", "ETCD_PEER", "ETCD_METRICS",
+                     "KONNECTIVITY", "K0S_CPLB_PROXY"}
 
 
 def test_the_program_exports_the_outputs_the_tools_read():

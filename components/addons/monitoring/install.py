@@ -23,6 +23,7 @@ from components.addons.monitoring.rules import GpuNodeGroup, alert_rules
 from config.hosts import Taint
 from config.model import GpuSettings
 from config.monitoring import MonitoringSettings
+from contract import ports
 
 # 24 random bytes: 48 hex characters, safe in any form Grafana's login takes.
 PASSWORD_BYTES = 24
@@ -48,7 +49,7 @@ class MonitoringArgs:
     # The controllers, (name, address) each, whose API servers Prometheus scrapes at
     # kubernetes.apiPort.
     controllers: Sequence[tuple[str, str]] = ()
-    api_port: int = 6443
+    api_port: int = ports.KUBERNETES_API
 
 
 def namespace_manifest(name: str) -> dict:
