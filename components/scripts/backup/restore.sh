@@ -11,6 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/cluster-state.sh"
 : "${GPU_CLUSTER_STEP:=restore}"
 
 # Inputs: AWS_REGION BACKUP_BUCKET BACKUP_DIR BACKUP_NAME BACKUP_NFS_OPTIONS BACKUP_NFS_SOURCE BACKUP_OBJECT BACKUP_RETENTION BACKUP_STORE S3_CLIENT SSM_CLIENT
+# Optional inputs: API_PORT BACKUP_CONTROLLERS BACKUP_NODE
 
 #   gpu-cluster-restore --yes --identity KEY FILE     a snapshot file on the controller (from
 #                                      S3, the NFS export or backup.path), decrypted with

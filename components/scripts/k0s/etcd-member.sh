@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# On the first controller after another joined: waits until the other's etcd member is listed at
-# its address and healthy (etcd/lib.sh etcd_member_step). Its resource's delete is
-# leave-etcd.sh, so removing that controller from the config takes its member out first. Reads
-# only: a second run changes nothing.
+# On the first controller after another joined: waits until that one's etcd member is healthy
+# (etcd/lib.sh etcd_member_step). Its resource's delete is leave-etcd.sh: removing the controller
+# from the config takes its member out first. Reads only: a second run changes nothing.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# On the first server after another joined: waits until the other's etcd member is listed at
-# its address and healthy (etcd/lib.sh etcd_member_step). Its resource's delete is
-# leave-etcd.sh, so removing that server from the config takes its member out first. Reads
-# only: a second run changes nothing.
+# On the first server after another joined: waits until that one's etcd member is healthy
+# (etcd/lib.sh etcd_member_step). Its resource's delete is leave-etcd.sh: removing the server
+# from the config takes its member out first. Reads only: a second run changes nothing.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
