@@ -241,3 +241,17 @@ def test_every_controller_installs_the_backup_and_the_first_that_answers_takes_i
             plan, f"{controller}-install-backup")
     one = shared_preview({**bare_metal_config(workers=3), "backup": values["backup"]})
     assert "BACKUP_CONTROLLERS" not in inputs(one, "controller-install-backup")
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_two_controllers_more_join_after_the_three(distribution):
+    """3 to 5: the existing controllers keep their resources; the new ones join in order
+    after them (their quorum checks find nothing installed there yet, and the others'
+    checks count the members listed: tests/scripts/etcd-quorum.bats)."""
+    before = shared_preview(cluster(3, distribution))
+    after = shared_preview(cluster(5, distribution))
+    assert {r.urn for r in before.resources if "install-controller" in r.name} <= {
+        r.urn for r in after.resources}
+    assert last_step(distribution, "gpu001") in steps_before(after, "gpu002-install-controller")
+    assert last_step(distribution, "gpu002") in steps_before(after, "gpu003-install-controller")
+    assert inputs(after, "controller-etcd-quorum")["EXPECTED_MEMBERS"] == "5"

@@ -129,12 +129,15 @@ etcd_healthy_count() {
   echo "$count"
 }
 
-# etcd_require_all_healthy SELF ADDRESS EXPECTED: dies unless the table lists exactly
-# EXPECTED members, SELF among them at ADDRESS, all healthy. Taking SELF down then leaves
-# EXPECTED-1 members up: a quorum for 3 and 5, and for 5 one failure to spare. With one
-# already unhealthy the step refuses at any size: 3 would lose its quorum, 5 would keep
-# exactly its quorum with no failure to spare, and the unhealthy one needs its own repair
-# (leave-etcd) first, not an upgrade around it.
+# etcd_require_all_healthy SELF ADDRESS EXPECTED: dies unless SELF is a member at ADDRESS,
+# every listed member is healthy, and at least 3 are listed: taking SELF down then leaves
+# listed-1 healthy members, a majority of the listed ones (etcd.io/docs/v3.6/faq, "What is
+# failure tolerance?"). The members listed, not EXPECTED (the controllers in config), are
+# what etcd counts: while controllers are added (3 to 5) the new ones join after this
+# check, and while some are removed (5 to 3) their members leave after it
+# (<host>-etcd-member's delete), so neither count is refused. With one already unhealthy
+# the step refuses at any size: the unhealthy one needs its own repair (leave-etcd, a new
+# generation) first, not an upgrade around it.
 etcd_require_all_healthy() {
   local self=$1 address=$2 expected=$3 index listed unhealthy problems=()
   listed=${#ETCD_NAMES[@]}
@@ -144,10 +147,8 @@ etcd_require_all_healthy() {
   elif [[ "${ETCD_PEERS[index]}" != "$address" ]]; then
     problems+=("this controller's member $self has peer address ${ETCD_PEERS[index]}, not $address")
   fi
-  if ((listed < expected)); then
-    problems+=("$listed of $expected expected members are listed (${ETCD_NAMES[*]:-none}): $((expected - listed)) missing")
-  elif ((listed > expected)); then
-    problems+=("$listed members are listed (${ETCD_NAMES[*]}), $expected expected: remove the member of a controller that is gone (leave-etcd) first")
+  if ((listed < 3)); then
+    problems+=("$listed members are listed (${ETCD_NAMES[*]:-none}) where $expected controllers are configured: with one down the rest would not be a majority")
   fi
   unhealthy="$(etcd_unhealthy)"
   if [[ -n "$unhealthy" ]]; then
@@ -156,11 +157,11 @@ etcd_require_all_healthy() {
   if ((${#problems[@]} > 0)); then
     local text
     printf -v text '; %s' "${problems[@]}"
-    die "refusing to take $self down: etcd needs $(etcd_quorum "$expected") of $expected" \
-      "members up and every member healthy before one leaves for its upgrade: ${text#; }"
+    die "refusing to take $self down: etcd needs a majority of its members up and every" \
+      "member healthy before one leaves for its upgrade: ${text#; }"
   fi
   log "etcd: all $listed members healthy (${ETCD_NAMES[*]}); quorum" \
-    "$(etcd_quorum "$expected") holds while $self is down"
+    "$(etcd_quorum "$listed") holds while $self is down"
 }
 
 # etcd_require_removable INDEX: dies unless the removal can be agreed (a member change is
