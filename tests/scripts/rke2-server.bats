@@ -280,3 +280,55 @@ plugins: []"
   assert_success
   assert_called '^systemctl restart --no-block rke2-server$'
 }
+
+# joining: the config of a server after the first (components/distributions/rke2.py), no CA
+# key, and an RKE2 that writes the CA of the cluster it joins (STUB_CA_SERVED, and a key) as
+# it starts: the bootstrap data holds both (k3s pkg/daemons/config ControlRuntimeBootstrap).
+joining() {
+  export RKE2_CONFIG="server: https://192.0.2.100:9345
+$SERVER_CONFIG" STUB_CA_SERVED="${1:-$CA_CERT}"
+  unset RKE2_CA_KEY
+  export STUB_ON_START='[[ "$1" == rke2-server ]] || exit 0
+    tls="$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/server/tls"; mkdir -p "$tls"
+    for name in server-ca client-ca; do printf "%s\n" "$STUB_CA_SERVED" >"$tls/$name.crt"
+      echo "the joined cluster CA key" >"$tls/$name.key"; done'
+}
+
+@test "install-server: a server after the first joins at the server its config names, taking the CA from there" {
+  joining
+  run_script rke2/install-server.sh
+  assert_success
+  assert_output_contains "install-server: joins https://192.0.2.100:9345: the cluster CA comes from there" \
+    "install-server: joined https://192.0.2.100:9345, whose CA is the cluster's"
+  # Nothing of the CA written beforehand (k3s would refuse files newer than its datastore's).
+  refute_output_contains "changed /var/lib/rancher/rke2/server/tls/server-ca"
+  [ "$(<"$GPU_CLUSTER_ROOT$TLS/server-ca.key")" = "the joined cluster CA key" ]
+  assert_file /etc/rancher/rke2/config.yaml "$RKE2_CONFIG"
+  assert_file /etc/rancher/rke2/server-token "$SERVER_TOKEN"
+  server_started
+  assert_idempotent rke2/install-server.sh
+  assert_output_contains "the cluster CA is already in place"
+}
+
+@test "install-server: a joined server with another cluster's CA fails, naming host and step" {
+  joining "${CA_CERT/gpu-cluster-ca/another-clusters-ca}"
+  run_script rke2/install-server.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: $GPU_CLUSTER_HOST: install-server: joined https://192.0.2.100:9345, but its /var/lib/rancher/rke2/server/tls/server-ca.crt is not RKE2_CA_CERT"
+}
+
+@test "install-server: a joining server refuses a CA key, naming the variable only" {
+  joining
+  export RKE2_CA_KEY="$CA_KEY"
+  run_script rke2/install-server.sh
+  assert_failure
+  assert_output_contains "a server that joins https://192.0.2.100:9345 takes the CA from the cluster: give it no RKE2_CA_KEY or RKE2_CA_KEY_SSM_PARAMETER"
+  refute_output_contains "$CA_KEY_SECRET"
+  refute_called '^systemctl start'
+  export RKE2_CONFIG="server: http://192.0.2.100:9345
+$SERVER_CONFIG"
+  unset RKE2_CA_KEY
+  run_script rke2/install-server.sh
+  assert_failure
+  assert_output_contains "RKE2_CONFIG's server is not one line 'server: https://ADDRESS:9345'"
+}

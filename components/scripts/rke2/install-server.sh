@@ -19,9 +19,12 @@ set -euo pipefail
 #   RKE2_AUDIT_POLICY      its audit policy: the files RKE2_CONFIG names.
 #   RKE2_AIRGAP_SHA256_AMD64, RKE2_AIRGAP_SHA256_ARM64  optional: the image tarball's sha256
 #                       (versions.airgapBundleSha256; rke2_install).
+#   A server whose RKE2_CONFIG names `server: https://ADDRESS:9345` joins the cluster
+#   there (the first server's, at the control plane's address) and takes the CA from it.
 # Secrets, each given directly or as <NAME>_SSM_PARAMETER (with AWS_REGION and SSM_READER),
 # needed on every run (they stay in their 0600 files, which RKE2 reads at each start):
-#   RKE2_CA_KEY         the CA's private key (PEM); used only while it is not in place.
+#   RKE2_CA_KEY         the CA's private key (PEM); used only while it is not in place;
+#                       never given to a joining server.
 #   RKE2_TOKEN          the server token: encrypts the datastore's bootstrap data.
 #   RKE2_AGENT_TOKEN    the agents' join secret (agents get it as K10<CA hash>::node:<it>).
 
@@ -42,6 +45,26 @@ CANAL_CONFIG_FILE=$RKE2_DATA_DIR/server/manifests/rke2-canal-config.yaml
 ADMISSION_CONFIG_FILE=/etc/rancher/rke2/gpu-cluster-pss.yaml
 AUDIT_POLICY_FILE=/etc/rancher/rke2/gpu-cluster-audit-policy.yaml
 
+# A joining server's `server` line: the supervisor port is fixed (SUPERVISOR_PORT in
+# components/distributions/rke2.py).
+JOIN_SERVER='^server: (https://[A-Za-z0-9.-]+:9345)$'
+JOINS=""
+
+# joins_at: sets JOINS to the URL RKE2_CONFIG's top-level `server` names (a server after the
+# first: it joins there, rancher/rke2 v1.36.3+rke2r1 pkg/cli/cmds/server.go:159); empty for
+# the first. A `server` line of another form is refused.
+joins_at() {
+  local line
+  JOINS=""
+  line="$(grep -E '^server:' <<<"${RKE2_CONFIG:-}" || true)"
+  [[ -n "$line" ]] || return 0
+  if [[ "$line" =~ $JOIN_SERVER ]]; then
+    JOINS=${BASH_REMATCH[1]}
+  else
+    INPUT_PROBLEMS+=("RKE2_CONFIG's server is not one line 'server: https://ADDRESS:9345'")
+  fi
+}
+
 check_inputs() {
   check_missing_env RKE2_VERSION RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_CA_CERT \
     RKE2_ADMISSION_CONFIG RKE2_AUDIT_POLICY
@@ -49,7 +72,12 @@ check_inputs() {
   if [[ -n "${RKE2_CA_CERT:-}" && "$RKE2_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
     INPUT_PROBLEMS+=("RKE2_CA_CERT is not a PEM certificate")
   fi
-  if ca_key_needed; then
+  joins_at
+  if [[ -n "$JOINS" ]]; then
+    if [[ -n "${RKE2_CA_KEY:-}${RKE2_CA_KEY_SSM_PARAMETER:-}" ]]; then
+      INPUT_PROBLEMS+=("a server that joins $JOINS takes the CA from the cluster: give it no RKE2_CA_KEY or RKE2_CA_KEY_SSM_PARAMETER")
+    fi
+  elif ca_key_needed; then
     rke2_check_secret RKE2_CA_KEY "the cluster CA key" /gpu-cluster/dev/cluster-ca-key
   fi
   rke2_check_secret RKE2_TOKEN "the server token" /gpu-cluster/dev/rke2-token
@@ -84,6 +112,15 @@ ensure_cluster_ca() {
   done
   if ! ca_key_needed; then
     log "the cluster CA is already in place"
+    return 0
+  fi
+  if [[ -n "$JOINS" ]]; then
+    # Nothing of the CA beforehand: a joining server without certificate folders writes
+    # the files of the bootstrap data it fetches from the server it joins, and one whose
+    # files on disk are newer than that data exits with an error (k3s pkg/cluster/
+    # bootstrap.go, ReconcileBootstrapData: certDirsExist, WriteToDiskFromStorage).
+    # check_joined_ca compares them once it runs.
+    log "joins $JOINS: the cluster CA comes from there"
     return 0
   fi
   rke2_read_secret RKE2_CA_KEY "the cluster CA key"
@@ -147,6 +184,21 @@ main() {
   fi
   rke2_ensure_service rke2-server "$restart"
   wait_until "$API_READY_TIMEOUT" "the Kubernetes API to be ready" rke2_kubectl get --raw=/readyz
+  [[ -z "$JOINS" ]] || check_joined_ca
+}
+
+# check_joined_ca: a joined server runs with the program's CA: what it fetched from the
+# server it joined is RKE2_CA_CERT, or the join went to another cluster.
+check_joined_ca() {
+  local name
+  for name in "${CA_NAMES[@]}"; do
+    if [[ ! -f "$ROOT$TLS_DIR/$name.crt" ]] || ! same_text "$(<"$ROOT$TLS_DIR/$name.crt")" "$RKE2_CA_CERT"; then
+      die "joined $JOINS, but its $TLS_DIR/$name.crt is not RKE2_CA_CERT: that address" \
+        "serves another cluster. Stop rke2-server here, check the control plane's address," \
+        "and run rke2-uninstall.sh before the next pulumi up"
+    fi
+  done
+  log "joined $JOINS, whose CA is the cluster's"
 }
 
 main "$@"
