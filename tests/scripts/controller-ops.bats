@@ -33,6 +33,21 @@ setup() {
   refute_called '^k0s token'
 }
 
+@test "create-controller-token: prints only a controller token on stdout" {
+  export TOKEN_EXPIRY=1h STUB_JOIN_TOKEN=H4sIAAAAAAAAcontroller
+  run --separate-stderr bash "$SCRIPTS_DIR/k0s/create-controller-token.sh"
+  assert_success
+  [ "$output" = H4sIAAAAAAAAcontroller ]
+  [[ "$stderr" == *"gpu-cluster: moscow: create-controller-token: created a controller join token (expires in 1h)"* ]]
+  [[ "$stderr" != *H4sIAAAAAAAAcontroller* ]]
+  assert_called '^k0s token create --role=controller --expiry=1h$'
+  refute_called '--role=worker'
+  export TOKEN_EXPIRY="1 hour"
+  run_script k0s/create-controller-token.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: create-controller-token: TOKEN_EXPIRY must be a duration"
+}
+
 @test "admit-node: waits for the node to register and become Ready" {
   check_admit_ready
 }

@@ -426,3 +426,91 @@ rules: []"
   assert_failure
   assert_output_contains K0S_ADMISSION_CONFIG
 }
+
+# joining: a controller after the first: a controller token from the first (made up; the
+# secrets scan knows it from this file), no CA key, and a cluster whose CA is the program's.
+CONTROLLER_TOKEN=H4sIAAAAAAAAcontrollerJoinToken0123456789
+joining() {
+  unset K0S_CA_KEY
+  export K0S_CONTROLLER_TOKEN="$CONTROLLER_TOKEN" STUB_CLUSTER_CA="$CA_CERT" \
+    K0S_JOIN_ISSUER_URN='urn:pulumi:lab::gpu-cluster::command:remote:Command::c2-create-controller-token'
+}
+
+@test "install-controller: a controller after the first joins with its token and takes the CA from the cluster" {
+  joining
+  run_script_watched k0s/install-controller.sh
+  assert_success
+  [[ "$stderr" == *"install-controller: joins with K0S_CONTROLLER_TOKEN: the cluster CA comes from the cluster"* ]]
+  [[ "$stderr" == *"install-controller: joined the cluster; its CA is K0S_CA_CERT"* ]]
+  # Nothing of the CA written before k0s joined; the token in a file only root reads,
+  # named by the unit.
+  [[ "$stderr" != *"changed /var/lib/k0s/pki/ca"* ]]
+  assert_file /etc/k0s/controller-token "$CONTROLLER_TOKEN"
+  assert_mode /etc/k0s/controller-token 600
+  grep -q -- '--token-file /etc/k0s/controller-token' "$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
+  [ "$(wc -l <"$STUB_STATE/k0s-joins")" = 1 ]
+  refute_leaked "$CONTROLLER_TOKEN"
+}
+
+@test "install-controller: a joined controller needs no token again and never joins twice" {
+  joining
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_idempotent k0s/install-controller.sh
+  assert_output_contains "the controller has already joined; the join token is not needed"
+  # The token in the state has expired by the next run, or is another: still no new join.
+  export K0S_CONTROLLER_TOKEN=H4sIAAAAAAAAanotherExpiredToken
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_file /etc/k0s/controller-token "$CONTROLLER_TOKEN"
+  [ "$(wc -l <"$STUB_STATE/k0s-joins")" = 1 ]
+}
+
+@test "install-controller: a joined controller is upgraded like the first, without joining again" {
+  joining
+  run_again_with k0s/install-controller.sh K0S_VERSION=v1.34.2+k0s.0
+  assert_success
+  assert_called '^systemctl restart k0scontroller$'
+  [ "$(wc -l <"$STUB_STATE/k0s-joins")" = 1 ]
+}
+
+@test "install-controller: a token into a cluster with another CA fails, naming the step that made it" {
+  joining
+  export STUB_CLUSTER_CA="${CA_CERT/gpu-cluster-ca/another-clusters-ca}"
+  run_script k0s/install-controller.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: install-controller: joined a cluster whose CA (/var/lib/k0s/pki/ca.crt) is not K0S_CA_CERT" \
+    "pulumi up --replace 'urn:pulumi:lab::gpu-cluster::command:remote:Command::c2-create-controller-token'"
+}
+
+@test "install-controller: a joining controller refuses a CA key, and a token that is not one" {
+  joining
+  export K0S_CA_KEY="$CA_KEY"
+  run_script k0s/install-controller.sh
+  assert_failure
+  assert_output_contains "a controller that joins with K0S_CONTROLLER_TOKEN takes the CA from the cluster: give it no K0S_CA_KEY or K0S_CA_KEY_SSM_PARAMETER"
+  refute_output_contains "$CA_KEY_SECRET"
+  export K0S_CONTROLLER_TOKEN='not a token; rm -rf /' K0S_JOIN_ISSUER_URN='x'
+  unset K0S_CA_KEY
+  run_script k0s/install-controller.sh
+  assert_failure
+  assert_output_contains "K0S_CONTROLLER_TOKEN is not a k0s join token (base64)" \
+    "K0S_JOIN_ISSUER_URN must be a Pulumi URN (urn:pulumi:...), got 'x'"
+  refute_output_contains "rm -rf"
+  refute_called '^k0s install'
+}
+
+@test "install-controller: a controller whose state was put aside joins again with a new token" {
+  joining
+  run_script k0s/install-controller.sh
+  assert_success
+  # gpu-cluster-restore --leave: k0s stopped, its data dir aside.
+  rm -f "$STUB_STATE/active-k0scontroller"
+  mv "$GPU_CLUSTER_ROOT/var/lib/k0s" "$GPU_CLUSTER_ROOT/var/lib/k0s.before-restore"
+  export K0S_CONTROLLER_TOKEN=H4sIAAAAAAAAnewControllerToken
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_file /etc/k0s/controller-token "$K0S_CONTROLLER_TOKEN"
+  [ "$(wc -l <"$STUB_STATE/k0s-joins")" = 2 ]
+  grep -q 'joined with H4sIAAAAAAAAnewControllerToken' "$STUB_STATE/k0s-joins"
+}

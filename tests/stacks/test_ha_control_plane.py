@@ -16,14 +16,14 @@ from components.distributions.rke2 import SUPERVISOR_PORT
 from preview.engine import unwrap_secrets as unwrap
 from tests.builders import TEST_AGE_RECIPIENT, bare_metal_config, preview, shared_preview
 from tests.components.test_ha_configs import VIP, cluster
-from tests.stacks.steps import changed_steps, step_stdins, waits_for
+from tests.stacks.steps import waits_for
 from tests.stacks.test_upgrade import NEXT_K0S, NEXT_RELEASE_SHA256
 
 CONTROLLERS = ("controller", "gpu000", "gpu001")
 WORKERS = ("gpu002", "gpu003", "gpu004")
 API = f"https://{VIP}:6443"
 NEXT = {"k0s": NEXT_K0S, "rke2": "v1.37.0+rke2r1"}
-DISTRIBUTIONS = ("rke2",)
+DISTRIBUTIONS = ("k0s", "rke2")
 
 
 @pytest.fixture(scope="module", params=DISTRIBUTIONS)
@@ -90,7 +90,9 @@ def test_joining_controllers_never_get_the_ca_key(ha):
             token = plan.named(f"{joining}-create-controller-token")
             # Made on the first controller, read as a secret, handed to this join only.
             assert runs_on(plan, token.name) == runs_on(plan, "controller-install-controller")
-            assert join["K0S_CONTROLLER_TOKEN"]
+            # The first controller's stdout at `up`: unknown here, so the step's whole stdin
+            # is hidden in the preview's report (a secret with an unknown part).
+            assert "K0S_CONTROLLER_TOKEN" in join and "K0S_JOIN_ISSUER_URN" in join
             assert inputs(plan, f"{joining}-create-controller-token")["TOKEN_EXPIRY"] == "1h"
         else:
             assert join["RKE2_TOKEN"] == inputs(plan, "controller-install-controller")["RKE2_TOKEN"]
@@ -184,7 +186,7 @@ def test_an_upgrade_goes_through_every_controller_then_the_workers(distribution)
     values["kubernetes"]["version"] = NEXT[distribution]
     values["versions"] = NEXT_RELEASE_SHA256
     after = preview(values)
-    changed = changed_steps(before, after)
+    changed = changed_steps_present(before, after)
     for controller in CONTROLLERS:
         assert {f"{controller}-check-version", f"{controller}-etcd-quorum",
                 f"{controller}-install-controller"} <= changed
@@ -219,9 +221,16 @@ def test_a_replaced_controller_leaves_etcd_then_joins_again(distribution):
                    for name in changed)
 
 
+def plain_stdins(plan) -> dict[str, str]:
+    """Each step's stdin as given (a k0s joiner's token is unknown in a preview, which hides
+    such a stdin whole: steps.step_stdins), without what every preview makes anew."""
+    return {r.name: re.sub(r"(TOKEN|CA_CERT|CA_KEY)='[^']*'", "", unwrap(r.inputs["stdin"]))
+            for r in plan.of_type("command:remote:Command")}
+
+
 def changed_steps_present(before, after) -> set[str]:
     """The steps of both plans whose stdin differs (steps only `after` has left out)."""
-    old, new = step_stdins(before), step_stdins(after)
+    old, new = plain_stdins(before), plain_stdins(after)
     return {name for name in old.keys() & new.keys() if old[name] != new[name]}
 
 

@@ -8,21 +8,8 @@ set -euo pipefail
 
 # Inputs: TOKEN_EXPIRY
 
-API_READY_TIMEOUT=120
-
 main() {
-  local token
-  require_env TOKEN_EXPIRY
-  if [[ ! "$TOKEN_EXPIRY" =~ ^([0-9]+(ns|us|ms|s|m|h))+$ ]]; then
-    die "TOKEN_EXPIRY must be a duration such as 2h or 90m, got '$TOKEN_EXPIRY'"
-  fi
-  wait_until "$API_READY_TIMEOUT" "the Kubernetes API to be ready" k0s kubectl get --raw=/readyz
-  token="$(k0s token create --role=worker --expiry="$TOKEN_EXPIRY")"
-  if [[ -z "$token" ]]; then
-    die "k0s token create printed no token"
-  fi
-  log "created a worker join token (expires in $TOKEN_EXPIRY)"
-  printf '%s\n' "$token"
+  k0s_print_token worker
 }
 
 main "$@"

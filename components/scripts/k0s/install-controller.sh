@@ -8,7 +8,7 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=install-controller}"
 
 # Inputs: API_PORT K0S_ADMISSION_CONFIG K0S_AUDIT_POLICY K0S_CA_CERT K0S_CONFIG K0S_ENABLE_WORKER K0S_VERSION NODE_IP
-# Optional inputs: AWS_REGION K0S_CA_KEY K0S_CA_KEY_SSM_PARAMETER K0S_PROFILE K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 KUBELET_EXTRA_ARGS KUBELET_ROOT_DIR NODE_LABELS NODE_TAINTS SSM_READER K0S_AIRGAP_SHA256_AMD64 K0S_AIRGAP_SHA256_ARM64
+# Optional inputs: AWS_REGION K0S_CA_KEY K0S_CA_KEY_SSM_PARAMETER K0S_PROFILE K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 KUBELET_EXTRA_ARGS KUBELET_ROOT_DIR NODE_LABELS NODE_TAINTS SSM_READER K0S_AIRGAP_SHA256_AMD64 K0S_AIRGAP_SHA256_ARM64 K0S_CONTROLLER_TOKEN K0S_JOIN_ISSUER_URN
 #   K0S_VERSION, K0S_CONFIG, K0S_ENABLE_WORKER, NODE_IP, API_PORT  required.
 #   K0S_CA_CERT        the cluster CA certificate (PEM), required.
 #   K0S_CA_KEY         its private key (PEM), or
@@ -22,6 +22,11 @@ set -euo pipefail
 #   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.
 #   K0S_AIRGAP_SHA256_AMD64, K0S_AIRGAP_SHA256_ARM64  optional: the image bundle's sha256
 #                      (versions.airgapBundleSha256; k0s_install).
+#   K0S_CONTROLLER_TOKEN  a controller join token (k0s/create-controller-token.sh on the
+#                      first controller): this controller joins that cluster and takes its
+#                      CA from there, so it gets no CA key. Used only until it has joined.
+#   K0S_JOIN_ISSUER_URN   optional: the URN of the step that made the token, named in the
+#                      message when the token no longer works.
 
 API_READY_TIMEOUT=600
 # k0s uses a CA it finds here at its first start instead of generating one, so the
@@ -35,6 +40,14 @@ K0S_ADMISSION_CONFIG_FILE=/etc/k0s/admission-config.yaml
 K0S_AUDIT_POLICY_FILE=/etc/k0s/audit-policy.yaml
 K0S_AUDIT_LOG_DIR=/var/log/k0s-audit
 K0S_APISERVER_USER=kube-apiserver
+# A joining controller's token, which its unit's --token-file names; k0s reads it only
+# while the controller has not joined: until its etcd database exists
+# (cmd/controller/controller.go:227-237 and 748-760 at v1.36.3+k0s.2, needToJoin; the
+# etcd data dir is <data-dir>/etcd, pkg/config/cfgvars.go:173). Without the file and the
+# database, k0s would start a cluster of its own.
+K0S_CONTROLLER_TOKEN_FILE=/etc/k0s/controller-token
+K0S_ETCD_DB="$K0S_DATA_DIR/etcd/member/snap/db"
+PULUMI_URN='^urn:pulumi:[A-Za-z0-9:._$/-]+$'
 
 # ca_key_needed: success when the key input is used: the CA is not in place yet, or
 # its key is missing.
@@ -42,15 +55,37 @@ ca_key_needed() {
   [[ ! -f "$ROOT$K0S_CA_CERT_FILE" || ! -f "$ROOT$K0S_CA_KEY_FILE" ]]
 }
 
+# joining: success when this controller joins another (K0S_CONTROLLER_TOKEN given).
+joining() {
+  [[ -n "$K0S_CONTROLLER_TOKEN" ]]
+}
+
+# controller_joined: success once this controller's etcd database exists.
+controller_joined() {
+  [[ -f "$ROOT$K0S_ETCD_DB" ]]
+}
+
 check_inputs() {
   check_missing_env K0S_VERSION K0S_CONFIG K0S_ENABLE_WORKER NODE_IP API_PORT K0S_CA_CERT \
     K0S_ADMISSION_CONFIG K0S_AUDIT_POLICY
   : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
   : "${KUBELET_ROOT_DIR:=}" "${K0S_CA_KEY:=}" "${K0S_CA_KEY_SSM_PARAMETER:=}"
+  : "${K0S_CONTROLLER_TOKEN:=}" "${K0S_JOIN_ISSUER_URN:=}"
   if [[ -n "${K0S_CA_CERT:-}" && "$K0S_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
     INPUT_PROBLEMS+=("K0S_CA_CERT is not a PEM certificate")
   fi
-  if [[ -n "$K0S_CA_KEY" && -n "$K0S_CA_KEY_SSM_PARAMETER" ]]; then
+  if [[ -n "$K0S_JOIN_ISSUER_URN" && ! "$K0S_JOIN_ISSUER_URN" =~ $PULUMI_URN ]]; then
+    INPUT_PROBLEMS+=("K0S_JOIN_ISSUER_URN must be a Pulumi URN (urn:pulumi:...), got '$K0S_JOIN_ISSUER_URN'")
+  fi
+  if joining; then
+    if [[ -n "$K0S_CA_KEY$K0S_CA_KEY_SSM_PARAMETER" ]]; then
+      INPUT_PROBLEMS+=("a controller that joins with K0S_CONTROLLER_TOKEN takes the CA from the cluster: give it no K0S_CA_KEY or K0S_CA_KEY_SSM_PARAMETER")
+    fi
+    # k0s pkg/token/joinencode.go: base64 of a gzipped kubeconfig; never shown.
+    if [[ ! "$K0S_CONTROLLER_TOKEN" =~ ^[A-Za-z0-9+/=]+$ ]]; then
+      INPUT_PROBLEMS+=("K0S_CONTROLLER_TOKEN is not a k0s join token (base64)")
+    fi
+  elif [[ -n "$K0S_CA_KEY" && -n "$K0S_CA_KEY_SSM_PARAMETER" ]]; then
     INPUT_PROBLEMS+=("give the cluster CA key either as K0S_CA_KEY or as K0S_CA_KEY_SSM_PARAMETER, not both")
   elif [[ -z "$K0S_CA_KEY" && -z "$K0S_CA_KEY_SSM_PARAMETER" ]]; then
     INPUT_PROBLEMS+=("missing the cluster CA key: K0S_CA_KEY, or K0S_CA_KEY_SSM_PARAMETER with AWS_REGION and SSM_READER naming an SSM SecureString holding it")
@@ -86,6 +121,12 @@ ensure_cluster_ca() {
     log "the cluster CA is already in place"
     return 0
   fi
+  if joining; then
+    # k0s writes the CA it gets from the controller it joins over any in place
+    # (controller.go:762-777, writeCerts); check_joined_ca compares it once it runs.
+    log "joins with K0S_CONTROLLER_TOKEN: the cluster CA comes from the cluster"
+    return 0
+  fi
   if [[ -z "$K0S_CA_KEY" ]]; then
     read_ssm_parameter K0S_CA_KEY "$K0S_CA_KEY_SSM_PARAMETER" "the cluster CA key"
     if [[ "$K0S_CA_KEY" != *"-----BEGIN "*"PRIVATE KEY-----"* ]]; then
@@ -119,6 +160,7 @@ ensure_audit_log_dir() {
 # controller_args: sets ARGS to the `k0s install controller` arguments.
 controller_args() {
   ARGS=(-c "$K0S_CONFIG_FILE")
+  ! joining || ARGS+=(--token-file "$K0S_CONTROLLER_TOKEN_FILE")
   if is_true "$K0S_ENABLE_WORKER"; then
     # --no-taints: this node also runs workloads, so no control-plane taint.
     ARGS+=(--enable-worker --no-taints)
@@ -126,10 +168,33 @@ controller_args() {
   fi
 }
 
+# ensure_controller_token: the join token in place while this controller has not joined
+# (a changed one restarts k0s to use it); once joined it is not needed, nor read.
+ensure_controller_token() {
+  FILE_CHANGED=0
+  if controller_joined; then
+    log "the controller has already joined; the join token is not needed"
+    return 0
+  fi
+  write_text "$K0S_CONTROLLER_TOKEN_FILE" 0600 "$K0S_CONTROLLER_TOKEN"
+}
+
+# check_joined_ca: a joined controller runs with the program's CA, or the token led into
+# another cluster.
+check_joined_ca() {
+  local cure="issue a new token: pulumi up --replace on this host's create-controller-token step"
+  [[ -z "$K0S_JOIN_ISSUER_URN" ]] || cure="issue a new token: pulumi up --replace '$K0S_JOIN_ISSUER_URN'"
+  if [[ ! -f "$ROOT$K0S_CA_CERT_FILE" ]] || ! same_text "$(<"$ROOT$K0S_CA_CERT_FILE")" "$K0S_CA_CERT"; then
+    die "joined a cluster whose CA ($K0S_CA_CERT_FILE) is not K0S_CA_CERT: the token came from" \
+      "another cluster. Reset this controller (k0s stop; k0s reset) and $cure"
+  fi
+  log "joined the cluster; its CA is K0S_CA_CERT"
+}
+
 main() {
   local restart=0
-  # Keep the secret out of the environment of every command started from here on.
-  export -n K0S_CA_KEY
+  # Keep the secrets out of the environment of every command started from here on.
+  export -n K0S_CA_KEY K0S_CONTROLLER_TOKEN
   check_inputs
   # Before anything else changes: a different CA stops the run untouched.
   ensure_cluster_ca
@@ -151,11 +216,16 @@ main() {
   write_text "$K0S_AUDIT_POLICY_FILE" 0644 "$K0S_AUDIT_POLICY"
   ((FILE_CHANGED == 0)) || restart=1
   ensure_audit_log_dir
+  if joining; then
+    ensure_controller_token
+    ((FILE_CHANGED == 0)) || restart=1
+  fi
   controller_args
   k0s_ensure_service controller "$restart" "${ARGS[@]}"
   ensure_audit_log_dir
   wait_until "$API_READY_TIMEOUT" "the Kubernetes API (port $API_PORT) to be ready" \
     k0s kubectl get --raw=/readyz
+  ! joining || check_joined_ca
 }
 
 main "$@"

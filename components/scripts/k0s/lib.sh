@@ -173,3 +173,21 @@ k0s_ensure_service() {
     log "$service is already running"
   fi
 }
+
+# k0s_print_token ROLE: checks TOKEN_EXPIRY (a Go duration, k0s cmd/token/create.go at
+# v1.36.3+k0s.2, lines 33 and 91: --expiry), waits for the API and prints only a new join
+# token of ROLE (worker or controller) on stdout, which the program reads as a secret.
+k0s_print_token() {
+  local role=$1 token
+  require_env TOKEN_EXPIRY
+  if [[ ! "$TOKEN_EXPIRY" =~ ^([0-9]+(ns|us|ms|s|m|h))+$ ]]; then
+    die "TOKEN_EXPIRY must be a duration such as 2h or 90m, got '$TOKEN_EXPIRY'"
+  fi
+  wait_until 120 "the Kubernetes API to be ready" k0s kubectl get --raw=/readyz
+  token="$(k0s token create --role="$role" --expiry="$TOKEN_EXPIRY")"
+  if [[ -z "$token" ]]; then
+    die "k0s token create printed no token"
+  fi
+  log "created a $role join token (expires in $TOKEN_EXPIRY)"
+  printf '%s\n' "$token"
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs on the first controller right before another joins it: creates a controller join
+# token and prints ONLY the token on stdout (the program reads it from there, as a secret).
+set -euo pipefail
+# shellcheck source=lib.sh
+[[ -n "${GPU_CLUSTER_K0S_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: "${GPU_CLUSTER_STEP:=create-controller-token}"
+
+# Inputs: TOKEN_EXPIRY
+
+main() {
+  k0s_print_token controller
+}
+
+main "$@"
