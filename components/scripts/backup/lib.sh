@@ -139,3 +139,20 @@ with_backup_folder() {
   umount -- "$mount" || warn "could not unmount $BACKUP_MOUNT_DIR"
   return "$status"
 }
+
+# leave_cluster SERVICE DIR: gpu-cluster-restore --leave on a controller but the first:
+# SERVICE stopped and DIR (its cluster state) moved aside to DIR.before-restore-<time>, so
+# that it joins the restored cluster as a new member (each distribution's
+# cluster_state_leave says which). A second run finds nothing to move.
+leave_cluster() {
+  local service=$1 dir=$2 aside
+  systemctl stop "$service"
+  if [[ ! -e "$ROOT$dir" ]]; then
+    log "unchanged: no $dir; $service stopped"
+    return 0
+  fi
+  aside="$dir.before-restore-$(date -u +%Y%m%dT%H%M%SZ)"
+  mv -- "$ROOT$dir" "$ROOT$aside"
+  log "changed: stopped $service and moved $dir aside to $aside; once the first" \
+    "controller is restored, raise this host's generation and run pulumi up to join it again"
+}

@@ -41,22 +41,13 @@ cluster_state_restore() {
 # nodes to the cluster", k0s docs/backup.md:57-62 at v1.36.3+k0s.2). A second run finds
 # nothing to move.
 cluster_state_leave() {
-  local aside
-  systemctl stop "$CLUSTER_STATE_SERVICE"
-  if [[ ! -e "$ROOT$CLUSTER_STATE_DATA_DIR" ]]; then
-    log "unchanged: no $CLUSTER_STATE_DATA_DIR; $CLUSTER_STATE_SERVICE stopped"
-    return 0
-  fi
-  aside="$CLUSTER_STATE_DATA_DIR.before-restore-$(date -u +%Y%m%dT%H%M%SZ)"
-  mv -- "$ROOT$CLUSTER_STATE_DATA_DIR" "$ROOT$aside"
-  log "changed: stopped $CLUSTER_STATE_SERVICE and moved $CLUSTER_STATE_DATA_DIR aside to" \
-    "$aside; once the first controller is restored, raise this host's generation and run" \
-    "pulumi up to join it again"
+  leave_cluster "$CLUSTER_STATE_SERVICE" "$CLUSTER_STATE_DATA_DIR"
 }
 
 # cluster_state_api_ready ADDRESS PORT: success when the API server at ADDRESS:PORT answers
 # /readyz to this controller's admin credential (`k0s kubectl` reads k0s's admin.conf on a
-# controller; each controller's certificate names its own address: spec.api.address).
+# controller; each controller's spec.api.sans names its own address:
+# ControlPlaneEndpoint.sans in config/control_plane.py).
 cluster_state_api_ready() {
   k0s kubectl --server "https://$1:$2" --request-timeout=5s get --raw=/readyz >/dev/null 2>&1
 }

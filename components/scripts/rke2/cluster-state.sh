@@ -35,17 +35,7 @@ CLUSTER_STATE_DB_DIR=/var/lib/rancher/rke2/server/db
 # stop rke2-server on all servers, restore on the first, remove server/db on the others,
 # start them). A second run finds nothing to move.
 cluster_state_leave() {
-  local aside
-  systemctl stop "$CLUSTER_STATE_SERVICE"
-  if [[ ! -e "$ROOT$CLUSTER_STATE_DB_DIR" ]]; then
-    log "unchanged: no $CLUSTER_STATE_DB_DIR; $CLUSTER_STATE_SERVICE stopped"
-    return 0
-  fi
-  aside="$CLUSTER_STATE_DB_DIR.before-restore-$(date -u +%Y%m%dT%H%M%SZ)"
-  mv -- "$ROOT$CLUSTER_STATE_DB_DIR" "$ROOT$aside"
-  log "changed: stopped $CLUSTER_STATE_SERVICE and moved $CLUSTER_STATE_DB_DIR aside to" \
-    "$aside; once the first server is restored, raise this host's generation and run" \
-    "pulumi up to join it again"
+  leave_cluster "$CLUSTER_STATE_SERVICE" "$CLUSTER_STATE_DB_DIR"
 }
 
 CLUSTER_STATE_KUBECTL=/var/lib/rancher/rke2/bin/kubectl
@@ -53,7 +43,7 @@ CLUSTER_STATE_KUBECONFIG=/etc/rancher/rke2/rke2.yaml
 
 # cluster_state_api_ready ADDRESS PORT: success when the API server at ADDRESS:PORT answers
 # /readyz to this server's admin kubeconfig (RKE2 writes it for 127.0.0.1; every server's
-# certificate names its node-ip too, https://docs.rke2.io/reference/server_config, tls-san).
+# tls-san names its own address: ControlPlaneEndpoint.sans in config/control_plane.py).
 cluster_state_api_ready() {
   "$ROOT$CLUSTER_STATE_KUBECTL" --kubeconfig "$ROOT$CLUSTER_STATE_KUBECONFIG" \
     --server "https://$1:$2" --request-timeout=5s get --raw=/readyz >/dev/null 2>&1
