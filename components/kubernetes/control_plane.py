@@ -5,8 +5,9 @@ kubeconfig is built here from the CA, never read back.
 
 With several controllers, each controller's install step (the join, later each upgrade)
 waits for the one before it and for its own etcd-quorum check, so one etcd member at a
-time is down and only while every other is healthy (controller_order.py); the workers
-wait for the last. Once a controller joined, `<host>-etcd-member` on the first waits for
+time is down and only while every other is healthy; the workers wait for the last (a
+kubelet must never be newer than the oldest API server: kubernetes.io/releases/
+version-skew-policy, "kubelet"). Once a controller joined, `<host>-etcd-member` on the first waits for
 its member, and its delete takes the member out of etcd before the controller's own
 reset runs (Pulumi deletes a resource before what it depends on)."""
 
