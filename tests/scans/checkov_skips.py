@@ -209,6 +209,9 @@ SECRETS = [
             "token the script test checks never reaches a log", "tests/scripts/rke2-server.bats"),
     *_value("CKV_SECRET_6", "55ee0bcfba1260bbec3dab425ed4800733a1e3ca", "a made-up second "
             "server token the script test refuses to apply", "tests/scripts/rke2-server.bats"),
+    *_value("CKV_SECRET_6", "9c410dbf39eed2d59ab5c95f9545bf0276eeeb09", "a made-up value "
+            "that is no controller token, which the join test refuses without showing it",
+            "tests/scripts/install-controller.bats"),
     *_value("CKV_SECRET_6", "0860c23e3b772b77909e9cca53495bac891ff82d", "a made-up renewed "
             "agent token the script test checks never reaches a log",
             "tests/scripts/rke2-server.bats"),
