@@ -212,6 +212,9 @@ SECRETS = [
     *_value("CKV_SECRET_6", "9c410dbf39eed2d59ab5c95f9545bf0276eeeb09", "a made-up value "
             "that is no controller token, which the join test refuses without showing it",
             "tests/scripts/install-controller.bats"),
+    *_value("CKV_SECRET_6", "b6700e08fea7be1d7256865f54cedeb25496d217", "a made-up controller "
+            "token standing in for the first controller's output in a rendered join step",
+            "tests/scripts/ha-controllers.bats"),
     *_value("CKV_SECRET_6", "0860c23e3b772b77909e9cca53495bac891ff82d", "a made-up renewed "
             "agent token the script test checks never reaches a log",
             "tests/scripts/rke2-server.bats"),
