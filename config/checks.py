@@ -182,9 +182,9 @@ def _host_fields(cfg: PartialConfig) -> list[Problem]:
         elif host.runs_control_plane and host.generation and host is first_controller:
             problems.append(
                 Problem(f"hosts[{index}].generation",
-                        "the first controller initialises the cluster, so new hardware under it "
-                        "would start another cluster; move it below another controller in hosts "
-                        "and run pulumi up first, then raise its generation")
+                        "the first controller initialised the cluster, and replacing its machine "
+                        "is not built yet: new hardware under it would start another cluster "
+                        "(docs/distributions.md, High availability)")
             )
     return problems
 

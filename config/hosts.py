@@ -114,7 +114,7 @@ class Host(Section):
     generation: int = Field(default=0, ge=0, le=1_000_000)
     """Raise it by one when the machine behind the name is new hardware: its steps run again on it
     and the old node object is removed first ([Machines](day-2.md#machines)); workers, and
-    controllers when there are 3 or 5."""
+    with 3 or 5 controllers every controller but the first."""
 
     @property
     def runs_control_plane(self) -> bool:

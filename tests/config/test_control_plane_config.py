@@ -192,9 +192,9 @@ def test_the_first_controller_takes_no_generation():
     values = three_controllers()
     values["hosts"][0]["generation"] = 1
     assert problem_lines(values) == [
-        "gpu-cluster:hosts[0] (controller).generation: the first controller initialises the "
-        "cluster, so new hardware under it would start another cluster; move it below another "
-        "controller in hosts and run pulumi up first, then raise its generation"]
+        "gpu-cluster:hosts[0] (controller).generation: the first controller initialised the "
+        "cluster, and replacing its machine is not built yet: new hardware under it would "
+        "start another cluster (docs/distributions.md, High availability)"]
 
 
 @pytest.mark.parametrize("layout, values", [("cloud", cloud_config()),
