@@ -5,6 +5,8 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
 # shellcheck source=time/lib.sh
 [[ -n "${GPU_CLUSTER_TIME_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/time/lib.sh"
 : "${GPU_CLUSTER_STEP:=configure-time}"
@@ -69,14 +71,13 @@ configure_timesyncd() {
 
 main() {
   check_inputs
-  if ! package_installed chrony && is_true "$NTS"; then
+  if ! os_package_installed chrony && is_true "$NTS"; then
     log "installing chrony: time.nts needs it (systemd-timesyncd has no NTS)"
-    apt_update_once
-    apt_get install -y chrony
+    os_install_packages chrony
   fi
-  if package_installed chrony; then
+  if os_package_installed chrony; then
     configure_chrony
-  elif package_installed systemd-timesyncd; then
+  elif os_package_installed systemd-timesyncd; then
     configure_timesyncd
   else
     die "neither chrony nor systemd-timesyncd is installed: install one, or leave time.ntpServers unset"

@@ -5,6 +5,8 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
 : "${GPU_CLUSTER_STEP:=host-firewall}"
 
 # Inputs: HOST_FIREWALL_RULESET
@@ -40,16 +42,13 @@ check_inputs() {
   die_on_input_problems
 }
 
-# ensure_nft: the nft command (Ubuntu's nftables package). Its own nftables.service stays
-# off: its /etc/nftables.conf starts with `flush ruleset` and its ExecStop flushes the
-# whole ruleset, kube-proxy's and the CNI's tables too (Debian's nftables package,
-# debian/nftables.conf and debian/nftables.service, which Ubuntu ships unchanged).
+# ensure_nft: the nft command (the nftables package, os/lib.sh). Ubuntu's own
+# nftables.service stays off: its /etc/nftables.conf starts with `flush ruleset` and its
+# ExecStop flushes the whole ruleset, kube-proxy's and the CNI's tables too (Debian's
+# nftables package, debian/nftables.conf and debian/nftables.service, which Ubuntu ships
+# unchanged).
 ensure_nft() {
-  if ! package_installed nftables; then
-    apt_update_once
-    apt_get install -y --no-install-recommends nftables
-    log "changed: installed nftables"
-  fi
+  os_install_packages --no-recommends nftables
 }
 
 # listing_of FILE: the kernel's own listing of the table FILE defines (stateless: no

@@ -5,6 +5,8 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
 : "${GPU_CLUSTER_STEP:=prepare-host}"
 
 # Inputs: DISABLE_CPU_MITIGATIONS DISABLE_IOMMU INOTIFY_MAX_USER_INSTANCES INOTIFY_MAX_USER_WATCHES INSTALL_NFS_CLIENT
@@ -152,13 +154,7 @@ install_nfs_client() {
     log "NFS client not requested"
     return 0
   fi
-  if package_installed nfs-common; then
-    log "nfs-common is already installed"
-    return 0
-  fi
-  apt_update_once
-  apt_get install -y nfs-common
-  log "changed: installed nfs-common"
+  os_install_packages nfs-client
 }
 
 main() {

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Makes this host the NFS server of the cluster's shared storage: nfs-kernel-server, the
+# Makes this host the NFS server of the cluster's shared storage: its package (os/lib.sh), the
 # export folder, one exports.d entry for the nodes' own addresses, root squashed. No delete
 # step on purpose: the shared data outlives the cluster, so nothing here is removed.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
 : "${GPU_CLUSTER_STEP:=serve-nfs}"
 
 # Inputs: NFS_CLIENT_CIDRS NFS_EXPORT_OPTIONS NFS_EXPORT_PATH
@@ -24,7 +26,6 @@ set -euo pipefail
 # the export's folder belongs to that user, so that clients' root can make the folders
 # of new claims and snapshots in it, and own nothing else.
 EXPORTS_FILE=/etc/exports.d/gpu-cluster.exports
-NFS_PACKAGE=nfs-kernel-server
 NFS_SERVICE=nfs-server
 CLIENT_CIDRS=()
 ANON_UID=65534
@@ -95,13 +96,7 @@ check_export_options() {
 }
 
 install_server() {
-  if package_installed "$NFS_PACKAGE"; then
-    log "$NFS_PACKAGE is already installed"
-    return 0
-  fi
-  apt_update_once
-  apt_get install -y "$NFS_PACKAGE"
-  log "changed: installed $NFS_PACKAGE"
+  os_install_packages nfs-server
 }
 
 # create_export_folder: creates the folder when missing, owned by the anonymous user.

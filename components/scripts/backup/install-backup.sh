@@ -5,6 +5,8 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_BACKUP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=../os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../os/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-backup}"
 
 # Inputs: BACKUP_FILES BACKUP_NAME BACKUP_RECIPIENTS BACKUP_RETENTION BACKUP_SCHEDULE BACKUP_STORE CONTROLLER_SERVICE
@@ -161,15 +163,10 @@ UNIT
 }
 
 # install_age: the age package (Ubuntu 22.04: 1.0.0 in universe; 24.04: 1.1.1,
-# https://packages.ubuntu.com/jammy/age, https://packages.ubuntu.com/noble/age).
+# https://packages.ubuntu.com/jammy/age, https://packages.ubuntu.com/noble/age; EL9: EPEL's,
+# os/lib.sh).
 install_age() {
-  if package_installed age; then
-    log "age is already installed"
-    return 0
-  fi
-  apt_update_once
-  apt_get install -y age
-  log "changed: installed age"
+  os_install_packages age
 }
 
 main() {

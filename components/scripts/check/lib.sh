@@ -12,12 +12,14 @@
 #   - PATH holds only CHECK_COMMANDS. A command not listed fails (exit 127), so a step
 #     that later calls a new command fails its check ("could not check") instead of
 #     running it.
-#   - The listed commands that can also change things (systemctl, ip, sysctl, apt-mark)
-#     are functions here that pass their reading forms through and report the others.
-#   - The commands and lib.sh functions that change things (write_file, remove_file,
-#     apt_get, modprobe, chown, rm outside the temporary folders, ...) are functions here
-#     that compare or report. Redirections are not intercepted: a checked step writes
-#     files through write_file and redirects only into its TEMP_DIR.
+#   - The listed commands that can also change things (systemctl, ip, sysctl, apt-mark,
+#     rpm) are functions here that pass their reading forms through and report the others.
+#   - The commands and library functions that change things (write_file, remove_file,
+#     apt_get, dnf_run, modprobe, chown, rm outside the temporary folders, ...) are
+#     functions here that compare or report (os/lib.sh asks dpkg-query or rpm whether a
+#     package is installed, and installs through apt_get or dnf_run). Redirections are not
+#     intercepted: a checked step writes files through write_file and redirects only into
+#     its TEMP_DIR.
 # Each difference is one `drift: MESSAGE` line on stdout; logs stay on stderr. A step
 # that fails after a drift was found (a verification after a change the check did not
 # make) stops there: its message is one more drift line.
@@ -28,7 +30,7 @@
 CHECK_EXIT_DRIFT=3
 # Commands the checked steps read with; mkdir, ln and mktemp only set up this library.
 CHECK_COMMANDS=(apt-mark awk cat cmp cut diff dpkg-query getent gpg grep head ip mktemp nft
-  nvidia-smi paste readlink rm sort stat sysctl systemctl tr)
+  nvidia-smi paste readlink rm rpm sort stat sysctl systemctl tr)
 # The first lines of a difference shown for a file others may read (no secret in it).
 CHECK_DIFF_LINES=12
 
@@ -178,6 +180,19 @@ apt_update_once() {
 
 apt_get() {
   check_would_run apt-get "$@"
+}
+
+# os/lib.sh's dnf on EL9 hosts: what the step would install.
+dnf_run() {
+  check_would_run dnf "$@"
+}
+
+# rpm: queries (-q, --query) pass; anything else (-i, -U, -e, --import) is reported.
+rpm() {
+  case "${1:-}" in
+    -q | --query | -q?*) command rpm "$@" ;;
+    *) check_would_run rpm "$@" ;;
+  esac
 }
 
 # Reading forms pass; the others are what the step would change.

@@ -6,6 +6,8 @@
 
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=../os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../os/lib.sh"
 
 # Globals it defines (VPN_*: OPENVPN_* are the scripts' inputs):
 #   VPN_ROLE, VPN_NAME   the end (server or client) and its config name, set with
@@ -14,8 +16,6 @@
 #   VPN_FILES_CHANGED    1 when openvpn_write changed a file the end reads
 #   VPN_RESTART_PENDING  1 when the unit must be restarted; see openvpn_remember_restart
 GPU_CLUSTER_OPENVPN_LIB_LOADED=1
-VPN_PACKAGE=openvpn
-VPN_PING_PACKAGE=iputils-ping
 VPN_SYSCTL_FILE=/etc/sysctl.d/90-gpu-cluster-vpn.conf
 VPN_ROLE=""
 VPN_NAME=""
@@ -59,31 +59,19 @@ openvpn_check_key_inputs() {
   fi
 }
 
-# openvpn_install_packages: installs openvpn when it is missing and, on a client, ping
-# for its tunnel check (minimal images lack it), on the server iptables, in one apt-get
-# install.
+# openvpn_install_packages: installs openvpn when it is missing (EL9: EPEL's,
+# os/lib.sh) and, on a client without the ping command, ping for its tunnel check
+# (minimal images lack it), on the server iptables, in one transaction.
 openvpn_install_packages() {
-  local package wanted=()
-  if package_installed "$VPN_PACKAGE"; then
-    log "$VPN_PACKAGE is already installed"
-  else
-    wanted+=("$VPN_PACKAGE")
-  fi
+  local wanted=(openvpn)
   if [[ "$VPN_ROLE" == client ]] && ! command -v ping >/dev/null 2>&1; then
-    wanted+=("$VPN_PING_PACKAGE")
+    wanted+=(ping)
   fi
   # The server filters what arrives from the tunnel (server.sh).
-  if [[ "$VPN_ROLE" == server ]] && ! package_installed iptables; then
+  if [[ "$VPN_ROLE" == server ]]; then
     wanted+=(iptables)
   fi
-  if ((${#wanted[@]} == 0)); then
-    return 0
-  fi
-  apt_update_once
-  apt_get install -y "${wanted[@]}"
-  for package in "${wanted[@]}"; do
-    log "changed: installed $package"
-  done
+  os_install_packages "${wanted[@]}"
 }
 
 # openvpn_write PATH MODE TEXT: write_text, and VPN_FILES_CHANGED=1 when it changed

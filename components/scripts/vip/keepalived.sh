@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # control-plane-vip: the control plane's virtual IP on an on-prem controller by host keepalived
 # (unicast VRRP between the controllers, held while the local API server accepts connections):
-# Ubuntu's package, the program's keepalived.conf once keepalived accepts it, the service on.
+# the OS's package, the program's keepalived.conf once keepalived accepts it, the service on.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_VIP_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=../os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../os/lib.sh"
 : "${GPU_CLUSTER_STEP:=control-plane-vip}"
 
 # Inputs: KEEPALIVED_CONF
@@ -57,10 +59,9 @@ main() {
   keepalived_file_is_ours || die "$KEEPALIVED_FILE exists and is not the program's (its first" \
     "line is not '$KEEPALIVED_HEADER'): the control plane's VIP needs keepalived for itself;" \
     "move that file away"
-  if ! package_installed keepalived; then
-    log "changed: installing keepalived (Ubuntu's package) for the control plane's virtual IP"
-    apt_update_once
-    apt_get install -y --no-install-recommends keepalived
+  if ! os_package_installed keepalived; then
+    log "installing keepalived for the control plane's virtual IP"
+    os_install_packages --no-recommends keepalived
   fi
   make_temp_dir
   wanted="$TEMP_DIR/keepalived.conf"
