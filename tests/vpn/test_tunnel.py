@@ -37,6 +37,7 @@ from tests.vpn.netns import IP, TCP_CLIENT, TCP_SERVER, Lab, ping, require_netwo
     wait_for_text
 
 STUB = PROJECT_DIR / "tests" / "scripts" / "stubs" / "stub"
+OS_RELEASE = PROJECT_DIR / "tests" / "scripts" / "os-release" / "ubuntu-24.04"
 STUBBED = ("apt-get", "dpkg-query", "systemctl", "sysctl", "ping", "ip", "hostname", "sleep")
 LAN_HOST, GATEWAY_LAN, GATEWAY_PUBLIC, ADMIN_PUBLIC = (
     "192.168.2.2", "192.168.2.4", "203.0.113.2", "203.0.113.3")
@@ -59,6 +60,9 @@ def run_step(workdir: Path, name: str, stdin: str, routes: str = "") -> Path:
     for folder in (root, state, bin_dir):
         folder.mkdir()
     assert root.resolve().is_relative_to(workdir.resolve())  # never the real host
+    # The instance and the gateways run Ubuntu, as os/lib.sh reads it (packages by apt).
+    (root / "etc").mkdir()
+    shutil.copy(OS_RELEASE, root / "etc" / "os-release")
     for command in STUBBED:
         (bin_dir / command).symlink_to(STUB)
     (state / "routes").write_text(routes)
