@@ -178,7 +178,7 @@ def _egress(vpc, network) -> list[Problem]:
 
 def _vpc_size(vpc, network) -> list[Problem]:
     """AWS's VPC sizes, and room for the subnets and the fixed addresses (.10 control
-    plane, .20 EFS) the program puts in them."""
+    plane, .11 its load balancer, .20 EFS) the program puts in them."""
     if not 16 <= network.prefixlen <= 28:
         return [Problem("aws.vpc.cidr", f"{network} is not a size AWS allows for a VPC "
                         "(/16 to /28)")]
@@ -188,7 +188,7 @@ def _vpc_size(vpc, network) -> list[Problem]:
                         "subnets (one per availability zone); use a larger network or set "
                         "aws.vpc.subnetCidrs")]
     return [Problem(f"aws.vpc.subnetCidrs[{index}]", f"{cidr} is too small: the program uses "
-                    "its addresses .10 and .20; use a /27 or larger")
+                    "its addresses .10, .11 and .20; use a /27 or larger")
             for index, cidr in enumerate(vpc.subnet_cidrs)
             if ipaddress.ip_network(cidr).prefixlen > 27]
 

@@ -239,6 +239,27 @@ def control_plane_address(aws: AwsSettings) -> str:
     return aws.control_plane.private_ip or _host_in(subnet_cidrs(aws.vpc)[0], 10)
 
 
+def controller_addresses(aws: AwsSettings, replicas: int) -> list[str]:
+    """The EC2 controllers' fixed private addresses, one per availability zone in subnet
+    order: the first's is control_plane_address, each other's .10 of its zone's subnet."""
+    return [control_plane_address(aws),
+            *(_host_in(cidr, 10) for cidr in subnet_cidrs(aws.vpc)[1:replicas])]
+
+
+def controller_names(aws: AwsSettings, replicas: int) -> list[str]:
+    """The EC2 controllers' host and node names: aws.controlPlane.name, then the same with
+    -2, -3, ... (the first keeps its name, and with it its resources' names)."""
+    name = aws.control_plane.name
+    return [name, *(f"{name}-{index}" for index in range(2, replicas + 1))]
+
+
+def api_load_balancer_addresses(aws: AwsSettings, replicas: int) -> list[str]:
+    """The API load balancer's fixed private address in each controller's zone, .11 of its
+    subnet; the first is the address every node and user dials (a fixed address, unlike
+    the load balancer's DNS name, is known before `pulumi up` and needs no DNS on-prem)."""
+    return [_host_in(cidr, 11) for cidr in subnet_cidrs(aws.vpc)[:replicas]]
+
+
 def efs_mount_target_addresses(vpc: VpcSettings) -> list[str]:
     """Fixed mount-target addresses (.20 of each created subnet): known before `pulumi up`,
     so on-prem nodes mount by address with no AWS DNS."""

@@ -9,7 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from config.cloud import AwsSettings, control_plane_address
+from config.cloud import (
+    AwsSettings,
+    api_load_balancer_addresses,
+    control_plane_address,
+    controller_addresses,
+)
 from config.hosts import Host
 from config.kubernetes import KubernetesSettings
 
@@ -58,8 +63,8 @@ class ControlPlaneEndpoint:
     # How many controllers: the on-prem controller hosts, or kubernetes.controlPlane.replicas
     # EC2 instances on hybrid and cloud.
     replicas: int = 1
-    # The on-prem controllers' addresses in config order (the first initialises); empty on
-    # hybrid and cloud, whose controllers are EC2 instances.
+    # The controllers' addresses in order (the first initialises): the on-prem controller
+    # hosts', or the EC2 controllers' with several (config.cloud.controller_addresses).
     controller_addresses: tuple[str, ...] = ()
     # kubernetes.controlPlane.loadBalancer when kubernetes.controlPlane.address is set;
     # None: node_address is the single controller's own.
@@ -97,14 +102,23 @@ def control_plane_endpoint(controllers: Sequence[Host], aws: Optional[AwsSetting
                            kubernetes: KubernetesSettings, lan_cidr: Optional[str] = None,
                            cluster_name: str = "") -> ControlPlaneEndpoint:
     """kubernetes.controlPlane.address when set; else the first controller host's address,
-    or with none among the hosts (hybrid, cloud) the EC2 control plane's fixed private one.
+    or with none among the hosts (hybrid, cloud) the EC2 control plane's fixed private one,
+    or with several EC2 controllers their load balancer's first address.
     The VRRP instance when the address is a VIP on the LAN (config/control_plane_checks.py
     holds it inside network.lanCidr)."""
     plane = kubernetes.control_plane
     addresses = tuple(host.address for host in controllers)
+    replicas = len(addresses) if addresses else plane.replicas or 1
+    if not addresses and aws is not None and replicas > 1:
+        # EC2 controllers behind the network load balancer, which forwards each port of
+        # theirs at its own address: for the distributions, a load balancer of the user's.
+        return ControlPlaneEndpoint(
+            node_address=api_load_balancer_addresses(aws, replicas)[0],
+            port=kubernetes.api_port, api_sans=tuple(kubernetes.api_sans), replicas=replicas,
+            controller_addresses=tuple(controller_addresses(aws, replicas)),
+            load_balancer="external")
     common = dict(port=kubernetes.api_port, api_sans=tuple(kubernetes.api_sans),
-                  replicas=len(addresses) if addresses else plane.replicas or 1,
-                  controller_addresses=addresses)
+                  replicas=replicas, controller_addresses=addresses)
     if plane.address is None:
         address = addresses[0] if addresses else control_plane_address(aws)
         return ControlPlaneEndpoint(node_address=address, **common)

@@ -5,6 +5,7 @@ address in front of several, and a VIP's place on the LAN."""
 import ipaddress
 from typing import Optional
 
+from config.cloud import api_load_balancer_addresses, controller_names, subnet_cidrs
 from config.kubernetes import CONTROLLER_COUNTS, ETCD_MAJORITY
 from config.partial import PartialConfig
 from config.problems import Problem
@@ -124,16 +125,39 @@ def _on_aws(cfg: PartialConfig, plane) -> list[Problem]:
                                 f"availability zones ({zones_key}): a zone holding two of them "
                                 "takes etcd's majority with it when it fails; give each its "
                                 "own zone"))
+    if vpc.id is not None:
+        problems.append(Problem(f"{KEY}.replicas", f"{plane.replicas} controllers in an adopted "
+                                f"VPC ({vpc.id}) are not built yet: their fixed addresses and "
+                                "the load balancer's come from subnets the program creates; "
+                                "use one controller there for now"))
+    names = controller_names(cfg.aws, plane.replicas)
+    if len(names[-1]) > 63:
+        problems.append(Problem("aws.controlPlane.name", f"'{cfg.aws.control_plane.name}' is "
+                                f"too long for the name of controller {plane.replicas}, "
+                                f"'{names[-1]}' (a DNS label: at most 63 characters)"))
+    if cfg.complete("hosts"):
+        taken = {host.name: index for index, host in cfg.hosts}
+        problems += [Problem(f"{KEY}.replicas", f"controller {position} would be named "
+                             f"'{name}', the name of gpu-cluster:hosts[{taken[name]}]")
+                     for position, name in enumerate(names[1:], start=2) if name in taken]
+    private_ip = cfg.aws.control_plane.private_ip
+    # Subnets too small for the fixed addresses have their own problem (aws_checks.py).
+    if private_ip is not None and vpc.id is None and \
+            all(ipaddress.ip_network(cidr).prefixlen <= 27 for cidr in subnet_cidrs(vpc)) and \
+            private_ip in api_load_balancer_addresses(cfg.aws, plane.replicas):
+        problems.append(Problem("aws.controlPlane.privateIp", f"{private_ip} is the API load "
+                                "balancer's address in the first subnet (its .11); give the "
+                                "controller another"))
     return problems
 
 
 def joining_refusals(settings) -> list[Problem]:
-    """More than one EC2 controller (hybrid, cloud) is refused until they can sit behind the
-    network load balancer: without it the stack would build one controller beside idle
-    instances. On bare metal the controllers join the first over SSH."""
+    """More than one EC2 controller on the cloud layout is refused until they can join at
+    boot: without that the stack would build one controller beside idle instances. On bare
+    metal and hybrid the controllers join the first over SSH."""
     endpoint = settings.control_plane_endpoint
-    if endpoint.replicas == 1 or settings.layout not in AWS_LAYOUTS:
+    if endpoint.replicas == 1 or settings.layout != "cloud":
         return []
-    return [Problem(f"{KEY}.replicas", f"{endpoint.replicas} controllers: EC2 controllers "
-                    f"behind a load balancer are not built yet on the {settings.layout} "
-                    "layout; use one controller there for now, or several on bare-metal")]
+    return [Problem(f"{KEY}.replicas", f"{endpoint.replicas} controllers: EC2 controllers that "
+                    "join at boot are not built yet on the cloud layout; use one controller "
+                    "there for now, or several on hybrid or bare-metal")]

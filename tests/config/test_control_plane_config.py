@@ -70,8 +70,42 @@ def test_replicas_on_the_aws_layouts_one_zone_each():
     values["aws"]["vpc"] = {"availabilityZones": 3}
     values["kubernetes"] = {"controlPlane": {"replicas": "3"}}  # as `config set --path` does
     endpoint = loads(values).control_plane_endpoint
-    assert (endpoint.replicas, endpoint.node_address, endpoint.controller_addresses) == (
-        3, "10.20.0.10", ())
+    # The load balancer's first address, in front of .10 of each zone's subnet.
+    assert (endpoint.replicas, endpoint.node_address, endpoint.controller_addresses,
+            endpoint.load_balancer) == (
+        3, "10.20.0.11", ("10.20.0.10", "10.20.1.10", "10.20.2.10"), "external")
+    assert endpoint.sans() == ["10.20.0.11"]
+
+
+def aws_three(values: dict, **control_plane) -> dict:
+    values["aws"]["vpc"] = {"availabilityZones": 3}
+    values["aws"]["controlPlane"] = control_plane
+    values["kubernetes"] = {"controlPlane": {"replicas": 3}}
+    return values
+
+
+def test_several_controllers_in_an_adopted_vpc_are_refused():
+    values = aws_three(hybrid_config(), privateIp="10.20.0.10")
+    values["aws"]["vpc"] = {"id": "vpc-0123456789abcdef0", "cidr": "10.20.0.0/16",
+                            "routeTableIds": ["rtb-0123456789abcdef0"],
+                            "subnetIds": [f"subnet-0123456789abcdef{n}" for n in range(3)]}
+    refused_at(values, f"{KEY}.replicas", "3 controllers in an adopted VPC "
+               "(vpc-0123456789abcdef0) are not built yet")
+
+
+def test_the_controllers_names_are_free_and_fit_a_dns_label():
+    values = aws_three(hybrid_config(), name="gpu")
+    values["hosts"][1]["name"] = "gpu-3"
+    refused_at(values, f"{KEY}.replicas", "controller 3 would be named 'gpu-3', the name of "
+               "gpu-cluster:hosts[1] (gpu-3)")
+    refused_at(aws_three(hybrid_config(), name="c" * 62), "gpu-cluster:aws.controlPlane.name",
+               f"too long for the name of controller 3, '{'c' * 62}-3'")
+
+
+def test_the_first_controller_keeps_off_the_load_balancers_address():
+    refused_at(aws_three(cloud_config(), privateIp="10.20.0.11"),
+               "gpu-cluster:aws.controlPlane.privateIp",
+               "10.20.0.11 is the API load balancer's address in the first subnet")
 
 
 @pytest.mark.parametrize("count", [2, 4])
@@ -197,17 +231,19 @@ def test_the_first_controller_takes_no_generation():
         "start another cluster (docs/distributions.md, High availability)"]
 
 
-@pytest.mark.parametrize("layout, values", [("cloud", cloud_config()),
-                                            ("hybrid", hybrid_config())])
-def test_the_aws_layouts_refuse_several_controllers_until_the_load_balancer(layout, values):
-    values["aws"]["vpc"] = {"availabilityZones": 3}
-    values["kubernetes"] = {"controlPlane": {"replicas": 3}}
-    settings = loads(values)
+def test_the_cloud_layout_refuses_several_controllers_until_they_join_at_boot():
+    settings = loads(aws_three(cloud_config()))
     distribution = distribution_for(distribution_settings(settings))
-    refusals = [str(p) for p in layout_class(layout).refusals(settings, distribution)]
-    assert refusals == [f"{KEY}.replicas: 3 controllers: EC2 controllers behind a load "
-                        f"balancer are not built yet on the {layout} layout; use one "
-                        "controller there for now, or several on bare-metal"]
+    refusals = [str(p) for p in layout_class("cloud").refusals(settings, distribution)]
+    assert refusals == [f"{KEY}.replicas: 3 controllers: EC2 controllers that join at boot "
+                        "are not built yet on the cloud layout; use one controller there for "
+                        "now, or several on hybrid or bare-metal"]
+
+
+def test_hybrid_joins_several_controllers():
+    settings = loads(aws_three(hybrid_config()))
+    distribution = distribution_for(distribution_settings(settings))
+    assert layout_class("hybrid").refusals(settings, distribution) == []
 
 
 def test_bare_metal_joins_several_controllers():
