@@ -61,6 +61,12 @@ def resource(type_: str, name: str, inputs: dict) -> Optional[tuple[str, dict[st
     elif type_ == "aws:kms/key:Key":
         outputs["keyId"] = f"{_hex(name, 8)}-0000-4000-8000-{_hex(name + '-key', 12)}"
         outputs["arn"] = f"arn:aws:kms:{PREVIEW_REGION}:{PREVIEW_ACCOUNT}:key/{outputs['keyId']}"
+    elif type_ == "aws:lb/loadBalancer:LoadBalancer":
+        # A network load balancer's name is its prefix and a unique suffix; its DNS name
+        # NAME-ID.elb.REGION.amazonaws.com.
+        outputs["name"] = f"{inputs.get('namePrefix', '')}{_hex(name, 10)}"
+        outputs["dnsName"] = (f"{outputs['name']}-{_hex(name + '-dns', 16)}.elb."
+                              f"{PREVIEW_REGION}.amazonaws.com")
     elif type_ == "aws:efs/fileSystem:FileSystem":
         outputs["dnsName"] = f"{resource_id}.efs.preview.amazonaws.com"
         outputs["arn"] = (f"arn:aws:elasticfilesystem:{PREVIEW_REGION}:{PREVIEW_ACCOUNT}:"

@@ -156,6 +156,9 @@ class Distribution(Protocol):
     # control plane load balancing); otherwise the program's keepalived does
     # (components/hosts/vip.py).
     serves_vip: bool
+    # The ports beyond the API's that a load balancer in front of several controllers
+    # forwards (nodes' joins, their tunnels, controllers joining): name -> (port, protocol).
+    load_balanced_ports: Mapping[str, tuple[int, str]]
     # On a worker host: installs the distribution before its join, upgrades it after
     # drain-node (version_env's inputs).
     upgrade_node: Script

@@ -101,6 +101,9 @@ class K0s(PrefixedInputs):
     node_services = ("k0scontroller.service", "k0sworker.service")
     kubelet_root_dir = KUBELET_ROOT_DIR
     control_plane_ports = CONTROL_PLANE_PORTS
+    # Behind an external address, k0s's join API and konnectivity as well as the API
+    # (docs/high-availability.md at v1.36.3+k0s.2, "Load Balancer").
+    load_balanced_ports = CONTROL_PLANE_PORTS
     # None: the control plane reaches kubelets through the konnectivity tunnels that
     # the nodes open.
     node_ports: Mapping[str, tuple[int, str]] = {}

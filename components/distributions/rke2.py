@@ -145,6 +145,9 @@ class Rke2(PrefixedInputs):
     # RKE2's kubelet runs with the upstream default root (rke2/lib.sh).
     kubelet_root_dir = "/var/lib/kubelet"
     control_plane_ports = CONTROL_PLANE_PORTS
+    # The supervisor, which agents and joining servers register at, beside the API
+    # (docs.rke2.io install/ha, "Configure the Fixed Registration Address").
+    load_balanced_ports = {"rke2-supervisor": (SUPERVISOR_PORT, "tcp")}
     node_ports = NODE_PORTS
     cluster_secrets = (SERVER_TOKEN, AGENT_SECRET)
     # The agent token may change on a running cluster, the server token may not: it
