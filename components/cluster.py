@@ -202,7 +202,8 @@ class Cluster(pulumi.ComponentResource):
                              booted=booted and booted.instance, secrets=self.secrets,
                              booted_ssh=booted and booted.ssh,
                              joining=[JoiningController(joining.host, joining.prepared)
-                                      for joining in machines.joining]),
+                                      for joining in machines.joining],
+                             endpoint_names=machines.endpoint_names),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.control_plane = control_plane

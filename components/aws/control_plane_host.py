@@ -7,6 +7,7 @@ verifying the SSH host key the instance installed at boot."""
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Optional
 
 import pulumi
@@ -30,7 +31,12 @@ from components.hosts.steps import HostStep, HostProfile
 from components.common.remote_step import Endpoint
 from components.common.step_text import Script
 from config import versions
-from config.cloud import AwsSettings, VpnSettings, control_plane_address
+from config.cloud import (
+    AwsSettings,
+    VpnSettings,
+    controller_addresses,
+    controller_names,
+)
 from config.hosts import Host
 
 INSTALL_SSH_HOST_KEY = Script("aws/install-ssh-host-key.sh")
@@ -60,8 +66,17 @@ class ControllerBoot:
     after_install: Sequence[HostStep] = ()
 
 
+def ec2_controllers(aws: AwsSettings, replicas: int) -> list[Host]:
+    """The EC2 controllers, in order: names and fixed addresses from the config."""
+    return [Host(name=name, address=address, role="controller", ssh_user=UBUNTU_SSH_USER)
+            for name, address in zip(controller_names(aws, replicas),
+                                      controller_addresses(aws, replicas))]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ControlPlaneHostArgs:
+    # The controller (ec2_controllers).
+    host: Host
     cluster_name: str
     aws: AwsSettings
     network: AwsNetwork
@@ -84,6 +99,15 @@ class ControlPlaneHostArgs:
     # The cluster's KMS key its SecureStrings are encrypted with (the backups' key; none:
     # the account's AWS-managed SSM key).
     secrets_key: Optional[pulumi.Input[str]] = None
+    # With several controllers: this one's place (0 is the first, which serves the VPN),
+    # all of their addresses, the API load balancer's security group it admits the API and
+    # `balanced_ports` from, and the ports the other controllers reach it at (etcd's peers,
+    # joins: name -> (port, protocol)), from their addresses only.
+    index: int = 0
+    controller_addresses: Sequence[str] = ()
+    balancer_group: Optional[pulumi.Input[str]] = None
+    balanced_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    peer_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class ControlPlaneHost(pulumi.ComponentResource):
@@ -92,9 +116,10 @@ class ControlPlaneHost(pulumi.ComponentResource):
         self._name, self._args = name, args
         self._opts = pulumi.ResourceOptions(parent=self)
         aws_settings = args.aws
-        self.private_ip = control_plane_address(aws_settings)
-        self.host = Host(name=aws_settings.control_plane.name, address=self.private_ip,
-                         role="controller", ssh_user=UBUNTU_SSH_USER)
+        self.host = args.host
+        self.private_ip = args.host.address
+        # The first controller alone serves (or dials) the VPN and routes the LAN.
+        self._vpn = args.vpn if args.index == 0 else None
         self.security_group = self._create_security_group()
         self._create_ssh_host_key()
         elastic_ip = aws_settings.control_plane.elastic_ip
@@ -122,22 +147,38 @@ class ControlPlaneHost(pulumi.ComponentResource):
 
     def _tags(self) -> dict:
         # The stack's and the cluster's tags are the provider's default_tags.
-        return {"Name": f"{self._args.cluster_name}-control-plane"}
+        index = self._args.index
+        return {"Name": f"{self._args.cluster_name}-control-plane"
+                        + (f"-{index + 1}" if index else "")}
 
     def _create_security_group(self) -> aws.ec2.SecurityGroup:
         args = self._args
         group = aws.ec2.SecurityGroup(
             f"{self._name}-sg", vpc_id=args.network.vpc_id,
-            description=f"{args.cluster_name} control plane and VPN server",
+            description=f"{args.cluster_name} control plane"
+                        + (" and VPN server" if args.index == 0 else ""),
             tags=self._tags(), opts=self._opts)
+        peers = [f"{address}/32" for address in args.controller_addresses
+                 if address != self.private_ip]
         rules = ingress_rules(args.aws.admin_cidrs, args.api_port, args.cluster_cidrs,
-                              args.node_cidrs, args.control_plane_ports, args.vpn)
+                              args.node_cidrs, args.control_plane_ports, self._vpn,
+                              {f"controllers-{name}": (port, protocol, peers)
+                               for name, (port, protocol) in args.peer_ports.items()})
         for name, protocol, port, cidrs in rules:
             for index, cidr in enumerate(cidrs):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{self._name}-{name}-{index}", security_group_id=group.id,
                     ip_protocol=protocol, from_port=port, to_port=port, cidr_ipv4=cidr,
                     description=name, opts=self._opts)
+        if args.balancer_group is not None:
+            # What the load balancer forwards, and its health checks, come from its group.
+            balanced = {"kubernetes-api": (args.api_port, "tcp"), **args.balanced_ports}
+            for name, (port, protocol) in balanced.items():
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{self._name}-{name}-balanced", security_group_id=group.id,
+                    ip_protocol=protocol, from_port=port, to_port=port,
+                    referenced_security_group_id=args.balancer_group,
+                    description=f"{name} through the API load balancer", opts=self._opts)
         # Packages, images and the distribution's release are fetched from the internet.
         aws.vpc.SecurityGroupEgressRule(
             f"{self._name}-egress", security_group_id=group.id, ip_protocol="-1",
@@ -160,6 +201,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
             configured if configured else self._made_host_public_key)
 
     def _parameter(self, secret: str) -> str:
+        if self._args.index:
+            return ssm_paths.controller_secret(self._args.cluster_name, self.host.name, secret)
         return ssm_paths.control_plane_secret(self._args.cluster_name, secret)
 
     def _create_boot_profile(self, boot: MachineBoot) -> aws.iam.InstanceProfile:
@@ -229,7 +272,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             f"{self._name}-instance",
             ami=self.image,
             instance_type=spec.instance_type,
-            subnet_id=self._args.network.subnet_ids[0],
+            subnet_id=self._args.network.subnet_ids[self._args.index],
             private_ip=self.private_ip,
             # Its way out from the first boot on, before an Elastic IP is associated (and
             # with none): the subnet is public, but an internet gateway serves only
@@ -240,7 +283,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             key_name=key.key_name,
             iam_instance_profile=profile.name,
             # On hybrid it forwards between the VPN and the VPC.
-            source_dest_check=self._args.vpn is None,
+            source_dest_check=self._vpn is None,
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
                 http_tokens="required", http_endpoint="enabled", http_put_response_hop_limit=1),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
@@ -265,7 +308,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
     def _route_lan_through_instance(self) -> list[aws.ec2.Route]:
         """The on-prem LAN, and the tunnel the gateway and admins send from, are reached
         through the instance (the VPN server)."""
-        vpn = self._args.vpn
+        vpn = self._vpn
         if vpn is None:
             return []
         destinations = {"lan": self._args.lan_cidr}
@@ -283,8 +326,11 @@ class ControlPlaneHost(pulumi.ComponentResource):
 
 def ingress_rules(admin_cidrs: Sequence[str], api_port: int, cluster_cidrs: Sequence[str],
                   node_cidrs: Sequence[str], control_plane_ports: Mapping[str, tuple[int, str]],
-                  vpn: Optional[VpnSettings]) -> list[tuple[str, str, int, list[str]]]:
+                  vpn: Optional[VpnSettings],
+                  more: Mapping[str, tuple[int, str, Sequence[str]]] = MappingProxyType({})
+                  ) -> list[tuple[str, str, int, list[str]]]:
     """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open.
+    `more`: name -> (port, protocol, sources), after the others (the other controllers').
     Each (protocol, port, network) appears once: EC2 refuses a second, identical rule
     (InvalidPermission.Duplicate), e.g. when the admins' network is the LAN."""
     cluster_networks = list(cluster_cidrs)
@@ -297,6 +343,8 @@ def ingress_rules(admin_cidrs: Sequence[str], api_port: int, cluster_cidrs: Sequ
                for name, (port, protocol) in control_plane_ports.items()]
     if vpn is not None and vpn.mode == "server-on-ec2":
         wanted.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
+    wanted += [(name, protocol, port, list(sources))
+               for name, (port, protocol, sources) in more.items()]
     seen: set[tuple[str, int, str]] = set()
     rules = []
     for name, protocol, port, cidrs in wanted:

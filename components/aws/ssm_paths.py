@@ -13,6 +13,12 @@ def control_plane_secret(cluster_name: str, secret: str) -> str:
     return f"{cluster_prefix(cluster_name)}/control-plane/{secret}"
 
 
+def controller_secret(cluster_name: str, controller: str, secret: str) -> str:
+    """A secret a controller after the first reads at boot (its ssh-host-key); the first's
+    are control_plane_secret's."""
+    return f"{cluster_prefix(cluster_name)}/controllers/{controller}/{secret}"
+
+
 def pool_join_token(cluster_name: str, pool: str) -> str:
     return f"{cluster_prefix(cluster_name)}/{pool}/join-token"
 

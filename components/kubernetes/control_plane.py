@@ -41,7 +41,8 @@ CONTROLLER_TOKEN_EXPIRY = "1h"
 
 @dataclass(frozen=True)
 class JoiningController:
-    """A controller that joins the first one over SSH (bare metal), after the one before it."""
+    """A controller that joins the first one over SSH (bare metal, hybrid), after the one
+    before it."""
 
     host: Host
     prepared: PreparedHost
@@ -75,6 +76,9 @@ class ControlPlaneArgs:
     booted_ssh: Optional[Ssh] = None
     # The controllers after the first, in config order (endpoint.controller_addresses).
     joining: Sequence[JoiningController] = ()
+    # Names of the endpoint made at `up` (a load balancer's DNS name), in every
+    # controller's API certificate.
+    endpoint_names: Sequence[pulumi.Input[str]] = ()
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -191,7 +195,8 @@ class ControlPlane(pulumi.ComponentResource):
         `delete`: whether its delete resets the host (not for one installed at boot)."""
         args = self._args
         distribution = args.distribution
-        sans = [args.public_address] if args.public_address else []
+        sans = [*([args.public_address] if args.public_address else []),
+                *args.endpoint_names]
         before = [*before, *self._several_controllers(host, ssh, before)]
         # A version bump upgrades the controller first, through this step: refused
         # before anything changes when the running cluster cannot take it.

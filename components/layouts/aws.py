@@ -14,12 +14,14 @@ from components.aws.backup_bucket import (
     BackupBucketArgs,
     backup_prefix,
 )
+from components.aws.api_load_balancer import ApiLoadBalancer, ApiLoadBalancerArgs
 from components.aws.boot import BootStore
 from components.aws.control_plane_host import (
     CONTROLLER_MACHINE,
     ControllerBoot,
     ControlPlaneHost,
     ControlPlaneHostArgs,
+    ec2_controllers,
 )
 from components.aws import ssm_paths
 from components.aws.network import AwsNetwork, AwsNetworkArgs
@@ -35,7 +37,7 @@ from components.network.vpn_clients import gateway_address
 from components.layouts.contract import Efs, EfsWebIdentity, Layout
 from components.layouts.over_ssh import node_outputs, registries_env
 from config.backup import backup_store
-from config.cloud import cluster_cidrs, node_cidrs
+from config.cloud import api_load_balancer_addresses, cluster_cidrs, node_cidrs
 from config.model import StackConfig
 from config.storage import efs_mounts_with_iam
 from config.types import public_key_of
@@ -66,7 +68,7 @@ def s3_backup_target(settings: StackConfig, bucket: pulumi.Input[str],
 class AwsSide:
     """What the AWS layouts build on: the VPC, the control-plane instance, the options of
     resources on AWS (its provider), the boot bucket, the backup bucket, the provider's
-    default tags."""
+    default tags; with several controllers, the others and their load balancer."""
 
     network: AwsNetwork
     instance: ControlPlaneHost
@@ -74,6 +76,12 @@ class AwsSide:
     boot_store: BootStore
     backup_bucket: Optional[BackupBucket]
     default_tags: dict
+    others: tuple[ControlPlaneHost, ...] = ()
+    balancer: Optional[ApiLoadBalancer] = None
+
+    @property
+    def controllers(self) -> tuple[ControlPlaneHost, ...]:
+        return (self.instance, *self.others)
 
 
 class OnAws(Layout):
@@ -119,24 +127,57 @@ class OnAws(Layout):
         if boot is not None and bucket is not None:
             self._install_backup_at_boot(boot, bucket)
         boot_store = BootStore(f"{context.name}-boot", settings.cluster_name, opts=opts)
-        instance = ControlPlaneHost(
-            f"{context.name}-control-plane-host",
+        endpoint = settings.control_plane_endpoint
+        replicas = endpoint.replicas
+        sources = cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr, settings.vpn)
+        nodes = node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts])
+        balancer = (self._balancer(network, sources, nodes, opts) if replicas > 1 else None)
+        hosts = ec2_controllers(settings.aws, replicas)
+        controllers = [ControlPlaneHost(
+            f"{context.name}-control-plane-host" + (f"-{index + 1}" if index else ""),
             ControlPlaneHostArgs(
-                cluster_name=settings.cluster_name, aws=settings.aws, network=network,
+                host=host, cluster_name=settings.cluster_name, aws=settings.aws,
+                network=network,
                 ssh_public_key=public_key_of(settings.ssh_private_key.get_secret_value()),
                 api_port=settings.kubernetes.api_port,
                 control_plane_ports=context.distribution.control_plane_ports,
-                cluster_cidrs=cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr,
-                                            settings.vpn),
-                node_cidrs=node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts]),
+                cluster_cidrs=sources, node_cidrs=nodes,
                 boot_store=boot_store, vpn=settings.vpn,
-                lan_cidr=settings.network.lan_cidr, boot=boot,
-                secrets_key=bucket.key.arn if bucket is not None else None),
-            opts=opts)
+                lan_cidr=settings.network.lan_cidr, boot=boot if index == 0 else None,
+                secrets_key=bucket.key.arn if bucket is not None else None,
+                index=index, controller_addresses=endpoint.controller_addresses,
+                balancer_group=balancer.security_group.id if balancer else None,
+                balanced_ports=context.distribution.load_balanced_ports,
+                peer_ports=(context.distribution.host_firewall_ports(host)
+                            if replicas > 1 else {})),
+            opts=opts) for index, host in enumerate(hosts)]
+        if balancer is not None:
+            balancer.forward_to([controller.instance for controller in controllers])
         if bucket is not None:
-            bucket.allow_writes_by(f"{context.name}-backup-writer", instance.role_name,
-                                   settings.cluster_name, opts)
-        return AwsSide(network, instance, opts, boot_store, bucket, tags)
+            for index, controller in enumerate(controllers):
+                bucket.allow_writes_by(
+                    f"{context.name}-backup-writer" + (f"-{index + 1}" if index else ""),
+                    controller.role_name, settings.cluster_name, opts)
+        return AwsSide(network, controllers[0], opts, boot_store, bucket, tags,
+                       tuple(controllers[1:]), balancer)
+
+    def _balancer(self, network: AwsNetwork, api_sources: list[str], node_sources: list[str],
+                  opts: pulumi.ResourceOptions) -> ApiLoadBalancer:
+        """The network load balancer in front of the controllers: the API from the
+        cluster's networks, the distribution's other ports from the nodes and the
+        controllers (which join through it)."""
+        settings = self.context.settings
+        endpoint = settings.control_plane_endpoint
+        return ApiLoadBalancer(f"{self.context.name}-api", ApiLoadBalancerArgs(
+            cluster_name=settings.cluster_name, vpc_id=network.vpc_id,
+            subnet_ids=network.subnet_ids[:endpoint.replicas],
+            addresses=api_load_balancer_addresses(settings.aws, endpoint.replicas),
+            controller_addresses=endpoint.controller_addresses,
+            api_port=endpoint.port, ports=self.context.distribution.load_balanced_ports,
+            api_sources=api_sources,
+            node_sources=[*node_sources,
+                          *(f"{address}/32" for address in endpoint.controller_addresses)]),
+            opts=opts)
 
     def _backup_target(self, bucket: BackupBucket) -> BackupTarget:
         return s3_backup_target(self.context.settings, bucket.bucket.bucket, bucket.location)
@@ -160,9 +201,10 @@ class OnAws(Layout):
         gateway = ([gateway_address(settings.vpn.tunnel_cidr)]
                    if settings.vpn is not None and settings.vpn.mode == "server-on-ec2"
                    else [])
-        # The controller mounts EFS where it is a node's gateway to it (hybrid); on the
-        # cloud layout it runs no kubelet and the pools are the nodes.
-        controller = [] if settings.layout == "cloud" else [aws_side.instance.private_ip]
+        # The controllers mount EFS where the first is a node's gateway to it (hybrid); on
+        # the cloud layout they run no kubelet and the pools are the nodes.
+        controller = ([] if settings.layout == "cloud"
+                      else [ec2.private_ip for ec2 in aws_side.controllers])
         return EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
             cluster_name=settings.cluster_name, efs=settings.storage.efs, vpc=settings.aws.vpc,
             network=aws_side.network,

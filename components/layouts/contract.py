@@ -117,10 +117,13 @@ class Services:
 class LayoutResult:
     # The first controller, which initialises the cluster.
     controller: Controller
-    # The controllers that join it over SSH, in config order (bare metal).
+    # The controllers that join it over SSH, in config order (bare metal, hybrid).
     joining: tuple[Controller, ...] = ()
     # Where nodes and users reach the API (StackConfig.control_plane_endpoint).
     endpoint: ControlPlaneEndpoint
+    # Names of the endpoint known only once `pulumi up` made them (the load balancer's
+    # DNS name), in every controller's API certificate.
+    endpoint_names: tuple = ()
     workers: tuple[PreparedWorker, ...]
     services: Services
     # Stack outputs, by name (components/cluster.py OUTPUTS orders them).

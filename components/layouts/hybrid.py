@@ -46,6 +46,7 @@ def vpn_bridge_args(settings: StackConfig, *, server_host: Host, server_ssh: Ssh
         onprem=onprem,
         client_profile=settings.vpn_client_profile,
         users=[user.name for user in settings.access.users],
+        api_address=settings.control_plane_endpoint.node_address,
         api_port=settings.kubernetes.api_port,
         user_networks=settings.vpn.user_networks if settings.vpn else {},
     )
@@ -61,8 +62,10 @@ class Hybrid(OnAws):
         instance = aws_side.instance
         controller = instance.host
         endpoint = settings.control_plane_endpoint
-        bootstraps = {controller.name: bootstrap(context, controller, endpoint.node_address,
-                                                 endpoint=instance.ssh_endpoint)}
+        controllers = [ec2.host for ec2 in aws_side.controllers]
+        bootstraps = {ec2.host.name: bootstrap(context, ec2.host, endpoint.node_address,
+                                               endpoint=ec2.ssh_endpoint)
+                      for ec2 in aws_side.controllers}
         # On-prem hosts reach the control plane only once the tunnel is up.
         bootstraps.update({h.name: bootstrap(context, h, "",
                                              controller=bootstraps[controller.name])
@@ -81,7 +84,7 @@ class Hybrid(OnAws):
             # storage.efs.issuerBucket, the role their EFS CSI driver gets from its
             # service account's token.
             self.issuer = self._service_account_issuer(aws_side)
-            efs.allow_nodes([instance.role_arn],
+            efs.allow_nodes([ec2.role_arn for ec2 in aws_side.controllers],
                             [self.issuer.role.arn] if self.issuer else [])
             if self.issuer is not None:
                 efs.allow_provisioner({"on-prem": self.issuer.controller_role.name},
@@ -91,9 +94,12 @@ class Hybrid(OnAws):
         return LayoutResult(
             controller=Controller(host=controller, prepared=bootstraps[controller.name].prepared,
                                   public_address=self._public_address(aws_side)),
+            joining=tuple(Controller(host=host, prepared=bootstraps[host.name].prepared)
+                          for host in controllers[1:]),
             endpoint=endpoint,
+            endpoint_names=((aws_side.balancer.dns_name,) if aws_side.balancer else ()),
             workers=prepared_workers(
-                settings, [controller], bootstraps,
+                settings, controllers, bootstraps,
                 {h.name: vpn.tunnel_up_for(h.name) for h in settings.hosts}),
             services=Services(
                 storage_servers=(storage_servers(bootstraps)
@@ -102,7 +108,7 @@ class Hybrid(OnAws):
                 users_on_private_network=True, user_vpn_profile=vpn.user_profile,
                 aws_opts=aws_side.opts),
             outputs=frozen_mapping({
-                **self._outputs(aws_side, [controller, *settings.hosts],
+                **self._outputs(aws_side, [*controllers, *settings.hosts],
                                 {names.ON_PREM_GATEWAY: on_prem}),
                 names.ADMIN_VPN_PROFILE_OUTPUT: vpn.admin_profile}))
 

@@ -109,13 +109,15 @@ def nfs_client_addresses(settings: StackConfig) -> tuple[str, ...]:
 
 def host_firewall_sources(settings: StackConfig) -> list[str]:
     """Where the on-prem hosts' node ports are reached from: each host's own address; on
-    hybrid the control plane's private address (its overlay packets are sent from it: the
-    CNI is pinned to it) and, with our VPN server, the server's tunnel address (the
+    hybrid each EC2 controller's private address (its overlay packets are sent from it:
+    the CNI is pinned to it) and, with our VPN server, the server's tunnel address (the
     instance's other packets to the LAN leave its tun device from it);
     hostFirewall.extraSources. Never the LAN or the VPN range as a whole."""
     sources = [f"{host.address}/32" for host in settings.hosts]
     if settings.layout == "hybrid" and settings.aws is not None:
-        sources.append(f"{control_plane_address(settings.aws)}/32")
+        sources += [f"{address}/32" for address in
+                    settings.control_plane_endpoint.controller_addresses
+                    or [control_plane_address(settings.aws)]]
         if settings.vpn is not None and settings.vpn.mode == "server-on-ec2":
             sources.append(f"{tunnel_server_address(settings.vpn)}/32")
     return sources + list(settings.host_firewall.extra_sources)

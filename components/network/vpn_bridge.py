@@ -58,8 +58,10 @@ class VpnBridgeArgs:
     # client-to-existing: the profile the instance dials the existing server with (secret).
     client_profile: Optional[SecretStr] = None
     # server-on-ec2: access.users, who get a VPN profile each; what they reach: the
-    # Kubernetes API (the server's address, api_port) and vpn.userNetworks.<user>.
+    # Kubernetes API (its endpoint's address: the server's own, or with several
+    # controllers their load balancer's; api_port) and vpn.userNetworks.<user>.
     users: Sequence[str] = ()
+    api_address: str
     api_port: int = ports.KUBERNETES_API
     user_networks: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
@@ -196,7 +198,7 @@ class VpnBridge(pulumi.ComponentResource):
                  **{f"user-{user}": cert.common_name for user, cert in pki.users.items()}}
         return vpn_clients.clients(
             self._vpn.tunnel_cidr, args.vpc_cidr, args.lan_cidr, names,
-            vpn_clients.Reach(f"{args.server_host.address}/32", args.api_port),
+            vpn_clients.Reach(f"{args.api_address}/32", args.api_port),
             args.user_networks)
 
     def _create_server(self) -> remote.Command:

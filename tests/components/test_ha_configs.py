@@ -14,7 +14,7 @@ import yaml
 from components.distributions import distribution_for, distribution_settings
 from components.distributions.k0s import node_local_load_balancing
 from config import versions
-from config.hosts import Host
+from components.aws.control_plane_host import ec2_controllers
 from tests.builders import PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config
 from tests.components.conftest import settings_for
 from tests.components.test_rke2 import RKE2_AGENT_KEYS, RKE2_SERVER_KEYS
@@ -44,10 +44,9 @@ def rendered(values: dict) -> tuple[object, list[dict], list]:
     """(the distribution, each controller's config, the controllers)."""
     settings = settings_for(values)
     distribution = distribution_for(distribution_settings(settings))
-    # Hybrid and cloud: the EC2 control plane, a host at the endpoint's address.
-    controllers = list(settings.controllers) or [Host(
-        name=settings.aws.control_plane.name, role="controller",
-        address=settings.control_plane_endpoint.node_address)]
+    # Hybrid and cloud: the EC2 controllers.
+    controllers = list(settings.controllers) or ec2_controllers(
+        settings.aws, settings.control_plane_endpoint.replicas)
     return (distribution, [yaml.safe_load(distribution.cluster_config(host, ["203.0.113.9"]))
                            for host in controllers], controllers)
 
@@ -134,13 +133,25 @@ def _parses(parse, text: str) -> bool:
     return True
 
 
+def hybrid_controllers(count: int, distribution: str = "k0s") -> dict:
+    """A hybrid stack with `count` EC2 controllers behind the network load balancer."""
+    values = hybrid_config()
+    values["aws"]["vpc"] = {"availabilityZones": count}
+    values["kubernetes"] = {"distribution": distribution, "controlPlane": {"replicas": count}}
+    return values
+
+
+# The load balancer's first address (.11 of the first subnet) and the controllers' (.10).
+BALANCER = "10.20.0.11"
 SINGLE = [bare_metal_config(), hybrid_config(), cloud_config()]
 MANY = [cluster(3), cluster(5), cluster(3, vip={"interface": "bond0", "routerId": 7}),
-        cluster(3, address="api.lab.example.com", loadBalancer="external")]
+        cluster(3, address="api.lab.example.com", loadBalancer="external"),
+        hybrid_controllers(3), hybrid_controllers(5)]
 
 
 @pytest.mark.parametrize("values", SINGLE + MANY, ids=[
-    "bare-metal-1", "hybrid-1", "cloud-1", "vip-3", "vip-5", "vip-3-bond0", "external-3"])
+    "bare-metal-1", "hybrid-1", "cloud-1", "vip-3", "vip-5", "vip-3-bond0", "external-3",
+    "hybrid-nlb-3", "hybrid-nlb-5"])
 def test_every_k0s_config_is_valid_for_the_pinned_k0s(values):
     _, configs, _ = rendered(values)
     for config in configs:
@@ -228,3 +239,29 @@ def test_rke2_servers_after_the_first_join_at_the_fixed_address(count):
         assert config["token-file"] == configs[0]["token-file"]
     agent = yaml.safe_load(distribution.agent_config(controllers[0], "192.168.2.9"))
     assert agent["server"] == f"https://{VIP}:9345" and set(agent) <= RKE2_AGENT_KEYS
+
+
+@pytest.mark.parametrize("count", [3, 5])
+def test_ec2_controllers_name_the_load_balancer_as_k0s_external_address(count):
+    _, configs, controllers = rendered(hybrid_controllers(count))
+    assert [host.address for host in controllers] == [
+        f"10.20.{zone}.10" for zone in range(count)]
+    for host, config in zip(controllers, configs):
+        api = config["spec"]["api"]
+        assert (api["address"], api["externalAddress"]) == (host.address, BALANCER)
+        assert api["sans"] == [BALANCER, "203.0.113.9", host.address]
+        # No VRRP in a VPC, and no node-local balancer beside an external address.
+        assert not {"controlPlaneLoadBalancing", "nodeLocalLoadBalancing"} & set(
+            config["spec"]["network"])
+
+
+@pytest.mark.parametrize("count", [3, 5])
+def test_rke2_servers_on_ec2_join_through_the_load_balancer(count):
+    distribution, configs, controllers = rendered(hybrid_controllers(count, "rke2"))
+    first, *joining = configs
+    assert "server" not in first
+    for config in joining:
+        assert config["server"] == f"https://{BALANCER}:9345"
+    for host, config in zip(controllers, configs):
+        assert set(config) <= RKE2_SERVER_KEYS, set(config) - RKE2_SERVER_KEYS
+        assert config["tls-san"] == [BALANCER, "203.0.113.9", host.address]

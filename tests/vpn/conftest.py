@@ -23,9 +23,11 @@ from preview.plan import Plan
 from tests.builders import PROJECT_DIR, TEST_PRIVATE_KEY, as_cli_config
 from components.common.step_text import whole_text
 
-SERVER = Host(name="control-plane", address="10.20.1.10", role="controller")
+# The control plane where the config puts it: .10 of the first subnet (the API address the
+# users' VPN routes and filter name).
+SERVER = Host(name="control-plane", address="10.20.0.10", role="controller")
 SERVER_PUBLIC_ADDRESS = "203.0.113.1"
-VPC_HOST_ADDRESS = "10.20.1.50"
+VPC_HOST_ADDRESS = "10.20.0.50"
 
 HYBRID_VALUES = {
     "layout": "hybrid",

@@ -3,7 +3,7 @@ on-prem gateway and an on-prem worker run with bash against temporary roots (pac
 manager, systemd and sysctl stubbed), and the files they write start real OpenVPN ends in
 network namespaces laid out like the hybrid layout:
 
-    vpc-host 10.20.1.50 --- vpc-gw 10.20.1.10 | 203.0.113.1 --+   +-- admin 203.0.113.3
+    vpc-host 10.20.0.50 --- vpc-gw 10.20.0.10 | 203.0.113.1 --+   +-- admin 203.0.113.3
                                                                inet -- alice 203.0.113.4
     onprem-host 192.168.2.2 --- onprem-gw 192.168.2.4 | 203.0.113.2 --+   +-- bob 203.0.113.5
 
