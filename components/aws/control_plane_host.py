@@ -7,7 +7,6 @@ verifying the SSH host key the instance installed at boot."""
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Optional
 
 import pulumi
@@ -100,14 +99,12 @@ class ControlPlaneHostArgs:
     # the account's AWS-managed SSM key).
     secrets_key: Optional[pulumi.Input[str]] = None
     # With several controllers: this one's place (0 is the first, which serves the VPN),
-    # all of their addresses, the API load balancer's security group it admits the API and
-    # `balanced_ports` from, and the ports the other controllers reach it at (etcd's peers,
-    # joins: name -> (port, protocol)), from their addresses only.
+    # the API load balancer's security group it admits the API and `balanced_ports` from,
+    # and the group every controller is in (controller_peers_group).
     index: int = 0
-    controller_addresses: Sequence[str] = ()
     balancer_group: Optional[pulumi.Input[str]] = None
     balanced_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
-    peer_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    peers_group: Optional[pulumi.Input[str]] = None
 
 
 class ControlPlaneHost(pulumi.ComponentResource):
@@ -158,12 +155,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
             description=f"{args.cluster_name} control plane"
                         + (" and VPN server" if args.index == 0 else ""),
             tags=self._tags(), opts=self._opts)
-        peers = [f"{address}/32" for address in args.controller_addresses
-                 if address != self.private_ip]
         rules = ingress_rules(args.aws.admin_cidrs, args.api_port, args.cluster_cidrs,
-                              args.node_cidrs, args.control_plane_ports, self._vpn,
-                              {f"controllers-{name}": (port, protocol, peers)
-                               for name, (port, protocol) in args.peer_ports.items()})
+                              args.node_cidrs, args.control_plane_ports, self._vpn)
         for name, protocol, port, cidrs in rules:
             for index, cidr in enumerate(cidrs):
                 aws.vpc.SecurityGroupIngressRule(
@@ -279,7 +272,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
             # instances that have a public address. AWS releases it when an Elastic IP
             # is associated.
             associate_public_ip_address=True,
-            vpc_security_group_ids=[self.security_group.id],
+            vpc_security_group_ids=[self.security_group.id, *(
+                [self._args.peers_group] if self._args.peers_group is not None else [])],
             key_name=key.key_name,
             iam_instance_profile=profile.name,
             # On hybrid it forwards between the VPN and the VPC.
@@ -324,13 +318,29 @@ class ControlPlaneHost(pulumi.ComponentResource):
         ]
 
 
+def controller_peers_group(name: str, vpc_id: pulumi.Input[str], cluster_name: str,
+                           ports: Mapping[str, tuple[int, str]],
+                           opts: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+    """The group every controller is in when there are several, open on `ports` (etcd's
+    peers, joins, their kubelets: name -> (port, protocol)) to its own members only: one
+    rule per port whatever the count of controllers, where an address per peer would take
+    four rules per port of a controller's quota of 60 (docs.aws.amazon.com/vpc/latest/
+    userguide/amazon-vpc-limits.html, "Inbound or outbound rules per security group")."""
+    group = aws.ec2.SecurityGroup(name, vpc_id=vpc_id,
+                                  description=f"{cluster_name} controllers, to each other",
+                                  tags={"Name": f"{cluster_name}-controllers"}, opts=opts)
+    for port_name, (port, protocol) in ports.items():
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-{port_name}", security_group_id=group.id, ip_protocol=protocol,
+            from_port=port, to_port=port, referenced_security_group_id=group.id,
+            description=f"{port_name} from the other controllers", opts=opts)
+    return group
+
+
 def ingress_rules(admin_cidrs: Sequence[str], api_port: int, cluster_cidrs: Sequence[str],
                   node_cidrs: Sequence[str], control_plane_ports: Mapping[str, tuple[int, str]],
-                  vpn: Optional[VpnSettings],
-                  more: Mapping[str, tuple[int, str, Sequence[str]]] = MappingProxyType({})
-                  ) -> list[tuple[str, str, int, list[str]]]:
+                  vpn: Optional[VpnSettings]) -> list[tuple[str, str, int, list[str]]]:
     """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open.
-    `more`: name -> (port, protocol, sources), after the others (the other controllers').
     Each (protocol, port, network) appears once: EC2 refuses a second, identical rule
     (InvalidPermission.Duplicate), e.g. when the admins' network is the LAN."""
     cluster_networks = list(cluster_cidrs)
@@ -343,8 +353,6 @@ def ingress_rules(admin_cidrs: Sequence[str], api_port: int, cluster_cidrs: Sequ
                for name, (port, protocol) in control_plane_ports.items()]
     if vpn is not None and vpn.mode == "server-on-ec2":
         wanted.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
-    wanted += [(name, protocol, port, list(sources))
-               for name, (port, protocol, sources) in more.items()]
     seen: set[tuple[str, int, str]] = set()
     rules = []
     for name, protocol, port, cidrs in wanted:

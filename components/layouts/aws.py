@@ -21,6 +21,7 @@ from components.aws.control_plane_host import (
     ControllerBoot,
     ControlPlaneHost,
     ControlPlaneHostArgs,
+    controller_peers_group,
     ec2_controllers,
 )
 from components.aws import ssm_paths
@@ -133,6 +134,10 @@ class OnAws(Layout):
         nodes = node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts])
         balancer = (self._balancer(network, sources, nodes, opts) if replicas > 1 else None)
         hosts = ec2_controllers(settings.aws, replicas)
+        peers = (controller_peers_group(
+            f"{context.name}-controllers", network.vpc_id, settings.cluster_name,
+            context.distribution.host_firewall_ports(hosts[0]), opts)
+            if replicas > 1 else None)
         controllers = [ControlPlaneHost(
             f"{context.name}-control-plane-host" + (f"-{index + 1}" if index else ""),
             ControlPlaneHostArgs(
@@ -145,11 +150,10 @@ class OnAws(Layout):
                 boot_store=boot_store, vpn=settings.vpn,
                 lan_cidr=settings.network.lan_cidr, boot=boot if index == 0 else None,
                 secrets_key=bucket.key.arn if bucket is not None else None,
-                index=index, controller_addresses=endpoint.controller_addresses,
+                index=index,
                 balancer_group=balancer.security_group.id if balancer else None,
                 balanced_ports=context.distribution.load_balanced_ports,
-                peer_ports=(context.distribution.host_firewall_ports(host)
-                            if replicas > 1 else {})),
+                peers_group=peers.id if peers else None),
             opts=opts) for index, host in enumerate(hosts)]
         if balancer is not None:
             balancer.forward_to([controller.instance for controller in controllers])

@@ -169,16 +169,29 @@ def test_the_balancers_group_filters_clients_and_sends_to_the_controllers_only(h
 def test_controllers_admit_the_balancer_by_group_and_etcd_from_each_other(ha):
     distribution, plan = ha
     balancer_group = outputs(plan, "test-api-sg")["id"]
-    for suffix, address in zip(("", "-2", "-3"), ADDRESSES):
+    peers = outputs(plan, "test-controllers")["id"]
+    for suffix in ("", "-2", "-3"):
         found = group_rules(plan, f"test-control-plane-host{suffix}-sg")
         balanced = {r["fromPort"] for r in found
                     if r.get("referencedSecurityGroupId") == balancer_group}
         assert balanced == BALANCED[distribution]
-        etcd = [r for r in found if r["fromPort"] == ports.ETCD_PEER]
-        assert {r["cidrIpv4"] for r in etcd} == {f"{a}/32" for a in ADDRESSES if a != address}
-        # Nothing of a controller's is open to the world but what was before: SSH from the
-        # admins' networks.
+        # Nothing of a controller's is open to the world, and etcd only to the others.
         assert not [r for r in found if r.get("cidrIpv4") == "0.0.0.0/0"]
+        assert not [r for r in found if r["fromPort"] == ports.ETCD_PEER]
+        instance = plan.named(f"test-control-plane-host{suffix}-instance").inputs
+        assert peers in instance["vpcSecurityGroupIds"]
+    among = group_rules(plan, "test-controllers")
+    assert all(r["referencedSecurityGroupId"] == peers and "cidrIpv4" not in r for r in among)
+    assert ports.ETCD_PEER in {r["fromPort"] for r in among}
+
+
+def test_every_security_group_keeps_within_its_rule_quota(ha):
+    """60 inbound and 60 outbound rules per group, AWS's default quota
+    (docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html)."""
+    _, plan = ha
+    for group in plan.of_type("aws:ec2/securityGroup:SecurityGroup"):
+        for direction in ("Ingress", "Egress"):
+            assert len(group_rules(plan, group.name, direction)) <= 30, group.name
 
 
 def test_vpn_users_reach_the_api_at_the_balancer(ha):
