@@ -36,11 +36,25 @@ def preview_warnings(settings: StackConfig) -> list[str]:
     warnings += firewall_warnings(settings.layout, settings.host_firewall,
                                   settings.vpn.mode if settings.vpn else None,
                                   settings.aws and control_plane_address(settings.aws))
-    warnings += [backups_off_warning(settings), kubeflow_repository_warning(settings)]
+    warnings += [backups_off_warning(settings), kubeflow_repository_warning(settings),
+                 ec2_controllers_warning(settings)]
     warnings += soft_mount_warnings(settings)
     warnings += download_warnings(settings)
     warnings.append(time_warning(settings.time, settings.packages.apt_mirror))
     return [warning for warning in warnings if warning]
+
+
+def ec2_controllers_warning(settings: StackConfig) -> Optional[str]:
+    """What several EC2 controllers on hybrid do not make highly available: the VPN, which
+    the first controller's instance carries, and `pulumi up`'s own way to the API."""
+    if settings.layout != "hybrid" or settings.control_plane_endpoint.replicas == 1:
+        return None
+    return (f"gpu-cluster:kubernetes.controlPlane.replicas is "
+            f"{settings.control_plane_endpoint.replicas}: etcd and the API survive losing a "
+            "controller, but the VPN runs on the first controller's instance only, so losing "
+            "it cuts the on-prem nodes off until it is back; `pulumi up` and the stack's "
+            "admin kubeconfig reach the API at that instance too (nodes and users reach it "
+            "through the load balancer)")
 
 
 def backups_off_warning(settings: StackConfig) -> Optional[str]:

@@ -8,7 +8,7 @@ import pytest
 
 from config.warnings import preview_warnings
 from tests.config.loading import loads
-from tests.builders import bare_metal_config, cloud_config
+from tests.builders import bare_metal_config, cloud_config, hybrid_config
 from tests.kubeflow.test_component import kubeflow_values
 
 
@@ -96,3 +96,13 @@ def test_gpu_taints_gpu_pods_do_not_tolerate_are_warned_by_key():
         "hosts[1] (gpu000).taints[0] (dedicated=ml:NoSchedule)",
         "pools[0] (gpu).taints[0] (spot:NoExecute)"]
     assert found[0].endswith("Taint GPU nodes nvidia.com/gpu=<value>:NoSchedule")
+
+
+def test_several_ec2_controllers_on_hybrid_say_what_stays_on_the_first():
+    values = hybrid_config()
+    assert not [w for w in warnings_of(values) if "controlPlane" in w]
+    values["aws"]["vpc"] = {"availabilityZones": 3}
+    values["kubernetes"] = {"controlPlane": {"replicas": 3}}
+    [warning] = [w for w in warnings_of(values) if "controlPlane" in w]
+    assert warning.startswith("gpu-cluster:kubernetes.controlPlane.replicas is 3:")
+    assert "the VPN runs on the first controller's instance only" in warning
