@@ -226,3 +226,13 @@ def test_prometheus_scrapes_every_controllers_api_server(ha):
             if job["job_name"] == "kubernetes-apiservers"]
     assert [sorted(t for s in job["static_configs"] for t in s["targets"]) for job in jobs] == [
         sorted(f"{address}:6443" for address in ADDRESSES)]
+
+
+def test_a_controllers_steps_go_before_its_instance(ha):
+    """Removing a controller deletes in the reverse order of these dependencies: its etcd
+    member leaves and its reset runs while its instance is still there."""
+    _, plan = ha
+    for controller, suffix in zip(CONTROLLERS[1:], ("-2", "-3")):
+        for step in ("install-controller", "etcd-member"):
+            assert f"test-control-plane-host{suffix}-instance" in plan.all_dependencies(
+                plan.named(f"{controller}-{step}"))
