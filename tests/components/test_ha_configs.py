@@ -226,19 +226,22 @@ def test_envoy_is_pulled_only_with_node_local_load_balancing():
     assert envoy not in versions.release_images("rke2", versions.RKE2, "calico", nllb=True)
 
 
-@pytest.mark.parametrize("count", [3, 5])
-def test_rke2_servers_after_the_first_join_at_the_fixed_address(count):
-    distribution, configs, controllers = rendered(cluster(count, "rke2"))
+@pytest.mark.parametrize("values, address", [
+    (cluster(3, "rke2"), VIP), (cluster(5, "rke2"), VIP),
+    (hybrid_controllers(3, "rke2"), BALANCER), (hybrid_controllers(5, "rke2"), BALANCER)],
+    ids=["vip-3", "vip-5", "hybrid-nlb-3", "hybrid-nlb-5"])
+def test_rke2_servers_after_the_first_join_at_the_fixed_address(values, address):
+    distribution, configs, controllers = rendered(values)
     first, *joining = configs
     assert "server" not in first
     for config in joining:
-        assert config["server"] == f"https://{VIP}:9345"
+        assert config["server"] == f"https://{address}:9345"
     for host, config in zip(controllers, configs):
         assert set(config) <= RKE2_SERVER_KEYS, set(config) - RKE2_SERVER_KEYS
-        assert config["tls-san"] == [VIP, "203.0.113.9", host.address]
+        assert config["tls-san"] == [address, "203.0.113.9", host.address]
         assert config["token-file"] == configs[0]["token-file"]
     agent = yaml.safe_load(distribution.agent_config(controllers[0], "192.168.2.9"))
-    assert agent["server"] == f"https://{VIP}:9345" and set(agent) <= RKE2_AGENT_KEYS
+    assert agent["server"] == f"https://{address}:9345" and set(agent) <= RKE2_AGENT_KEYS
 
 
 @pytest.mark.parametrize("count", [3, 5])
@@ -254,14 +257,3 @@ def test_ec2_controllers_name_the_load_balancer_as_k0s_external_address(count):
         assert not {"controlPlaneLoadBalancing", "nodeLocalLoadBalancing"} & set(
             config["spec"]["network"])
 
-
-@pytest.mark.parametrize("count", [3, 5])
-def test_rke2_servers_on_ec2_join_through_the_load_balancer(count):
-    distribution, configs, controllers = rendered(hybrid_controllers(count, "rke2"))
-    first, *joining = configs
-    assert "server" not in first
-    for config in joining:
-        assert config["server"] == f"https://{BALANCER}:9345"
-    for host, config in zip(controllers, configs):
-        assert set(config) <= RKE2_SERVER_KEYS, set(config) - RKE2_SERVER_KEYS
-        assert config["tls-san"] == [BALANCER, "203.0.113.9", host.address]
