@@ -14,6 +14,7 @@ from typing import Optional
 
 import boto3
 from botocore.config import Config
+from moto.server import ThreadedMotoServer
 
 from tests.components.fake_imds import INSTANCE_ID
 
@@ -40,6 +41,21 @@ class Aws:
     def ssm(self):
         """boto3's SSM client on moto, as the node role."""
         return boto3_client("ssm", self.endpoint, self.credentials)
+
+
+@contextlib.contextmanager
+def moto_on_loopback():
+    """moto's server on 127.0.0.1 at a free port: yields its endpoint; reset after (its
+    backends live in this process: nothing is left behind for other tests) and stopped."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    try:
+        yield endpoint
+    finally:
+        post(f"{endpoint}/moto-api/reset")
+        server.stop()
 
 
 def boto3_client(service: str, endpoint: str, credentials: dict):

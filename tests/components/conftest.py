@@ -6,14 +6,13 @@ import threading
 
 import pulumi
 import pytest
-from moto.server import ThreadedMotoServer
 
 from config import load
 from preview.engine import RecordingMonitor
 from preview.plan import Plan
 from pulumi.runtime import settings
 from tests.builders import as_cli_config, bare_metal_config
-from tests.components.aws_fakes import TIMEOUT_SECONDS, Aws, post, role_session, \
+from tests.components.aws_fakes import TIMEOUT_SECONDS, Aws, moto_on_loopback, role_session, \
     signed_requests_only
 from tests.components.fake_imds import FakeImds, ImdsState
 
@@ -38,20 +37,12 @@ def settings_for(values: dict = None):
 @pytest.fixture(scope="module")
 def aws():
     """moto's server on loopback with IAM authentication on, and two role sessions."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    try:
+    with moto_on_loopback() as endpoint:
         node = role_session(endpoint, "gpu-cluster-node",
                             ["ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"])
         reader = role_session(endpoint, "gpu-cluster-reader", ["ssm:GetParameter"])
         with signed_requests_only(endpoint):
             yield Aws(endpoint, node, reader)
-    finally:
-        # moto's backends live in this process: leave nothing behind for other tests.
-        post(f"{endpoint}/moto-api/reset")
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ import subprocess
 import threading
 
 import pytest
-from moto.server import ThreadedMotoServer
 
 from components.aws.pool_node_cleanup import EC2_INSTANCES, FORGET_BOOT_STATUSES
 from components.common.bundle import SCRIPTS_DIR
 from components.common.step_text import SSM_READER
 from tests.components.aws_fakes import (PYTHON, REGION, SETUP, TIMEOUT_SECONDS, boto3_client,
-                                       post, role_session, signed_requests_only)
+                                       moto_on_loopback, role_session,
+                                       signed_requests_only)
 from tests.components.fake_imds import FakeImds, ImdsState
 
 pytestmark = pytest.mark.tools
@@ -28,11 +28,7 @@ STATUSES = "/gpu-cluster/dev/boot-status"
 def ec2():
     """moto's server with instances of cluster dev (live, stopped, terminated), of another
     cluster and untagged, then IAM authentication on with a role that may only describe."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    try:
+    with moto_on_loopback() as endpoint:
         client = boto3_client("ec2", endpoint, SETUP)
 
         def launch(count: int, **tags) -> list[dict]:
@@ -64,9 +60,6 @@ def ec2():
             ssm.put_parameter(Name=name, Value="ready", Type="String")
         with signed_requests_only(endpoint):
             yield endpoint, reader, names, watcher, statuses
-    finally:
-        post(f"{endpoint}/moto-api/reset")
-        server.stop()
 
 
 @pytest.fixture

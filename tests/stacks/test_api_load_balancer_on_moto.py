@@ -9,10 +9,9 @@ address (moto/elbv2/models.py:763-768 reads its SubnetId only) nor routes traffi
 Nothing here leaves 127.0.0.1."""
 
 import pytest
-from moto.server import ThreadedMotoServer
 
 from tests.builders import shared_preview
-from tests.components.aws_fakes import SETUP, boto3_client, post
+from tests.components.aws_fakes import SETUP, boto3_client, moto_on_loopback
 from tests.stacks.test_ha_hybrid import (ADDRESSES, BALANCED, BALANCER, outputs,
                                          three_controllers)
 
@@ -25,15 +24,8 @@ ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
 
 @pytest.fixture(scope="module")
 def moto():
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    try:
+    with moto_on_loopback() as endpoint:
         yield endpoint
-    finally:
-        post(f"{endpoint}/moto-api/reset")
-        server.stop()
 
 
 def whole(number: float) -> int:
