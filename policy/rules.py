@@ -62,7 +62,8 @@ def no_admin_ports_to_the_world(resource: Resource) -> list:
 def load_balancers_internal(resource: Resource) -> list:
     """The load balancer in front of the controllers forwards the API and the nodes' join
     ports: reached from the VPC, the LAN and the VPN only, never from the internet."""
-    if resource.type not in ("aws:lb/loadBalancer:LoadBalancer", "aws:alb/loadBalancer:LoadBalancer"):
+    if resource.type not in ("aws:lb/loadBalancer:LoadBalancer",
+                             "aws:alb/loadBalancer:LoadBalancer"):
         return []
     if is_true(resource.props.get("internal")):
         return []

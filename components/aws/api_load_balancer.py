@@ -35,7 +35,8 @@ class ApiLoadBalancerArgs:
     addresses: Sequence[str]
     # The controllers' fixed private addresses, the only place it sends to.
     controller_addresses: Sequence[str]
-    # name -> (port, protocol): the API's and the distribution's load-balanced ports.
+    # The API's port, and the distribution's other load-balanced ports: name -> (port,
+    # protocol).
     api_port: int
     ports: Mapping[str, tuple[int, str]]
     # Who reaches the API (the cluster's networks) and the other ports (the nodes' and

@@ -205,8 +205,8 @@ class OnAws(Layout):
         gateway = ([gateway_address(settings.vpn.tunnel_cidr)]
                    if settings.vpn is not None and settings.vpn.mode == "server-on-ec2"
                    else [])
-        # The controllers mount EFS where the first is a node's gateway to it (hybrid); on
-        # the cloud layout they run no kubelet and the pools are the nodes.
+        # On hybrid the controllers mount EFS as the nodes do; on the cloud layout they
+        # run no kubelet and the pools are the nodes.
         controller = ([] if settings.layout == "cloud"
                       else [ec2.private_ip for ec2 in aws_side.controllers])
         return EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(
