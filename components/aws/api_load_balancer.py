@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.network import warn_over_rules_quota
+
 # Seconds between health checks and how many in a row decide: a controller that stops
 # answering leaves the targets within half a minute, and one that comes back, or joins,
 # takes new connections after three answers.
@@ -78,9 +80,13 @@ class ApiLoadBalancer(pulumi.ComponentResource):
             f"{self._name}-sg", vpc_id=args.vpc_id,
             description=f"{args.cluster_name} API load balancer", tags=self._tags(),
             opts=self._opts)
+        sources_of = {name: list(dict.fromkeys(
+            args.api_sources if port == args.api_port else args.node_sources))
+            for name, (port, _) in self.ports.items()}
+        warn_over_rules_quota(f"{self._name}-sg",
+                              sum(len(sources) for sources in sources_of.values()), self)
         for name, (port, protocol) in self.ports.items():
-            sources = args.api_sources if port == args.api_port else args.node_sources
-            for index, cidr in enumerate(dict.fromkeys(sources)):
+            for index, cidr in enumerate(sources_of[name]):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{self._name}-{name}-{index}", security_group_id=group.id,
                     ip_protocol=protocol, from_port=port, to_port=port, cidr_ipv4=cidr,

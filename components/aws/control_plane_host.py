@@ -23,7 +23,7 @@ from components.aws.boot import (
     machine_boot,
     secret_parameter,
 )
-from components.aws.network import AwsNetwork, pinned_image
+from components.aws.network import AwsNetwork, pinned_image, warn_over_rules_quota
 from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution
 from components.hosts.steps import HostStep, HostProfile
@@ -163,15 +163,17 @@ class ControlPlaneHost(pulumi.ComponentResource):
                     f"{self._name}-{name}-{index}", security_group_id=group.id,
                     ip_protocol=protocol, from_port=port, to_port=port, cidr_ipv4=cidr,
                     description=name, opts=self._opts)
-        if args.balancer_group is not None:
-            # What the load balancer forwards, and its health checks, come from its group.
-            balanced = {"kubernetes-api": (args.api_port, "tcp"), **args.balanced_ports}
-            for name, (port, protocol) in balanced.items():
-                aws.vpc.SecurityGroupIngressRule(
-                    f"{self._name}-{name}-balanced", security_group_id=group.id,
-                    ip_protocol=protocol, from_port=port, to_port=port,
-                    referenced_security_group_id=args.balancer_group,
-                    description=f"{name} through the API load balancer", opts=self._opts)
+        # What the load balancer forwards, and its health checks, come from its group.
+        balanced = ({"kubernetes-api": (args.api_port, "tcp"), **args.balanced_ports}
+                    if args.balancer_group is not None else {})
+        for name, (port, protocol) in balanced.items():
+            aws.vpc.SecurityGroupIngressRule(
+                f"{self._name}-{name}-balanced", security_group_id=group.id,
+                ip_protocol=protocol, from_port=port, to_port=port,
+                referenced_security_group_id=args.balancer_group,
+                description=f"{name} through the API load balancer", opts=self._opts)
+        warn_over_rules_quota(f"{self._name}-sg",
+                              sum(len(cidrs) for *_, cidrs in rules) + len(balanced), self)
         # Packages, images and the distribution's release are fetched from the internet.
         aws.vpc.SecurityGroupEgressRule(
             f"{self._name}-egress", security_group_id=group.id, ip_protocol="-1",

@@ -12,6 +12,23 @@ import pulumi_aws as aws
 from config.cloud import AwsSettings, private_subnet_cidrs, subnet_cidrs
 
 HTTPS_PORT = 443
+# AWS's default quota of inbound (and of outbound) rules per security group, which an
+# account may raise (Service Quotas, Amazon VPC, "Inbound or outbound rules per security
+# group", L-0EA8095F: docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html).
+RULES_PER_GROUP_QUOTA = 60
+RULES_QUOTA_WARNING = (
+    "security group {group} gets {count} inbound rules, above AWS's default quota of "
+    f"{RULES_PER_GROUP_QUOTA} per group: `pulumi up` fails creating them unless the "
+    "account's quota (Service Quotas, Amazon VPC, L-0EA8095F) was raised; they grow with "
+    "gpu-cluster:hosts (each on-prem node's address is a source of its own)")
+
+
+def warn_over_rules_quota(group: str, count: int, resource: pulumi.Resource) -> None:
+    """The preview's warning when a security group gets more inbound rules than AWS's
+    default quota allows."""
+    if count > RULES_PER_GROUP_QUOTA:
+        pulumi.log.warn(RULES_QUOTA_WARNING.format(group=group, count=count),
+                        resource=resource)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -236,3 +236,19 @@ def test_a_controllers_steps_go_before_its_instance(ha):
         for step in ("install-controller", "etcd-member"):
             assert f"test-control-plane-host{suffix}-instance" in plan.all_dependencies(
                 plan.named(f"{controller}-{step}"))
+
+
+@pytest.mark.parametrize("hosts, warned", [(12, False), (14, True)])
+def test_a_group_past_awss_rule_quota_is_warned(hosts, warned):
+    """RKE2 opens four node ports to each on-prem node's own address: 14 hosts take the
+    controller's group past AWS's default 60 inbound rules."""
+    values = hybrid_config(workers=hosts)
+    values["kubernetes"] = {"distribution": "rke2"}
+    plan = shared_preview(values)
+    count = len(group_rules(plan, "test-control-plane-host-sg"))
+    assert (count > 60) is warned
+    found = [w for w in plan.warnings if "inbound rules, above AWS's default quota" in w]
+    assert bool(found) is warned
+    if warned:
+        [warning] = found
+        assert f"security group test-control-plane-host-sg gets {count} inbound rules" in warning
