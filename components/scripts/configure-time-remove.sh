@@ -12,9 +12,10 @@ set -euo pipefail
 # It reads no input (configure-time.sh's come with the step and are not used here).
 
 main() {
+  os_do chrony_files
   restore_original "$CHRONY_CONF" "$TIME_BACKUP_DIR" "$TIME_MANAGED_PREFIX"
   if needs_follow_up "$FILE_CHANGED" restart-chrony; then
-    systemctl try-restart chrony.service
+    systemctl try-restart "$CHRONY_SERVICE"
     follow_up_done restart-chrony
   fi
   remove_file "$TIMESYNCD_DROPIN"

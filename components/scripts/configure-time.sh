@@ -33,26 +33,41 @@ check_inputs() {
   die_on_input_problems
 }
 
-# chrony_text: Debian/Ubuntu's chrony.conf (chrony 4.3-2 /usr/share/chrony/chrony.conf,
-# the same directives in Ubuntu's 4.5) with the servers in place of its pools, and without
-# its `sourcedir`s: /run/chrony-dhcp would take servers from whoever answers DHCP.
-chrony_text() {
+# chrony_servers: a `server` line for each of NTP_SERVERS.
+chrony_servers() {
   local server option=""
   is_true "$NTS" && option=" nts"
-  printf '%s\n' "$MANAGED" "confdir /etc/chrony/conf.d"
   for server in $NTP_SERVERS; do
     printf 'server %s iburst%s\n' "$server" "$option"
   done
+}
+
+# ubuntu_chrony_text: Debian/Ubuntu's chrony.conf (chrony 4.3-2 /usr/share/chrony/chrony.conf,
+# the same directives in Ubuntu's 4.5) with the servers in place of its pools, and without
+# its `sourcedir`s: /run/chrony-dhcp would take servers from whoever answers DHCP.
+ubuntu_chrony_text() {
+  printf '%s\n' "$MANAGED" "confdir /etc/chrony/conf.d"
+  chrony_servers
   printf '%s\n' "keyfile /etc/chrony/chrony.keys" "driftfile /var/lib/chrony/chrony.drift" \
     "ntsdumpdir /var/lib/chrony" "logdir /var/log/chrony" "maxupdateskew 100.0" "rtcsync" \
     "makestep 1 3" "leapsectz right/UTC"
 }
 
+# el9_chrony_text: the chrony.conf RHEL 9's package is made from, upstream's
+# examples/chrony.conf.example2 (chrony 4.5, the release RHEL 9.4 ships), with the servers in
+# place of its pool and, as on Ubuntu, without its `sourcedir` for DHCP's servers.
+el9_chrony_text() {
+  printf '%s\n' "$MANAGED"
+  chrony_servers
+  printf '%s\n' "driftfile /var/lib/chrony/drift" "makestep 1.0 3" "rtcsync" \
+    "ntsdumpdir /var/lib/chrony" "logdir /var/log/chrony"
+}
+
 configure_chrony() {
   keep_original "$CHRONY_CONF" "$TIME_BACKUP_DIR" "$TIME_MANAGED_PREFIX"
-  write_file "$CHRONY_CONF" 0644 < <(chrony_text)
+  write_file "$CHRONY_CONF" 0644 < <(os_do chrony_text)
   if needs_follow_up "$FILE_CHANGED" restart-chrony; then
-    systemctl try-restart chrony.service
+    systemctl try-restart "$CHRONY_SERVICE"
     follow_up_done restart-chrony
     log "changed: chrony follows $NTP_SERVERS"
   fi
@@ -71,6 +86,7 @@ configure_timesyncd() {
 
 main() {
   check_inputs
+  os_do chrony_files
   if ! os_package_installed chrony && is_true "$NTS"; then
     log "installing chrony: time.nts needs it (systemd-timesyncd has no NTS)"
     os_install_packages chrony
