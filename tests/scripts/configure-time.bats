@@ -26,6 +26,18 @@ sourcedir /run/chrony-dhcp
 sourcedir /etc/chrony/sources.d
 $UBUNTU_CHRONY_SETTINGS"
 
+# RHEL 9's chrony.conf as its package installs it: upstream's examples/chrony.conf.example2
+# at chrony 4.5 with Rocky's pool (its directives), and the part after its sources.
+EL9_CHRONY=/etc/chrony.conf
+EL9_CHRONY_SETTINGS='driftfile /var/lib/chrony/drift
+makestep 1.0 3
+rtcsync
+ntsdumpdir /var/lib/chrony
+logdir /var/log/chrony'
+EL9_CHRONY_ORIGINAL="pool 2.rocky.pool.ntp.org iburst
+sourcedir /run/chrony-dhcp
+$EL9_CHRONY_SETTINGS"
+
 setup() {
   setup_host
   export NTP_SERVERS='ntp1.example.internal 192.168.2.5'
@@ -70,6 +82,37 @@ $UBUNTU_CHRONY_SETTINGS"
   assert_called '^systemctl try-restart chrony.service$'
   [ ! -e "$GPU_CLUSTER_ROOT$DROPIN" ]
   assert_idempotent configure-time.sh
+}
+
+# el9_chrony_host: a Rocky Linux 9 root whose chrony came with the image.
+el9_chrony_host() {
+  set_os_release rocky-9.4
+  installed_rpm chrony 4.5-1.el9
+  printf '%s\n' "$EL9_CHRONY_ORIGINAL" >"$GPU_CLUSTER_ROOT$EL9_CHRONY"
+}
+
+@test "configure-time on EL9: /etc/chrony.conf with the servers alone, chronyd restarted; the remove step puts it back" {
+  el9_chrony_host
+  cp "$GPU_CLUSTER_ROOT$EL9_CHRONY" "$BATS_TEST_TMPDIR/original"
+  export NTS=true
+  run_script configure-time.sh
+  assert_success
+  assert_file "$EL9_CHRONY" "$MANAGED
+server ntp1.example.internal iburst nts
+server 192.168.2.5 iburst nts
+$EL9_CHRONY_SETTINGS"
+  assert_file /var/lib/gpu-cluster/time/chrony.conf "$EL9_CHRONY_ORIGINAL"
+  assert_called '^systemctl try-restart chronyd.service$'
+  refute_called '^systemctl .*chrony\.service'
+  refute_called '^(dnf|apt-get)'
+  [ ! -e "$GPU_CLUSTER_ROOT$CHRONY" ]
+  assert_idempotent configure-time.sh
+  reset_calls
+  run_script configure-time-remove.sh
+  assert_success
+  cmp "$BATS_TEST_TMPDIR/original" "$GPU_CLUSTER_ROOT$EL9_CHRONY"
+  assert_called '^systemctl try-restart chronyd.service$'
+  assert_idempotent configure-time-remove.sh
 }
 
 @test "configure-time: NTS installs chrony on a systemd-timesyncd host and marks every server nts" {
@@ -211,4 +254,12 @@ in_netns() {
   assert_success
   assert_output_contains "System clock wrong by"
   grep -q 'request from 127.0.0.1' "$BATS_TEST_TMPDIR/ntp.log"
+  # EL9's file, parsed by the same chronyd (-f names it; the directives are chrony's own).
+  el9_chrony_host
+  run_script configure-time.sh
+  assert_success
+  run "$chronyd" -p -f "$GPU_CLUSTER_ROOT$EL9_CHRONY"
+  assert_success
+  assert_output_contains "server 127.0.0.1 iburst" "driftfile /var/lib/chrony/drift"
+  refute_output_contains "pool" "sourcedir"
 }

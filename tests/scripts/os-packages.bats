@@ -154,7 +154,7 @@ packages() {
   run_script configure-time.sh
   assert_success
   assert_called "^$DNF install chrony$"
-  assert_call_order "^$DNF install chrony$" '^systemctl try-restart chrony.service$'
+  assert_call_order "^$DNF install chrony$" '^systemctl try-restart chronyd.service$'
   assert_output_contains "installing chrony: time.nts needs it (systemd-timesyncd has no NTS)" \
     "changed: installed chrony"
   assert_idempotent configure-time.sh
