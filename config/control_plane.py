@@ -12,7 +12,6 @@ from typing import Literal, Optional
 from config.cloud import (
     AwsSettings,
     api_load_balancer_addresses,
-    control_plane_address,
     controller_addresses,
 )
 from config.hosts import Host
@@ -64,7 +63,7 @@ class ControlPlaneEndpoint:
     # EC2 instances on hybrid and cloud.
     replicas: int = 1
     # The controllers' addresses in order (the first initialises): the on-prem controller
-    # hosts', or the EC2 controllers' with several (config.cloud.controller_addresses).
+    # hosts', or the EC2 controllers' (config.cloud.controller_addresses).
     controller_addresses: tuple[str, ...] = ()
     # kubernetes.controlPlane.loadBalancer when kubernetes.controlPlane.address is set;
     # None: node_address is the single controller's own.
@@ -107,21 +106,18 @@ def control_plane_endpoint(controllers: Sequence[Host], aws: Optional[AwsSetting
     The VRRP instance when the address is a VIP on the LAN (config/control_plane_checks.py
     holds it inside network.lanCidr)."""
     plane = kubernetes.control_plane
-    addresses = tuple(host.address for host in controllers)
-    replicas = len(addresses) if addresses else plane.replicas or 1
-    if not addresses and aws is not None and replicas > 1:
-        # EC2 controllers behind the network load balancer, which forwards each port of
-        # theirs at its own address: for the distributions, a load balancer of the user's.
-        return ControlPlaneEndpoint(
-            node_address=api_load_balancer_addresses(aws, replicas)[0],
-            port=kubernetes.api_port, api_sans=tuple(kubernetes.api_sans), replicas=replicas,
-            controller_addresses=tuple(controller_addresses(aws, replicas)),
-            load_balancer="external")
+    on_prem = tuple(host.address for host in controllers)
+    replicas = len(on_prem) if on_prem else plane.replicas or 1
+    addresses = on_prem or tuple(controller_addresses(aws, replicas))
     common = dict(port=kubernetes.api_port, api_sans=tuple(kubernetes.api_sans),
                   replicas=replicas, controller_addresses=addresses)
+    if not on_prem and replicas > 1:
+        # EC2 controllers behind the network load balancer, which forwards each port of
+        # theirs at its own address: for the distributions, a load balancer of the user's.
+        return ControlPlaneEndpoint(node_address=api_load_balancer_addresses(aws, replicas)[0],
+                                    load_balancer="external", **common)
     if plane.address is None:
-        address = addresses[0] if addresses else control_plane_address(aws)
-        return ControlPlaneEndpoint(node_address=address, **common)
+        return ControlPlaneEndpoint(node_address=addresses[0], **common)
     vrrp = None
     if plane.load_balancer == "vip" and lan_cidr is not None:
         prefix = ipaddress.ip_network(lan_cidr).prefixlen

@@ -17,7 +17,7 @@ from components.kubernetes.upgrade import RolloutPolicy, host_drain
 from components.common.remote_step import Endpoint, SshAccess
 from components.layouts.contract import ClusterContext, PreparedWorker
 from config.backup import backup_store
-from config.cloud import control_plane_address, tunnel_server_address
+from config.cloud import tunnel_server_address
 from config.firewall import FIREWALL_LAYOUTS
 from config.hosts import Host
 from config.model import StackConfig
@@ -116,8 +116,7 @@ def host_firewall_sources(settings: StackConfig) -> list[str]:
     sources = [f"{host.address}/32" for host in settings.hosts]
     if settings.layout == "hybrid" and settings.aws is not None:
         sources += [f"{address}/32" for address in
-                    settings.control_plane_endpoint.controller_addresses
-                    or [control_plane_address(settings.aws)]]
+                    settings.control_plane_endpoint.controller_addresses]
         if settings.vpn is not None and settings.vpn.mode == "server-on-ec2":
             sources.append(f"{tunnel_server_address(settings.vpn)}/32")
     return sources + list(settings.host_firewall.extra_sources)
