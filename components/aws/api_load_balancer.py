@@ -99,9 +99,8 @@ class ApiLoadBalancer(pulumi.ComponentResource):
                     cidr_ipv4=f"{address}/32", description=name, opts=self._opts)
         return group
 
-    def forward_to(self, instances: Sequence[aws.ec2.Instance]) -> list[aws.lb.Listener]:
+    def forward_to(self, instances: Sequence[aws.ec2.Instance]) -> None:
         """A target group per port with every controller in it, and its listener."""
-        listeners = []
         for name, (port, protocol) in self.ports.items():
             group = aws.lb.TargetGroup(
                 f"{self._name}-{name}", name_prefix=f"p{port}-"[:6], port=port,
@@ -116,9 +115,8 @@ class ApiLoadBalancer(pulumi.ComponentResource):
                 aws.lb.TargetGroupAttachment(
                     f"{self._name}-{name}-{index}", target_group_arn=group.arn,
                     target_id=instance.id, port=port, opts=self._opts)
-            listeners.append(aws.lb.Listener(
+            aws.lb.Listener(
                 f"{self._name}-{name}", load_balancer_arn=self.load_balancer.arn, port=port,
                 protocol=protocol.upper(), default_actions=[aws.lb.ListenerDefaultActionArgs(
                     type="forward", target_group_arn=group.arn)],
-                tags=self._tags(), opts=self._opts))
-        return listeners
+                tags=self._tags(), opts=self._opts)
