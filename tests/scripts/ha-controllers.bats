@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # Three controllers on bare metal, through the steps the program renders for the second one
 # (gpu000), whole, as `pulumi up` pipes them: its keepalived (RKE2), its etcd quorum check
-# before anything is installed, and its join, which takes the CA from the cluster.
+# before anything is installed, and its join, which takes the CA from the cluster. And the
+# second of three EC2 controllers on hybrid (control-plane-2), joining through the network
+# load balancer.
 
 bats_require_minimum_version 1.5.0
 load helpers
@@ -17,6 +19,17 @@ print(json.dumps(cluster(3, sys.argv[1])))
 PY
 }
 
+# hybrid_stack DISTRIBUTION: tests/stacks/test_ha_hybrid.py three_controllers(DISTRIBUTION):
+# control-plane, -2 and -3 at 10.20.{0,1,2}.10 behind the load balancer at 10.20.0.11.
+hybrid_stack() {
+  "$PYTHON" - "$1" <<'PY'
+import json, sys
+sys.path.insert(0, ".")
+from tests.stacks.test_ha_hybrid import three_controllers
+print(json.dumps(three_controllers(sys.argv[1])))
+PY
+}
+
 setup_file() {
   local distribution step
   cd "$REPO_ROOT" || exit 1
@@ -25,6 +38,9 @@ setup_file() {
       "$PYTHON" "$TESTS_DIR/render_host_step.py" "$(stack "$distribution")" gpu000 "$step" \
         >"$BATS_FILE_TMPDIR/$distribution-$step.sh" 2>"$BATS_FILE_TMPDIR/$distribution-$step.err" || true
     done
+    "$PYTHON" "$TESTS_DIR/render_host_step.py" "$(hybrid_stack "$distribution")" control-plane-2 \
+      install-controller >"$BATS_FILE_TMPDIR/hybrid-$distribution-install-controller.sh" \
+      2>"$BATS_FILE_TMPDIR/hybrid-$distribution-install-controller.err" || true
   done
 }
 
@@ -132,4 +148,50 @@ with_fake_release() {
     "gpu-cluster: gpu000: install-controller: joined the cluster; its CA is K0S_CA_CERT"
   grep -q 'joined with H4sIAAAAAAAAfirstControllersToken' "$STUB_STATE/k0s-joins"
   grep -q -- '--token-file /etc/k0s/controller-token' "$GPU_CLUSTER_ROOT/etc/systemd/system/k0scontroller.service"
+}
+
+@test "rke2 on hybrid: the second EC2 server joins through the load balancer, named in its certificate" {
+  rendered hybrid-rke2 install-controller >"$BATS_TEST_TMPDIR/install.sh"
+  with_fake_release "$BATS_TEST_TMPDIR/install.sh" rke2
+  rke2_kubectl_installed
+  STUB_CLUSTER_CA="$(input "$BATS_TEST_TMPDIR/install.sh" RKE2_CA_CERT)"
+  export GPU_CLUSTER_HOST=control-plane-2 STUB_CLUSTER_CA STUB_ON_START='[[ "$1" == rke2-server ]] || exit 0
+    tls="$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/server/tls"; mkdir -p "$tls"
+    for name in server-ca client-ca; do printf "%s\n" "$STUB_CLUSTER_CA" >"$tls/$name.crt"
+      echo "the cluster CA key" >"$tls/$name.key"; done'
+  ! grep -q '^export RKE2_CA_KEY' "$BATS_TEST_TMPDIR/step.sh"
+  run_rendered "$BATS_TEST_TMPDIR/step.sh"
+  assert_success
+  assert_output_contains \
+    "gpu-cluster: control-plane-2: install-controller: joined https://10.20.0.11:9345, whose CA is the cluster's"
+  local config="$GPU_CLUSTER_ROOT/etc/rancher/rke2/config.yaml"
+  grep -qx 'server: https://10.20.0.11:9345' "$config"
+  grep -qx 'node-ip: 10.20.1.10' "$config"
+  # The load balancer's address and DNS name (the preview's stand-in), and its own address.
+  grep -qx -- '- 10.20.0.11' "$config"
+  grep -qE -- '^- gcapi-[0-9a-f]+-[0-9a-f]+\.elb\.preview-region-1\.amazonaws\.com$' "$config"
+  grep -qx -- '- 10.20.1.10' "$config"
+  run_rendered "$BATS_TEST_TMPDIR/step.sh"
+  assert_success
+  refute_changes_logged
+}
+
+@test "k0s on hybrid: the second EC2 controller joins with a token, the load balancer its external address" {
+  rendered hybrid-k0s install-controller >"$BATS_TEST_TMPDIR/install.sh"
+  grep -qx "export K0S_CONTROLLER_TOKEN=''" "$BATS_TEST_TMPDIR/install.sh"
+  sed -i "s/^export K0S_CONTROLLER_TOKEN=''$/export K0S_CONTROLLER_TOKEN='H4sIAAAAAAAAfirstControllersToken'/" \
+    "$BATS_TEST_TMPDIR/install.sh"
+  with_fake_release "$BATS_TEST_TMPDIR/install.sh" k0s
+  STUB_CLUSTER_CA="$(input "$BATS_TEST_TMPDIR/install.sh" K0S_CA_CERT)"
+  export GPU_CLUSTER_HOST=control-plane-2 STUB_CLUSTER_CA
+  ! grep -q '^export K0S_CA_KEY' "$BATS_TEST_TMPDIR/step.sh"
+  run_rendered "$BATS_TEST_TMPDIR/step.sh"
+  assert_success
+  assert_output_contains "gpu-cluster: control-plane-2: install-controller: joined the cluster; its CA is K0S_CA_CERT"
+  grep -q 'joined with H4sIAAAAAAAAfirstControllersToken' "$STUB_STATE/k0s-joins"
+  grep -q 'externalAddress: 10.20.0.11$' "$GPU_CLUSTER_ROOT/etc/k0s/k0s.yaml"
+  ! grep -q 'controlPlaneLoadBalancing' "$GPU_CLUSTER_ROOT/etc/k0s/k0s.yaml"
+  run_rendered "$BATS_TEST_TMPDIR/step.sh"
+  assert_success
+  refute_changes_logged
 }
