@@ -514,3 +514,50 @@ joining() {
   [ "$(wc -l <"$STUB_STATE/k0s-joins")" = 2 ]
   grep -q 'joined with H4sIAAAAAAAAnewControllerToken' "$STUB_STATE/k0s-joins"
 }
+
+# joining_from_ssm: a controller that joins at boot (cloud): its token in its SSM
+# SecureString, read with the instance's role.
+TOKEN_PARAMETER=/gpu-cluster/dev/controllers/controller-2/controller-token
+joining_from_ssm() {
+  joining
+  unset K0S_CONTROLLER_TOKEN K0S_JOIN_ISSUER_URN
+  export K0S_CONTROLLER_TOKEN_SSM_PARAMETER=$TOKEN_PARAMETER AWS_REGION=eu-central-1
+  export_ssm_reader
+  ssm_parameter eu-central-1 "$TOKEN_PARAMETER" "$CONTROLLER_TOKEN"
+}
+
+@test "install-controller: a controller that joins at boot reads its token from SSM, once" {
+  joining_from_ssm
+  run_script_watched k0s/install-controller.sh
+  assert_success
+  [[ "$stderr" == *"install-controller: read the controller join token from SSM parameter $TOKEN_PARAMETER"* ]]
+  [[ "$stderr" == *"install-controller: joined the cluster; its CA is K0S_CA_CERT"* ]]
+  assert_file /etc/k0s/controller-token "$CONTROLLER_TOKEN"
+  assert_mode /etc/k0s/controller-token 600
+  refute_leaked "$CONTROLLER_TOKEN"
+  # Joined: the parameter is not read again (its token has expired by then), nothing
+  # changes.
+  rm -rf "$STUB_STATE/ssm"
+  assert_idempotent k0s/install-controller.sh
+  refute_called '^python3 '
+  [ "$(wc -l <"$STUB_STATE/k0s-joins")" = 1 ]
+}
+
+@test "install-controller: a token in SSM that is not one is refused unshown, before k0s is installed" {
+  joining_from_ssm
+  ssm_parameter eu-central-1 "$TOKEN_PARAMETER" "not a token; $CA_KEY_SECRET"
+  run_script k0s/install-controller.sh
+  assert_failure
+  assert_output_contains "the value of SSM parameter $TOKEN_PARAMETER is not a k0s join token"
+  refute_output_contains "$CA_KEY_SECRET"
+  refute_called '^k0s install'
+}
+
+@test "install-controller: the controller token comes either directly or from SSM, not both" {
+  joining_from_ssm
+  export K0S_CONTROLLER_TOKEN="$CONTROLLER_TOKEN"
+  run_script k0s/install-controller.sh
+  assert_failure
+  assert_output_contains "give the controller join token either as K0S_CONTROLLER_TOKEN or as K0S_CONTROLLER_TOKEN_SSM_PARAMETER, not both"
+  refute_output_contains "$CONTROLLER_TOKEN"
+}

@@ -95,6 +95,9 @@ check_member_not_joined() {
   assert_output_contains "gpu-cluster: $GPU_CLUSTER_HOST: etcd-member: timed out after 300s waiting for etcd member c3 (10.20.0.13) to be healthy" \
     "no etcd member c3 (members: c1 c2)" || return 1
   assert_only_reads || return 1
+  # One that joins at boot is given its whole boot.
+  MEMBER_WAIT_SECONDS=1500 member c3
+  assert_output_contains "etcd-member: timed out after 1500s waiting for etcd member c3 (10.20.0.13) to be healthy" || return 1
   etcd_members c1 c2 c3
   member c3 10.20.0.99
   assert_output_contains "etcd member c3 has peer address 10.20.0.13, not 10.20.0.99" || return 1
@@ -110,9 +113,10 @@ check_member_not_joined() {
 }
 
 check_member_bad_inputs() {
-  export NODE_NAME=c1 MEMBER_NODE=C1 MEMBER_ADDRESS=10.20.0.256
+  export NODE_NAME=c1 MEMBER_NODE=C1 MEMBER_ADDRESS=10.20.0.256 MEMBER_WAIT_SECONDS='1; reboot'
   run_script "$DISTRIBUTION/etcd-member.sh"
   assert_refused "gpu-cluster: $GPU_CLUSTER_HOST: etcd-member: MEMBER_ADDRESS is not an IPv4 address: '10.20.0.256'" \
+    "MEMBER_WAIT_SECONDS must be a number of seconds (1-99999), got '1; reboot'" \
     "MEMBER_NODE is this controller (c1): run etcd-member on another one"
 }
 

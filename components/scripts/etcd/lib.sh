@@ -21,7 +21,8 @@ ETCD_NAMES=()
 ETCD_PEERS=()
 ETCD_HEALTH=()
 # How long a joined member may take to show healthy: its install step already waited for
-# its API server, which waits for etcd.
+# its API server, which waits for etcd. A controller that joins at boot gives the whole
+# boot as MEMBER_WAIT_SECONDS.
 ETCD_MEMBER_SECONDS=300
 
 # etcd_check_node_name VAR..., etcd_check_address VAR..., etcd_check_count VAR...: add to
@@ -64,6 +65,10 @@ etcd_check_count() {
 etcd_check_member_inputs() {
   etcd_check_node_name NODE_NAME MEMBER_NODE
   etcd_check_address MEMBER_ADDRESS
+  : "${MEMBER_WAIT_SECONDS:=$ETCD_MEMBER_SECONDS}"
+  if [[ ! "$MEMBER_WAIT_SECONDS" =~ ^[1-9][0-9]{0,4}$ ]]; then
+    INPUT_PROBLEMS+=("MEMBER_WAIT_SECONDS must be a number of seconds (1-99999), got '$MEMBER_WAIT_SECONDS'")
+  fi
   if [[ -n "${NODE_NAME:-}" && "${NODE_NAME,,}" == "${MEMBER_NODE,,}" ]]; then
     INPUT_PROBLEMS+=("MEMBER_NODE is this controller ($NODE_NAME): run $GPU_CLUSTER_STEP on another one")
   fi
@@ -255,6 +260,6 @@ etcd_member_healthy() {
 # waits until the other's member is listed at its address and healthy. Reads only.
 etcd_member_step() {
   etcd_check_member_inputs
-  wait_until "$ETCD_MEMBER_SECONDS" "etcd member ${MEMBER_NODE,,} ($MEMBER_ADDRESS) to be healthy" \
+  wait_until "$MEMBER_WAIT_SECONDS" "etcd member ${MEMBER_NODE,,} ($MEMBER_ADDRESS) to be healthy" \
     etcd_member_healthy "$1" "${MEMBER_NODE,,}" "$MEMBER_ADDRESS"
 }

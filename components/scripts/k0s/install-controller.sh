@@ -8,7 +8,7 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=install-controller}"
 
 # Inputs: API_PORT K0S_ADMISSION_CONFIG K0S_AUDIT_POLICY K0S_CA_CERT K0S_CONFIG K0S_ENABLE_WORKER K0S_VERSION NODE_IP
-# Optional inputs: AWS_REGION K0S_CA_KEY K0S_CA_KEY_SSM_PARAMETER K0S_PROFILE K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 KUBELET_EXTRA_ARGS KUBELET_ROOT_DIR NODE_LABELS NODE_TAINTS SSM_READER K0S_AIRGAP_SHA256_AMD64 K0S_AIRGAP_SHA256_ARM64 K0S_CONTROLLER_TOKEN K0S_JOIN_ISSUER_URN
+# Optional inputs: AWS_REGION K0S_CA_KEY K0S_CA_KEY_SSM_PARAMETER K0S_PROFILE K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 KUBELET_EXTRA_ARGS KUBELET_ROOT_DIR NODE_LABELS NODE_TAINTS SSM_READER K0S_AIRGAP_SHA256_AMD64 K0S_AIRGAP_SHA256_ARM64 K0S_CONTROLLER_TOKEN K0S_CONTROLLER_TOKEN_SSM_PARAMETER K0S_JOIN_ISSUER_URN
 #   K0S_VERSION, K0S_CONFIG, K0S_ENABLE_WORKER, NODE_IP, API_PORT  required.
 #   K0S_CA_CERT        the cluster CA certificate (PEM), required.
 #   K0S_CA_KEY         its private key (PEM), or
@@ -25,6 +25,9 @@ set -euo pipefail
 #   K0S_CONTROLLER_TOKEN  a controller join token (k0s/create-controller-token.sh on the
 #                      first controller): this controller joins that cluster and takes its
 #                      CA from there, so it gets no CA key. Used only until it has joined.
+#   K0S_CONTROLLER_TOKEN_SSM_PARAMETER  instead, the SSM SecureString holding it (with
+#                      AWS_REGION and SSM_READER): a controller that joins at boot; read
+#                      only while it has not joined.
 #   K0S_JOIN_ISSUER_URN   optional: the URN of the step that made the token, named in the
 #                      message when the token no longer works.
 
@@ -55,10 +58,15 @@ ca_key_needed() {
   [[ ! -f "$ROOT$K0S_CA_CERT_FILE" || ! -f "$ROOT$K0S_CA_KEY_FILE" ]]
 }
 
-# joining: success when this controller joins another (K0S_CONTROLLER_TOKEN given).
+# joining: success when this controller joins another (K0S_CONTROLLER_TOKEN or its SSM
+# parameter given).
 joining() {
-  [[ -n "$K0S_CONTROLLER_TOKEN" ]]
+  [[ -n "$K0S_CONTROLLER_TOKEN$K0S_CONTROLLER_TOKEN_SSM_PARAMETER" ]]
 }
+
+# K0S_CONTROLLER_TOKEN's form (k0s pkg/token/joinencode.go: base64 of a gzipped
+# kubeconfig); a value is never shown.
+K0S_TOKEN_FORM='^[A-Za-z0-9+/=]+$'
 
 # controller_joined: success once this controller's etcd database exists.
 controller_joined() {
@@ -70,7 +78,7 @@ check_inputs() {
     K0S_ADMISSION_CONFIG K0S_AUDIT_POLICY
   : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
   : "${KUBELET_ROOT_DIR:=}" "${K0S_CA_KEY:=}" "${K0S_CA_KEY_SSM_PARAMETER:=}"
-  : "${K0S_CONTROLLER_TOKEN:=}" "${K0S_JOIN_ISSUER_URN:=}"
+  : "${K0S_CONTROLLER_TOKEN:=}" "${K0S_CONTROLLER_TOKEN_SSM_PARAMETER:=}" "${K0S_JOIN_ISSUER_URN:=}"
   if [[ -n "${K0S_CA_CERT:-}" && "$K0S_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
     INPUT_PROBLEMS+=("K0S_CA_CERT is not a PEM certificate")
   fi
@@ -81,9 +89,13 @@ check_inputs() {
     if [[ -n "$K0S_CA_KEY$K0S_CA_KEY_SSM_PARAMETER" ]]; then
       INPUT_PROBLEMS+=("a controller that joins with K0S_CONTROLLER_TOKEN takes the CA from the cluster: give it no K0S_CA_KEY or K0S_CA_KEY_SSM_PARAMETER")
     fi
-    # k0s pkg/token/joinencode.go: base64 of a gzipped kubeconfig; never shown.
-    if [[ ! "$K0S_CONTROLLER_TOKEN" =~ ^[A-Za-z0-9+/=]+$ ]]; then
+    if [[ -n "$K0S_CONTROLLER_TOKEN" && -n "$K0S_CONTROLLER_TOKEN_SSM_PARAMETER" ]]; then
+      INPUT_PROBLEMS+=("give the controller join token either as K0S_CONTROLLER_TOKEN or as K0S_CONTROLLER_TOKEN_SSM_PARAMETER, not both")
+    elif [[ -n "$K0S_CONTROLLER_TOKEN" && ! "$K0S_CONTROLLER_TOKEN" =~ $K0S_TOKEN_FORM ]]; then
       INPUT_PROBLEMS+=("K0S_CONTROLLER_TOKEN is not a k0s join token (base64)")
+    elif [[ -n "$K0S_CONTROLLER_TOKEN_SSM_PARAMETER" ]] && ! controller_joined; then
+      check_ssm_inputs K0S_CONTROLLER_TOKEN_SSM_PARAMETER "the controller join token" \
+        /gpu-cluster/dev/controllers/controller-2/controller-token
     fi
   elif [[ -n "$K0S_CA_KEY" && -n "$K0S_CA_KEY_SSM_PARAMETER" ]]; then
     INPUT_PROBLEMS+=("give the cluster CA key either as K0S_CA_KEY or as K0S_CA_KEY_SSM_PARAMETER, not both")
@@ -175,6 +187,13 @@ ensure_controller_token() {
   if controller_joined; then
     log "the controller has already joined; the join token is not needed"
     return 0
+  fi
+  if [[ -z "$K0S_CONTROLLER_TOKEN" ]]; then
+    read_ssm_parameter K0S_CONTROLLER_TOKEN "$K0S_CONTROLLER_TOKEN_SSM_PARAMETER" \
+      "the controller join token"
+    if [[ ! "$K0S_CONTROLLER_TOKEN" =~ $K0S_TOKEN_FORM ]]; then
+      die "the value of SSM parameter $K0S_CONTROLLER_TOKEN_SSM_PARAMETER is not a k0s join token"
+    fi
   fi
   write_text "$K0S_CONTROLLER_TOKEN_FILE" 0600 "$K0S_CONTROLLER_TOKEN"
 }

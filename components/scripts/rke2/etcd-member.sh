@@ -10,9 +10,12 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=etcd-member}"
 
 # Inputs: NODE_NAME MEMBER_NODE MEMBER_ADDRESS
+# Optional inputs: MEMBER_WAIT_SECONDS
 #   NODE_NAME       this server.
 #   MEMBER_NODE     the server that joined, and MEMBER_ADDRESS its address (etcd's peer URL
 #                   is https://MEMBER_ADDRESS:2380).
+#   MEMBER_WAIT_SECONDS  how long to wait for it (default 300; one that joins at boot: its
+#                   whole boot).
 
 main() {
   etcd_member_step rke2_etcd_members
