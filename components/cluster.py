@@ -39,7 +39,6 @@ from components.kubernetes.backups import (backup_turn_env, install_backup_env,
                                            install_backup_over_ssh)
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
 from config.model import StackConfig
-from config.problems import ConfigError
 from config.storage import efs_on_prem_identity, efs_provider_id
 from config import vendored
 from config.warnings import preview_warnings
@@ -84,10 +83,6 @@ class Cluster(pulumi.ComponentResource):
         vendored.verify()
         distribution = distribution_for(distribution_settings(settings))
         layout_type = layout_class(settings.layout)
-        # What only the layout can check of the config, or nothing is registered.
-        refusals = layout_type.refusals(settings, distribution)
-        if refusals:
-            raise ConfigError(refusals)
         super().__init__("gpu-cluster:index:Cluster", name, None, opts)
         self._name, self._settings, self._distribution = name, settings, distribution
         for warning in preview_warnings(settings):
@@ -201,17 +196,19 @@ class Cluster(pulumi.ComponentResource):
                              public_address=controller.public_address,
                              booted=booted and booted.instance, secrets=self.secrets,
                              booted_ssh=booted and booted.ssh,
-                             joining=[JoiningController(joining.host, joining.prepared)
+                             joining=[JoiningController(joining.host, joining.prepared,
+                                                        joining.launch)
                                       for joining in machines.joining],
                              endpoint_names=machines.endpoint_names),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.control_plane = control_plane
         if booted is not None:
-            # The controller that installed itself at boot (cloud) has no HostBootstrap,
-            # which makes this step on the other hosts reached over SSH.
-            authorized_keys_step(controller.host, booted.ssh, settings.ssh,
-                                 depends_on=[control_plane.installed], parent=self)
+            # The controllers that installed themselves at boot (cloud) have no
+            # HostBootstrap, which makes this step on the other hosts reached over SSH.
+            for host, ssh in control_plane.over_ssh:
+                authorized_keys_step(host, ssh, settings.ssh,
+                                     depends_on=[control_plane.installed], parent=self)
         self.api_endpoint = control_plane.api_endpoint
         self.kubeconfig = control_plane.kubeconfig
         # What the nodes need of the API as they join (their labels and taints, the pools'

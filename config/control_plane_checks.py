@@ -149,15 +149,3 @@ def _on_aws(cfg: PartialConfig, plane) -> list[Problem]:
                                 "balancer's address in the first subnet (its .11); give the "
                                 "controller another"))
     return problems
-
-
-def joining_refusals(settings) -> list[Problem]:
-    """More than one EC2 controller on the cloud layout is refused until they can join at
-    boot: without that the stack would build one controller beside idle instances. On bare
-    metal and hybrid the controllers join the first over SSH."""
-    endpoint = settings.control_plane_endpoint
-    if endpoint.replicas == 1 or settings.layout != "cloud":
-        return []
-    return [Problem(f"{KEY}.replicas", f"{endpoint.replicas} controllers: EC2 controllers that "
-                    "join at boot are not built yet on the cloud layout; use one controller "
-                    "there for now, or several on hybrid or bare-metal")]

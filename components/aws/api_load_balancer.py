@@ -48,8 +48,8 @@ class ApiLoadBalancerArgs:
 
 
 class ApiLoadBalancer(pulumi.ComponentResource):
-    """Its security group first (the controllers admit its traffic by group), the
-    targets once the controllers exist (`forward_to`)."""
+    """Its security group (the controllers admit its traffic by group), a target group
+    and listener per port; `attach` puts each controller in once it exists."""
 
     def __init__(self, name: str, args: ApiLoadBalancerArgs,
                  opts: pulumi.ResourceOptions = None):
@@ -67,6 +67,7 @@ class ApiLoadBalancer(pulumi.ComponentResource):
             enable_cross_zone_load_balancing=True,
             security_groups=[self.security_group.id],
             tags=self._tags(), opts=self._opts)
+        self._forward()
         self.dns_name: pulumi.Output[str] = self.load_balancer.dns_name
         self.register_outputs({"dnsName": self.dns_name})
 
@@ -99,10 +100,11 @@ class ApiLoadBalancer(pulumi.ComponentResource):
                     cidr_ipv4=f"{address}/32", description=name, opts=self._opts)
         return group
 
-    def forward_to(self, instances: Sequence[aws.ec2.Instance]) -> None:
-        """A target group per port with every controller in it, and its listener."""
+    def _forward(self) -> None:
+        """A target group per port, and its listener."""
+        self._target_groups = {}
         for name, (port, protocol) in self.ports.items():
-            group = aws.lb.TargetGroup(
+            group = self._target_groups[name] = aws.lb.TargetGroup(
                 f"{self._name}-{name}", name_prefix=f"p{port}-"[:6], port=port,
                 protocol=protocol.upper(), vpc_id=self._args.vpc_id, target_type="instance",
                 preserve_client_ip="false",
@@ -111,12 +113,16 @@ class ApiLoadBalancer(pulumi.ComponentResource):
                     healthy_threshold=HEALTH_CHECK_THRESHOLD,
                     unhealthy_threshold=HEALTH_CHECK_THRESHOLD),
                 tags=self._tags(), opts=self._opts)
-            for index, instance in enumerate(instances):
-                aws.lb.TargetGroupAttachment(
-                    f"{self._name}-{name}-{index}", target_group_arn=group.arn,
-                    target_id=instance.id, port=port, opts=self._opts)
             aws.lb.Listener(
                 f"{self._name}-{name}", load_balancer_arn=self.load_balancer.arn, port=port,
                 protocol=protocol.upper(), default_actions=[aws.lb.ListenerDefaultActionArgs(
                     type="forward", target_group_arn=group.arn)],
                 tags=self._tags(), opts=self._opts)
+
+    def attach(self, index: int, instance: aws.ec2.Instance) -> None:
+        """Controller `index` (0 is the first) in every target group, once it exists (the
+        ones that join at boot are launched one after the other)."""
+        for name, (port, _) in self.ports.items():
+            aws.lb.TargetGroupAttachment(
+                f"{self._name}-{name}-{index}", target_group_arn=self._target_groups[name].arn,
+                target_id=instance.id, port=port, opts=self._opts)

@@ -77,12 +77,24 @@ def instance_profile(name: str, reads: Sequence[aws.ssm.Parameter], status_path:
                      objects: Sequence[pulumi.Input[str]] = ()) -> aws.iam.InstanceProfile:
     """An instance role (and its profile) limited to `instance_policy`; `objects`: the ARNs
     of the S3 objects its boot fetches."""
-    role = aws.iam.Role(
+    return boot_profile(name, instance_role(name, tags, opts), reads, status_path, opts,
+                        objects)
+
+
+def instance_role(name: str, tags: dict, opts: pulumi.ResourceOptions) -> aws.iam.Role:
+    """A role EC2 instances may take, with no permission yet (boot_profile grants them)."""
+    return aws.iam.Role(
         name,
         assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [{
             "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
             "Action": "sts:AssumeRole"}]}),
         tags=tags, opts=opts)
+
+
+def boot_profile(name: str, role: aws.iam.Role, reads: Sequence[aws.ssm.Parameter],
+                 status_path: str, opts: pulumi.ResourceOptions,
+                 objects: Sequence[pulumi.Input[str]] = ()) -> aws.iam.InstanceProfile:
+    """`role`'s `instance_policy` and its instance profile."""
     policy = pulumi.Output.all(pulumi.Output.all(*[p.arn for p in reads]),
                                pulumi.Output.all(*objects)).apply(
         lambda arns: instance_policy(arns[0], status_path, arns[1]))

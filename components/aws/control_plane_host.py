@@ -6,6 +6,7 @@ verifying the SSH host key the instance installed at boot."""
 
 import ipaddress
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -19,7 +20,8 @@ from components.aws.boot import (
     BootReport,
     BootStore,
     MachineBoot,
-    instance_profile,
+    boot_profile,
+    instance_role,
     machine_boot,
     secret_parameter,
 )
@@ -60,9 +62,9 @@ class ControllerBoot:
     # The distribution's cluster_secrets, by name: stored like the CA key.
     secrets: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
     # More values its steps read, stored and readable the same way, by name, and the
-    # steps that run once the controller is installed (the backups').
+    # steps that run once the controller is installed (the backups'), by controller.
     stored: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
-    after_install: Sequence[HostStep] = ()
+    after_install: Mapping[str, Sequence[HostStep]] = field(default_factory=dict)
 
 
 def ec2_controllers(aws: AwsSettings, replicas: int) -> list[Host]:
@@ -105,6 +107,16 @@ class ControlPlaneHostArgs:
     balancer_group: Optional[pulumi.Input[str]] = None
     balanced_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     peers_group: Optional[pulumi.Input[str]] = None
+    # A controller after the first that installs itself at boot (cloud): the first's
+    # `shared_parameters` it reads, and the first's `user_address`, in its certificate.
+    shared_parameters: Sequence[aws.ssm.Parameter] = ()
+    user_address: Optional[pulumi.Input[str]] = None
+    # Names of the API made at `up` (the load balancer's DNS name), in the certificate of
+    # one that installs itself at boot.
+    api_names: Sequence[pulumi.Input[str]] = ()
+    # False: the instance waits for `launch` (one that joins at boot, after the one
+    # before it joined).
+    launch_now: bool = True
 
 
 class ControlPlaneHost(pulumi.ComponentResource):
@@ -112,35 +124,56 @@ class ControlPlaneHost(pulumi.ComponentResource):
         super().__init__("gpu-cluster:aws:ControlPlaneHost", name, None, opts)
         self._name, self._args = name, args
         self._opts = pulumi.ResourceOptions(parent=self)
-        aws_settings = args.aws
         self.host = args.host
         self.private_ip = args.host.address
         # The first controller alone serves (or dials) the VPN and routes the LAN.
         self._vpn = args.vpn if args.index == 0 else None
         self.security_group = self._create_security_group()
         self._create_ssh_host_key()
-        elastic_ip = aws_settings.control_plane.elastic_ip
+        self._role = instance_role(f"{name}-role", self._tags(), self._opts)
+        # What other components grant the instance (writing its backups).
+        self.role_name, self.role_arn = self._role.name, self._role.arn
+        # One that installs itself at boot: the first's address goes into the API
+        # certificate its boot makes, so it is allocated before the instance and
+        # associated after.
+        self._eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", tags=self._tags(),
+                                 opts=self._opts)
+                     if args.aws.control_plane.elastic_ip and args.boot is not None else None)
+        self.user_address: Optional[pulumi.Output[str]] = (
+            self._eip.public_ip if self._eip is not None else None)
+        self._stored_parameters = self._store_boot_secrets()
+        self._machine_boot = self._boot()
+        if args.launch_now:
+            self.launch()
+
+    def launch(self, after: Sequence[pulumi.Resource] = (),
+               stored: Mapping[str, pulumi.Input[str]] = MappingProxyType({})) -> aws.ec2.Instance:
+        """The instance, once `after`; `stored`: more secrets its boot reads, by name
+        (a joining controller's join token), readable by its role alone."""
+        name, args = self._name, self._args
+        reads = [*self._stored_parameters, *(
+            secret_parameter(f"{name}-{secret}", self._parameter(secret), value, self._tags(),
+                             self._opts, args.secrets_key)
+            for secret, value in stored.items())]
+        # Its boot reads the parameters: they exist before it starts.
+        self.instance = self._create_instance(self._machine_boot,
+                                              self._create_boot_profile(reads),
+                                              [*reads, *after])
+        eip = self._eip
         if args.boot is None:
-            boot = self._boot(None)
-            self.instance = self._create_instance(boot, self._create_boot_profile(boot))
             eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", instance=self.instance.id,
-                               tags=self._tags(), opts=self._opts) if elastic_ip else None)
-        else:
-            # The address goes into the API certificate the instance makes at boot, so it
-            # is allocated before the instance and associated after.
-            eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", tags=self._tags(),
-                               opts=self._opts) if elastic_ip else None)
-            boot = self._boot(eip.public_ip if eip else None)
-            self.instance = self._create_instance(boot, self._create_boot_profile(boot))
-            if eip:
-                aws.ec2.EipAssociation(f"{name}-eip", allocation_id=eip.allocation_id,
-                                       instance_id=self.instance.id, opts=self._opts)
+                               tags=self._tags(), opts=self._opts)
+                   if args.aws.control_plane.elastic_ip else None)
+        elif eip is not None:
+            aws.ec2.EipAssociation(f"{name}-eip", allocation_id=eip.allocation_id,
+                                   instance_id=self.instance.id, opts=self._opts)
         self.public_ip: pulumi.Output[str] = (
             eip.public_ip if eip else pulumi.Output.from_input(self.private_ip))
         self.ssh_endpoint = Endpoint(self.public_ip, EC2_SSH_PORT, self.ssh_host_public_key,
                                      BOOT_WAIT_SECONDS)
         self.routes = self._route_lan_through_instance()
         self.register_outputs({"privateIp": self.private_ip, "publicIp": self.public_ip})
+        return self.instance
 
     def _tags(self) -> dict:
         # The stack's and the cluster's tags are the provider's default_tags.
@@ -200,58 +233,73 @@ class ControlPlaneHost(pulumi.ComponentResource):
             return ssm_paths.controller_secret(self._args.cluster_name, self.host.name, secret)
         return ssm_paths.control_plane_secret(self._args.cluster_name, secret)
 
-    def _create_boot_profile(self, boot: MachineBoot) -> aws.iam.InstanceProfile:
-        """What the instance reads at boot, readable by its role only: its bundle and plan,
-        its SSH host key and, when it installs the controller itself, the CA key and the
-        cluster's secrets."""
+    def _store_boot_secrets(self) -> list[aws.ssm.Parameter]:
+        """The SecureStrings its boot reads beyond those `launch` stores: its SSH host key;
+        the first's CA key and the cluster's secrets (`shared_parameters`, which the
+        others read too where their join needs them); the others', those of the first."""
+        args, boot, name = self._args, self._args.boot, self._name
+        self.shared_parameters: list[aws.ssm.Parameter] = []
         reads = [self.ssh_host_key_parameter]
-        if self._args.boot is not None:
-            self.ca_key_parameter = secret_parameter(
-                f"{self._name}-ca-key", self._parameter("ca-key"),
-                self._args.boot.pki.ca_private_key_pem, self._tags(), self._opts,
-                self._args.secrets_key)
-            reads.append(self.ca_key_parameter)
-            reads += [secret_parameter(f"{self._name}-{name}",
-                                       self._parameter(name), value,
-                                       self._tags(), self._opts, self._args.secrets_key)
-                      for name, value in {**self._args.boot.secrets,
-                                          **self._args.boot.stored}.items()]
-        profile = instance_profile(
-            f"{self._name}-role", reads,
-            ssm_paths.boot_status(self._args.cluster_name, self.host.name), self._tags(),
-            self._opts, boot.object_arns)
-        # What other components grant the instance (writing its backups).
-        self.role_name, self.role_arn = profile.role, profile.role_arn
-        return profile
+        if boot is None:
+            return reads
+        if args.index:
+            return reads + list(args.shared_parameters)
+        self.ca_key_parameter = secret_parameter(
+            f"{name}-ca-key", self._parameter("ca-key"), boot.pki.ca_private_key_pem,
+            self._tags(), self._opts, args.secrets_key)
+        self.shared_parameters = [
+            secret_parameter(f"{name}-{secret}", self._parameter(secret), value, self._tags(),
+                             self._opts, args.secrets_key)
+            for secret, value in {**boot.secrets, **boot.stored}.items()]
+        return reads + [self.ca_key_parameter, *self.shared_parameters]
 
-    def _boot(self, public_ip: Optional[pulumi.Output[str]]) -> MachineBoot:
-        """Its SSH host key; on cloud, then host settings and the controller with the
-        program's CA: the same scripts the hybrid layout runs over SSH; the keys are read
-        from SSM, never put in user data or the plan."""
+    def _create_boot_profile(self, reads: Sequence[aws.ssm.Parameter]) -> aws.iam.InstanceProfile:
+        """What the instance reads at boot, readable by its role only: its bundle and plan,
+        and `reads`."""
+        return boot_profile(f"{self._name}-role", self._role, reads,
+                            ssm_paths.boot_status(self._args.cluster_name, self.host.name),
+                            self._opts, self._machine_boot.object_arns)
+
+    def _boot(self) -> MachineBoot:
+        """Its SSH host key; on cloud, then host settings and the controller: the first
+        with the program's CA, the others joining it (reading the first's secrets and,
+        where the distribution issues one, their join token); the same scripts the hybrid
+        layout runs over SSH. Every secret is read from SSM, never put in user data or the
+        plan."""
         args, boot, host = self._args, self._args.boot, self.host
         steps = [HostStep("install-ssh-host-key", INSTALL_SSH_HOST_KEY, {
             "SSH_HOST_KEY_SSM_PARAMETER": self._parameter("ssh-host-key"),
             "SSH_HOST_PUBLIC_KEY": self._made_host_public_key,
         })]
         if boot is not None:
-            sans = [public_ip] if public_ip is not None else []
+            distribution = boot.distribution
+            user_address = self.user_address if args.index == 0 else args.user_address
+            sans = [*([user_address] if user_address is not None else []), *args.api_names]
+            if args.index == 0:
+                access = distribution.ca_key_from_ssm_env(self._parameter("ca-key"))
+            elif distribution.create_controller_token is not None:
+                access = distribution.controller_join_from_ssm_env(
+                    self._parameter(ssm_paths.CONTROLLER_JOIN_TOKEN))
+            else:
+                access = {}
             steps += [
                 *boot.preparation,
-                HostStep("install-controller", boot.distribution.install_controller, {
-                    **boot.distribution.controller_env(host, boot.pki.ca_cert_pem,
-                                                       pulumi.Output.all(*sans)),
-                    **boot.distribution.ca_key_from_ssm_env(self._parameter("ca-key")),
-                    **boot.distribution.cluster_secrets_from_ssm_env(
-                        {name: self._parameter(name) for name in boot.secrets}),
+                HostStep("install-controller", distribution.install_controller, {
+                    **distribution.controller_env(host, boot.pki.ca_cert_pem,
+                                                  pulumi.Output.all(*sans)),
+                    **access,
+                    **distribution.cluster_secrets_from_ssm_env({
+                        name: ssm_paths.control_plane_secret(args.cluster_name, name)
+                        for name in boot.secrets}),
                 }),
-                *boot.after_install,
+                *boot.after_install.get(host.name, ()),
             ]
         report = BootReport(args.aws.region, ssm_paths.boot_status(args.cluster_name, host.name))
         return machine_boot(self._name, host.name, steps, args.boot_store, report,
                             cloud_config(host.name), self._opts)
 
-    def _create_instance(self, boot: MachineBoot,
-                         profile: aws.iam.InstanceProfile) -> aws.ec2.Instance:
+    def _create_instance(self, boot: MachineBoot, profile: aws.iam.InstanceProfile,
+                         after: Sequence[pulumi.Resource]) -> aws.ec2.Instance:
         spec = self._args.aws.control_plane
         # A changed public_key forces a new key pair (terraform-provider-aws
         # internal/service/ec2/ec2_key_pair.go: public_key ForceNew) while the instance
@@ -297,7 +345,7 @@ class ControlPlaneHost(pulumi.ComponentResource):
             # public address was set keep the running machine. cloud-init runs user data
             # once, so a changed boot script applies to a new instance only.
             # It fetches its bundle and plan as it boots.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=boot.objects, ignore_changes=[
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*boot.objects, *after], ignore_changes=[
                 "ami", "keyName", "associatePublicIpAddress", "userData", "userDataBase64"]),
         )
 

@@ -31,6 +31,8 @@ def boot_statuses(cluster_name: str) -> str:
 
 # The image mirror's password, per pool and the controller's (control_plane_secret).
 IMAGE_MIRROR_PASSWORD = "image-mirror-password"
+# A controller's join token, from the first, for one that joins at boot (controller_secret).
+CONTROLLER_JOIN_TOKEN = "controller-token"
 
 
 def pool_secret(cluster_name: str, pool: str, secret: str) -> str:

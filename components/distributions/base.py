@@ -218,6 +218,10 @@ class Distribution(Protocol):
         printed, or none. A joining controller gets the CA from the cluster it joins, never
         ca_key_env."""
 
+    def controller_join_from_ssm_env(self, parameter: str) -> dict:
+        """The same token, read by the instance at boot from the SSM SecureString
+        `parameter` (where create_controller_token is not None)."""
+
     def ca_key_env(self, ca_key_pem: pulumi.Input[str]) -> dict:
         """The cluster CA's key for install-controller on the first controller, given over
         SSH."""

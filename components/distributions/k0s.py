@@ -251,6 +251,9 @@ class K0s(PrefixedInputs):
         return ({"K0S_CONTROLLER_TOKEN": token.value, "K0S_JOIN_ISSUER_URN": token.issued_by}
                 if token is not None else {})
 
+    def controller_join_from_ssm_env(self, parameter: str) -> dict:
+        return read_at_boot("K0S_CONTROLLER_TOKEN", parameter)
+
     def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:
         """install-controller's inputs but the CA key, which comes as K0S_CA_KEY (over

@@ -368,6 +368,9 @@ class Rke2(PrefixedInputs):
         the supervisor its config's `server` names."""
         return {}
 
+    def controller_join_from_ssm_env(self, parameter: str) -> dict:
+        return {}
+
     def shared_join_token(self, api_endpoint: str, ca_cert_pem: str,
                           secrets: Mapping[str, str]) -> str:
         return join_token(ca_cert_pem, secrets[AGENT_SECRET])

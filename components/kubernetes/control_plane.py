@@ -11,7 +11,7 @@ version-skew-policy, "kubelet"). Once a controller joined, `<host>-etcd-member` 
 its member, and its delete takes the member out of etcd before the controller's own
 reset runs (Pulumi deletes a resource before what it depends on)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -34,18 +34,35 @@ from contract.names import API_ENDPOINT_OUTPUT
 WAIT_FOR_API = Script("local/wait-for-api.sh")
 KEEPALIVED = Script("vip/keepalived.sh")
 KEEPALIVED_REMOVE = Script("vip/keepalived-remove.sh")
-# A controller join token is used minutes after it is made, by the step right after: an
-# hour covers that, and what the state keeps of it is useless afterwards.
+# A controller join token is used minutes after it is made, by the step right after (or
+# the boot of the instance launched right after): an hour covers that, and what the state
+# keeps of it is useless afterwards.
 CONTROLLER_TOKEN_EXPIRY = "1h"
+# How long the first controller waits for the etcd member of one that joins at boot: the
+# instance's whole boot (host preparation, a reboot, the install and its API's readiness).
+JOIN_AT_BOOT_SECONDS = 1800
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootedController:
+    """A controller that installs itself at boot (cloud): its instance, and SSH to it, so a
+    raised kubernetes.version upgrades it over SSH as on the other layouts."""
+
+    instance: pulumi.Resource
+    ssh: Ssh
 
 
 @dataclass(frozen=True)
 class JoiningController:
-    """A controller that joins the first one over SSH (bare metal, hybrid), after the one
-    before it."""
+    """A controller that joins the first one after the one before it: over SSH once
+    `prepared` (bare metal, hybrid), or at boot (cloud) once `launch(after, join_token)`
+    started its instance after `after`, its boot reading `join_token` (a token the first
+    issued, where the distribution issues one)."""
 
     host: Host
-    prepared: PreparedHost
+    prepared: Optional[PreparedHost] = None
+    launch: Optional[Callable[[Sequence[pulumi.Resource], Optional[pulumi.Output[str]]],
+                              BootedController]] = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +91,8 @@ class ControlPlaneArgs:
     # version check and the install step run there too, so a raised kubernetes.version
     # upgrades it as on the other layouts (cloud-init runs user data only once).
     booted_ssh: Optional[Ssh] = None
-    # The controllers after the first, in config order (endpoint.controller_addresses).
+    # The controllers after the first, in config order (endpoint.controller_addresses):
+    # all prepared, or (with `booted`) all launched.
     joining: Sequence[JoiningController] = ()
     # Names of the endpoint made at `up` (a load balancer's DNS name), in every
     # controller's API certificate.
@@ -110,9 +128,16 @@ class ControlPlane(pulumi.ComponentResource):
         else:
             self.ssh = args.booted_ssh
             self.installed = self._create_wait_for_api()
+            booted = [(self.host, self.ssh, None)]
+            for joining in args.joining:
+                booted.append(self._launch(joining))
             if self.ssh is not None:
-                self.installed = self._create_install_controller(
-                    self.host, self.ssh, [self.installed], delete=False)
+                # Then, with every member in, each install step over SSH, one after the
+                # other: a no-op the first time, the upgrades after.
+                for host, ssh, token in booted:
+                    self.over_ssh.append((host, ssh))
+                    self.installed = self._create_install_controller(
+                        host, ssh, [self.installed], delete=False, token=token)
         self._shared_token = (self._cluster_join_token()
                               if args.distribution.create_join_token is None else None)
         self.register_outputs({API_ENDPOINT_OUTPUT: self.api_endpoint,
@@ -158,6 +183,24 @@ class ControlPlane(pulumi.ComponentResource):
                 depends_on=[installed])
         return installed
 
+    def _launch(self, joining: JoiningController
+                ) -> tuple[Host, Ssh, Optional[JoinToken]]:
+        """A controller that joins at boot, once the one before it joined: its token
+        issued on the first where the distribution issues one, its instance launched with
+        it, then on the first its etcd member waited for (its boot included)."""
+        distribution, host = self._args.distribution, joining.host
+        before: list[pulumi.Resource] = [self.installed]
+        issued = None
+        if distribution.create_controller_token is not None:
+            issued = self._create_controller_token(host, before)
+            before.append(issued.step)
+        booted = joining.launch(before, issued.token.value if issued else None)
+        self.installed = self._step(
+            "etcd-member", distribution.etcd_member,
+            {**self._member_env(host), "MEMBER_WAIT_SECONDS": str(JOIN_AT_BOOT_SECONDS)},
+            about=host, delete=distribution.leave_etcd, depends_on=[booted.instance])
+        return host, booted.ssh, issued and issued.token
+
     def _member_env(self, host: Host) -> dict[str, str]:
         """The inputs of a step on the first controller about `host`'s etcd member."""
         return {"NODE_NAME": self.host.name, "MEMBER_NODE": host.name,
@@ -187,12 +230,13 @@ class ControlPlane(pulumi.ComponentResource):
         return steps
 
     def _create_install_controller(self, host: Host, ssh: Ssh,
-                                   before: Sequence[pulumi.Resource], delete: bool = True
-                                   ) -> remote.Command:
+                                   before: Sequence[pulumi.Resource], delete: bool = True,
+                                   token: Optional[JoinToken] = None) -> remote.Command:
         """`host`'s install step, after `before` (its preparation, the controller before
         it). The first controller gets the CA key and initialises the cluster; another
-        joins it, with a token from the first where the distribution issues one.
-        `delete`: whether its delete resets the host (not for one installed at boot)."""
+        joins it, with a token from the first where the distribution issues one (`token`:
+        the one it joined with at boot). `delete`: whether its delete resets the host (not
+        for one installed at boot)."""
         args = self._args
         distribution = args.distribution
         sans = [*([args.public_address] if args.public_address else []),
@@ -211,11 +255,10 @@ class ControlPlane(pulumi.ComponentResource):
                 before = [*before, self._step(
                     "retire-member", distribution.leave_etcd, self._member_env(host),
                     about=host, depends_on=before)]
-            token = None
-            if distribution.create_controller_token is not None:
-                token = self._create_controller_token(host, before)
-                before = [*before, token.step]
-            access = distribution.controller_join_env(token and token.token)
+            if token is None and distribution.create_controller_token is not None:
+                issued = self._create_controller_token(host, before)
+                before, token = [*before, issued.step], issued.token
+            access = distribution.controller_join_env(token)
         return self._step(
             "install-controller",
             distribution.install_controller,

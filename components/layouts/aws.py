@@ -30,6 +30,7 @@ from components.aws.tags import default_tags
 from components.aws.efs import EfsFileSystem, EfsFileSystemArgs
 from components.kubernetes.backups import (
     BackupTarget,
+    backup_turn_env,
     install_backup_step,
     install_backup_env,
 )
@@ -39,6 +40,7 @@ from components.layouts.contract import Efs, EfsWebIdentity, Layout
 from components.layouts.over_ssh import node_outputs, registries_env
 from config.backup import backup_store
 from config.cloud import api_load_balancer_addresses, cluster_cidrs, node_cidrs
+from config.hosts import Host
 from config.model import StackConfig
 from config.storage import efs_mounts_with_iam
 from config.types import public_key_of
@@ -125,8 +127,6 @@ class OnAws(Layout):
                                context.secrets,
                                stored={ssm_paths.IMAGE_MIRROR_PASSWORD: password} if password is not None else {})
                 if self.boots_itself else None)
-        if boot is not None and bucket is not None:
-            self._install_backup_at_boot(boot, bucket)
         boot_store = BootStore(f"{context.name}-boot", settings.cluster_name, opts=opts)
         endpoint = settings.control_plane_endpoint
         replicas = endpoint.replicas
@@ -134,29 +134,41 @@ class OnAws(Layout):
         nodes = node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts])
         balancer = (self._balancer(network, sources, nodes, opts) if replicas > 1 else None)
         hosts = ec2_controllers(settings.aws, replicas)
+        if boot is not None and bucket is not None:
+            self._install_backup_at_boot(boot, bucket, hosts)
         peers = (controller_peers_group(
             f"{context.name}-controllers", network.vpc_id, settings.cluster_name,
             context.distribution.host_firewall_ports(hosts[0]), opts)
             if replicas > 1 else None)
-        controllers = [ControlPlaneHost(
-            f"{context.name}-control-plane-host" + (f"-{index + 1}" if index else ""),
-            ControlPlaneHostArgs(
-                host=host, cluster_name=settings.cluster_name, aws=settings.aws,
-                network=network,
-                ssh_public_key=public_key_of(settings.ssh_private_key.get_secret_value()),
-                api_port=settings.kubernetes.api_port,
-                control_plane_ports=context.distribution.control_plane_ports,
-                cluster_cidrs=sources, node_cidrs=nodes,
-                boot_store=boot_store, vpn=settings.vpn,
-                lan_cidr=settings.network.lan_cidr, boot=boot if index == 0 else None,
-                secrets_key=bucket.key.arn if bucket is not None else None,
-                index=index,
-                balancer_group=balancer.security_group.id if balancer else None,
-                balanced_ports=context.distribution.load_balanced_ports,
-                peers_group=peers.id if peers else None),
-            opts=opts) for index, host in enumerate(hosts)]
+        controllers: list[ControlPlaneHost] = []
+        for index, host in enumerate(hosts):
+            first = controllers[0] if controllers else None
+            controllers.append(ControlPlaneHost(
+                f"{context.name}-control-plane-host" + (f"-{index + 1}" if index else ""),
+                ControlPlaneHostArgs(
+                    host=host, cluster_name=settings.cluster_name, aws=settings.aws,
+                    network=network,
+                    ssh_public_key=public_key_of(settings.ssh_private_key.get_secret_value()),
+                    api_port=settings.kubernetes.api_port,
+                    control_plane_ports=context.distribution.control_plane_ports,
+                    cluster_cidrs=sources, node_cidrs=nodes,
+                    boot_store=boot_store, vpn=settings.vpn,
+                    lan_cidr=settings.network.lan_cidr, boot=boot,
+                    secrets_key=bucket.key.arn if bucket is not None else None,
+                    index=index,
+                    balancer_group=balancer.security_group.id if balancer else None,
+                    balanced_ports=context.distribution.load_balanced_ports,
+                    peers_group=peers.id if peers else None,
+                    shared_parameters=first.shared_parameters if first else (),
+                    user_address=first.user_address if first else None,
+                    api_names=[balancer.dns_name] if balancer and boot else (),
+                    # Those that join at boot start once the one before them joined.
+                    launch_now=first is None or boot is None),
+                opts=opts))
         if balancer is not None:
-            balancer.forward_to([controller.instance for controller in controllers])
+            for index, controller in enumerate(controllers):
+                if boot is None or index == 0:
+                    balancer.attach(index, controller.instance)
         if bucket is not None:
             for index, controller in enumerate(controllers):
                 bucket.allow_writes_by(
@@ -186,12 +198,16 @@ class OnAws(Layout):
     def _backup_target(self, bucket: BackupBucket) -> BackupTarget:
         return s3_backup_target(self.context.settings, bucket.bucket.bucket, bucket.location)
 
-    def _install_backup_at_boot(self, boot: ControllerBoot, bucket: BackupBucket) -> None:
-        """install-backup among the controller's boot steps, after its install."""
+    def _install_backup_at_boot(self, boot: ControllerBoot, bucket: BackupBucket,
+                                hosts: list[Host]) -> None:
+        """install-backup among each controller's boot steps, after its install; with
+        several, the first whose API answers takes each snapshot."""
         context, settings = self.context, self.context.settings
-        boot.after_install = (install_backup_step(install_backup_env(
-            context.distribution, settings.backup, settings.cluster_name,
-            self._backup_target(bucket))),)
+        env = install_backup_env(context.distribution, settings.backup, settings.cluster_name,
+                                 self._backup_target(bucket))
+        boot.after_install = {host.name: (install_backup_step({**env, **(backup_turn_env(
+            [(h, None) for h in hosts], host, settings.kubernetes.api_port)
+            if len(hosts) > 1 else {})}),) for host in hosts}
 
     def _efs(self, aws_side: AwsSide) -> Optional[EfsFileSystem]:
         """The EFS file system of storage.efs, mounted by the controller where it is a

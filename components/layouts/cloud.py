@@ -1,12 +1,17 @@
 """cloud: the control plane on EC2 and GPU workers in EC2 pools, all installing themselves
-at boot; the program runs no command on any machine but the controller's upgrade over
-SSH. The pools join once the control plane is up (`self_joining`)."""
+at boot; the program runs no command on any machine but the controllers' upgrades over
+SSH and, with several controllers, what their joins need on the first (a token, the new
+etcd member's health). The controllers after the first start one at a time, as the
+control plane launches them; the pools join once it is up (`self_joining`)."""
 
+from collections.abc import Sequence
 from typing import Optional
 
+import pulumi
 import pulumi_kubernetes as k8s
 
 from components.aws import ssm_paths
+from components.aws.control_plane_host import ControlPlaneHost
 from components.aws.efs import EfsFileSystem
 from components.aws.gpu_worker_pool import (
     GpuWorkerPool,
@@ -61,23 +66,43 @@ class Cloud(OnAws):
     def result(self) -> LayoutResult:
         self._aws = aws_side = self._aws_side()
         instance, settings = aws_side.instance, self.context.settings
-        # The instance's public address, its port and the host key it installs at boot,
-        # as on hybrid (aws.adminCidrs opens SSH to where `pulumi up` runs).
-        ssh = with_bundle(instance.host.name, Ssh(connection_to(instance.host, SshAccess(
-            settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
-            instance.ssh_endpoint), instance.host.ssh_user), 0,
-            depends_on=[instance.instance], parent=instance)
         self._efs_system = efs = self._efs(aws_side)
+        balancer = aws_side.balancer
         return LayoutResult(
-            controller=Controller(host=instance.host,
-                                  booted=BootedController(instance=instance.instance, ssh=ssh),
+            controller=Controller(host=instance.host, booted=self._booted(instance),
                                   public_address=self._public_address(aws_side)),
+            joining=tuple(Controller(host=other.host, launch=self._launcher(index + 1, other))
+                          for index, other in enumerate(aws_side.others)),
             endpoint=settings.control_plane_endpoint,
+            endpoint_names=(balancer.dns_name,) if balancer is not None else (),
             workers=(),
             services=Services(
                 storage_servers=tuple(efs.mount_targets if efs is not None else ()),
                 efs=self._efs_service(efs), aws_opts=aws_side.opts),
             outputs=frozen_mapping(self._outputs(aws_side, [instance.host], {})))
+
+    def _booted(self, controller: ControlPlaneHost) -> BootedController:
+        """A launched controller, and SSH to it: its public address, its port and the host
+        key it installs at boot, as on hybrid (aws.adminCidrs opens SSH to where `pulumi
+        up` runs)."""
+        settings = self.context.settings
+        ssh = with_bundle(controller.host.name, Ssh(connection_to(controller.host, SshAccess(
+            settings.ssh, settings.ssh_private_key, settings.bastion_private_key),
+            controller.ssh_endpoint), controller.host.ssh_user), 0,
+            depends_on=[controller.instance], parent=controller)
+        return BootedController(instance=controller.instance, ssh=ssh)
+
+    def _launcher(self, index: int, controller: ControlPlaneHost):
+        """How the control plane launches a controller that joins at boot: its instance,
+        once `after`, its join token (if any) stored for its boot; then in the load
+        balancer's target groups."""
+        def launch(after: Sequence[pulumi.Resource],
+                   join_token: Optional[pulumi.Output[str]]) -> BootedController:
+            instance = controller.launch(after, {ssm_paths.CONTROLLER_JOIN_TOKEN: join_token}
+                                         if join_token is not None else {})
+            self._aws.balancer.attach(index, instance)
+            return self._booted(controller)
+        return launch
 
     def self_joining(self, control_plane: ControlPlane, provider: k8s.Provider,
                      result: LayoutResult) -> SelfJoining:

@@ -1,11 +1,10 @@
 """What a layout hands the cluster, one way: small frozen results the layout never changes
 after it returned them. `Layout.result()` gives the machines and services, then
 `Layout.self_joining()` the nodes that join on their own (cloud pools), with the outputs
-they add; `Layout.refusals()` says, before anything is registered, what the stack asks of
-the layout that it cannot do."""
+they add."""
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -15,18 +14,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.addons.efs_csi import EfsWebIdentity
-from components.common.remote_step import Ssh
 from components.distributions.base import Distribution
 from components.hosts.bootstrap import PreparedHost
 from components.hosts.steps import HostSettings
 from components.kubernetes.backups import BackupTarget
-from components.kubernetes.control_plane import ControlPlane
+from components.kubernetes.control_plane import BootedController, ControlPlane
 from components.kubernetes.pki import ClusterPki
 from config.control_plane import ControlPlaneEndpoint
-from config.control_plane_checks import joining_refusals
 from config.hosts import Host
 from config.model import StackConfig
-from config.problems import Problem
 
 
 def frozen_mapping(values: Mapping) -> Mapping:
@@ -54,21 +50,15 @@ class ClusterContext:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BootedController:
-    """A controller that installs itself at boot (cloud): its instance, and SSH to it, so a
-    raised kubernetes.version upgrades it over SSH as on the other layouts."""
-
-    instance: pulumi.Resource
-    ssh: Ssh
-
-
-@dataclass(frozen=True, kw_only=True)
 class Controller:
-    """The controller: installed over SSH on a prepared machine, or at boot."""
+    """The controller: installed over SSH on a prepared machine, or at boot (the first
+    `booted`; one that joins it, once the control plane `launch`es it: JoiningController)."""
 
     host: Host
     prepared: Optional[PreparedHost] = None
     booted: Optional[BootedController] = None
+    launch: Optional[Callable[[Sequence[pulumi.Resource], Optional[pulumi.Output[str]]],
+                              BootedController]] = None
     # The address users and `pulumi up` reach the API at, when not the controller's own.
     public_address: Optional[pulumi.Input[str]] = None
 
@@ -117,7 +107,8 @@ class Services:
 class LayoutResult:
     # The first controller, which initialises the cluster.
     controller: Controller
-    # The controllers that join it over SSH, in config order (bare metal, hybrid).
+    # The controllers that join it, in config order: over SSH (bare metal, hybrid) or at
+    # boot (cloud).
     joining: tuple[Controller, ...] = ()
     # Where nodes and users reach the API (StackConfig.control_plane_endpoint).
     endpoint: ControlPlaneEndpoint
@@ -142,13 +133,6 @@ class SelfJoining:
 class Layout(abc.ABC):
     def __init__(self, context: ClusterContext):
         self.context = context
-
-    @classmethod
-    def refusals(cls, settings: StackConfig, distribution: Distribution) -> list[Problem]:
-        """What this layout cannot build of `settings` (config problems only the layout
-        can see), checked before anything is registered: for now, more than one EC2
-        controller (config/control_plane_checks.py)."""
-        return joining_refusals(settings)
 
     @abc.abstractmethod
     def result(self) -> LayoutResult:

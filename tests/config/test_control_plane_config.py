@@ -1,14 +1,11 @@
 """kubernetes.controlPlane: 1, 3 or 5 controllers (hosts with a controller role on bare
 metal, `replicas` EC2 instances on hybrid and cloud), the stable address in front of
-several, a VIP's place on the LAN, and what the endpoint derives for the distributions.
-Until controllers can join, the layouts still refuse more than one."""
+several, a VIP's place on the LAN, and what the endpoint derives for the distributions."""
 
 import hashlib
 
 import pytest
 
-from components.distributions import distribution_for, distribution_settings
-from components.layouts import layout_class
 from tests.builders import bare_metal_config, cloud_config, hybrid_config
 from tests.config.loading import loads, problem_lines, refused_at, set_path
 
@@ -231,31 +228,3 @@ def test_the_first_controller_takes_no_generation():
         "start another cluster (docs/distributions.md, High availability)"]
 
 
-def test_the_cloud_layout_refuses_several_controllers_until_they_join_at_boot():
-    settings = loads(aws_three(cloud_config()))
-    distribution = distribution_for(distribution_settings(settings))
-    refusals = [str(p) for p in layout_class("cloud").refusals(settings, distribution)]
-    assert refusals == [f"{KEY}.replicas: 3 controllers: EC2 controllers that join at boot "
-                        "are not built yet on the cloud layout; use one controller there for "
-                        "now, or several on hybrid or bare-metal"]
-
-
-def test_hybrid_joins_several_controllers():
-    settings = loads(aws_three(hybrid_config()))
-    distribution = distribution_for(distribution_settings(settings))
-    assert layout_class("hybrid").refusals(settings, distribution) == []
-
-
-def test_bare_metal_joins_several_controllers():
-    settings = loads(three_controllers())
-    distribution = distribution_for(distribution_settings(settings))
-    assert layout_class("bare-metal").refusals(settings, distribution) == []
-
-
-@pytest.mark.parametrize("values", [bare_metal_config(), cloud_config(), hybrid_config()],
-                         ids=["bare-metal", "cloud", "hybrid"])
-def test_one_controller_is_not_refused(values):
-    settings = loads(values)
-    distribution = distribution_for(distribution_settings(settings))
-    refusals = layout_class(values["layout"]).refusals(settings, distribution)
-    assert not [p for p in refusals if "controllers" in p.message], refusals

@@ -106,3 +106,14 @@ def test_several_ec2_controllers_on_hybrid_say_what_stays_on_the_first():
     [warning] = [w for w in warnings_of(values) if "controlPlane" in w]
     assert warning.startswith("gpu-cluster:kubernetes.controlPlane.replicas is 3:")
     assert "the VPN runs on the first controller's instance only" in warning
+
+
+def test_several_ec2_controllers_on_cloud_say_what_stays_on_the_first():
+    values = cloud_config()
+    assert not [w for w in warnings_of(values) if "controlPlane" in w]
+    values["aws"]["vpc"] = {"availabilityZones": 3}
+    values["kubernetes"] = {"controlPlane": {"replicas": 3}}
+    [warning] = [w for w in warnings_of(values) if "controlPlane" in w]
+    assert warning.startswith("gpu-cluster:kubernetes.controlPlane.replicas is 3:")
+    assert "the pools' join-token rotation and the removal of the nodes of terminated pool " \
+        "instances run on the first controller's instance only" in warning
