@@ -37,6 +37,17 @@ TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 STACKS = list(EXAMPLE_STACKS)
 # Stacks beyond the examples: (name, config values).
 VARIANTS = {"cloud-rke2": {**cloud_config(), "kubernetes": {"distribution": "rke2"}}}
+# Stacks booted by tests/boot/test_ha_cloud_boot.py alone: three controllers each.
+HA_VARIANTS = {f"cloud-ha-{distribution}": {
+    **cloud_config(), "aws": {**cloud_config()["aws"], "vpc": {"availabilityZones": 3}},
+    "kubernetes": {"distribution": distribution, "controlPlane": {"replicas": 3}}}
+    for distribution in ("k0s", "rke2")}
+
+
+def stack_file_of(stack: str) -> StackConfigFile:
+    variant = VARIANTS.get(stack) or HA_VARIANTS.get(stack)
+    return with_fake_release_pins(as_cli_config(variant) if variant is not None
+                                  else read_stack(PROJECT_DIR, stack))
 
 
 
@@ -154,9 +165,7 @@ def with_fake_release_pins(stack_file: StackConfigFile) -> StackConfigFile:
 
 @functools.cache
 def plan(stack: str) -> Plan:
-    stack_file = (as_cli_config(VARIANTS[stack]) if stack in VARIANTS
-                  else read_stack(PROJECT_DIR, stack))
-    return run_program(PROJECT_DIR, with_fake_release_pins(stack_file))
+    return run_program(PROJECT_DIR, stack_file_of(stack))
 
 
 @dataclass
@@ -212,25 +221,34 @@ class Boot:
     def policy(self) -> str:
         """What the program lets the machine's role do with S3: its statement as the
         program renders it (moto checks it against each object's ARN)."""
+        fetch = [s for s in self.statements() if s.get("Sid") == "FetchItsBoot"]
+        return json.dumps({"Version": "2012-10-17", "Statement": fetch})
+
+    def statements(self) -> list[dict]:
+        """Every statement of the machine's role policy, as the program renders it."""
         for policy in plan(self.stack).of_type("aws:iam/rolePolicy:RolePolicy"):
             statements = json.loads(policy.inputs["policy"])["Statement"]
             fetch = [s for s in statements if s.get("Sid") == "FetchItsBoot"]
             if fetch and any(arn.endswith("/" + self.inputs["BOOT_PLAN_KEY"])
                              for arn in fetch[0]["Resource"]):
-                return json.dumps({"Version": "2012-10-17", "Statement": fetch})
+                return statements
         raise AssertionError(f"{self.id}: no role may fetch its plan")
 
 
-def boots() -> list[Boot]:
-    found = []
-    for stack in [*STACKS, *VARIANTS]:
-        found += [Boot(stack, r, r.inputs["userDataBase64"])
-                  for r in plan(stack).of_type(INSTANCE) if r.inputs.get("userDataBase64")]
-        found += [Boot(stack, r, r.inputs["userData"])
-                  for r in plan(stack).of_type(TEMPLATE) if r.inputs.get("userData")]
-    # In a fixed order: resources register concurrently, and every xdist worker must
-    # collect the same tests.
+def machines(stack: str) -> list[Boot]:
+    """Each EC2 instance and launch template with user data of `stack`, by name: in a
+    fixed order, since resources register concurrently and every xdist worker must collect
+    the same tests."""
+    found = [Boot(stack, r, r.inputs["userDataBase64"])
+             for r in plan(stack).of_type(INSTANCE) if r.inputs.get("userDataBase64")]
+    found += [Boot(stack, r, r.inputs["userData"])
+              for r in plan(stack).of_type(TEMPLATE) if r.inputs.get("userData")]
     return sorted(found, key=lambda boot: boot.id)
+
+
+def boots() -> list[Boot]:
+    return sorted((boot for stack in [*STACKS, *VARIANTS] for boot in machines(stack)),
+                  key=lambda boot: boot.id)
 
 
 BOOTS = boots()
@@ -238,9 +256,7 @@ BOOTS = boots()
 
 @functools.cache
 def _settings(stack: str):
-    stack_file = (as_cli_config(VARIANTS[stack]) if stack in VARIANTS
-                  else read_stack(PROJECT_DIR, stack))
-    stack_file = with_fake_release_pins(stack_file)
+    stack_file = stack_file_of(stack)
     return load_config(stack_file.config, stack_file.secret_keys, stack_file.stack)
 
 
