@@ -41,6 +41,7 @@ from config.cloud import (
 from config.hosts import Host
 
 INSTALL_SSH_HOST_KEY = Script("aws/install-ssh-host-key.sh")
+REFUSE_SECOND_CLUSTER = Script("aws/refuse-second-cluster.sh")
 UBUNTU_SSH_USER = "ubuntu"
 # SSH reaches a new instance only once it has booted and installed its host key (a
 # minute or two after EC2 says "running"); until then every dial fails (refused, or the
@@ -112,8 +113,10 @@ class ControlPlaneHostArgs:
     shared_parameters: Sequence[aws.ssm.Parameter] = ()
     user_address: Optional[pulumi.Input[str]] = None
     # Names of the API made at `up` (the load balancer's DNS name), in the certificate of
-    # one that installs itself at boot.
+    # one that installs itself at boot, and the load balancer's address, where the first
+    # of several refuses to initialise while a control plane answers.
     api_names: Sequence[pulumi.Input[str]] = ()
+    balancer_address: Optional[str] = None
     # False: the instance waits for `launch` (one that joins at boot, after the one
     # before it joined).
     launch_now: bool = True
@@ -282,8 +285,12 @@ class ControlPlaneHost(pulumi.ComponentResource):
                     self._parameter(ssm_paths.CONTROLLER_JOIN_TOKEN))
             else:
                 access = {}
+            steps += boot.preparation
+            if args.index == 0 and args.balancer_address is not None:
+                steps.append(HostStep("refuse-second-cluster", REFUSE_SECOND_CLUSTER, {
+                    "API_ADDRESS": args.balancer_address, "API_PORT": str(args.api_port),
+                    "CONTROLLER_FILE": distribution.controller_file}))
             steps += [
-                *boot.preparation,
                 HostStep("install-controller", distribution.install_controller, {
                     **distribution.controller_env(host, boot.pki.ca_cert_pem,
                                                   pulumi.Output.all(*sans)),

@@ -162,6 +162,7 @@ class OnAws(Layout):
                     shared_parameters=first.shared_parameters if first else (),
                     user_address=first.user_address if first else None,
                     api_names=[balancer.dns_name] if balancer and boot else (),
+                    balancer_address=endpoint.node_address if balancer and boot else None,
                     # Those that join at boot start once the one before them joined.
                     launch_now=first is None or boot is None),
                 opts=opts))

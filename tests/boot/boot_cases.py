@@ -107,6 +107,7 @@ WORK = {
                        r"^apt-mark hold .*nvidia-container-toolkit"),
     "reboot-if-needed": (r"^systemd-run --unit=gpu-cluster-reboot --on-active=2s systemctl reboot$",),
     "verify-boot": (),  # on GPU machines: r"^nvidia-smi -L$" (see work())
+    "refuse-second-cluster": (r"^curl .* https://\S+/livez$",),
     "join-worker": (r"^k0s install worker ", r"^k0s start$"),
     "install-controller": (r"^k0s install controller ", r"^k0s start$",
                            r"^k0s kubectl get --raw=/readyz$"),
@@ -117,6 +118,7 @@ WORK = {
 # What each step logs last when it completes.
 DONE = {
     "install-ssh-host-key": "SSH host key installed: ssh-ed25519",
+    "refuse-second-cluster": "nothing answers at",
     "prepare-host": "host prepared",
     "install-nvidia": "NVIDIA driver, container toolkit and containerd runtime configured",
     "join-worker": "ready: the k0sworker service to be active",
@@ -282,10 +284,13 @@ def expected_steps(case: Boot) -> list[str]:
     reboot = ["reboot-if-needed", "verify-boot"]
     if case.resource.type == INSTANCE:
         # Only the cloud layout's control plane installs itself; every one installs the
-        # SSH host key the program verifies.
-        return ["install-ssh-host-key", *(["prepare-host", *reboot, "install-controller",
-                                           "install-backup"]
-                                          if settings.layout == "cloud" else [])]
+        # SSH host key the program verifies. The first of several asks first whether a
+        # control plane runs already.
+        first_of_several = (settings.control_plane_endpoint.replicas > 1
+                            and case.host == settings.aws.control_plane.name)
+        return ["install-ssh-host-key", *(["prepare-host", *reboot, *(
+            ["refuse-second-cluster"] if first_of_several else []), "install-controller",
+            "install-backup"] if settings.layout == "cloud" else [])]
     return ["prepare-host", *(["install-nvidia"] if gpus(case) else []), *reboot,
             "join-worker"]
 

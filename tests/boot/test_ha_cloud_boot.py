@@ -55,14 +55,15 @@ def moto_policy(case: Boot) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": statements})
 
 
-def boot(case: Boot, tmp_path: Path) -> tuple[StubHost, list]:
+def boot(case: Boot, tmp_path: Path, **stub_controls: str) -> tuple[StubHost, list]:
     """Boots the controller (again after the reboot its steps ask for), SSM and S3 served
     by moto; returns the host and each boot's run."""
     host = stub_host(tmp_path / case.host, {})
     install = step_inputs(case.scripts[case.steps.index("install-controller")])
     env = {**host.env, "STUB_GPU_COUNT": "0", "S3_GET_RETRY_SECONDS": "0", "STUB_REAL_SSM": "1",
            # The cluster's CA, which a joining controller gets from the one it joins.
-           "STUB_CLUSTER_CA": install.get("K0S_CA_CERT") or install["RKE2_CA_CERT"]}
+           "STUB_CLUSTER_CA": install.get("K0S_CA_CERT") or install["RKE2_CA_CERT"],
+           **stub_controls}
     if case.stack.endswith("rke2"):
         kubectl = host.root / "var/lib/rancher/rke2/bin/kubectl"
         kubectl.parent.mkdir(parents=True, exist_ok=True)
@@ -135,3 +136,20 @@ def test_three_controllers_boot_the_first_initialising_the_others_joining(stack,
                 f"joined with {JOIN_TOKENS[case.host]}\n"
             assert "install-controller: joined the cluster; its CA is K0S_CA_CERT" in output
             assert JOIN_TOKENS[case.host] not in output
+
+
+def test_a_new_instance_under_the_first_name_refuses_to_start_a_second_cluster(tmp_path):
+    """The first controller's instance lost and launched again while the others run: its
+    boot finds their API answering at the load balancer and stops before its install."""
+    case = controllers("cloud-ha-k0s")[0]
+
+    host, runs = boot(case, tmp_path, STUB_API_ANSWERS="401")
+
+    output = "".join(run.output for run in runs)
+    assert f"gpu-cluster: {case.host}: refuse-second-cluster: a control plane already " \
+        f"answers at {ENDPOINT}:6443 (the load balancer)" in output
+    assert runs[-1].exit_codes["modules-final"] == 1
+    assert "install-controller: boot step started" not in output
+    assert not [c for c in host.calls() if c.startswith("k0s install")]
+    assert runs[-1].aws.value(f"{case.inputs['BOOT_STATUS_PARAMETER']}/{INSTANCE_ID}") == \
+        "refuse-second-cluster: failed with exit code 1"

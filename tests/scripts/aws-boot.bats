@@ -144,3 +144,51 @@ status() {
     "gpu-cluster: a10g: reboot-if-needed: completed in an earlier boot" joined
   [ "$(status)" == ready ]
 }
+
+# refuse_second_cluster_step: the first of three k0s controllers on the cloud layout.
+refuse_second_cluster_step() {
+  export API_ADDRESS=10.20.0.11 API_PORT=6443 CONTROLLER_FILE=/etc/systemd/system/k0scontroller.service
+}
+
+@test "refuse-second-cluster: a new stack's first controller goes on to initialise, and again" {
+  refuse_second_cluster_step
+  run_script aws/refuse-second-cluster.sh
+  assert_success
+  assert_output_contains "refuse-second-cluster: nothing answers at 10.20.0.11:6443 yet: this controller initialises the cluster"
+  assert_called '^curl --silent --insecure --max-time 5 -o /dev/null --write-out %\{http_code\} https://10\.20\.0\.11:6443/livez$'
+  # It asks again (curl is all it calls), and changes nothing.
+  remember_root
+  run_script aws/refuse-second-cluster.sh
+  assert_success
+  assert_root_unchanged
+  refute_changes_logged
+}
+
+@test "refuse-second-cluster: a new instance under the first's name refuses while the others run" {
+  refuse_second_cluster_step
+  export STUB_API_ANSWERS=401
+  remember_root
+  run_script aws/refuse-second-cluster.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: $GPU_CLUSTER_HOST: refuse-second-cluster: a control plane already answers at 10.20.0.11:6443 (the load balancer): this instance is a new one under the first controller's name, and initialising here would start a second cluster beside the running one. Nothing was changed"
+  assert_root_unchanged
+}
+
+@test "refuse-second-cluster: the controller that runs the cluster asks nothing" {
+  refuse_second_cluster_step
+  mkdir -p "$GPU_CLUSTER_ROOT/etc/systemd/system"
+  touch "$GPU_CLUSTER_ROOT$CONTROLLER_FILE"
+  export STUB_API_ANSWERS=200
+  run_script aws/refuse-second-cluster.sh
+  assert_success
+  assert_output_contains "refuse-second-cluster: unchanged: this controller runs the cluster (/etc/systemd/system/k0scontroller.service)"
+  refute_called '^curl '
+}
+
+@test "refuse-second-cluster: bad inputs are named at once, before any call" {
+  export API_ADDRESS='10.20.0.11; reboot' API_PORT=6443 CONTROLLER_FILE='relative/file'
+  run_script aws/refuse-second-cluster.sh
+  assert_refused "gpu-cluster: $GPU_CLUSTER_HOST: refuse-second-cluster: API_ADDRESS is not an IPv4 address: '10.20.0.11; reboot'" \
+    "CONTROLLER_FILE is not an absolute path: 'relative/file'"
+  refute_called '^curl '
+}

@@ -75,6 +75,13 @@ def test_every_controller_installs_itself_the_first_initialising(ha):
         assert list(steps)[0] == "install-ssh-host-key"
         assert {"prepare-host", "install-controller", "install-backup"} <= set(steps)
         install = steps["install-controller"]
+        # The first asks, before it initialises, whether a control plane answers at the
+        # load balancer already (a new instance under its name would start a second one).
+        names = list(steps)
+        assert ("refuse-second-cluster" in names) is (index == 0)
+        if index == 0:
+            assert names.index("refuse-second-cluster") == names.index("install-controller") - 1
+            assert steps["refuse-second-cluster"]["API_ADDRESS"] == ENDPOINT
         # The CA key goes to the first alone; the others take the CA from the cluster.
         assert bool(install.get(f"{prefix}_CA_KEY_SSM_PARAMETER")) is (index == 0)
         if distribution == "rke2":
