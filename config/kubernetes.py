@@ -92,7 +92,7 @@ class ControlPlaneSettings(Section):
     replicas: Optional[Annotated[int, BeforeValidator(_controller_count)]] = None
     """Hybrid and cloud: EC2 controllers, 1, 3 or 5 (an even count adds no failure tolerance to
     etcd), each in its own availability zone, several behind an internal network load balancer
-    (hybrid; see [High availability](distributions.md#high-availability)); unset: 1. Bare
+    (see [High availability](distributions.md#high-availability)); unset: 1. Bare
     metal: the hosts with a controller role decide; set, it must equal their count."""
     address: Optional[HostOrIp] = None
     """The stable API address when there are several controllers (required then): a free address
