@@ -79,7 +79,8 @@ class Cloud(OnAws):
             services=Services(
                 storage_servers=tuple(efs.mount_targets if efs is not None else ()),
                 efs=self._efs_service(efs), aws_opts=aws_side.opts),
-            outputs=frozen_mapping(self._outputs(aws_side, [instance.host], {})))
+            outputs=frozen_mapping(self._outputs(
+                aws_side, [controller.host for controller in aws_side.controllers], {})))
 
     def _booted(self, controller: ControlPlaneHost) -> BootedController:
         """A launched controller, and SSH to it: its public address, its port and the host

@@ -208,3 +208,16 @@ def test_the_balancer_forwards_to_every_controller(ha):
 def test_the_policy_pack_passes_the_stack(ha):
     _, plan = ha
     assert offline.evaluate(offline.resources_of_plan(plan)) == []
+
+
+def test_every_controller_is_a_node_output_and_a_scrape_target(ha):
+    _, plan = ha
+    assert [(n["name"], n["address"]) for n in plan.outputs["nodes"][0]] == \
+        list(zip(CONTROLLERS, ADDRESSES))
+    configs = [yaml.safe_load(text) for r in plan.of_type("kubernetes:core/v1:ConfigMap")
+               for name, text in (r.inputs.get("data") or {}).items()
+               if name == "prometheus.yml"]
+    jobs = [job for config in configs for job in config["scrape_configs"]
+            if job["job_name"] == "kubernetes-apiservers"]
+    assert [sorted(t for s in job["static_configs"] for t in s["targets"]) for job in jobs] == [
+        sorted(f"{address}:6443" for address in ADDRESSES)]
