@@ -19,14 +19,15 @@ print(json.dumps(cluster(3, sys.argv[1])))
 PY
 }
 
-# hybrid_stack DISTRIBUTION: tests/stacks/test_ha_hybrid.py three_controllers(DISTRIBUTION):
+# hybrid_stack DISTRIBUTION: tests/stacks/ec2_controllers.py three_controllers on hybrid:
 # control-plane, -2 and -3 at 10.20.{0,1,2}.10 behind the load balancer at 10.20.0.11.
 hybrid_stack() {
   "$PYTHON" - "$1" <<'PY'
 import json, sys
 sys.path.insert(0, ".")
-from tests.stacks.test_ha_hybrid import three_controllers
-print(json.dumps(three_controllers(sys.argv[1])))
+from tests.builders import hybrid_config
+from tests.stacks.ec2_controllers import three_controllers
+print(json.dumps(three_controllers(hybrid_config(), sys.argv[1])))
 PY
 }
 

@@ -10,10 +10,10 @@ Nothing here leaves 127.0.0.1."""
 
 import pytest
 
-from tests.builders import shared_preview
+from tests.builders import hybrid_config, shared_preview
 from tests.components.aws_fakes import SETUP, boto3_client, moto_on_loopback
-from tests.stacks.test_ha_hybrid import (ADDRESSES, BALANCED, BALANCER, outputs,
-                                         three_controllers)
+from tests.stacks.ec2_controllers import (ADDRESSES, BALANCED, BALANCER, outputs,
+                                          three_controllers)
 
 pytestmark = pytest.mark.tools
 
@@ -46,7 +46,7 @@ def health_check(inputs: dict) -> dict:
 @pytest.mark.parametrize("distribution", ["k0s", "rke2"])
 def test_aws_takes_the_load_balancer_and_forwards_each_port_to_every_controller(
         moto, distribution):
-    plan = shared_preview(three_controllers(distribution))
+    plan = shared_preview(three_controllers(hybrid_config(), distribution))
     ec2, elb = boto3_client("ec2", moto, SETUP), boto3_client("elbv2", moto, SETUP)
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
     subnets = {}  # the plan's subnet id -> moto's

@@ -14,34 +14,18 @@ from components.aws import ssm_paths
 from components.common.step_text import step_inputs
 from contract import ports
 from policy import offline
-from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
 from tests.builders import cloud_config, shared_preview
+from tests.stacks.ec2_controllers import (ADDRESSES, BALANCED, CONTROLLERS, DISTRIBUTIONS,
+                                          ENDPOINT, apiserver_targets, attached, outputs,
+                                          runs_on, three_controllers)
 
-DISTRIBUTIONS = ("k0s", "rke2")
-CONTROLLERS = ("control-plane", "control-plane-2", "control-plane-3")
 HOSTS = ("test-control-plane-host", "test-control-plane-host-2", "test-control-plane-host-3")
-ADDRESSES = ("10.20.0.10", "10.20.1.10", "10.20.2.10")
-ENDPOINT = "10.20.0.11"
-BALANCED = {"k0s": {ports.KUBERNETES_API, ports.K0S_JOIN_API, ports.KONNECTIVITY},
-            "rke2": {ports.KUBERNETES_API, ports.RKE2_SUPERVISOR}}
-
-
-def three_controllers(distribution: str) -> dict:
-    values = cloud_config()
-    values["kubernetes"] = {"distribution": distribution, "controlPlane": {"replicas": 3}}
-    values["aws"]["vpc"] = {"availabilityZones": 3}
-    return values
 
 
 @pytest.fixture(scope="module", params=DISTRIBUTIONS)
 def ha(request):
-    return request.param, shared_preview(three_controllers(request.param))
-
-
-def outputs(plan, name: str) -> dict:
-    record = plan.named(name)
-    return aws_mocks.resource(record.type, record.name, record.inputs)[1]
+    return request.param, shared_preview(three_controllers(cloud_config(), request.param))
 
 
 def boot(plan, host: str) -> dict[str, dict[str, str]]:
@@ -52,10 +36,6 @@ def boot(plan, host: str) -> dict[str, dict[str, str]]:
 
 def over_ssh(plan, name: str) -> dict[str, str]:
     return step_inputs(unwrap(plan.named(name).inputs["stdin"]))
-
-
-def runs_on(plan, name: str) -> str:
-    return unwrap(plan.named(name).inputs["connection"])["host"]
 
 
 def reads(plan, host: str) -> set[str]:
@@ -198,11 +178,7 @@ def test_the_balancer_forwards_to_every_controller(ha):
     listeners = {r.inputs["port"] for r in plan.of_type("aws:lb/listener:Listener")}
     assert listeners == BALANCED[distribution]
     instances = {outputs(plan, f"{host}-instance")["id"] for host in HOSTS}
-    for group in plan.of_type("aws:lb/targetGroup:TargetGroup"):
-        attached = {r.inputs["targetId"] for r in plan.of_type(
-            "aws:lb/targetGroupAttachment:TargetGroupAttachment")
-            if r.inputs["targetGroupArn"] == outputs(plan, group.name)["arn"]}
-        assert attached == instances
+    assert set(map(frozenset, attached(plan).values())) == {frozenset(instances)}
 
 
 def test_the_policy_pack_passes_the_stack(ha):
@@ -214,10 +190,4 @@ def test_every_controller_is_a_node_output_and_a_scrape_target(ha):
     _, plan = ha
     assert [(n["name"], n["address"]) for n in plan.outputs["nodes"][0]] == \
         list(zip(CONTROLLERS, ADDRESSES))
-    configs = [yaml.safe_load(text) for r in plan.of_type("kubernetes:core/v1:ConfigMap")
-               for name, text in (r.inputs.get("data") or {}).items()
-               if name == "prometheus.yml"]
-    jobs = [job for config in configs for job in config["scrape_configs"]
-            if job["job_name"] == "kubernetes-apiservers"]
-    assert [sorted(t for s in job["static_configs"] for t in s["targets"]) for job in jobs] == [
-        sorted(f"{address}:6443" for address in ADDRESSES)]
+    assert apiserver_targets(plan) == [sorted(f"{address}:6443" for address in ADDRESSES)]

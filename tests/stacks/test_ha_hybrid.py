@@ -14,53 +14,28 @@ import yaml
 from components.common.step_text import step_inputs
 from contract import ports
 from policy import offline
-from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
 from tests.builders import hybrid_config, shared_preview
+from tests.stacks.ec2_controllers import (ADDRESSES, BALANCED, BALANCER, CONTROLLERS,
+                                          DISTRIBUTIONS, ENDPOINT, apiserver_targets, attached,
+                                          outputs, runs_on, three_controllers)
 
-DISTRIBUTIONS = ("k0s", "rke2")
-CONTROLLERS = ("control-plane", "control-plane-2", "control-plane-3")
-# .10 of each zone's subnet (config.cloud.controller_addresses), the load balancer's .11.
-ADDRESSES = ("10.20.0.10", "10.20.1.10", "10.20.2.10")
-BALANCER = ("10.20.0.11", "10.20.1.11", "10.20.2.11")
-ENDPOINT = BALANCER[0]
 ON_PREM = ("192.168.2.2", "192.168.2.3")
-BALANCED = {"k0s": {ports.KUBERNETES_API, ports.K0S_JOIN_API, ports.KONNECTIVITY},
-            "rke2": {ports.KUBERNETES_API, ports.RKE2_SUPERVISOR}}
-
-
-def three_controllers(distribution: str) -> dict:
-    values = hybrid_config()
-    values["kubernetes"] = {"distribution": distribution, "controlPlane": {"replicas": 3}}
-    values["aws"]["vpc"] = {"availabilityZones": 3}
-    values["access"] = {"teams": [{"name": "vision"}],
-                        "users": [{"name": "alice", "namespaces": ["vision"]}]}
-    return values
 
 
 @pytest.fixture(scope="module", params=DISTRIBUTIONS)
 def ha(request):
-    return request.param, shared_preview(three_controllers(request.param))
+    return request.param, shared_preview(three_controllers(hybrid_config(), request.param))
 
 
 def inputs(plan, name: str) -> dict[str, str]:
     return step_inputs(unwrap(plan.named(name).inputs["stdin"]))
 
 
-def runs_on(plan, name: str) -> str:
-    return unwrap(plan.named(name).inputs["connection"])["host"]
-
-
 def sans(distribution: str, env: dict) -> list[str]:
     if distribution == "k0s":
         return yaml.safe_load(env["K0S_CONFIG"])["spec"]["api"]["sans"]
     return yaml.safe_load(env["RKE2_CONFIG"])["tls-san"]
-
-
-def outputs(plan, name: str) -> dict:
-    """What the preview's AWS answered for the resource `name` (preview/aws_mocks.py)."""
-    record = plan.named(name)
-    return aws_mocks.resource(record.type, record.name, record.inputs)[1]
 
 
 def balancer(plan):
@@ -140,10 +115,7 @@ def test_the_balancer_is_internal_at_fixed_addresses_and_forwards_each_port(ha):
     for group in plan.of_type("aws:lb/targetGroup:TargetGroup"):
         assert group.inputs["preserveClientIp"] == "false"
         assert group.inputs["healthCheck"]["protocol"] == "TCP"
-        attached = {r.inputs["targetId"] for r in plan.of_type(
-            "aws:lb/targetGroupAttachment:TargetGroupAttachment")
-            if r.inputs["targetGroupArn"] == outputs(plan, group.name)["arn"]}
-        assert attached == instances
+        assert attached(plan)[group.name] == instances
 
 
 def group_rules(plan, group: str, direction: str = "Ingress") -> list[dict]:
@@ -219,13 +191,7 @@ def test_the_policy_pack_passes_the_stack(ha):
 
 def test_prometheus_scrapes_every_controllers_api_server(ha):
     _, plan = ha
-    configs = [yaml.safe_load(text) for r in plan.of_type("kubernetes:core/v1:ConfigMap")
-               for name, text in (r.inputs.get("data") or {}).items()
-               if name == "prometheus.yml"]
-    jobs = [job for config in configs for job in config["scrape_configs"]
-            if job["job_name"] == "kubernetes-apiservers"]
-    assert [sorted(t for s in job["static_configs"] for t in s["targets"]) for job in jobs] == [
-        sorted(f"{address}:6443" for address in ADDRESSES)]
+    assert apiserver_targets(plan) == [sorted(f"{address}:6443" for address in ADDRESSES)]
 
 
 def test_a_controllers_steps_go_before_its_instance(ha):
