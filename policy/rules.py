@@ -59,18 +59,6 @@ def no_admin_ports_to_the_world(resource: Resource) -> list:
     return messages
 
 
-def load_balancers_internal(resource: Resource) -> list:
-    """The load balancer in front of the controllers forwards the API and the nodes' join
-    ports: reached from the VPC, the LAN and the VPN only, never from the internet."""
-    if resource.type not in ("aws:lb/loadBalancer:LoadBalancer",
-                             "aws:alb/loadBalancer:LoadBalancer"):
-        return []
-    if is_true(resource.props.get("internal")):
-        return []
-    return [f"{resource.name}: the load balancer is internet-facing; the API and the join "
-            "ports behind it are for the cluster's networks (internal: true)"]
-
-
 # --- instances and volumes --------------------------------------------------------------------
 
 _INSTANCE_TYPES = ("aws:ec2/instance:Instance", "aws:ec2/spotInstanceRequest:SpotInstanceRequest",
@@ -187,8 +175,6 @@ RULES = [
     Rule("no-admin-ports-to-the-world",
          "No security group opens SSH, the Kubernetes API or NFS to 0.0.0.0/0 or ::/0.",
          no_admin_ports_to_the_world),
-    Rule("load-balancers-internal", "Every load balancer is internal: the API and the join "
-         "ports it forwards stay off the internet.", load_balancers_internal),
     Rule("imdsv2-required", "Every EC2 instance and launch template requires IMDSv2.",
          imdsv2_required),
     Rule("ebs-encrypted", "Every EBS volume (root and data) is encrypted.", ebs_encrypted),

@@ -13,6 +13,9 @@ from typing import Any, Callable
 _INSTANCE = "aws:ec2/instance:Instance"
 _GROUP = "aws:autoscaling/group:Group"
 _ANYWHERE = "0.0.0.0/0"
+_LOAD_BALANCERS = ("aws:lb/loadBalancer:LoadBalancer", "aws:alb/loadBalancer:LoadBalancer")
+_LISTENERS = ("aws:lb/listener:Listener", "aws:alb/listener:Listener")
+_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,10 @@ def _kinds(target_types: set, route: Mapping) -> set[str]:
     return kinds
 
 
+def _number(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _true(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
@@ -113,7 +120,41 @@ def instances_reach_the_internet(resources: Sequence[StackResource]) -> list:
     return problems
 
 
+def load_balancers_filtered(resources: Sequence[StackResource]) -> list:
+    """The internal load balancer forwards the API and the nodes' join ports to the cluster's
+    networks; the one that faces the internet (the cloud layout's way in for users and
+    `pulumi up`) forwards one port, the API, through security groups that admit named
+    networks only (aws.adminCidrs), as the first controller's own group does."""
+    stack = _Stack(resources)
+    problems = []
+    for balancer in (r for type_ in _LOAD_BALANCERS for r in stack.of_type(type_)):
+        if _true(balancer.props.get("internal")):
+            continue
+        name = balancer.name
+        # Numbers arrive as floats from the engine's protobuf values.
+        ports = sorted({_number(listener.props.get("port")) for type_ in _LISTENERS
+                        for listener in stack.referring(type_, "loadBalancerArn", balancer)},
+                       key=str)
+        if len(ports) > 1:
+            problems.append((name, f"{name}: faces the internet with listeners on ports "
+                                   f"{', '.join(map(str, ports))}; only the API's may be"))
+        groups = stack.refs(balancer, "securityGroups")
+        if not groups:
+            problems.append((name, f"{name}: faces the internet without a security group "
+                                   "to filter its clients"))
+        for group in groups:
+            for rule in stack.referring(_INGRESS, "securityGroupId", group):
+                if rule.props.get("cidrIpv4") == _ANYWHERE or rule.props.get("cidrIpv6") == "::/0":
+                    problems.append((name, f"{name}: faces the internet and its group "
+                                           f"{group.name} admits everyone ({rule.name})"))
+    return problems
+
+
 STACK_RULES = [
+    StackRule("load-balancers-filtered",
+              "Every load balancer is internal, or faces the internet with the API alone, "
+              "behind security groups that admit named networks only.",
+              load_balancers_filtered),
     StackRule("instances-reach-the-internet",
               "Every EC2 instance and auto scaling group the stack creates can reach the "
               "internet (SSM, packages, images) from its subnets.",

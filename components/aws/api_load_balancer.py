@@ -32,19 +32,21 @@ HEALTH_CHECK_THRESHOLD = 3
 class ApiLoadBalancerArgs:
     cluster_name: str
     vpc_id: pulumi.Input[str]
-    # The controllers' subnets, one per zone, and the load balancer's address in each.
+    # The controllers' subnets, one per zone, and the load balancer's address in each
+    # (none: public, at the addresses AWS gives it).
     subnet_ids: Sequence[pulumi.Input[str]]
-    addresses: Sequence[str]
+    addresses: Sequence[str] = ()
     # The controllers' fixed private addresses, the only place it sends to.
     controller_addresses: Sequence[str]
     # The API's port, and the distribution's other load-balanced ports: name -> (port,
     # protocol).
     api_port: int
     ports: Mapping[str, tuple[int, str]]
-    # Who reaches the API (the cluster's networks) and the other ports (the nodes' and
-    # controllers' addresses).
+    # Who reaches the API (the cluster's networks; public: aws.adminCidrs) and the other
+    # ports (the nodes' and controllers' addresses).
     api_sources: Sequence[str]
-    node_sources: Sequence[str]
+    node_sources: Sequence[str] = ()
+    public: bool = False
 
 
 class ApiLoadBalancer(pulumi.ComponentResource):
@@ -59,10 +61,13 @@ class ApiLoadBalancer(pulumi.ComponentResource):
         self.ports = {"kubernetes-api": (args.api_port, "tcp"), **args.ports}
         self.security_group = self._create_security_group()
         self.load_balancer = aws.lb.LoadBalancer(
-            f"{name}-nlb", name_prefix="gcapi-", load_balancer_type="network", internal=True,
+            f"{name}-nlb", name_prefix="gcpub-" if args.public else "gcapi-",
+            load_balancer_type="network", internal=not args.public,
             subnet_mappings=[aws.lb.LoadBalancerSubnetMappingArgs(
                 subnet_id=subnet, private_ipv4_address=address)
-                for subnet, address in zip(args.subnet_ids, args.addresses)],
+                for subnet, address in zip(args.subnet_ids, args.addresses)]
+            if not args.public else [aws.lb.LoadBalancerSubnetMappingArgs(subnet_id=subnet)
+                                     for subnet in args.subnet_ids],
             # A zone's address reaches the controllers of every zone.
             enable_cross_zone_load_balancing=True,
             security_groups=[self.security_group.id],
@@ -73,13 +78,14 @@ class ApiLoadBalancer(pulumi.ComponentResource):
 
     def _tags(self) -> dict:
         # The stack's and the cluster's tags are the provider's default_tags.
-        return {"Name": f"{self._args.cluster_name}-api"}
+        return {"Name": f"{self._args.cluster_name}-{'public-' if self._args.public else ''}api"}
 
     def _create_security_group(self) -> aws.ec2.SecurityGroup:
         args = self._args
         group = aws.ec2.SecurityGroup(
             f"{self._name}-sg", vpc_id=args.vpc_id,
-            description=f"{args.cluster_name} API load balancer", tags=self._tags(),
+            description=f"{args.cluster_name} {'public ' if args.public else ''}API load balancer",
+            tags=self._tags(),
             opts=self._opts)
         sources_of = {name: list(dict.fromkeys(
             args.api_sources if port == args.api_port else args.node_sources))

@@ -106,10 +106,13 @@ class ControlPlaneHostArgs:
     # and the group every controller is in (controller_peers_group).
     index: int = 0
     balancer_group: Optional[pulumi.Input[str]] = None
+    # On cloud, the public load balancer's group, admitted on the API port.
+    public_balancer_group: Optional[pulumi.Input[str]] = None
     balanced_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     peers_group: Optional[pulumi.Input[str]] = None
     # A controller after the first that installs itself at boot (cloud): the first's
-    # `shared_parameters` it reads, and the first's `user_address`, in its certificate.
+    # `shared_parameters` it reads. One that installs itself at boot: where users reach
+    # the API, in its certificate (none: its own Elastic IP).
     shared_parameters: Sequence[aws.ssm.Parameter] = ()
     user_address: Optional[pulumi.Input[str]] = None
     # Names of the API made at `up` (the load balancer's DNS name), in the certificate of
@@ -142,7 +145,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
         self._eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", tags=self._tags(),
                                  opts=self._opts)
                      if args.aws.control_plane.elastic_ip and args.boot is not None else None)
-        self.user_address: Optional[pulumi.Output[str]] = (
+        self.user_address: Optional[pulumi.Input[str]] = (
+            args.user_address if args.user_address is not None else
             self._eip.public_ip if self._eip is not None else None)
         self._stored_parameters = self._store_boot_secrets()
         self._machine_boot = self._boot()
@@ -208,8 +212,15 @@ class ControlPlaneHost(pulumi.ComponentResource):
                 ip_protocol=protocol, from_port=port, to_port=port,
                 referenced_security_group_id=args.balancer_group,
                 description=f"{name} through the API load balancer", opts=self._opts)
-        warn_over_rules_quota(f"{self._name}-sg",
-                              sum(len(cidrs) for *_, cidrs in rules) + len(balanced), self)
+        if args.public_balancer_group is not None:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{self._name}-kubernetes-api-public", security_group_id=group.id,
+                ip_protocol="tcp", from_port=args.api_port, to_port=args.api_port,
+                referenced_security_group_id=args.public_balancer_group,
+                description="kubernetes-api through the public API load balancer",
+                opts=self._opts)
+        warn_over_rules_quota(f"{self._name}-sg", sum(len(cidrs) for *_, cidrs in rules)
+                              + len(balanced) + (args.public_balancer_group is not None), self)
         # Packages, images and the distribution's release are fetched from the internet.
         aws.vpc.SecurityGroupEgressRule(
             f"{self._name}-egress", security_group_id=group.id, ip_protocol="-1",
@@ -276,8 +287,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
         })]
         if boot is not None:
             distribution = boot.distribution
-            user_address = self.user_address if args.index == 0 else args.user_address
-            sans = [*([user_address] if user_address is not None else []), *args.api_names]
+            sans = [*([self.user_address] if self.user_address is not None else []),
+                    *args.api_names]
             if args.index == 0:
                 access = distribution.ca_key_from_ssm_env(self._parameter("ca-key"))
             elif distribution.create_controller_token is not None:

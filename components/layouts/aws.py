@@ -71,7 +71,7 @@ def s3_backup_target(settings: StackConfig, bucket: pulumi.Input[str],
 class AwsSide:
     """What the AWS layouts build on: the VPC, the control-plane instance, the options of
     resources on AWS (its provider), the boot bucket, the backup bucket, the provider's
-    default tags; with several controllers, the others and their load balancer."""
+    default tags; with several controllers, the others and their load balancers."""
 
     network: AwsNetwork
     instance: ControlPlaneHost
@@ -81,6 +81,8 @@ class AwsSide:
     default_tags: dict
     others: tuple[ControlPlaneHost, ...] = ()
     balancer: Optional[ApiLoadBalancer] = None
+    # On cloud with several controllers, the users' way in (ApiLoadBalancer.public).
+    public_balancer: Optional[ApiLoadBalancer] = None
 
     @property
     def controllers(self) -> tuple[ControlPlaneHost, ...]:
@@ -133,6 +135,9 @@ class OnAws(Layout):
         sources = cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr, settings.vpn)
         nodes = node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts])
         balancer = (self._balancer(network, sources, nodes, opts) if replicas > 1 else None)
+        # On cloud, users and `pulumi up` come from aws.adminCidrs over the internet.
+        public = (self._public_balancer(network, opts)
+                  if balancer is not None and self.boots_itself else None)
         hosts = ec2_controllers(settings.aws, replicas)
         if boot is not None and bucket is not None:
             self._install_backup_at_boot(boot, bucket, hosts)
@@ -157,26 +162,28 @@ class OnAws(Layout):
                     secrets_key=bucket.key.arn if bucket is not None else None,
                     index=index,
                     balancer_group=balancer.security_group.id if balancer else None,
+                    public_balancer_group=public.security_group.id if public else None,
                     balanced_ports=context.distribution.load_balanced_ports,
                     peers_group=peers.id if peers else None,
                     shared_parameters=first.shared_parameters if first else (),
-                    user_address=first.user_address if first else None,
+                    user_address=(public.dns_name if public else
+                                  first.user_address if first else None),
                     api_names=[balancer.dns_name] if balancer and boot else (),
                     balancer_address=endpoint.node_address if balancer and boot else None,
                     # Those that join at boot start once the one before them joined.
                     launch_now=first is None or boot is None),
                 opts=opts))
-        if balancer is not None:
-            for index, controller in enumerate(controllers):
-                if boot is None or index == 0:
-                    balancer.attach(index, controller.instance)
+        for index, controller in enumerate(controllers):
+            if boot is None or index == 0:
+                for entrance in filter(None, (balancer, public)):
+                    entrance.attach(index, controller.instance)
         if bucket is not None:
             for index, controller in enumerate(controllers):
                 bucket.allow_writes_by(
                     f"{context.name}-backup-writer" + (f"-{index + 1}" if index else ""),
                     controller.role_name, settings.cluster_name, opts)
         return AwsSide(network, controllers[0], opts, boot_store, bucket, tags,
-                       tuple(controllers[1:]), balancer)
+                       tuple(controllers[1:]), balancer, public)
 
     def _balancer(self, network: AwsNetwork, api_sources: list[str], node_sources: list[str],
                   opts: pulumi.ResourceOptions) -> ApiLoadBalancer:
@@ -195,6 +202,18 @@ class OnAws(Layout):
             node_sources=[*node_sources,
                           *(f"{address}/32" for address in endpoint.controller_addresses)]),
             opts=opts)
+
+    def _public_balancer(self, network: AwsNetwork,
+                         opts: pulumi.ResourceOptions) -> ApiLoadBalancer:
+        """The API alone, from aws.adminCidrs, in front of the controllers: the address
+        users and `pulumi up` reach it at when the first controller's is not enough."""
+        settings = self.context.settings
+        endpoint = settings.control_plane_endpoint
+        return ApiLoadBalancer(f"{self.context.name}-public-api", ApiLoadBalancerArgs(
+            cluster_name=settings.cluster_name, vpc_id=network.vpc_id,
+            subnet_ids=network.subnet_ids[:endpoint.replicas],
+            controller_addresses=endpoint.controller_addresses, api_port=endpoint.port,
+            ports={}, api_sources=settings.aws.admin_cidrs, public=True), opts=opts)
 
     def _backup_target(self, bucket: BackupBucket) -> BackupTarget:
         return s3_backup_target(self.context.settings, bucket.bucket.bucket, bucket.location)
@@ -264,5 +283,7 @@ class OnAws(Layout):
         }
 
     def _public_address(self, aws_side: AwsSide):
+        if aws_side.public_balancer is not None:
+            return aws_side.public_balancer.dns_name
         return (aws_side.instance.public_ip
                 if self.context.settings.aws.control_plane.elastic_ip else None)

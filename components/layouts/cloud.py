@@ -101,7 +101,8 @@ class Cloud(OnAws):
                    join_token: Optional[pulumi.Output[str]]) -> BootedController:
             instance = controller.launch(after, {ssm_paths.CONTROLLER_JOIN_TOKEN: join_token}
                                          if join_token is not None else {})
-            self._aws.balancer.attach(index, instance)
+            for entrance in (self._aws.balancer, self._aws.public_balancer):
+                entrance.attach(index, instance)
             return self._booted(controller)
         return launch
 

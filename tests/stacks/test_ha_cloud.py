@@ -155,10 +155,10 @@ def test_the_install_over_ssh_is_the_boots_one_after_the_other(ha):
     assert f"{CONTROLLERS[2]}-install-controller" in plan.all_dependencies(group)
 
 
-def test_every_certificate_names_the_balancer_and_the_first_public_address(ha):
+def test_every_certificate_names_both_balancers_and_kubeconfigs_the_public_one(ha):
     distribution, plan = ha
-    dns_name = outputs(plan, "test-api-nlb")["dnsName"]
-    public = outputs(plan, f"{HOSTS[0]}-eip")["publicIp"]
+    internal = outputs(plan, "test-api-nlb")["dnsName"]
+    public = outputs(plan, "test-public-api-nlb")["dnsName"]
     for host, address in zip(HOSTS, ADDRESSES):
         env = boot(plan, host)["install-controller"]
         if distribution == "k0s":
@@ -167,15 +167,41 @@ def test_every_certificate_names_the_balancer_and_the_first_public_address(ha):
             assert spec["api"]["externalAddress"] == ENDPOINT
         else:
             names = yaml.safe_load(env["RKE2_CONFIG"])["tls-san"]
-        assert {ENDPOINT, dns_name, public, address} <= set(names)
-    # `pulumi up` and the admin kubeconfig reach the API at the first's public address.
-    kubeconfig = yaml.safe_load(plan.outputs["kubeconfig"][0])
-    assert kubeconfig["clusters"][0]["cluster"]["server"] == f"https://{public}:6443"
+        assert {ENDPOINT, internal, public, address} <= set(names)
+    # `pulumi up`, the admin and every user reach the API through the public one: no
+    # controller of theirs is special.
+    kubeconfigs = [plan.outputs["kubeconfig"][0],
+                   *plan.outputs["userKubeconfigs"][0].values()]
+    for kubeconfig in kubeconfigs:
+        assert yaml.safe_load(kubeconfig)["clusters"][0]["cluster"]["server"] == \
+            f"https://{public}:6443"
+    assert unwrap(plan.named("control-plane-wait-for-api").inputs["stdin"]).count(
+        f"https://{public}:6443") == 1
 
 
-def test_the_balancer_forwards_to_every_controller(ha):
+def test_the_public_balancer_forwards_the_api_alone_from_the_admins(ha):
+    _, plan = ha
+    nlb = plan.named("test-public-api-nlb").inputs
+    assert (nlb["loadBalancerType"], nlb["internal"]) == ("network", False)
+    assert {r.inputs["port"] for r in plan.of_type("aws:lb/listener:Listener")
+            if r.name.startswith("test-public-api-")} == {ports.KUBERNETES_API}
+    group = outputs(plan, "test-public-api-sg")["id"]
+    admitted = [r.inputs for r in plan.of_type(
+        "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+        if r.inputs["securityGroupId"] == group]
+    assert [(r["fromPort"], r["cidrIpv4"]) for r in admitted] == [
+        (ports.KUBERNETES_API, "198.51.100.0/24")]
+    # Each controller admits it on the API port alone, by group.
+    for host in HOSTS:
+        rule = plan.named(f"{host}-kubernetes-api-public").inputs
+        assert (rule["fromPort"], rule["referencedSecurityGroupId"]) == \
+            (ports.KUBERNETES_API, group)
+
+
+def test_both_balancers_forward_to_every_controller(ha):
     distribution, plan = ha
-    listeners = {r.inputs["port"] for r in plan.of_type("aws:lb/listener:Listener")}
+    listeners = {r.inputs["port"] for r in plan.of_type("aws:lb/listener:Listener")
+                 if r.name.startswith("test-api-")}
     assert listeners == BALANCED[distribution]
     instances = {outputs(plan, f"{host}-instance")["id"] for host in HOSTS}
     assert set(map(frozenset, attached(plan).values())) == {frozenset(instances)}
@@ -184,6 +210,7 @@ def test_the_balancer_forwards_to_every_controller(ha):
 def test_the_policy_pack_passes_the_stack(ha):
     _, plan = ha
     assert offline.evaluate(offline.resources_of_plan(plan)) == []
+    assert offline.evaluate_stack(offline.stack_resources_of_plan(plan)) == []
 
 
 def test_every_controller_is_a_node_output_and_a_scrape_target(ha):
