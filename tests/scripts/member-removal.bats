@@ -115,8 +115,8 @@ check_member_not_joined() {
 check_member_bad_inputs() {
   export NODE_NAME=c1 MEMBER_NODE=C1 MEMBER_ADDRESS=10.20.0.256 MEMBER_WAIT_SECONDS='1; reboot'
   run_script "$DISTRIBUTION/etcd-member.sh"
-  assert_refused "gpu-cluster: $GPU_CLUSTER_HOST: etcd-member: MEMBER_ADDRESS is not an IPv4 address: '10.20.0.256'" \
-    "MEMBER_WAIT_SECONDS must be a number of seconds (1-99999), got '1; reboot'" \
+  assert_refused "gpu-cluster: $GPU_CLUSTER_HOST: etcd-member: MEMBER_WAIT_SECONDS must be a number of seconds (1-99999), got '1; reboot'" \
+    "MEMBER_ADDRESS is not an IPv4 address: '10.20.0.256'" \
     "MEMBER_NODE is this controller (c1): run etcd-member on another one"
 }
 

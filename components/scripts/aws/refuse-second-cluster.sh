@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # On the first of several EC2 controllers that install themselves at boot, before its
 # install: refuses to initialise while a control plane already answers at the load
-# balancer. The first's boot initialises the cluster; a new instance under its name (the
-# old one lost, launched again by `pulumi up`) would start a second cluster beside the
-# controllers that kept running, behind the same address. On a new stack nothing answers
-# there yet: the others are launched only once this one runs. Reads only: a second run
-# changes nothing.
+# balancer. Reads only: a second run changes nothing.
 set -euo pipefail
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=refuse-second-cluster}"
+
+# The first's boot initialises the cluster; a new instance under its name (the old one
+# lost, launched again by `pulumi up`) would start a second cluster beside the controllers
+# that kept running, behind the same address. On a new stack nothing answers there yet:
+# the others are launched only once this one runs.
 
 # Inputs: API_ADDRESS API_PORT CONTROLLER_FILE
 #   API_ADDRESS      the load balancer's address, API_PORT the API's port there.

@@ -65,10 +65,6 @@ etcd_check_count() {
 etcd_check_member_inputs() {
   etcd_check_node_name NODE_NAME MEMBER_NODE
   etcd_check_address MEMBER_ADDRESS
-  : "${MEMBER_WAIT_SECONDS:=$ETCD_MEMBER_SECONDS}"
-  if [[ ! "$MEMBER_WAIT_SECONDS" =~ ^[1-9][0-9]{0,4}$ ]]; then
-    INPUT_PROBLEMS+=("MEMBER_WAIT_SECONDS must be a number of seconds (1-99999), got '$MEMBER_WAIT_SECONDS'")
-  fi
   if [[ -n "${NODE_NAME:-}" && "${NODE_NAME,,}" == "${MEMBER_NODE,,}" ]]; then
     INPUT_PROBLEMS+=("MEMBER_NODE is this controller ($NODE_NAME): run $GPU_CLUSTER_STEP on another one")
   fi
@@ -259,6 +255,10 @@ etcd_member_healthy() {
 # etcd_member_step READ_MEMBERS: an etcd-member step, on a controller after another joined:
 # waits until the other's member is listed at its address and healthy. Reads only.
 etcd_member_step() {
+  : "${MEMBER_WAIT_SECONDS:=$ETCD_MEMBER_SECONDS}"
+  if [[ ! "$MEMBER_WAIT_SECONDS" =~ ^[1-9][0-9]{0,4}$ ]]; then
+    INPUT_PROBLEMS+=("MEMBER_WAIT_SECONDS must be a number of seconds (1-99999), got '$MEMBER_WAIT_SECONDS'")
+  fi
   etcd_check_member_inputs
   wait_until "$MEMBER_WAIT_SECONDS" "etcd member ${MEMBER_NODE,,} ($MEMBER_ADDRESS) to be healthy" \
     etcd_member_healthy "$1" "${MEMBER_NODE,,}" "$MEMBER_ADDRESS"
