@@ -133,9 +133,10 @@ def _parses(parse, text: str) -> bool:
     return True
 
 
-def hybrid_controllers(count: int, distribution: str = "k0s") -> dict:
-    """A hybrid stack with `count` EC2 controllers behind the network load balancer."""
-    values = hybrid_config()
+def hybrid_controllers(count: int, distribution: str = "k0s", layout=hybrid_config) -> dict:
+    """A hybrid (or `layout`) stack with `count` EC2 controllers behind the network load
+    balancer."""
+    values = layout()
     values["aws"]["vpc"] = {"availabilityZones": count}
     values["kubernetes"] = {"distribution": distribution, "controlPlane": {"replicas": count}}
     return values
@@ -146,12 +147,13 @@ BALANCER = "10.20.0.11"
 SINGLE = [bare_metal_config(), hybrid_config(), cloud_config()]
 MANY = [cluster(3), cluster(5), cluster(3, vip={"interface": "bond0", "routerId": 7}),
         cluster(3, address="api.lab.example.com", loadBalancer="external"),
-        hybrid_controllers(3), hybrid_controllers(5)]
+        hybrid_controllers(3), hybrid_controllers(5),
+        hybrid_controllers(3, layout=cloud_config), hybrid_controllers(5, layout=cloud_config)]
 
 
 @pytest.mark.parametrize("values", SINGLE + MANY, ids=[
     "bare-metal-1", "hybrid-1", "cloud-1", "vip-3", "vip-5", "vip-3-bond0", "external-3",
-    "hybrid-nlb-3", "hybrid-nlb-5"])
+    "hybrid-nlb-3", "hybrid-nlb-5", "cloud-nlb-3", "cloud-nlb-5"])
 def test_every_k0s_config_is_valid_for_the_pinned_k0s(values):
     _, configs, _ = rendered(values)
     for config in configs:
@@ -228,8 +230,9 @@ def test_envoy_is_pulled_only_with_node_local_load_balancing():
 
 @pytest.mark.parametrize("values, address", [
     (cluster(3, "rke2"), VIP), (cluster(5, "rke2"), VIP),
-    (hybrid_controllers(3, "rke2"), BALANCER), (hybrid_controllers(5, "rke2"), BALANCER)],
-    ids=["vip-3", "vip-5", "hybrid-nlb-3", "hybrid-nlb-5"])
+    (hybrid_controllers(3, "rke2"), BALANCER), (hybrid_controllers(5, "rke2"), BALANCER),
+    (hybrid_controllers(3, "rke2", cloud_config), BALANCER)],
+    ids=["vip-3", "vip-5", "hybrid-nlb-3", "hybrid-nlb-5", "cloud-nlb-3"])
 def test_rke2_servers_after_the_first_join_at_the_fixed_address(values, address):
     distribution, configs, controllers = rendered(values)
     first, *joining = configs
@@ -245,8 +248,9 @@ def test_rke2_servers_after_the_first_join_at_the_fixed_address(values, address)
 
 
 @pytest.mark.parametrize("count", [3, 5])
-def test_ec2_controllers_name_the_load_balancer_as_k0s_external_address(count):
-    _, configs, controllers = rendered(hybrid_controllers(count))
+@pytest.mark.parametrize("layout", [hybrid_config, cloud_config], ids=["hybrid", "cloud"])
+def test_ec2_controllers_name_the_load_balancer_as_k0s_external_address(count, layout):
+    _, configs, controllers = rendered(hybrid_controllers(count, layout=layout))
     assert [host.address for host in controllers] == [
         f"10.20.{zone}.10" for zone in range(count)]
     for host, config in zip(controllers, configs):
