@@ -37,7 +37,7 @@ def preview_warnings(settings: StackConfig) -> list[str]:
                                   settings.vpn.mode if settings.vpn else None,
                                   settings.aws and control_plane_address(settings.aws))
     warnings += [backups_off_warning(settings), kubeflow_repository_warning(settings),
-                 ec2_controllers_warning(settings)]
+                 ec2_controllers_warning(settings), elastic_ips_warning(settings)]
     warnings += soft_mount_warnings(settings)
     warnings += download_warnings(settings)
     warnings.append(time_warning(settings.time, settings.packages.apt_mirror))
@@ -61,6 +61,29 @@ def ec2_controllers_warning(settings: StackConfig) -> Optional[str]:
              "more than a day new pool instances cannot join")
     return (f"gpu-cluster:kubernetes.controlPlane.replicas is {replicas}: etcd and the API "
             f"survive losing a controller, but {alone}")
+
+
+# Elastic IP addresses per Region, AWS's default quota
+# (docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html, "Elastic IP addresses").
+ELASTIC_IP_QUOTA = 5
+
+
+def elastic_ips_warning(settings: StackConfig) -> Optional[str]:
+    """A stack that would take the region's default quota of Elastic IPs whole, or more: one
+    per EC2 controller (aws.controlPlane.elasticIp) and the NAT gateway's."""
+    if settings.aws is None:
+        return None
+    controllers = (settings.control_plane_endpoint.replicas
+                   if settings.aws.control_plane.elastic_ip else 0)
+    nat = int(settings.aws.vpc.egress == "nat" and settings.aws.vpc.id is None)
+    count = controllers + nat
+    if count < ELASTIC_IP_QUOTA:
+        return None
+    return (f"gpu-cluster:aws.controlPlane.elasticIp: the stack takes {count} Elastic IPs "
+            f"({controllers} for the controllers{', 1 for the NAT gateway' if nat else ''}), "
+            f"and AWS's default quota is {ELASTIC_IP_QUOTA} per region for the whole account: "
+            "raise it (Service Quotas, \"EC2-VPC Elastic IPs\") before `pulumi up`, or set "
+            "elasticIp to false and reach the controllers' SSH from inside the VPC")
 
 
 def backups_off_warning(settings: StackConfig) -> Optional[str]:

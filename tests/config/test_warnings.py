@@ -117,3 +117,19 @@ def test_several_ec2_controllers_on_cloud_say_what_stays_on_the_first():
     assert warning.startswith("gpu-cluster:kubernetes.controlPlane.replicas is 3:")
     assert "the pools' join-token rotation and the removal of the nodes of terminated pool " \
         "instances run on the first controller's instance only" in warning
+
+
+@pytest.mark.parametrize("replicas, egress, warned", [(3, None, False), (5, None, True),
+                                                      (3, "nat", False), (5, "nat", True)])
+def test_a_stack_that_takes_the_regions_elastic_ips_is_warned(replicas, egress, warned):
+    values = cloud_config()
+    values["aws"]["vpc"] = {"availabilityZones": replicas, **({"egress": egress} if egress else {})}
+    values["kubernetes"] = {"controlPlane": {"replicas": replicas}}
+    found = [w for w in warnings_of(values) if "Elastic IPs" in w]
+    assert bool(found) is warned
+    if warned:
+        count = replicas + (egress == "nat")
+        assert found[0].startswith(f"gpu-cluster:aws.controlPlane.elasticIp: the stack takes "
+                                   f"{count} Elastic IPs")
+    values["aws"]["controlPlane"] = {"elasticIp": False}
+    assert not [w for w in warnings_of(values) if "Elastic IPs" in w]
