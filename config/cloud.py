@@ -114,6 +114,12 @@ class ControlPlaneInstance(Section):
     ssh_host_key: Optional[SshPublicKey] = None
     """Only for a control plane created before the program made its SSH host key: that instance's
     ed25519 host key, which SSH then verifies."""
+    # A new instance under a controller's name each time its number is raised.
+    generations: dict[DnsLabel, Annotated[int, Field(ge=1, le=1_000_000)]] = {}
+    """With several controllers: a new instance under a controller's name (not the first's) each
+    time its number is raised, as `hosts[].generation` for on-prem ones: its etcd member and
+    node go first, then the new instance joins (see [Machines](day-2.md#machines)). Only ever
+    raise it."""
 
 
 class AwsSettings(Section):

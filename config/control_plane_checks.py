@@ -113,6 +113,8 @@ def _on_aws(cfg: PartialConfig, plane) -> list[Problem]:
                         f"{cfg.layout} layout's controllers are EC2 instances")
                 for field, key in (("address", "address"), ("load_balancer", "loadBalancer"),
                                    ("vip", "vip")) if field in plane.model_fields_set]
+    if cfg.aws is not None:
+        problems += _generations(cfg.aws, plane.replicas or 1)
     if cfg.aws is None or not plane.replicas or plane.replicas == 1:
         return problems
     vpc = cfg.aws.vpc
@@ -148,4 +150,22 @@ def _on_aws(cfg: PartialConfig, plane) -> list[Problem]:
         problems.append(Problem("aws.controlPlane.privateIp", f"{private_ip} is the API load "
                                 "balancer's address in the first subnet (its .11); give the "
                                 "controller another"))
+    return problems
+
+
+def _generations(aws, replicas: int) -> list[Problem]:
+    """aws.controlPlane.generations names controllers after the first: the first initialised
+    the cluster, and a new instance under its name would start another one."""
+    first, *others = controller_names(aws, replicas)
+    key = "aws.controlPlane.generations"
+    problems = []
+    for name in aws.control_plane.generations:
+        if name == first:
+            problems.append(Problem(f"{key}.{name}", "the first controller initialised the "
+                                    "cluster, and a new instance under its name is not built "
+                                    "yet: it would start another cluster (docs/day-2.md, "
+                                    "\"Losing the first EC2 controller\")"))
+        elif name not in others:
+            problems.append(Problem(f"{key}.{name}", "is not one of the EC2 controllers after "
+                                    f"the first ({', '.join(others) or 'there are none'})"))
     return problems

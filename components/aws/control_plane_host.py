@@ -69,8 +69,11 @@ class ControllerBoot:
 
 
 def ec2_controllers(aws: AwsSettings, replicas: int) -> list[Host]:
-    """The EC2 controllers, in order: names and fixed addresses from the config."""
-    return [Host(name=name, address=address, role="controller", ssh_user=UBUNTU_SSH_USER)
+    """The EC2 controllers, in order: names, fixed addresses and generations from the
+    config."""
+    generations = aws.control_plane.generations
+    return [Host(name=name, address=address, role="controller", ssh_user=UBUNTU_SSH_USER,
+                 generation=generations.get(name, 0))
             for name, address in zip(controller_names(aws, replicas),
                                       controller_addresses(aws, replicas))]
 
@@ -362,9 +365,14 @@ class ControlPlaneHost(pulumi.ComponentResource):
             # pair only seeds authorized_keys at first boot) and instances made before the
             # public address was set keep the running machine. cloud-init runs user data
             # once, so a changed boot script applies to a new instance only.
-            # It fetches its bundle and plan as it boots.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*boot.objects, *after], ignore_changes=[
-                "ami", "keyName", "associatePublicIpAddress", "userData", "userDataBase64"]),
+            # It fetches its bundle and plan as it boots. A raised generation
+            # (aws.controlPlane.generations) replaces it, the old one first: its fixed
+            # private address can be on one instance only.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*boot.objects, *after],
+                replacement_trigger=self.host.generation or None, delete_before_replace=True,
+                ignore_changes=["ami", "keyName", "associatePublicIpAddress", "userData",
+                                "userDataBase64"]),
         )
 
     def _route_lan_through_instance(self) -> list[aws.ec2.Route]:

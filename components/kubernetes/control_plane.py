@@ -137,7 +137,7 @@ class ControlPlane(pulumi.ComponentResource):
                 for host, ssh, token in booted:
                     self.over_ssh.append((host, ssh))
                     self.installed = self._create_install_controller(
-                        host, ssh, [self.installed], delete=False, token=token)
+                        host, ssh, [self.installed], booted=True, token=token)
         self._shared_token = (self._cluster_join_token()
                               if args.distribution.create_join_token is None else None)
         self.register_outputs({API_ENDPOINT_OUTPUT: self.api_endpoint,
@@ -189,7 +189,7 @@ class ControlPlane(pulumi.ComponentResource):
         issued on the first where the distribution issues one, its instance launched with
         it, then on the first its etcd member waited for (its boot included)."""
         distribution, host = self._args.distribution, joining.host
-        before: list[pulumi.Resource] = [self.installed]
+        before = self._retired(host, [self.installed])
         issued = None
         if distribution.create_controller_token is not None:
             issued = self._create_controller_token(host, before)
@@ -200,6 +200,16 @@ class ControlPlane(pulumi.ComponentResource):
             {**self._member_env(host), "MEMBER_WAIT_SECONDS": str(JOIN_AT_BOOT_SECONDS)},
             about=host, delete=distribution.leave_etcd, depends_on=[booted.instance])
         return host, booted.ssh, issued and issued.token
+
+    def _retired(self, host: Host, before: Sequence[pulumi.Resource]) -> list[pulumi.Resource]:
+        """`before`, and for a new machine under a joining controller's name
+        (`generation`) the old one's etcd member and node taken out on the first (again at
+        each raise: MACHINE_GENERATION), or the new one could not join under the same name
+        and address."""
+        if not host.generation:
+            return list(before)
+        return [*before, self._step("retire-member", self._args.distribution.leave_etcd,
+                                    self._member_env(host), about=host, depends_on=before)]
 
     def _member_env(self, host: Host) -> dict[str, str]:
         """The inputs of a step on the first controller about `host`'s etcd member."""
@@ -230,13 +240,13 @@ class ControlPlane(pulumi.ComponentResource):
         return steps
 
     def _create_install_controller(self, host: Host, ssh: Ssh,
-                                   before: Sequence[pulumi.Resource], delete: bool = True,
+                                   before: Sequence[pulumi.Resource], booted: bool = False,
                                    token: Optional[JoinToken] = None) -> remote.Command:
         """`host`'s install step, after `before` (its preparation, the controller before
         it). The first controller gets the CA key and initialises the cluster; another
-        joins it, with a token from the first where the distribution issues one (`token`:
-        the one it joined with at boot). `delete`: whether its delete resets the host (not
-        for one installed at boot)."""
+        joins it, with a token from the first where the distribution issues one. One
+        `booted` installed itself at boot (with `token`, where the distribution issues one):
+        this step upgrades it, and its delete resets nothing."""
         args = self._args
         distribution = args.distribution
         sans = [*([args.public_address] if args.public_address else []),
@@ -248,16 +258,11 @@ class ControlPlane(pulumi.ComponentResource):
         if self._is_first(host):
             access = distribution.ca_key_env(args.pki.ca_private_key_pem)
         else:
-            if host.generation:
-                # New hardware under the name: the old machine's etcd member and node go
-                # first (again at each raise: MACHINE_GENERATION), or the new one could not
-                # join under the same name and address.
-                before = [*before, self._step(
-                    "retire-member", distribution.leave_etcd, self._member_env(host),
-                    about=host, depends_on=before)]
-            if token is None and distribution.create_controller_token is not None:
-                issued = self._create_controller_token(host, before)
-                before, token = [*before, issued.step], issued.token
+            if not booted:
+                before = self._retired(host, before)
+                if distribution.create_controller_token is not None:
+                    issued = self._create_controller_token(host, before)
+                    before, token = [*before, issued.step], issued.token
             access = distribution.controller_join_env(token)
         return self._step(
             "install-controller",
@@ -269,7 +274,7 @@ class ControlPlane(pulumi.ComponentResource):
             on=ssh,
             # A controller that installed itself at boot goes with its instance: no reset
             # over SSH (which would hold up `pulumi destroy` when SSH is closed).
-            delete=distribution.reset_node if delete else None,
+            delete=None if booted else distribution.reset_node,
             depends_on=[*before, checked],
         )
 

@@ -228,3 +228,27 @@ def test_the_first_controller_takes_no_generation():
         "start another cluster (docs/distributions.md, High availability)"]
 
 
+
+
+def test_a_new_instance_is_asked_for_by_a_later_controllers_name_only():
+    values = aws_three(cloud_config(), generations={"control-plane-3": 2})
+    assert loads(values).aws.control_plane.generations == {"control-plane-3": 2}
+    values["aws"]["controlPlane"]["generations"] = {"control-plane-2": 0}
+    assert problem_lines(values) == [
+        "gpu-cluster:aws.controlPlane.generations.control-plane-2: Input should be greater "
+        "than or equal to 1 (got 0)"]
+
+
+def test_generations_name_the_first_and_unknown_controllers():
+    values = aws_three(hybrid_config(), generations={"control-plane": 1, "control-plane-4": 1})
+    assert problem_lines(values) == [
+        "gpu-cluster:aws.controlPlane.generations.control-plane: the first controller "
+        "initialised the cluster, and a new instance under its name is not built yet: it "
+        "would start another cluster (docs/day-2.md, \"Losing the first EC2 controller\")",
+        "gpu-cluster:aws.controlPlane.generations.control-plane-4: is not one of the EC2 "
+        "controllers after the first (control-plane-2, control-plane-3)"]
+    single = cloud_config()
+    single["aws"]["controlPlane"] = {"generations": {"control-plane-2": 1}}
+    assert problem_lines(single) == [
+        "gpu-cluster:aws.controlPlane.generations.control-plane-2: is not one of the EC2 "
+        "controllers after the first (there are none)"]

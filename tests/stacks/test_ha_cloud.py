@@ -15,7 +15,7 @@ from components.common.step_text import step_inputs
 from contract import ports
 from policy import offline
 from preview.engine import unwrap_secrets as unwrap
-from tests.builders import cloud_config, shared_preview
+from tests.builders import cloud_config, hybrid_config, shared_preview
 from tests.stacks.ec2_controllers import (ADDRESSES, BALANCED, CONTROLLERS, DISTRIBUTIONS,
                                           ENDPOINT, apiserver_targets, attached, outputs,
                                           runs_on, three_controllers)
@@ -218,3 +218,28 @@ def test_every_controller_is_a_node_output_and_a_scrape_target(ha):
     assert [(n["name"], n["address"]) for n in plan.outputs["nodes"][0]] == \
         list(zip(CONTROLLERS, ADDRESSES))
     assert apiserver_targets(plan) == [sorted(f"{address}:6443" for address in ADDRESSES)]
+
+
+@pytest.mark.parametrize("layout", [cloud_config, hybrid_config], ids=["cloud", "hybrid"])
+def test_a_new_instance_under_a_joined_controllers_name_retires_the_old_member_first(layout):
+    """aws.controlPlane.generations: the instance is replaced (the old one first: its fixed
+    address), the old member and node leave on the first before the new one joins with a
+    new token, and the URNs stay."""
+    before = shared_preview(three_controllers(layout(), "k0s"))
+    values = three_controllers(layout(), "k0s")
+    values["aws"]["controlPlane"] = {"generations": {"control-plane-2": 1}}
+    plan = shared_preview(values)
+    assert {r.urn for r in plan.resources} - {r.urn for r in before.resources} == {
+        plan.named("control-plane-2-retire-member").urn}
+    triggers = {host: plan.named(f"{host}-instance").replacement_trigger for host in HOSTS}
+    assert triggers == {HOSTS[0]: None, HOSTS[1]: 1, HOSTS[2]: None}
+    first = runs_on(plan, "control-plane-install-bundle")
+    retire = plan.named("control-plane-2-retire-member")
+    assert runs_on(plan, retire.name) == first
+    assert over_ssh(plan, retire.name)["MEMBER_NODE"] == "control-plane-2"
+    token = plan.named("control-plane-2-create-controller-token")
+    assert retire.name in plan.all_dependencies(token)
+    assert over_ssh(plan, token.name)["MACHINE_GENERATION"] == "1"
+    joined = plan.named("control-plane-2-install-controller" if layout is hybrid_config
+                        else f"{HOSTS[1]}-instance")
+    assert {retire.name, token.name} <= plan.all_dependencies(joined)
