@@ -46,15 +46,13 @@ def preview_warnings(settings: StackConfig) -> list[str]:
 
 def ec2_controllers_warning(settings: StackConfig) -> Optional[str]:
     """What several EC2 controllers do not make highly available: what runs on the first
-    controller's instance only (hybrid: the VPN, and `pulumi up`'s way to the API; cloud:
-    the pools' token rotation and node cleanup)."""
+    controller's instance only (hybrid: the VPN; cloud: the pools' token rotation and node
+    cleanup)."""
     replicas = settings.control_plane_endpoint.replicas
     if settings.layout not in ("hybrid", "cloud") or replicas == 1:
         return None
     alone = ("the VPN runs on the first controller's instance only, so losing it cuts the "
-             "on-prem nodes off until it is back; `pulumi up` and the stack's admin "
-             "kubeconfig reach the API at that instance too (nodes and users reach it "
-             "through the load balancer)"
+             "on-prem nodes and the VPN's users off until it is back"
              if settings.layout == "hybrid" else
              "the pools' join-token rotation and the removal of the nodes of terminated pool "
              "instances run on the first controller's instance only, so while it is down for "

@@ -81,7 +81,7 @@ class AwsSide:
     default_tags: dict
     others: tuple[ControlPlaneHost, ...] = ()
     balancer: Optional[ApiLoadBalancer] = None
-    # On cloud with several controllers, the users' way in (ApiLoadBalancer.public).
+    # With several controllers, the way in from aws.adminCidrs (ApiLoadBalancer.public).
     public_balancer: Optional[ApiLoadBalancer] = None
 
     @property
@@ -135,9 +135,9 @@ class OnAws(Layout):
         sources = cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr, settings.vpn)
         nodes = node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts])
         balancer = (self._balancer(network, sources, nodes, opts) if replicas > 1 else None)
-        # On cloud, users and `pulumi up` come from aws.adminCidrs over the internet.
-        public = (self._public_balancer(network, opts)
-                  if balancer is not None and self.boots_itself else None)
+        # `pulumi up` and the admin kubeconfig (on cloud, the users too) come from
+        # aws.adminCidrs over the internet.
+        public = self._public_balancer(network, opts) if balancer is not None else None
         hosts = ec2_controllers(settings.aws, replicas)
         if boot is not None and bucket is not None:
             self._install_backup_at_boot(boot, bucket, hosts)

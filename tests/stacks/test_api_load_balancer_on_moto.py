@@ -128,7 +128,7 @@ def check_forwarding(moto, arn: str, instances: dict, ports: set) -> None:
 def test_aws_takes_the_load_balancer_and_forwards_each_port_to_every_controller(
         moto, distribution):
     plan = shared_preview(three_controllers(hybrid_config(), distribution))
-    [nlb] = plan.of_type("aws:lb/loadBalancer:LoadBalancer")
+    nlb = plan.named("test-api-nlb")
 
     arn, instances, subnets = on_moto(moto, plan, nlb, f"hybrid-{distribution}")
 

@@ -39,8 +39,8 @@ def sans(distribution: str, env: dict) -> list[str]:
 
 
 def balancer(plan):
-    [nlb] = plan.of_type("aws:lb/loadBalancer:LoadBalancer")
-    return nlb
+    """The internal load balancer (the public one is for aws.adminCidrs)."""
+    return plan.named("test-api-nlb")
 
 
 def test_one_controller_per_zone_each_at_its_fixed_address(ha):
@@ -84,12 +84,13 @@ def test_the_controllers_join_the_first_in_order_over_ssh(ha):
                 assert runs_on(plan, f"{controller}-create-controller-token") == first
 
 
-def test_every_certificate_names_the_balancer_and_every_kubeconfig_its_address(ha):
+def test_every_certificate_names_the_balancers_and_every_kubeconfig_one(ha):
     distribution, plan = ha
     dns_name = outputs(plan, balancer(plan).name)["dnsName"]
+    public = outputs(plan, "test-public-api-nlb")["dnsName"]
     for controller, address in zip(CONTROLLERS, ADDRESSES):
         env = inputs(plan, f"{controller}-install-controller")
-        assert {ENDPOINT, dns_name, address} <= set(sans(distribution, env))
+        assert {ENDPOINT, dns_name, public, address} <= set(sans(distribution, env))
         if distribution == "k0s":
             spec = yaml.safe_load(env["K0S_CONFIG"])["spec"]
             assert spec["api"]["externalAddress"] == ENDPOINT
@@ -97,6 +98,9 @@ def test_every_certificate_names_the_balancer_and_every_kubeconfig_its_address(h
     for kubeconfig in plan.outputs["userKubeconfigs"][0].values():
         assert yaml.safe_load(kubeconfig)["clusters"][0]["cluster"]["server"] == \
             f"https://{ENDPOINT}:6443"
+    # The admin and `pulumi up`, from aws.adminCidrs, through the public one.
+    assert yaml.safe_load(plan.outputs["kubeconfig"][0])["clusters"][0]["cluster"][
+        "server"] == f"https://{public}:6443"
     # No VIP on AWS: VPC subnets carry no VRRP.
     assert not [r for r in plan.of_type("command:remote:Command")
                 if r.name.endswith("-control-plane-vip")]
@@ -108,7 +112,8 @@ def test_the_balancer_is_internal_at_fixed_addresses_and_forwards_each_port(ha):
     assert (nlb["loadBalancerType"], nlb["internal"]) == ("network", True)
     assert nlb["enableCrossZoneLoadBalancing"] is True
     assert [m["privateIpv4Address"] for m in nlb["subnetMappings"]] == list(BALANCER)
-    listeners = {r.inputs["port"] for r in plan.of_type("aws:lb/listener:Listener")}
+    listeners = {r.inputs["port"] for r in plan.of_type("aws:lb/listener:Listener")
+                 if r.name.startswith("test-api-")}
     assert listeners == BALANCED[distribution]
     instances = {outputs(plan, f"test-control-plane-host{s}-instance")["id"]
                  for s in ("", "-2", "-3")}
