@@ -125,9 +125,13 @@ class ControlPlane(pulumi.ComponentResource):
             for joining in args.joining:
                 self.installed = self._install(joining.host, joining.prepared,
                                                after=[self.installed])
+            if args.joining and args.public_address is not None:
+                # `pulumi up` reaches the API through a load balancer, which forwards only
+                # once its health checks passed.
+                self.installed = self._create_wait_for_api([self.installed])
         else:
             self.ssh = args.booted_ssh
-            self.installed = self._create_wait_for_api()
+            self.installed = self._create_wait_for_api([args.booted])
             booted = [(self.host, self.ssh, None)]
             for joining in args.joining:
                 booted.append(self._launch(joining))
@@ -289,9 +293,10 @@ class ControlPlane(pulumi.ComponentResource):
         value = pulumi.Output.secret(step.stdout.apply(lambda text: text.strip()))
         return _IssuedToken(JoinToken(value, step.urn), step)
 
-    def _create_wait_for_api(self) -> local.Command:
-        """Runs where `pulumi up` runs: waits until the API the instance installs at boot
-        answers, with the admin certificate (the distributions allow no anonymous requests)."""
+    def _create_wait_for_api(self, after: Sequence[pulumi.Resource]) -> local.Command:
+        """Runs where `pulumi up` runs, once `after`: waits until the API answers where it
+        reaches it (one the instance installs at boot, or behind a load balancer), with the
+        admin certificate (the distributions allow no anonymous requests)."""
         args = self._args
         stdin = envelope(self.host.name, "wait-for-api", WAIT_FOR_API, {
             "API_SERVER": self.api_endpoint,
@@ -305,7 +310,7 @@ class ControlPlane(pulumi.ComponentResource):
             create="bash -s -- create",
             stdin=stdin,
             logging=local.Logging.STDERR,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.booted]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(after)),
         )
 
     def join_token_for(self, node: Host, after: Sequence[pulumi.Resource] = ()) -> JoinToken:

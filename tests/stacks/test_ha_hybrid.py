@@ -223,3 +223,15 @@ def test_a_group_past_awss_rule_quota_is_warned(hosts, warned):
     if warned:
         [warning] = found
         assert f"security group test-control-plane-host-sg gets {count} inbound rules" in warning
+
+
+def test_pulumi_up_waits_for_the_api_behind_the_public_balancer(ha):
+    """The Kubernetes providers reach the API through the public load balancer, which
+    forwards once its health checks passed."""
+    _, plan = ha
+    wait = plan.named("control-plane-wait-for-api")
+    assert "control-plane-3-etcd-member" in plan.all_dependencies(wait)
+    public = outputs(plan, "test-public-api-nlb")["dnsName"]
+    assert f"https://{public}:6443" in unwrap(wait.inputs["stdin"])
+    [provider] = [r for r in plan.resources if r.name == "test-kubernetes-nodes"]
+    assert wait.name in plan.all_dependencies(provider)
