@@ -20,6 +20,8 @@ EXAMPLES = {
     "access.users[].groups[]": "researchers",
     "access.users[].namespaces[]": "vision",
     "aws.controlPlane.ami": "ami-0123456789abcdef0",
+    "aws.controlPlane.generations{key}": "control-plane-2",
+    "aws.controlPlane.generations{value}": 1,
     "aws.controlPlane.name": "control-plane",
     "aws.controlPlane.privateIp": "10.30.0.10",
     "aws.controlPlane.sshHostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKPvBQLorBQY59OKCmXrgRZHMkIaXzJ4GpXZeV6uGFIw",
@@ -190,6 +192,11 @@ def _two_subnets(values: dict) -> None:
     values["aws"]["vpc"]["subnetCidrs"] = ["10.30.0.0/24", "10.30.1.0/24"]
 
 
+def _three_controllers(values: dict) -> None:
+    values["aws"]["vpc"]["availabilityZones"] = 3
+    values.setdefault("kubernetes", {})["controlPlane"] = {"replicas": 3}
+
+
 def _adopted_vpc(values: dict) -> None:
     values["aws"]["vpc"].update(id="vpc-0123456789abcdef0",
                                 subnetIds=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"])
@@ -269,6 +276,7 @@ SETTINGS_FOR = {
     "aws.vpc.subnetCidrs[]": _two_subnets,
     "aws.vpc.subnetIds[]": _adopted_vpc,
     "aws.vpc.routeTableIds[]": _adopted_vpc,
+    "aws.controlPlane.generations{key}": _three_controllers,
     "kubeflow.access.sourceRanges[]": _load_balancer,
     "monitoring.grafana.access.sourceRanges[]": _grafana_load_balancer,
     "vpnClientProfile": _client_to_existing,
