@@ -4,7 +4,6 @@ security group rules that open only what the cluster and its admins need. On the
 layout it installs the controller itself at boot (`boot`); on hybrid, steps over SSH do,
 verifying the SSH host key the instance installed at boot."""
 
-import ipaddress
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from components.aws.boot import (
     machine_boot,
     secret_parameter,
 )
+from components.aws.controller_groups import admit_balancers, ingress_rules
 from components.aws.network import AwsNetwork, pinned_image, warn_over_rules_quota
 from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution
@@ -206,24 +206,10 @@ class ControlPlaneHost(pulumi.ComponentResource):
                     f"{self._name}-{name}-{index}", security_group_id=group.id,
                     ip_protocol=protocol, from_port=port, to_port=port, cidr_ipv4=cidr,
                     description=name, opts=self._opts)
-        # What the load balancer forwards, and its health checks, come from its group.
-        balanced = ({"kubernetes-api": (args.api_port, "tcp"), **args.balanced_ports}
-                    if args.balancer_group is not None else {})
-        for name, (port, protocol) in balanced.items():
-            aws.vpc.SecurityGroupIngressRule(
-                f"{self._name}-{name}-balanced", security_group_id=group.id,
-                ip_protocol=protocol, from_port=port, to_port=port,
-                referenced_security_group_id=args.balancer_group,
-                description=f"{name} through the API load balancer", opts=self._opts)
-        if args.public_balancer_group is not None:
-            aws.vpc.SecurityGroupIngressRule(
-                f"{self._name}-kubernetes-api-public", security_group_id=group.id,
-                ip_protocol="tcp", from_port=args.api_port, to_port=args.api_port,
-                referenced_security_group_id=args.public_balancer_group,
-                description="kubernetes-api through the public API load balancer",
-                opts=self._opts)
-        warn_over_rules_quota(f"{self._name}-sg", sum(len(cidrs) for *_, cidrs in rules)
-                              + len(balanced) + (args.public_balancer_group is not None), self)
+        balanced = admit_balancers(self._name, group.id, args.api_port, args.balanced_ports,
+                                   args.balancer_group, args.public_balancer_group, self._opts)
+        warn_over_rules_quota(f"{self._name}-sg",
+                              sum(len(cidrs) for *_, cidrs in rules) + balanced, self)
         # Packages, images and the distribution's release are fetched from the internet.
         aws.vpc.SecurityGroupEgressRule(
             f"{self._name}-egress", security_group_id=group.id, ip_protocol="-1",
@@ -392,54 +378,6 @@ class ControlPlaneHost(pulumi.ComponentResource):
             for what, cidr in destinations.items()
             for index, table in enumerate(self._args.network.route_table_ids)
         ]
-
-
-def controller_peers_group(name: str, vpc_id: pulumi.Input[str], cluster_name: str,
-                           ports: Mapping[str, tuple[int, str]],
-                           opts: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
-    """The group every controller is in when there are several, open on `ports` (etcd's
-    peers, joins, their kubelets: name -> (port, protocol)) to its own members only: one
-    rule per port whatever the count of controllers, where an address per peer would take
-    four rules per port of a controller's quota of 60 (docs.aws.amazon.com/vpc/latest/
-    userguide/amazon-vpc-limits.html, "Inbound or outbound rules per security group")."""
-    group = aws.ec2.SecurityGroup(name, vpc_id=vpc_id,
-                                  description=f"{cluster_name} controllers, to each other",
-                                  tags={"Name": f"{cluster_name}-controllers"}, opts=opts)
-    for port_name, (port, protocol) in ports.items():
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-{port_name}", security_group_id=group.id, ip_protocol=protocol,
-            from_port=port, to_port=port, referenced_security_group_id=group.id,
-            description=f"{port_name} from the other controllers", opts=opts)
-    return group
-
-
-def ingress_rules(admin_cidrs: Sequence[str], api_port: int, cluster_cidrs: Sequence[str],
-                  node_cidrs: Sequence[str], control_plane_ports: Mapping[str, tuple[int, str]],
-                  vpn: Optional[VpnSettings]) -> list[tuple[str, str, int, list[str]]]:
-    """(name, protocol, port, source CIDRs) of every inbound rule; nothing else is open.
-    Each (protocol, port, network) appears once: EC2 refuses a second, identical rule
-    (InvalidPermission.Duplicate), e.g. when the admins' network is the LAN."""
-    cluster_networks = list(cluster_cidrs)
-    admins = list(admin_cidrs)
-    wanted = [("ssh", "tcp", EC2_SSH_PORT, admins),
-              ("kubernetes-api", "tcp", api_port, cluster_networks + admins)]
-    # The ports nodes reach the control plane at (RKE2's kubelet and Canal's VXLAN, which
-    # is unauthenticated, among them): from the nodes' own addresses only.
-    wanted += [(name, protocol, port, list(node_cidrs))
-               for name, (port, protocol) in control_plane_ports.items()]
-    if vpn is not None and vpn.mode == "server-on-ec2":
-        wanted.append(("openvpn", vpn.protocol, vpn.port, list(vpn.client_source_cidrs)))
-    seen: set[tuple[str, int, str]] = set()
-    rules = []
-    for name, protocol, port, cidrs in wanted:
-        unique = []
-        for cidr in cidrs:
-            key = (protocol, port, str(ipaddress.ip_network(cidr)))
-            if key not in seen:
-                seen.add(key)
-                unique.append(cidr)
-        rules.append((name, protocol, port, unique))
-    return rules
 
 
 def cloud_config(hostname: str) -> str:

@@ -21,9 +21,9 @@ from components.aws.control_plane_host import (
     ControllerBoot,
     ControlPlaneHost,
     ControlPlaneHostArgs,
-    controller_peers_group,
     ec2_controllers,
 )
+from components.aws.controller_groups import controller_peers_group
 from components.aws import ssm_paths
 from components.aws.network import AwsNetwork, AwsNetworkArgs
 from components.aws.tags import default_tags
