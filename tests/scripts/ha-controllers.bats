@@ -86,6 +86,19 @@ with_fake_release() {
     "$1" >"$BATS_TEST_TMPDIR/step.sh"
 }
 
+# joining_rke2 FILE: an RKE2 server about to join with FILE's step: its kubectl in place, and
+# an RKE2 that writes the cluster's CA (FILE's RKE2_CA_CERT), fetched from the server it
+# joins, as it starts.
+joining_rke2() {
+  rke2_kubectl_installed
+  STUB_CLUSTER_CA="$(input "$1" RKE2_CA_CERT)"
+  # shellcheck disable=SC2016 # expanded by the bash the stub starts
+  export STUB_CLUSTER_CA STUB_ON_START='[[ "$1" == rke2-server ]] || exit 0
+    tls="$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/server/tls"; mkdir -p "$tls"
+    for name in server-ca client-ca; do printf "%s\n" "$STUB_CLUSTER_CA" >"$tls/$name.crt"
+      echo "the cluster CA key" >"$tls/$name.key"; done'
+}
+
 @test "rke2: the second server's keepalived holds the VIP with the other two as peers" {
   rendered rke2 control-plane-vip >"$BATS_TEST_TMPDIR/vip.sh"
   # keepalived --config-test of the same text runs for real in tests/components/test_keepalived.py.
@@ -116,13 +129,7 @@ with_fake_release() {
 @test "rke2: the second server joins at the VIP with the server token and no CA key, and runs with the cluster's CA" {
   rendered rke2 install-controller >"$BATS_TEST_TMPDIR/install.sh"
   with_fake_release "$BATS_TEST_TMPDIR/install.sh" rke2
-  rke2_kubectl_installed
-  # RKE2 writes the cluster's CA, fetched from the server it joins, as it starts.
-  STUB_CLUSTER_CA="$(input "$BATS_TEST_TMPDIR/install.sh" RKE2_CA_CERT)"
-  export STUB_CLUSTER_CA STUB_ON_START='[[ "$1" == rke2-server ]] || exit 0
-    tls="$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/server/tls"; mkdir -p "$tls"
-    for name in server-ca client-ca; do printf "%s\n" "$STUB_CLUSTER_CA" >"$tls/$name.crt"
-      echo "the cluster CA key" >"$tls/$name.key"; done'
+  joining_rke2 "$BATS_TEST_TMPDIR/install.sh"
   ! grep -q '^export RKE2_CA_KEY' "$BATS_TEST_TMPDIR/step.sh"
   run_rendered "$BATS_TEST_TMPDIR/step.sh"
   assert_success
@@ -154,12 +161,8 @@ with_fake_release() {
 @test "rke2 on hybrid: the second EC2 server joins through the load balancer, named in its certificate" {
   rendered hybrid-rke2 install-controller >"$BATS_TEST_TMPDIR/install.sh"
   with_fake_release "$BATS_TEST_TMPDIR/install.sh" rke2
-  rke2_kubectl_installed
-  STUB_CLUSTER_CA="$(input "$BATS_TEST_TMPDIR/install.sh" RKE2_CA_CERT)"
-  export GPU_CLUSTER_HOST=control-plane-2 STUB_CLUSTER_CA STUB_ON_START='[[ "$1" == rke2-server ]] || exit 0
-    tls="$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/server/tls"; mkdir -p "$tls"
-    for name in server-ca client-ca; do printf "%s\n" "$STUB_CLUSTER_CA" >"$tls/$name.crt"
-      echo "the cluster CA key" >"$tls/$name.key"; done'
+  export GPU_CLUSTER_HOST=control-plane-2
+  joining_rke2 "$BATS_TEST_TMPDIR/install.sh"
   ! grep -q '^export RKE2_CA_KEY' "$BATS_TEST_TMPDIR/step.sh"
   run_rendered "$BATS_TEST_TMPDIR/step.sh"
   assert_success
