@@ -109,7 +109,7 @@ class ControlPlaneHostArgs:
     # and the group every controller is in (controller_peers_group).
     index: int = 0
     balancer_group: Optional[pulumi.Input[str]] = None
-    # On cloud, the public load balancer's group, admitted on the API port.
+    # With several controllers, the public load balancer's group, admitted on the API port.
     public_balancer_group: Optional[pulumi.Input[str]] = None
     balanced_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     peers_group: Optional[pulumi.Input[str]] = None
@@ -142,9 +142,9 @@ class ControlPlaneHost(pulumi.ComponentResource):
         self._role = instance_role(f"{name}-role", self._tags(), self._opts)
         # What other components grant the instance (writing its backups).
         self.role_name, self.role_arn = self._role.name, self._role.arn
-        # One that installs itself at boot: the first's address goes into the API
-        # certificate its boot makes, so it is allocated before the instance and
-        # associated after.
+        # One that installs itself at boot: its address may go into the API certificate
+        # its boot makes (`user_address`, a single controller's), so it is allocated
+        # before the instance and associated after.
         self._eip = (aws.ec2.Eip(f"{name}-eip", domain="vpc", tags=self._tags(),
                                  opts=self._opts)
                      if args.aws.control_plane.elastic_ip and args.boot is not None else None)
