@@ -118,9 +118,14 @@ NVIDIA_CONTAINER_TOOLKIT = "1.19.1-1"
 # gpg listing of that file in NVIDIA/nvidia-container-toolkit#650 and
 # NVIDIA/libnvidia-container#280; the key apt names when it is missing is its long id
 # DDCAE044F796ECB0 (NVIDIA/nvidia-container-toolkit#81). install-nvidia.sh trusts no other.
-# (The CUDA repository's key, EB693B3035CD5710E231E123A4B469963BF863CC, is not used: the
-# driver comes from Ubuntu's archive.)
+# The same key signs its RPM repository's metadata (stable/rpm/, EL9 hosts).
 NVIDIA_CONTAINER_TOOLKIT_KEY_FINGERPRINT = "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+# The key of NVIDIA's CUDA RPM repositories (D42D0685.pub, "cudatools <cudatools@nvidia.com>"),
+# which EL9 hosts take the driver from, by fingerprint: NVIDIA/cuda-repo-management
+# SIGNATURES.md (ee8303d), "RPM repo method 1/2", the key dnf imports for the rhel8 repository
+# and that signs its repomd.xml; one key for every RPM distribution since the 2022 rotation
+# (NVIDIA/cuda-repo-management#4). Ubuntu hosts take the driver from Ubuntu's archive.
+NVIDIA_CUDA_REPO_KEY_FINGERPRINT = "610C7B14E068A878070DA4E99CD0A493D42D0685"
 
 # The hosts' operating systems: contract/host_os.py (the command reads them too).
 

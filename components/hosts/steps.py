@@ -214,6 +214,7 @@ def install_nvidia_env(nvidia: NvidiaSettings, distribution: Distribution,
         "NVIDIA_DRIVER_BRANCH": nvidia.driver_branch,
         "NVIDIA_CONTAINER_TOOLKIT_VERSION": nvidia.container_toolkit_version,
         "NVIDIA_REPO_KEY_FINGERPRINT": versions.NVIDIA_CONTAINER_TOOLKIT_KEY_FINGERPRINT,
+        "NVIDIA_CUDA_REPO_KEY_FINGERPRINT": versions.NVIDIA_CUDA_REPO_KEY_FINGERPRINT,
         "CONTAINERD_DROPIN_PATH": f"{distribution.containerd_dropin_dir}/nvidia.toml",
         # Empty: the distribution adds the runtime itself; install-nvidia writes no drop-in.
         "CONTAINERD_DROPIN_CONTENT": distribution.nvidia_runtime_dropin() or "",

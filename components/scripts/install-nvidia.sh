@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# GPU hosts only: Ubuntu's NVIDIA server driver (with Fabric Manager on NVSwitch hosts), the
-# pinned NVIDIA Container Toolkit, the /dev/char links and the distribution's containerd
-# drop-in for the nvidia runtime (if it needs one). Never reboots; flags reboot-required.
+# GPU hosts only: the NVIDIA driver branch (with Fabric Manager on NVSwitch hosts), the pinned
+# NVIDIA Container Toolkit, the /dev/char links and the distribution's containerd drop-in for
+# the nvidia runtime (if it needs one). Never reboots; flags reboot-required.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
+# What differs by OS family, which os_do picks: where the packages come from, how they are
+# held at their versions.
+# shellcheck source=nvidia/ubuntu.sh
+[[ -n "${GPU_CLUSTER_NVIDIA_UBUNTU_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/nvidia/ubuntu.sh"
+# shellcheck source=nvidia/el9.sh
+[[ -n "${GPU_CLUSTER_NVIDIA_EL9_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/nvidia/el9.sh"
 : "${GPU_CLUSTER_STEP:=install-nvidia}"
 
-# Inputs: CONTAINERD_DROPIN_CONTENT CONTAINERD_DROPIN_PATH NVIDIA_CONTAINER_TOOLKIT_VERSION NVIDIA_DRIVER_BRANCH NVIDIA_REPO_KEY_FINGERPRINT
+# Inputs: CONTAINERD_DROPIN_CONTENT CONTAINERD_DROPIN_PATH NVIDIA_CONTAINER_TOOLKIT_VERSION NVIDIA_CUDA_REPO_KEY_FINGERPRINT NVIDIA_DRIVER_BRANCH NVIDIA_REPO_KEY_FINGERPRINT
 # Optional inputs: INSTALL_DRIVER NVIDIA_APT_MIRROR NVSWITCH
+#   NVIDIA_REPO_KEY_FINGERPRINT       the container toolkit repository's key (apt and RPM)
+#   NVIDIA_CUDA_REPO_KEY_FINGERPRINT  the CUDA repository's RPM key (EL9's driver)
 
-# NVIDIA_APT_MIRROR (nvidia.aptMirror): a mirror of the same repository (gpgkey, stable/deb/).
+# NVIDIA_APT_MIRROR (nvidia.aptMirror): a mirror of the same repository (gpgkey, stable/deb/,
+# and for EL9 hosts stable/rpm/).
 NVIDIA_REPO_URL=https://nvidia.github.io/libnvidia-container
-NVIDIA_KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
-NVIDIA_SOURCES_LIST=/etc/apt/sources.list.d/nvidia-container-toolkit.list
 NOUVEAU_BLACKLIST=/etc/modprobe.d/gpu-cluster-blacklist-nouveau.conf
 TOOLKIT_PACKAGES=(nvidia-container-toolkit nvidia-container-toolkit-base
   libnvidia-container-tools libnvidia-container1)
@@ -22,6 +31,10 @@ TOOLKIT_PACKAGES=(nvidia-container-toolkit nvidia-container-toolkit-base
 # go and override a packaged file of the same name (udev(7)).
 DEV_CHAR_RULE_FILE=/etc/udev/rules.d/71-nvidia-dev-char.rules
 FABRIC_MANAGER_UNIT=nvidia-fabricmanager.service
+# Set by the family's install_fabric_manager: the version it installed (the driver's), and 1
+# when it changed the packages.
+FABRIC_MANAGER_VERSION=""
+FABRIC_MANAGER_CHANGED=0
 # The toolkit's config (nvidia-container-toolkit v1.19.1 api/config/v1/config.go:35,
 # RelativeFilePath under /etc), read by its runtime and hook at every container start.
 TOOLKIT_CONFIG=/etc/nvidia-container-runtime/config.toml
@@ -36,8 +49,8 @@ TOOLKIT_SETTINGS=(accept-nvidia-visible-devices-envvar-when-unprivileged=false
 
 check_inputs() {
   : "${INSTALL_DRIVER:=true}" "${NVSWITCH:=auto}"
-  local required=(NVIDIA_DRIVER_BRANCH NVIDIA_CONTAINER_TOOLKIT_VERSION CONTAINERD_DROPIN_PATH
-    NVIDIA_REPO_KEY_FINGERPRINT)
+  local name required=(NVIDIA_DRIVER_BRANCH NVIDIA_CONTAINER_TOOLKIT_VERSION CONTAINERD_DROPIN_PATH
+    NVIDIA_REPO_KEY_FINGERPRINT NVIDIA_CUDA_REPO_KEY_FINGERPRINT)
   # Given but empty: no drop-in (RKE2 adds the runtime when it finds the toolkit).
   [[ -v CONTAINERD_DROPIN_CONTENT ]] || required+=(CONTAINERD_DROPIN_CONTENT)
   require_env "${required[@]}"
@@ -47,12 +60,13 @@ check_inputs() {
     die "NVSWITCH must be auto, true or false, got '$NVSWITCH'"
   fi
   if [[ ! "$NVIDIA_CONTAINER_TOOLKIT_VERSION" =~ ^[0-9][0-9A-Za-z.+~:-]*$ ]]; then
-    die "NVIDIA_CONTAINER_TOOLKIT_VERSION '$NVIDIA_CONTAINER_TOOLKIT_VERSION' is not an apt version"
+    die "NVIDIA_CONTAINER_TOOLKIT_VERSION '$NVIDIA_CONTAINER_TOOLKIT_VERSION' is not a package version"
   fi
-  if [[ ! "$NVIDIA_REPO_KEY_FINGERPRINT" =~ ^[0-9A-F]{40}$ ]]; then
-    die "NVIDIA_REPO_KEY_FINGERPRINT must be an OpenPGP v4 fingerprint (40 upper-case hex" \
-      "digits), got '$NVIDIA_REPO_KEY_FINGERPRINT'"
-  fi
+  for name in NVIDIA_REPO_KEY_FINGERPRINT NVIDIA_CUDA_REPO_KEY_FINGERPRINT; do
+    if [[ ! "${!name}" =~ ^[0-9A-F]{40}$ ]]; then
+      die "$name must be an OpenPGP v4 fingerprint (40 upper-case hex digits), got '${!name}'"
+    fi
+  done
   if [[ "$CONTAINERD_DROPIN_PATH" != /* || "$CONTAINERD_DROPIN_PATH" == *..* ]]; then
     die "CONTAINERD_DROPIN_PATH must be an absolute path without '..', got '$CONTAINERD_DROPIN_PATH'"
   fi
@@ -85,50 +99,20 @@ module_version() {
   fi
 }
 
+# install_driver: the family's driver of NVIDIA_DRIVER_BRANCH (nvidia/ubuntu.sh,
+# nvidia/el9.sh), loaded now or after the reboot it flags.
 install_driver() {
-  local branch=$NVIDIA_DRIVER_BRANCH version packages package missing=()
-  packages=("nvidia-headless-${branch}-server" "nvidia-utils-${branch}-server")
+  local version
   version="$(driver_version)"
-  if [[ -n "$version" && "${version%%.*}" == "$branch" ]]; then
-    log "NVIDIA driver $version is already installed and loaded (branch $branch)"
+  if [[ -n "$version" && "${version%%.*}" == "$NVIDIA_DRIVER_BRANCH" ]]; then
+    log "NVIDIA driver $version is already installed and loaded (branch $NVIDIA_DRIVER_BRANCH)"
     return 0
   fi
   if [[ -n "$version" ]]; then
-    log "NVIDIA driver $version is loaded; installing branch $branch"
+    log "NVIDIA driver $version is loaded; installing branch $NVIDIA_DRIVER_BRANCH"
   fi
-
-  for package in "${packages[@]}"; do
-    if ! package_installed "$package"; then
-      missing+=("$package")
-    fi
-  done
-  if ((${#missing[@]} > 0)); then
-    apt_update_once
-    apt_get install -y --allow-change-held-packages "${packages[@]}"
-    log "changed: installed ${packages[*]}"
-  else
-    log "${packages[*]} already installed"
-  fi
-  hold_packages "${packages[@]}"
+  os_do install_nvidia_driver
   load_driver
-}
-
-# hold_packages PKG...: keeps unattended upgrades from replacing the driver's user-space
-# libraries under a loaded kernel module ("Driver/library version mismatch" in NVML).
-hold_packages() {
-  local held package missing=()
-  held=" $(apt-mark showhold | tr '\n' ' ') "
-  for package in "$@"; do
-    if [[ "$held" != *" $package "* ]]; then
-      missing+=("$package")
-    fi
-  done
-  if ((${#missing[@]} == 0)); then
-    log "already held: $*"
-    return 0
-  fi
-  apt-mark hold "${missing[@]}" >/dev/null
-  log "changed: held ${missing[*]} at their installed versions"
 }
 
 # load_driver: loads the freshly installed kernel module when possible, otherwise
@@ -143,7 +127,7 @@ blacklist nouveau
 options nouveau modeset=0
 EOF
     if needs_follow_up "$FILE_CHANGED" update-initramfs; then
-      update-initramfs -u
+      os_do rebuild_initramfs
       follow_up_done update-initramfs
       log "changed: rebuilt the initramfs without nouveau"
     fi
@@ -172,57 +156,21 @@ primary_fingerprints() {
       $1 == "fpr" && primary { print $10 } { primary = 0 }'
 }
 
-# is_pinned_key FILE: FILE holds exactly one primary key, NVIDIA_REPO_KEY_FINGERPRINT.
+# is_pinned_key FILE FINGERPRINT: FILE holds exactly one primary key, FINGERPRINT.
 is_pinned_key() {
-  [[ -s "$1" && "$(primary_fingerprints "$1")" == "$NVIDIA_REPO_KEY_FINGERPRINT" ]]
+  [[ -s "$1" && "$(primary_fingerprints "$1")" == "$2" ]]
 }
 
-configure_toolkit_repo() {
-  local list_changed found
-  # The key apt trusts for the repository is the one pinned by fingerprint
-  # (config/versions.py), checked before it is written and at every run after.
-  if is_pinned_key "$ROOT$NVIDIA_KEYRING"; then
-    log "unchanged $NVIDIA_KEYRING (key $NVIDIA_REPO_KEY_FINGERPRINT)"
-  else
-    if [[ -e "$ROOT$NVIDIA_KEYRING" ]]; then
-      warn "$NVIDIA_KEYRING does not hold exactly the pinned key $NVIDIA_REPO_KEY_FINGERPRINT; replacing it"
-    fi
-    make_temp_dir
-    curl -fsSL --retry 5 -o "$TEMP_DIR/gpgkey" "$NVIDIA_REPO_URL/gpgkey"
-    if ! is_pinned_key "$TEMP_DIR/gpgkey"; then
-      found="$(primary_fingerprints "$TEMP_DIR/gpgkey" | paste -sd ' ' -)"
-      die "$NVIDIA_REPO_URL/gpgkey is not the pinned key $NVIDIA_REPO_KEY_FINGERPRINT" \
-        "(found: ${found:-no OpenPGP key}); nothing trusted"
-    fi
-    gpg --batch --yes --dearmor -o "$TEMP_DIR/keyring.gpg" "$TEMP_DIR/gpgkey"
-    write_file "$NVIDIA_KEYRING" 0644 <"$TEMP_DIR/keyring.gpg"
+# fetch_pinned_key URL FINGERPRINT: the key at URL, in $TEMP_DIR/gpgkey, when it is
+# exactly the pinned key FINGERPRINT; dies naming what it found otherwise.
+fetch_pinned_key() {
+  local found
+  make_temp_dir
+  curl -fsSL --retry 5 -o "$TEMP_DIR/gpgkey" "$1"
+  if ! is_pinned_key "$TEMP_DIR/gpgkey" "$2"; then
+    found="$(primary_fingerprints "$TEMP_DIR/gpgkey" | paste -sd ' ' -)"
+    die "$1 is not the pinned key $2 (found: ${found:-no OpenPGP key}); nothing trusted"
   fi
-  # apt substitutes $(ARCH) itself; it must stay literal in the file.
-  # shellcheck disable=SC2016
-  write_text "$NVIDIA_SOURCES_LIST" 0644 \
-    "deb [signed-by=$NVIDIA_KEYRING] $NVIDIA_REPO_URL/stable/deb/"'$(ARCH)'" /"
-  list_changed=$FILE_CHANGED
-  if ((list_changed)); then
-    apt_update_once
-  fi
-}
-
-install_toolkit() {
-  local want=$NVIDIA_CONTAINER_TOOLKIT_VERSION current="" package pinned=()
-  if package_installed nvidia-container-toolkit; then
-    current="$(package_version nvidia-container-toolkit)"
-  fi
-  if [[ "$current" == "$want" ]]; then
-    log "NVIDIA Container Toolkit $want is already installed"
-  else
-    for package in "${TOOLKIT_PACKAGES[@]}"; do
-      pinned+=("$package=$want")
-    done
-    apt_update_once
-    apt_get install -y --allow-downgrades --allow-change-held-packages "${pinned[@]}"
-    log "changed: installed NVIDIA Container Toolkit $want${current:+ (was $current)}"
-  fi
-  hold_packages "${TOOLKIT_PACKAGES[@]}"
 }
 
 configure_runtime() {
@@ -325,58 +273,6 @@ fabric_manager_needed() {
   esac
 }
 
-# install_fabric_manager: Ubuntu's nvidia-fabricmanager-BRANCH and libnvidia-nscq-BRANCH
-# at exactly the driver's upstream version, held with it. Fabric Manager must match the
-# driver (canonical/apt-packaging-fabric-manager README: "the version of fabricmanager
-# must match the NVIDIA driver installed"); Ubuntu's package depends on
-# nvidia-kernel-common-BRANCH-server-VERSION (packages.ubuntu.com, noble,
-# nvidia-fabricmanager-580), so the version is read from that package. The separately
-# built packages' Debian revisions may differ, hence VERSION-*: apt takes a trailing * as
-# a version prefix (apt-pkg/versionmatch.cc), as NVIDIA's driver container pins them
-# (gpu-driver-container, ubuntu22.04/precompiled/nvidia-driver, fabricmanager_install).
-install_fabric_manager() {
-  local branch=$NVIDIA_DRIVER_BRANCH driver_package want package current changed=0
-  local packages pinned=() was=()
-  driver_package="nvidia-kernel-common-${branch}-server"
-  packages=("nvidia-fabricmanager-$branch" "libnvidia-nscq-$branch")
-  if ! package_installed "$driver_package"; then
-    die "Fabric Manager must be the driver's version, but $driver_package (Ubuntu's" \
-      "$branch-server driver) is not installed; install that driver, or set nvswitch to" \
-      "false and run a Fabric Manager of the driver's version yourself"
-  fi
-  want="$(upstream_version "$(package_version "$driver_package")")"
-  for package in "${packages[@]}"; do
-    current=""
-    if package_installed "$package"; then
-      current="$(upstream_version "$(package_version "$package")")"
-    fi
-    if [[ "$current" != "$want" ]]; then
-      pinned+=("$package=$want-*")
-      was+=("$package ${current:-none}")
-    fi
-  done
-  if ((${#pinned[@]} > 0)); then
-    apt_update_once
-    if ! apt_get install -y --allow-downgrades --allow-change-held-packages "${pinned[@]}"; then
-      die "could not install ${pinned[*]}: Fabric Manager must be the driver's version" \
-        "$want (Ubuntu publishes ${packages[*]} in its multiverse component)"
-    fi
-    for package in "${packages[@]}"; do
-      current="$(upstream_version "$(package_version "$package")")"
-      if [[ "$current" != "$want" ]]; then
-        die "$package is at $current after installing it, not the driver's version $want"
-      fi
-    done
-    changed=1
-    log "changed: installed Fabric Manager and NSCQ $want, the driver's version" \
-      "(was: $(IFS=,; echo "${was[*]}"))"
-  else
-    log "Fabric Manager and NSCQ $want are already installed (the driver's version)"
-  fi
-  hold_packages "${packages[@]}"
-  run_fabric_manager "$changed" "$want"
-}
-
 # run_fabric_manager CHANGED VERSION: the service enabled and, while the loaded driver is
 # VERSION, running; restarted when CHANGED (a new version, or an earlier run's restart
 # that did not finish). With another driver loaded (a reboot is pending) it starts at the
@@ -444,7 +340,8 @@ configure_fabric_manager() {
     return 0
   fi
   if is_true "$INSTALL_DRIVER"; then
-    install_fabric_manager
+    os_do install_fabric_manager
+    run_fabric_manager "$FABRIC_MANAGER_CHANGED" "$FABRIC_MANAGER_VERSION"
   else
     image_fabric_manager
   fi
@@ -460,8 +357,8 @@ main() {
     log "the NVIDIA driver is the host's own and is kept (INSTALL_DRIVER=false):" \
       "$(driver_version | grep . || echo 'none answers yet')"
   fi
-  configure_toolkit_repo
-  install_toolkit
+  os_do configure_toolkit_repo
+  os_do install_nvidia_toolkit
   configure_toolkit
   link_device_nodes
   configure_runtime

@@ -50,6 +50,7 @@ def toolkit_config(tmp_path_factory) -> dict:
     env = {**host.env, "GPU_CLUSTER_HOST": "gpu01", "NVIDIA_DRIVER_BRANCH": "580",
            "NVIDIA_CONTAINER_TOOLKIT_VERSION": versions.NVIDIA_CONTAINER_TOOLKIT,
            "NVIDIA_REPO_KEY_FINGERPRINT": versions.NVIDIA_CONTAINER_TOOLKIT_KEY_FINGERPRINT,
+           "NVIDIA_CUDA_REPO_KEY_FINGERPRINT": versions.NVIDIA_CUDA_REPO_KEY_FINGERPRINT,
            "CONTAINERD_DROPIN_PATH": "/etc/k0s/containerd.d/nvidia.toml",
            "CONTAINERD_DROPIN_CONTENT": "version = 3", "STUB_PATH": host.env["PATH"],
            "GPU_CLUSTER_PYTHON": sys.executable, "HOME": os.environ.get("HOME", "/root")}

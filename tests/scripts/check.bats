@@ -119,6 +119,7 @@ install_nvidia() {
   render install-nvidia install-nvidia.sh INSTALL_DRIVER=true NVSWITCH=auto \
     NVIDIA_DRIVER_BRANCH=580 NVIDIA_CONTAINER_TOOLKIT_VERSION=1.19.1-1 \
     NVIDIA_REPO_KEY_FINGERPRINT=C95B321B61E88C1809C4F759DDCAE044F796ECB0 \
+    NVIDIA_CUDA_REPO_KEY_FINGERPRINT=610C7B14E068A878070DA4E99CD0A493D42D0685 \
     CONTAINERD_DROPIN_PATH=/etc/k0s/containerd.d/nvidia.toml \
     CONTAINERD_DROPIN_CONTENT=$'version = 3\n[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"' \
     "$@"

@@ -15,6 +15,8 @@ version = 3
 
 # The fingerprint of the key NVIDIA serves (config/versions.py), which the stub serves.
 PINNED_KEY=C95B321B61E88C1809C4F759DDCAE044F796ECB0
+# The CUDA repository's RPM key (config/versions.py), for EL9's driver.
+CUDA_KEY=610C7B14E068A878070DA4E99CD0A493D42D0685
 KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
 SOURCES=/etc/apt/sources.list.d/nvidia-container-toolkit.list
 
@@ -34,7 +36,7 @@ real_key() {
 
 setup() {
   setup_host
-  export NVIDIA_REPO_KEY_FINGERPRINT=$PINNED_KEY
+  export NVIDIA_REPO_KEY_FINGERPRINT=$PINNED_KEY NVIDIA_CUDA_REPO_KEY_FINGERPRINT=$CUDA_KEY
   export NVIDIA_DRIVER_BRANCH=580 NVIDIA_CONTAINER_TOOLKIT_VERSION=1.19.1-1 \
     CONTAINERD_DROPIN_PATH=/etc/k0s/containerd.d/nvidia.toml \
     CONTAINERD_DROPIN_CONTENT="$DROPIN_CONTENT"

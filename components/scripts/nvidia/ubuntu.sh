@@ -1,0 +1,148 @@
+# shellcheck shell=bash disable=SC2154,SC2034 # install-nvidia.sh's inputs; globals it reads
+# install-nvidia on Ubuntu (os_do's ubuntu_ functions): Ubuntu's NVIDIA server driver, the
+# container toolkit from NVIDIA's apt repository, Fabric Manager from Ubuntu's archive; each
+# held at its installed version with apt-mark.
+
+GPU_CLUSTER_NVIDIA_UBUNTU_LOADED=1
+UBUNTU_NVIDIA_KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
+UBUNTU_NVIDIA_SOURCES_LIST=/etc/apt/sources.list.d/nvidia-container-toolkit.list
+
+# ubuntu_install_nvidia_driver: nvidia-headless-BRANCH-server and its utilities, held.
+ubuntu_install_nvidia_driver() {
+  local branch=$NVIDIA_DRIVER_BRANCH packages package missing=()
+  packages=("nvidia-headless-${branch}-server" "nvidia-utils-${branch}-server")
+  for package in "${packages[@]}"; do
+    if ! package_installed "$package"; then
+      missing+=("$package")
+    fi
+  done
+  if ((${#missing[@]} > 0)); then
+    apt_update_once
+    apt_get install -y --allow-change-held-packages "${packages[@]}"
+    log "changed: installed ${packages[*]}"
+  else
+    log "${packages[*]} already installed"
+  fi
+  ubuntu_hold_packages "${packages[@]}"
+}
+
+# ubuntu_hold_packages PKG...: keeps unattended upgrades from replacing the driver's
+# user-space libraries under a loaded kernel module ("Driver/library version mismatch" in
+# NVML).
+ubuntu_hold_packages() {
+  local held package missing=()
+  held=" $(apt-mark showhold | tr '\n' ' ') "
+  for package in "$@"; do
+    if [[ "$held" != *" $package "* ]]; then
+      missing+=("$package")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    log "already held: $*"
+    return 0
+  fi
+  apt-mark hold "${missing[@]}" >/dev/null
+  log "changed: held ${missing[*]} at their installed versions"
+}
+
+# ubuntu_rebuild_initramfs: the running kernel's initramfs, rebuilt.
+ubuntu_rebuild_initramfs() {
+  update-initramfs -u
+}
+
+ubuntu_configure_toolkit_repo() {
+  # The key apt trusts for the repository is the one pinned by fingerprint
+  # (config/versions.py), checked before it is written and at every run after.
+  if is_pinned_key "$ROOT$UBUNTU_NVIDIA_KEYRING" "$NVIDIA_REPO_KEY_FINGERPRINT"; then
+    log "unchanged $UBUNTU_NVIDIA_KEYRING (key $NVIDIA_REPO_KEY_FINGERPRINT)"
+  else
+    if [[ -e "$ROOT$UBUNTU_NVIDIA_KEYRING" ]]; then
+      warn "$UBUNTU_NVIDIA_KEYRING does not hold exactly the pinned key" \
+        "$NVIDIA_REPO_KEY_FINGERPRINT; replacing it"
+    fi
+    fetch_pinned_key "$NVIDIA_REPO_URL/gpgkey" "$NVIDIA_REPO_KEY_FINGERPRINT"
+    gpg --batch --yes --dearmor -o "$TEMP_DIR/keyring.gpg" "$TEMP_DIR/gpgkey"
+    write_file "$UBUNTU_NVIDIA_KEYRING" 0644 <"$TEMP_DIR/keyring.gpg"
+  fi
+  # apt substitutes $(ARCH) itself; it must stay literal in the file.
+  # shellcheck disable=SC2016
+  write_text "$UBUNTU_NVIDIA_SOURCES_LIST" 0644 \
+    "deb [signed-by=$UBUNTU_NVIDIA_KEYRING] $NVIDIA_REPO_URL/stable/deb/"'$(ARCH)'" /"
+  if ((FILE_CHANGED)); then
+    apt_update_once
+  fi
+}
+
+# ubuntu_install_nvidia_toolkit: TOOLKIT_PACKAGES at NVIDIA_CONTAINER_TOOLKIT_VERSION (an
+# apt version), held.
+ubuntu_install_nvidia_toolkit() {
+  local want=$NVIDIA_CONTAINER_TOOLKIT_VERSION current="" package pinned=()
+  if package_installed nvidia-container-toolkit; then
+    current="$(package_version nvidia-container-toolkit)"
+  fi
+  if [[ "$current" == "$want" ]]; then
+    log "NVIDIA Container Toolkit $want is already installed"
+  else
+    for package in "${TOOLKIT_PACKAGES[@]}"; do
+      pinned+=("$package=$want")
+    done
+    apt_update_once
+    apt_get install -y --allow-downgrades --allow-change-held-packages "${pinned[@]}"
+    log "changed: installed NVIDIA Container Toolkit $want${current:+ (was $current)}"
+  fi
+  ubuntu_hold_packages "${TOOLKIT_PACKAGES[@]}"
+}
+
+# ubuntu_install_fabric_manager: Ubuntu's nvidia-fabricmanager-BRANCH and
+# libnvidia-nscq-BRANCH at exactly the driver's upstream version, held with it. Fabric
+# Manager must match the driver
+# (canonical/apt-packaging-fabric-manager README: "the version of fabricmanager must match
+# the NVIDIA driver installed"); Ubuntu's package depends on
+# nvidia-kernel-common-BRANCH-server-VERSION (packages.ubuntu.com, noble,
+# nvidia-fabricmanager-580), so the version is read from that package. The separately
+# built packages' Debian revisions may differ, hence VERSION-*: apt takes a trailing * as
+# a version prefix (apt-pkg/versionmatch.cc), as NVIDIA's driver container pins them
+# (gpu-driver-container, ubuntu22.04/precompiled/nvidia-driver, fabricmanager_install).
+# Sets FABRIC_MANAGER_VERSION and FABRIC_MANAGER_CHANGED.
+ubuntu_install_fabric_manager() {
+  local branch=$NVIDIA_DRIVER_BRANCH driver_package want package current
+  local packages pinned=() was=()
+  driver_package="nvidia-kernel-common-${branch}-server"
+  packages=("nvidia-fabricmanager-$branch" "libnvidia-nscq-$branch")
+  if ! package_installed "$driver_package"; then
+    die "Fabric Manager must be the driver's version, but $driver_package (Ubuntu's" \
+      "$branch-server driver) is not installed; install that driver, or set nvswitch to" \
+      "false and run a Fabric Manager of the driver's version yourself"
+  fi
+  want="$(upstream_version "$(package_version "$driver_package")")"
+  FABRIC_MANAGER_VERSION=$want FABRIC_MANAGER_CHANGED=0
+  for package in "${packages[@]}"; do
+    current=""
+    if package_installed "$package"; then
+      current="$(upstream_version "$(package_version "$package")")"
+    fi
+    if [[ "$current" != "$want" ]]; then
+      pinned+=("$package=$want-*")
+      was+=("$package ${current:-none}")
+    fi
+  done
+  if ((${#pinned[@]} > 0)); then
+    apt_update_once
+    if ! apt_get install -y --allow-downgrades --allow-change-held-packages "${pinned[@]}"; then
+      die "could not install ${pinned[*]}: Fabric Manager must be the driver's version" \
+        "$want (Ubuntu publishes ${packages[*]} in its multiverse component)"
+    fi
+    for package in "${packages[@]}"; do
+      current="$(upstream_version "$(package_version "$package")")"
+      if [[ "$current" != "$want" ]]; then
+        die "$package is at $current after installing it, not the driver's version $want"
+      fi
+    done
+    FABRIC_MANAGER_CHANGED=1
+    log "changed: installed Fabric Manager and NSCQ $want, the driver's version" \
+      "(was: $(IFS=,; echo "${was[*]}"))"
+  else
+    log "Fabric Manager and NSCQ $want are already installed (the driver's version)"
+  fi
+  ubuntu_hold_packages "${packages[@]}"
+}
