@@ -145,6 +145,37 @@ install_nvidia() {
     "drift: the step would run: apt-get install -y --allow-change-held-packages nvidia-headless-570-server nvidia-utils-570-server"
 }
 
+@test "check: install-nvidia on Rocky Linux 9 in sync exits 0 and changes nothing" {
+  set_os_release rocky-9.4
+  install_nvidia
+  run_envelope create --separate-stderr
+  assert_success
+  check_changes_nothing
+  assert_in_sync
+}
+
+@test "check: on Rocky Linux 9 a toolkit no longer locked at its version is drift" {
+  set_os_release rocky-9.4
+  install_nvidia
+  run_envelope create --separate-stderr
+  assert_success
+  sed -i '/^libnvidia-container1-/d' "$GPU_CLUSTER_ROOT/etc/dnf/plugins/versionlock.list"
+  check_changes_nothing
+  assert_drifted "drift: the step would run: dnf versionlock add libnvidia-container1"
+}
+
+@test "check: on Rocky Linux 9 another driver branch is drift: the module stream it would switch to" {
+  set_os_release rocky-9.4
+  install_nvidia
+  run_envelope create --separate-stderr
+  assert_success
+  install_nvidia NVIDIA_DRIVER_BRANCH=570
+  check_changes_nothing
+  assert_drifted "drift: the step would run: dnf versionlock delete kmod-nvidia-open-dkms nvidia-driver-cuda nvidia-open" \
+    "drift: the step would run: dnf module switch-to nvidia-driver:570-open --allowerasing" \
+    "drift: the step would run: dnf install nvidia-open"
+}
+
 @test "check: a missing containerd runtime drop-in is drift, named" {
   install_nvidia
   run_envelope create --separate-stderr

@@ -30,7 +30,7 @@
 CHECK_EXIT_DRIFT=3
 # Commands the checked steps read with; mkdir, ln and mktemp only set up this library.
 CHECK_COMMANDS=(apt-mark awk cat cmp cut diff dpkg-query getent gpg grep head ip mktemp nft
-  nvidia-smi paste readlink rm rpm sort stat sysctl systemctl tr)
+  nvidia-smi paste readlink rm rpm sort stat sysctl systemctl tr uname)
 # The first lines of a difference shown for a file others may read (no secret in it).
 CHECK_DIFF_LINES=12
 
@@ -331,7 +331,7 @@ gpg() {
   fi
 }
 
-for _check_command in chmod curl ln mv update-grub update-initramfs; do
+for _check_command in chmod curl dracut ln mv update-grub update-initramfs; do
   eval "$_check_command() { check_would_run $_check_command \"\$@\"; }"
 done
 unset _check_command _check_path

@@ -1,4 +1,321 @@
 # shellcheck shell=bash disable=SC2154,SC2034 # install-nvidia.sh's inputs; globals it reads
-# install-nvidia on RHEL 9, Rocky Linux 9 and AlmaLinux 9 (os_do's el9_ functions).
+# install-nvidia on RHEL 9, Rocky Linux 9 and AlmaLinux 9 (os_do's el9_ functions): the driver
+# from NVIDIA's CUDA repository for RHEL 9, its module stream of the branch with the open
+# kernel modules built by DKMS; the container toolkit from NVIDIA's RPM repository; Fabric
+# Manager and NSCQ at the driver's version. Each is locked at its installed version with dnf's
+# versionlock plugin. Both repositories' keys are pinned by fingerprint and named by file, so
+# dnf never fetches a key itself.
 
 GPU_CLUSTER_NVIDIA_EL9_LOADED=1
+EL9_CUDA_REPO_URL=https://developer.download.nvidia.com/compute/cuda/repos/rhel9
+EL9_CUDA_REPO_FILE=/etc/yum.repos.d/cuda-rhel9.repo
+EL9_CUDA_KEY_FILE=/etc/pki/rpm-gpg/RPM-GPG-KEY-NVIDIA-CUDA
+EL9_TOOLKIT_REPO_FILE=/etc/yum.repos.d/nvidia-container-toolkit.repo
+EL9_TOOLKIT_KEY_FILE=/etc/pki/rpm-gpg/RPM-GPG-KEY-NVIDIA-CONTAINER-TOOLKIT
+# Where dnf keeps a module's enabled stream (libdnf ModulePersistor: [NAME] name, stream,
+# profiles, state=enabled), and versionlock's list (its versionlock.conf's locklist).
+EL9_MODULE_FILE=/etc/dnf/modules.d/nvidia-driver.module
+EL9_VERSIONLOCK_LIST=/etc/dnf/plugins/versionlock.list
+# The driver as NVIDIA's installation guide installs a branch with the open kernel modules on
+# RHEL, Rocky Linux and AlmaLinux 8/9: `dnf module enable nvidia-driver:580-open`, then
+# `dnf install nvidia-open` (driver-installation-guide, Kernel Modules, "Open GPU Kernel
+# Modules Installation": "All releases beyond driver version 570 will use these packaging
+# conventions"; the open flavor is the default since 560, and the only one of Blackwell).
+# kmod-nvidia-open-dkms is its kernel module, built by DKMS for each kernel.
+EL9_DRIVER_PACKAGE=nvidia-open
+EL9_DRIVER_MODULE_PACKAGE=kmod-nvidia-open-dkms
+
+# el9_cuda_arch: the folder of NVIDIA's CUDA repositories for this machine (x86_64; sbsa for
+# Arm servers).
+el9_cuda_arch() {
+  local machine
+  machine="$(uname -m)"
+  case "$machine" in
+    x86_64) echo x86_64 ;;
+    aarch64) echo sbsa ;;
+    *) die "NVIDIA's CUDA repository for RHEL 9 has no packages for $machine" ;;
+  esac
+}
+
+# el9_repository_key URL FINGERPRINT FILE: FILE holds the key at URL, which must be the
+# pinned FINGERPRINT; checked at every run, replaced when it is anything else.
+el9_repository_key() {
+  if is_pinned_key "$ROOT$3" "$2"; then
+    log "unchanged $3 (key $2)"
+    return 0
+  fi
+  if [[ -e "$ROOT$3" ]]; then
+    warn "$3 does not hold exactly the pinned key $2; replacing it"
+  fi
+  fetch_pinned_key "$1" "$2"
+  write_file "$3" 0644 <"$TEMP_DIR/gpgkey"
+}
+
+# el9_repository FILE ID NAME BASEURL KEY_FILE GPGCHECK: the .repo FILE of one repository
+# (dnf.conf(5), [MAIN] and repo options). repo_gpgcheck=1: its repomd.xml must carry a
+# signature of KEY_FILE's key; gpgcheck: each package must too.
+el9_repository() {
+  write_file "$1" 0644 <<EOF
+# Managed by gpu-cluster (install-nvidia).
+[$2]
+name=$3
+baseurl=$4
+enabled=1
+gpgcheck=$6
+repo_gpgcheck=1
+gpgkey=file://$5
+EOF
+}
+
+# el9_cuda_repository: NVIDIA's CUDA repository for RHEL 9, as its cuda-rhel9.repo names it
+# (id cuda-rhel9-ARCH), with the pinned key; NVIDIA signs both its packages and its
+# metadata (NVIDIA/cuda-repo-management SIGNATURES.md, "RPM packages" and "RPM repo").
+el9_cuda_repository() {
+  local arch url
+  arch="$(el9_cuda_arch)"
+  url="$EL9_CUDA_REPO_URL/$arch"
+  el9_repository_key "$url/D42D0685.pub" "$NVIDIA_CUDA_REPO_KEY_FINGERPRINT" "$EL9_CUDA_KEY_FILE"
+  el9_repository "$EL9_CUDA_REPO_FILE" "cuda-rhel9-$arch" "cuda-rhel9-$arch" "$url" \
+    "$EL9_CUDA_KEY_FILE" 1
+}
+
+# el9_configure_toolkit_repo: NVIDIA's container toolkit RPM repository with the pinned key.
+# As NVIDIA's own nvidia-container-toolkit.repo (stable/rpm/): the metadata is signed, the
+# packages are not (gpgcheck=0); the signed metadata holds each package's sha256.
+el9_configure_toolkit_repo() {
+  el9_repository_key "$NVIDIA_REPO_URL/gpgkey" "$NVIDIA_REPO_KEY_FINGERPRINT" \
+    "$EL9_TOOLKIT_KEY_FILE"
+  # dnf substitutes $basearch itself; it must stay literal in the file.
+  # shellcheck disable=SC2016
+  el9_repository "$EL9_TOOLKIT_REPO_FILE" nvidia-container-toolkit nvidia-container-toolkit \
+    "$NVIDIA_REPO_URL/stable/rpm/"'$basearch' "$EL9_TOOLKIT_KEY_FILE" 0
+}
+
+# el9_module_stream: the enabled stream of the nvidia-driver module, nothing when none is.
+el9_module_stream() {
+  local line stream="" state=""
+  [[ -f "$ROOT$EL9_MODULE_FILE" ]] || return 0
+  while IFS= read -r line; do
+    case "$line" in
+      stream=*) stream=${line#stream=} ;;
+      state=*) state=${line#state=} ;;
+    esac
+  done <"$ROOT$EL9_MODULE_FILE"
+  if [[ "$state" == enabled ]]; then
+    printf '%s\n' "$stream"
+  fi
+}
+
+# el9_lock_spec PACKAGE: versionlock's entry for the installed PACKAGE
+# (dnf-plugins-core 4.3 plugins/versionlock.py pkgtup2spec: NAME-EPOCH:VERSION-RELEASE.*,
+# epoch 0 when it has none).
+el9_lock_spec() {
+  rpm -q --queryformat '%{NAME}-%{EPOCHNUM}:%{VERSION}-%{RELEASE}.*\n' "$1" 2>/dev/null | head -n 1
+}
+
+# el9_lock_packages PACKAGE...: each installed PACKAGE locked at its installed version, so no
+# `dnf upgrade` replaces the driver's libraries under its loaded module ("Driver/library
+# version mismatch" in NVML); a lock at another version is replaced.
+el9_lock_packages() {
+  local package spec stale=() missing=()
+  os_install_packages versionlock
+  for package in "$@"; do
+    spec="$(el9_lock_spec "$package")"
+    [[ -n "$spec" ]] || die "$package is not installed, so it cannot be locked at its version"
+    if ! grep -Fxq -- "$spec" "$ROOT$EL9_VERSIONLOCK_LIST" 2>/dev/null; then
+      missing+=("$package")
+      if grep -q -- "^${package//./\\.}-[0-9]*:" "$ROOT$EL9_VERSIONLOCK_LIST" 2>/dev/null; then
+        stale+=("$package")
+      fi
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    log "already locked at their versions: $*"
+    return 0
+  fi
+  if ((${#stale[@]} > 0)); then
+    dnf_run versionlock delete "${stale[@]}"
+  fi
+  dnf_run versionlock add "${missing[@]}"
+  log "changed: locked ${missing[*]} at their installed versions"
+}
+
+# el9_unlock_packages PACKAGE...: no lock holds them at their installed versions any more,
+# before they are installed at others.
+el9_unlock_packages() {
+  local package locked=()
+  for package in "$@"; do
+    if grep -q -- "^${package//./\\.}-[0-9]*:" "$ROOT$EL9_VERSIONLOCK_LIST" 2>/dev/null; then
+      locked+=("$package")
+    fi
+  done
+  if ((${#locked[@]} > 0)); then
+    dnf_run versionlock delete "${locked[@]}"
+    log "changed: unlocked ${locked[*]}"
+  fi
+}
+
+# el9_kernel_packages: what DKMS builds the modules with: DKMS itself (EPEL's), the running
+# kernel's kernel-devel (the tree it builds against, /usr/src/kernels/$(uname -r)) and
+# kernel-headers. kernel-devel is named by the running kernel, not the newest installed one, so
+# that the modules load without a reboot.
+el9_kernel_packages() {
+  local kernel package missing=()
+  kernel="$(uname -r)"
+  if [[ ! "$kernel" =~ ^[0-9][0-9A-Za-z._+~-]*$ ]]; then
+    die "uname -r gave '$kernel', not a kernel release"
+  fi
+  os_install_packages dkms
+  for package in "kernel-devel-$kernel" kernel-headers; do
+    el9_package_installed "$package" || missing+=("$package")
+  done
+  if ((${#missing[@]} == 0)); then
+    log "kernel-devel-$kernel and kernel-headers are already installed"
+  elif dnf_run install "${missing[@]}"; then
+    log "changed: installed ${missing[*]}"
+  else
+    die "could not install ${missing[*]}: DKMS builds the NVIDIA modules against the running" \
+      "kernel's kernel-devel-$kernel; when the enabled repositories no longer have it, update" \
+      "the kernel (dnf update kernel), reboot, and run the step again"
+  fi
+}
+
+# el9_install_nvidia_driver: the nvidia-driver module's stream BRANCH-open enabled (or
+# switched to from another branch's: driver-installation-guide, Advanced Options, "Switching
+# between Driver Module Flavors", `dnf -y module switch-to nvidia-driver:<stream>
+# --allowerasing`), its driver installed and every package of it locked.
+el9_install_nvidia_driver() {
+  local stream="${NVIDIA_DRIVER_BRANCH}-open" current package outdated=0 packages=()
+  el9_cuda_repository
+  el9_kernel_packages
+  current="$(el9_module_stream)"
+  if [[ "$current" == "$stream" ]]; then
+    log "module stream nvidia-driver:$stream is already enabled"
+  elif [[ -n "$current" ]]; then
+    mapfile -t packages < <(el9_driver_packages "${current%%-*}")
+    el9_unlock_packages "${packages[@]}"
+    dnf_run module switch-to "nvidia-driver:$stream" --allowerasing
+    log "changed: switched the nvidia-driver module from $current to $stream"
+  else
+    dnf_run module enable "nvidia-driver:$stream"
+    log "changed: enabled the module stream nvidia-driver:$stream"
+  fi
+  for package in "$EL9_DRIVER_PACKAGE" "$EL9_DRIVER_MODULE_PACKAGE"; do
+    if [[ "$(el9_package_branch "$package")" != "$NVIDIA_DRIVER_BRANCH" ]]; then
+      outdated=1
+    fi
+  done
+  if ((outdated)); then
+    dnf_run install "$EL9_DRIVER_PACKAGE"
+    log "changed: installed $EL9_DRIVER_PACKAGE (nvidia-driver:$stream)"
+  else
+    log "$EL9_DRIVER_PACKAGE of branch $NVIDIA_DRIVER_BRANCH is already installed"
+  fi
+  mapfile -t packages < <(el9_driver_packages "$NVIDIA_DRIVER_BRANCH")
+  if ((${#packages[@]} == 0)); then
+    die "no package of driver branch $NVIDIA_DRIVER_BRANCH is installed after $EL9_DRIVER_PACKAGE"
+  fi
+  el9_lock_packages "${packages[@]}"
+}
+
+# el9_driver_packages BRANCH: the names of the installed packages of driver BRANCH, those
+# NVIDIA's version-locking page locks on RHEL 9 with `dnf4 versionlock \*nvidia\*575\*`
+# (driver-installation-guide, Version locking, DNF 4): a name with "nvidia" in it, a
+# version of the branch.
+el9_driver_packages() {
+  rpm -qa --queryformat '%{NAME} %{VERSION}\n' '*nvidia*' 2>/dev/null |
+    awk -v branch="$1" 'index($2, branch ".") == 1 { print $1 }' | sort -u
+}
+
+# el9_package_upstream PACKAGE: the installed PACKAGE's VERSION, nothing when not installed.
+el9_package_upstream() {
+  rpm -q --queryformat '%{VERSION}\n' "$1" 2>/dev/null | head -n 1 || true
+}
+
+# el9_package_branch PACKAGE: the driver branch of the installed PACKAGE (580 of 580.95.05).
+el9_package_branch() {
+  local version
+  version="$(el9_package_upstream "$1")"
+  printf '%s\n' "${version%%.*}"
+}
+
+# el9_rebuild_initramfs: the running kernel's initramfs, rebuilt (dracut(8): --force
+# replaces the existing image, by default /boot/initramfs-$(uname -r).img).
+el9_rebuild_initramfs() {
+  dracut --force
+}
+
+# el9_install_nvidia_toolkit: TOOLKIT_PACKAGES at NVIDIA_CONTAINER_TOOLKIT_VERSION (an RPM
+# VERSION-RELEASE); dnf installs a named version over another, up or down (dnf 4.14
+# doc/command_ref.rst, install: "If the package is already installed it will automatically
+# try to downgrade or upgrade to the given version"). Locked at it.
+el9_install_nvidia_toolkit() {
+  local want=$NVIDIA_CONTAINER_TOOLKIT_VERSION current package pinned=()
+  current="$(el9_package_version nvidia-container-toolkit | head -n 1)"
+  if [[ "$current" == "$want" ]]; then
+    log "NVIDIA Container Toolkit $want is already installed"
+  else
+    for package in "${TOOLKIT_PACKAGES[@]}"; do
+      pinned+=("$package-$want")
+    done
+    el9_unlock_packages "${TOOLKIT_PACKAGES[@]}"
+    dnf_run install "${pinned[@]}"
+    log "changed: installed NVIDIA Container Toolkit $want${current:+ (was $current)}"
+  fi
+  el9_lock_packages "${TOOLKIT_PACKAGES[@]}"
+}
+
+# el9_fabric_manager_packages: Fabric Manager's and NSCQ's package names in the CUDA
+# repository for the branch: from 580 nvidia-fabricmanager and libnvidia-nscq, before it
+# nvidia-fabric-manager and libnvidia-nscq-BRANCH (NVIDIA/gpu-driver-container rhel9/install.sh,
+# 091f60d, `if [ "$DRIVER_BRANCH" -ge "580" ]`; installed there at the driver's version and
+# locked with versionlock, as here).
+el9_fabric_manager_packages() {
+  if ((NVIDIA_DRIVER_BRANCH >= 580)); then
+    echo nvidia-fabricmanager libnvidia-nscq
+  else
+    echo nvidia-fabric-manager "libnvidia-nscq-$NVIDIA_DRIVER_BRANCH"
+  fi
+}
+
+# el9_install_fabric_manager: Fabric Manager and NSCQ from the CUDA repository at exactly the
+# version of the installed kernel module (it must match the driver), locked. Sets
+# FABRIC_MANAGER_VERSION and FABRIC_MANAGER_CHANGED.
+el9_install_fabric_manager() {
+  local want package current packages pinned=() was=()
+  read -r -a packages <<<"$(el9_fabric_manager_packages)"
+  want="$(el9_package_upstream "$EL9_DRIVER_MODULE_PACKAGE")"
+  if [[ -z "$want" ]]; then
+    die "Fabric Manager must be the driver's version, but $EL9_DRIVER_MODULE_PACKAGE (the" \
+      "driver of NVIDIA's CUDA repository) is not installed; install that driver, or set" \
+      "nvswitch to false and run a Fabric Manager of the driver's version yourself"
+  fi
+  FABRIC_MANAGER_VERSION=$want FABRIC_MANAGER_CHANGED=0
+  for package in "${packages[@]}"; do
+    current="$(el9_package_upstream "$package")"
+    if [[ "$current" != "$want" ]]; then
+      pinned+=("$package-$want")
+      was+=("$package ${current:-none}")
+    fi
+  done
+  if ((${#pinned[@]} > 0)); then
+    el9_cuda_repository
+    el9_unlock_packages "${packages[@]}"
+    if ! dnf_run install "${pinned[@]}"; then
+      die "could not install ${pinned[*]}: Fabric Manager must be the driver's version $want" \
+        "(NVIDIA's CUDA repository for RHEL 9 publishes ${packages[*]})"
+    fi
+    for package in "${packages[@]}"; do
+      current="$(el9_package_upstream "$package")"
+      if [[ "$current" != "$want" ]]; then
+        die "$package is at $current after installing it, not the driver's version $want"
+      fi
+    done
+    FABRIC_MANAGER_CHANGED=1
+    log "changed: installed Fabric Manager and NSCQ $want, the driver's version" \
+      "(was: $(IFS=,; echo "${was[*]}"))"
+  else
+    log "Fabric Manager and NSCQ $want are already installed (the driver's version)"
+  fi
+  el9_lock_packages "${packages[@]}"
+}

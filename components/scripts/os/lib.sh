@@ -138,7 +138,10 @@ os_do() {
 #   (https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/9/html/package_manifest/repositories),
 #   which Rocky Linux and AlmaLinux 9 rebuild. nfs-utils is both the NFS client and the
 #   server (nfs-server.service; rocky-linux/documentation docs/guides/file_sharing/nfsserver.md,
-#   0542fba); iptables is iptables-nft, the iptables command on nf_tables (named among
+#   0542fba); dkms, which builds NVIDIA's open kernel modules on EL9, is EPEL's as the
+#   driver installation guide says (install-nvidia, nvidia/el9.sh); versionlock, dnf's
+#   plugin that keeps a package at its version, is dnf-plugins-core's subpackage (apt-mark
+#   hold is Ubuntu's; none there). iptables is iptables-nft, the iptables command on nf_tables (named among
 #   RHEL 9's packages in the 9.0 release notes, "Deprecated packages"); ping is iputils'.
 #   openvpn is not in RHEL 9 but in EPEL (rocky-linux/documentation
 #   docs/guides/security/openvpn.md, 0542fba, tested with 9.4: `dnf install epel-release`,
@@ -151,6 +154,7 @@ OS_PACKAGES='
 # name              ubuntu              el9                 el9 repository
 age                 age                 age                 EPEL
 chrony              chrony              chrony              BaseOS
+dkms                dkms                dkms                EPEL
 iptables            iptables            iptables-nft        BaseOS
 keepalived          keepalived          keepalived          AppStream
 nfs-client          nfs-common          nfs-utils           BaseOS
@@ -159,6 +163,7 @@ nftables            nftables            nftables            BaseOS
 openvpn             openvpn             openvpn             EPEL
 ping                iputils-ping        iputils             BaseOS
 systemd-timesyncd   systemd-timesyncd   systemd-timesyncd   none
+versionlock         none                python3-dnf-plugin-versionlock AppStream
 '
 # Set by os_package: the family's package of a name, and for EL9 the repository that has it.
 OS_PACKAGE=""
@@ -175,6 +180,7 @@ os_package() {
         ubuntu) OS_PACKAGE=$ubuntu OS_PACKAGE_REPOSITORY="" ;;
         el9) OS_PACKAGE=$el9 OS_PACKAGE_REPOSITORY=$repository ;;
       esac
+      [[ "$OS_PACKAGE" != none ]] || die "no $OS_FAMILY package is named '$1' (OS_PACKAGES)"
       return 0
     fi
   done <<<"$OS_PACKAGES"
