@@ -13,8 +13,10 @@ list="${DEBIAN_PACKAGES_LIST:-$here/packages.txt}"
 extract_dir="${DEBIAN_EXTRACT_DIR:-$(cd "$here/../.." && pwd)/.cache/debian}"
 
 installed() {
+  # An absolute path: the package's file is there (an executable, or a module such as
+  # dnf-plugins-core's versionlock.py).
   if [[ "$1" == /* ]]; then
-    [[ -x "$1" ]]
+    [[ -e "$1" ]]
   else
     command -v "$1" >/dev/null
   fi

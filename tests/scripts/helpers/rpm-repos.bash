@@ -1,0 +1,228 @@
+# shellcheck shell=bash
+# Local RPM repositories made like NVIDIA's, and the real dnf 4 and rpm against a fake root, for
+# install-nvidia-el9-dnf.bats. Packages are empty RPMs built by rpmbuild; the CUDA repository's
+# packages are signed with rpmsign and its repomd.xml carries a detached signature, as
+# NVIDIA's does (NVIDIA/cuda-repo-management SIGNATURES.md), with the driver as modular streams
+# (modules.yaml as NVIDIA's genmodules.py writes it: name nvidia-driver, streams BRANCH-open);
+# the toolkit repository's repomd.xml is signed with a second key, its packages not.
+
+# shellcheck disable=SC2034 # read by the .bats file
+RPM_BUILD_TOOLS=(rpmbuild rpmsign createrepo_c modifyrepo_c dnf)
+# The driver versions of the two streams the CUDA repository offers.
+DRIVER_575=575.57.08
+DRIVER_580=580.95.05
+DRIVER_580_UPDATE=580.105.08
+# shellcheck disable=SC2034 # read by the .bats file: the release of the kernel-devel built here
+RUNNING_KERNEL=5.14.0-503.14.1.el9_5
+
+# rpm_build NAME VERSION RELEASE ARCH OUT [REQUIRES...]: a package in folder OUT, empty but
+# for the empty config files RPM_CONFIG_FILES names (absolute paths).
+rpm_build() {
+  local name=$1 version=$2 release=$3 arch=$4 out=$5 requirement requires="" file
+  local install="" files=""
+  shift 5
+  for requirement in "$@"; do
+    requires+="Requires: $requirement"$'\n'
+  done
+  for file in ${RPM_CONFIG_FILES:-}; do
+    install+="mkdir -p %{buildroot}${file%/*} && touch %{buildroot}$file"$'\n'
+    files+="%config(noreplace) $file"$'\n'
+  done
+  cat >"$REPOS/spec" <<EOF
+Name: $name
+Version: $version
+Release: $release
+Summary: $name for the tests
+License: MIT
+BuildArch: $arch
+$requires
+%description
+$name for the tests.
+%install
+$install
+%files
+$files
+EOF
+  rpmbuild -bb --quiet --define "_topdir $REPOS/build" --define "_rpmdir $out" \
+    --define '_build_name_fmt %%{NAME}-%%{VERSION}-%%{RELEASE}.%%{ARCH}.rpm' "$REPOS/spec" >/dev/null
+}
+
+# modules_yaml: the nvidia-driver module's streams 575-open and 580-open, each with its
+# driver, kernel module, Fabric Manager and NSCQ (modulemd v2).
+modules_yaml() {
+  local branch version
+  for branch in 575 580; do
+    version=DRIVER_$branch
+    version=${!version}
+    cat <<EOF
+---
+document: modulemd
+version: 2
+data:
+  name: nvidia-driver
+  stream: $branch-open
+  version: 1
+  context: c$branch
+  arch: noarch
+  summary: NVIDIA driver $branch-open
+  description: The test's stream of branch $branch.
+  license:
+    module: [MIT]
+  artifacts:
+    rpms:
+    - nvidia-open-0:$version-1.el9.noarch
+    - nvidia-driver-cuda-0:$version-1.el9.noarch
+    - kmod-nvidia-open-dkms-0:$version-1.el9.noarch
+    - nvidia-fabricmanager-0:$version-1.noarch
+    - libnvidia-nscq-0:$version-1.noarch
+  profiles:
+    default:
+      rpms: [nvidia-open]
+...
+EOF
+  done
+}
+
+# make_rpm_repos DIR: DIR/cuda, DIR/toolkit/stable/rpm/x86_64 (and DIR/toolkit/gpgkey) and DIR/base (what the
+# distribution and EPEL would have: dkms, the running kernel's kernel-devel and
+# kernel-headers, the versionlock plugin), the keys DIR/cuda.asc and DIR/toolkit.asc and their
+# fingerprints in DIR/cuda.fpr and DIR/toolkit.fpr.
+make_rpm_repos() {
+  REPOS=$1
+  local version package toolkit="$1/toolkit/stable/rpm/x86_64"
+  export GNUPGHOME="$REPOS/gnupg"
+  mkdir -p "$GNUPGHOME" "$REPOS/cuda" "$toolkit" "$REPOS/base"
+  chmod 0700 "$GNUPGHOME"
+  for package in cuda toolkit; do
+    gpg --batch --quiet --passphrase '' --quick-generate-key "$package <$package@example.com>" \
+      rsa3072 sign never 2>/dev/null
+    gpg --batch --armor --export "$package@example.com" >"$REPOS/$package.asc"
+    gpg --batch --with-colons --list-keys "$package@example.com" |
+      awk -F: '$1 == "fpr" { print $10; exit }' >"$REPOS/$package.fpr"
+  done
+  # The toolkit repository's key where NVIDIA serves it, beside stable/ (nvidia.aptMirror).
+  cp "$REPOS/toolkit.asc" "$REPOS/toolkit/gpgkey"
+  for version in "$DRIVER_575" "$DRIVER_580"; do
+    rpm_build nvidia-open "$version" 1.el9 noarch "$REPOS/cuda" \
+      "nvidia-driver-cuda = $version" "kmod-nvidia-open-dkms = $version"
+    rpm_build nvidia-driver-cuda "$version" 1.el9 noarch "$REPOS/cuda"
+    rpm_build kmod-nvidia-open-dkms "$version" 1.el9 noarch "$REPOS/cuda" dkms
+    rpm_build nvidia-fabricmanager "$version" 1 noarch "$REPOS/cuda"
+    rpm_build libnvidia-nscq "$version" 1 noarch "$REPOS/cuda"
+  done
+  for version in 1.18.0 1.19.1; do
+    for package in nvidia-container-toolkit nvidia-container-toolkit-base \
+      libnvidia-container-tools libnvidia-container1; do
+      rpm_build "$package" "$version" 1 noarch "$toolkit"
+    done
+  done
+  rpm_build dkms 3.1.5 1.el9 noarch "$REPOS/base"
+  rpm_build kernel-devel 5.14.0 503.14.1.el9_5 x86_64 "$REPOS/base"
+  rpm_build kernel-headers 5.14.0 503.14.1.el9_5 x86_64 "$REPOS/base"
+  # Its empty lock list, as dnf-plugins-core.spec ships it.
+  RPM_CONFIG_FILES=/etc/dnf/plugins/versionlock.list \
+    rpm_build python3-dnf-plugin-versionlock 4.3.0 16.el9 noarch "$REPOS/base"
+  rpmsign --addsign --define '__gpg /usr/bin/gpg' --define '_gpg_name cuda@example.com' \
+    --define "_gpg_path $GNUPGHOME" "$REPOS"/cuda/*.rpm >/dev/null 2>&1
+  createrepo_c --quiet "$REPOS/cuda"
+  createrepo_c --quiet "$toolkit"
+  createrepo_c --quiet "$REPOS/base"
+  modules_yaml >"$REPOS/modules.yaml"
+  modifyrepo_c --mdtype=modules "$REPOS/modules.yaml" "$REPOS/cuda/repodata" >/dev/null
+  make_updates_repo "$REPOS/updates"
+  gpg --batch --yes --local-user cuda@example.com --detach-sign --armor \
+    "$REPOS/cuda/repodata/repomd.xml"
+  gpg --batch --yes --local-user toolkit@example.com --detach-sign --armor \
+    "$toolkit/repodata/repomd.xml"
+  unset GNUPGHOME
+}
+
+# use_real_dnf REPOS: `dnf` and `rpm` on PATH are the real ones on the fake root
+# (--installroot, --root) with no network, against REPOS: the base repository is the host's,
+# the CUDA repository's baseurl is REPOS/cuda, and each repository's gpgkey file:///PATH is read
+# at the fake root's PATH (dnf takes file URLs on the machine, not in the installroot). The
+# versionlock plugin's list is the fake root's, and it runs once its package is installed
+# there. Each call is logged like a stub's; after one,
+# nvidia-smi reports the installed kernel module's version, as the loaded driver would.
+use_real_dnf() {
+  local bin="$BATS_TEST_TMPDIR/real-bin" plugins="$BATS_TEST_TMPDIR/dnf-plugins"
+  mkdir -p "$bin" "$plugins" "$GPU_CLUSTER_ROOT/etc/yum.repos.d"
+  printf '[main]\nenabled = 1\nlocklist = %s/etc/dnf/plugins/versionlock.list\n' \
+    "$GPU_CLUSTER_ROOT" >"$plugins/versionlock.conf"
+  printf '[test-base]\nname=test-base\nbaseurl=file://%s/base\ngpgcheck=0\n' "$1" \
+    >"$GPU_CLUSTER_ROOT/etc/yum.repos.d/test-base.repo"
+  cat >"$bin/dnf" <<EOF
+#!/bin/bash
+echo "dnf \$*" >>"\$STUB_CALLS"
+keys=()
+for repo in "\$GPU_CLUSTER_ROOT"/etc/yum.repos.d/*.repo; do
+  id=\$(sed -n 's/^\[\(.*\)\]\$/\1/p' "\$repo" | head -n 1)
+  key=\$(sed -n 's|^gpgkey=file://||p' "\$repo")
+  [[ -z "\$key" ]] || keys+=("--setopt=\$id.gpgkey=file://\$GPU_CLUSTER_ROOT\$key")
+done
+# The plugin runs once its package is on the fake root, as on a host.
+/usr/bin/rpm --root "\$GPU_CLUSTER_ROOT" -q --quiet python3-dnf-plugin-versionlock ||
+  keys+=(--disableplugin=versionlock)
+unshare -n /usr/bin/dnf --installroot="\$GPU_CLUSTER_ROOT" --releasever=9 \\
+  --setopt=module_platform_id=platform:el9 --setopt=pluginconfpath=$plugins \\
+  --setopt=cuda-rhel9-x86_64.baseurl=file://$1/cuda "\${keys[@]}" "\$@" || exit
+version=\$(/usr/bin/rpm --root "\$GPU_CLUSTER_ROOT" -q --queryformat '%{VERSION}' kmod-nvidia-open-dkms) &&
+  echo "\$version" >"\$STUB_STATE/nvidia-driver-version"
+exit 0
+EOF
+  cat >"$bin/rpm" <<'EOF'
+#!/bin/bash
+echo "rpm $*" >>"$STUB_CALLS"
+exec /usr/bin/rpm --root "$GPU_CLUSTER_ROOT" "$@"
+EOF
+  chmod +x "$bin/dnf" "$bin/rpm"
+  export PATH="$bin:$PATH"
+}
+
+# make_updates_repo DIR: what the repositories publish later: a newer build of branch 580 (a
+# later version of its stream, as NVIDIA publishes one) and a newer toolkit. use_real_dnf
+# leaves it out until with_updates adds it.
+make_updates_repo() {
+  local package
+  mkdir -p "$1"
+  for package in nvidia-open nvidia-driver-cuda kmod-nvidia-open-dkms; do
+    rpm_build "$package" "$DRIVER_580_UPDATE" 1.el9 noarch "$1"
+  done
+  for package in nvidia-container-toolkit nvidia-container-toolkit-base \
+    libnvidia-container-tools libnvidia-container1; do
+    rpm_build "$package" 1.20.0 1 noarch "$1"
+  done
+  createrepo_c --quiet "$1"
+  cat >"$REPOS/updates.yaml" <<EOF
+---
+document: modulemd
+version: 2
+data:
+  name: nvidia-driver
+  stream: 580-open
+  version: 2
+  context: c580
+  arch: noarch
+  summary: NVIDIA driver 580-open
+  description: A later build of the test's stream of branch 580.
+  license:
+    module: [MIT]
+  artifacts:
+    rpms:
+    - nvidia-open-0:$DRIVER_580_UPDATE-1.el9.noarch
+    - nvidia-driver-cuda-0:$DRIVER_580_UPDATE-1.el9.noarch
+    - kmod-nvidia-open-dkms-0:$DRIVER_580_UPDATE-1.el9.noarch
+  profiles:
+    default:
+      rpms: [nvidia-open]
+...
+EOF
+  modifyrepo_c --mdtype=modules "$REPOS/updates.yaml" "$1/repodata" >/dev/null
+}
+
+# with_updates: the fake root's dnf also sees the updates repository.
+with_updates() {
+  printf '[test-updates]\nname=test-updates\nbaseurl=file://%s/updates\ngpgcheck=0\n' "$REPOS" \
+    >"$GPU_CLUSTER_ROOT/etc/yum.repos.d/test-updates.repo"
+}
+
