@@ -185,16 +185,18 @@ class NvidiaSettings(Section):
     installs the driver."""
     driver_branch: str = Field(
         default=versions.NVIDIA_DRIVER_BRANCH, pattern=r"^\d{3}$")
-    """NVIDIA driver branch (`nvidia-headless-<branch>-server`)."""
+    """NVIDIA driver branch: Ubuntu's `nvidia-headless-<branch>-server`; on the RHEL 9 family the
+    `nvidia-driver:<branch>-open` module stream of NVIDIA's CUDA repository."""
     container_toolkit_version: str = Field(
         default=versions.NVIDIA_CONTAINER_TOOLKIT, pattern=r"^\d+\.\d+\.\d+(-\d+)?$")
-    """The apt version of `nvidia-container-toolkit`."""
+    """The version of `nvidia-container-toolkit`: its apt version, and on the RHEL 9 family its RPM
+    `VERSION-RELEASE` (NVIDIA publishes both as `<version>-1`)."""
     default_runtime: bool = False
     """Make `nvidia` containerd's default runtime on GPU hosts."""
     apt_mirror: Optional[DownloadUrl] = None
-    """A mirror of NVIDIA's container toolkit apt repository (`https://...` or `file:///path` with
-    its `gpgkey` and `stable/deb/`) instead of `nvidia.github.io`; the key is still checked against
-    the pinned fingerprint."""
+    """A mirror of NVIDIA's container toolkit repository (`https://...` or `file:///path` with its
+    `gpgkey`, `stable/deb/` and, for RHEL 9 family hosts, `stable/rpm/`) instead of
+    `nvidia.github.io`; the key is still checked against the pinned fingerprint."""
 
     def for_host(self, host: "Host") -> tuple[bool, bool]:
         """(install the driver, install the toolkit and runtime) on `host`: its own

@@ -240,7 +240,12 @@ el9_package_branch() {
 }
 
 # el9_rebuild_initramfs: the running kernel's initramfs, rebuilt (dracut(8): --force
-# replaces the existing image, by default /boot/initramfs-$(uname -r).img).
+# replaces the existing image, by default /boot/initramfs-$(uname -r).img). NVIDIA's
+# nvidia-kmod-common, which the driver pulls in, blacklists nouveau itself as well
+# (/usr/lib/modprobe.d/nvidia.conf) and its %post adds rd.driver.blacklist=nouveau to every
+# kernel's arguments with grubby (NVIDIA/yum-packaging-nvidia-kmod-common,
+# nvidia-kmod-common.spec, 006f78e, the EL8+ _dracutopts): an argument of its own, which
+# the host's kernel arguments set by prepare-host must leave in place.
 el9_rebuild_initramfs() {
   dracut --force
 }
