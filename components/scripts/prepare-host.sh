@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Host settings Kubernetes and GPU workloads need: kernel arguments (GRUB drop-in),
-# swap off, overlay/br_netfilter modules, sysctls and optionally the NFS client.
+# Host settings Kubernetes and GPU workloads need: kernel arguments (Ubuntu: a GRUB drop-in;
+# EL9: grubby), swap off, overlay/br_netfilter modules, sysctls and optionally the NFS client.
 # Never reboots; kernel argument changes are flagged in /var/run/reboot-required.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -13,6 +13,11 @@ set -euo pipefail
 # Optional inputs: EXTRA_KERNEL_ARGS
 
 GRUB_DROPIN=/etc/default/grub.d/90-gpu-cluster.cfg
+# EL9: the arguments the program set, so that those it no longer wants are taken out again
+# (grubby keeps no record of who added an argument), and the file kernels installed later take
+# their arguments from.
+KERNEL_ARGS_RECORD=/var/lib/gpu-cluster/kernel-args
+KERNEL_CMDLINE=/etc/kernel/cmdline
 MODULES_FILE=/etc/modules-load.d/gpu-cluster.conf
 SYSCTL_FILE=/etc/sysctl.d/90-gpu-cluster.conf
 FSTAB_SWAP_MARKER="# gpu-cluster: swap disabled for Kubernetes:"
@@ -61,34 +66,116 @@ wanted_kernel_args() {
   done
 }
 
+# configure_kernel_args: KERNEL_ARGS in the boot configuration, the family's way (below);
+# a change takes effect at the next reboot, which it flags.
 configure_kernel_args() {
-  local args=() missing=()
+  local missing=()
   wanted_kernel_args
-  args=("${KERNEL_ARGS[@]}")
   missing=("${MISSING_KERNEL_ARGS[@]}")
+  KERNEL_ARGS_CHANGED=0
+  os_do configure_kernel_args
+  if ((KERNEL_ARGS_CHANGED)); then
+    mark_reboot_required "kernel arguments changed (${KERNEL_ARGS[*]:-none added})"
+  elif ((${#missing[@]} > 0)); then
+    log "kernel arguments already configured, active after the next reboot: ${missing[*]}"
+  else
+    log "kernel arguments already configured and active: ${KERNEL_ARGS[*]:-none}"
+  fi
+}
 
-  if ((${#args[@]} == 0)); then
+# ubuntu_configure_kernel_args: KERNEL_ARGS appended to GRUB_CMDLINE_LINUX_DEFAULT in a drop-in
+# that grub-mkconfig reads (Ubuntu's /etc/default/grub.d), then update-grub; the drop-in is
+# the whole record, so an argument no longer wanted goes with it.
+ubuntu_configure_kernel_args() {
+  if ((${#KERNEL_ARGS[@]} == 0)); then
     remove_file "$GRUB_DROPIN"
   else
     write_file "$GRUB_DROPIN" 0644 <<EOF
 # Managed by gpu-cluster (prepare-host); changes are overwritten.
 # Kernel arguments for GPU nodes, appended to the distribution defaults.
-GRUB_CMDLINE_LINUX_DEFAULT="\${GRUB_CMDLINE_LINUX_DEFAULT:-} ${args[*]}"
+GRUB_CMDLINE_LINUX_DEFAULT="\${GRUB_CMDLINE_LINUX_DEFAULT:-} ${KERNEL_ARGS[*]}"
 EOF
   fi
   if needs_follow_up "$FILE_CHANGED" update-grub; then
     update-grub
     follow_up_done update-grub
+    KERNEL_ARGS_CHANGED=1
     log "changed: ran update-grub; the kernel arguments take effect after the next reboot"
-    mark_reboot_required "kernel arguments changed (${args[*]:-none added})"
-    return 0
   fi
+}
 
-  if ((${#missing[@]} > 0)); then
-    log "kernel arguments already configured, active after the next reboot: ${missing[*]}"
-  else
-    log "kernel arguments already configured and active: ${args[*]:-none}"
+# el9_configure_kernel_args: KERNEL_ARGS on every installed kernel's boot entry and in
+# /etc/kernel/cmdline, and the arguments the program set before but no longer wants out of
+# both. On RHEL 9 each kernel's Boot Loader Specification entry holds its own options, which
+# `grubby --update-kernel=ALL --args/--remove-args` changes (RHEL 9 "Managing, monitoring and
+# updating the kernel", Configuring kernel command-line parameters); a kernel installed later
+# gets its entry's options from /etc/kernel/cmdline (grub2's 20-grub.install,
+# osbuild/osbuild-composer#1828), which grubby leaves alone (rhboot/grubby grubby-bls
+# update_bls_fragment: entries only) and without which a later kernel loses them
+# (rhboot/grubby#55). grubby's own --info=ALL says what the entries hold. An argument
+# KEY=VALUE replaces the same KEY's other value, as grubby does (grubby-bls update_args).
+# Arguments anything else set (NVIDIA's nvidia-kmod-common: rd.driver.blacklist=nouveau) stay.
+el9_configure_kernel_args() {
+  local previous=() dropped=() arg entries line need=0 found=0
+  if [[ -f "$ROOT$KERNEL_ARGS_RECORD" ]]; then
+    read -r -a previous <"$ROOT$KERNEL_ARGS_RECORD"
   fi
+  for arg in "${previous[@]}"; do
+    [[ " ${KERNEL_ARGS[*]} " == *" $arg "* ]] || dropped+=("$arg")
+  done
+  entries="$(grubby --info=ALL)"
+  while IFS= read -r line; do
+    # grubby-bls display_info_values: args="OPTIONS" for each entry.
+    [[ "$line" == 'args="'*'"' ]] || continue
+    found=1
+    line=${line#args=\"}
+    line=${line%\"}
+    for arg in "${KERNEL_ARGS[@]}"; do
+      [[ " $line " == *" $arg "* ]] || need=1
+    done
+    for arg in "${dropped[@]}"; do
+      [[ " $line " != *" $arg "* ]] || need=1
+    done
+  done <<<"$entries"
+  ((found)) || die "grubby --info=ALL lists no boot entry with arguments"
+  if ((need)); then
+    grubby --update-kernel=ALL ${KERNEL_ARGS[0]+"--args=${KERNEL_ARGS[*]}"} \
+      ${dropped[0]+"--remove-args=${dropped[*]}"}
+    KERNEL_ARGS_CHANGED=1
+    log "changed: set the kernel arguments of every boot entry (grubby):" \
+      "${KERNEL_ARGS[*]:-none}${dropped[0]+; removed ${dropped[*]}}"
+  fi
+  if [[ -f "$ROOT$KERNEL_CMDLINE" ]]; then
+    make_temp_dir
+    kernel_cmdline_with "$(<"$ROOT$KERNEL_CMDLINE")" "${dropped[*]}" >"$TEMP_DIR/cmdline"
+    write_file "$KERNEL_CMDLINE" "$(stat -c %a "$ROOT$KERNEL_CMDLINE")" <"$TEMP_DIR/cmdline"
+    ((FILE_CHANGED == 0)) || KERNEL_ARGS_CHANGED=1
+  else
+    log "no $KERNEL_CMDLINE: kernels installed later take the running kernel's arguments"
+  fi
+  if ((${#KERNEL_ARGS[@]} > 0)); then
+    write_text "$KERNEL_ARGS_RECORD" 0644 "${KERNEL_ARGS[*]}"
+  else
+    remove_file "$KERNEL_ARGS_RECORD"
+  fi
+}
+
+# kernel_cmdline_with LINE DROPPED: LINE (kernel arguments) without the words of DROPPED and
+# with KERNEL_ARGS, each KEY=VALUE of KERNEL_ARGS in place of the same KEY's other values.
+kernel_cmdline_with() {
+  local words=() kept=() word arg drop
+  read -r -a words <<<"$1"
+  for word in "${words[@]}"; do
+    drop=0
+    [[ " $2 " != *" $word "* ]] || drop=1
+    for arg in "${KERNEL_ARGS[@]}"; do
+      if [[ "$word" == "$arg" || ("$arg" == *=* && "$word" == "${arg%%=*}="*) ]]; then
+        drop=1
+      fi
+    done
+    ((drop)) || kept+=("$word")
+  done
+  printf '%s\n' "${kept[*]}${KERNEL_ARGS[0]+ ${KERNEL_ARGS[*]}}"
 }
 
 disable_swap() {

@@ -21,6 +21,13 @@ set -euo pipefail
 #   NODE_NAME, NODE_KUBECTL (over SSH, on a worker, with upgrade/lib.sh) how a host in
 #                       the cluster reads whether its node is drained.
 #
+# The decision is the marker REBOOT_REQUIRED_FILE, /var/run/reboot-required, on both families:
+# a step that needs a reboot sets it (lib.sh mark_reboot_required), and /run is a tmpfs that
+# every boot starts empty (file-hierarchy(7), "/run"; /var/run links to it), so the reboot
+# clears it. Ubuntu's packages set the same file (update-notifier-common); on the RHEL 9
+# family only the program's steps do, so a kernel an administrator's `dnf update` installed
+# is no reason for this step to reboot (`dnf needs-restarting -r` says whether one is due).
+#
 # The program's next step connects once the host is back. So that it cannot reach the
 # host in the seconds before the reboot, new SSH connections are refused until then (an
 # iptables rule, which the reboot clears; a timer removes it should the reboot not come).

@@ -105,6 +105,19 @@ prepared_host() {
     "the step would run: update-grub" "not active in the running kernel: pci=realloc iommu=pt"
 }
 
+@test "check: prepare-host on Rocky Linux 9 in sync; an argument taken off the boot entries is drift" {
+  set_os_release rocky-9.4
+  mkdir -p "$GPU_CLUSTER_ROOT/etc/kernel"
+  echo "root=UUID=1b2c ro quiet" >"$GPU_CLUSTER_ROOT/etc/kernel/cmdline"
+  prepared_host
+  check_changes_nothing
+  assert_in_sync
+  # An administrator's grub2-mkconfig --update-bls-cmdline, or a hand edit, drops them.
+  STUB_CALLS=/dev/null "$BATS_TEST_TMPDIR/bin/grubby" --update-kernel=ALL --remove-args=pci=realloc
+  check_changes_nothing
+  assert_drifted "drift: the step would run: grubby --update-kernel=ALL --args=intel_iommu=off amd_iommu=off pci=realloc"
+}
+
 @test "check: swap back on and a module unloaded are drift; nothing changed" {
   prepared_host
   printf 'Filename Type Size Used Priority\n/swap.img file 4194300 0 -2\n' \

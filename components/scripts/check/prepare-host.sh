@@ -11,7 +11,7 @@ check_kernel_args_active() {
   missing=("${MISSING_KERNEL_ARGS[@]}")
   if ((${#missing[@]} > 0)); then
     drift "kernel arguments not active in the running kernel: ${missing[*]} (they take" \
-      "effect at a reboot after update-grub)"
+      "effect at the next reboot)"
   fi
 }
 
