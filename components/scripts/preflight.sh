@@ -58,7 +58,7 @@ check_os() {
   case "$(os_family_of "$id" "$version" || true)" in
     el9)
       fail "OS is $(os_found): the RHEL 9 family is recognised, but the steps do not set it up" \
-        "yet (package sources and mirrors, SELinux, firewalld); supported:" \
+        "yet (package sources and mirrors, SELinux, NetworkManager); supported:" \
         "$(supported_os_names)"
       ;;
     *) fail "OS is $(os_found); supported: $(supported_os_names)" ;;
@@ -223,6 +223,24 @@ check_control_plane() {
   fi
 }
 
+# check_firewalld: firewalld is not running. Its zones reject what they do not allow (the
+# nodes' ports and the pod network's traffic among the nodes), and RKE2 documents that it
+# conflicts with Canal: "To avoid unexpected behavior, firewalld should be disabled on systems
+# running RKE2" (https://docs.rke2.io/known_issues, "Firewalld conflicts with default
+# networking"). The program never turns it off itself; the refusal says how, and what keeps
+# the node ports to the cluster instead (host-firewall's own nftables table).
+check_firewalld() {
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet firewalld.service; then
+    fail "firewalld is running: its zone rejects the nodes' traffic to each other and the pod" \
+      "network's, and RKE2 documents it conflicts with Canal (docs.rke2.io/known_issues," \
+      "\"Firewalld conflicts with default networking\"); the program does not turn it off:" \
+      "disable it (systemctl disable --now firewalld.service); host-firewall's table" \
+      "(hostFirewall.enabled) keeps the node ports to the cluster's addresses"
+  else
+    ok "firewalld is not running"
+  fi
+}
+
 check_commands() {
   local command
   for command in curl systemctl; do
@@ -246,6 +264,7 @@ main() {
   check_iommu
   check_disk
   check_control_plane
+  check_firewalld
   check_commands
   if ((${#FAILURES[@]} > 0)); then
     for failure in "${FAILURES[@]}"; do

@@ -66,7 +66,7 @@ setup() {
     run_script preflight.sh
     assert_failure
     found="$(grep -o 'FAILED: OS is [^:]*' <<<"$output")"
-    assert_output_contains "preflight: $found: the RHEL 9 family is recognised, but the steps do not set it up yet (package sources and mirrors, SELinux, firewalld); supported: Ubuntu 22.04, Ubuntu 24.04"
+    assert_output_contains "preflight: $found: the RHEL 9 family is recognised, but the steps do not set it up yet (package sources and mirrors, SELinux, NetworkManager); supported: Ubuntu 22.04, Ubuntu 24.04"
   done
   assert_output_contains "preflight: FAILED: OS is Red Hat Enterprise Linux 9.4 (Plow) (rhel 9.4): the RHEL 9 family"
   [ "$(grep -c ': FAILED: ' <<<"$output")" -eq 1 ]
@@ -84,6 +84,23 @@ setup() {
   set_os_release ubuntu-22.04
   run_script preflight.sh
   assert_success
+}
+
+@test "preflight: a running firewalld is refused, saying why and how to turn it off; nothing is changed" {
+  set_os_release rocky-9.4
+  export SUPPORTED_OS="ubuntu:24.04 rocky:9"
+  touch "$STUB_STATE/active-firewalld.service"
+  remember_root
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "gpu-cluster: moscow: preflight: FAILED: firewalld is running: its zone rejects the nodes' traffic to each other and the pod network's, and RKE2 documents it conflicts with Canal (docs.rke2.io/known_issues, \"Firewalld conflicts with default networking\"); the program does not turn it off: disable it (systemctl disable --now firewalld.service); host-firewall's table (hostFirewall.enabled) keeps the node ports to the cluster's addresses" \
+    "1 preflight check(s) failed"
+  refute_called '^systemctl (stop|disable|mask)'
+  assert_root_unchanged
+  rm "$STUB_STATE/active-firewalld.service"
+  run_script preflight.sh
+  assert_success
+  assert_output_contains "ok: firewalld is not running"
 }
 
 @test "preflight: RHEL 8.10, CentOS Stream 9 and Debian 12 are refused with what is supported" {
