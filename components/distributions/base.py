@@ -197,6 +197,10 @@ class Distribution(Protocol):
     # raised (the others cannot change once the cluster runs).
     join_secrets: Sequence[str]
 
+    # Names (NetworkManager's interface-name globs) of the interfaces the CNI makes on a node,
+    # which NetworkManager must leave alone (prepare-host); none where the CNI names none.
+    cni_interfaces: Sequence[str]
+
     def host_firewall_ports(self, host: Host) -> Mapping[str, Port]:
         """The ports `host` answers the cluster's nodes on and nobody else (the host
         firewall, components/hosts/firewall.py), by name: its control plane's beyond the

@@ -160,6 +160,17 @@ class K0s(PrefixedInputs):
         }
         return yaml.safe_dump(document, sort_keys=False)
 
+    @property
+    def cni_interfaces(self) -> tuple[str, ...]:
+        """Calico's, as its guidance for NetworkManager lists them (quoted in Mirantis MKE's
+        docs, install/predeployment/configure-networking/calico-networking: [keyfile]
+        unmanaged-devices=interface-name:cali*;interface-name:tunl*;
+        interface-name:vxlan.calico;interface-name:wireguard.cali); kube-router documents
+        none."""
+        if self.settings.cni == "calico":
+            return ("cali*", "tunl*", "vxlan.calico", "wireguard.cali")
+        return ()
+
     def host_firewall_ports(self, host: Host) -> dict[str, tuple[int, str]]:
         """A controller's ports; a host that runs workloads (a worker, a controller+worker)
         adds its kubelet's and its CNI's."""

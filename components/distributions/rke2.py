@@ -149,6 +149,10 @@ class Rke2(PrefixedInputs):
     # (docs.rke2.io install/ha, "Configure the Fixed Registration Address").
     load_balanced_ports = {"rke2-supervisor": (SUPERVISOR_PORT, "tcp")}
     node_ports = NODE_PORTS
+    # "configure NetworkManager to ignore calico/flannel related network interfaces"
+    # (docs.rke2.io/known_issues, NetworkManager: [keyfile] unmanaged-devices=
+    # interface-name:cali*;interface-name:flannel*).
+    cni_interfaces = ("cali*", "flannel*")
     cluster_secrets = (SERVER_TOKEN, AGENT_SECRET)
     # The agent token may change on a running cluster, the server token may not: it
     # encrypts the datastore's bootstrap data (k3s docs/adrs/agent-join-token.md).

@@ -121,7 +121,9 @@ def preparation_steps(settings: HostSettings, distribution: Distribution,
     if clock:
         steps.append(HostStep("configure-time", CONFIGURE_TIME, clock,
                               delete=REMOVE_CONFIGURE_TIME))
-    steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(tuning)))
+    # EC2 machines run Ubuntu images, which manage their network without NetworkManager.
+    steps.append(HostStep("prepare-host", PREPARE_HOST, prepare_host_env(
+        tuning, () if machine.on_ec2 else distribution.cni_interfaces)))
     if firewall_ruleset is not None:
         steps.append(HostStep("host-firewall", HOST_FIREWALL,
                               {"HOST_FIREWALL_RULESET": firewall_ruleset},
@@ -158,8 +160,11 @@ def time_env(time: TimeSettings, on_ec2: bool) -> dict[str, str]:
     return {"NTP_SERVERS": " ".join(servers), "NTS": _flag(time.uses_nts(on_ec2))}
 
 
-def prepare_host_env(tuning: HostTuning) -> dict[str, str]:
+def prepare_host_env(tuning: HostTuning, cni_interfaces: Sequence[str] = ()) -> dict[str, str]:
+    """`cni_interfaces`: the distribution's (Distribution.cni_interfaces), which
+    NetworkManager is told to leave alone where it runs."""
     return {
+        "NM_UNMANAGED_INTERFACES": " ".join(cni_interfaces),
         "DISABLE_IOMMU": _flag(tuning.disable_iommu),
         "DISABLE_CPU_MITIGATIONS": _flag(tuning.disable_cpu_mitigations),
         "EXTRA_KERNEL_ARGS": " ".join(tuning.extra_kernel_args),

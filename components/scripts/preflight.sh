@@ -58,8 +58,8 @@ check_os() {
   case "$(os_family_of "$id" "$version" || true)" in
     el9)
       fail "OS is $(os_found): the RHEL 9 family is recognised, but the steps do not set it up" \
-        "yet (package sources and mirrors, SELinux, NetworkManager); supported:" \
-        "$(supported_os_names)"
+        "yet (package sources and mirrors, SELinux, the VPC route with NetworkManager);" \
+        "supported: $(supported_os_names)"
       ;;
     *) fail "OS is $(os_found); supported: $(supported_os_names)" ;;
   esac

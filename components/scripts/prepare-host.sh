@@ -10,7 +10,9 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=prepare-host}"
 
 # Inputs: DISABLE_CPU_MITIGATIONS DISABLE_IOMMU INOTIFY_MAX_USER_INSTANCES INOTIFY_MAX_USER_WATCHES INSTALL_NFS_CLIENT
-# Optional inputs: EXTRA_KERNEL_ARGS
+# Optional inputs: EXTRA_KERNEL_ARGS NM_UNMANAGED_INTERFACES
+#   NM_UNMANAGED_INTERFACES  the CNI's interface names (globs, space-separated) that
+#                            NetworkManager, where it runs, must leave alone
 
 GRUB_DROPIN=/etc/default/grub.d/90-gpu-cluster.cfg
 # EL9: the arguments the program set, so that those it no longer wants are taken out again
@@ -18,6 +20,7 @@ GRUB_DROPIN=/etc/default/grub.d/90-gpu-cluster.cfg
 # their arguments from.
 KERNEL_ARGS_RECORD=/var/lib/gpu-cluster/kernel-args
 KERNEL_CMDLINE=/etc/kernel/cmdline
+NM_CONF=/etc/NetworkManager/conf.d/90-gpu-cluster-cni.conf
 MODULES_FILE=/etc/modules-load.d/gpu-cluster.conf
 SYSCTL_FILE=/etc/sysctl.d/90-gpu-cluster.conf
 FSTAB_SWAP_MARKER="# gpu-cluster: swap disabled for Kubernetes:"
@@ -40,6 +43,15 @@ check_inputs() {
   if ((${#bad[@]} > 0)); then
     die "EXTRA_KERNEL_ARGS has unsupported characters in: ${bad[*]}"
   fi
+  : "${NM_UNMANAGED_INTERFACES:=}"
+  read -r -a args <<<"$NM_UNMANAGED_INTERFACES"
+  for arg in "${args[@]}"; do
+    # An interface name with NetworkManager's globs, * and ? (NetworkManager.conf(5),
+    # "Device List Format": interface-name:IFNAME, "Simple globbing is supported with * and ?").
+    if [[ ! "$arg" =~ ^[A-Za-z0-9_.*?-]{1,15}$ ]]; then
+      die "NM_UNMANAGED_INTERFACES has a word that is not an interface name: '$arg'"
+    fi
+  done
 }
 
 # wanted_kernel_args: sets KERNEL_ARGS to the kernel arguments the config asks for, and
@@ -236,6 +248,51 @@ EOF
   fi
 }
 
+# leave_cni_interfaces: where NetworkManager runs, a conf.d file that tells it to leave the
+# CNI's interfaces alone, "unmanaged-devices" in [keyfile] (NetworkManager.conf(5)); its own
+# routes on them would otherwise interfere with the CNI's (docs.rke2.io/known_issues,
+# NetworkManager). Read at a reload, which "will suffice" before the CNI has made them; where
+# they exist already the same page asks for a reboot, which this flags. Without NetworkManager
+# (Ubuntu servers: netplan and systemd-networkd) nothing is written.
+leave_cni_interfaces() {
+  local names=() name devices=""
+  read -r -a names <<<"$NM_UNMANAGED_INTERFACES"
+  if ((${#names[@]} == 0)) || [[ ! -x "$ROOT/usr/sbin/NetworkManager" ]]; then
+    remove_file "$NM_CONF"
+    return 0
+  fi
+  for name in "${names[@]}"; do
+    devices+="${devices:+;}interface-name:$name"
+  done
+  write_file "$NM_CONF" 0644 <<EOF
+# Managed by gpu-cluster (prepare-host): NetworkManager leaves the CNI's interfaces alone.
+[keyfile]
+unmanaged-devices=$devices
+EOF
+  if needs_follow_up "$FILE_CHANGED" reload-network-manager; then
+    if systemctl is-active --quiet NetworkManager.service; then
+      systemctl reload NetworkManager.service
+      log "changed: NetworkManager reloaded; it leaves ${names[*]} alone"
+    fi
+    follow_up_done reload-network-manager
+    if cni_interfaces_present "${names[@]}"; then
+      mark_reboot_required "NetworkManager managed the CNI's interfaces until now"
+    fi
+  fi
+}
+
+# cni_interfaces_present GLOB...: some network interface's name matches a GLOB.
+cni_interfaces_present() {
+  local interface glob
+  for interface in "$ROOT"/sys/class/net/*; do
+    for glob in "$@"; do
+      # shellcheck disable=SC2053 # GLOB is a pattern
+      [[ "${interface##*/}" != $glob ]] || return 0
+    done
+  done
+  return 1
+}
+
 install_nfs_client() {
   if ! is_true "$INSTALL_NFS_CLIENT"; then
     log "NFS client not requested"
@@ -250,6 +307,7 @@ main() {
   disable_swap
   load_modules
   configure_sysctls
+  leave_cni_interfaces
   install_nfs_client
   log "host prepared"
 }

@@ -40,6 +40,8 @@ def host(tmp_path, monkeypatch, fake_ssh):
     for folder in ("proc", "sys/module", "etc/default/grub.d", "etc/systemd/system", "var/run"):
         (root / folder).mkdir(parents=True)
     (root / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz ro quiet\n")
+    # prepare-host asks os/lib.sh the host's family (its kernel arguments, its packages).
+    (root / "etc/os-release").write_text('ID=ubuntu\nVERSION_ID="24.04"\n')
     (root / "proc/swaps").write_text("Filename Type Size Used Priority\n")
     state.mkdir()
     for command in STUB_COMMANDS:

@@ -66,7 +66,7 @@ setup() {
     run_script preflight.sh
     assert_failure
     found="$(grep -o 'FAILED: OS is [^:]*' <<<"$output")"
-    assert_output_contains "preflight: $found: the RHEL 9 family is recognised, but the steps do not set it up yet (package sources and mirrors, SELinux, NetworkManager); supported: Ubuntu 22.04, Ubuntu 24.04"
+    assert_output_contains "preflight: $found: the RHEL 9 family is recognised, but the steps do not set it up yet (package sources and mirrors, SELinux, the VPC route with NetworkManager); supported: Ubuntu 22.04, Ubuntu 24.04"
   done
   assert_output_contains "preflight: FAILED: OS is Red Hat Enterprise Linux 9.4 (Plow) (rhel 9.4): the RHEL 9 family"
   [ "$(grep -c ': FAILED: ' <<<"$output")" -eq 1 ]

@@ -116,3 +116,87 @@ ro crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M rhgb quiet intel_iommu=off amd_i
   assert_success
   assert_called '^grubby --update-kernel=ALL --args=intel_iommu=off amd_iommu=off pci=realloc$'
 }
+
+NM_CONF=/etc/NetworkManager/conf.d/90-gpu-cluster-cni.conf
+
+# network_manager: the host runs NetworkManager (its binary, its unit active).
+network_manager() {
+  mkdir -p "$GPU_CLUSTER_ROOT/usr/sbin"
+  printf '#!/bin/sh\n' >"$GPU_CLUSTER_ROOT/usr/sbin/NetworkManager"
+  chmod +x "$GPU_CLUSTER_ROOT/usr/sbin/NetworkManager"
+  touch "$STUB_STATE/active-NetworkManager.service"
+}
+
+@test "prepare-host el9: NetworkManager is told to leave the CNI's interfaces alone and reloaded, once" {
+  network_manager
+  export NM_UNMANAGED_INTERFACES="cali* flannel*"
+  run_script prepare-host.sh
+  assert_success
+  assert_file "$NM_CONF" "# Managed by gpu-cluster (prepare-host): NetworkManager leaves the CNI's interfaces alone.
+[keyfile]
+unmanaged-devices=interface-name:cali*;interface-name:flannel*"
+  assert_called '^systemctl reload NetworkManager\.service$'
+  assert_output_contains "changed: NetworkManager reloaded; it leaves cali* flannel* alone"
+  refute_output_contains "NetworkManager managed the CNI's interfaces"
+  assert_idempotent prepare-host.sh
+}
+
+@test "prepare-host el9: CNI interfaces NetworkManager managed until now need a reboot, which is flagged" {
+  network_manager
+  mkdir -p "$GPU_CLUSTER_ROOT/sys/class/net/flannel.1" "$GPU_CLUSTER_ROOT/sys/class/net/eth0"
+  export NM_UNMANAGED_INTERFACES="cali* flannel*" DISABLE_IOMMU=false EXTRA_KERNEL_ARGS=""
+  echo "ro rhgb quiet" >"$GPU_CLUSTER_ROOT/proc/cmdline"
+  run_script prepare-host.sh
+  assert_success
+  assert_output_contains "reboot required: NetworkManager managed the CNI's interfaces until now"
+  assert_file /var/run/reboot-required '*** System restart required ***'
+}
+
+@test "prepare-host el9: without NetworkManager, or without CNI interfaces to name, there is no file" {
+  export NM_UNMANAGED_INTERFACES="cali* flannel*"
+  run_script prepare-host.sh
+  assert_success
+  [ ! -e "$GPU_CLUSTER_ROOT$NM_CONF" ]
+  refute_called 'NetworkManager'
+  network_manager
+  run_script prepare-host.sh
+  assert_success
+  [ -f "$GPU_CLUSTER_ROOT$NM_CONF" ]
+  export NM_UNMANAGED_INTERFACES=""
+  run_script prepare-host.sh
+  assert_success
+  [ ! -e "$GPU_CLUSTER_ROOT$NM_CONF" ]
+}
+
+@test "prepare-host el9: an interface name with anything but a name's characters and NetworkManager's globs is refused" {
+  export NM_UNMANAGED_INTERFACES="cali* bad;name"
+  run_script prepare-host.sh
+  assert_failure
+  assert_output_contains "prepare-host: NM_UNMANAGED_INTERFACES has a word that is not an interface name: 'bad;name'"
+}
+
+@test "prepare-host el9: the real NetworkManager reads the file as unmanaged-devices of [keyfile]" {
+  local unpacked=${DEBIAN_EXTRACT_DIR:-$TESTS_DIR/../../.cache/debian}
+  local binary=$unpacked/network-manager/usr/sbin/NetworkManager
+  if [[ ! -x "$binary" ]]; then
+    command -v apt-get >/dev/null || skip "needs NetworkManager: no apt-get here to unpack it"
+    echo "no NetworkManager at $binary: run tests/debian/setup.sh, which unpacks it there" >&2
+    return 1
+  fi
+  network_manager
+  export NM_UNMANAGED_INTERFACES="cali* tunl* vxlan.calico wireguard.cali"
+  run_script prepare-host.sh
+  assert_success
+  mkdir -p "$BATS_TEST_TMPDIR/nm-empty"
+  : >"$BATS_TEST_TMPDIR/nm-empty/NetworkManager.conf"
+  # --print-config: NetworkManager 1.42 merges its configuration as it would run with it and
+  # prints it; nothing else is read (no system or internal config), no network is touched.
+  run env LD_LIBRARY_PATH="$unpacked/libndp0/usr/lib/x86_64-linux-gnu" "$binary" --print-config \
+    --config="$BATS_TEST_TMPDIR/nm-empty/NetworkManager.conf" \
+    --config-dir="$GPU_CLUSTER_ROOT/etc/NetworkManager/conf.d" \
+    --system-config-dir="$BATS_TEST_TMPDIR/nm-empty/none" \
+    --intern-config="$BATS_TEST_TMPDIR/nm-empty/none/intern.conf"
+  assert_success
+  assert_output_contains "(etc: 90-gpu-cluster-cni.conf)" "[keyfile]
+unmanaged-devices=interface-name:cali*;interface-name:tunl*;interface-name:vxlan.calico;interface-name:wireguard.cali"
+}
