@@ -31,10 +31,8 @@ TOOLKIT_PACKAGES=(nvidia-container-toolkit nvidia-container-toolkit-base
 # go and override a packaged file of the same name (udev(7)).
 DEV_CHAR_RULE_FILE=/etc/udev/rules.d/71-nvidia-dev-char.rules
 FABRIC_MANAGER_UNIT=nvidia-fabricmanager.service
-# Set by the family's install_fabric_manager: the version it installed (the driver's), and 1
-# when it changed the packages.
-FABRIC_MANAGER_VERSION=""
-FABRIC_MANAGER_CHANGED=0
+# The installed driver's version, as the family's fabric_manager_driver_version reads it.
+DRIVER_VERSION_INSTALLED=""
 # The toolkit's config (nvidia-container-toolkit v1.19.1 api/config/v1/config.go:35,
 # RelativeFilePath under /etc), read by its runtime and hook at every container start.
 TOOLKIT_CONFIG=/etc/nvidia-container-runtime/config.toml
@@ -273,6 +271,46 @@ fabric_manager_needed() {
   esac
 }
 
+# install_fabric_manager: Fabric Manager and NSCQ at exactly the driver's version, held there
+# with the driver; then the service (run_fabric_manager). Fabric Manager must match the driver
+# (canonical/apt-packaging-fabric-manager README: "the version of fabricmanager must match the
+# NVIDIA driver installed"). The family says which packages (fabric_manager_packages), the
+# installed driver's version (fabric_manager_driver_version, which dies without a driver of
+# its own; in DRIVER_VERSION_INSTALLED), a package's version (package_upstream), how to ask for one at a version
+# (fabric_manager_spec), install (install_fabric_manager_specs) and hold them (hold_packages).
+install_fabric_manager() {
+  local want packages package current pinned=() was=() changed=0
+  read -r -a packages <<<"$(os_do fabric_manager_packages)"
+  os_do fabric_manager_driver_version
+  want=$DRIVER_VERSION_INSTALLED
+  for package in "${packages[@]}"; do
+    current="$(os_do package_upstream "$package")"
+    if [[ "$current" != "$want" ]]; then
+      pinned+=("$(os_do fabric_manager_spec "$package" "$want")")
+      was+=("$package ${current:-none}")
+    fi
+  done
+  if ((${#pinned[@]} > 0)); then
+    if ! os_do install_fabric_manager_specs "${pinned[@]}"; then
+      die "could not install ${pinned[*]}: Fabric Manager must be the driver's version $want" \
+        "($(os_do fabric_manager_source "${packages[@]}"))"
+    fi
+    for package in "${packages[@]}"; do
+      current="$(os_do package_upstream "$package")"
+      if [[ "$current" != "$want" ]]; then
+        die "$package is at $current after installing it, not the driver's version $want"
+      fi
+    done
+    changed=1
+    log "changed: installed Fabric Manager and NSCQ $want, the driver's version" \
+      "(was: $(IFS=,; echo "${was[*]}"))"
+  else
+    log "Fabric Manager and NSCQ $want are already installed (the driver's version)"
+  fi
+  os_do hold_packages "${packages[@]}"
+  run_fabric_manager "$changed" "$want"
+}
+
 # run_fabric_manager CHANGED VERSION: the service enabled and, while the loaded driver is
 # VERSION, running; restarted when CHANGED (a new version, or an earlier run's restart
 # that did not finish). With another driver loaded (a reboot is pending) it starts at the
@@ -340,8 +378,7 @@ configure_fabric_manager() {
     return 0
   fi
   if is_true "$INSTALL_DRIVER"; then
-    os_do install_fabric_manager
-    run_fabric_manager "$FABRIC_MANAGER_CHANGED" "$FABRIC_MANAGER_VERSION"
+    install_fabric_manager
   else
     image_fabric_manager
   fi

@@ -283,44 +283,36 @@ el9_fabric_manager_packages() {
   fi
 }
 
-# el9_install_fabric_manager: Fabric Manager and NSCQ from the CUDA repository at exactly the
-# version of the installed kernel module (it must match the driver), locked. Sets
-# FABRIC_MANAGER_VERSION and FABRIC_MANAGER_CHANGED.
-el9_install_fabric_manager() {
-  local want package current packages pinned=() was=()
-  read -r -a packages <<<"$(el9_fabric_manager_packages)"
-  want="$(el9_package_upstream "$EL9_DRIVER_MODULE_PACKAGE")"
-  if [[ -z "$want" ]]; then
+# el9_fabric_manager_driver_version: DRIVER_VERSION_INSTALLED, the installed kernel module
+# package's version.
+el9_fabric_manager_driver_version() {
+  DRIVER_VERSION_INSTALLED="$(el9_package_upstream "$EL9_DRIVER_MODULE_PACKAGE")"
+  if [[ -z "$DRIVER_VERSION_INSTALLED" ]]; then
     die "Fabric Manager must be the driver's version, but $EL9_DRIVER_MODULE_PACKAGE (the" \
       "driver of NVIDIA's CUDA repository) is not installed; install that driver, or set" \
       "nvswitch to false and run a Fabric Manager of the driver's version yourself"
   fi
-  FABRIC_MANAGER_VERSION=$want FABRIC_MANAGER_CHANGED=0
-  for package in "${packages[@]}"; do
-    current="$(el9_package_upstream "$package")"
-    if [[ "$current" != "$want" ]]; then
-      pinned+=("$package-$want")
-      was+=("$package ${current:-none}")
-    fi
+}
+
+el9_fabric_manager_spec() {
+  echo "$1-$2"
+}
+
+# el9_install_fabric_manager_specs SPEC...: from the CUDA repository, earlier locks dropped.
+el9_install_fabric_manager_specs() {
+  local spec names=()
+  for spec in "$@"; do
+    names+=("${spec%-*}")
   done
-  if ((${#pinned[@]} > 0)); then
-    el9_cuda_repository
-    el9_unlock_packages "${packages[@]}"
-    if ! dnf_run install "${pinned[@]}"; then
-      die "could not install ${pinned[*]}: Fabric Manager must be the driver's version $want" \
-        "(NVIDIA's CUDA repository for RHEL 9 publishes ${packages[*]})"
-    fi
-    for package in "${packages[@]}"; do
-      current="$(el9_package_upstream "$package")"
-      if [[ "$current" != "$want" ]]; then
-        die "$package is at $current after installing it, not the driver's version $want"
-      fi
-    done
-    FABRIC_MANAGER_CHANGED=1
-    log "changed: installed Fabric Manager and NSCQ $want, the driver's version" \
-      "(was: $(IFS=,; echo "${was[*]}"))"
-  else
-    log "Fabric Manager and NSCQ $want are already installed (the driver's version)"
-  fi
-  el9_lock_packages "${packages[@]}"
+  el9_cuda_repository
+  el9_unlock_packages "${names[@]}"
+  dnf_run install "$@"
+}
+
+el9_fabric_manager_source() {
+  echo "NVIDIA's CUDA repository for RHEL 9 publishes $*"
+}
+
+el9_hold_packages() {
+  el9_lock_packages "$@"
 }

@@ -93,56 +93,43 @@ ubuntu_install_nvidia_toolkit() {
   ubuntu_hold_packages "${TOOLKIT_PACKAGES[@]}"
 }
 
-# ubuntu_install_fabric_manager: Ubuntu's nvidia-fabricmanager-BRANCH and
-# libnvidia-nscq-BRANCH at exactly the driver's upstream version, held with it. Fabric
-# Manager must match the driver
-# (canonical/apt-packaging-fabric-manager README: "the version of fabricmanager must match
-# the NVIDIA driver installed"); Ubuntu's package depends on
-# nvidia-kernel-common-BRANCH-server-VERSION (packages.ubuntu.com, noble,
-# nvidia-fabricmanager-580), so the version is read from that package. The separately
-# built packages' Debian revisions may differ, hence VERSION-*: apt takes a trailing * as
-# a version prefix (apt-pkg/versionmatch.cc), as NVIDIA's driver container pins them
-# (gpu-driver-container, ubuntu22.04/precompiled/nvidia-driver, fabricmanager_install).
-# Sets FABRIC_MANAGER_VERSION and FABRIC_MANAGER_CHANGED.
-ubuntu_install_fabric_manager() {
-  local branch=$NVIDIA_DRIVER_BRANCH driver_package want package current
-  local packages pinned=() was=()
-  driver_package="nvidia-kernel-common-${branch}-server"
-  packages=("nvidia-fabricmanager-$branch" "libnvidia-nscq-$branch")
+# Fabric Manager on Ubuntu (install-nvidia.sh install_fabric_manager): Ubuntu's
+# nvidia-fabricmanager-BRANCH and libnvidia-nscq-BRANCH, at the upstream version of
+# nvidia-kernel-common-BRANCH-server, on which Ubuntu's package depends (packages.ubuntu.com,
+# noble, nvidia-fabricmanager-580). The separately built packages' Debian revisions may
+# differ, hence VERSION-*: apt takes a trailing * as a version prefix
+# (apt-pkg/versionmatch.cc), as NVIDIA's driver container pins them (gpu-driver-container,
+# ubuntu22.04/precompiled/nvidia-driver, fabricmanager_install).
+ubuntu_fabric_manager_packages() {
+  echo "nvidia-fabricmanager-$NVIDIA_DRIVER_BRANCH" "libnvidia-nscq-$NVIDIA_DRIVER_BRANCH"
+}
+
+ubuntu_fabric_manager_driver_version() {
+  local driver_package="nvidia-kernel-common-${NVIDIA_DRIVER_BRANCH}-server"
   if ! package_installed "$driver_package"; then
     die "Fabric Manager must be the driver's version, but $driver_package (Ubuntu's" \
-      "$branch-server driver) is not installed; install that driver, or set nvswitch to" \
-      "false and run a Fabric Manager of the driver's version yourself"
+      "$NVIDIA_DRIVER_BRANCH-server driver) is not installed; install that driver, or set" \
+      "nvswitch to false and run a Fabric Manager of the driver's version yourself"
   fi
-  want="$(upstream_version "$(package_version "$driver_package")")"
-  FABRIC_MANAGER_VERSION=$want FABRIC_MANAGER_CHANGED=0
-  for package in "${packages[@]}"; do
-    current=""
-    if package_installed "$package"; then
-      current="$(upstream_version "$(package_version "$package")")"
-    fi
-    if [[ "$current" != "$want" ]]; then
-      pinned+=("$package=$want-*")
-      was+=("$package ${current:-none}")
-    fi
-  done
-  if ((${#pinned[@]} > 0)); then
-    apt_update_once
-    if ! apt_get install -y --allow-downgrades --allow-change-held-packages "${pinned[@]}"; then
-      die "could not install ${pinned[*]}: Fabric Manager must be the driver's version" \
-        "$want (Ubuntu publishes ${packages[*]} in its multiverse component)"
-    fi
-    for package in "${packages[@]}"; do
-      current="$(upstream_version "$(package_version "$package")")"
-      if [[ "$current" != "$want" ]]; then
-        die "$package is at $current after installing it, not the driver's version $want"
-      fi
-    done
-    FABRIC_MANAGER_CHANGED=1
-    log "changed: installed Fabric Manager and NSCQ $want, the driver's version" \
-      "(was: $(IFS=,; echo "${was[*]}"))"
-  else
-    log "Fabric Manager and NSCQ $want are already installed (the driver's version)"
+  DRIVER_VERSION_INSTALLED="$(upstream_version "$(package_version "$driver_package")")"
+}
+
+# ubuntu_package_upstream PACKAGE: the installed PACKAGE's upstream version, or nothing.
+ubuntu_package_upstream() {
+  if package_installed "$1"; then
+    upstream_version "$(package_version "$1")"
   fi
-  ubuntu_hold_packages "${packages[@]}"
+}
+
+ubuntu_fabric_manager_spec() {
+  echo "$1=$2-*"
+}
+
+ubuntu_install_fabric_manager_specs() {
+  apt_update_once
+  apt_get install -y --allow-downgrades --allow-change-held-packages "$@"
+}
+
+ubuntu_fabric_manager_source() {
+  echo "Ubuntu publishes $* in its multiverse component"
 }

@@ -47,40 +47,42 @@ EOF
     --define '_build_name_fmt %%{NAME}-%%{VERSION}-%%{RELEASE}.%%{ARCH}.rpm' "$REPOS/spec" >/dev/null
 }
 
-# modules_yaml: the nvidia-driver module's streams 575-open and 580-open, each with its
-# driver, kernel module, Fabric Manager and NSCQ (modulemd v2).
-modules_yaml() {
-  local branch version
-  for branch in 575 580; do
-    version=DRIVER_$branch
-    version=${!version}
-    cat <<EOF
+# stream_yaml BRANCH BUILD ARTIFACT...: the modulemd v2 document of stream BRANCH-open of the
+# nvidia-driver module, its BUILD-th version (a later build of a stream has a higher one),
+# with the NEVRAs ARTIFACT (as NVIDIA's genmodules.py writes them: name nvidia-driver, streams
+# BRANCH-open, the default profile installing nvidia-open).
+stream_yaml() {
+  local branch=$1 build=$2 artifact
+  shift 2
+  cat <<EOF
 ---
 document: modulemd
 version: 2
 data:
   name: nvidia-driver
   stream: $branch-open
-  version: 1
+  version: $build
   context: c$branch
   arch: noarch
   summary: NVIDIA driver $branch-open
-  description: The test's stream of branch $branch.
+  description: Build $build of the test's stream of branch $branch.
   license:
     module: [MIT]
   artifacts:
     rpms:
-    - nvidia-open-0:$version-1.el9.noarch
-    - nvidia-driver-cuda-0:$version-1.el9.noarch
-    - kmod-nvidia-open-dkms-0:$version-1.el9.noarch
-    - nvidia-fabricmanager-0:$version-1.noarch
-    - libnvidia-nscq-0:$version-1.noarch
-  profiles:
-    default:
-      rpms: [nvidia-open]
-...
 EOF
+  for artifact in "$@"; do
+    echo "    - $artifact"
   done
+  printf '  profiles:\n    default:\n      rpms: [nvidia-open]\n...\n'
+}
+
+# driver_artifacts VERSION [FABRIC]: the driver's NEVRAs at VERSION, with Fabric Manager's and
+# NSCQ's when FABRIC is given.
+driver_artifacts() {
+  echo "nvidia-open-0:$1-1.el9.noarch" "nvidia-driver-cuda-0:$1-1.el9.noarch" \
+    "kmod-nvidia-open-dkms-0:$1-1.el9.noarch" \
+    ${2:+"nvidia-fabricmanager-0:$1-1.noarch" "libnvidia-nscq-0:$1-1.noarch"}
 }
 
 # make_rpm_repos DIR: DIR/cuda, DIR/toolkit/stable/rpm/x86_64 (and DIR/toolkit/gpgkey) and DIR/base (what the
@@ -127,7 +129,11 @@ make_rpm_repos() {
   createrepo_c --quiet "$REPOS/cuda"
   createrepo_c --quiet "$toolkit"
   createrepo_c --quiet "$REPOS/base"
-  modules_yaml >"$REPOS/modules.yaml"
+  # shellcheck disable=SC2046 # NEVRAs, one word each
+  {
+    stream_yaml 575 1 $(driver_artifacts "$DRIVER_575" fabric)
+    stream_yaml 580 1 $(driver_artifacts "$DRIVER_580" fabric)
+  } >"$REPOS/modules.yaml"
   modifyrepo_c --mdtype=modules "$REPOS/modules.yaml" "$REPOS/cuda/repodata" >/dev/null
   make_updates_repo "$REPOS/updates"
   gpg --batch --yes --local-user cuda@example.com --detach-sign --armor \
@@ -193,30 +199,8 @@ make_updates_repo() {
     rpm_build "$package" 1.20.0 1 noarch "$1"
   done
   createrepo_c --quiet "$1"
-  cat >"$REPOS/updates.yaml" <<EOF
----
-document: modulemd
-version: 2
-data:
-  name: nvidia-driver
-  stream: 580-open
-  version: 2
-  context: c580
-  arch: noarch
-  summary: NVIDIA driver 580-open
-  description: A later build of the test's stream of branch 580.
-  license:
-    module: [MIT]
-  artifacts:
-    rpms:
-    - nvidia-open-0:$DRIVER_580_UPDATE-1.el9.noarch
-    - nvidia-driver-cuda-0:$DRIVER_580_UPDATE-1.el9.noarch
-    - kmod-nvidia-open-dkms-0:$DRIVER_580_UPDATE-1.el9.noarch
-  profiles:
-    default:
-      rpms: [nvidia-open]
-...
-EOF
+  # shellcheck disable=SC2046 # NEVRAs, one word each
+  stream_yaml 580 2 $(driver_artifacts "$DRIVER_580_UPDATE") >"$REPOS/updates.yaml"
   modifyrepo_c --mdtype=modules "$REPOS/updates.yaml" "$1/repodata" >/dev/null
 }
 
