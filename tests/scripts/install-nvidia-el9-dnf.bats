@@ -45,6 +45,7 @@ installed() {
   assert_success
   [ "$(installed)" = "dkms-3.1.5-1.el9
 kernel-devel-5.14.0-503.14.1.el9_5
+kernel-devel-matched-5.14.0-503.14.1.el9_5
 kernel-headers-5.14.0-503.14.1.el9_5
 kmod-nvidia-open-dkms-580.95.05-1.el9
 libnvidia-container-tools-1.19.1-1

@@ -64,7 +64,7 @@ repo_gpgcheck=1
 gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-NVIDIA-CONTAINER-TOOLKIT'
   assert_mode /etc/yum.repos.d/cuda-rhel9.repo 644
   assert_called '^dnf -y --setopt=exit_on_lock=False install dkms$'
-  assert_called "^dnf -y --setopt=exit_on_lock=False install kernel-devel-$KERNEL kernel-headers\$"
+  assert_called "^dnf -y --setopt=exit_on_lock=False install kernel-devel-$KERNEL kernel-devel-matched kernel-headers\$"
   assert_called '^dnf -y --setopt=exit_on_lock=False module enable nvidia-driver:580-open$'
   assert_called '^dnf -y --setopt=exit_on_lock=False install nvidia-open$'
   assert_call_order 'install kernel-devel-' 'module enable'
@@ -138,7 +138,7 @@ gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-NVIDIA-CONTAINER-TOOLKIT'
   export STUB_DNF_NO_MATCH="kernel-devel-$KERNEL"
   run_script install-nvidia.sh
   assert_failure
-  assert_output_contains "could not install kernel-devel-$KERNEL kernel-headers: DKMS builds the NVIDIA modules against the running kernel's kernel-devel-$KERNEL; when the enabled repositories no longer have it, update the kernel (dnf update kernel), reboot, and run the step again"
+  assert_output_contains "could not install kernel-devel-$KERNEL kernel-devel-matched kernel-headers: DKMS builds the NVIDIA modules against the running kernel's kernel-devel-$KERNEL; when the enabled repositories no longer have it, update the kernel (dnf update kernel), reboot, and run the step again"
   refute_called 'module enable|nvidia-open'
 }
 

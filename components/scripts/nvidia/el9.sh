@@ -20,7 +20,8 @@ EL9_VERSIONLOCK_LIST=/etc/dnf/plugins/versionlock.list
 # RHEL, Rocky Linux and AlmaLinux 8/9: `dnf module enable nvidia-driver:580-open`, then
 # `dnf install nvidia-open` (driver-installation-guide, Kernel Modules, "Open GPU Kernel
 # Modules Installation": "All releases beyond driver version 570 will use these packaging
-# conventions"; the open flavor is the default since 560, and the only one of Blackwell).
+# conventions"; "Starting in the 560 driver release series, the open kernel module flavor is
+# the default and suggested installation", and it supports Turing and newer GPUs only).
 # kmod-nvidia-open-dkms is its kernel module, built by DKMS for each kernel.
 EL9_DRIVER_PACKAGE=nvidia-open
 EL9_DRIVER_MODULE_PACKAGE=kmod-nvidia-open-dkms
@@ -156,9 +157,12 @@ el9_unlock_packages() {
 }
 
 # el9_kernel_packages: what DKMS builds the modules with: DKMS itself (EPEL's), the running
-# kernel's kernel-devel (the tree it builds against, /usr/src/kernels/$(uname -r)) and
-# kernel-headers. kernel-devel is named by the running kernel, not the newest installed one, so
-# that the modules load without a reboot.
+# kernel's kernel-devel (the tree it builds against, /usr/src/kernels/$(uname -r)), so that
+# the modules load without a reboot, and kernel-headers. kernel-devel-matched as well, as
+# NVIDIA's guide installs it on EL9 (driver-installation-guide, Oracle Linux: `dnf install
+# kernel-devel-matched kernel-headers`): it requires the kernel and kernel-devel of one
+# version, so a later kernel update brings the kernel-devel DKMS needs to build the module
+# for it, without which that kernel boots without the driver.
 el9_kernel_packages() {
   local kernel package missing=()
   kernel="$(uname -r)"
@@ -166,11 +170,11 @@ el9_kernel_packages() {
     die "uname -r gave '$kernel', not a kernel release"
   fi
   os_install_packages dkms
-  for package in "kernel-devel-$kernel" kernel-headers; do
+  for package in "kernel-devel-$kernel" kernel-devel-matched kernel-headers; do
     el9_package_installed "$package" || missing+=("$package")
   done
   if ((${#missing[@]} == 0)); then
-    log "kernel-devel-$kernel and kernel-headers are already installed"
+    log "kernel-devel-$kernel, kernel-devel-matched and kernel-headers are already installed"
   elif dnf_run install "${missing[@]}"; then
     log "changed: installed ${missing[*]}"
   else

@@ -121,6 +121,8 @@ make_rpm_repos() {
   rpm_build dkms 3.1.5 1.el9 noarch "$REPOS/base"
   rpm_build kernel-devel 5.14.0 503.14.1.el9_5 x86_64 "$REPOS/base"
   rpm_build kernel-headers 5.14.0 503.14.1.el9_5 x86_64 "$REPOS/base"
+  rpm_build kernel-devel-matched 5.14.0 503.14.1.el9_5 x86_64 "$REPOS/base" \
+    "kernel-devel = 5.14.0-503.14.1.el9_5"
   # Its empty lock list, as dnf-plugins-core.spec ships it.
   RPM_CONFIG_FILES=/etc/dnf/plugins/versionlock.list \
     rpm_build python3-dnf-plugin-versionlock 4.3.0 16.el9 noarch "$REPOS/base"
