@@ -234,7 +234,7 @@ check_firewalld() {
     fail "firewalld is running: its zone rejects the nodes' traffic to each other and the pod" \
       "network's, and RKE2 documents it conflicts with Canal (docs.rke2.io/known_issues," \
       "\"Firewalld conflicts with default networking\"); the program does not turn it off:" \
-      "disable it (systemctl disable --now firewalld.service); host-firewall's table" \
+      "stop and disable firewalld.service yourself; host-firewall's table" \
       "(hostFirewall.enabled) keeps the node ports to the cluster's addresses"
   else
     ok "firewalld is not running"

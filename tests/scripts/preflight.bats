@@ -93,7 +93,7 @@ setup() {
   remember_root
   run_script preflight.sh
   assert_failure
-  assert_output_contains "gpu-cluster: moscow: preflight: FAILED: firewalld is running: its zone rejects the nodes' traffic to each other and the pod network's, and RKE2 documents it conflicts with Canal (docs.rke2.io/known_issues, \"Firewalld conflicts with default networking\"); the program does not turn it off: disable it (systemctl disable --now firewalld.service); host-firewall's table (hostFirewall.enabled) keeps the node ports to the cluster's addresses" \
+  assert_output_contains "gpu-cluster: moscow: preflight: FAILED: firewalld is running: its zone rejects the nodes' traffic to each other and the pod network's, and RKE2 documents it conflicts with Canal (docs.rke2.io/known_issues, \"Firewalld conflicts with default networking\"); the program does not turn it off: stop and disable firewalld.service yourself; host-firewall's table (hostFirewall.enabled) keeps the node ports to the cluster's addresses" \
     "1 preflight check(s) failed"
   refute_called '^systemctl (stop|disable|mask)'
   assert_root_unchanged
