@@ -241,6 +241,25 @@ check_firewalld() {
   fi
 }
 
+# check_nm_cloud_setup: NetworkManager's nm-cloud-setup is not enabled. "These services add a
+# routing table that interfere with the CNI plugin's configuration ... if those services
+# exist, they should be disabled and the node must be rebooted" (docs.rke2.io/known_issues,
+# NetworkManager; rancher/rke2#1053). Refused, never turned off here.
+check_nm_cloud_setup() {
+  local unit enabled=()
+  command -v systemctl >/dev/null 2>&1 || return 0
+  for unit in nm-cloud-setup.service nm-cloud-setup.timer; do
+    if systemctl is-enabled --quiet "$unit" 2>/dev/null; then
+      enabled+=("$unit")
+    fi
+  done
+  if ((${#enabled[@]} > 0)); then
+    fail "${enabled[*]} enabled: nm-cloud-setup adds a routing table that interferes with the" \
+      "CNI's (docs.rke2.io/known_issues, NetworkManager); the program does not turn it off:" \
+      "stop and disable nm-cloud-setup.service and nm-cloud-setup.timer yourself, then reboot"
+  fi
+}
+
 check_commands() {
   local command
   for command in curl systemctl; do
@@ -265,6 +284,7 @@ main() {
   check_disk
   check_control_plane
   check_firewalld
+  check_nm_cloud_setup
   check_commands
   if ((${#FAILURES[@]} > 0)); then
     for failure in "${FAILURES[@]}"; do

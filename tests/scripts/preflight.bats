@@ -103,6 +103,16 @@ setup() {
   assert_output_contains "ok: firewalld is not running"
 }
 
+@test "preflight: an enabled nm-cloud-setup is refused, naming its units; nothing is changed" {
+  touch "$STUB_STATE/enabled-nm-cloud-setup.timer"
+  remember_root
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "FAILED: nm-cloud-setup.timer enabled: nm-cloud-setup adds a routing table that interferes with the CNI's (docs.rke2.io/known_issues, NetworkManager); the program does not turn it off: stop and disable nm-cloud-setup.service and nm-cloud-setup.timer yourself, then reboot"
+  refute_called '^systemctl (stop|disable|mask)'
+  assert_root_unchanged
+}
+
 @test "preflight: RHEL 8.10, CentOS Stream 9 and Debian 12 are refused with what is supported" {
   export SUPPORTED_OS="ubuntu:22.04 ubuntu:24.04 rocky:9 almalinux:9 rhel:9"
   set_os_release rhel-8.10
