@@ -142,17 +142,13 @@ class Rke2(PrefixedInputs):
     controller_file = ADMIN_KUBECONFIG
     # The tarball install's units (rke2 install.sh; bundle/lib/systemd/system).
     node_services = ("rke2-server.service", "rke2-agent.service")
-    # RKE2's kubelet runs with the upstream default root (rke2/lib.sh).
-    kubelet_root_dir = "/var/lib/kubelet"
+    kubelet_root_dir = "/var/lib/kubelet"  # the upstream default (rke2/lib.sh)
     control_plane_ports = CONTROL_PLANE_PORTS
     # The supervisor, which agents and joining servers register at, beside the API
     # (docs.rke2.io install/ha, "Configure the Fixed Registration Address").
     load_balanced_ports = {"rke2-supervisor": (SUPERVISOR_PORT, "tcp")}
     node_ports = NODE_PORTS
-    # "configure NetworkManager to ignore calico/flannel related network interfaces"
-    # (docs.rke2.io/known_issues, NetworkManager: [keyfile] unmanaged-devices=
-    # interface-name:cali*;interface-name:flannel*).
-    cni_interfaces = ("cali*", "flannel*")
+    cni_interfaces = ("cali*", "flannel*")  # Canal's (docs.rke2.io/known_issues, NetworkManager)
     cluster_secrets = (SERVER_TOKEN, AGENT_SECRET)
     # The agent token may change on a running cluster, the server token may not: it
     # encrypts the datastore's bootstrap data (k3s docs/adrs/agent-join-token.md).
