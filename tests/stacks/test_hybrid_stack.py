@@ -231,8 +231,9 @@ def test_the_hgx_servers_get_fabric_manager_at_the_drivers_version(prod):
         assert inputs["NVIDIA_DRIVER_BRANCH"] == "580"
         # The step's script installs nvidia-fabricmanager-580 and libnvidia-nscq-580 pinned
         # to the driver's version (tests/scripts/install-nvidia.bats runs it).
-        assert 'packages=("nvidia-fabricmanager-$branch" "libnvidia-nscq-$branch")' in stdin
-        assert 'pinned+=("$package=$want-*")' in stdin
+        assert ('echo "nvidia-fabricmanager-$NVIDIA_DRIVER_BRANCH" '
+                '"libnvidia-nscq-$NVIDIA_DRIVER_BRANCH"') in stdin
+        assert 'echo "$1=$2-*"' in stdin  # ubuntu_fabric_manager_spec: apt's PACKAGE=VERSION-*
         assert "configure_fabric_manager\n" in stdin
     # The VPN gateway has no GPUs, so no NVIDIA step at all.
     assert not [r for r in prod.resources if r.name == "vpn-gw-install-nvidia"]
