@@ -271,27 +271,47 @@ fabric_manager_needed() {
   esac
 }
 
+# install_toolkit: TOOLKIT_PACKAGES at NVIDIA_CONTAINER_TOOLKIT_VERSION (apt's version, or RPM's
+# VERSION-RELEASE: NVIDIA publishes both as <version>-1), installed over any other version,
+# up or down, and held there. The family says how to install packages at a version
+# (install_versions) and how to hold them (hold_packages).
+install_toolkit() {
+  local want=$NVIDIA_CONTAINER_TOOLKIT_VERSION current=""
+  if os_do package_installed nvidia-container-toolkit; then
+    current="$(os_do package_version nvidia-container-toolkit | head -n 1)"
+  fi
+  if [[ "$current" == "$want" ]]; then
+    log "NVIDIA Container Toolkit $want is already installed"
+  else
+    os_do install_versions "$want" "${TOOLKIT_PACKAGES[@]}"
+    log "changed: installed NVIDIA Container Toolkit $want${current:+ (was $current)}"
+  fi
+  os_do hold_packages "${TOOLKIT_PACKAGES[@]}"
+}
+
 # install_fabric_manager: Fabric Manager and NSCQ at exactly the driver's version, held there
 # with the driver; then the service (run_fabric_manager). Fabric Manager must match the driver
 # (canonical/apt-packaging-fabric-manager README: "the version of fabricmanager must match the
 # NVIDIA driver installed"). The family says which packages (fabric_manager_packages), the
 # installed driver's version (fabric_manager_driver_version, which dies without a driver of
-# its own; in DRIVER_VERSION_INSTALLED), a package's version (package_upstream), how to ask for one at a version
-# (fabric_manager_spec), install (install_fabric_manager_specs) and hold them (hold_packages).
+# its own; in DRIVER_VERSION_INSTALLED), a package's version (package_upstream), how to ask for
+# one at a version in messages (fabric_manager_spec), install them at a version
+# (install_fabric_manager_at) and hold them (hold_packages).
 install_fabric_manager() {
-  local want packages package current pinned=() was=() changed=0
+  local want packages package current outdated=() pinned=() was=() changed=0
   read -r -a packages <<<"$(os_do fabric_manager_packages)"
   os_do fabric_manager_driver_version
   want=$DRIVER_VERSION_INSTALLED
   for package in "${packages[@]}"; do
     current="$(os_do package_upstream "$package")"
     if [[ "$current" != "$want" ]]; then
+      outdated+=("$package")
       pinned+=("$(os_do fabric_manager_spec "$package" "$want")")
       was+=("$package ${current:-none}")
     fi
   done
   if ((${#pinned[@]} > 0)); then
-    if ! os_do install_fabric_manager_specs "${pinned[@]}"; then
+    if ! os_do install_fabric_manager_at "$want" "${outdated[@]}"; then
       die "could not install ${pinned[*]}: Fabric Manager must be the driver's version $want" \
         "($(os_do fabric_manager_source "${packages[@]}"))"
     fi
@@ -395,7 +415,7 @@ main() {
       "$(driver_version | grep . || echo 'none answers yet')"
   fi
   os_do configure_toolkit_repo
-  os_do install_nvidia_toolkit
+  install_toolkit
   configure_toolkit
   link_device_nodes
   configure_runtime

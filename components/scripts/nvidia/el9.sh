@@ -254,24 +254,18 @@ el9_rebuild_initramfs() {
   dracut --force
 }
 
-# el9_install_nvidia_toolkit: TOOLKIT_PACKAGES at NVIDIA_CONTAINER_TOOLKIT_VERSION (an RPM
-# VERSION-RELEASE); dnf installs a named version over another, up or down (dnf 4.14
-# doc/command_ref.rst, install: "If the package is already installed it will automatically
-# try to downgrade or upgrade to the given version"). Locked at it.
-el9_install_nvidia_toolkit() {
-  local want=$NVIDIA_CONTAINER_TOOLKIT_VERSION current package pinned=()
-  current="$(el9_package_version nvidia-container-toolkit | head -n 1)"
-  if [[ "$current" == "$want" ]]; then
-    log "NVIDIA Container Toolkit $want is already installed"
-  else
-    for package in "${TOOLKIT_PACKAGES[@]}"; do
-      pinned+=("$package-$want")
-    done
-    el9_unlock_packages "${TOOLKIT_PACKAGES[@]}"
-    dnf_run install "${pinned[@]}"
-    log "changed: installed NVIDIA Container Toolkit $want${current:+ (was $current)}"
-  fi
-  el9_lock_packages "${TOOLKIT_PACKAGES[@]}"
+# el9_install_versions VERSION PACKAGE...: dnf install of each PACKAGE-VERSION (VERSION-RELEASE,
+# or VERSION alone), their locks dropped first; dnf installs a named version over another, up or
+# down (dnf 4.14 doc/command_ref.rst, install: "If the package is already installed it will
+# automatically try to downgrade or upgrade to the given version").
+el9_install_versions() {
+  local version=$1 package specs=()
+  shift
+  for package in "$@"; do
+    specs+=("$package-$version")
+  done
+  el9_unlock_packages "$@"
+  dnf_run install "${specs[@]}"
 }
 
 # el9_fabric_manager_packages: Fabric Manager's and NSCQ's package names in the CUDA
@@ -298,19 +292,15 @@ el9_fabric_manager_driver_version() {
   fi
 }
 
+# el9_fabric_manager_spec PACKAGE VERSION: what el9_install_fabric_manager_at asks dnf for.
 el9_fabric_manager_spec() {
   echo "$1-$2"
 }
 
-# el9_install_fabric_manager_specs SPEC...: from the CUDA repository, earlier locks dropped.
-el9_install_fabric_manager_specs() {
-  local spec names=()
-  for spec in "$@"; do
-    names+=("${spec%-*}")
-  done
+# el9_install_fabric_manager_at VERSION PACKAGE...: from the CUDA repository.
+el9_install_fabric_manager_at() {
   el9_cuda_repository
-  el9_unlock_packages "${names[@]}"
-  dnf_run install "$@"
+  el9_install_versions "$@"
 }
 
 el9_fabric_manager_source() {

@@ -73,24 +73,16 @@ ubuntu_configure_toolkit_repo() {
   fi
 }
 
-# ubuntu_install_nvidia_toolkit: TOOLKIT_PACKAGES at NVIDIA_CONTAINER_TOOLKIT_VERSION (an
-# apt version), held.
-ubuntu_install_nvidia_toolkit() {
-  local want=$NVIDIA_CONTAINER_TOOLKIT_VERSION current="" package pinned=()
-  if package_installed nvidia-container-toolkit; then
-    current="$(package_version nvidia-container-toolkit)"
-  fi
-  if [[ "$current" == "$want" ]]; then
-    log "NVIDIA Container Toolkit $want is already installed"
-  else
-    for package in "${TOOLKIT_PACKAGES[@]}"; do
-      pinned+=("$package=$want")
-    done
-    apt_update_once
-    apt_get install -y --allow-downgrades --allow-change-held-packages "${pinned[@]}"
-    log "changed: installed NVIDIA Container Toolkit $want${current:+ (was $current)}"
-  fi
-  ubuntu_hold_packages "${TOOLKIT_PACKAGES[@]}"
+# ubuntu_install_versions VERSION PACKAGE...: apt-get install of each PACKAGE=VERSION, over
+# held packages and down as well as up.
+ubuntu_install_versions() {
+  local version=$1 package specs=()
+  shift
+  for package in "$@"; do
+    specs+=("$package=$version")
+  done
+  apt_update_once
+  apt_get install -y --allow-downgrades --allow-change-held-packages "${specs[@]}"
 }
 
 # Fabric Manager on Ubuntu (install-nvidia.sh install_fabric_manager): Ubuntu's
@@ -121,13 +113,14 @@ ubuntu_package_upstream() {
   fi
 }
 
+# ubuntu_fabric_manager_spec PACKAGE VERSION: what ubuntu_install_fabric_manager_at asks apt for.
 ubuntu_fabric_manager_spec() {
   echo "$1=$2-*"
 }
 
-ubuntu_install_fabric_manager_specs() {
-  apt_update_once
-  apt_get install -y --allow-downgrades --allow-change-held-packages "$@"
+# ubuntu_install_fabric_manager_at VERSION PACKAGE...: at VERSION-*, any Debian revision.
+ubuntu_install_fabric_manager_at() {
+  ubuntu_install_versions "$1-*" "${@:2}"
 }
 
 ubuntu_fabric_manager_source() {
