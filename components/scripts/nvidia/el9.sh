@@ -189,7 +189,7 @@ el9_kernel_packages() {
 # between Driver Module Flavors", `dnf -y module switch-to nvidia-driver:<stream>
 # --allowerasing`), its driver installed and every package of it locked.
 el9_install_nvidia_driver() {
-  local stream="${NVIDIA_DRIVER_BRANCH}-open" current package outdated=0 packages=()
+  local stream="${NVIDIA_DRIVER_BRANCH}-open" current package branch_missing=0 packages=()
   el9_cuda_repository
   el9_kernel_packages
   current="$(el9_module_stream)"
@@ -206,10 +206,10 @@ el9_install_nvidia_driver() {
   fi
   for package in "$EL9_DRIVER_PACKAGE" "$EL9_DRIVER_MODULE_PACKAGE"; do
     if [[ "$(el9_package_branch "$package")" != "$NVIDIA_DRIVER_BRANCH" ]]; then
-      outdated=1
+      branch_missing=1
     fi
   done
-  if ((outdated)); then
+  if ((branch_missing)); then
     dnf_run install "$EL9_DRIVER_PACKAGE"
     log "changed: installed $EL9_DRIVER_PACKAGE (nvidia-driver:$stream)"
   else
