@@ -13,6 +13,8 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_NVIDIA_UBUNTU_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/nvidia/ubuntu.sh"
 # shellcheck source=nvidia/el9.sh
 [[ -n "${GPU_CLUSTER_NVIDIA_EL9_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/nvidia/el9.sh"
+# shellcheck source=os/selinux.sh
+[[ -n "${GPU_CLUSTER_SELINUX_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/selinux.sh"
 : "${GPU_CLUSTER_STEP:=install-nvidia}"
 
 # Inputs: CONTAINERD_DROPIN_CONTENT CONTAINERD_DROPIN_PATH NVIDIA_CONTAINER_TOOLKIT_VERSION NVIDIA_CUDA_REPO_KEY_FINGERPRINT NVIDIA_DRIVER_BRANCH NVIDIA_REPO_KEY_FINGERPRINT
@@ -145,29 +147,15 @@ EOF
   log "changed: loaded the nvidia kernel module"
 }
 
-# primary_fingerprints FILE: the fingerprint of each primary key in FILE (armored, or a
-# keyring gpg --dearmor wrote), one a line: field 10 of the "fpr" record right after each
-# "pub" record of gpg's colon listing (gnupg doc/DETAILS). Nothing is imported.
-primary_fingerprints() {
-  gpg --batch --show-keys --with-colons -- "$1" 2>/dev/null |
-    awk -F: '$1 == "pub" { primary = 1; next }
-      $1 == "fpr" && primary { print $10 } { primary = 0 }'
-}
-
-# is_pinned_key FILE FINGERPRINT: FILE holds exactly one primary key, FINGERPRINT.
-is_pinned_key() {
-  [[ -s "$1" && "$(primary_fingerprints "$1")" == "$2" ]]
-}
-
-# fetch_pinned_key URL FINGERPRINT: the key at URL, in $TEMP_DIR/gpgkey, when it is
-# exactly the pinned key FINGERPRINT; dies naming what it found otherwise.
-fetch_pinned_key() {
-  local found
-  make_temp_dir
-  curl -fsSL --retry 5 -o "$TEMP_DIR/gpgkey" "$1"
-  if ! is_pinned_key "$TEMP_DIR/gpgkey" "$2"; then
-    found="$(primary_fingerprints "$TEMP_DIR/gpgkey" | paste -sd ' ' -)"
-    die "$1 is not the pinned key $2 (found: ${found:-no OpenPGP key}); nothing trusted"
+# allow_device_access: where SELinux labels files, containers may use the device nodes they
+# were given (the GPUs the device plugin allocated): container-selinux's container_use_devices
+# boolean, which NVIDIA's RHEL 9 guide sets and finds sufficient for GPU workloads from
+# toolkit 1.17.9 (NVIDIA/cloud-native-docs edge/nvidia-gpu-with-device-edge.rst, 52dcb7b8).
+# Without it container_t may not open /dev/nvidia* (xserver_misc_device_t). A container still
+# gets only the devices its runtime put in it.
+allow_device_access() {
+  if selinux_enabled; then
+    selinux_boolean_on container_use_devices
   fi
 }
 
@@ -418,6 +406,7 @@ main() {
   install_toolkit
   configure_toolkit
   link_device_nodes
+  allow_device_access
   configure_runtime
   configure_fabric_manager
   log "NVIDIA driver, container toolkit and containerd runtime configured"

@@ -38,36 +38,6 @@ el9_cuda_arch() {
   esac
 }
 
-# el9_repository_key URL FINGERPRINT FILE: FILE holds the key at URL, which must be the
-# pinned FINGERPRINT; checked at every run, replaced when it is anything else.
-el9_repository_key() {
-  if is_pinned_key "$ROOT$3" "$2"; then
-    log "unchanged $3 (key $2)"
-    return 0
-  fi
-  if [[ -e "$ROOT$3" ]]; then
-    warn "$3 does not hold exactly the pinned key $2; replacing it"
-  fi
-  fetch_pinned_key "$1" "$2"
-  write_file "$3" 0644 <"$TEMP_DIR/gpgkey"
-}
-
-# el9_repository FILE ID NAME BASEURL KEY_FILE GPGCHECK: the .repo FILE of one repository
-# (dnf.conf(5), [MAIN] and repo options). repo_gpgcheck=1: its repomd.xml must carry a
-# signature of KEY_FILE's key; gpgcheck: each package must too.
-el9_repository() {
-  write_file "$1" 0644 <<EOF
-# Managed by gpu-cluster (install-nvidia).
-[$2]
-name=$3
-baseurl=$4
-enabled=1
-gpgcheck=$6
-repo_gpgcheck=1
-gpgkey=file://$5
-EOF
-}
-
 # el9_cuda_repository: NVIDIA's CUDA repository for RHEL 9, as its cuda-rhel9.repo names it
 # (id cuda-rhel9-ARCH), with the pinned key; NVIDIA signs both its packages and its
 # metadata (NVIDIA/cuda-repo-management SIGNATURES.md, "RPM packages" and "RPM repo").
@@ -77,7 +47,7 @@ el9_cuda_repository() {
   url="$EL9_CUDA_REPO_URL/$arch"
   el9_repository_key "$url/D42D0685.pub" "$NVIDIA_CUDA_REPO_KEY_FINGERPRINT" "$EL9_CUDA_KEY_FILE"
   el9_repository "$EL9_CUDA_REPO_FILE" "cuda-rhel9-$arch" "cuda-rhel9-$arch" "$url" \
-    "$EL9_CUDA_KEY_FILE" 1
+    "$EL9_CUDA_KEY_FILE" 1 1
 }
 
 # el9_configure_toolkit_repo: NVIDIA's container toolkit RPM repository with the pinned key.
@@ -89,7 +59,7 @@ el9_configure_toolkit_repo() {
   # dnf substitutes $basearch itself; it must stay literal in the file.
   # shellcheck disable=SC2016
   el9_repository "$EL9_TOOLKIT_REPO_FILE" nvidia-container-toolkit nvidia-container-toolkit \
-    "$NVIDIA_REPO_URL/stable/rpm/"'$basearch' "$EL9_TOOLKIT_KEY_FILE" 0
+    "$NVIDIA_REPO_URL/stable/rpm/"'$basearch' "$EL9_TOOLKIT_KEY_FILE" 0 1
 }
 
 # el9_module_stream: the enabled stream of the nvidia-driver module, nothing when none is.

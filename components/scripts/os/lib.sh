@@ -45,7 +45,7 @@ os_release_file() {
 # "Linux" and "Linux" as os-release(5) says); tests/scripts/test_os_release.py holds the two
 # to the same values.
 os_release_field() {
-  local file line value="" found="" quote char index backslash="\\" escapable="\\\$\"'\`"
+  local file line value="" unescaped="" quote char index backslash="\\" escapable="\\\$\"'\`"
   file="$(os_release_file)" || return 0
   while IFS= read -r line || [[ -n "$line" ]]; do
     if [[ "${line%%=*}" == "$1" && "$line" == *=* && "$1" =~ ^[A-Za-z0-9_]+$ ]]; then
@@ -54,20 +54,20 @@ os_release_field() {
       if ((${#value} >= 2)) && [[ ("$quote" == '"' || "$quote" == "'") && "${value: -1}" == "$quote" ]]; then
         value=${value:1:${#value}-2}
       fi
-      found=""
+      unescaped=""
       for ((index = 0; index < ${#value}; index++)); do
         char=${value:index:1}
         if [[ "$char" == "$backslash" && -n "${value:index+1:1}" && "$escapable" == *"${value:index+1:1}"* ]]; then
           index=$((index + 1))
           char=${value:index:1}
         fi
-        found+=$char
+        unescaped+=$char
       done
-      value=$found
-      found=1
+      value=$unescaped
+      unescaped=1
     fi
   done <"$file"
-  if [[ -z "$found" ]]; then
+  if [[ -z "$unescaped" ]]; then
     case "$1" in
       ID) value=linux ;;
       NAME | PRETTY_NAME) value=Linux ;;
@@ -206,7 +206,7 @@ os_package_version() {
 # --no-recommends, without the packages they only recommend (apt's Recommends, RPM's weak
 # dependencies).
 os_install_packages() {
-  local options=() name wanted=()
+  local options=() name to_install=()
   if [[ "${1:-}" == --no-recommends ]]; then
     options=(--no-recommends)
     shift
@@ -214,19 +214,19 @@ os_install_packages() {
   for name in "$@"; do
     os_package "$name"
     # Two names may be one package (EL9's nfs-utils).
-    if [[ " ${wanted[*]} " == *" $OS_PACKAGE "* ]]; then
+    if [[ " ${to_install[*]} " == *" $OS_PACKAGE "* ]]; then
       continue
     elif os_do package_installed "$OS_PACKAGE"; then
       log "$OS_PACKAGE is already installed"
     else
-      wanted+=("$OS_PACKAGE")
+      to_install+=("$OS_PACKAGE")
     fi
   done
-  if ((${#wanted[@]} == 0)); then
+  if ((${#to_install[@]} == 0)); then
     return 0
   fi
-  os_do install_packages "${options[@]}" "${wanted[@]}"
-  for name in "${wanted[@]}"; do
+  os_do install_packages "${options[@]}" "${to_install[@]}"
+  for name in "${to_install[@]}"; do
     log "changed: installed $name"
   done
 }
@@ -328,4 +328,35 @@ el9_package_version() {
   if version="$(rpm -q --queryformat '%{VERSION}-%{RELEASE}\n' "$1" 2>/dev/null)"; then
     printf '%s\n' "$version"
   fi
+}
+
+# el9_repository_key URL FINGERPRINT FILE: FILE holds the key at URL, which must be the
+# pinned FINGERPRINT; checked at every run, replaced when it is anything else.
+el9_repository_key() {
+  if is_pinned_key "$ROOT$3" "$2"; then
+    log "unchanged $3 (key $2)"
+    return 0
+  fi
+  if [[ -e "$ROOT$3" ]]; then
+    warn "$3 does not hold exactly the pinned key $2; replacing it"
+  fi
+  fetch_pinned_key "$1" "$2"
+  write_file "$3" 0644 <"$TEMP_DIR/gpgkey"
+}
+
+# el9_repository FILE ID NAME BASEURL KEY_FILE GPGCHECK REPO_GPGCHECK [ENABLED]: the .repo FILE
+# of one repository (dnf.conf(5), [MAIN] and repo options), named by the step that writes it.
+# REPO_GPGCHECK=1: its repomd.xml must carry a signature of KEY_FILE's key; GPGCHECK=1: each
+# package must. ENABLED=0 (default 1): read only by a dnf given --enablerepo=ID.
+el9_repository() {
+  write_file "$1" 0644 <<EOF
+# Managed by gpu-cluster ($GPU_CLUSTER_STEP).
+[$2]
+name=$3
+baseurl=$4
+enabled=${8:-1}
+gpgcheck=$6
+repo_gpgcheck=$7
+gpgkey=file://$5
+EOF
 }
