@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Host settings Kubernetes and GPU workloads need: kernel arguments (Ubuntu: a GRUB drop-in;
-# EL9: grubby), swap off, overlay/br_netfilter modules, sysctls and optionally the NFS client.
-# Never reboots; kernel argument changes are flagged in /var/run/reboot-required.
+# EL9: grubby), swap off, overlay/br_netfilter modules, sysctls, SELinux's container policy
+# and optionally the NFS client. Never reboots; kernel argument changes are flagged in /var/run/reboot-required.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=os/lib.sh
 [[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
+# shellcheck source=os/selinux.sh
+[[ -n "${GPU_CLUSTER_SELINUX_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/selinux.sh"
 : "${GPU_CLUSTER_STEP:=prepare-host}"
 
 # Inputs: DISABLE_CPU_MITIGATIONS DISABLE_IOMMU INOTIFY_MAX_USER_INSTANCES INOTIFY_MAX_USER_WATCHES INSTALL_NFS_CLIENT
@@ -293,6 +295,21 @@ cni_interfaces_present() {
   return 1
 }
 
+# prepare_selinux: where SELinux labels files, the policy containers run under
+# (container-selinux: container_t, the container_file_t labels; k0s docs/selinux.md and
+# docs.rke2.io/security/selinux require it) and semanage, with which the distribution's steps
+# label their own paths. SELinux stays in the mode the host has; nothing turns it off.
+prepare_selinux() {
+  local mode
+  mode="$(selinux_mode)"
+  if [[ "$mode" == disabled ]]; then
+    log "SELinux is not enabled: no container policy needed"
+    return 0
+  fi
+  os_install_packages container-selinux semanage
+  log "SELinux is $mode; containers run under container-selinux's policy"
+}
+
 install_nfs_client() {
   if ! is_true "$INSTALL_NFS_CLIENT"; then
     log "NFS client not requested"
@@ -308,6 +325,7 @@ main() {
   load_modules
   configure_sysctls
   leave_cni_interfaces
+  prepare_selinux
   install_nfs_client
   log "host prepared"
 }

@@ -167,6 +167,25 @@ install_nvidia() {
   assert_in_sync
 }
 
+@test "check: on an enforcing Rocky Linux 9 host, container_use_devices turned off and container-selinux removed are drift" {
+  set_os_release rocky-9.4
+  export STUB_SELINUX=Enforcing
+  install_nvidia
+  run_envelope create --separate-stderr
+  assert_success
+  check_changes_nothing
+  assert_in_sync
+  rm "$STUB_STATE/sebool-container_use_devices"
+  check_changes_nothing
+  assert_drifted "drift: the step would run: setsebool -P container_use_devices on"
+  prepared_host
+  check_changes_nothing
+  assert_in_sync
+  rm "$STUB_STATE/rpm/container-selinux"
+  check_changes_nothing
+  assert_drifted "container-selinux"
+}
+
 @test "check: on Rocky Linux 9 a toolkit no longer locked at its version is drift" {
   set_os_release rocky-9.4
   install_nvidia

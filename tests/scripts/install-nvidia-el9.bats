@@ -229,3 +229,18 @@ gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-NVIDIA-CONTAINER-TOOLKIT'
   [ ! -e "$GPU_CLUSTER_ROOT/etc/yum.repos.d/cuda-rhel9.repo" ]
   assert_called '^dnf -y --setopt=exit_on_lock=False install nvidia-container-toolkit-1\.19\.1-1 '
 }
+
+@test "install-nvidia el9: where SELinux enforces, containers may use the GPUs they are given (container_use_devices), once" {
+  export STUB_SELINUX=Enforcing
+  run_script install-nvidia.sh
+  assert_success
+  assert_called '^setsebool -P container_use_devices on$'
+  assert_output_contains "changed: SELinux boolean container_use_devices on"
+  assert_idempotent install-nvidia.sh
+}
+
+@test "install-nvidia el9: where SELinux is disabled no boolean is set" {
+  run_script install-nvidia.sh
+  assert_success
+  refute_called '^setsebool'
+}

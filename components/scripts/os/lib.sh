@@ -150,10 +150,15 @@ os_do() {
 #   the distribution's repositories: chrony (BaseOS, enabled in Rocky Linux 9's images:
 #   rocky-linux/kickstarts Rocky-9-GenericCloud-Base.ks, `services --enabled=`) keeps the
 #   clock there.
+#   container-selinux (AppStream) is the policy containers run under (k0s docs/selinux.md,
+#   docs.rke2.io/security/selinux); semanage, which adds file-context rules, is
+#   policycoreutils-python-utils' (taken to be BaseOS's, as on RHEL 8; not checked against
+#   the manifest here). Ubuntu has neither: its containers run under AppArmor.
 OS_PACKAGES='
 # name              ubuntu              el9                 el9 repository
 age                 age                 age                 EPEL
 chrony              chrony              chrony              BaseOS
+container-selinux   none                container-selinux   AppStream
 dkms                dkms                dkms                EPEL
 iptables            iptables            iptables-nft        BaseOS
 keepalived          keepalived          keepalived          AppStream
@@ -164,6 +169,7 @@ openvpn             openvpn             openvpn             EPEL
 ping                iputils-ping        iputils             BaseOS
 systemd-timesyncd   systemd-timesyncd   systemd-timesyncd   none
 versionlock         none                python3-dnf-plugin-versionlock AppStream
+semanage            none                policycoreutils-python-utils BaseOS
 '
 # Set by os_package: the family's package of a name, and for EL9 the repository that has it.
 OS_PACKAGE=""
