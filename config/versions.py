@@ -15,6 +15,14 @@ K0S = "v1.36.3+k0s.2"
 # rke2.linux-<arch>.tar.gz and sha256sum-<arch>.txt the rke2 scripts install
 # (github.com/rancher/rke2/releases; install.sh download_tarball/download_checksums).
 RKE2 = "v1.36.3+rke2r1"
+# RKE2's SELinux policy for hosts where SELinux labels files (EL9): rke2-selinux VERSION-RELEASE
+# from Rancher's stable RPM repository for EL9 (tag v0.23.stable.1 of rancher/rke2-selinux,
+# 95659f0: policy/centos9, scripts/version makes the tag 0.23-1; its rke2.fc labels the
+# tarball's /usr/local/bin/rke2 and units). The repository's key, "Rancher (CI)
+# <ci@rancher.com>" (https://rpm.rancher.io/public.key, rancher/rke2-selinux README, "Signing
+# Keys"), by fingerprint: the one dnf shows importing it in public install logs.
+RKE2_SELINUX = "0.23-1.el9"
+RANCHER_RPM_KEY_FINGERPRINT = "C8CFF216455126E9B9C918BE925EA29AE257814A"
 
 
 # Image digests: the content each tag named when it was pinned, so a tag moved by whoever can

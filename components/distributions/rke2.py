@@ -16,6 +16,7 @@ from components.distributions.base import (DistributionSettings, JoinToken, Pref
 from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.common import audit, pod_security
 from components.common.step_text import Script
+from config import versions
 from config.images import ImageMirror
 from config.hosts import Host, WorkerPool
 from contract import ports
@@ -42,6 +43,9 @@ AUDIT_LOG_FILE = f"{DATA_DIR}/server/logs/audit.log"
 # appends repeated values. The CIS profile adds no plugin (pkg/rke2/rke2.go). Ours repeats
 # NodeRestriction, so the list holds whatever GetArgs keeps.
 DEFAULT_ADMISSION_PLUGINS = ("NodeRestriction",)
+# install-server's and join-agent's pins of rke2-selinux, for hosts where SELinux labels files.
+SELINUX_ENV = {"RKE2_SELINUX_VERSION": versions.RKE2_SELINUX,
+               "RANCHER_RPM_KEY_FINGERPRINT": versions.RANCHER_RPM_KEY_FINGERPRINT}
 
 
 def issuer_args(issuer: Optional[str]) -> list[str]:
@@ -137,8 +141,7 @@ class Rke2(PrefixedInputs):
     # The agent's kubelet kubeconfig (RKE2_KUBELET_KUBECONFIG, rke2/lib.sh).
     node_kubectl = f"{DATA_DIR}/bin/kubectl --kubeconfig {DATA_DIR}/agent/kubelet.kubeconfig"
     controller_service = "rke2-server.service"
-    # The admin kubeconfig RKE2 writes on a server (write-kubeconfig, default
-    # /etc/rancher/rke2/rke2.yaml); rke2-uninstall.sh removes it with /etc/rancher/rke2.
+    # RKE2's admin kubeconfig on a server (write-kubeconfig's default); rke2-uninstall.sh removes it.
     controller_file = ADMIN_KUBECONFIG
     # The tarball install's units (rke2 install.sh; bundle/lib/systemd/system).
     node_services = ("rke2-server.service", "rke2-agent.service")
@@ -154,8 +157,7 @@ class Rke2(PrefixedInputs):
     # encrypts the datastore's bootstrap data (k3s docs/adrs/agent-join-token.md).
     join_secrets = (AGENT_SECRET,)
 
-    # What its scripts' inputs are named after (PrefixedInputs): RKE2_VERSION, the tarball's
-    # sha256 per architecture (RKE2_SHA256_AMD64, ...), RKE2_CA_KEY.
+    # Its scripts' inputs (PrefixedInputs): RKE2_VERSION, RKE2_SHA256_<ARCH>, RKE2_CA_KEY.
     input_prefix = "RKE2"
 
     def __init__(self, settings: DistributionSettings):
@@ -205,8 +207,7 @@ class Rke2(PrefixedInputs):
         return yaml.safe_dump(config, sort_keys=False)
 
     def agent_config(self, node: "Host | WorkerPool", node_ip: str) -> str:
-        """/etc/rancher/rke2/config.yaml of an agent; an empty `node_ip` lets it pick the
-        instance's address, a pool's node keeps its host name."""
+        """/etc/rancher/rke2/config.yaml of an agent; an empty `node_ip`: it picks its own."""
         config: dict = {"server": f"https://{self.server_address()}:{SUPERVISOR_PORT}",
                         "token-file": AGENT_TOKEN_FILE}
         if isinstance(node, Host):
@@ -224,8 +225,7 @@ class Rke2(PrefixedInputs):
         if node.taints:
             values["node-taint"] = [f"{t.key}={t.value}:{t.effect}" if t.value
                                     else f"{t.key}:{t.effect}" for t in node.taints]
-        # RKE2 adds the `nvidia` runtime itself once nvidia-container-runtime is on the
-        # host (see nvidia_runtime_dropin); only GPU nodes have it to default to.
+        # RKE2 adds the `nvidia` runtime itself (nvidia_runtime_dropin); only GPU nodes have it.
         if node.gpus and self.settings.nvidia_default_runtime:
             values["default-runtime"] = "nvidia"
         return values
@@ -320,7 +320,7 @@ class Rke2(PrefixedInputs):
         """join-agent's inputs but the agent token (RKE2_AGENT_TOKEN or
         RKE2_AGENT_TOKEN_SSM_PARAMETER, see join_token)."""
         return {
-            **self.version_env(),
+            **self.version_env(), **SELINUX_ENV,
             "RKE2_CONFIG": self.agent_config(node, node_ip),
             "RKE2_KUBELET_CONFIG": self.worker_profile_values(),
         }
@@ -330,7 +330,7 @@ class Rke2(PrefixedInputs):
         """install-server's inputs but its secrets: RKE2_CA_KEY, RKE2_TOKEN and
         RKE2_AGENT_TOKEN (each also as <NAME>_SSM_PARAMETER)."""
         return {
-            **self.version_env(),
+            **self.version_env(), **SELINUX_ENV,
             "RKE2_CONFIG": pulumi.Output.from_input(extra_sans).apply(
                 lambda sans: self.cluster_config(host, sans)),
             "RKE2_KUBELET_CONFIG": self.worker_profile_values(),

@@ -9,14 +9,15 @@ SCRIPTS_DIR="$REPO_ROOT/components/scripts"
 # The program's Python, for the tests that render steps with it (test_bats.py passes its own).
 # shellcheck disable=SC2034 # used by the .bats files
 PYTHON="${GPU_CLUSTER_PYTHON:-$REPO_ROOT/venv/bin/python}"
-STUB_COMMANDS=(apt-get apt-mark curl df dnf dpkg-query dracut exportfs gpg grubby hostname id ip iptables k0s
-  modprobe nvidia-smi ping python3 rke2 rke2-killall.sh rke2-uninstall.sh rpm sleep swapoff
-  sysctl systemctl systemd-run timeout umount uname update-grub update-initramfs)
+STUB_COMMANDS=(apt-get apt-mark curl df dnf dpkg-query dracut exportfs getenforce getsebool gpg grubby
+  hostname id ip iptables k0s modprobe nvidia-smi ping python3 restorecon rke2 rke2-killall.sh
+  rke2-uninstall.sh rpm semanage setsebool sleep swapoff sysctl systemctl systemd-run timeout
+  umount uname update-grub update-initramfs)
 # How the scripts call apt-get, as a regular expression.
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
 # Commands whose call means the host was changed; a second run must not call them.
-STATE_CHANGING='^(systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|dracut|grubby --update-kernel|sysctl --system|swapoff|modprobe|apt-get|dnf|gpg (--batch )?(--yes )?--dearmor|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|reload|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
+STATE_CHANGING='^(setsebool|semanage fcontext -[am]|systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|dracut|grubby --update-kernel|sysctl --system|swapoff|modprobe|apt-get|dnf|gpg (--batch )?(--yes )?--dearmor|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|reload|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
 
 # nfs_export_options: serve-nfs's options as the program sets them, root squashed to
 # nobody (65534); on a runner that is not root, to the runner itself, whom serve-nfs may
@@ -38,6 +39,8 @@ setup_host() {
   unset GPU_CLUSTER_STEP K0S_JOIN_TOKEN K0S_JOIN_TOKEN_SSM_PARAMETER K0S_CA_KEY \
     K0S_CA_KEY_SSM_PARAMETER AWS_REGION SSM_READER RKE2_CA_KEY RKE2_CA_KEY_SSM_PARAMETER \
     RKE2_TOKEN RKE2_TOKEN_SSM_PARAMETER RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER
+  # The rke2-selinux pins install-server and join-agent always get (config/versions.py).
+  export RKE2_SELINUX_VERSION=0.23-1.el9 RANCHER_RPM_KEY_FINGERPRINT=C8CFF216455126E9B9C918BE925EA29AE257814A
   local template="${BATS_FILE_TMPDIR:?}/host"
   [[ -d "$template" ]] || make_host "$template"
   cp -a "$template/root" "$template/state" "$template/bin" "$BATS_TEST_TMPDIR/"

@@ -225,6 +225,7 @@ main() {
   if ((K0S_BINARY_CHANGED)); then
     restart=1
   fi
+  k0s_configure_selinux
   write_text "$K0S_CONFIG_FILE" 0600 "$K0S_CONFIG"
   if ((FILE_CHANGED)); then
     restart=1

@@ -144,6 +144,7 @@ main() {
   if ((K0S_BINARY_CHANGED)); then
     restart=1
   fi
+  k0s_configure_selinux
   if worker_joined; then
     log "the worker has already joined; the join token is not needed"
   else

@@ -7,6 +7,8 @@
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=../node/lib.sh
 [[ -n "${GPU_CLUSTER_NODE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../node/lib.sh"
+# shellcheck source=../os/selinux.sh
+[[ -n "${GPU_CLUSTER_SELINUX_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../os/selinux.sh"
 
 GPU_CLUSTER_K0S_LIB_LOADED=1
 K0S_BIN=/usr/local/bin/k0s
@@ -18,6 +20,14 @@ K0S_DATA_DIR=/var/lib/k0s
 # Written by a worker once it has joined; from then on the join token is unused.
 K0S_KUBELET_KUBECONFIG="$K0S_DATA_DIR/kubelet.conf"
 K0S_RELEASES_URL=https://github.com/k0sproject/k0s/releases/download
+# Where SELinux labels files: containerd labels containers ("Enable SELinux in containerd of
+# k0s", k0sproject/k0s docs/selinux.md; containerd 2's CRI runtime plugin, as k0s's drop-ins
+# are read, docs/runtime.md), and its state carries container-selinux's types. k0s labels the
+# containerd and runc it unpacks itself (pkg/component/worker/containerd/component_other.go,
+# container_runtime_exec_t, since v1.35.1).
+K0S_SELINUX_DROPIN=/etc/k0s/containerd.d/gpu-cluster-selinux.toml
+K0S_CONTAINERD_DIR=$K0S_DATA_DIR/containerd
+K0S_SNAPSHOTS_DIR=$K0S_CONTAINERD_DIR/io.containerd.snapshotter.v1.overlayfs/snapshots
 K0S_RELEASE='^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+$'
 K0S_BINARY_CHANGED=0
 
@@ -190,4 +200,33 @@ k0s_print_token() {
   fi
   log "created a $role join token (expires in $TOKEN_EXPIRY)"
   printf '%s\n' "$token"
+}
+
+# k0s_configure_selinux: where SELinux labels files, docs/selinux.md's file contexts of k0s's
+# containerd state and the CRI's enable_selinux; elsewhere no such drop-in. The folders are
+# made before k0s first starts, so that what containerd creates in them inherits their labels
+# (as rke2-selinux's %post makes RKE2's, policy/centos9/rke2-selinux.spec). k0s reloads its
+# containerd when a drop-in changes (docs/runtime.md).
+k0s_configure_selinux() {
+  if ! selinux_enabled; then
+    remove_file "$K0S_SELINUX_DROPIN"
+    return 0
+  fi
+  selinux_file_context "$K0S_CONTAINERD_DIR(/.*)?" container_var_lib_t
+  selinux_file_context "$K0S_CONTAINERD_DIR/io.containerd.snapshotter.*/snapshots(/.*)?" container_ro_file_t
+  if [[ ! -d "$ROOT$K0S_SNAPSHOTS_DIR" ]]; then
+    # containerd's own modes: its root 0711, the snapshotter's folders 0700.
+    mkdir -p -- "$ROOT$K0S_SNAPSHOTS_DIR"
+    chmod 0711 -- "$ROOT$K0S_CONTAINERD_DIR"
+    chmod 0700 -- "$ROOT$K0S_SNAPSHOTS_DIR" "$ROOT${K0S_SNAPSHOTS_DIR%/*}"
+    log "changed: made $K0S_SNAPSHOTS_DIR for SELinux's labels"
+  fi
+  selinux_restore "$K0S_CONTAINERD_DIR"
+  write_file "$K0S_SELINUX_DROPIN" 0644 <<'EOF'
+# Written by gpu-cluster: containerd labels containers for SELinux (k0s docs/selinux.md).
+version = 3
+
+[plugins."io.containerd.cri.v1.runtime"]
+  enable_selinux = true
+EOF
 }

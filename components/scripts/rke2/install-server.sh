@@ -7,12 +7,15 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=install-server}"
 
-# Inputs: RKE2_ADMISSION_CONFIG RKE2_AUDIT_POLICY RKE2_CA_CERT RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_VERSION
+# Inputs: RANCHER_RPM_KEY_FINGERPRINT RKE2_ADMISSION_CONFIG RKE2_AUDIT_POLICY RKE2_CA_CERT RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_SELINUX_VERSION RKE2_VERSION
 # Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_CANAL_CONFIG RKE2_CA_KEY RKE2_CA_KEY_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_TOKEN RKE2_TOKEN_SSM_PARAMETER SSM_READER RKE2_AIRGAP_SHA256_AMD64 RKE2_AIRGAP_SHA256_ARM64
 #   RKE2_VERSION        release to install, e.g. v1.36.3+rke2r1.
 #   RKE2_CONFIG         /etc/rancher/rke2/config.yaml (no secrets: it names the token files).
 #   RKE2_KUBELET_CONFIG the kubelet drop-in (kubelet-arg, resolv-conf), written before the
 #                       first start only; later changes are apply-agent-args.sh's.
+#   RKE2_SELINUX_VERSION, RANCHER_RPM_KEY_FINGERPRINT  rke2-selinux's VERSION-RELEASE and
+#                       its repository's key, installed where SELinux labels files
+#                       (rke2_configure_selinux).
 #   RKE2_CA_CERT        the cluster CA certificate (PEM).
 #   RKE2_CANAL_CONFIG   optional: the rke2-canal HelmChartConfig; empty removes ours.
 #   RKE2_ADMISSION_CONFIG  the API server's AdmissionConfiguration (Pod Security default) and
@@ -69,6 +72,7 @@ check_inputs() {
   check_missing_env RKE2_VERSION RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_CA_CERT \
     RKE2_ADMISSION_CONFIG RKE2_AUDIT_POLICY
   : "${RKE2_CANAL_CONFIG:=}"
+  rke2_check_selinux_inputs
   if [[ -n "${RKE2_CA_CERT:-}" && "$RKE2_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
     INPUT_PROBLEMS+=("RKE2_CA_CERT is not a PEM certificate")
   fi
@@ -167,6 +171,8 @@ main() {
   ((CA_CHANGED == 0)) || restart=1
   rke2_install "$RKE2_VERSION"
   ((RKE2_BINARY_CHANGED == 0)) || restart=1
+  rke2_configure_selinux
+  ((FILE_CHANGED == 0)) || restart=1
   write_text "$RKE2_CONFIG_FILE" 0600 "$RKE2_CONFIG"
   ((FILE_CHANGED == 0)) || restart=1
   rke2_write_kubelet_config "$RKE2_KUBELET_CONFIG"

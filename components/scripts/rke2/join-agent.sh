@@ -7,13 +7,16 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_RKE2_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : "${GPU_CLUSTER_STEP:=join-agent}"
 
-# Inputs: RKE2_CONFIG RKE2_KUBELET_CONFIG
+# Inputs: RANCHER_RPM_KEY_FINGERPRINT RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_SELINUX_VERSION
 # Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_VERSION SSM_READER WORKER_PROFILE_VALUES RKE2_AIRGAP_SHA256_AMD64 RKE2_AIRGAP_SHA256_ARM64
 #   RKE2_VERSION        release to install, e.g. v1.36.3+rke2r1; empty: the one an earlier
 #                       step installed (upgrade-node, on hosts over SSH).
 #   RKE2_CONFIG         /etc/rancher/rke2/config.yaml of the agent (server URL, token-file,
 #                       node-ip, node-name, node-label, node-taint; no secrets).
 #   RKE2_KUBELET_CONFIG the kubelet drop-in, written before the first start only.
+#   RKE2_SELINUX_VERSION, RANCHER_RPM_KEY_FINGERPRINT  rke2-selinux's VERSION-RELEASE and
+#                       its repository's key, installed where SELinux labels files
+#                       (rke2_configure_selinux).
 #   RKE2_AIRGAP_SHA256_AMD64, RKE2_AIRGAP_SHA256_ARM64  optional: the image tarball's sha256
 #                       (versions.airgapBundleSha256; rke2_install).
 #   RKE2_AGENT_TOKEN    the agent token K10<sha256 of the server CA>::node:<secret>, or a
@@ -31,6 +34,7 @@ AGENT_TOKEN_FORMAT='^K10[0-9a-f]{64}::(node:[^[:space:]]+|[a-z0-9]{6}\.[a-z0-9]{
 check_inputs() {
   check_missing_env RKE2_CONFIG RKE2_KUBELET_CONFIG
   : "${RKE2_VERSION:=}"
+  rke2_check_selinux_inputs
   # Only in a pool's boot data, where new kubelet settings roll the pool.
   : "${WORKER_PROFILE_VALUES:=}"
   rke2_check_secret RKE2_AGENT_TOKEN "the agent token" /gpu-cluster/dev/rke2-agent-token/a100
@@ -55,6 +59,8 @@ main() {
   # Empty on hosts: upgrade-node installed it.
   [[ -z "$RKE2_VERSION" ]] || rke2_install "$RKE2_VERSION"
   ((RKE2_BINARY_CHANGED == 0)) || restart=1
+  rke2_configure_selinux
+  ((FILE_CHANGED == 0)) || restart=1
   write_text "$RKE2_AGENT_TOKEN_FILE" 0600 "$RKE2_AGENT_TOKEN"
   ((FILE_CHANGED == 0)) || restart=1
   write_text "$RKE2_CONFIG_FILE" 0600 "$RKE2_CONFIG"

@@ -7,6 +7,10 @@
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # shellcheck source=../node/lib.sh
 [[ -n "${GPU_CLUSTER_NODE_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../node/lib.sh"
+# shellcheck source=../os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../os/lib.sh"
+# shellcheck source=../os/selinux.sh
+[[ -n "${GPU_CLUSTER_SELINUX_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../os/selinux.sh"
 
 GPU_CLUSTER_RKE2_LIB_LOADED=1
 # install.sh's tar method unpacks the tarball below /usr/local: bin/rke2,
@@ -22,6 +26,24 @@ RKE2_CONFIG_FILE=$RKE2_ETC/config.yaml
 # Files"); the kubelet's settings live in their own so that only apply-agent-args.sh
 # changes them on a node in service.
 RKE2_KUBELET_CONFIG_FILE=$RKE2_ETC/config.yaml.d/50-gpu-cluster-kubelet.yaml
+# `selinux: true` where SELinux labels files: "RKE2's support for SELinux amounts to a single
+# configuration item, the --selinux boolean flag", the CRI's enable_selinux, which a tarball
+# install does not enable by itself (docs.rke2.io/security/selinux, "Configuration"). A
+# drop-in, so that the same config.yaml serves every host of the cluster, whatever its OS.
+RKE2_SELINUX_CONFIG_FILE=$RKE2_ETC/config.yaml.d/40-gpu-cluster-selinux.yaml
+# rke2-selinux, the policy of RKE2's paths, from Rancher's stable repository for EL9, as
+# install.sh's rpm method names it (rancher/rke2 install.sh, rancher-rke2-common-stable:
+# gpgcheck=1, repo_gpgcheck=0: the packages are signed, the metadata is not).
+RKE2_SELINUX_REPO_URL=https://rpm.rancher.io/rke2/stable/common/centos/9/noarch
+RKE2_SELINUX_KEY_URL=https://rpm.rancher.io/public.key
+RKE2_SELINUX_REPO_FILE=/etc/yum.repos.d/gpu-cluster-rke2-selinux.repo
+RKE2_SELINUX_KEY_FILE=/etc/pki/rpm-gpg/RPM-GPG-KEY-rancher
+# What rke2-selinux's %post relabels (rancher/rke2-selinux policy/centos9/rke2-selinux.spec,
+# rke2_relabel_files), with the tarball's binary and units below /usr/local, which its
+# rke2.fc labels but no package installs there.
+RKE2_SELINUX_PATHS=("$RKE2_BIN" "$RKE2_PREFIX/lib/systemd/system/rke2-server.service"
+  "$RKE2_PREFIX/lib/systemd/system/rke2-agent.service" /var/lib/cni /opt/cni /etc/cni
+  /var/lib/kubelet /var/lib/rancher/rke2 /run/k3s)
 RKE2_TOKEN_FILE=$RKE2_ETC/server-token
 RKE2_AGENT_TOKEN_FILE=$RKE2_ETC/agent-token
 RKE2_ADMIN_KUBECONFIG=$RKE2_ETC/rke2.yaml
@@ -70,8 +92,48 @@ rke2_unpack() {
   tar -xzf "$1" -C "$ROOT$RKE2_PREFIX"
   RELEASE_CHANGED=1
   log "changed: installed RKE2 $2 to $RKE2_PREFIX"
+  # tar gives the new files the folder's label, not the policy's.
+  ! selinux_enabled || selinux_restore "${RKE2_SELINUX_PATHS[@]}"
   # New or changed units below /usr/local/lib/systemd/system.
   systemd_reload
+}
+
+# rke2_check_selinux_inputs: adds to INPUT_PROBLEMS what is wrong with the rke2-selinux pins
+# (config/versions.py RKE2_SELINUX, RANCHER_RPM_KEY_FINGERPRINT).
+rke2_check_selinux_inputs() {
+  check_missing_env RKE2_SELINUX_VERSION RANCHER_RPM_KEY_FINGERPRINT
+  if [[ -n "${RKE2_SELINUX_VERSION:-}" && ! "$RKE2_SELINUX_VERSION" =~ ^[0-9]+\.[0-9]+-[0-9]+\.el9$ ]]; then
+    INPUT_PROBLEMS+=("RKE2_SELINUX_VERSION must be VERSION-RELEASE such as 0.23-1.el9, got '$RKE2_SELINUX_VERSION'")
+  fi
+  if [[ -n "${RANCHER_RPM_KEY_FINGERPRINT:-}" && ! "$RANCHER_RPM_KEY_FINGERPRINT" =~ ^[0-9A-F]{40}$ ]]; then
+    INPUT_PROBLEMS+=("RANCHER_RPM_KEY_FINGERPRINT must be 40 upper-case hex digits, got '$RANCHER_RPM_KEY_FINGERPRINT'")
+  fi
+}
+
+# rke2_configure_selinux: where SELinux labels files, rke2-selinux at RKE2_SELINUX_VERSION
+# (container-selinux, which it needs, came with prepare-host), RKE2's paths relabeled and
+# `selinux: true`; elsewhere no such drop-in. Sets FILE_CHANGED when the drop-in changed or a
+# label did (the running RKE2 keeps the label it started with).
+rke2_configure_selinux() {
+  if ! selinux_enabled; then
+    remove_file "$RKE2_SELINUX_CONFIG_FILE"
+    return 0
+  fi
+  [[ "$(os_family)" == el9 ]] ||
+    die "SELinux is $(selinux_mode) on this $(os_found) host; rke2-selinux is built for the RHEL family only"
+  # Disabled: only this install reads it, so no `dnf upgrade` moves the policy off its pin.
+  el9_repository_key "$RKE2_SELINUX_KEY_URL" "$RANCHER_RPM_KEY_FINGERPRINT" "$RKE2_SELINUX_KEY_FILE"
+  el9_repository "$RKE2_SELINUX_REPO_FILE" gpu-cluster-rke2-selinux \
+    "Rancher RKE2 Common (stable), rke2-selinux" "$RKE2_SELINUX_REPO_URL" "$RKE2_SELINUX_KEY_FILE" 1 0 0
+  if [[ "$(el9_package_version rke2-selinux)" != "$RKE2_SELINUX_VERSION" ]]; then
+    dnf_run --enablerepo=gpu-cluster-rke2-selinux install "rke2-selinux-$RKE2_SELINUX_VERSION" ||
+      die "dnf could not install rke2-selinux-$RKE2_SELINUX_VERSION from $RKE2_SELINUX_REPO_URL"
+    log "changed: installed rke2-selinux-$RKE2_SELINUX_VERSION"
+  fi
+  SELINUX_RELABELED=0
+  selinux_restore "${RKE2_SELINUX_PATHS[@]}"
+  write_text "$RKE2_SELINUX_CONFIG_FILE" 0600 "selinux: true"
+  ((SELINUX_RELABELED == 0)) || FILE_CHANGED=1
 }
 
 # rke2_check_secret VAR WHAT EXAMPLE: adds to INPUT_PROBLEMS what is wrong with secret
