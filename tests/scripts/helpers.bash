@@ -10,14 +10,14 @@ SCRIPTS_DIR="$REPO_ROOT/components/scripts"
 # shellcheck disable=SC2034 # used by the .bats files
 PYTHON="${GPU_CLUSTER_PYTHON:-$REPO_ROOT/venv/bin/python}"
 STUB_COMMANDS=(apt-get apt-mark curl df dnf dpkg-query dracut exportfs getenforce getsebool gpg grubby
-  hostname id ip iptables k0s modprobe nvidia-smi ping python3 restorecon rke2 rke2-killall.sh
-  rke2-uninstall.sh rpm semanage setsebool sleep swapoff sysctl systemctl systemd-run timeout
-  umount uname update-grub update-initramfs)
+  hostname id ip iptables k0s modprobe nmcli nvidia-smi ping python3 restorecon rke2
+  rke2-killall.sh rke2-uninstall.sh rpm semanage setsebool sleep swapoff sysctl systemctl
+  systemd-run timeout umount uname update-grub update-initramfs)
 # How the scripts call apt-get, as a regular expression.
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
 # Commands whose call means the host was changed; a second run must not call them.
-STATE_CHANGING='^(setsebool|semanage fcontext -[am]|systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|dracut|grubby --update-kernel|sysctl --system|swapoff|modprobe|apt-get|dnf|gpg (--batch )?(--yes )?--dearmor|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|reload|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete))( |$)'
+STATE_CHANGING='^(setsebool|semanage fcontext -[am]|systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|dracut|grubby --update-kernel|sysctl --system|swapoff|modprobe|apt-get|dnf|gpg (--batch )?(--yes )?--dearmor|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|reload|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete)|nmcli (connection (modify|up|down)|device (reapply|connect|disconnect)))( |$)'
 
 # nfs_export_options: serve-nfs's options as the program sets them, root squashed to
 # nobody (65534); on a runner that is not root, to the runner itself, whom serve-nfs may
@@ -151,6 +151,20 @@ rke2_kubectl_installed() {
 # add_route CIDR GATEWAY: the stubbed kernel routes CIDR via GATEWAY (see stubs/stub).
 add_route() {
   printf '%s via %s dev eth0\n' "$1" "$2" >>"${STUB_STATE:?}/routes"
+}
+
+# nm_profile DEVICE UUID NAME [ROUTE...]: NetworkManager runs, and the profile UUID named NAME,
+# with ROUTEs ("CIDR GATEWAY [METRIC]") as its ipv4.routes, is active on DEVICE, its routes
+# applied (see stubs/nmcli.bash).
+nm_profile() {
+  local dir="${STUB_STATE:?}/nm/profile-$2"
+  mkdir -p "$dir"
+  printf '%s\n' "$3" >"$dir/id"
+  : >"$dir/routes"
+  (($# < 4)) || printf '%s\n' "${@:4}" >"$dir/routes"
+  printf '%s\n' "$2" >"$STUB_STATE/nm/device-$1"
+  touch "$STUB_STATE/active-NetworkManager"
+  STUB_CALLS=/dev/null "$BATS_TEST_TMPDIR/bin/nmcli" device reapply "$1"
 }
 
 # ssm_parameter REGION NAME VALUE: the stubbed SSM client (`python3 - get REGION NAME`) returns
