@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Delete step of route-to-vpc: stops and removes the route unit and the routes it set.
+# Delete step of route-to-vpc: stops and removes the route unit and the routes it set (on
+# EL9: the routes it added to a NetworkManager profile).
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
+# shellcheck source=route/el9.sh
+[[ -n "${GPU_CLUSTER_ROUTE_EL9_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/route/el9.sh"
 : "${GPU_CLUSTER_STEP:=remove-route-to-vpc}"
 
 # Inputs: GATEWAY_ADDRESS VPC_CIDR
@@ -12,10 +17,8 @@ set -euo pipefail
 UNIT=gpu-cluster-route-vpc
 KEEP_ROUTES_FILE=/etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf
 
-main() {
+ubuntu_remove_route_to_vpc() {
   local cidr
-  require_env VPC_CIDR GATEWAY_ADDRESS
-  : "${TUNNEL_CIDR:=}"
   remove_unit "$UNIT" "restart-$UNIT"
   remove_file "$KEEP_ROUTES_FILE"
   for cidr in "$VPC_CIDR" ${TUNNEL_CIDR:+"$TUNNEL_CIDR"}; do
@@ -26,6 +29,12 @@ main() {
       log "unchanged: no route to $cidr via $GATEWAY_ADDRESS"
     fi
   done
+}
+
+main() {
+  require_env VPC_CIDR GATEWAY_ADDRESS
+  : "${TUNNEL_CIDR:=}"
+  os_do remove_route_to_vpc
 }
 
 main "$@"

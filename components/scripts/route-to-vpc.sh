@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # A persistent route from this on-prem host to the VPC (and the VPN's tunnel network)
-# through the on-prem VPN gateway: a oneshot systemd unit that sets it at every boot.
+# through the on-prem VPN gateway: on Ubuntu a oneshot systemd unit that sets it at every boot,
+# on EL9 a route of the NetworkManager profile of the interface that reaches the gateway.
 set -euo pipefail
 # shellcheck source=lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=os/lib.sh
+[[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
+# The EL9 family's way (os_do): NetworkManager.
+# shellcheck source=route/el9.sh
+[[ -n "${GPU_CLUSTER_ROUTE_EL9_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/route/el9.sh"
 : "${GPU_CLUSTER_STEP:=route-to-vpc}"
 
 # Inputs: GATEWAY_ADDRESS VPC_CIDR
@@ -132,13 +138,18 @@ ManageForeignRoutes=no
 EOF
 }
 
-main() {
-  check_inputs
+# ubuntu_route_to_vpc: the unit, and networkd told to keep the routes it did not make.
+ubuntu_route_to_vpc() {
   keep_routes_across_networkd_restarts
   read_old_routes
   write_unit
   remove_old_routes
   ensure_unit
+}
+
+main() {
+  check_inputs
+  os_do route_to_vpc
   log "${ROUTE_CIDRS[*]} routed via $GATEWAY_ADDRESS"
 }
 

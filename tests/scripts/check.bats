@@ -257,6 +257,23 @@ route_to_vpc() {
   [ "$(grep -c 10.8.0.0 "$STUB_STATE/routes" || true)" = 0 ]
 }
 
+@test "check: route-to-vpc on EL9 in sync exits 0; a route gone from the profile is drift; nothing changed" {
+  set_os_release rocky-9.4
+  export STUB_IP_OUTPUT="2: eth0    inet 192.168.2.10/24 brd 192.168.2.255 scope global noprefixroute eth0\       valid_lft forever preferred_lft forever"
+  nm_profile eth0 5fb06bd0-0bb0-7ffb-45f1-d6edd65f3e03 "System eth0"
+  route_to_vpc
+  run_envelope create --separate-stderr
+  assert_success
+  check_changes_nothing
+  assert_in_sync
+
+  STUB_CALLS=/dev/null "$BATS_TEST_TMPDIR/bin/nmcli" connection modify uuid \
+    5fb06bd0-0bb0-7ffb-45f1-d6edd65f3e03 -ipv4.routes "10.8.0.0/24 192.168.2.4"
+  check_changes_nothing
+  assert_drifted "drift: the step would run: nmcli connection modify uuid 5fb06bd0-0bb0-7ffb-45f1-d6edd65f3e03 +ipv4.routes 10.8.0.0/24 192.168.2.4" \
+    "drift: the step would run: nmcli device reapply eth0"
+}
+
 @test "check: authorized-keys in sync exits 0; a key removed from the block is drift" {
   local user file
   user="$(whoami)"

@@ -186,3 +186,213 @@ ManageForeignRoutes=no"
   # path (systemd.service(5), "Command lines"), here /usr/sbin/ip as on Debian and Ubuntu.
   assert_unit_verifies "$UNIT_FILE" /usr/sbin/ip
 }
+
+# --- EL9 (Rocky Linux 9): the routes go into the NetworkManager profile of the interface that
+# reaches the gateway (stubs/nmcli.bash), whose reapply sets them in the kernel.
+
+UUID=5fb06bd0-0bb0-7ffb-45f1-d6edd65f3e03
+RECORD=/var/lib/gpu-cluster/route-to-vpc-nm
+
+# el9_host: Rocky Linux 9.4, eth0 on the gateway's network with NetworkManager's "System eth0"
+# active, which holds a route of the user's own.
+el9_host() {
+  set_os_release rocky-9.4
+  export STUB_IP_OUTPUT="1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever
+2: eth0    inet 192.168.2.10/24 brd 192.168.2.255 scope global noprefixroute eth0\\       valid_lft forever preferred_lft forever
+3: eth1    inet 10.50.0.10/16 brd 10.50.255.255 scope global noprefixroute eth1\\       valid_lft forever preferred_lft forever"
+  nm_profile eth0 "$UUID" "System eth0" "192.0.2.0/24 192.168.2.1"
+}
+
+profile_routes() {
+  cat "$STUB_STATE/nm/profile-$UUID/routes"
+}
+
+@test "route-to-vpc el9: the routes go into the active profile of the gateway's interface, which is reapplied" {
+  el9_host
+  run_script route-to-vpc.sh
+  assert_success
+  assert_called "^nmcli connection modify uuid $UUID \+ipv4.routes 10\.20\.0\.0/16 192\.168\.2\.4 \+ipv4.routes 10\.8\.0\.0/24 192\.168\.2\.4$"
+  assert_called '^nmcli device reapply eth0$'
+  assert_call_order '^nmcli connection modify' '^nmcli device reapply'
+  [ "$(profile_routes)" = "192.0.2.0/24 192.168.2.1
+10.20.0.0/16 192.168.2.4
+10.8.0.0/24 192.168.2.4" ]
+  [ "$(routes | sort)" = "10.20.0.0/16 via 192.168.2.4 dev eth0 proto static metric 100
+10.8.0.0/24 via 192.168.2.4 dev eth0 proto static metric 100
+192.0.2.0/24 via 192.168.2.1 dev eth0 proto static metric 100" ]
+  assert_file "$RECORD" "# Managed by gpu-cluster (route-to-vpc): the routes it added to a NetworkManager profile.
+connection=$UUID
+route=10.20.0.0/16 192.168.2.4
+route=10.8.0.0/24 192.168.2.4"
+  # Neither the unit nor systemd-networkd's drop-in: NetworkManager holds the routes.
+  [ ! -e "$GPU_CLUSTER_ROOT$UNIT_FILE" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf" ]
+  refute_called '^systemctl (enable|start|daemon-reload)'
+  refute_called '^ip (-4 )?route (add|replace|del)'
+  assert_output_contains \
+    "route-to-vpc: changed: added the route 10.20.0.0/16 192.168.2.4 to NetworkManager connection 'System eth0'" \
+    "route-to-vpc: changed: reapplied NetworkManager connection 'System eth0' on eth0" \
+    "route-to-vpc: 10.20.0.0/16 10.8.0.0/24 routed via 192.168.2.4"
+  [ -z "$(ls -A "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/pending")" ]
+}
+
+@test "route-to-vpc el9: a second run changes nothing and does not reapply" {
+  el9_host
+  run_twice route-to-vpc.sh
+  refute_called '^nmcli (connection modify|device reapply)'
+  assert_output_contains "unchanged: NetworkManager connection 'System eth0' on eth0 has the route(s)"
+}
+
+@test "route-to-vpc el9: a changed VPC_CIDR takes the old route out of the profile and puts the new in; the user's route stays" {
+  el9_host
+  run_again_with route-to-vpc.sh VPC_CIDR=10.30.0.0/16
+  assert_success
+  assert_called "^nmcli connection modify uuid $UUID -ipv4.routes 10\.20\.0\.0/16 192\.168\.2\.4 \+ipv4.routes 10\.30\.0\.0/16 192\.168\.2\.4$"
+  assert_called '^nmcli device reapply eth0$'
+  [ "$(profile_routes)" = "192.0.2.0/24 192.168.2.1
+10.8.0.0/24 192.168.2.4
+10.30.0.0/16 192.168.2.4" ]
+  [ "$(routes | sort)" = "10.30.0.0/16 via 192.168.2.4 dev eth0 proto static metric 100
+10.8.0.0/24 via 192.168.2.4 dev eth0 proto static metric 100
+192.0.2.0/24 via 192.168.2.1 dev eth0 proto static metric 100" ]
+  assert_output_contains "changed: removed the old route 10.20.0.0/16 192.168.2.4 from NetworkManager connection 'System eth0'" \
+    "changed: added the route 10.30.0.0/16 192.168.2.4 to NetworkManager connection 'System eth0'"
+  grep -qx 'route=10.30.0.0/16 192.168.2.4' "$GPU_CLUSTER_ROOT$RECORD"
+  refute_file_contains "$GPU_CLUSTER_ROOT$RECORD" 10.20.0.0
+  assert_idempotent route-to-vpc.sh
+}
+
+@test "route-to-vpc el9: a route the profile had before is not the program's, and stays when no longer wanted" {
+  el9_host
+  nm_profile eth0 "$UUID" "System eth0" "10.8.0.0/24 192.168.2.4" "10.20.0.0/16 192.168.2.4 50"
+  run_script route-to-vpc.sh
+  assert_success
+  # The user's 10.20.0.0/16 has a metric: another route; theirs of the tunnel is the one wanted.
+  assert_called "^nmcli connection modify uuid $UUID \+ipv4.routes 10\.20\.0\.0/16 192\.168\.2\.4$"
+  assert_file "$RECORD" "# Managed by gpu-cluster (route-to-vpc): the routes it added to a NetworkManager profile.
+connection=$UUID
+route=10.20.0.0/16 192.168.2.4"
+  export TUNNEL_CIDR=""
+  reset_calls
+  run_script route-to-vpc.sh
+  assert_success
+  refute_called '^nmcli (connection modify|device reapply)'
+  [ "$(profile_routes)" = "10.8.0.0/24 192.168.2.4
+10.20.0.0/16 192.168.2.4 50
+10.20.0.0/16 192.168.2.4" ]
+}
+
+@test "route-to-vpc el9: without NetworkManager running the step fails saying so, and changes no profile" {
+  el9_host
+  rm "$STUB_STATE/active-NetworkManager"
+  run_script route-to-vpc.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: route-to-vpc: NetworkManager is not running: on EL9 hosts the route to the VPC is kept in the NetworkManager profile of the interface that reaches 192.168.2.4"
+  refute_called '^nmcli'
+  [ ! -e "$GPU_CLUSTER_ROOT$RECORD" ]
+}
+
+@test "route-to-vpc el9: no profile active on the gateway's interface, or a gateway off the host's networks, fails naming it" {
+  el9_host
+  : >"$STUB_STATE/nm/device-eth0"
+  run_script route-to-vpc.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "route-to-vpc: no NetworkManager connection is active on eth0, the interface that reaches 192.168.2.4"
+  refute_called '^nmcli connection modify'
+
+  export GATEWAY_ADDRESS=172.16.9.9
+  run_script route-to-vpc.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "route-to-vpc: GATEWAY_ADDRESS 172.16.9.9 is not on a network of this host's interfaces (ip route get: 172.16.9.9 via 192.0.2.1 dev eth0"
+}
+
+@test "route-to-vpc el9: an earlier run's unit is retired before the routes go into the profile" {
+  # What route-to-vpc did on every host before it knew EL9: the unit, and networkd's drop-in.
+  run_script route-to-vpc.sh
+  assert_success
+  el9_host
+  routes_before="$(routes)"
+  [ -n "$routes_before" ]
+  reset_calls
+  run_script route-to-vpc.sh
+  assert_success
+  assert_called "^systemctl stop $UNIT$"
+  assert_called "^systemctl disable $UNIT$"
+  assert_called '^systemctl daemon-reload$'
+  assert_call_order "^systemctl stop $UNIT$" '^nmcli connection modify'
+  [ ! -e "$GPU_CLUSTER_ROOT$UNIT_FILE" ]
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/systemd/networkd.conf.d/60-gpu-cluster-keep-routes.conf" ]
+  [ "$(routes | sort)" = "10.20.0.0/16 via 192.168.2.4 dev eth0 proto static metric 100
+10.8.0.0/24 via 192.168.2.4 dev eth0 proto static metric 100
+192.0.2.0/24 via 192.168.2.1 dev eth0 proto static metric 100" ]
+  assert_output_contains "changed: stopped $UNIT" "changed: removed $UNIT_FILE"
+  assert_idempotent route-to-vpc.sh
+}
+
+@test "route-to-vpc el9: a route gone from the kernel is restored by a reapply" {
+  el9_host
+  first_run route-to-vpc.sh
+  STUB_CALLS=/dev/null "$BATS_TEST_TMPDIR/bin/ip" route del 10.8.0.0/24
+  run_script route-to-vpc.sh
+  assert_success
+  refute_called '^nmcli connection modify'
+  assert_called '^nmcli device reapply eth0$'
+  grep -qx '10.8.0.0/24 via 192.168.2.4 dev eth0 proto static metric 100' "$STUB_STATE/routes"
+  assert_output_contains "reapplying NetworkManager connection 'System eth0' on eth0 to restore the route(s) 10.8.0.0/24 192.168.2.4"
+  assert_idempotent route-to-vpc.sh
+}
+
+@test "route-to-vpc el9: a failed reapply fails the step, and the next run reapplies" {
+  el9_host
+  STUB_FAIL_CALL='^nmcli device reapply' run_script route-to-vpc.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "route-to-vpc: nmcli could not reapply NetworkManager connection 'System eth0' on eth0"
+  reset_calls
+  run_script route-to-vpc.sh
+  assert_success
+  refute_called '^nmcli connection modify'
+  assert_called '^nmcli device reapply eth0$'
+  assert_output_contains "changed: reapplied NetworkManager connection 'System eth0' on eth0"
+  [ -z "$(ls -A "$GPU_CLUSTER_ROOT/var/lib/gpu-cluster/pending")" ]
+  assert_idempotent route-to-vpc.sh
+}
+
+@test "route-to-vpc-remove el9: the recorded routes leave the profile and the kernel; the user's stay; a second run changes nothing" {
+  el9_host
+  first_run route-to-vpc.sh
+  run_script route-to-vpc-remove.sh
+  assert_success
+  assert_called "^nmcli connection modify uuid $UUID -ipv4.routes 10\.20\.0\.0/16 192\.168\.2\.4 -ipv4.routes 10\.8\.0\.0/24 192\.168\.2\.4$"
+  assert_called '^nmcli device reapply eth0$'
+  [ "$(profile_routes)" = "192.0.2.0/24 192.168.2.1" ]
+  [ "$(routes)" = "192.0.2.0/24 via 192.168.2.1 dev eth0 proto static metric 100" ]
+  [ ! -e "$GPU_CLUSTER_ROOT$RECORD" ]
+  refute_called '^ip (-4 )?route del'
+  assert_output_contains "remove-route-to-vpc: changed: removed the route(s) 10.20.0.0/16 192.168.2.4 10.8.0.0/24 192.168.2.4 from NetworkManager connection 'System eth0'" \
+    "remove-route-to-vpc: changed: reapplied NetworkManager connection 'System eth0' on eth0"
+
+  reset_calls
+  run_script route-to-vpc-remove.sh
+  assert_success
+  assert_no_state_changes
+  refute_changes_logged
+}
+
+@test "route-to-vpc el9: when the gateway is reached through another interface the routes move to its profile" {
+  el9_host
+  first_run route-to-vpc.sh
+  nm_profile eth1 9d6c1f5e-2a41-4c8e-b1f4-0c2a7e5d3b10 "Wired connection 2"
+  export GATEWAY_ADDRESS=10.50.0.4
+  run_script route-to-vpc.sh
+  assert_success
+  assert_called "^nmcli connection modify uuid $UUID -ipv4.routes 10\.20\.0\.0/16 192\.168\.2\.4 -ipv4.routes 10\.8\.0\.0/24 192\.168\.2\.4$"
+  assert_called '^nmcli connection modify uuid 9d6c1f5e-2a41-4c8e-b1f4-0c2a7e5d3b10 \+ipv4.routes 10\.20\.0\.0/16 10\.50\.0\.4 \+ipv4.routes 10\.8\.0\.0/24 10\.50\.0\.4$'
+  assert_called '^nmcli device reapply eth0$'
+  assert_called '^nmcli device reapply eth1$'
+  [ "$(profile_routes)" = "192.0.2.0/24 192.168.2.1" ]
+  [ "$(routes | sort)" = "10.20.0.0/16 via 10.50.0.4 dev eth1 proto static metric 100
+10.8.0.0/24 via 10.50.0.4 dev eth1 proto static metric 100
+192.0.2.0/24 via 192.168.2.1 dev eth0 proto static metric 100" ]
+  grep -qx 'connection=9d6c1f5e-2a41-4c8e-b1f4-0c2a7e5d3b10' "$GPU_CLUSTER_ROOT$RECORD"
+  assert_idempotent route-to-vpc.sh
+}

@@ -13,8 +13,8 @@
 #     that later calls a new command fails its check ("could not check") instead of
 #     running it.
 #   - The listed commands that can also change things (systemctl, ip, sysctl, apt-mark,
-#     rpm, grubby) are functions here that pass their reading forms through and report the
-#     others; so is setsebool, which is not listed.
+#     rpm, grubby, nmcli) are functions here that pass their reading forms through and report
+#     the others; so is setsebool, which is not listed.
 #   - The commands and library functions that change things (write_file, remove_file,
 #     apt_get, dnf_run, modprobe, chown, rm outside the temporary folders, ...) are
 #     functions here that compare or report (os/lib.sh asks dpkg-query or rpm whether a
@@ -31,7 +31,8 @@
 CHECK_EXIT_DRIFT=3
 # Commands the checked steps read with; mkdir, ln and mktemp only set up this library.
 CHECK_COMMANDS=(apt-mark awk cat cmp cut diff dpkg-query getenforce getent getsebool gpg grep
-  grubby head ip mktemp nft nvidia-smi paste readlink rm rpm sort stat sysctl systemctl tr uname)
+  grubby head ip mktemp nft nmcli nvidia-smi paste readlink rm rpm sort stat sysctl systemctl tr
+  uname)
 # The first lines of a difference shown for a file others may read (no secret in it).
 CHECK_DIFF_LINES=12
 
@@ -226,6 +227,16 @@ ip() {
     command ip "$@"
   else
     check_would_run ip "$@"
+  fi
+}
+
+# nmcli: what -g and -t show passes (route-to-vpc on EL9 reads a device's profile and its
+# routes); anything else (connection modify, device reapply) is reported.
+nmcli() {
+  if [[ "${1:-}" =~ ^-(g|t)$ && " $* " == *" show "* ]]; then
+    command nmcli "$@"
+  else
+    check_would_run nmcli "$@"
   fi
 }
 
