@@ -7,6 +7,9 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=os/lib.sh
 [[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/os/lib.sh"
+# The repositories' keys, pinned by fingerprint (both families).
+# shellcheck source=keys/lib.sh
+[[ -n "${GPU_CLUSTER_KEYS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/keys/lib.sh"
 # What differs by OS family, which os_do picks: where the packages come from, how they are
 # held at their versions.
 # shellcheck source=nvidia/ubuntu.sh

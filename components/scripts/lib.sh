@@ -583,29 +583,3 @@ systemd_disable() {
   ensure_nvidia_dev_char_links
   systemctl disable "$@"
 }
-
-# primary_fingerprints FILE: the fingerprint of each primary key in FILE (armored, or a
-# keyring gpg --dearmor wrote), one a line: field 10 of the "fpr" record right after each
-# "pub" record of gpg's colon listing (gnupg doc/DETAILS). Nothing is imported.
-primary_fingerprints() {
-  gpg --batch --show-keys --with-colons -- "$1" 2>/dev/null |
-    awk -F: '$1 == "pub" { primary = 1; next }
-      $1 == "fpr" && primary { print $10 } { primary = 0 }'
-}
-
-# is_pinned_key FILE FINGERPRINT: FILE holds exactly one primary key, FINGERPRINT.
-is_pinned_key() {
-  [[ -s "$1" && "$(primary_fingerprints "$1")" == "$2" ]]
-}
-
-# fetch_pinned_key URL FINGERPRINT: the key at URL, in $TEMP_DIR/gpgkey, when it is
-# exactly the pinned key FINGERPRINT; dies naming what it found otherwise.
-fetch_pinned_key() {
-  local found
-  make_temp_dir
-  curl -fsSL --retry 5 -o "$TEMP_DIR/gpgkey" "$1"
-  if ! is_pinned_key "$TEMP_DIR/gpgkey" "$2"; then
-    found="$(primary_fingerprints "$TEMP_DIR/gpgkey" | paste -sd ' ' -)"
-    die "$1 is not the pinned key $2 (found: ${found:-no OpenPGP key}); nothing trusted"
-  fi
-}

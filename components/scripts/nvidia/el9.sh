@@ -45,7 +45,7 @@ el9_cuda_repository() {
   local arch url
   arch="$(el9_cuda_arch)"
   url="$EL9_CUDA_REPO_URL/$arch"
-  el9_repository_key "$url/D42D0685.pub" "$NVIDIA_CUDA_REPO_KEY_FINGERPRINT" "$EL9_CUDA_KEY_FILE"
+  install_pinned_key "$url/D42D0685.pub" "$NVIDIA_CUDA_REPO_KEY_FINGERPRINT" "$EL9_CUDA_KEY_FILE"
   el9_repository "$EL9_CUDA_REPO_FILE" "cuda-rhel9-$arch" "cuda-rhel9-$arch" "$url" \
     "$EL9_CUDA_KEY_FILE" 1 1
 }
@@ -54,7 +54,7 @@ el9_cuda_repository() {
 # As NVIDIA's own nvidia-container-toolkit.repo (stable/rpm/): the metadata is signed, the
 # packages are not (gpgcheck=0); the signed metadata holds each package's sha256.
 el9_configure_toolkit_repo() {
-  el9_repository_key "$NVIDIA_REPO_URL/gpgkey" "$NVIDIA_REPO_KEY_FINGERPRINT" \
+  install_pinned_key "$NVIDIA_REPO_URL/gpgkey" "$NVIDIA_REPO_KEY_FINGERPRINT" \
     "$EL9_TOOLKIT_KEY_FILE"
   # dnf substitutes $basearch itself; it must stay literal in the file.
   # shellcheck disable=SC2016

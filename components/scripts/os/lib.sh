@@ -336,20 +336,6 @@ el9_package_version() {
   fi
 }
 
-# el9_repository_key URL FINGERPRINT FILE: FILE holds the key at URL, which must be the
-# pinned FINGERPRINT; checked at every run, replaced when it is anything else.
-el9_repository_key() {
-  if is_pinned_key "$ROOT$3" "$2"; then
-    log "unchanged $3 (key $2)"
-    return 0
-  fi
-  if [[ -e "$ROOT$3" ]]; then
-    warn "$3 does not hold exactly the pinned key $2; replacing it"
-  fi
-  fetch_pinned_key "$1" "$2"
-  write_file "$3" 0644 <"$TEMP_DIR/gpgkey"
-}
-
 # el9_repository FILE ID NAME BASEURL KEY_FILE GPGCHECK REPO_GPGCHECK [ENABLED]: the .repo FILE
 # of one repository (dnf.conf(5), [MAIN] and repo options), named by the step that writes it.
 # REPO_GPGCHECK=1: its repomd.xml must carry a signature of KEY_FILE's key; GPGCHECK=1: each

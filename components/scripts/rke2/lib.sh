@@ -11,6 +11,8 @@
 [[ -n "${GPU_CLUSTER_OS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../os/lib.sh"
 # shellcheck source=../os/selinux.sh
 [[ -n "${GPU_CLUSTER_SELINUX_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../os/selinux.sh"
+# shellcheck source=../keys/lib.sh
+[[ -n "${GPU_CLUSTER_KEYS_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../keys/lib.sh"
 
 GPU_CLUSTER_RKE2_LIB_LOADED=1
 # install.sh's tar method unpacks the tarball below /usr/local: bin/rke2,
@@ -122,7 +124,7 @@ rke2_configure_selinux() {
   [[ "$(os_family)" == el9 ]] ||
     die "SELinux is $(selinux_mode) on this $(os_found) host; rke2-selinux is built for the RHEL family only"
   # Disabled: only this install reads it, so no `dnf upgrade` moves the policy off its pin.
-  el9_repository_key "$RKE2_SELINUX_KEY_URL" "$RANCHER_RPM_KEY_FINGERPRINT" "$RKE2_SELINUX_KEY_FILE"
+  install_pinned_key "$RKE2_SELINUX_KEY_URL" "$RANCHER_RPM_KEY_FINGERPRINT" "$RKE2_SELINUX_KEY_FILE"
   el9_repository "$RKE2_SELINUX_REPO_FILE" gpu-cluster-rke2-selinux \
     "Rancher RKE2 Common (stable), rke2-selinux" "$RKE2_SELINUX_REPO_URL" "$RKE2_SELINUX_KEY_FILE" 1 0 0
   if [[ "$(el9_package_version rke2-selinux)" != "$RKE2_SELINUX_VERSION" ]]; then
