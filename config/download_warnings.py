@@ -2,7 +2,10 @@
 stack that sets some of the site's own places but not the others still reaches the
 upstream ones for what those others cover."""
 
-from config.model import StackConfig
+from typing import Optional
+
+from config import versions
+from config.model import PackageSettings, StackConfig
 
 
 def download_warnings(settings: StackConfig) -> list[str]:
@@ -31,4 +34,18 @@ def download_warnings(settings: StackConfig) -> list[str]:
             "only: the add-ons' (device plugin, DCGM exporter, monitoring, storage, Kueue, "
             "Kubeflow) and users' pods still pull from their public registries; set "
             "gpu-cluster:images.mirror for them")
-    return warnings
+    warnings.append(epel_warning(settings.packages))
+    return [warning for warning in warnings if warning]
+
+
+def epel_warning(packages: PackageSettings) -> Optional[str]:
+    """packages.epel adds a repository neither Red Hat nor the rebuilds publish, and the key
+    it trusts, to RHEL 9 family hosts, and enables CRB there (configure-dnf.sh)."""
+    if not packages.epel:
+        return None
+    source = packages.epel_mirror or "Fedora's mirror list (mirrors.fedoraproject.org)"
+    return ("gpu-cluster:packages.epel is true: configure-dnf adds EPEL 9, the Fedora "
+            "community's repository (not Red Hat's, Rocky Linux's or AlmaLinux's), to every "
+            f"RHEL 9 family host from {source}, trusting its key "
+            f"{versions.EPEL_9_KEY_FINGERPRINT} for every package it signs, and enables "
+            "CRB (CodeReady Linux Builder) there; Ubuntu hosts are left alone")

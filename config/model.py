@@ -220,11 +220,24 @@ class PackageSettings(Section):
     """Where the `<codename>-security` suite comes from; needs `packages.aptMirror`; unset:
     `packages.aptMirror`."""
 
+    # RHEL 9 family hosts: EPEL 9 and the CodeReady Linux Builder repository it needs
+    # (configure-dnf.sh), for dkms, openvpn and age (os/lib.sh OS_PACKAGES).
+    epel: bool = False
+    """On RHEL 9 family hosts, add EPEL 9 (the Fedora community's repository; dkms for the NVIDIA
+    driver, openvpn, age), checked against its pinned key, and enable CRB, which EPEL's packages
+    need; the preview warns. Ubuntu hosts are left alone; removing it undoes both."""
+    epel_mirror: Optional[DownloadUrl] = None
+    """A mirror of EPEL (the layout of `dl.fedoraproject.org/pub/epel`: `RPM-GPG-KEY-EPEL-9` and
+    `9/Everything/<arch>/`) instead of Fedora's mirror list; the key is still checked against
+    the pinned fingerprint; needs `packages.epel`."""
+
     @model_validator(mode="after")
-    def _security_needs_the_archive(self) -> "PackageSettings":
+    def _mirrors_need_their_repository(self) -> "PackageSettings":
         if self.apt_security_mirror and not self.apt_mirror:
             raise ValueError("aptSecurityMirror needs aptMirror: apt reads both from the file "
                              "configure-apt writes")
+        if self.epel_mirror and not self.epel:
+            raise ValueError("epelMirror needs epel: true: configure-dnf adds EPEL only then")
         return self
 
 
@@ -271,7 +284,7 @@ class StackConfig(Section):
     nvidia: NvidiaSettings = NvidiaSettings()
     """The NVIDIA driver and container toolkit on GPU hosts."""
     packages: PackageSettings = PackageSettings()
-    """Where hosts' apt finds Ubuntu's packages."""
+    """Where hosts find their OS's packages: Ubuntu's archive, EPEL on RHEL 9 family hosts."""
     time: TimeSettings = TimeSettings()
     """The NTP servers every machine's clock follows (see [Image
     mirror](distributions.md#image-mirror), *Time*)."""

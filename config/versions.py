@@ -134,6 +134,12 @@ NVIDIA_CONTAINER_TOOLKIT_KEY_FINGERPRINT = "C95B321B61E88C1809C4F759DDCAE044F796
 # and that signs its repomd.xml; one key for every RPM distribution since the 2022 rotation
 # (NVIDIA/cuda-repo-management#4). Ubuntu hosts take the driver from Ubuntu's archive.
 NVIDIA_CUDA_REPO_KEY_FINGERPRINT = "610C7B14E068A878070DA4E99CD0A493D42D0685"
+# EPEL 9's key ("Fedora (epel9) <epel@fedoraproject.org>", dl.fedoraproject.org/pub/epel/
+# RPM-GPG-KEY-EPEL-9), which signs its packages (packages.epel, configure-dnf.sh), by
+# fingerprint: `gpg --show-keys` of keys/epel/RPM-GPG-KEY-EPEL-9 in
+# rpm-software-management/distribution-gpg-keys (added in 5a8177d, "Add EPEL9 key"; the same
+# at 65c3eae), the key dnf shows importing it ("Importing GPG key 0x3228467C").
+EPEL_9_KEY_FINGERPRINT = "FF8AD1344597106ECE813B918A3872BF3228467C"
 
 # The hosts' operating systems: contract/host_os.py (the command reads them too).
 

@@ -142,6 +142,7 @@ EXAMPLES = {
     "versions.airgapBundleSha256{value}": "0123456789abcdef" * 4,
     "packages.aptMirror": "https://apt.example.internal/ubuntu",
     "packages.aptSecurityMirror": "https://apt.example.internal/ubuntu-security",
+    "packages.epelMirror": "https://rpm.example.internal/epel",
     "time.ntpServers[]": "ntp1.example.internal",
     "hostFirewall.extraSources[]": "172.27.232.2/32",
     "vpn.existingServerAddress": "192.168.10.5",
@@ -247,6 +248,10 @@ def _connector(template: dict):
     return settings
 
 
+def _epel(values: dict) -> None:
+    values.setdefault("packages", {})["epel"] = True
+
+
 def _mirror_login(values: dict) -> None:
     mirror = values.setdefault("images", {}).setdefault("mirror", {})
     mirror.setdefault("registry", EXAMPLES["images.mirror.registry"])
@@ -258,6 +263,7 @@ def _mirror_login(values: dict) -> None:
 SETTINGS_FOR = {
     "images.mirror.username": _mirror_login,
     "imageMirrorPassword": _mirror_login,
+    "packages.epelMirror": _epel,
     "kubeflow.user.email": _shared_user,
     "kubeflow.user.name": _shared_user,
     "kubeflow.user.profile": _shared_user,

@@ -39,3 +39,22 @@ def test_the_bundle_without_an_image_mirror_says_it_is_the_distributions_images_
     assert "set gpu-cluster:images.mirror" in warning
     values["images"] = MIRROR
     assert place_warnings(values) == []
+
+
+def epel_warnings(values: dict) -> list[str]:
+    return [w for w in preview_warnings(loads(values)) if "packages.epel" in w]
+
+
+def test_epel_names_the_community_repository_its_key_and_crb():
+    values = bare_metal_config(workers=1)
+    assert epel_warnings(values) == []
+    values["packages"] = {"epel": True}
+    [warning] = epel_warnings(values)
+    assert warning.startswith("gpu-cluster:packages.epel is true: configure-dnf adds EPEL 9, "
+                              "the Fedora community's repository")
+    assert "from Fedora's mirror list" in warning
+    assert "trusting its key FF8AD1344597106ECE813B918A3872BF3228467C" in warning
+    assert "enables CRB" in warning
+    values["packages"]["epelMirror"] = "https://rpm.example.internal/epel"
+    [warning] = epel_warnings(values)
+    assert "from https://rpm.example.internal/epel, trusting" in warning

@@ -129,6 +129,17 @@ def test_a_bad_mirror_or_bundle_sum_names_its_key(key, value, message):
     assert any(p.startswith(f"gpu-cluster:{key}") and message in p for p in problems), problems
 
 
+def test_an_epel_mirror_needs_epel_and_must_be_a_download_location():
+    values = bare_metal_config(workers=1)
+    values["packages"] = {"epelMirror": "https://rpm.example.internal/epel"}
+    assert problem_lines(values) == [
+        "gpu-cluster:packages: epelMirror needs epel: true: configure-dnf adds EPEL only then"]
+    values["packages"] = {"epel": True, "epelMirror": "https://rpm.example.internal/epel $(id)"}
+    problems = problem_lines(values)
+    assert any(p.startswith("gpu-cluster:packages.epelMirror") and "is not a download location"
+               in p for p in problems), problems
+
+
 def test_a_security_mirror_needs_the_archive_mirror():
     values = bare_metal_config(workers=1)
     values["packages"] = {"aptSecurityMirror": "https://apt.example.internal/ubuntu"}
