@@ -11,13 +11,14 @@ SCRIPTS_DIR="$REPO_ROOT/components/scripts"
 PYTHON="${GPU_CLUSTER_PYTHON:-$REPO_ROOT/venv/bin/python}"
 STUB_COMMANDS=(apt-get apt-mark curl df dnf dpkg-query dracut exportfs getenforce getsebool gpg grubby
   hostname id ip iptables k0s modprobe nmcli nvidia-smi ping python3 restorecon rke2
-  rke2-killall.sh rke2-uninstall.sh rpm semanage setsebool sleep swapoff sysctl systemctl
-  systemd-run timeout umount uname update-grub update-initramfs)
+  rke2-killall.sh rke2-uninstall.sh rpm semanage setsebool sleep subscription-manager swapoff
+  sysctl systemctl systemd-run timeout umount uname update-grub update-initramfs)
 # How the scripts call apt-get, as a regular expression.
 # shellcheck disable=SC2034 # used by the .bats files
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
-# Commands whose call means the host was changed; a second run must not call them.
-STATE_CHANGING='^(setsebool|semanage fcontext -[am]|systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|dracut|grubby --update-kernel|sysctl --system|swapoff|modprobe|apt-get|dnf|gpg (--batch )?(--yes )?--dearmor|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|reload|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete)|nmcli (connection (modify|up|down)|device (reapply|connect|disconnect)))( |$)'
+# Commands whose call means the host was changed; a second run must not call them. dnf -y:
+# every dnf that changes the host runs through os/lib.sh's dnf_run (queries run dnf -q).
+STATE_CHANGING='^(setsebool|semanage fcontext -[am]|systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|dracut|grubby --update-kernel|sysctl --system|swapoff|modprobe|apt-get|dnf -y|subscription-manager repos|gpg (--batch )?(--yes )?--dearmor|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|reload|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete)|nmcli (connection (modify|up|down)|device (reapply|connect|disconnect)))( |$)'
 
 # nfs_export_options: serve-nfs's options as the program sets them, root squashed to
 # nobody (65534); on a runner that is not root, to the runner itself, whom serve-nfs may

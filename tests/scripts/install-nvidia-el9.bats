@@ -130,7 +130,7 @@ gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-NVIDIA-CONTAINER-TOOLKIT'
   export STUB_DNF_NO_MATCH=dkms
   run_script install-nvidia.sh
   assert_failure
-  assert_output_contains "install-nvidia: dnf could not install dkms (exit code 1); dkms is in EPEL, not in the distribution's own repositories: enable EPEL on the host"
+  assert_output_contains "install-nvidia: dnf could not install dkms (exit code 1); dkms is in EPEL, not in the distribution's own repositories: set gpu-cluster:packages.epel to true for the program to enable EPEL and CRB, or enable EPEL on the host"
   refute_called 'module enable'
 }
 

@@ -109,7 +109,7 @@ packages() {
   STUB_DNF_NO_MATCH=openvpn packages 'os_install_packages openvpn iptables'
   assert_failure
   assert_output_contains "No match for argument: openvpn" \
-    "gpu-cluster: moscow: os-test: dnf could not install openvpn iptables-nft (exit code 1); openvpn is in EPEL, not in the distribution's own repositories: enable EPEL on the host (https://docs.fedoraproject.org/en-US/epel/)"
+    "gpu-cluster: moscow: os-test: dnf could not install openvpn iptables-nft (exit code 1); openvpn is in EPEL, not in the distribution's own repositories: set gpu-cluster:packages.epel to true for the program to enable EPEL and CRB, or enable EPEL on the host (https://docs.fedoraproject.org/en-US/epel/)"
   [[ ! -e "$STUB_STATE/rpm/iptables-nft" ]]
 }
 

@@ -159,6 +159,7 @@ OS_PACKAGES='
 age                 age                 age                 EPEL
 chrony              chrony              chrony              BaseOS
 container-selinux   none                container-selinux   AppStream
+dnf-plugins-core    none                dnf-plugins-core    BaseOS
 dkms                dkms                dkms                EPEL
 iptables            iptables            iptables-nft        BaseOS
 keepalived          keepalived          keepalived          AppStream
@@ -167,9 +168,9 @@ nfs-server          nfs-kernel-server   nfs-utils           BaseOS
 nftables            nftables            nftables            BaseOS
 openvpn             openvpn             openvpn             EPEL
 ping                iputils-ping        iputils             BaseOS
+semanage            none                policycoreutils-python-utils BaseOS
 systemd-timesyncd   systemd-timesyncd   systemd-timesyncd   none
 versionlock         none                python3-dnf-plugin-versionlock AppStream
-semanage            none                policycoreutils-python-utils BaseOS
 '
 # Set by os_package: the family's package of a name, and for EL9 the repository that has it.
 OS_PACKAGE=""
@@ -296,8 +297,9 @@ el9_install_packages() {
       os_package_repository "${!index}"
       case "$OS_PACKAGE_REPOSITORY" in
         EPEL)
-          hint+="; ${!index} is in EPEL, not in the distribution's own repositories: enable"
-          hint+=" EPEL on the host (https://docs.fedoraproject.org/en-US/epel/)"
+          hint+="; ${!index} is in EPEL, not in the distribution's own repositories: set"
+          hint+=" gpu-cluster:packages.epel to true for the program to enable EPEL and CRB,"
+          hint+=" or enable EPEL on the host (https://docs.fedoraproject.org/en-US/epel/)"
           ;;
         none) hint+="; ${!index} is in none of the distribution's repositories" ;;
       esac

@@ -171,9 +171,13 @@ done
 # The plugin runs once its package is on the fake root, as on a host.
 /usr/bin/rpm --root "\$GPU_CLUSTER_ROOT" -q --quiet python3-dnf-plugin-versionlock ||
   keys+=(--disableplugin=versionlock)
+# NVIDIA's CUDA repository from REPOS once its file is there (config-manager refuses an option
+# of a repository dnf does not have).
+[[ ! -f "\$GPU_CLUSTER_ROOT/etc/yum.repos.d/cuda-rhel9.repo" ]] ||
+  keys+=(--setopt=cuda-rhel9-x86_64.baseurl=file://$1/cuda)
 unshare -n /usr/bin/dnf --installroot="\$GPU_CLUSTER_ROOT" --releasever=9 \\
   --setopt=module_platform_id=platform:el9 --setopt=pluginconfpath=$plugins \\
-  --setopt=cuda-rhel9-x86_64.baseurl=file://$1/cuda "\${keys[@]}" "\$@" || exit
+  "\${keys[@]}" "\$@" || exit
 version=\$(/usr/bin/rpm --root "\$GPU_CLUSTER_ROOT" -q --queryformat '%{VERSION}' kmod-nvidia-open-dkms) &&
   echo "\$version" >"\$STUB_STATE/nvidia-driver-version"
 exit 0
@@ -212,3 +216,58 @@ with_updates() {
     >"$GPU_CLUSTER_ROOT/etc/yum.repos.d/test-updates.repo"
 }
 
+
+# make_epel_repos DIR: EPEL-like trees with the layout of dl.fedoraproject.org/pub/epel
+# (packages.epelMirror): DIR/epel, whose dkms is signed by the key it serves as
+# RPM-GPG-KEY-EPEL-9 (DIR/epel.asc, its fingerprint in DIR/epel.fpr), and DIR/forged, serving
+# the same key but with a dkms signed by another; DIR/crb, the distribution's CRB (one
+# package, crb-probe); DIR/base, what use_real_dnf reads as the host's own (dnf-plugins-core).
+make_epel_repos() {
+  REPOS=$1
+  local name tree arch
+  arch="$(/usr/bin/uname -m)"
+  export GNUPGHOME="$REPOS/gnupg"
+  mkdir -p "$GNUPGHOME" "$REPOS/crb" "$REPOS/base"
+  chmod 0700 "$GNUPGHOME"
+  for name in epel other; do
+    gpg --batch --quiet --passphrase '' --quick-generate-key "$name <$name@example.com>" \
+      rsa3072 sign never 2>/dev/null
+    gpg --batch --armor --export "$name@example.com" >"$REPOS/$name.asc"
+    gpg --batch --with-colons --list-keys "$name@example.com" |
+      awk -F: '$1 == "fpr" { print $10; exit }' >"$REPOS/$name.fpr"
+  done
+  for tree in epel forged; do
+    mkdir -p "$REPOS/$tree/9/Everything/$arch"
+    cp "$REPOS/epel.asc" "$REPOS/$tree/RPM-GPG-KEY-EPEL-9"
+    rpm_build dkms 3.1.5 1.el9 noarch "$REPOS/$tree/9/Everything/$arch"
+  done
+  rpmsign --addsign --define '__gpg /usr/bin/gpg' --define '_gpg_name epel@example.com' \
+    --define "_gpg_path $GNUPGHOME" "$REPOS/epel/9/Everything/$arch"/*.rpm >/dev/null 2>&1
+  rpmsign --addsign --define '__gpg /usr/bin/gpg' --define '_gpg_name other@example.com' \
+    --define "_gpg_path $GNUPGHOME" "$REPOS/forged/9/Everything/$arch"/*.rpm >/dev/null 2>&1
+  rpm_build crb-probe 1.0 1.el9 noarch "$REPOS/crb"
+  rpm_build dnf-plugins-core 4.3.0 16.el9 noarch "$REPOS/base"
+  for tree in "$REPOS/epel/9/Everything/$arch" "$REPOS/forged/9/Everything/$arch" \
+    "$REPOS/crb" "$REPOS/base"; do
+    createrepo_c --quiet "$tree"
+  done
+  unset GNUPGHOME
+}
+
+# assert_idempotent_with_dnf SCRIPT: assert_idempotent where the real dnf answers the step's
+# queries: each dnf run, a query's too, appends to dnf's own logs in the root
+# (/var/log/dnf*.log, logdir under the installroot), which are not the step's changes.
+assert_idempotent_with_dnf() {
+  local before after logs='(^| )\./var/log/dnf[^ ]*\.log( |$)'
+  before="$(snapshot_root | grep -Ev "$logs")"
+  reset_calls
+  run_script "$1"
+  assert_success || return 1
+  after="$(snapshot_root | grep -Ev "$logs")"
+  if [[ "$before" != "$after" ]]; then
+    printf 'second run changed the host:\n%s\n' "$(diff <(echo "$before") <(echo "$after"))" >&2
+    return 1
+  fi
+  assert_no_state_changes
+  refute_changes_logged
+}
