@@ -2,11 +2,12 @@
 metal and hybrid hosts (components/hosts/bootstrap.py) and rendered into the boot user data
 of EC2 instances (components/aws/boot.py). A new step is added here once.
 
-[configure-apt] -> [configure-time] -> prepare-host -> [host-firewall] -> [configure-registries] ->
-[install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH, preflight comes first;
-host-firewall is on on-prem hosts only; configure-apt with packages.aptMirror, before
-anything installs a package; configure-time with time.ntpServers, before anything that
-checks a certificate."""
+[configure-apt] -> [configure-dnf] -> [configure-time] -> prepare-host -> [host-firewall] ->
+[configure-registries] -> [install-nvidia] -> [reboot-if-needed] -> verify-boot; over SSH,
+preflight comes first; host-firewall is on on-prem hosts only; configure-apt with
+packages.aptMirror and configure-dnf with packages.epel (over SSH only: EC2 machines run
+Ubuntu), before anything installs a package; configure-time with time.ntpServers, before
+anything that checks a certificate."""
 
 import hashlib
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,8 @@ VERIFY_BOOT = Script("verify-boot.sh")
 CONFIGURE_REGISTRIES = Script("configure-registries.sh")
 CONFIGURE_APT = Script("configure-apt.sh")
 REMOVE_CONFIGURE_APT = Script("configure-apt-remove.sh")
+CONFIGURE_DNF = Script("configure-dnf.sh")
+REMOVE_CONFIGURE_DNF = Script("configure-dnf-remove.sh")
 CONFIGURE_TIME = Script("configure-time.sh")
 REMOVE_CONFIGURE_TIME = Script("configure-time-remove.sh")
 # prepare-host's inputs that change the kernel's command line.
@@ -117,6 +120,9 @@ def preparation_steps(settings: HostSettings, distribution: Distribution,
     apt = apt_env(settings.packages)
     if apt:
         steps.append(HostStep("configure-apt", CONFIGURE_APT, apt, delete=REMOVE_CONFIGURE_APT))
+    dnf = dnf_env(settings.packages)
+    if dnf and preflight_env is not None:
+        steps.append(HostStep("configure-dnf", CONFIGURE_DNF, dnf, delete=REMOVE_CONFIGURE_DNF))
     clock = time_env(settings.time, machine.on_ec2)
     if clock:
         steps.append(HostStep("configure-time", CONFIGURE_TIME, clock,
@@ -150,6 +156,14 @@ def apt_env(packages: PackageSettings) -> dict[str, str]:
     security = packages.apt_security_mirror
     return {"UBUNTU_APT_MIRROR": packages.apt_mirror,
             **({"UBUNTU_APT_SECURITY_MIRROR": security} if security else {})}
+
+
+def dnf_env(packages: PackageSettings) -> dict[str, str]:
+    """configure-dnf's inputs; none without packages.epel."""
+    if not packages.epel:
+        return {}
+    mirror = {"EPEL_MIRROR": packages.epel_mirror} if packages.epel_mirror else {}
+    return {"EPEL_KEY_FINGERPRINT": versions.EPEL_9_KEY_FINGERPRINT, **mirror}
 
 
 def time_env(time: TimeSettings, on_ec2: bool) -> dict[str, str]:
