@@ -7,10 +7,8 @@ library only."""
 # (ID, VERSION_ID); a version also accepts its point releases (rhel 9: 9.4).
 UBUNTU = (("ubuntu", "22.04"), ("ubuntu", "24.04"))
 EL9 = (("rocky", "9"), ("almalinux", "9"), ("rhel", "9"))
-# components/scripts/os/lib.sh already knows EL9 (os_family), and preflight refuses its hosts
-# saying so. They join this list, UBUNTU + EL9, once the steps set up their packages, kernel
-# arguments, NVIDIA driver, SELinux and firewalld.
-SUPPORTED_OS = UBUNTU
+# The steps set up both families, each its own way (components/scripts/os/lib.sh os_family).
+SUPPORTED_OS = UBUNTU + EL9
 # How messages name each ID (os/lib.sh os_name names them alike: tests/cli/test_supported_os.py).
 OS_NAMES = {"ubuntu": "Ubuntu", "rocky": "Rocky Linux", "almalinux": "AlmaLinux", "rhel": "RHEL"}
 

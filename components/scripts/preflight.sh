@@ -55,14 +55,7 @@ check_os() {
       return 0
     fi
   done
-  case "$(os_family_of "$id" "$version" || true)" in
-    el9)
-      fail "OS is $(os_found): the RHEL 9 family is recognised, but the steps do not set it up" \
-        "yet (package sources and mirrors, SELinux, the VPC route with NetworkManager);" \
-        "supported: $(supported_os_names)"
-      ;;
-    *) fail "OS is $(os_found); supported: $(supported_os_names)" ;;
-  esac
+  fail "OS is $(os_found); supported: $(supported_os_names)"
 }
 
 # supported_os_names: SUPPORTED_OS as messages name it: "Ubuntu 22.04, Ubuntu 24.04".

@@ -11,6 +11,8 @@ from pathlib import Path
 
 UBUNTU_2404 = 'PRETTY_NAME="Ubuntu 24.04.3 LTS"\nNAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\n'
 ROCKY_9 = 'NAME="Rocky Linux"\nVERSION_ID="9.6"\nID="rocky"\nPRETTY_NAME="Rocky Linux 9.6"\n'
+RHEL_8 = ('NAME="Red Hat Enterprise Linux"\nVERSION_ID="8.10"\nID="rhel"\n'
+          'PRETTY_NAME="Red Hat Enterprise Linux 8.10 (Ootpa)"\n')
 
 
 @dataclass(frozen=True)

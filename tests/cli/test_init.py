@@ -1,7 +1,7 @@
 """`gpu-cluster init` against real sshd + sudo on loopback (tests/hosts/loopback.py), each
 host a fake root (fake_hosts.py): a 4-GPU host with two NICs, an 8-GPU NVSwitch board with a
-driver installed, a controller, a host whose user has no sudo, a host on another OS and an
-address nobody answers. The stack it writes is previewed as written, and its host keys are
+driver installed, a controller, a host whose user has no sudo, a Rocky Linux 9 GPU host, a
+host on an OS the program does not support and an address nobody answers. The stack it writes is previewed as written, and its host keys are
 the servers' own."""
 
 import contextlib
@@ -16,7 +16,7 @@ import yaml
 
 from preview.engine import run_program
 from preview.stack_file import read_stack
-from tests.cli.fake_hosts import ROCKY_9, FakeHost, build, readable_root
+from tests.cli.fake_hosts import RHEL_8, ROCKY_9, FakeHost, build, readable_root
 from tests.builders import PROJECT_DIR
 from tests.hosts.loopback import loopback_host
 
@@ -29,6 +29,7 @@ HOSTS = {
                       gpu_name="NVIDIA H100 80GB HBM3", driver="580.95.05"),
     "nosudo": FakeHost("nosudo", {"eno1": "192.168.2.31/24"}, gpus=2),
     "rocky": FakeHost("rocky", {"eno1": "192.168.2.41/24"}, gpus=2, os_release=ROCKY_9),
+    "rhel8": FakeHost("rhel8", {"eno1": "192.168.2.51/24"}, os_release=RHEL_8),
 }
 
 
@@ -98,7 +99,7 @@ def test_init_writes_what_the_hosts_report_and_the_stack_previews(tmp_path, flee
     assert result.returncode == 1, result.stderr
     config = yaml.safe_load(output.read_text())["config"]
     hosts = {h["name"]: h for h in config["gpu-cluster:hosts"]}
-    assert sorted(hosts) == ["ctl", "gpu01", "hgx01"]
+    assert sorted(hosts) == ["ctl", "gpu01", "hgx01", "rocky"]
     assert hosts["ctl"]["role"] == "controller" and "gpus" not in hosts["ctl"]
     assert (hosts["gpu01"]["address"], hosts["gpu01"]["interface"]) == ("192.168.2.11", "eno2")
     assert hosts["gpu01"]["gpus"] == 4 and "gpuModel" not in hosts["gpu01"]
@@ -110,15 +111,18 @@ def test_init_writes_what_the_hosts_report_and_the_stack_previews(tmp_path, flee
         assert hosts[name]["sshHostKey"] == fleet[name].host_public_key
         assert hosts[name]["sshAddress"] == "127.0.0.1"
     assert "nosudo (" in result.stdout and "no passwordless sudo" in result.stdout
-    assert "rocky (" in result.stdout and ("OS is Rocky Linux 9.6 (rocky 9.6); supported: "
-                                           "Ubuntu 22.04, Ubuntu 24.04") in result.stdout
+    assert "rhel8 (" in result.stdout and (
+        "OS is Red Hat Enterprise Linux 8.10 (Ootpa) (rhel 8.10); supported: Ubuntu 22.04, "
+        "Ubuntu 24.04, Rocky Linux 9, AlmaLinux 9, RHEL 9") in result.stdout
     # Each host written is named with the OS it reported.
     assert output.read_text().count("    # Ubuntu 24.04.3 LTS (ubuntu 24.04), ") == 3
+    assert output.read_text().count("    # Rocky Linux 9.6 (rocky 9.6), ") == 1
     assert f"{unreachable}: not reached" in result.stdout
 
     plan = preview(tmp_path, output, "found")
     names = {r.name for r in plan.resources}
-    assert {"gpu01-install-nvidia", "hgx01-install-nvidia", "ctl-install-controller"} <= names
+    assert {"gpu01-install-nvidia", "hgx01-install-nvidia", "rocky-install-nvidia",
+            "ctl-install-controller"} <= names
 
 
 def test_a_host_whose_cluster_nic_is_unclear_is_named_not_guessed(tmp_path, fleet):
