@@ -11,14 +11,6 @@ KEY=/etc/pki/rpm-gpg/RPM-GPG-KEY-EPEL-9
 CRB_RECORD=/var/lib/gpu-cluster/dnf/crb-enabled
 EPEL_PIN=FF8AD1344597106ECE813B918A3872BF3228467C
 
-# rocky_repos CRB_ENABLED: the fake Rocky Linux 9 host's repositories, CRB on (1) or off (0), as
-# rocky-repos ships rocky.repo (BaseOS and AppStream enabled, CRB not).
-rocky_repos() {
-  mkdir -p "$GPU_CLUSTER_ROOT/etc/yum.repos.d"
-  printf '[baseos]\nname=Rocky Linux $releasever - BaseOS\nenabled=1\n\n[appstream]\nname=Rocky Linux $releasever - AppStream\nenabled=1\n\n[crb]\nname=Rocky Linux $releasever - CRB\nenabled=%s\n' \
-    "$1" >"$GPU_CLUSTER_ROOT/etc/yum.repos.d/rocky.repo"
-}
-
 setup() {
   setup_host
   set_os_release rocky-9.4

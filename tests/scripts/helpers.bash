@@ -95,6 +95,15 @@ run_library() {
   run bash -c 'source "$1"; eval "$2"' _ "$SCRIPTS_DIR/$1" "$2"
 }
 
+# rocky_repos CRB_ENABLED: the fake Rocky Linux 9 host's repositories, CRB on (1) or off (0), as
+# rocky-repos ships rocky.repo (BaseOS and AppStream enabled, CRB not).
+rocky_repos() {
+  mkdir -p "$GPU_CLUSTER_ROOT/etc/yum.repos.d"
+  # shellcheck disable=SC2016 # dnf's $releasever, literal in the file
+  printf '[baseos]\nname=Rocky Linux $releasever - BaseOS\nenabled=1\n\n[appstream]\nname=Rocky Linux $releasever - AppStream\nenabled=1\n\n[crb]\nname=Rocky Linux $releasever - CRB\nenabled=%s\n' \
+    "$1" >"$GPU_CLUSTER_ROOT/etc/yum.repos.d/rocky.repo"
+}
+
 # set_os_release NAME: the fake host's os-release is tests/scripts/os-release/NAME, as the
 # distribution ships it; on the RHEL family /etc/os-release links to ../usr/lib/os-release
 # (rocky-release's %install, tests/scripts/os-release/README.md).

@@ -1,8 +1,7 @@
-#!/usr/bin/env bash
+# shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 # SELinux on the host, the one place steps ask about it and change it: its mode, the file
 # contexts and booleans the container runtimes need. SELinux stays as the host has it
 # (enforcing stays enforcing); hosts without it (Ubuntu: AppArmor) get nothing.
-# shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 
 # shellcheck source=../lib.sh
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
