@@ -249,3 +249,16 @@ owner() {
   [ "$(owner /srv/nfs/gpu-cluster/default-data-pvc)" = "$claim" ]
   assert_idempotent serve-nfs.sh
 }
+
+@test "serve-nfs el9: a Rocky Linux 9 controller serves NFS from nfs-utils' nfs-server, the same exports, once" {
+  set_os_release rocky-9.4
+  run_script serve-nfs.sh
+  assert_success
+  assert_called '^dnf -y --setopt=exit_on_lock=False install nfs-utils$'
+  refute_called 'apt-get|dpkg-query'
+  assert_file "$EXPORTS" "# Managed by gpu-cluster (serve-nfs); changes are overwritten.
+# Shared storage of the cluster, exported to its nodes' addresses, root squashed.
+\"/srv/nfs/gpu-cluster\" 192.168.10.11/32($OPTIONS) 192.168.10.12/32($OPTIONS)"
+  assert_called '^systemctl enable --now nfs-server$'
+  assert_idempotent serve-nfs.sh
+}
