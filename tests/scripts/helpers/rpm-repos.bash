@@ -85,6 +85,23 @@ driver_artifacts() {
     ${2:+"nvidia-fabricmanager-0:$1-1.noarch" "libnvidia-nscq-0:$1-1.noarch"}
 }
 
+# make_signing_keys NAME...: a signing key for each NAME in the keyring $REPOS/gnupg (GNUPGHOME,
+# exported for the signing that follows), its public key in $REPOS/NAME.asc and its
+# fingerprint in $REPOS/NAME.fpr.
+make_signing_keys() {
+  local name
+  export GNUPGHOME="$REPOS/gnupg"
+  mkdir -p "$GNUPGHOME"
+  chmod 0700 "$GNUPGHOME"
+  for name in "$@"; do
+    gpg --batch --quiet --passphrase '' --quick-generate-key "$name <$name@example.com>" \
+      rsa3072 sign never 2>/dev/null
+    gpg --batch --armor --export "$name@example.com" >"$REPOS/$name.asc"
+    gpg --batch --with-colons --list-keys "$name@example.com" |
+      awk -F: '$1 == "fpr" { print $10; exit }' >"$REPOS/$name.fpr"
+  done
+}
+
 # make_rpm_repos DIR: DIR/cuda, DIR/toolkit/stable/rpm/x86_64 (and DIR/toolkit/gpgkey) and DIR/base (what the
 # distribution and EPEL would have: dkms, the running kernel's kernel-devel and
 # kernel-headers, the versionlock plugin), the keys DIR/cuda.asc and DIR/toolkit.asc and their
@@ -92,16 +109,8 @@ driver_artifacts() {
 make_rpm_repos() {
   REPOS=$1
   local version package toolkit="$1/toolkit/stable/rpm/x86_64"
-  export GNUPGHOME="$REPOS/gnupg"
-  mkdir -p "$GNUPGHOME" "$REPOS/cuda" "$toolkit" "$REPOS/base"
-  chmod 0700 "$GNUPGHOME"
-  for package in cuda toolkit; do
-    gpg --batch --quiet --passphrase '' --quick-generate-key "$package <$package@example.com>" \
-      rsa3072 sign never 2>/dev/null
-    gpg --batch --armor --export "$package@example.com" >"$REPOS/$package.asc"
-    gpg --batch --with-colons --list-keys "$package@example.com" |
-      awk -F: '$1 == "fpr" { print $10; exit }' >"$REPOS/$package.fpr"
-  done
+  mkdir -p "$REPOS/cuda" "$toolkit" "$REPOS/base"
+  make_signing_keys cuda toolkit
   # The toolkit repository's key where NVIDIA serves it, beside stable/ (nvidia.aptMirror).
   cp "$REPOS/toolkit.asc" "$REPOS/toolkit/gpgkey"
   for version in "$DRIVER_575" "$DRIVER_580"; do
@@ -226,16 +235,8 @@ make_epel_repos() {
   REPOS=$1
   local name tree arch
   arch="$(/usr/bin/uname -m)"
-  export GNUPGHOME="$REPOS/gnupg"
-  mkdir -p "$GNUPGHOME" "$REPOS/crb" "$REPOS/base"
-  chmod 0700 "$GNUPGHOME"
-  for name in epel other; do
-    gpg --batch --quiet --passphrase '' --quick-generate-key "$name <$name@example.com>" \
-      rsa3072 sign never 2>/dev/null
-    gpg --batch --armor --export "$name@example.com" >"$REPOS/$name.asc"
-    gpg --batch --with-colons --list-keys "$name@example.com" |
-      awk -F: '$1 == "fpr" { print $10; exit }' >"$REPOS/$name.fpr"
-  done
+  mkdir -p "$REPOS/crb" "$REPOS/base"
+  make_signing_keys epel other
   for tree in epel forged; do
     mkdir -p "$REPOS/$tree/9/Everything/$arch"
     cp "$REPOS/epel.asc" "$REPOS/$tree/RPM-GPG-KEY-EPEL-9"
