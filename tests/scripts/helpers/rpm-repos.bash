@@ -184,6 +184,9 @@ done
 # of a repository dnf does not have).
 [[ ! -f "\$GPU_CLUSTER_ROOT/etc/yum.repos.d/cuda-rhel9.repo" ]] ||
   keys+=(--setopt=cuda-rhel9-x86_64.baseurl=file://$1/cuda)
+# Rancher's rke2-selinux repository from REPOS/\${REAL_DNF_RANCHER_TREE:-rancher} likewise.
+[[ ! -f "\$GPU_CLUSTER_ROOT/etc/yum.repos.d/gpu-cluster-rke2-selinux.repo" ]] ||
+  keys+=("--setopt=gpu-cluster-rke2-selinux.baseurl=file://$1/\${REAL_DNF_RANCHER_TREE:-rancher}")
 unshare -n /usr/bin/dnf --installroot="\$GPU_CLUSTER_ROOT" --releasever=9 \\
   --setopt=module_platform_id=platform:el9 --setopt=pluginconfpath=$plugins \\
   "\${keys[@]}" "\$@" || exit
@@ -225,6 +228,29 @@ with_updates() {
     >"$GPU_CLUSTER_ROOT/etc/yum.repos.d/test-updates.repo"
 }
 
+
+# make_rancher_repos DIR: DIR/rancher, a repository like Rancher's stable one for EL9 with
+# rke2-selinux 0.23-1.el9 signed by the key DIR/rancher.asc (its fingerprint in
+# DIR/rancher.fpr) and unsigned metadata, as Rancher's (repo_gpgcheck=0); DIR/rancher-forged,
+# the same package signed by another key; DIR/base, the host's own (empty).
+make_rancher_repos() {
+  REPOS=$1
+  local tree
+  mkdir -p "$REPOS/base"
+  make_signing_keys rancher other
+  for tree in rancher rancher-forged; do
+    mkdir -p "$REPOS/$tree"
+    rpm_build rke2-selinux 0.23 1.el9 noarch "$REPOS/$tree"
+  done
+  rpmsign --addsign --define '__gpg /usr/bin/gpg' --define '_gpg_name rancher@example.com' \
+    --define "_gpg_path $GNUPGHOME" "$REPOS/rancher"/*.rpm >/dev/null 2>&1
+  rpmsign --addsign --define '__gpg /usr/bin/gpg' --define '_gpg_name other@example.com' \
+    --define "_gpg_path $GNUPGHOME" "$REPOS/rancher-forged"/*.rpm >/dev/null 2>&1
+  for tree in rancher rancher-forged base; do
+    createrepo_c --quiet "$REPOS/$tree"
+  done
+  unset GNUPGHOME
+}
 
 # make_epel_repos DIR: EPEL-like trees with the layout of dl.fedoraproject.org/pub/epel
 # (packages.epelMirror): DIR/epel, whose dkms is signed by the key it serves as
