@@ -222,6 +222,9 @@ class HostBootstrap(pulumi.ComponentResource):
             "MIN_FREE_DISK_GB": str(args.settings.tuning.min_free_disk_gb),
             "NVIDIA_DRIVER_BRANCH": args.settings.nvidia.driver_branch,
             "SUPPORTED_OS": supported_os_input(),
+            # What a firewalld zone would have to open, which preflight's refusal names.
+            "CLUSTER_PORTS": " ".join(f"{port}/{protocol}" for port, protocol in sorted(
+                set(args.distribution.host_firewall_ports(host).values()))),
             # A driver already there is the host's to keep, of any branch (preflight's
             # default, true, leaves the other hosts' inputs as they were).
             **({} if self._nvidia()[0] else {"INSTALL_DRIVER": "false"}),

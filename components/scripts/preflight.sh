@@ -10,7 +10,9 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=preflight}"
 
 # Inputs: CONTROL_PLANE_PORT GPU_COUNT HOST_ADDRESS HOST_NAME HOST_ROLE MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH SUPPORTED_OS
-# Optional inputs: CONTROL_PLANE_ADDRESS HOST_INTERFACE INSTALL_DRIVER
+# Optional inputs: CLUSTER_PORTS CONTROL_PLANE_ADDRESS HOST_INTERFACE INSTALL_DRIVER
+#   CLUSTER_PORTS  the ports the cluster's nodes reach this host at (PORT/tcp or PORT/udp
+#                  words; host-firewall's), which firewalld's refusal names
 
 FAILURES=()
 
@@ -25,13 +27,16 @@ ok() {
 check_inputs() {
   require_env HOST_NAME HOST_ADDRESS HOST_ROLE GPU_COUNT CONTROL_PLANE_PORT MIN_FREE_DISK_GB \
     NVIDIA_DRIVER_BRANCH SUPPORTED_OS
-  : "${HOST_INTERFACE:=}" "${CONTROL_PLANE_ADDRESS:=}" "${INSTALL_DRIVER:=true}"
+  : "${HOST_INTERFACE:=}" "${CONTROL_PLANE_ADDRESS:=}" "${INSTALL_DRIVER:=true}" "${CLUSTER_PORTS:=}"
   require_uint GPU_COUNT CONTROL_PLANE_PORT MIN_FREE_DISK_GB NVIDIA_DRIVER_BRANCH
   require_bool INSTALL_DRIVER
   case "$HOST_ROLE" in
     controller | worker | controller+worker) ;;
     *) die "HOST_ROLE must be controller, worker or controller+worker, got '$HOST_ROLE'" ;;
   esac
+  if [[ -n "$CLUSTER_PORTS" && ! "$CLUSTER_PORTS" =~ ^[0-9]{1,5}/(tcp|udp)( [0-9]{1,5}/(tcp|udp))*$ ]]; then
+    die "CLUSTER_PORTS must be PORT/tcp or PORT/udp words (10250/tcp 8472/udp), got '$CLUSTER_PORTS'"
+  fi
   # config/versions.py SUPPORTED_OS: os-release ID:VERSION_ID words.
   if [[ ! "$SUPPORTED_OS" =~ ^[a-z0-9._-]+:[0-9.]+( [a-z0-9._-]+:[0-9.]+)*$ ]]; then
     die "SUPPORTED_OS must be ID:VERSION words (ubuntu:24.04 rocky:9), got '$SUPPORTED_OS'"
@@ -220,14 +225,20 @@ check_control_plane() {
 # nodes' ports and the pod network's traffic among the nodes), and RKE2 documents that it
 # conflicts with Canal: "To avoid unexpected behavior, firewalld should be disabled on systems
 # running RKE2" (https://docs.rke2.io/known_issues, "Firewalld conflicts with default
-# networking"). The program never turns it off itself; the refusal says how, and what keeps
-# the node ports to the cluster instead (host-firewall's own nftables table).
+# networking"). The program never turns it off itself; the refusal says how, what a zone
+# would have to open were firewalld to stay, and what keeps the node ports to the cluster
+# instead (host-firewall's own nftables table).
 check_firewalld() {
+  local ports=""
+  [[ -z "$CLUSTER_PORTS" ]] || ports="the cluster's ports $CLUSTER_PORTS from the nodes, "
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet firewalld.service; then
     fail "firewalld is running: its zone rejects the nodes' traffic to each other and the pod" \
       "network's, and RKE2 documents it conflicts with Canal (docs.rke2.io/known_issues," \
       "\"Firewalld conflicts with default networking\"); the program does not turn it off:" \
-      "stop and disable firewalld.service yourself; host-firewall's table" \
+      "stop and disable firewalld.service yourself. To keep it instead, its zone must accept" \
+      "${ports}the API's port and NodePorts, all traffic from the pod and service networks," \
+      "and the CNI's interfaces (trusted); the program does not manage firewalld." \
+      "host-firewall's table" \
       "(hostFirewall.enabled) keeps the node ports to the cluster's addresses"
   else
     ok "firewalld is not running"

@@ -11,10 +11,12 @@ import copy
 
 import pytest
 
+from components.common.step_text import step_inputs, whole_text
 from components.distributions import distribution_for, distribution_settings
 from config.hosts import Host
+from preview.engine import unwrap_secrets
 from tests.components.conftest import settings_for
-from tests.builders import bare_metal_config
+from tests.builders import bare_metal_config, shared_preview
 
 
 def _distribution(name: str, cni: str = "calico"):
@@ -57,3 +59,15 @@ def test_the_api_and_nodeports_stay_open_to_users(name):
     for role in ("worker", "controller", "controller+worker"):
         ports = {port for port, _ in _ports(_distribution(name), role)}
         assert 6443 not in ports and not any(30000 <= port <= 32767 for port in ports)
+
+
+def test_preflight_names_the_same_ports_in_its_refusal_of_firewalld():
+    values = bare_metal_config()
+    plan = shared_preview(values)
+    distribution = _distribution("k0s")
+    for host in values["hosts"]:
+        stdin = whole_text(unwrap_secrets(plan.named(f"{host['name']}-preflight").inputs["stdin"]))
+        wanted = set(distribution.host_firewall_ports(Host(**host)).values())
+        given = step_inputs(stdin)["CLUSTER_PORTS"].split()
+        assert {(int(port), protocol) for port, protocol in (w.split("/") for w in given)} == wanted
+        assert given == sorted(given, key=lambda word: int(word.split("/")[0]))

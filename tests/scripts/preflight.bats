@@ -86,14 +86,14 @@ setup() {
   assert_output_contains "FAILED: OS is CentOS Stream 9 (centos 9); supported: Ubuntu 22.04"
 }
 
-@test "preflight: a running firewalld is refused, saying why and how to turn it off; nothing is changed" {
+@test "preflight: a running firewalld is refused, saying why, how to turn it off and what it would have to open; nothing is changed" {
   set_os_release rocky-9.4
-  export SUPPORTED_OS="ubuntu:24.04 rocky:9"
+  export SUPPORTED_OS="ubuntu:24.04 rocky:9" CLUSTER_PORTS="4789/udp 10250/tcp"
   touch "$STUB_STATE/active-firewalld.service"
   remember_root
   run_script preflight.sh
   assert_failure
-  assert_output_contains "gpu-cluster: moscow: preflight: FAILED: firewalld is running: its zone rejects the nodes' traffic to each other and the pod network's, and RKE2 documents it conflicts with Canal (docs.rke2.io/known_issues, \"Firewalld conflicts with default networking\"); the program does not turn it off: stop and disable firewalld.service yourself; host-firewall's table (hostFirewall.enabled) keeps the node ports to the cluster's addresses" \
+  assert_output_contains "gpu-cluster: moscow: preflight: FAILED: firewalld is running: its zone rejects the nodes' traffic to each other and the pod network's, and RKE2 documents it conflicts with Canal (docs.rke2.io/known_issues, \"Firewalld conflicts with default networking\"); the program does not turn it off: stop and disable firewalld.service yourself. To keep it instead, its zone must accept the cluster's ports 4789/udp 10250/tcp from the nodes, the API's port and NodePorts, all traffic from the pod and service networks, and the CNI's interfaces (trusted); the program does not manage firewalld. host-firewall's table (hostFirewall.enabled) keeps the node ports to the cluster's addresses" \
     "1 preflight check(s) failed"
   refute_called '^systemctl (stop|disable|mask)'
   assert_root_unchanged
@@ -258,4 +258,11 @@ setup() {
   assert_success
   assert_output_contains "control plane reachability is checked once the VPN tunnel is up"
   refute_called '^timeout '
+}
+
+@test "preflight: CLUSTER_PORTS that are not PORT/PROTOCOL words are refused by name" {
+  export CLUSTER_PORTS="10250/tcp; reboot"
+  run_script preflight.sh
+  assert_refused
+  assert_output_contains "CLUSTER_PORTS must be PORT/tcp or PORT/udp words (10250/tcp 8472/udp), got '10250/tcp; reboot'"
 }
