@@ -43,6 +43,17 @@ gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-EPEL-9'
   assert_output_contains "unchanged $KEY (key $EPEL_PIN)" "CRB (crb) is already enabled"
 }
 
+@test "configure-dnf: the key EPEL publishes (tests/scripts/keys) is the one config/versions.py pins, read by the real gpg" {
+  local pinned
+  pinned="$("$PYTHON" -c 'from config import versions; print(versions.EPEL_9_KEY_FINGERPRINT)')"
+  export EPEL_KEY_FINGERPRINT=$pinned STUB_EPEL_GPGKEY_FILE="$TESTS_DIR/keys/RPM-GPG-KEY-EPEL-9"
+  run_script configure-dnf.sh
+  assert_success
+  assert_called "^gpg --batch --show-keys --with-colons -- "
+  cmp -s "$STUB_EPEL_GPGKEY_FILE" "$GPU_CLUSTER_ROOT$KEY"
+  assert_output_contains "changed: EPEL 9 from Fedora's mirror list (key $pinned)"
+}
+
 @test "configure-dnf: packages.epelMirror: the key and packages come from the mirror, still the pinned key" {
   export EPEL_MIRROR=https://rpm.example.internal/epel/
   run_script configure-dnf.sh
