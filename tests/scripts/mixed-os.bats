@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # A cluster of an Ubuntu controller and Rocky Linux 9 GPU workers, as the program renders it:
 # every step of a worker's bring-up, in `pulumi up`'s order, run against a Rocky Linux 9.4
-# root with SELinux enforcing and NetworkManager (stubs/stub), for k0s and for RKE2; then all
+# root with SELinux enforcing and NetworkManager (stubs/stub), for k0s and for RKE2, on bare metal
+# and as a hybrid on-prem worker with its route to the VPC; then all
 # of them again, changing nothing. The controller's preflight runs on an Ubuntu root.
 
 bats_require_minimum_version 1.5.0
@@ -14,9 +15,12 @@ STACK='{"layout": "bare-metal", "clusterName": "mixed", "network": {"lanCidr": "
   "hosts": [{"name": "controller", "address": "192.168.2.1", "role": "controller"},
             {"name": "gpu01", "address": "192.168.2.51", "gpus": 2}],
   "storage": {"nfs": {"host": "controller", "path": "/srv/nfs"}}}'
-# A worker's steps in the order `pulumi up` runs them (after install-bundle and authorized-keys).
+# A worker's steps in the order `pulumi up` runs them (after install-bundle and authorized-keys);
+# on the hybrid layout route-to-vpc too, before the worker joins the control plane in the VPC.
 WORKER_STEPS=(preflight configure-dnf prepare-host host-firewall install-nvidia reboot-if-needed
   verify-boot upgrade-node join-worker)
+HYBRID_WORKER_STEPS=(preflight configure-dnf prepare-host host-firewall route-to-vpc install-nvidia
+  reboot-if-needed verify-boot upgrade-node join-worker)
 
 setup_file() {
   local stack
@@ -27,6 +31,15 @@ values["kubernetes"] = {"distribution": "rke2"}
 print(json.dumps(values))' "$STACK")"
   render_steps "$stack" rke2 gpu01 "${WORKER_STEPS[@]}"
   render_steps "$STACK" k0s controller preflight
+  # tests/builders.py's hybrid stack: gpu000 is the on-prem VPN gateway, gpu001 a worker.
+  stack="$(cd "$REPO_ROOT" && "$PYTHON" -c 'import json
+from tests.builders import hybrid_config
+values = hybrid_config()
+values["packages"] = {"epel": True}
+for host in values["hosts"]:
+    host["gpus"] = 2
+print(json.dumps(values))')"
+  render_steps "$stack" hybrid gpu001 "${HYBRID_WORKER_STEPS[@]}"
 }
 
 # render_steps STACK DIR HOST STEP...: the program's envelope of each STEP of HOST in
@@ -87,15 +100,15 @@ the_reboot() {
   : >"$STUB_STATE/iptables"
 }
 
-# bring_up DIR STEP...: each STEP of gpu01 in order, the host rebooted where
+# bring_up DIR STEP...: each STEP of the host GPU_CLUSTER_HOST in order, the host rebooted where
 # reboot-if-needed reboots it.
 bring_up() {
   local dir=$1 step
   shift
   for step in "$@"; do
-    run_step "$dir" "gpu01-$step"
+    run_step "$dir" "$GPU_CLUSTER_HOST-$step"
     if [[ "$status" -ne 0 ]]; then
-      printf 'gpu01-%s failed (%s):\n%s\n' "$step" "$status" "$output" >&2
+      printf '%s-%s failed (%s):\n%s\n' "$GPU_CLUSTER_HOST" "$step" "$status" "$output" >&2
       return 1
     fi
     [[ "$step" != reboot-if-needed || "$output" != *"rebooting"* ]] || the_reboot
@@ -109,7 +122,7 @@ bring_up_again() {
   before="$(snapshot_root)"
   reset_calls
   for step in "$@"; do
-    run_step "$dir" "gpu01-$step"
+    run_step "$dir" "$GPU_CLUSTER_HOST-$step"
     assert_success
     refute_changes_logged
   done
@@ -152,4 +165,18 @@ bring_up_again() {
     "$GPU_CLUSTER_ROOT/etc/NetworkManager/conf.d/90-gpu-cluster-cni.conf"
   assert_called '^systemctl start --no-block rke2-agent$'
   bring_up_again rke2 "${WORKER_STEPS[@]}"
+}
+
+@test "mixed hybrid: a Rocky Linux 9 on-prem GPU worker comes up, its route to the VPC in NetworkManager's profile, and again unchanged" {
+  export GPU_CLUSTER_HOST=gpu001 STUB_HOSTNAME=gpu001 \
+    STUB_IP_OUTPUT='1: lo    inet 127.0.0.1/8 scope host lo\       valid_lft forever preferred_lft forever
+2: eno2    inet 192.168.2.3/24 brd 192.168.2.255 scope global noprefixroute eno2\       valid_lft forever preferred_lft forever'
+  nm_profile eno2 5fb06bd0-0bb0-7ffb-45f1-d6edd65f3e03 "System eno2"
+  bring_up hybrid "${HYBRID_WORKER_STEPS[@]}"
+  # The VPC and the VPN's tunnel network through the on-prem gateway gpu000 (192.168.2.2),
+  # in the profile, where NetworkManager keeps them across reapplies and reboots.
+  grep -q ' 192\.168\.2\.2$' "$STUB_STATE/nm/profile-5fb06bd0-0bb0-7ffb-45f1-d6edd65f3e03/routes"
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/systemd/system/gpu-cluster-route-vpc.service" ]
+  assert_called '^k0s start$'
+  bring_up_again hybrid "${HYBRID_WORKER_STEPS[@]}"
 }
