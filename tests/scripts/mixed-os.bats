@@ -2,8 +2,8 @@
 # A cluster of an Ubuntu controller and Rocky Linux 9 GPU workers, as the program renders it:
 # every step of a worker's bring-up, in `pulumi up`'s order, run against a Rocky Linux 9.4
 # root with SELinux enforcing and NetworkManager (stubs/stub), for k0s and for RKE2, on bare metal
-# and as a hybrid on-prem worker with its route to the VPC; then all
-# of them again, changing nothing. The controller's preflight runs on an Ubuntu root.
+# and as a hybrid on-prem worker with its route to the VPC; then all of them again, changing
+# nothing. The controller's preflight runs on an Ubuntu root.
 
 bats_require_minimum_version 1.5.0
 load helpers
