@@ -221,6 +221,31 @@ check_control_plane() {
   fi
 }
 
+# check_open_modules: on the RHEL 9 family, where install-nvidia installs NVIDIA's open kernel
+# modules (nvidia/el9.sh), every NVIDIA GPU is one they drive: "The NVIDIA open kernel modules
+# can be used on any Turing or later GPU", and the table of those GPUs, sorted by PCI device
+# ID, starts at 1E02, the TITAN RTX (NVIDIA/open-gpu-kernel-modules README.md, "Compatible
+# GPUs"). A GPU of a lower ID (Volta, Pascal and older) is refused, naming it.
+check_open_modules() {
+  local device id old=()
+  is_true "$INSTALL_DRIVER" || return 0
+  [[ "$(os_family_of "$(os_release_field ID)" "$(os_release_field VERSION_ID)" || true)" == el9 ]] ||
+    return 0
+  for device in "$ROOT"/sys/bus/pci/devices/*; do
+    [[ -r "$device/vendor" && -r "$device/class" && -r "$device/device" ]] || continue
+    [[ "$(<"$device/vendor")" == 0x10de && "$(<"$device/class")" == 0x03* ]] || continue
+    id="$(<"$device/device")"
+    if [[ "$id" =~ ^0x[0-9a-fA-F]{4}$ ]] && ((id < 0x1e02)); then
+      old+=("${device##*/} (10de:${id#0x})")
+    fi
+  done
+  if ((${#old[@]} > 0)); then
+    fail "NVIDIA GPU(s) older than Turing: ${old[*]}; on the RHEL 9 family install-nvidia installs" \
+      "NVIDIA's open kernel modules, which drive Turing and later GPUs only: give the host its" \
+      "own driver and set hosts[].installDriver: false for it, or run it on Ubuntu"
+  fi
+}
+
 # check_firewalld: firewalld is not running. Its zones reject what they do not allow (the
 # nodes' ports and the pod network's traffic among the nodes), and RKE2 documents that it
 # conflicts with Canal: "To avoid unexpected behavior, firewalld should be disabled on systems
@@ -287,6 +312,7 @@ main() {
   check_iommu
   check_disk
   check_control_plane
+  check_open_modules
   check_firewalld
   check_nm_cloud_setup
   check_commands

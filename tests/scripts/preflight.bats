@@ -266,3 +266,23 @@ setup() {
   assert_refused
   assert_output_contains "CLUSTER_PORTS must be PORT/tcp or PORT/udp words (10250/tcp 8472/udp), got '10250/tcp; reboot'"
 }
+
+@test "preflight el9: a GPU older than Turing is refused where install-nvidia would install the open kernel modules" {
+  export SUPPORTED_OS="ubuntu:24.04 rocky:9"
+  set_os_release rocky-9.4
+  # The fake host's two GPUs: a Tesla V100 (GV100, 10de:1db4) and an A100 (10de:20b0).
+  echo 0x1db4 >"$GPU_CLUSTER_ROOT/sys/bus/pci/devices/0000:01:00.0/device"
+  echo 0x20b0 >"$GPU_CLUSTER_ROOT/sys/bus/pci/devices/0000:02:00.0/device"
+  run_script preflight.sh
+  assert_failure
+  assert_output_contains "FAILED: NVIDIA GPU(s) older than Turing: 0000:01:00.0 (10de:1db4); on the RHEL 9 family install-nvidia installs NVIDIA's open kernel modules, which drive Turing and later GPUs only"
+  refute_output_contains "0000:02:00.0 (10de:20b0)"
+  # The host's own driver, or Ubuntu's (proprietary modules), drives it.
+  export INSTALL_DRIVER=false
+  run_script preflight.sh
+  refute_output_contains "older than Turing"
+  unset INSTALL_DRIVER
+  set_os_release ubuntu-24.04
+  run_script preflight.sh
+  assert_success
+}
