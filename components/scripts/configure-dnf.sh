@@ -40,9 +40,8 @@ CRB_ENABLED_FILE=/var/lib/gpu-cluster/dnf/crb-enabled
 
 check_inputs() {
   require_env EPEL_KEY_FINGERPRINT
-  if [[ ! "$EPEL_KEY_FINGERPRINT" =~ ^[0-9A-F]{40}$ ]]; then
-    die "EPEL_KEY_FINGERPRINT must be an OpenPGP v4 fingerprint (40 upper-case hex digits), got '$EPEL_KEY_FINGERPRINT'"
-  fi
+  check_fingerprints EPEL_KEY_FINGERPRINT
+  die_on_input_problems
   if [[ -n "${EPEL_MIRROR:-}" ]]; then
     check_download_url EPEL_MIRROR
     EPEL_URL=${EPEL_MIRROR%/}

@@ -52,7 +52,7 @@ TOOLKIT_SETTINGS=(accept-nvidia-visible-devices-envvar-when-unprivileged=false
 
 check_inputs() {
   : "${INSTALL_DRIVER:=true}" "${NVSWITCH:=auto}"
-  local name required=(NVIDIA_DRIVER_BRANCH NVIDIA_CONTAINER_TOOLKIT_VERSION CONTAINERD_DROPIN_PATH
+  local required=(NVIDIA_DRIVER_BRANCH NVIDIA_CONTAINER_TOOLKIT_VERSION CONTAINERD_DROPIN_PATH
     NVIDIA_REPO_KEY_FINGERPRINT NVIDIA_CUDA_REPO_KEY_FINGERPRINT)
   # Given but empty: no drop-in (RKE2 adds the runtime when it finds the toolkit).
   [[ -v CONTAINERD_DROPIN_CONTENT ]] || required+=(CONTAINERD_DROPIN_CONTENT)
@@ -65,11 +65,8 @@ check_inputs() {
   if [[ ! "$NVIDIA_CONTAINER_TOOLKIT_VERSION" =~ ^[0-9][0-9A-Za-z.+~:-]*$ ]]; then
     die "NVIDIA_CONTAINER_TOOLKIT_VERSION '$NVIDIA_CONTAINER_TOOLKIT_VERSION' is not a package version"
   fi
-  for name in NVIDIA_REPO_KEY_FINGERPRINT NVIDIA_CUDA_REPO_KEY_FINGERPRINT; do
-    if [[ ! "${!name}" =~ ^[0-9A-F]{40}$ ]]; then
-      die "$name must be an OpenPGP v4 fingerprint (40 upper-case hex digits), got '${!name}'"
-    fi
-  done
+  check_fingerprints NVIDIA_REPO_KEY_FINGERPRINT NVIDIA_CUDA_REPO_KEY_FINGERPRINT
+  die_on_input_problems
   if [[ "$CONTAINERD_DROPIN_PATH" != /* || "$CONTAINERD_DROPIN_PATH" == *..* ]]; then
     die "CONTAINERD_DROPIN_PATH must be an absolute path without '..', got '$CONTAINERD_DROPIN_PATH'"
   fi

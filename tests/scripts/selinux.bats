@@ -119,7 +119,7 @@ assert values["selinux"] is True, values' "$GPU_CLUSTER_ROOT$RKE2_DROPIN"
   run_script rke2/join-agent.sh
   assert_refused
   assert_output_contains "RKE2_SELINUX_VERSION must be VERSION-RELEASE such as 0.23-1.el9, got '0.23; reboot'"
-  assert_output_contains "RANCHER_RPM_KEY_FINGERPRINT must be 40 upper-case hex digits, got 'c8cf'"
+  assert_output_contains "RANCHER_RPM_KEY_FINGERPRINT must be an OpenPGP v4 fingerprint (40 upper-case hex digits), got 'c8cf'"
 }
 
 @test "join-agent ubuntu: no SELinux, no policy, no drop-in; one left from before is removed" {

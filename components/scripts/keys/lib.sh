@@ -10,6 +10,17 @@
 
 GPU_CLUSTER_KEYS_LIB_LOADED=1
 
+# check_fingerprints NAME...: adds to INPUT_PROBLEMS each input NAME that is set but is not an
+# OpenPGP v4 fingerprint as config/versions.py pins them (40 upper-case hex digits).
+check_fingerprints() {
+  local name
+  for name in "$@"; do
+    if [[ -n "${!name:-}" && ! "${!name}" =~ ^[0-9A-F]{40}$ ]]; then
+      INPUT_PROBLEMS+=("$name must be an OpenPGP v4 fingerprint (40 upper-case hex digits), got '${!name}'")
+    fi
+  done
+}
+
 # primary_fingerprints FILE: the fingerprint of each primary key in FILE (armored, or a
 # keyring gpg --dearmor wrote), one a line: field 10 of the "fpr" record right after each
 # "pub" record of gpg's colon listing (gnupg doc/DETAILS). Nothing is imported.

@@ -107,9 +107,7 @@ rke2_check_selinux_inputs() {
   if [[ -n "${RKE2_SELINUX_VERSION:-}" && ! "$RKE2_SELINUX_VERSION" =~ ^[0-9]+\.[0-9]+-[0-9]+\.el9$ ]]; then
     INPUT_PROBLEMS+=("RKE2_SELINUX_VERSION must be VERSION-RELEASE such as 0.23-1.el9, got '$RKE2_SELINUX_VERSION'")
   fi
-  if [[ -n "${RANCHER_RPM_KEY_FINGERPRINT:-}" && ! "$RANCHER_RPM_KEY_FINGERPRINT" =~ ^[0-9A-F]{40}$ ]]; then
-    INPUT_PROBLEMS+=("RANCHER_RPM_KEY_FINGERPRINT must be 40 upper-case hex digits, got '$RANCHER_RPM_KEY_FINGERPRINT'")
-  fi
+  check_fingerprints RANCHER_RPM_KEY_FINGERPRINT
 }
 
 # rke2_configure_selinux: where SELinux labels files, rke2-selinux at RKE2_SELINUX_VERSION
