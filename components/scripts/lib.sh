@@ -480,17 +480,21 @@ upstream_version() {
 
 # count_nvidia_gpus: NVIDIA (vendor 0x10de) display-class (0x03xxxx) PCI devices.
 count_nvidia_gpus() {
-  local device vendor class count=0
+  local gpu_dirs=()
+  mapfile -t gpu_dirs < <(nvidia_gpu_devices)
+  echo "${#gpu_dirs[@]}"
+}
+
+# nvidia_gpu_devices: the sysfs folder of each NVIDIA GPU on the PCI bus (vendor 0x10de,
+# display class 0x03), one a line.
+nvidia_gpu_devices() {
+  local device
   for device in "$ROOT"/sys/bus/pci/devices/*; do
-    if [[ -r "$device/vendor" && -r "$device/class" ]]; then
-      vendor="$(<"$device/vendor")"
-      class="$(<"$device/class")"
-      if [[ "$vendor" == 0x10de && "$class" == 0x03* ]]; then
-        count=$((count + 1))
-      fi
+    if [[ -r "$device/vendor" && -r "$device/class" && "$(<"$device/vendor")" == 0x10de &&
+      "$(<"$device/class")" == 0x03* ]]; then
+      printf '%s\n' "$device"
     fi
   done
-  echo "$count"
 }
 
 # count_nvswitches: NVSwitch devices on the PCI bus: NVIDIA (vendor 0x10de) devices of

@@ -231,14 +231,13 @@ check_open_modules() {
   is_true "$INSTALL_DRIVER" || return 0
   [[ "$(os_family_of "$(os_release_field ID)" "$(os_release_field VERSION_ID)" || true)" == el9 ]] ||
     return 0
-  for device in "$ROOT"/sys/bus/pci/devices/*; do
-    [[ -r "$device/vendor" && -r "$device/class" && -r "$device/device" ]] || continue
-    [[ "$(<"$device/vendor")" == 0x10de && "$(<"$device/class")" == 0x03* ]] || continue
+  while IFS= read -r device; do
+    [[ -r "$device/device" ]] || continue
     id="$(<"$device/device")"
     if [[ "$id" =~ ^0x[0-9a-fA-F]{4}$ ]] && ((id < 0x1e02)); then
       old+=("${device##*/} (10de:${id#0x})")
     fi
-  done
+  done < <(nvidia_gpu_devices)
   if ((${#old[@]} > 0)); then
     fail "NVIDIA GPU(s) older than Turing: ${old[*]}; on the RHEL 9 family install-nvidia installs" \
       "NVIDIA's open kernel modules, which drive Turing and later GPUs only: give the host its" \
@@ -263,8 +262,7 @@ check_firewalld() {
       "stop and disable firewalld.service yourself. To keep it instead, its zone must accept" \
       "${ports}the API's port and NodePorts, all traffic from the pod and service networks," \
       "and the CNI's interfaces (trusted); the program does not manage firewalld." \
-      "host-firewall's table" \
-      "(hostFirewall.enabled) keeps the node ports to the cluster's addresses"
+      "host-firewall's table (hostFirewall.enabled) keeps the node ports to the cluster's addresses"
   else
     ok "firewalld is not running"
   fi
