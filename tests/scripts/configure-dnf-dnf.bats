@@ -11,19 +11,11 @@ load helpers/rpm-repos
 REPO=/etc/yum.repos.d/gpu-cluster-epel.repo
 
 setup_file() {
-  local tool
-  for tool in "${RPM_BUILD_TOOLS[@]}"; do
-    command -v "$tool" >/dev/null || skip "$tool is not installed (tests/debian/packages.txt)"
-  done
-  make_epel_repos "$BATS_FILE_TMPDIR/repos"
+  make_repos_for_file make_epel_repos
 }
 
 setup() {
-  REPOS="$BATS_FILE_TMPDIR/repos"
-  [[ -f "$REPOS/epel.fpr" ]] || skip "the repositories were not made"
-  setup_host
-  set_os_release rocky-9.4
-  use_real_dnf "$REPOS"
+  real_dnf_host epel
   # Rocky Linux's CRB as rocky.repo ships it: defined, not enabled.
   printf '[crb]\nname=Rocky Linux $releasever - CRB\nbaseurl=file://%s/crb\ngpgcheck=0\nenabled=0\n' \
     "$REPOS" >"$GPU_CLUSTER_ROOT/etc/yum.repos.d/rocky.repo"

@@ -10,19 +10,11 @@ load helpers
 load helpers/rpm-repos
 
 setup_file() {
-  local tool
-  for tool in "${RPM_BUILD_TOOLS[@]}"; do
-    command -v "$tool" >/dev/null || skip "$tool is not installed (tests/debian/packages.txt)"
-  done
-  make_rpm_repos "$BATS_FILE_TMPDIR/repos"
+  make_repos_for_file make_rpm_repos
 }
 
 setup() {
-  REPOS="$BATS_FILE_TMPDIR/repos"
-  [[ -f "$REPOS/cuda.fpr" ]] || skip "the repositories were not made"
-  setup_host
-  set_os_release rocky-9.4
-  use_real_dnf "$REPOS"
+  real_dnf_host cuda
   ln -s "$TESTS_DIR/stubs/stub" "$BATS_TEST_TMPDIR/bin/nvidia-ctk"
   NVIDIA_CUDA_REPO_KEY_FINGERPRINT="$(<"$REPOS/cuda.fpr")"
   NVIDIA_REPO_KEY_FINGERPRINT="$(<"$REPOS/toolkit.fpr")"

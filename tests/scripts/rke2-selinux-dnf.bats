@@ -11,19 +11,11 @@ load helpers
 load helpers/rpm-repos
 
 setup_file() {
-  local tool
-  for tool in "${RPM_BUILD_TOOLS[@]}"; do
-    command -v "$tool" >/dev/null || skip "$tool is not installed (tests/debian/packages.txt)"
-  done
-  make_rancher_repos "$BATS_FILE_TMPDIR/repos"
+  make_repos_for_file make_rancher_repos
 }
 
 setup() {
-  REPOS="$BATS_FILE_TMPDIR/repos"
-  [[ -f "$REPOS/rancher.fpr" ]] || skip "the repositories were not made"
-  setup_host
-  set_os_release rocky-9.4
-  use_real_dnf "$REPOS"
+  real_dnf_host rancher
   export STUB_SELINUX=Enforcing STUB_RANCHER_GPGKEY_FILE="$REPOS/rancher.asc" \
     RANCHER_RPM_KEY_FINGERPRINT="$(<"$REPOS/rancher.fpr")" RKE2_VERSION=v1.36.3+rke2r1 \
     RKE2_AGENT_TOKEN="K10$(printf '%064d' 7)::node:agent-token-secret-7d2b0a" \

@@ -85,6 +85,28 @@ driver_artifacts() {
     ${2:+"nvidia-fabricmanager-0:$1-1.noarch" "libnvidia-nscq-0:$1-1.noarch"}
 }
 
+# make_repos_for_file MAKER: a bats file's setup_file: MAKER (make_rpm_repos, make_epel_repos,
+# make_rancher_repos) makes its repositories in $BATS_FILE_TMPDIR/repos; without the RPM tools
+# every test of the file skips, saying which is missing.
+make_repos_for_file() {
+  local tool
+  for tool in "${RPM_BUILD_TOOLS[@]}"; do
+    command -v "$tool" >/dev/null || skip "$tool is not installed (tests/debian/packages.txt)"
+  done
+  "$1" "$BATS_FILE_TMPDIR/repos"
+}
+
+# real_dnf_host KEY: a test's setup: REPOS, and a fresh Rocky Linux 9.4 host whose dnf and rpm
+# are the real ones reading REPOS (use_real_dnf); skips when setup_file made no key
+# $REPOS/KEY.fpr.
+real_dnf_host() {
+  REPOS="$BATS_FILE_TMPDIR/repos"
+  [[ -f "$REPOS/$1.fpr" ]] || skip "the repositories were not made"
+  setup_host
+  set_os_release rocky-9.4
+  use_real_dnf "$REPOS"
+}
+
 # make_signing_keys NAME...: a signing key for each NAME in the keyring $REPOS/gnupg (GNUPGHOME,
 # exported for the signing that follows), its public key in $REPOS/NAME.asc and its
 # fingerprint in $REPOS/NAME.fpr.
