@@ -59,6 +59,8 @@ prepare_host_inputs() {
 
 @test "join-agent el9: rke2-selinux from its disabled repository with the pinned key, RKE2 relabeled and selinux: true" {
   rke2_agent_inputs
+  # A node RKE2 ran on before: its kubelet's pods (NFS volumes among them) and containerd's state.
+  mkdir -p "$GPU_CLUSTER_ROOT/var/lib/kubelet/pods" "$GPU_CLUSTER_ROOT/var/lib/rancher/rke2/agent"
   run_script rke2/join-agent.sh
   assert_success
   assert_file "$RKE2_DROPIN" "selinux: true"
@@ -73,6 +75,8 @@ gpgkey=file:///etc/pki/rpm-gpg/RPM-GPG-KEY-rancher'
   assert_called '^dnf -y --setopt=exit_on_lock=False --enablerepo=gpu-cluster-rke2-selinux install rke2-selinux-0\.23-1\.el9$'
   [ "$(<"$STUB_STATE/rpm/rke2-selinux")" = 0.23-1.el9 ]
   grep -qx "$GPU_CLUSTER_ROOT/usr/local/bin/rke2 [0-9]*" "$STUB_STATE/relabeled"
+  # The state folders are rke2-selinux's own %post's: never walked here (pods' NFS volumes).
+  refute_called '^restorecon .*/var/lib/(kubelet|rancher)'
   # The policy is in place before RKE2 first starts.
   assert_call_order '^dnf .* install rke2-selinux' '^systemctl start --no-block rke2-agent$'
   assert_output_contains "changed: installed rke2-selinux-0.23-1.el9"
@@ -156,10 +160,13 @@ assert config == {"version": 3, "plugins": {"io.containerd.cri.v1.runtime": {"en
 @test "join-worker el9: a second run changes nothing; a rule of another type is modified" {
   k0s_worker_inputs
   run_twice k0s/join-worker.sh
+  # containerd's state is relabeled after a new rule or new folders only, not at every run.
+  refute_called '^restorecon'
   "$BATS_TEST_TMPDIR/bin/semanage" fcontext -m -t var_lib_t '/var/lib/k0s/containerd(/.*)?'
   run_script k0s/join-worker.sh
   assert_success
   assert_called '^semanage fcontext -m -t container_var_lib_t /var/lib/k0s/containerd\(/\.\*\)\?$'
+  assert_called '^restorecon -R -v -- .*/var/lib/k0s/containerd$'
 }
 
 @test "join-worker: where SELinux is disabled, nothing is labeled and no drop-in is written" {

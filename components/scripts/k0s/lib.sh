@@ -212,6 +212,7 @@ k0s_configure_selinux() {
     remove_file "$K0S_SELINUX_DROPIN"
     return 0
   fi
+  SELINUX_RULES_CHANGED=0
   selinux_file_context "$K0S_CONTAINERD_DIR(/.*)?" container_var_lib_t
   selinux_file_context "$K0S_CONTAINERD_DIR/io.containerd.snapshotter.*/snapshots(/.*)?" container_ro_file_t
   if [[ ! -d "$ROOT$K0S_SNAPSHOTS_DIR" ]]; then
@@ -220,8 +221,14 @@ k0s_configure_selinux() {
     chmod 0711 -- "$ROOT$K0S_CONTAINERD_DIR"
     chmod 0700 -- "$ROOT$K0S_SNAPSHOTS_DIR" "$ROOT${K0S_SNAPSHOTS_DIR%/*}"
     log "changed: made $K0S_SNAPSHOTS_DIR for SELinux's labels"
+    SELINUX_RULES_CHANGED=1
   fi
-  selinux_restore "$K0S_CONTAINERD_DIR"
+  # Only after a new rule or new folders (retried until it succeeds): every run's restorecon
+  # would walk all of containerd's snapshots.
+  if needs_follow_up "$SELINUX_RULES_CHANGED" relabel-k0s-containerd; then
+    selinux_restore "$K0S_CONTAINERD_DIR"
+    follow_up_done relabel-k0s-containerd
+  fi
   write_file "$K0S_SELINUX_DROPIN" 0644 <<'EOF'
 # Written by gpu-cluster: containerd labels containers for SELinux (k0s docs/selinux.md).
 version = 3

@@ -7,8 +7,10 @@
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 GPU_CLUSTER_SELINUX_LIB_LOADED=1
-# Set to 1 by selinux_restore when it relabeled a file.
+# Set to 1 by selinux_restore when it relabeled a file, and by selinux_file_context when it
+# added or changed a rule.
 SELINUX_RELABELED=0
+SELINUX_RULES_CHANGED=0
 
 # selinux_mode: enforcing, permissive or disabled. getenforce (libselinux-utils) prints
 # Enforcing, Permissive or Disabled (libselinux utils/getenforce.c); a host without it has no
@@ -52,6 +54,7 @@ selinux_file_context() {
   else
     semanage fcontext -a -t "$type" "$pattern"
   fi
+  SELINUX_RULES_CHANGED=1
   log "changed: SELinux labels $pattern $type"
 }
 

@@ -40,12 +40,14 @@ RKE2_SELINUX_REPO_URL=https://rpm.rancher.io/rke2/stable/common/centos/9/noarch
 RKE2_SELINUX_KEY_URL=https://rpm.rancher.io/public.key
 RKE2_SELINUX_REPO_FILE=/etc/yum.repos.d/gpu-cluster-rke2-selinux.repo
 RKE2_SELINUX_KEY_FILE=/etc/pki/rpm-gpg/RPM-GPG-KEY-rancher
-# What rke2-selinux's %post relabels (rancher/rke2-selinux policy/centos9/rke2-selinux.spec,
-# rke2_relabel_files), with the tarball's binary and units below /usr/local, which its
-# rke2.fc labels but no package installs there.
+# The tarball's files, which rke2-selinux's rke2.fc labels: its %post relabels the units once and
+# never the binary, and each new tarball replaces both (rancher/rke2-selinux
+# policy/centos9/rke2-selinux.spec, rke2_relabel_files). The state folders that %post relabels
+# (RKE2's, /var/lib/kubelet, the CNI's) are left to it: a restorecon of /var/lib/kubelet here
+# would walk into pods' NFS volumes, and one of RKE2's data at every run into all of
+# containerd's snapshots.
 RKE2_SELINUX_PATHS=("$RKE2_BIN" "$RKE2_PREFIX/lib/systemd/system/rke2-server.service"
-  "$RKE2_PREFIX/lib/systemd/system/rke2-agent.service" /var/lib/cni /opt/cni /etc/cni
-  /var/lib/kubelet /var/lib/rancher/rke2 /run/k3s)
+  "$RKE2_PREFIX/lib/systemd/system/rke2-agent.service")
 RKE2_TOKEN_FILE=$RKE2_ETC/server-token
 RKE2_AGENT_TOKEN_FILE=$RKE2_ETC/agent-token
 RKE2_ADMIN_KUBECONFIG=$RKE2_ETC/rke2.yaml
@@ -111,7 +113,7 @@ rke2_check_selinux_inputs() {
 }
 
 # rke2_configure_selinux: where SELinux labels files, rke2-selinux at RKE2_SELINUX_VERSION
-# (container-selinux, which it needs, came with prepare-host), RKE2's paths relabeled and
+# (container-selinux, which it needs, came with prepare-host), the tarball's files relabeled and
 # `selinux: true`; elsewhere no such drop-in. Sets FILE_CHANGED when the drop-in changed or a
 # label did (the running RKE2 keeps the label it started with).
 rke2_configure_selinux() {
