@@ -118,14 +118,19 @@ nm_write_record() {
   write_text "$NM_ROUTES_RECORD" 0644 "$text"
 }
 
+# nm_listed ITEM LIST...: success when ITEM is one of LIST.
+nm_listed() {
+  local item
+  for item in "${@:2}"; do
+    [[ "$item" != "$1" ]] || return 0
+  done
+  return 1
+}
+
 # nm_has_route ROUTE: NM_PROFILE_ROUTES holds ROUTE exactly ("CIDR GATEWAY": no metric, no
 # attribute, as the program adds it; a route of the user's with a metric is another route).
 nm_has_route() {
-  local route
-  for route in "${NM_PROFILE_ROUTES[@]}"; do
-    [[ "$route" != "$1" ]] || return 0
-  done
-  return 1
+  nm_listed "$1" "${NM_PROFILE_ROUTES[@]}"
 }
 
 # nm_modify_routes UUID NAME CHANGES...: `nmcli connection modify` of profile UUID with CHANGES
@@ -198,15 +203,6 @@ nm_release_profile() {
 el9_retire_unit() {
   remove_unit "$UNIT" "restart-$UNIT"
   remove_file "$KEEP_ROUTES_FILE"
-}
-
-# nm_listed ITEM LIST...: success when ITEM is one of LIST.
-nm_listed() {
-  local item
-  for item in "${@:2}"; do
-    [[ "$item" != "$1" ]] || return 0
-  done
-  return 1
 }
 
 # el9_route_to_vpc: ROUTE_CIDRS via GATEWAY_ADDRESS in the profile active on the interface
