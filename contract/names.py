@@ -25,6 +25,10 @@ ON_PREM_GATEWAY = "onPrem"
 # Every node of a cloud pool carries it (value: the pool's name); the pool's instances carry
 # the same key as a tag.
 POOL_LABEL = "gpu-cluster/pool"
+# Where a node's capacity comes from, for Kueue's flavors and cluster-autoscaler's node
+# templates: on-prem (hosts[]), on-demand, spot, or reserved (a capacity reservation or block).
+CAPACITY_LABEL = "gpu-cluster/capacity"
+CAPACITY_KINDS = ("on-prem", "on-demand", "spot", "reserved")
 # Roles whose host runs the Kubernetes control plane / a kubelet (config: hosts[].role).
 CONTROL_PLANE_ROLES = ("controller", "controller+worker")
 WORKER_ROLES = ("worker", "controller+worker")
