@@ -62,6 +62,10 @@ IMAGE_DIGESTS: dict[str, str] = {
     # `images:` entries with newTag v0.0.37, a Nix pullImage with finalImageTag v0.0.37, test
     # fixtures), two of them "verified pullable 2026-08-11". Index or manifest: not stated.
     "rancher/local-path-provisioner:v0.0.37": "sha256:e757967a5ec338f6a9b371c5a9688bedaa8c3578ea3dd4db329ea0084be0a86f",
+    # The k8s.io promoter manifest, kubernetes/k8s.io registry.k8s.io/images/
+    # k8s-staging-provider-aws/images.yaml, `cloud-controller-manager` dmap (commit
+    # 0137eda): the newest tag it promotes (CLOUD_PROVIDER_AWS says why not v1.36.x).
+    "registry.k8s.io/provider-aws/cloud-controller-manager:v1.35.2": "sha256:5a5d4e5942ad078a184c12bf5435f8226ccb157ee15e9e1f87c183a4bf4b8f1a",
     # --- end of pins ---
 }
 
@@ -192,6 +196,20 @@ EFS_CSI_SIDECAR_IMAGES = {name: (repository, pinned(f"{repository}:{tag}")) for 
                             "v2.17.0-eksbuild.3"),
     "csiProvisioner": ("public.ecr.aws/csi-components/csi-provisioner", "v6.3.0-eksbuild.2"),
 }.items()}
+# The AWS cloud controller manager (components/aws/cloud_controller.py): kubernetes/
+# cloud-provider-aws v1.35.2 (commit 1c494fb), its chart vendored from that tag. The release
+# for Kubernetes 1.36 is tagged (v1.36.0, v1.36.1, commit 7656c21) but registry.k8s.io does
+# not serve it: the promoter manifest (IMAGE_DIGESTS) promotes no v1.36 tag, so it cannot be
+# pinned by digest and would not pull. v1.35.2 is the newest promoted one; Kubernetes'
+# version skew policy lets a cloud-controller-manager be one minor older than the API server
+# (https://kubernetes.io/releases/version-skew-policy/, kube-controller-manager,
+# kube-scheduler, and cloud-controller-manager). Move to v1.36.x once the manifest lists it.
+CLOUD_PROVIDER_AWS = "v1.35.2"
+CLOUD_PROVIDER_AWS_CHART = (f"vendor/cloud-provider-aws-{CLOUD_PROVIDER_AWS}/charts/"
+                            "aws-cloud-controller-manager")
+CLOUD_PROVIDER_AWS_CHART_VERSION = "0.0.10"
+CLOUD_PROVIDER_AWS_IMAGE_REPOSITORY = "registry.k8s.io/provider-aws/cloud-controller-manager"
+CLOUD_PROVIDER_AWS_IMAGE = pinned(f"{CLOUD_PROVIDER_AWS_IMAGE_REPOSITORY}:{CLOUD_PROVIDER_AWS}")
 NFS_SUBDIR_PROVISIONER = "v4.0.2"
 NFS_SUBDIR_PROVISIONER_IMAGE = pinned(
     f"registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:{NFS_SUBDIR_PROVISIONER}")
@@ -269,6 +287,7 @@ DEPLOYED_IMAGES = {
     "EFS_CSI_DRIVER_IMAGE": EFS_CSI_DRIVER_IMAGE,
     **{f"EFS_CSI_SIDECAR_IMAGES.{name}": image
        for name, (_, image) in EFS_CSI_SIDECAR_IMAGES.items()},
+    "CLOUD_PROVIDER_AWS_IMAGE": CLOUD_PROVIDER_AWS_IMAGE,
     "NFS_SUBDIR_PROVISIONER_IMAGE": NFS_SUBDIR_PROVISIONER_IMAGE,
     "LOCAL_PATH_PROVISIONER_IMAGE": LOCAL_PATH_PROVISIONER_IMAGE,
     "BUSYBOX_IMAGE": BUSYBOX_IMAGE,

@@ -1,0 +1,5 @@
+{{- define "cloud-controller-manager.name" -}}
+{{- .Values.nameOverride }}
+{{- end -}}
+
+
