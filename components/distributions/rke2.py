@@ -1,9 +1,8 @@
 """The RKE2 boundary (components/distributions/base.py): its scripts, configs, step
-inputs, ports, the agent token and the Canal settings. Pure functions of the settings;
+inputs, ports and the agent token (the Canal settings: rke2_canal.py). Pure functions of the settings;
 no resources."""
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
@@ -14,6 +13,7 @@ from components.distributions.base import (DistributionSettings, JoinToken, Pref
                                           admission_plugins, jwks_uri, node_labels,
                                           read_at_boot)
 from components.distributions.registry_mirror import RegistryFile, rke2_files
+from components.distributions.rke2_canal import address_regex, canal_config
 from components.common import audit, pod_security
 from components.common.step_text import Script
 from config import versions
@@ -272,34 +272,7 @@ class Rke2(PrefixedInputs):
                                         "CHART_RELEASE": RUNTIME_CLASSES_CHART,
                                         "WAIT_TIMEOUT": str(RUNTIME_CLASS_WAIT_SECONDS)}
 
-    def canal_config(self, interface: Optional[str] = None, mtu: int = 0,
-                     interface_regex: Optional[str] = None) -> Optional[str]:
-        """The HelmChartConfig for /var/lib/rancher/rke2/server/manifests/
-        rke2-canal-config.yaml (docs: networking/basic_network_options.md, Canal), or
-        None when nothing differs from the chart's defaults. Keys of the rke2-canal
-        chart's values.yaml (rancher/rke2-charts packages/rke2-canal/charts/values.yaml):
-        flannel.iface / flannel.regexIface (flannel's --iface / --iface-regex, which
-        match an interface name or an address: flannel Documentation/configuration.md)
-        and calico.vethuMTU (the pods' MTU; the chart's default is 1450)."""
-        flannel: dict = {}
-        if interface:
-            flannel["iface"] = interface
-        if interface_regex:
-            flannel["regexIface"] = interface_regex
-        values: dict = {}
-        if flannel:
-            values["flannel"] = flannel
-        if mtu:
-            values["calico"] = {"vethuMTU": mtu}
-        if not values:
-            return None
-        document = {
-            "apiVersion": "helm.cattle.io/v1",
-            "kind": "HelmChartConfig",
-            "metadata": {"name": "rke2-canal", "namespace": "kube-system"},
-            "spec": {"valuesContent": yaml.safe_dump(values, sort_keys=False)},
-        }
-        return yaml.safe_dump(document, sort_keys=False)
+    canal_config = staticmethod(canal_config)
 
     def default_canal_config(self, extra_addresses: Sequence[str] = ()) -> Optional[str]:
         """Canal pinned to the interface carrying each node's configured address (the
@@ -389,11 +362,6 @@ def join_token(ca_cert_pem: str, agent_secret: str) -> str:
     served = ca_cert_pem.rstrip("\n") + "\n"
     digest = hashlib.sha256(served.encode()).hexdigest()
     return f"K10{digest}::{AGENT_TOKEN_USER}:{agent_secret}"
-
-
-def address_regex(addresses: Sequence[str]) -> str:
-    """An anchored regular expression matching exactly these IPv4 addresses."""
-    return "^(" + "|".join(re.escape(a) for a in sorted(set(addresses))) + ")$"
 
 
 # What components/distributions/__init__.py loads for this distribution.
