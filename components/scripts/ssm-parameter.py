@@ -3,6 +3,7 @@
        ssm-parameter.py put-secret REGION NAME store stdin as a SecureString, overwriting
        ssm-parameter.py delete REGION NAME     delete it; a missing one counts as deleted
        ssm-parameter.py instance-id            print this instance's id
+       ssm-parameter.py provider-id            print its Kubernetes providerID, aws:///ZONE/ID
 
 SSM Parameter Store with the EC2 instance's own role (IMDSv2), standard library only,
 Python 3.8+: images that boot our user data have python3 (cloud-init), not the AWS CLI.
@@ -147,10 +148,18 @@ def instance_id():
     return metadata()("instance-id")
 
 
+def provider_id():
+    """The providerID cloud-provider-aws reads back: aws:///<zone>/<instance id>
+    (kubernetes/cloud-provider-aws v1.35.2 pkg/providers/v1/instances.go:52-91,
+    KubernetesInstanceID; aws.go:973-988 InstanceID builds the same)."""
+    read = metadata()
+    return f"aws:///{read('placement/availability-zone')}/{read('instance-id')}"
+
+
 # Each action and how many arguments it takes.
 ACTIONS = {"get": (get, 2), "put": (put, 3), "put-secret": (put_secret, 2),
            "delete": (delete, 2),
-           "instance-id": (instance_id, 0)}
+           "instance-id": (instance_id, 0), "provider-id": (provider_id, 0)}
 
 
 def main(argv):

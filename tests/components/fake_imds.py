@@ -6,6 +6,7 @@ import secrets
 from dataclasses import dataclass, field
 
 INSTANCE_ID = "i-0123456789abcdef0"
+ZONE = "us-west-2b"
 
 
 @dataclass
@@ -58,6 +59,7 @@ class FakeImds(http.server.BaseHTTPRequestHandler):
         base = "/latest/meta-data/iam/security-credentials/"
         answers = {
             "/latest/meta-data/instance-id": INSTANCE_ID,
+            "/latest/meta-data/placement/availability-zone": ZONE,
             base: self.ROLE,
             base + self.ROLE: json.dumps({"Code": "Success", "Type": "AWS-HMAC",
                                           **state.credentials}),

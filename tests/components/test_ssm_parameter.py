@@ -30,7 +30,7 @@ from tests.components.aws_fakes import (
     REGION,
     TIMEOUT_SECONDS,
 )
-from tests.components.fake_imds import INSTANCE_ID
+from tests.components.fake_imds import INSTANCE_ID, ZONE
 from components.common.shell_text import python_without_docs
 
 # Runs a program beyond Python and bash (moto's server, promtool, curl, shellcheck):
@@ -111,7 +111,8 @@ def test_a_usage_error_exits_2_with_the_usage(args, stdin):
         "       ssm-parameter.py put REGION NAME VALUE  store VALUE as a String, overwriting\n"
         "       ssm-parameter.py put-secret REGION NAME store stdin as a SecureString, overwriting\n"
         "       ssm-parameter.py delete REGION NAME     delete it; a missing one counts as deleted\n"
-        "       ssm-parameter.py instance-id            print this instance's id\n")
+        "       ssm-parameter.py instance-id            print this instance's id\n"
+        "       ssm-parameter.py provider-id            print its Kubernetes providerID, aws:///ZONE/ID\n")
 
 
 @pytest.mark.parametrize("text", [SSM_READER.text(), BOOT_TEXT], ids=["file", "boot"])
@@ -238,3 +239,12 @@ def test_instance_id_prints_the_instances_id(imds, aws):
     for stdin in (True, False):
         result = run(imds, aws, "instance-id", stdin=stdin)
         assert (result.returncode, result.stdout, result.stderr) == (0, INSTANCE_ID, "")
+
+
+def test_provider_id_is_what_cloud_provider_aws_reads_back(imds, aws):
+    """aws:///ZONE/ID: cloud-provider-aws v1.35.2 pkg/providers/v1/instances.go:52-91 maps it
+    back to the instance id (the last path element, matching ^i-[^/]*$)."""
+    for stdin in (True, False):
+        result = run(imds, aws, "provider-id", stdin=stdin)
+        assert (result.returncode, result.stdout, result.stderr) == (
+            0, f"aws:///{ZONE}/{INSTANCE_ID}", "")

@@ -148,3 +148,44 @@ apply_agent_args() {
     "CPU_MANAGER_POLICY must be none or static" "NODE_NAME is not a node name" \
     "RKE2_SERVICE must be rke2-agent or rke2-server"
 }
+
+CLOUD_DROPIN=/etc/rancher/rke2/config.yaml.d/30-gpu-cluster-cloud-provider.yaml
+
+@test "join-agent: an EC2 node runs with cloud provider external and its providerID from IMDS" {
+  # What cloud-provider-aws v1.35.2 finds an instance by (pkg/providers/v1/instances_v2.go:
+  # 35-46: node.spec.providerID first); the kubelet sets it only when it registers.
+  export RKE2_CLOUD_PROVIDER=aws SSM_READER="$(<"$SCRIPTS_DIR/ssm-parameter.py")" \
+    STUB_ZONE=us-west-2c STUB_INSTANCE_ID=i-0fedcba9876543210
+  run_twice rke2/join-agent.sh
+  assert_file "$CLOUD_DROPIN" 'cloud-provider-name: external
+kubelet-arg+:
+- provider-id=aws:///us-west-2c/i-0fedcba9876543210'
+  assert_mode "$CLOUD_DROPIN" 600
+}
+
+@test "join-agent: an on-prem node keeps the kubelet's default cloud provider, and loses ours" {
+  mkdir -p "$GPU_CLUSTER_ROOT${CLOUD_DROPIN%/*}"
+  printf 'cloud-provider-name: external\n' >"$GPU_CLUSTER_ROOT$CLOUD_DROPIN"
+  run_script rke2/join-agent.sh
+  assert_success
+  [ ! -e "$GPU_CLUSTER_ROOT$CLOUD_DROPIN" ]
+}
+
+@test "join-agent: an answer of IMDS that is no providerID stops the join before RKE2 starts" {
+  export RKE2_CLOUD_PROVIDER=aws SSM_READER="$(<"$SCRIPTS_DIR/ssm-parameter.py")" \
+    STUB_INSTANCE_ID='i-0abc/../x'
+  run_script rke2/join-agent.sh
+  assert_failure
+  assert_output_contains "not a providerID aws:///ZONE/INSTANCE-ID"
+  refute_called 'systemctl (enable|start)'
+}
+
+@test "join-agent: RKE2_CLOUD_PROVIDER takes aws alone, and aws needs SSM_READER" {
+  RKE2_CLOUD_PROVIDER=gce run_script rke2/join-agent.sh
+  assert_failure
+  assert_output_contains "RKE2_CLOUD_PROVIDER must be empty or aws, got 'gce'"
+  unset SSM_READER
+  RKE2_CLOUD_PROVIDER=aws run_script rke2/join-agent.sh
+  assert_failure
+  assert_output_contains "RKE2_CLOUD_PROVIDER=aws needs SSM_READER"
+}

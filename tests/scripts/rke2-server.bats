@@ -332,3 +332,14 @@ $SERVER_CONFIG"
   assert_failure
   assert_output_contains "RKE2_CONFIG's server is not one line 'server: https://ADDRESS:9345'"
 }
+
+@test "install-server: an EC2 server: cloud provider external, RKE2's own cloud controller off, its providerID" {
+  export RKE2_CLOUD_PROVIDER=aws SSM_READER="$(<"$SCRIPTS_DIR/ssm-parameter.py")"
+  run_script rke2/install-server.sh
+  assert_success
+  assert_file /etc/rancher/rke2/config.yaml.d/30-gpu-cluster-cloud-provider.yaml \
+    'cloud-provider-name: external
+disable-cloud-controller: true
+kubelet-arg+:
+- provider-id=aws:///us-west-2a/i-0123456789abcdef0'
+}

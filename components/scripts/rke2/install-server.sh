@@ -8,7 +8,7 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=install-server}"
 
 # Inputs: RANCHER_RPM_KEY_FINGERPRINT RKE2_ADMISSION_CONFIG RKE2_AUDIT_POLICY RKE2_CA_CERT RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_SELINUX_VERSION RKE2_VERSION
-# Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_CANAL_CONFIG RKE2_CA_KEY RKE2_CA_KEY_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_TOKEN RKE2_TOKEN_SSM_PARAMETER SSM_READER RKE2_AIRGAP_SHA256_AMD64 RKE2_AIRGAP_SHA256_ARM64
+# Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_CANAL_CONFIG RKE2_CA_KEY RKE2_CA_KEY_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_TOKEN RKE2_TOKEN_SSM_PARAMETER SSM_READER RKE2_AIRGAP_SHA256_AMD64 RKE2_AIRGAP_SHA256_ARM64 RKE2_CLOUD_PROVIDER
 #   RKE2_VERSION        release to install, e.g. v1.36.3+rke2r1.
 #   RKE2_CONFIG         /etc/rancher/rke2/config.yaml (no secrets: it names the token files).
 #   RKE2_KUBELET_CONFIG the kubelet drop-in (kubelet-arg, resolv-conf), written before the
@@ -22,6 +22,10 @@ set -euo pipefail
 #   RKE2_AUDIT_POLICY      its audit policy: the files RKE2_CONFIG names.
 #   RKE2_AIRGAP_SHA256_AMD64, RKE2_AIRGAP_SHA256_ARM64  optional: the image tarball's sha256
 #                       (versions.airgapBundleSha256; rke2_install).
+#   RKE2_CLOUD_PROVIDER optional: aws on an EC2 server where the AWS cloud controller
+#                       manager runs: cloud provider external, RKE2's own cloud controller
+#                       off, the providerID from IMDS read with SSM_READER
+#                       (rke2_configure_cloud_provider).
 #   A server whose RKE2_CONFIG names `server: https://ADDRESS:9345` joins the cluster
 #   there (the first server's, at the control plane's address) and takes the CA from it.
 # Secrets, each given directly or as <NAME>_SSM_PARAMETER (with AWS_REGION and SSM_READER),
@@ -73,6 +77,7 @@ check_inputs() {
     RKE2_ADMISSION_CONFIG RKE2_AUDIT_POLICY
   : "${RKE2_CANAL_CONFIG:=}"
   rke2_check_selinux_inputs
+  rke2_check_cloud_provider_inputs
   if [[ -n "${RKE2_CA_CERT:-}" && "$RKE2_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
     INPUT_PROBLEMS+=("RKE2_CA_CERT is not a PEM certificate")
   fi
@@ -176,6 +181,8 @@ main() {
   write_text "$RKE2_CONFIG_FILE" 0600 "$RKE2_CONFIG"
   ((FILE_CHANGED == 0)) || restart=1
   rke2_write_kubelet_config "$RKE2_KUBELET_CONFIG"
+  ((FILE_CHANGED == 0)) || restart=1
+  rke2_configure_cloud_provider server
   ((FILE_CHANGED == 0)) || restart=1
   write_text "$ADMISSION_CONFIG_FILE" 0600 "$RKE2_ADMISSION_CONFIG"
   ((FILE_CHANGED == 0)) || restart=1

@@ -8,7 +8,7 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=join-agent}"
 
 # Inputs: RANCHER_RPM_KEY_FINGERPRINT RKE2_CONFIG RKE2_KUBELET_CONFIG RKE2_SELINUX_VERSION
-# Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_VERSION SSM_READER WORKER_PROFILE_VALUES RKE2_AIRGAP_SHA256_AMD64 RKE2_AIRGAP_SHA256_ARM64
+# Optional inputs: AWS_REGION RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER RKE2_RELEASE_URL RKE2_SHA256_AMD64 RKE2_SHA256_ARM64 RKE2_VERSION SSM_READER WORKER_PROFILE_VALUES RKE2_AIRGAP_SHA256_AMD64 RKE2_AIRGAP_SHA256_ARM64 RKE2_CLOUD_PROVIDER
 #   RKE2_VERSION        release to install, e.g. v1.36.3+rke2r1; empty: the one an earlier
 #                       step installed (upgrade-node, on hosts over SSH).
 #   RKE2_CONFIG         /etc/rancher/rke2/config.yaml of the agent (server URL, token-file,
@@ -24,6 +24,10 @@ set -euo pipefail
 #                       `rke2 token create` on the controller), or
 #   RKE2_AGENT_TOKEN_SSM_PARAMETER, AWS_REGION and SSM_READER naming an SSM SecureString
 #                       holding it (cloud instances).
+#   RKE2_CLOUD_PROVIDER  optional: aws on an EC2 node where the AWS cloud controller
+#                       manager runs: the kubelet's cloud provider external and its
+#                       providerID from IMDS, read with SSM_READER
+#                       (rke2_configure_cloud_provider).
 
 SERVICE_ACTIVE_TIMEOUT=300
 # k3s pkg/clientaccess/token.go: "K10" + hex SHA-256 of the server's CA bundle + "::" +
@@ -35,6 +39,7 @@ check_inputs() {
   check_missing_env RKE2_CONFIG RKE2_KUBELET_CONFIG
   : "${RKE2_VERSION:=}"
   rke2_check_selinux_inputs
+  rke2_check_cloud_provider_inputs
   # Only in a pool's boot data, where new kubelet settings roll the pool.
   : "${WORKER_PROFILE_VALUES:=}"
   rke2_check_secret RKE2_AGENT_TOKEN "the agent token" /gpu-cluster/dev/rke2-agent-token/a100
@@ -66,6 +71,8 @@ main() {
   write_text "$RKE2_CONFIG_FILE" 0600 "$RKE2_CONFIG"
   ((FILE_CHANGED == 0)) || restart=1
   rke2_write_kubelet_config "$RKE2_KUBELET_CONFIG"
+  ((FILE_CHANGED == 0)) || restart=1
+  rke2_configure_cloud_provider agent
   ((FILE_CHANGED == 0)) || restart=1
   rke2_ensure_service rke2-agent "$restart"
   wait_until "$SERVICE_ACTIVE_TIMEOUT" "the rke2-agent service to be active" \

@@ -33,6 +33,17 @@ RKE2_KUBELET_CONFIG_FILE=$RKE2_ETC/config.yaml.d/50-gpu-cluster-kubelet.yaml
 # install does not enable by itself (docs.rke2.io/security/selinux, "Configuration"). A
 # drop-in, so that the same config.yaml serves every host of the cluster, whatever its OS.
 RKE2_SELINUX_CONFIG_FILE=$RKE2_ETC/config.yaml.d/40-gpu-cluster-selinux.yaml
+# An EC2 node's out-of-tree cloud provider (RKE2_CLOUD_PROVIDER=aws): `cloud-provider-name:
+# external` gives the kubelet, API server and controller manager --cloud-provider=external
+# (rancher/rke2 v1.36.3+rke2r1 pkg/rke2/rke2_linux.go:110-121, pkg/executor/staticpod/
+# staticpod.go:152-154, 313-316); a server also disables RKE2's own cloud controller, as
+# RKE2 does for the providers it bundles (pkg/cli/cmds/root.go:254-259, rke2_linux.go:161);
+# the kubelet's --provider-id (appended, `kubelet-arg+`: docs install/configuration.md,
+# "Multiple Config Files") names the instance, which the AWS cloud controller manager finds
+# by it, not by the node's name (components/aws/cloud_controller.py).
+RKE2_CLOUD_PROVIDER_CONFIG_FILE=$RKE2_ETC/config.yaml.d/30-gpu-cluster-cloud-provider.yaml
+# aws:///ZONE/INSTANCE-ID, as ssm-parameter.py provider-id prints it.
+RKE2_AWS_PROVIDER_ID='^aws:///[a-z]{2}(-[a-z]+)+-[0-9][a-z]/i-[0-9a-f]{8,17}$'
 # rke2-selinux, the policy of RKE2's paths, from Rancher's stable repository for EL9, as
 # install.sh's rpm method names it (rancher/rke2 install.sh, rancher-rke2-common-stable:
 # gpgcheck=1, repo_gpgcheck=0: the packages are signed, the metadata is not).
@@ -110,6 +121,37 @@ rke2_check_selinux_inputs() {
     INPUT_PROBLEMS+=("RKE2_SELINUX_VERSION must be VERSION-RELEASE such as 0.23-1.el9, got '$RKE2_SELINUX_VERSION'")
   fi
   check_fingerprints RANCHER_RPM_KEY_FINGERPRINT
+}
+
+# rke2_check_cloud_provider_inputs: adds to INPUT_PROBLEMS what is wrong with
+# RKE2_CLOUD_PROVIDER (empty, or aws with SSM_READER to read the instance's identity).
+rke2_check_cloud_provider_inputs() {
+  : "${RKE2_CLOUD_PROVIDER:=}"
+  case "$RKE2_CLOUD_PROVIDER" in
+    "") ;;
+    aws) [[ -n "${SSM_READER:-}" ]] ||
+      INPUT_PROBLEMS+=("RKE2_CLOUD_PROVIDER=aws needs SSM_READER (ssm-parameter.py) to read the instance's zone and id") ;;
+    *) INPUT_PROBLEMS+=("RKE2_CLOUD_PROVIDER must be empty or aws, got '$RKE2_CLOUD_PROVIDER'") ;;
+  esac
+}
+
+# rke2_configure_cloud_provider ROLE: with RKE2_CLOUD_PROVIDER=aws the drop-in of an EC2
+# node (ROLE server or agent) with the instance's providerID from IMDS; without it none.
+# Sets FILE_CHANGED.
+rke2_configure_cloud_provider() {
+  local provider_id text
+  if [[ -z "$RKE2_CLOUD_PROVIDER" ]]; then
+    remove_file "$RKE2_CLOUD_PROVIDER_CONFIG_FILE"
+    return 0
+  fi
+  provider_id="$(python3 - provider-id <<<"$SSM_READER")" ||
+    die "could not read this instance's zone and id from EC2 metadata (IMDSv2)"
+  [[ "$provider_id" =~ $RKE2_AWS_PROVIDER_ID ]] ||
+    die "EC2 metadata gave '$provider_id', not a providerID aws:///ZONE/INSTANCE-ID"
+  text="cloud-provider-name: external"
+  [[ "$1" != server ]] || text+=$'\ndisable-cloud-controller: true'
+  text+=$'\nkubelet-arg+:\n- provider-id='"$provider_id"
+  write_text "$RKE2_CLOUD_PROVIDER_CONFIG_FILE" 0600 "$text"
 }
 
 # rke2_configure_selinux: where SELinux labels files, rke2-selinux at RKE2_SELINUX_VERSION
