@@ -117,6 +117,13 @@ def _roles(cfg: PartialConfig) -> list[Problem]:
         problems = [Problem(f"hosts[{index}].role", "the hybrid layout's control plane runs on "
                             "EC2 (gpu-cluster:aws.controlPlane); on-prem hosts are workers")
                     for index, host in cfg.hosts if host.runs_control_plane]
+        # The AWS cloud controller manager takes a node named i-... for that EC2 instance
+        # (cloud-provider-aws v1.35.2 pkg/providers/v1/aws.go:3621-3630, resource-based
+        # names) and would delete the node if EC2 had such an instance, terminated.
+        problems += [Problem(f"hosts[{index}].name", f"{host.name!r}: an on-prem host's name "
+                             "may not start with 'i-', which AWS's cloud controller manager "
+                             "reads as an EC2 instance id")
+                     for index, host in cfg.hosts if host.name.startswith("i-")]
         if not cfg.hosts:
             problems.append(Problem("hosts", "the hybrid layout needs on-prem worker hosts"))
         return problems

@@ -63,8 +63,9 @@ IMAGE_DIGESTS: dict[str, str] = {
     # fixtures), two of them "verified pullable 2026-08-11". Index or manifest: not stated.
     "rancher/local-path-provisioner:v0.0.37": "sha256:e757967a5ec338f6a9b371c5a9688bedaa8c3578ea3dd4db329ea0084be0a86f",
     # The k8s.io promoter manifest, kubernetes/k8s.io registry.k8s.io/images/
-    # k8s-staging-provider-aws/images.yaml, `cloud-controller-manager` dmap (commit
-    # 0137eda): the newest tag it promotes (CLOUD_PROVIDER_AWS says why not v1.36.x).
+    # k8s-staging-provider-aws/images.yaml, `cloud-controller-manager` dmap, at
+    # commit 0137eda2cba1d3894c93aa4bd4363eacc2ed7287: the newest tag it promotes
+    # (CLOUD_PROVIDER_AWS says why not v1.36.x).
     "registry.k8s.io/provider-aws/cloud-controller-manager:v1.35.2": "sha256:5a5d4e5942ad078a184c12bf5435f8226ccb157ee15e9e1f87c183a4bf4b8f1a",
     # --- end of pins ---
 }

@@ -18,6 +18,20 @@ def distribution_class(name: str) -> type:
 DISTRIBUTIONS = {name: distribution_class(name) for name in versions.DISTRIBUTIONS}
 
 
+# The layouts whose controllers are EC2 instances.
+AWS_LAYOUTS = ("cloud", "hybrid")
+
+
+def runs_aws_cloud_controller(config: StackConfig) -> bool:
+    """Whether the AWS cloud controller manager runs (components/aws/cloud_controller.py): on
+    the AWS layouts, where the controllers are nodes. It runs on the controllers alone, whose
+    instance role is the only one with its IAM policy; a k0s controller runs no kubelet
+    (k0s v1.36.3+k0s.2 cmd/controller/controller.go:721-730 starts one only with
+    --enable-worker), so no pod can run there (config/warnings.py says so)."""
+    return (config.layout in AWS_LAYOUTS
+            and DISTRIBUTIONS[config.kubernetes.distribution].controller_runs_kubelet)
+
+
 def distribution_settings(config: StackConfig) -> DistributionSettings:
     """The one place a distribution's settings are read from the stack config."""
     return DistributionSettings(
@@ -37,6 +51,7 @@ def distribution_settings(config: StackConfig) -> DistributionSettings:
         airgap_bundle_sha256=dict(config.versions.airgap_bundle_sha256),
         service_account_issuer=service_account_issuer(
             config.storage.efs, config.layout, config.aws.region if config.aws else None),
+        aws_cloud_provider=runs_aws_cloud_controller(config),
     )
 
 

@@ -53,6 +53,10 @@ class DistributionSettings:
     # The public issuer of service-account tokens (config/storage.py
     # service_account_issuer), or None: the distribution's own.
     service_account_issuer: Optional[str] = None
+    # The AWS cloud controller manager runs (components/distributions/__init__.py
+    # runs_aws_cloud_controller): the EC2 nodes' kubelets (the controllers', the pools')
+    # run with cloud provider external and their providerID; on-prem hosts keep the default.
+    aws_cloud_provider: bool = False
 
     def release_env(self, prefix: str) -> dict[str, str]:
         """version_env of a distribution whose scripts read PREFIX_VERSION,
@@ -168,6 +172,9 @@ class Distribution(Protocol):
     # The controller runs a kubelet even when it runs no workloads, so the kubelet
     # settings step (worker_profile_env) runs there too.
     controller_runs_kubelet: bool
+    # The labels a controller's node carries (where the AWS cloud controller manager runs);
+    # empty where a controller is no node.
+    controller_node_labels: Mapping[str, str]
     # kubectl on a node: a command to which --kubeconfig is added (the node-cleanup agent of
     # a pool's instance); on the controller with its admin credential, by absolute path
     # for systemd units.

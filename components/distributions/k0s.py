@@ -88,6 +88,7 @@ class K0s(PrefixedInputs):
     cluster_state = "k0s/cluster-state.sh"
     # A pure controller runs no kubelet (K0S_ENABLE_WORKER false).
     controller_runs_kubelet = False
+    controller_node_labels: dict = {}
     # kubectl on a node, with the distribution's own binary.
     kubectl = "k0s kubectl"
     kubectl_path = "/usr/local/bin/k0s kubectl"

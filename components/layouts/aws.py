@@ -7,6 +7,7 @@ from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 
 from components.aws.backup_bucket import (
     SNAPSHOT_OBJECT,
@@ -16,6 +17,7 @@ from components.aws.backup_bucket import (
 )
 from components.aws.api_load_balancer import ApiLoadBalancer, ApiLoadBalancerArgs
 from components.aws.boot import BootStore
+from components.aws.cloud_controller import CloudController, CloudControllerArgs
 from components.aws.control_plane_host import (
     CONTROLLER_MACHINE,
     ControllerBoot,
@@ -34,6 +36,7 @@ from components.kubernetes.backups import (
     install_backup_step,
     install_backup_env,
 )
+from components.distributions import runs_aws_cloud_controller
 from components.hosts.steps import preparation_steps
 from components.network.vpn_clients import gateway_address
 from components.layouts.contract import Efs, EfsWebIdentity, Layout
@@ -46,6 +49,15 @@ from config.storage import efs_mounts_with_iam
 from config.types import public_key_of
 from contract import names
 
+
+# Where the controllers are no nodes (k0s: components/distributions/__init__.py
+# runs_aws_cloud_controller).
+NO_CLOUD_CONTROLLER = (
+    "the AWS cloud controller manager is not installed: this distribution's controllers run "
+    "no kubelet, so no pod can run on them, and only their instance role may hold its IAM "
+    "policy (a pool node's may not). EC2 nodes get no providerID or zone labels; the "
+    "controller's pool node watcher deletes the nodes of instances that are gone "
+    "(docs/layouts.md, \"The AWS cloud controller manager\")")
 
 def mirror_password(settings: StackConfig) -> Optional[pulumi.Output[str]]:
     mirror = settings.image_mirror
@@ -182,8 +194,22 @@ class OnAws(Layout):
                 bucket.allow_writes_by(
                     f"{context.name}-backup-writer" + (f"-{index + 1}" if index else ""),
                     controller.role_name, settings.cluster_name, opts)
-        return AwsSide(network, controllers[0], opts, boot_store, bucket, tags,
-                       tuple(controllers[1:]), balancer, public)
+        self._aws = AwsSide(network, controllers[0], opts, boot_store, bucket, tags,
+                            tuple(controllers[1:]), balancer, public)
+        return self._aws
+
+    def _cloud_controller(self, provider: k8s.Provider) -> None:
+        """The AWS cloud controller manager on the controllers, where they are nodes,
+        through the nodes' provider (components/aws/cloud_controller.py); otherwise
+        the preview says why (NO_CLOUD_CONTROLLER)."""
+        context = self.context
+        if not runs_aws_cloud_controller(context.settings):
+            pulumi.log.warn(NO_CLOUD_CONTROLLER)
+            return
+        CloudController(f"{context.name}-cloud-controller", CloudControllerArgs(
+            cluster_name=context.settings.cluster_name, provider=provider,
+            controller_roles=[c.role_name for c in self._aws.controllers],
+            node_selector=context.distribution.controller_node_labels), opts=self._aws.opts)
 
     def _balancer(self, network: AwsNetwork, api_sources: list[str], node_sources: list[str],
                   opts: pulumi.ResourceOptions) -> ApiLoadBalancer:

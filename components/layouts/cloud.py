@@ -112,6 +112,7 @@ class Cloud(OnAws):
         in SSM, and the controller's services that rotate those tokens and remove the node
         of an instance a pool let go."""
         context, settings, aws_side = self.context, self.context.settings, self._aws
+        self._cloud_controller(provider)
         pools = [
             GpuWorkerPool(f"{context.name}-{boot.pool.name}", GpuWorkerPoolArgs(
                 boot=boot, network=aws_side.network, distribution=context.distribution,

@@ -134,7 +134,9 @@ class Hybrid(OnAws):
     def self_joining(self, control_plane: ControlPlane, provider: k8s.Provider,
                      result: LayoutResult) -> SelfJoining:
         """No node joins on its own; the issuer's key set comes from the key the installed
-        controller signs tokens with."""
+        controller signs tokens with. The AWS cloud controller manager, where it runs, for
+        the controllers (the on-prem nodes keep the kubelet's default: no cloud provider)."""
+        self._cloud_controller(provider)
         if self.issuer is not None:
             self.issuer.publish_keys(control_plane.service_account_key())
         return SelfJoining()

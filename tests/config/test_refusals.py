@@ -154,6 +154,9 @@ INVALID_CASES = [
 
 
 HYBRID_CASES = [
+    # cloud-provider-aws v1.35.2 pkg/providers/v1/aws.go:3621-3630 (components/aws/cloud_controller.py).
+    ("on-prem host named like an instance", set_path("hosts[1].name", "i-0123456789abcdef0"),
+     "gpu-cluster:hosts[1] (i-0123456789abcdef0).name", "may not start with 'i-'"),
     ("efs without saying it trusts nfs clients without iam", set_path("storage", {"efs": {}}),
      "gpu-cluster:storage.efs.anonymousNfs", "the kernel's NFS client"),
     ("vpc overlaps lan", set_path("aws.vpc", {"cidr": "192.168.0.0/16"}),
