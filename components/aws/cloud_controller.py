@@ -41,6 +41,7 @@ import pulumi_kubernetes as k8s
 
 from components.common import kube
 from config import versions
+from config.image_pins import chart_tag
 
 NAMESPACE = "kube-system"
 # The chart's names (vendor/cloud-provider-aws-v1.35.2/charts/aws-cloud-controller-manager/
@@ -98,9 +99,10 @@ def policy() -> str:
 def chart_values(node_selector: Mapping[str, str]) -> dict:
     """The vendored chart's values (its values.yaml): the pinned image by digest, the
     flags, the cloud config mounted, the host's network and the controllers alone."""
-    repository, tag = versions.CLOUD_PROVIDER_AWS_IMAGE.split(":", 1)
+    repository = versions.CLOUD_PROVIDER_AWS_IMAGE_REPOSITORY
     return {
-        "image": {"repository": repository, "tag": tag},
+        "image": {"repository": repository,
+                  "tag": chart_tag(versions.CLOUD_PROVIDER_AWS_IMAGE, repository)},
         "args": args(),
         # IMDS answers the instance role's credentials only one hop away: the instances'
         # http_put_response_hop_limit is 1 (components/aws/control_plane_host.py), so a

@@ -2,11 +2,13 @@
 instance may delete a node, and no pool join token lasts:
 
 - gpu-cluster-pool-node-watcher on the controller (scripts/aws/pool-node-watcher.sh, every
-  minute) deletes the nodes and the SSM boot statuses of instances that are gone. For the
-  nodes it has a credential of its own: a client certificate of WATCHER_USER, bound to a
-  ClusterRole that may get, list and delete nodes. It reaches the controller inside the
-  install step's stdin over SSH and stays there (0600); it is never in SSM, which pool
-  instances read.
+  minute) deletes the SSM boot statuses of instances that are gone. Where the AWS cloud
+  controller manager runs (components/aws/cloud_controller.py: RKE2), its node lifecycle
+  controller deletes their nodes and the watcher holds no Kubernetes credential at all.
+  Elsewhere (k0s, whose controllers are no nodes) the watcher deletes those nodes too, with
+  a credential of its own: a client certificate of WATCHER_USER, bound to a ClusterRole
+  that may get, list and delete nodes. It reaches the controller inside the install step's
+  stdin over SSH and stays there (0600); it is never in SSM, which pool instances read.
 - gpu-cluster-pool-tokens on the controller (scripts/aws/rotate-pool-tokens.sh, every
   ROTATE_EVERY) stores in each pool's SSM SecureString a new join token that expires after
   POOL_TOKEN_TTL; the program creates the parameter with a placeholder and never writes
@@ -93,6 +95,8 @@ class PoolNodeCleanupArgs:
     api_endpoint: pulumi.Input[str]
     provider: k8s.Provider
     distribution: Distribution
+    # Whether the watcher deletes the nodes of gone instances (no cloud controller manager).
+    deletes_nodes: bool
     # The controller: its name, SSH to it, its instance role, what the step waits for.
     controller: str
     ssh: Ssh
@@ -106,12 +110,16 @@ class PoolNodeCleanup(pulumi.ComponentResource):
         super().__init__("gpu-cluster:aws:PoolNodeCleanup", name, None, opts)
         self._name, self._args = name, args
         self._status_path = ssm_paths.boot_statuses(args.cluster_name)
-        self._rbac = kube.apply_all(cluster_role(), kube.k8s_provider_opts(args.provider, self))
-        cert = args.pki.client_certificate("pool-node-watcher", WATCHER_USER)
-        self._kubeconfig = pulumi.Output.secret(pulumi.Output.all(
-            args.api_endpoint, args.pki.ca_cert_pem, cert.cert_pem, cert.private_key_pem,
-        ).apply(lambda v: client_kubeconfig(args.cluster_name, v[0], v[1],
-                                            "pool-node-watcher", v[2], v[3])))
+        self._rbac: list = []
+        self._kubeconfig: pulumi.Input[str] = ""
+        if args.deletes_nodes:
+            self._rbac = kube.apply_all(cluster_role(),
+                                        kube.k8s_provider_opts(args.provider, self))
+            cert = args.pki.client_certificate("pool-node-watcher", WATCHER_USER)
+            self._kubeconfig = pulumi.Output.secret(pulumi.Output.all(
+                args.api_endpoint, args.pki.ca_cert_pem, cert.cert_pem, cert.private_key_pem,
+            ).apply(lambda v: client_kubeconfig(args.cluster_name, v[0], v[1],
+                                                "pool-node-watcher", v[2], v[3])))
         self.register_outputs({})
 
     def start(self, token_parameters: Sequence[aws.ssm.Parameter]) -> pulumi.Resource:

@@ -21,6 +21,7 @@ from components.aws.gpu_worker_pool import (
 )
 from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
 from components.common.remote_step import Ssh, SshAccess, connection_to
+from components.distributions import runs_aws_cloud_controller
 from components.hosts.bundle_step import with_bundle
 from components.hosts.steps import preparation_steps
 from components.kubernetes.control_plane import ControlPlane
@@ -127,6 +128,7 @@ class Cloud(OnAws):
                 cluster_name=settings.cluster_name, region=settings.aws.region, pki=context.pki,
                 api_endpoint=control_plane.node_endpoint, provider=provider,
                 distribution=context.distribution,
+                deletes_nodes=not runs_aws_cloud_controller(settings),
                 controller=control_plane.host.name, ssh=control_plane.ssh,
                 controller_role=aws_side.instance.role_name,
                 after=[control_plane.installed]), opts=aws_side.opts)

@@ -64,3 +64,31 @@ def test_no_instance_is_found_by_a_nodes_name():
     assert CLUSTER_TAG in tags
     assert not [key for key in tags if key.startswith("kubernetes.io/cluster/")
                 or key == "KubernetesCluster"]
+
+
+# What a kubelet may label its own Node with under kubernetes.io and k8s.io, where
+# NodeRestriction (enabled on RKE2, components/distributions/rke2.py
+# DEFAULT_ADMISSION_PLUGINS) refuses the rest: k8s.io/kubelet pkg/apis/well_known_labels.go
+# kubeletLabels and kubeletLabelNamespaces.
+KUBELET_LABELS = {"kubernetes.io/hostname", "topology.kubernetes.io/zone",
+                  "topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
+                  "failure-domain.beta.kubernetes.io/region", "kubernetes.io/arch",
+                  "kubernetes.io/os", "node.kubernetes.io/instance-type",
+                  "beta.kubernetes.io/instance-type", "beta.kubernetes.io/arch",
+                  "beta.kubernetes.io/os"}
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def test_a_pool_node_cannot_label_itself_into_running_it():
+    """Its pods (and their token, which may delete every node) run where the distribution's
+    controller labels are; a compromised pool node's kubelet may not set them."""
+    from components.distributions.rke2 import DEFAULT_ADMISSION_PLUGINS, Rke2
+    assert "NodeRestriction" in DEFAULT_ADMISSION_PLUGINS
+    selector = cloud_controller.chart_values(Rke2.controller_node_labels)["nodeSelector"]
+    assert selector
+    for key in selector:
+        prefix = key.split("/", 1)[0]
+        assert prefix.endswith(("kubernetes.io", "k8s.io")), key
+        assert key not in KUBELET_LABELS
+        assert not any(prefix == ns or prefix.endswith("." + ns)
+                       for ns in KUBELET_LABEL_NAMESPACES), key

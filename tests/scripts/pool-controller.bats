@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # What looks after the EC2 pools from the controller: the install step aws/watch-pools.sh,
-# and the two services it installs, aws/pool-node-watcher.sh (deletes the nodes of gone
-# pool instances) and aws/rotate-pool-tokens.sh (expiring join tokens into SSM). The
+# and the two services it installs, aws/pool-node-watcher.sh (forgets gone pool instances:
+# their boot statuses, and their nodes where the AWS cloud controller manager does not run)
+# and aws/rotate-pool-tokens.sh (expiring join tokens into SSM). The
 # services run here with their own small stubs of python3 (the AWS clients) and kubectl.
 
 bats_require_minimum_version 1.5.0
@@ -59,17 +60,32 @@ install_step() {
 
 @test "watch-pools: names every bad input at once" {
   install_step
-  export TOKEN_TTL=forever KUBECTL='k0s kubectl; reboot' POOL_TOKEN_PARAMETERS='/ok bad$name' \
+  export TOKEN_TTL=forever TOKEN_COMMAND='k0s token; reboot' POOL_TOKEN_PARAMETERS='/ok bad$name' \
     BOOT_STATUS_PATH='/gpu-cluster/dev/boot status'
-  unset WATCHER_KUBECONFIG
+  unset KUBECTL
   run_script aws/watch-pools.sh
   assert_failure
-  assert_output_contains "missing required environment variable(s): WATCHER_KUBECONFIG" \
+  assert_output_contains "missing required environment variable(s): KUBECTL" \
     "TOKEN_TTL is not a duration such as 24h or 90m: 'forever'" \
-    "KUBECTL is not a command with plain words: 'k0s kubectl; reboot'" \
+    "TOKEN_COMMAND is not a command with plain words: 'k0s token; reboot'" \
     "POOL_TOKEN_PARAMETERS holds a name that is not an SSM parameter name: 'bad\$name'" \
     "BOOT_STATUS_PATH is not an SSM parameter path: '/gpu-cluster/dev/boot status'"
   refute_called '^systemctl'
+}
+
+@test "watch-pools: where the cloud controller manager runs, the watcher keeps no credential" {
+  install_step
+  run_script aws/watch-pools.sh
+  assert_success
+  assert_mode /etc/gpu-cluster/pool-node-watcher.kubeconfig 600
+  # RKE2 on the AWS layouts: the program gives no kubeconfig; the old one goes.
+  export WATCHER_KUBECONFIG=''
+  run_script aws/watch-pools.sh
+  assert_success
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.kubeconfig" ]
+  grep -qx 'KUBECONFIG_FILE=' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.env"
+  assert_output_contains "the AWS cloud controller manager deletes the pool nodes of gone instances"
+  assert_idempotent aws/watch-pools.sh
 }
 
 # agent_stubs: python3 (ec2-instances.py: the live instances' node names, or a failure;
@@ -183,4 +199,16 @@ STUB
   assert_failure
   assert_output_contains "could not create a join token for /gpu-cluster/dev/a10g/join-token"
   [ ! -e "$STUB_STATE/stored" ]
+}
+
+@test "pool-node-watcher: without a credential it deletes no node, only the boot statuses" {
+  agent_stubs
+  export KUBECONFIG_FILE='' LIVE_NAMES='' POOL_NODES=$'ip-10-30-1-17 Unknown\n' \
+    FORGOTTEN=$'/gpu-cluster/dev/boot-status/a10g/i-0123456789abcdef0\n'
+  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
+  assert_success
+  refute_called '^k0s '
+  refute_called 'ec2-instances\.py /usr'
+  assert_output_contains "the AWS cloud controller manager deletes the nodes of gone instances" \
+    "1 boot status(es) of gone instances deleted"
 }

@@ -1,6 +1,8 @@
 """The EC2 pools' nodes hold no credential that may delete a node, and their join tokens
 expire: the cloud example stack and an RKE2 cloud stack through the offline preview, the
-RBAC of every identity a pool instance holds evaluated by tests/rbac.py."""
+RBAC of every identity a pool instance holds evaluated by tests/rbac.py. Who deletes the
+node of a gone instance: on k0s the controller's watcher, with a credential of its own; on
+RKE2 the AWS cloud controller manager on the controllers, and the watcher holds none."""
 
 import base64
 import json
@@ -98,10 +100,16 @@ def test_no_identity_a_pool_instance_holds_may_delete_a_node(stack, dev):
                   if rbac.allowed(user, DELETE_NODE, groups)]
     assert may_delete == []
     assert not any(rule_allows(DELETE_NODE, rule) for rule in KUBELET_NODE_RULES)
-    # The evaluator does see who may: the controller's watcher, whose credential is not
-    # in SSM at all.
-    assert rbac.allowed(WATCHER_USER, DELETE_NODE)
     assert not [p for p in plan.of_type(PARAMETER) if "kubeconfig" in p.inputs["name"]]
+    if stack == "dev":
+        # The evaluator does see who may: the controller's watcher, whose credential is not
+        # in SSM at all.
+        assert rbac.allowed(WATCHER_USER, DELETE_NODE)
+    else:
+        # The cloud controller manager does (components/aws/cloud_controller.py), from
+        # pods on the controllers alone; the watcher's user is bound to nothing.
+        assert not rbac.allowed(WATCHER_USER, DELETE_NODE)
+        assert not [o for o in stack_rbac_objects(plan) if WATCHER_USER in json.dumps(o)]
 
 
 def test_the_controller_watches_the_pools_with_a_grant_of_its_own(dev):
@@ -152,6 +160,15 @@ def test_pool_join_tokens_expire_and_the_controller_renews_them(stack, command, 
     tokens = sorted(p.inputs["name"] for p in plan.of_type(PARAMETER)
                     if p.inputs["name"].endswith("/join-token"))
     assert sorted(inputs["POOL_TOKEN_PARAMETERS"].split()) == tokens
+    # Each group starts once the first tokens are stored.
+    for group in plan.of_type("aws:autoscaling/group:Group"):
+        assert step.urn in group.dependencies, group.name
+    if stack != "dev":
+        # RKE2: the cloud controller manager deletes the nodes; the watcher gets no
+        # credential, and no certificate is made for it.
+        assert inputs.get("WATCHER_KUBECONFIG", "") == ""
+        assert not [r for r in plan.resources if "pool-node-watcher" in r.name]
+        return
     # The watcher's credential reaches the controller in the step's stdin only.
     kubeconfig = yaml.safe_load(inputs["WATCHER_KUBECONFIG"])
     [user] = kubeconfig["users"]
@@ -159,6 +176,3 @@ def test_pool_join_tokens_expire_and_the_controller_renews_them(stack, command, 
         base64.b64decode(user["user"]["client-certificate-data"]))
     assert certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value \
         == WATCHER_USER
-    # Each group starts once the first tokens are stored.
-    for group in plan.of_type("aws:autoscaling/group:Group"):
-        assert step.urn in group.dependencies, group.name

@@ -6,12 +6,15 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=watch-pools}"
 
-# Inputs: AWS_CLIENT_TEXT AWS_REGION BOOT_STATUS_PATH CLUSTER_NAME EC2_INSTANCES FORGET_BOOT_STATUSES KUBECTL POOL_LABEL POOL_NODE_WATCHER POOL_TOKEN_PARAMETERS ROTATE_EVERY ROTATE_POOL_TOKENS TOKEN_COMMAND TOKEN_TTL WATCHER_KUBECONFIG
+# Inputs: AWS_CLIENT_TEXT AWS_REGION BOOT_STATUS_PATH CLUSTER_NAME EC2_INSTANCES FORGET_BOOT_STATUSES KUBECTL POOL_LABEL POOL_NODE_WATCHER POOL_TOKEN_PARAMETERS ROTATE_EVERY ROTATE_POOL_TOKENS TOKEN_COMMAND TOKEN_TTL
+# Optional inputs: WATCHER_KUBECONFIG
 #   POOL_NODE_WATCHER, ROTATE_POOL_TOKENS, EC2_INSTANCES, FORGET_BOOT_STATUSES,
 #   AWS_CLIENT_TEXT       the texts of pool-node-watcher.sh, rotate-pool-tokens.sh,
 #                         ec2-instances.py, forget-boot-statuses.py and ssm-parameter.py.
 #   BOOT_STATUS_PATH      the SSM path the instances' boot statuses are below.
-#   WATCHER_KUBECONFIG    the watcher's own kubeconfig (it may get, list and delete nodes).
+#   WATCHER_KUBECONFIG    optional: the watcher's own kubeconfig (it may get, list and
+#                         delete nodes), where the AWS cloud controller manager does not
+#                         run; empty: the watcher deletes no node and holds no credential.
 #   AWS_REGION, CLUSTER_NAME, POOL_LABEL
 #   KUBECTL               the distribution's kubectl command ("k0s kubectl", or RKE2's path).
 #   TOKEN_COMMAND         the distribution's command printing a new worker join token,
@@ -20,8 +23,9 @@ set -euo pipefail
 #   POOL_TOKEN_PARAMETERS the pools' join-token SSM parameters, space-separated.
 #
 # Each service is run by its timer:
-#   gpu-cluster-pool-node-watcher  deletes the nodes and boot statuses of pool instances
-#                                  that are gone (pool-node-watcher.sh), every minute;
+#   gpu-cluster-pool-node-watcher  deletes the boot statuses (and, with WATCHER_KUBECONFIG,
+#                                  the nodes) of pool instances that are gone
+#                                  (pool-node-watcher.sh), every minute;
 #   gpu-cluster-pool-tokens        stores a new expiring join token for each pool in SSM
 #                                  (rotate-pool-tokens.sh), every ROTATE_EVERY.
 # When anything changed, it rotates the tokens at once, before it returns: the pools'
@@ -36,7 +40,7 @@ DURATION='^[0-9]+(s|m|h)$'
 
 check_inputs() {
   check_missing_env POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES FORGET_BOOT_STATUSES \
-    AWS_CLIENT_TEXT WATCHER_KUBECONFIG AWS_REGION CLUSTER_NAME POOL_LABEL KUBECTL \
+    AWS_CLIENT_TEXT AWS_REGION CLUSTER_NAME POOL_LABEL KUBECTL \
     TOKEN_COMMAND TOKEN_TTL ROTATE_EVERY POOL_TOKEN_PARAMETERS BOOT_STATUS_PATH
   local name parameter
   if [[ -n "${AWS_REGION:-}" && ! "$AWS_REGION" =~ $AWS_REGION_NAME ]]; then
@@ -102,7 +106,8 @@ EOT
 main() {
   local changed=0
   check_inputs
-  local file mode input
+  : "${WATCHER_KUBECONFIG:=}"
+  local file mode input kubeconfig_file=""
   # Each file, its mode and the input holding its text; a change to any restarts the units.
   while read -r file mode input; do
     write_text "$file" "$mode" "${!input}"
@@ -113,8 +118,15 @@ $LIBEXEC/pool-tokens 0755 ROTATE_POOL_TOKENS
 $LIBEXEC/ec2-instances.py 0644 EC2_INSTANCES
 $LIBEXEC/forget-boot-statuses.py 0644 FORGET_BOOT_STATUSES
 $LIBEXEC/ssm-parameter.py 0644 AWS_CLIENT_TEXT
-$ETC/pool-node-watcher.kubeconfig 0600 WATCHER_KUBECONFIG
 EOT
+  # Where the cloud controller manager deletes the nodes, the watcher keeps no credential.
+  if [[ -n "$WATCHER_KUBECONFIG" ]]; then
+    kubeconfig_file=$ETC/pool-node-watcher.kubeconfig
+    write_text "$kubeconfig_file" 0600 "$WATCHER_KUBECONFIG"
+  else
+    remove_file "$ETC/pool-node-watcher.kubeconfig"
+  fi
+  changed=$((changed | FILE_CHANGED))
   # systemd reads these as KEY=VALUE lines; values with spaces are quoted, all are checked
   # words without quotes.
   write_file "$ETC/pool-node-watcher.env" 0600 <<EOT
@@ -122,7 +134,7 @@ AWS_REGION=$AWS_REGION
 CLUSTER_NAME=$CLUSTER_NAME
 POOL_LABEL=$POOL_LABEL
 KUBECTL="$KUBECTL"
-KUBECONFIG_FILE=$ETC/pool-node-watcher.kubeconfig
+KUBECONFIG_FILE=$kubeconfig_file
 AWS_CLIENT=$LIBEXEC/ssm-parameter.py
 EC2_CLIENT=$LIBEXEC/ec2-instances.py
 BOOT_STATUS_CLIENT=$LIBEXEC/forget-boot-statuses.py
@@ -137,7 +149,7 @@ TOKEN_TTL=$TOKEN_TTL
 POOL_TOKEN_PARAMETERS="$POOL_TOKEN_PARAMETERS"
 EOT
   changed=$((changed | FILE_CHANGED))
-  install_timer "$WATCHER_UNIT" "delete the nodes of pool instances that are gone" \
+  install_timer "$WATCHER_UNIT" "forget the pool instances that are gone" \
     "$WATCH_EVERY" pool-node-watcher
   install_timer "$TOKENS_UNIT" "new expiring join tokens for the pools" "$ROTATE_EVERY" \
     pool-tokens
@@ -154,7 +166,11 @@ EOT
     log "$WATCHER_UNIT.timer and $TOKENS_UNIT.timer are installed"
   fi
   follow_up_done "start-$TOKENS_UNIT"
-  log "pool nodes of gone instances are deleted from here; pool join tokens expire after $TOKEN_TTL"
+  if [[ -n "$WATCHER_KUBECONFIG" ]]; then
+    log "pool nodes of gone instances are deleted from here; pool join tokens expire after $TOKEN_TTL"
+  else
+    log "the AWS cloud controller manager deletes the pool nodes of gone instances; pool join tokens expire after $TOKEN_TTL"
+  fi
 }
 
 main "$@"
