@@ -7,6 +7,11 @@ zone, region and instance-type labels and addresses, then lifts the taint; the n
 lifecycle controller deletes the Node of an instance EC2 no longer has (a pool's instance
 the group let go) and taints the Node of a stopped one.
 
+A node given --node-ip (a controller: its fixed private address, config/cloud.py
+controller_addresses) must have that address among its instance's, or the node controller
+leaves it uninitialised (k8s.io/cloud-provider v0.35.0 controllers/node/
+node_controller.go:740, GetNodeAddressesFromNodeIP): an EC2 instance's private address is.
+
 It is installed through the nodes' provider (`<stack>-kubernetes-nodes`, ARCHITECTURE.md),
 registered once the control plane is installed, not through the add-ons' provider, which
 waits for every node: no node waits for it to become Ready (the taint keeps pods off, not
