@@ -149,7 +149,7 @@ apply_agent_args() {
     "RKE2_SERVICE must be rke2-agent or rke2-server"
 }
 
-CLOUD_DROPIN=/etc/rancher/rke2/config.yaml.d/30-gpu-cluster-cloud-provider.yaml
+CLOUD_DROPIN=/etc/rancher/rke2/config.yaml.d/60-gpu-cluster-cloud-provider.yaml
 
 @test "join-agent: an EC2 node runs with cloud provider external and its providerID from IMDS" {
   # What cloud-provider-aws v1.35.2 finds an instance by (pkg/providers/v1/instances_v2.go:
@@ -161,6 +161,9 @@ CLOUD_DROPIN=/etc/rancher/rke2/config.yaml.d/30-gpu-cluster-cloud-provider.yaml
 kubelet-arg+:
 - provider-id=aws:///us-west-2c/i-0fedcba9876543210'
   assert_mode "$CLOUD_DROPIN" 600
+  # Read after the kubelet drop-in, whose plain kubelet-arg would replace what came before
+  # (docs install/configuration.md, "Multiple Config Files": name order, `+` appends).
+  [[ "$(printf '%s\n' "${DROPIN##*/}" "${CLOUD_DROPIN##*/}" | LC_ALL=C sort | tail -1)" == "${CLOUD_DROPIN##*/}" ]]
 }
 
 @test "join-agent: an on-prem node keeps the kubelet's default cloud provider, and loses ours" {

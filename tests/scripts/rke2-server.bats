@@ -337,7 +337,7 @@ $SERVER_CONFIG"
   export RKE2_CLOUD_PROVIDER=aws SSM_READER="$(<"$SCRIPTS_DIR/ssm-parameter.py")"
   run_script rke2/install-server.sh
   assert_success
-  assert_file /etc/rancher/rke2/config.yaml.d/30-gpu-cluster-cloud-provider.yaml \
+  assert_file /etc/rancher/rke2/config.yaml.d/60-gpu-cluster-cloud-provider.yaml \
     'cloud-provider-name: external
 disable-cloud-controller: true
 kubelet-arg+:

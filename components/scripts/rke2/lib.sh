@@ -38,10 +38,12 @@ RKE2_SELINUX_CONFIG_FILE=$RKE2_ETC/config.yaml.d/40-gpu-cluster-selinux.yaml
 # (rancher/rke2 v1.36.3+rke2r1 pkg/rke2/rke2_linux.go:110-121, pkg/executor/staticpod/
 # staticpod.go:152-154, 313-316); a server also disables RKE2's own cloud controller, as
 # RKE2 does for the providers it bundles (pkg/cli/cmds/root.go:254-259, rke2_linux.go:161);
-# the kubelet's --provider-id (appended, `kubelet-arg+`: docs install/configuration.md,
-# "Multiple Config Files") names the instance, which the AWS cloud controller manager finds
-# by it, not by the node's name (components/aws/cloud_controller.py).
-RKE2_CLOUD_PROVIDER_CONFIG_FILE=$RKE2_ETC/config.yaml.d/30-gpu-cluster-cloud-provider.yaml
+# the kubelet's --provider-id names the instance, which the AWS cloud controller manager
+# finds by it, not by the node's name (components/aws/cloud_controller.py). Appended
+# (`kubelet-arg+`), and read after the kubelet drop-in (50-), whose plain `kubelet-arg`
+# would replace it: drop-ins are read in name order, a later plain key overrides and `+`
+# appends (docs install/configuration.md, "Multiple Config Files").
+RKE2_CLOUD_PROVIDER_CONFIG_FILE=$RKE2_ETC/config.yaml.d/60-gpu-cluster-cloud-provider.yaml
 # aws:///ZONE/INSTANCE-ID, as ssm-parameter.py provider-id prints it.
 RKE2_AWS_PROVIDER_ID='^aws:///[a-z]{2}(-[a-z]+)+-[0-9][a-z]/i-[0-9a-f]{8,17}$'
 # rke2-selinux, the policy of RKE2's paths, from Rancher's stable repository for EL9, as
