@@ -20,10 +20,14 @@ Ready away), and it needs nothing but the API, IMDS and EC2, so nothing deadlock
 Who can do what with its identity:
 - In Kubernetes it is the chart's ServiceAccount kube-system/cloud-controller-manager,
   bound to the chart's ClusterRole system:cloud-controller-manager: every verb on nodes,
-  services and their status, events, leases, tokenreviews. Only cluster admins create pods
-  in kube-system (team users are bound to their own namespaces, components/access/), so
-  none of them can mount its token. Its pods run on the controllers only (nodeSelector),
-  never on a pool node: a compromised pool node cannot read its token.
+  services and their status, events, leases, tokenreviews: it may delete every node.
+  Only cluster admins create pods or tokens in kube-system (team users are bound to their
+  own namespaces, components/access/), so no team user can mount or request its token.
+  Its pods run on the controllers only (nodeSelector on the distribution's controller
+  label), never on a pool node, and a pool node's kubelet may not give its own Node that
+  label (NodeRestriction allows it kubelet.kubernetes.io/, node.kubernetes.io/ and a few
+  well-known labels only): a compromised pool node cannot read its token
+  (tests/components/test_cloud_controller.py).
 - In AWS it is the controllers' instance role, which it reaches through IMDS (hostNetwork:
   the instances' hop limit of 1 keeps pods on the pod network away from IMDS,
   components/aws/control_plane_host.py). The role gets `policy()`: describing instances,
