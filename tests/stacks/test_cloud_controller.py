@@ -74,6 +74,13 @@ def test_every_controller_role_may_describe_instances_and_no_pool_role(cloud):
             assert evaluate(who, Request(action, "*")) == IMPLICIT_DENY, (who.name, action)
 
 
+def test_on_hybrid_the_controller_role_gets_the_same_grant_alone(hybrid):
+    stack = Stack(hybrid)
+    granted = {name for name, who in stack.roles.items()
+               if evaluate(who, Request("ec2:DescribeInstanceTopology", "*")) == ALLOW}
+    assert granted and all("control-plane-host" in name for name in granted), granted
+
+
 def test_the_ec2_nodes_run_an_external_cloud_provider_and_the_on_prem_ones_do_not(hybrid):
     rendered = steps(hybrid)
     [install] = [s for name, s in rendered.items() if name.endswith("-install-controller")]
