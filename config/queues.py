@@ -61,28 +61,20 @@ def flavor_order(order: Sequence[str], hosts: Sequence, pools: Sequence) -> list
 
 def queue_checks(cfg: PartialConfig) -> list[Problem]:
     access = cfg.access
-    if access is None or not (access.queues and access.teams):
-        return []
-    if not (cfg.complete("hosts") and cfg.complete("pools")):
+    if access is None or not (cfg.complete("hosts") and cfg.complete("pools")):
         return []
     hosts = [host for _, host in cfg.hosts or []]
     indexed_pools = list(cfg.pools or [])
     pools = [pool for _, pool in indexed_pools]
-    problems = []
+    # The order names flavors of the stack whether or not queues use it (the program
+    # builds the flavors from it).
+    problems = _order_problems(access.flavor_order, stack_flavors(hosts, pools))
+    if not (access.queues and access.teams):
+        return problems
     for index, pool in indexed_pools:
         if pool.name in RESERVED_FLAVOR_NAMES:
             problems.append(Problem(f"pools[{index}].name", f"'{pool.name}' names a Kueue "
                                     "flavor of its own (access.queues); name the pool otherwise"))
-    available = stack_flavors(hosts, pools)
-    seen: set[str] = set()
-    for index, name in enumerate(access.flavor_order):
-        key = f"access.flavorOrder[{index}]"
-        if name not in available:
-            problems.append(Problem(key, f"'{name}' is not a flavor of this stack (flavors: "
-                                    f"{', '.join(available) or 'none'})"))
-        elif name in seen:
-            problems.append(Problem(key, f"'{name}' is listed twice"))
-        seen.add(name)
     order = flavor_order(access.flavor_order, hosts, pools)
     used: set[str] = set()
     for t, team in enumerate(access.teams):
@@ -102,4 +94,18 @@ def queue_checks(cfg: PartialConfig) -> list[Problem]:
             problems.append(Problem(f"pools[{index}].taints", f"{len(tolerated)} "
                                     "NoSchedule/NoExecute taints; its Kueue flavor tolerates at "
                                     f"most {MAX_FLAVOR_TOLERATIONS}"))
+    return problems
+
+
+def _order_problems(order: Sequence[str], available: list[str]) -> list[Problem]:
+    problems = []
+    seen: set[str] = set()
+    for index, name in enumerate(order):
+        key = f"access.flavorOrder[{index}]"
+        if name not in available:
+            problems.append(Problem(key, f"'{name}' is not a flavor of this stack (flavors: "
+                                    f"{', '.join(available) or 'none'})"))
+        elif name in seen:
+            problems.append(Problem(key, f"'{name}' is listed twice"))
+        seen.add(name)
     return problems

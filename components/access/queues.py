@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from config.access import Team
-from config.queues import DEFAULT_FLAVOR, ON_PREM_FLAVOR, flavor_order
+from config.queues import DEFAULT_FLAVOR, ON_PREM_FLAVOR, FlavorQuota, flavor_order
 from contract.names import CAPACITY_LABEL, POOL_LABEL
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -37,7 +37,6 @@ COHORT = "teams"
 # namespaceSelector matches: only that namespace's workloads are admitted to it.
 TEAM_LABEL = "gpu-cluster/team"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-cluster"}
-
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ def resource_flavor(flavor: Flavor | None = None) -> dict:
                          "labels": dict(MANAGED_BY)}, "spec": spec}
 
 
-def team_flavors(team: Team, flavors: Sequence[Flavor]) -> list[tuple[Flavor, object]]:
+def team_flavors(team: Team, flavors: Sequence[Flavor]) -> list[tuple[Flavor, FlavorQuota]]:
     """The flavors the team has GPUs on, in the stack's order, with its quota on each."""
     quotas = {quota.name: quota for quota in team.quota.flavors}
     return [(flavor, quotas[flavor.name]) for flavor in flavors if flavor.name in quotas]

@@ -85,11 +85,14 @@ def test_a_pool_may_not_take_a_flavor_s_name(name):
     assert path == f"pools[0] ({name}).name" and "names a Kueue flavor of its own" in message
 
 
-def test_without_queues_the_flavor_rules_do_not_apply():
+def test_without_queues_a_pool_may_be_named_on_prem_but_the_order_is_still_checked():
     values = with_teams(cloud_config(), {"name": "vision", "quota": {"gpus": 4}},
-                        queues=False, flavorOrder=["spot"])
+                        queues=False)
     values["pools"][0]["name"] = "on-prem"
-    assert loads(values).access.flavor_order == ["spot"]
+    assert loads(values).pools[0].name == "on-prem"
+    values["access"]["flavorOrder"] = ["spot"]
+    assert problems_of(values) == [("access.flavorOrder[0]", "'spot' is not a flavor of this "
+                                    "stack (flavors: on-prem)")]
 
 
 def test_a_pool_flavor_tolerates_at_most_eight_taints():
