@@ -5,6 +5,7 @@ pool by its name (gpu-cluster/pool=<name>). A team's ClusterQueue lists the flav
 GPUs on in the cluster's order; Kueue tries them in that order (docs/teams.md)."""
 
 from collections.abc import Sequence
+from typing import Optional
 
 from pydantic import Field
 
@@ -57,6 +58,21 @@ def stack_flavors(hosts: Sequence, pools: Sequence) -> list[str]:
 def flavor_order(order: Sequence[str], hosts: Sequence, pools: Sequence) -> list[str]:
     """`access.flavorOrder` when it is set, else the stack's flavors in the default order."""
     return list(order) if order else stack_flavors(hosts, pools)
+
+
+def unsplit_teams_warning(access) -> Optional[str]:
+    """Teams without per-flavor GPUs beside teams with them: the first's queued jobs get no
+    node selector (DEFAULT_FLAVOR), so they may take the pools' or on-prem nodes the others'
+    quotas count on."""
+    if not (access.queues and any(team.quota.flavors for team in access.teams)):
+        return None
+    unsplit = [team.name for team in access.teams if not team.quota.flavors]
+    if not unsplit:
+        return None
+    return (f"gpu-cluster:access.teams: {', '.join(unsplit)} set no quota.flavors while other "
+            "teams do: their queued jobs are given no node selector and may run on any node, "
+            "pools included; give them quota.flavors (docs/teams.md, \"Where a team's GPUs "
+            "come from\")")
 
 
 def queue_checks(cfg: PartialConfig) -> list[Problem]:

@@ -5,6 +5,7 @@ across keys, each problem named by its key and reported at once."""
 import pytest
 
 from config.queues import CAPACITY_PREFERENCE, stack_flavors
+from config.warnings import preview_warnings
 from contract.names import CAPACITY_KINDS
 from tests.builders import bare_metal_config, cloud_config
 from tests.config.loading import loads, problems_of
@@ -112,3 +113,12 @@ def test_a_host_may_not_set_the_labels_flavors_select_by(key):
     values["hosts"][1]["labels"] = {key: "spot"}
     [(path, message)] = problems_of(values)
     assert path == f"hosts[1] (gpu000).labels.{key}" and "the program sets it" in message
+
+
+def test_teams_left_unsplit_beside_split_ones_are_warned_about():
+    values = with_teams(cloud_config(), {"name": "vision", "quota": {"flavors": [
+        {"name": "gpu", "gpus": 4}]}}, {"name": "nlp", "quota": {"gpus": 4}})
+    [warning] = [w for w in preview_warnings(loads(values)) if "quota.flavors" in w]
+    assert warning.startswith("gpu-cluster:access.teams: nlp set no quota.flavors")
+    values["access"]["teams"][1]["quota"] = {"flavors": [{"name": "gpu", "gpus": 4}]}
+    assert not [w for w in preview_warnings(loads(values)) if "quota.flavors" in w]
