@@ -37,6 +37,8 @@ COHORT = "teams"
 # namespaceSelector matches: only that namespace's workloads are admitted to it.
 TEAM_LABEL = "gpu-cluster/team"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-cluster"}
+# The cluster-scoped objects a ClusterQueue names; queue_objects lists them before the queues.
+NAMED_BY_QUEUES = ("ResourceFlavor", "AdmissionCheck", "ProvisioningRequestConfig")
 
 
 @dataclass(frozen=True)

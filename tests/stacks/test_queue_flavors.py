@@ -141,6 +141,19 @@ def test_pools_are_flavors_tried_in_the_stack_s_order_and_wait_for_their_nodes()
     assert kueue_pod_annotations(plan) == {PROVISIONING_ANNOTATION: "enabled"}
 
 
+def test_a_cluster_queue_waits_for_the_objects_it_names():
+    plan = shared_preview(cloud_values())
+    urns = {r.inputs["metadata"]["name"]: r.urn for r in plan.resources
+            if r.type.endswith((":ResourceFlavor", ":AdmissionCheck"))}
+    for record in plan.resources:
+        if record.type.endswith(":ClusterQueue"):
+            spec = record.inputs["spec"]
+            named = {f["name"] for g in spec["resourceGroups"] for f in g["flavors"]} | {
+                r["name"] for r in spec.get("admissionChecksStrategy", {}).get(
+                    "admissionChecks", [])}
+            assert {urns[name] for name in named} <= set(record.dependencies), record.name
+
+
 def test_the_resource_quota_caps_the_namespace_at_what_kueue_may_admit():
     plan = shared_preview(cloud_values())
     hard = namespaced(plan, "ResourceQuota")[("vision", "team-quota")]["spec"]["hard"]
