@@ -181,7 +181,10 @@ def provisioning_objects() -> list[dict]:
     ProvisioningRequest of the workload's pods in its namespace once it holds quota on a
     pool's flavor, and admits it when cluster-autoscaler reports Provisioned=True.
     managedResources: only the pod sets that request GPUs are in the request (an MPIJob's
-    launcher asks for no nodes; kueue v0.19.2 provisioningrequestconfig_types.go:52-65)."""
+    launcher asks for no nodes; kueue v0.19.2 provisioningrequestconfig_types.go:52-65).
+    The check works on Kueue's Workload, whatever the job kind: MPIJobs go through it as
+    Jobs do (kubeflow.org/mpijob is in components/addons/kueue.py FRAMEWORKS, as in the
+    chart's own values.yaml:168)."""
     labels = dict(MANAGED_BY)
     return [
         {"apiVersion": API_VERSION, "kind": "ProvisioningRequestConfig",
