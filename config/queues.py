@@ -9,20 +9,24 @@ from typing import Optional
 
 from pydantic import Field
 
+from contract.names import CAPACITY_KINDS
+
 from config.model_base import Section
 from config.partial import PartialConfig
 from config.problems import Problem
 from config.types import DnsLabel
 
-# The flavor of the on-prem hosts; also the value of their capacity label.
-ON_PREM_FLAVOR = "on-prem"
+# The values of the capacity label (contract/names.py; unpacking fails on a new kind).
+ON_PREM, ON_DEMAND, SPOT, RESERVED = CAPACITY_KINDS
+# The flavor of the on-prem hosts is named as the value of their capacity label.
+ON_PREM_FLAVOR = ON_PREM
 # The flavor of a team without per-flavor quotas: no node labels, as before flavors
 # (components/access/queues.py). A pool may not take either name.
 DEFAULT_FLAVOR = "default-flavor"
 RESERVED_FLAVOR_NAMES = (ON_PREM_FLAVOR, DEFAULT_FLAVOR)
 # The default order: capacity already paid for first (the hosts, then reserved pools), then
-# On-Demand, then Spot, which AWS may take back: contract/names.py CAPACITY_KINDS.
-CAPACITY_PREFERENCE = ("on-prem", "reserved", "on-demand", "spot")
+# On-Demand, then Spot, which AWS may take back.
+CAPACITY_PREFERENCE = (ON_PREM, RESERVED, ON_DEMAND, SPOT)
 # ResourceFlavor spec.tolerations: at most 8 (kueue v0.19.2 apis/kueue/v1beta2/
 # resourceflavor_types.go:98); the flavor of a pool tolerates its NoSchedule/NoExecute taints.
 MAX_FLAVOR_TOLERATIONS = 8
@@ -44,7 +48,7 @@ class FlavorQuota(Section):
 def pool_capacity(pool) -> str:
     """The capacity kind of a pool (contract/names.py CAPACITY_KINDS). Every pool the
     config can describe is On-Demand: WorkerPool has no purchase option of its own."""
-    return "on-demand"
+    return ON_DEMAND
 
 
 def stack_flavors(hosts: Sequence, pools: Sequence) -> list[str]:
