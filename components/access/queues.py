@@ -18,7 +18,8 @@ API_VERSION = "kueue.x-k8s.io/v1beta2"
 # DEFAULT_FLAVOR: one flavor without node labels, upstream's examples' name: the quota
 # counts resources, not node kinds (GPU pods reach GPU nodes by their nvidia.com/gpu
 # request). A team without per-flavor GPUs has all its quota there, as before flavors; one
-# with them, its CPU and memory (one figure, as its ResourceQuota has).
+# with them, its CPU and memory (one figure, as its ResourceQuota has); their GPUs are
+# split by flavor.
 GPU = "nvidia.com/gpu"
 # The admission check of the flavors whose nodes cluster-autoscaler provides, and the
 # ProvisioningRequestConfig it names: kueue v0.19.2 site/content/en/docs/concepts/
