@@ -12,6 +12,7 @@ from pulumi_command import local
 from components.common import pod_security
 from components.common.remote_step import run_step
 from components.hosts.authorized_keys import authorized_keys_step
+from components.access.queues import Flavor, stack_flavors, uses_provisioning
 from components.access.storage_egress import StorageEgress
 from components.access.teams import (Access, AccessArgs, KubeflowProfiles, job_kinds,
                                     kubeconfig_cluster_name)
@@ -306,12 +307,14 @@ class Cluster(pulumi.ComponentResource):
         # use the public one from aws.adminCidrs.
         users_endpoint = (self.control_plane.node_endpoint
                           if services.users_on_private_network else self.api_endpoint)
+        flavors = stack_flavors(settings.hosts, settings.pools, settings.access.flavor_order)
         self.access = Access(f"{self._name}-access", AccessArgs(
             access=settings.access, cluster_name=settings.cluster_name, provider=self.provider,
             pki=self.pki, api_endpoint=users_endpoint,
             job_kinds=job_kinds(settings.mpi.operator, settings.kubeflow),
             aws_opts=services.aws_opts, vpn_profile=services.user_vpn_profile,
-            kubeflow_profiles=profiles, kueue=self._create_kueue(),
+            kubeflow_profiles=profiles, kueue=self._create_kueue(flavors),
+            queue_flavors=flavors,
             kubeconfig_cluster=kubeconfig_cluster_name(
                 settings.cluster_name, services.users_on_private_network),
             pod_security_version=pod_security.version_of(settings.kubernetes.version),
@@ -349,10 +352,11 @@ class Cluster(pulumi.ComponentResource):
             return None
         return StorageEgress(servers, machines.endpoint.node_address, machines.endpoint.port)
 
-    def _create_kueue(self) -> Optional[list]:
+    def _create_kueue(self, flavors: list[Flavor]) -> Optional[list]:
         """Kueue for the teams' queues (access.queues), when there is a team."""
         access = self._settings.access
         if not (access.queues and access.teams):
             return None
-        return Kueue(f"{self._name}-kueue", KueueArgs(provider=self.provider),
-                     opts=pulumi.ResourceOptions(parent=self)).installed
+        return Kueue(f"{self._name}-kueue", KueueArgs(
+            provider=self.provider, provisioning=uses_provisioning(access.teams, flavors)),
+            opts=pulumi.ResourceOptions(parent=self)).installed

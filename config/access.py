@@ -8,6 +8,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from config.kubeflow import Email
 from config.model_base import Section
+from config.queues import FlavorQuota
 from config.types import DnsLabel
 
 # Kubernetes' built-in user-facing ClusterRoles.
@@ -44,6 +45,30 @@ class Quota(Section):
     # Total of all PersistentVolumeClaims' requests.
     storage: Optional[Quantity] = None
     """`requests.storage` of all PersistentVolumeClaims (`2Ti`)."""
+    # Per flavor: the team's GPUs by where they run, tried in the cluster's flavor order
+    # (config/queues.py); `gpus` and `borrowGpus` are then their sums.
+    flavors: list[FlavorQuota] = Field(default=[], max_length=64)
+    """GPUs by flavor (`on-prem` or a pool), which the team's queue tries in `access.flavorOrder`;
+    `gpus` and `borrowGpus` default to their sums ([Fair sharing](teams.md#fair-sharing-kueue))."""
+
+    @model_validator(mode="after")
+    def _totals_of_flavors(self) -> "Quota":
+        if not self.flavors:
+            return self
+        names = [flavor.name for flavor in self.flavors]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"flavors lists {', '.join(twice)} twice")
+        for key, field, total in (
+                ("gpus", "gpus", sum(f.gpus for f in self.flavors)),
+                ("borrowGpus", "borrow_gpus", sum(f.borrow_gpus for f in self.flavors))):
+            if field not in self.model_fields_set:
+                # The section is frozen; the total is filled in once, here, as if given.
+                object.__setattr__(self, field, total)
+            elif getattr(self, field) != total:
+                raise ValueError(f"{key} ({getattr(self, field)}) is not the sum of flavors[]."
+                                 f"{key} ({total}); leave it unset or make them agree")
+        return self
 
     @model_validator(mode="after")
     def _borrowing_needs_a_share(self) -> "Quota":
@@ -167,6 +192,10 @@ class AccessSettings(Section):
     queues: bool = True
     """With teams, Kueue and a queue per team from its quota (see [Fair sharing
     (Kueue)](teams.md#fair-sharing-kueue)); `false` leaves both out."""
+    # Kueue's flavors in order of preference (config/queues.py); empty: the default order.
+    flavor_order: list[DnsLabel] = Field(default=[], max_length=64)
+    """The order in which teams' queues try flavors (`on-prem`, pool names); default: `on-prem`,
+    then reserved, On-Demand and Spot pools."""
 
     @field_validator("teams")
     @classmethod

@@ -6,6 +6,8 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from contract.names import CAPACITY_LABEL, POOL_LABEL
+
 from config.partial import PartialConfig
 from config.problems import Problem
 from config.types import key_body, public_key_or_nothing
@@ -167,6 +169,11 @@ def _host_fields(cfg: PartialConfig) -> list[Problem]:
                             "the kubelet may not set labels under kubernetes.io/ or k8s.io/ except "
                             "kubelet.kubernetes.io/ and node.kubernetes.io/ (NodeRestriction)")
                 )
+            elif key in (CAPACITY_LABEL, POOL_LABEL):
+                # Kueue's flavors select nodes by them (components/access/queues.py).
+                problems.append(Problem(f"hosts[{index}].labels.{key}", "the program sets it "
+                                        f"({CAPACITY_LABEL}=on-prem on the hosts that run "
+                                        "workloads; Kueue's flavors select nodes by it)"))
         if host.role == "controller" and (host.gpus or host.taints or host.labels):
             field_name = "gpus" if host.gpus else ("taints" if host.taints else "labels")
             problems.append(

@@ -29,6 +29,7 @@ from config.kubeflow_checks import kubeflow_checks
 from config.kubernetes import KubernetesSettings
 from config.model_base import Section
 from config.monitoring import MonitoringSettings, monitoring_checks
+from config.queues import queue_checks
 from config.mpi import MpiSettings
 from config.release_pins import VersionOverrides, release_pin_checks
 from config.storage import StorageSettings, storage_checks
@@ -378,7 +379,7 @@ class StackConfig(Section):
 CROSS_CHECKS = (checks.network_checks, checks.host_checks, checks.ssh_checks,
                 checks.nvidia_checks, checks.tuning_checks, firewall_checks, storage_checks,
                 hybrid_checks, cloud_checks, kubeflow_checks, image_checks, backup_checks,
-                monitoring_checks, release_pin_checks, control_plane_checks)
+                monitoring_checks, release_pin_checks, control_plane_checks, queue_checks)
 
 # Keys whose value must be set with `pulumi config set --secret`.
 SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile", "kubeflowPassword",

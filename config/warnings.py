@@ -14,6 +14,7 @@ from config.host_security import host_warnings
 from config.image_checks import KUBEFLOW_ALIAS_WARNING, LOGIN_WARNING
 from config.image_pins import tag_only_warning
 from config.model import StackConfig
+from config.queues import unsplit_teams_warning
 from config.timesync import time_warning
 
 # nfs(5), "soft / hard": "A so-called "soft" timeout can cause silent data corruption in
@@ -41,6 +42,7 @@ def preview_warnings(settings: StackConfig) -> list[str]:
     warnings += soft_mount_warnings(settings)
     warnings += download_warnings(settings)
     warnings.append(time_warning(settings.time, settings.packages.apt_mirror))
+    warnings.append(unsplit_teams_warning(settings.access))
     return [warning for warning in warnings if warning]
 
 

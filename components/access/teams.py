@@ -12,7 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.access.kubeflow_profiles import contributor_objects, profile_owner
-from components.access.queues import TEAM_LABEL, queue_objects
+from components.access.queues import NAMED_BY_QUEUES, TEAM_LABEL, Flavor, queue_objects
 from components.access.storage_egress import StorageEgress, storage_egress_policy
 from components.access.team_policy import network_policy_guard, team_pod_policy
 from components.common import kube, pod_security
@@ -109,6 +109,9 @@ class AccessArgs:
     kubeflow_profiles: Optional[KubeflowProfiles] = None
     # With Kueue (access.queues): what installs it; the teams' queues wait for it.
     kueue: Optional[Sequence[pulumi.Resource]] = None
+    # Kueue's flavors of the stack's capacity, in the order teams' queues try them
+    # (components/access/queues.py stack_flavors).
+    queue_flavors: Sequence[Flavor] = ()
     # The cluster entry's name in users' kubeconfigs when it is not the cluster's: where
     # they reach another address than the admin (kubeconfig_cluster_name).
     kubeconfig_cluster: Optional[str] = None
@@ -203,14 +206,20 @@ class Access(pulumi.ComponentResource):
         """Kueue's objects for the teams (components/access/queues.py), once its CRDs and
         webhooks are there."""
         args = self._args
-        opts = kube.k8s_provider_opts(args.provider, self, [*namespaces, *kueue])
-        for obj in queue_objects(args.access.teams):
+        # The ClusterQueues after the flavors and admission checks they name (and deleted
+        # before them), so Kueue never sees one referring to a missing object.
+        named: list = []
+        for obj in queue_objects(args.access.teams, args.queue_flavors):
             metadata = obj["metadata"]
             name = "-".join(filter(None, [metadata.get("namespace"), obj["kind"].lower(),
                                           metadata["name"]]))
-            k8s.apiextensions.CustomResource(
+            after = named if obj["kind"] == "ClusterQueue" else []
+            created = k8s.apiextensions.CustomResource(
                 name, api_version=obj["apiVersion"], kind=obj["kind"], metadata=metadata,
-                spec=obj["spec"], opts=opts)
+                spec=obj["spec"],
+                opts=kube.k8s_provider_opts(args.provider, self, [*namespaces, *kueue, *after]))
+            if obj["kind"] in NAMED_BY_QUEUES:
+                named.append(created)
 
     def _kubeconfig(self, user: User) -> pulumi.Output[str]:
         args = self._args

@@ -22,6 +22,13 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 # setup.go:109). One whose CRD is absent (mpi.operator: false) is deferred, not an error
 # (setup.go:96, "No matching API in the server for job framework, deferring ...").
 FRAMEWORKS = ("batch/job", "kubeflow.org/mpijob")
+# Kueue sets up its ProvisioningRequest admission check controller only when it starts and
+# the API serves autoscaling.x-k8s.io/v1 ProvisioningRequests (v0.19.2 cmd/kueue/main.go:
+# 513-526, "Skipping provisioning controller setup"); no feature gate (the controller is GA
+# since v0.14: site/content/en/docs/concepts/admission_check/provisioning_request.md). This
+# annotation on the manager's pods changes when a team's queue first uses the check, so the
+# manager restarts and sets the controller up (cluster-autoscaler's CRD installed by then).
+PROVISIONING_ANNOTATION = "gpu-cluster/provisioning-requests"
 
 
 def manager_configuration() -> dict:
@@ -53,13 +60,17 @@ def manager_configuration() -> dict:
     }
 
 
-def chart_values() -> dict:
-    """The release's image (the chart in the tag names a staging one) and our configuration."""
+def chart_values(provisioning: bool = False) -> dict:
+    """The release's image (the chart in the tag names a staging one) and our configuration;
+    with `provisioning`, PROVISIONING_ANNOTATION on the manager's pods."""
+    manager: dict = {"image": {
+        "repository": versions.KUEUE_IMAGE_REPOSITORY,
+        "tag": chart_tag(versions.KUEUE_IMAGE, versions.KUEUE_IMAGE_REPOSITORY),
+        "pullPolicy": "IfNotPresent"}}
+    if provisioning:
+        manager["podAnnotations"] = {PROVISIONING_ANNOTATION: "enabled"}
     return {
-        "controllerManager": {"manager": {"image": {
-            "repository": versions.KUEUE_IMAGE_REPOSITORY,
-            "tag": chart_tag(versions.KUEUE_IMAGE, versions.KUEUE_IMAGE_REPOSITORY),
-            "pullPolicy": "IfNotPresent"}}},
+        "controllerManager": {"manager": manager},
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(
             manager_configuration(), sort_keys=False)},
     }
@@ -69,6 +80,9 @@ def chart_values() -> dict:
 class KueueArgs:
     # The add-ons' provider: registered once every node is ready.
     provider: k8s.Provider
+    # Whether a team's queue waits for cluster-autoscaler's nodes (components/access/
+    # queues.py uses_provisioning).
+    provisioning: bool = False
 
 
 class Kueue(pulumi.ComponentResource):
@@ -84,7 +98,7 @@ class Kueue(pulumi.ComponentResource):
             f"{name}-chart",
             chart=versions.KUEUE_CHART,
             namespace=NAMESPACE,
-            values=chart_values(),
+            values=chart_values(args.provisioning),
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
         )
         self.installed = [chart]

@@ -18,7 +18,8 @@ from config.control_plane import ControlPlaneEndpoint
 from config.kubernetes import KubernetesSettings
 from config.hosts import MACHINE_GENERATION_LABEL, Host, WorkerPool
 from config.model import HostTuning
-from contract.names import POOL_LABEL
+from config.queues import ON_PREM_FLAVOR
+from contract.names import CAPACITY_LABEL, POOL_LABEL
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,10 @@ class Distribution(Protocol):
 def node_labels(node: "Host | WorkerPool") -> dict[str, str]:
     """Labels from config plus the GPU labels the GPU add-ons select nodes by."""
     labels = {POOL_LABEL: node.name} if isinstance(node, WorkerPool) else {}
+    if isinstance(node, Host) and node.runs_workloads:
+        # The on-prem flavor of the teams' Kueue queues selects these nodes by it
+        # (components/access/queues.py stack_flavors; config/queues.py ON_PREM_FLAVOR).
+        labels[CAPACITY_LABEL] = ON_PREM_FLAVOR
     if node.gpus:
         labels["nvidia.com/gpu.present"] = "true"
         if node.gpu_model:

@@ -9,6 +9,8 @@ from tests.kubeflow.certificates import make_certificate
 CERTIFICATE, TLS_KEY = make_certificate("192.168.2.2", days=3650)
 PROFILE = "client\ndev tun\nproto udp\nremote 192.168.10.5 1194\n"
 EXAMPLES = {
+    "access.flavorOrder[]": "on-prem",
+    "access.teams[].quota.flavors[].name": "on-prem",
     "access.teams[].containerDefaults.cpuLimit": "2",
     "access.teams[].containerDefaults.cpuRequest": "100m",
     "access.teams[].containerDefaults.memoryLimit": "4Gi",
@@ -297,6 +299,8 @@ SETTINGS_FOR = {
     "kubernetes.controlPlane.address": _external_api_load_balancer,
 }
 TEMPLATES = {  # first item of a list, or a section, a key needs
+    # lab's first team has 8 GPUs, all on-prem.
+    "access.teams[].quota.flavors": {"name": "on-prem", "gpus": 8},
     "hosts[].taints": {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
     "pools[].taints": {"key": "example.com/batch", "effect": "NoSchedule"},
     "kubeflow.imageMirror": {"registry": "registry.example.internal/kubeflow"},

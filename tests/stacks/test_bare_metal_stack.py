@@ -174,13 +174,18 @@ def test_node_labels_and_taints_come_from_config():
                                     "effect": "NoSchedule"}]
     plan = preview(values)
     patch = plan.named("gpu000-node-metadata").inputs
+    # gpu-cluster/capacity=on-prem: what the on-prem Kueue flavor selects (a host that
+    # runs workloads).
     assert patch["metadata"]["labels"] == {
-        "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
-        "team": "vision"}
+        "gpu-cluster/capacity": "on-prem", "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "team": "vision"}
     assert patch["spec"]["taints"] == [
         {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     stdin = plan.redact(plan.named("gpu000-join-worker").inputs["stdin"])
     assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'\n" in stdin
+    # The kubelet registers a new node with the same labels (k0s --labels).
+    assert ("export NODE_LABELS='gpu-cluster/capacity=on-prem,nvidia.com/gpu.present=true,"
+            "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB,team=vision'\n") in stdin
 
 
 def test_controller_plus_worker_registers_its_own_node_without_joining():
