@@ -128,21 +128,15 @@ cordon() {
   log "cordoned node $node: nothing new is scheduled here"
 }
 
-# evictable_pods NODE: "namespace name" of each pod bound to NODE that the drain evicts and
-# that is not being deleted yet; fails when the API does not answer. `busy` (a global) counts
-# those being deleted.
-evictable_pods() {
+# drained_pods NODE: "namespace name deleting" of each pod bound to NODE that the drain
+# evicts (deleting: "-" or when its deletion began); fails when the API does not answer.
+drained_pods() {
   local listing namespace name kind mirror deleting
   listing="$(kube get pods --all-namespaces --field-selector "spec.nodeName=$1" \
     -o "jsonpath=$POD_FIELDS")" || return 1
-  busy=0
   while IFS='|' read -r namespace name kind mirror deleting; do
     [[ -n "$name" && "$kind" != DaemonSet && -z "$mirror" ]] || continue
-    if [[ -n "$deleting" ]]; then
-      busy=$((busy + 1))
-    else
-      printf '%s %s\n' "$namespace" "$name"
-    fi
+    printf '%s %s %s\n' "$namespace" "$name" "${deleting:--}"
   done <<<"$listing"
 }
 
@@ -163,18 +157,19 @@ EOT
 }
 
 drain() {
-  local node deadline pods namespace name busy=0
+  local node deadline pods namespace name deleting
   node="$(node_name)"
   deadline=$((SECONDS + DRAIN_SECONDS))
   while ((SECONDS < deadline)); do
-    if ! pods="$(evictable_pods "$node")"; then
+    if ! pods="$(drained_pods "$node")"; then
       log "could not list the pods of node $node; trying again"
-    elif [[ -z "$pods" && "$busy" == 0 ]]; then
+    elif [[ -z "$pods" ]]; then
       log "drained node $node: only DaemonSet and static pods are left"
       return 0
     else
-      while read -r namespace name; do
-        [[ -z "$name" ]] || evict "$namespace" "$name"
+      # Those being deleted already are waited for, the others evicted.
+      while read -r namespace name deleting; do
+        [[ "$deleting" != - ]] || evict "$namespace" "$name"
       done <<<"$pods"
     fi
     sleep 2
