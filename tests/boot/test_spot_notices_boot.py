@@ -86,7 +86,8 @@ def test_an_interruption_after_boot_cordons_then_drains_the_node(case, tmp_path)
     # The stub logs `k0s kubectl ARGS` and RKE2's `kubectl ARGS` alike, as "kubectl ARGS".
     node_kubectl = step_inputs(case.scripts[-1])["NODE_KUBECTL"].split()
     kubelet = " ".join(["kubectl", *node_kubectl[node_kubectl.index("kubectl") + 1
-                                                  if "kubectl" in node_kubectl else 1:]])
+                                                  if "kubectl" in node_kubectl else 1:],
+                        "--request-timeout=10s"])
     assert kubelet.startswith("kubectl --kubeconfig /var/lib/"), node_kubectl
     listing = (f"{kubelet} get pods --all-namespaces --field-selector spec.nodeName={NODE} -o "
                "jsonpath={range .items[*]}")

@@ -124,7 +124,7 @@ def handler_class(api: Api):
 
         def do_PATCH(self):
             body = self._body()
-            if self.path != f"/api/v1/nodes/{NODE}":
+            if urlsplit(self.path).path != f"/api/v1/nodes/{NODE}":
                 return self._forbidden("node is not allowed to modify another node")
             # admitNode: "node %q is not allowed to modify taints".
             if "taints" in body.get("spec", {}):

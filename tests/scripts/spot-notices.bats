@@ -9,7 +9,7 @@ bats_require_minimum_version 1.5.0
 load helpers
 
 NODE=ip-10-0-1-23
-KUBELET="kubectl --kubeconfig /var/lib/k0s/kubelet.conf"
+KUBELET="kubectl --kubeconfig /var/lib/k0s/kubelet.conf --request-timeout=10s"
 INTERRUPTION=latest/meta-data/spot/instance-action
 REBALANCE=latest/meta-data/events/recommendations/rebalance
 
@@ -127,6 +127,18 @@ kube-system|kube-proxy-ip-10-0-1-23|Node|4b1c9d|" ]]
   grep -qx "PUT /latest/api/token 200" "$IMDS_DIR/requests.log"
   grep -qx "GET /$INTERRUPTION 200" "$IMDS_DIR/requests.log"
   grep -qx "GET /$REBALANCE 404" "$IMDS_DIR/requests.log"
+}
+
+@test "spot-notices: an eviction a PodDisruptionBudget refuses is tried again in the next round" {
+  start_imds
+  announce "$INTERRUPTION" '{"action": "terminate", "time": "2026-11-29T10:02:00Z"}'
+  STUB_PDB_PODS=train-llm-0 run_handler 1
+  assert_success
+  assert_kubectl_calls "$KUBELET cordon $NODE" "$(list_pods)" "$(evict_call team-a train-llm-0)" \
+    "$(evict_call team-b notebook-7d9f-abcde)" "$(evict_call team-b scratch)" "$(list_pods)" \
+    "$(evict_call team-a train-llm-0)" "$(list_pods)" "$(list_pods)"
+  assert_output_contains "pod team-a/train-llm-0 not evicted yet: Error from server (TooManyRequests): Cannot evict pod as it would violate the pod's disruption budget." \
+    "drained node $NODE"
 }
 
 @test "spot-notices: the same interruption notice polled again changes nothing" {

@@ -45,6 +45,7 @@ POLL_SECONDS=5
 # Bounded: 5 s to see the notice, 90 s of evictions and termination, well inside 120 s.
 DRAIN_SECONDS=90
 GRACE_SECONDS=45
+REQUEST_TIMEOUT=10s
 TOKEN_TTL_SECONDS=300
 # A token is renewed well before it expires (and at once on a 401).
 TOKEN_RENEW_SECONDS=240
@@ -70,11 +71,12 @@ log() {
 }
 
 # kube ARGS...: NODE_KUBECTL with ARGS (its words split on spaces: an absolute path, then
-# plain options, as checked in main).
+# plain options, as checked in main); an API that does not answer holds no call for longer
+# than REQUEST_TIMEOUT.
 kube() {
   local words
   read -r -a words <<<"$NODE_KUBECTL"
-  "${GPU_CLUSTER_ROOT:-}${words[0]}" "${words[@]:1}" "$@"
+  "${GPU_CLUSTER_ROOT:-}${words[0]}" "${words[@]:1}" --request-timeout="$REQUEST_TIMEOUT" "$@"
 }
 
 # imds_get PATH: GETs the item with an IMDSv2 session token (the launch template requires
