@@ -30,12 +30,13 @@ set -euo pipefail
 #
 # Only the kubelet's own credential is used: the Node authorizer and NodeRestriction let it
 # cordon its own Node (spec.unschedulable; never taints), list the pods bound to it (a
-# spec.nodeName field selector) and evict those pods, and nothing else that this needs.
+# spec.nodeName field selector) and evict those pods, which is all this needs.
 # kubectl drain is not used: it reads the DaemonSet of each DaemonSet pod, which the kubelet
 # may not (see spot-notices.sh for the sources). The drain here evicts (PodDisruptionBudgets
 # honoured) every pod bound to the node but DaemonSet and mirror (static) pods, giving each
-# at most GRACE_SECONDS to stop, retries the evictions refused until DRAIN_SECONDS after the
-# notice was seen, and then gives up: the instance goes at two minutes whatever happens.
+# GRACE_SECONDS to stop (the Eviction's deleteOptions, in place of the pod's own
+# terminationGracePeriodSeconds), retries the evictions refused until DRAIN_SECONDS after
+# the notice was seen, and then gives up: the instance goes at two minutes whatever happens.
 #
 # A notice is remembered (SPOT_NOTICE_STATE) once acted on, so a second poll that sees it
 # again changes nothing; a failed cordon is not remembered and is retried at the next poll.
