@@ -188,7 +188,8 @@ def test_an_interruption_cordons_and_drains_with_no_more_than_the_kubelet_may(ku
     try:
         result = subprocess.run(
             ["bash", str(script_path("aws/spot-notice-handler.sh"))],
-            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path),
+            # No HOME, as systemd starts a unit without User=: kubectl keeps no cache.
+            env={"PATH": f"{bin_dir}:/usr/bin:/bin",
                  "NODE_KUBECTL": f"{kubectl} --kubeconfig {kubeconfig}",
                  "SPOT_NOTICE_STATE": str(tmp_path / "state"), "SPOT_NOTICE_POLLS": "2",
                  "IMDS_ENDPOINT": f"http://127.0.0.1:{imds.server_address[1]}"},
