@@ -193,11 +193,14 @@ def test_an_interruption_cordons_and_drains_with_no_more_than_the_kubelet_may(ku
                  "NODE_KUBECTL": f"{kubectl} --kubeconfig {kubeconfig}",
                  "SPOT_NOTICE_STATE": str(tmp_path / "state"), "SPOT_NOTICE_POLLS": "2",
                  "IMDS_ENDPOINT": f"http://127.0.0.1:{imds.server_address[1]}"},
-            capture_output=True, text=True, timeout=120)
+            capture_output=True, text=True, timeout=120, cwd=tmp_path / "bin")
     finally:
         api_server.shutdown(), imds.shutdown()
 
     assert result.returncode == 0, result.stderr
+    # kubectl's cache is in the state folder, not the working directory.
+    assert not (bin_dir / ".kube").exists()
+    assert (tmp_path / "state" / ".kube" / "cache").is_dir()
     assert "drained node ip-10-0-1-23: only DaemonSet and static pods are left" in result.stderr
     assert not [r for r in api.requests if r[2] == 403], (api.requests, result.stderr)
     writes = [(method, urlsplit(path).path) for method, path, _ in api.requests

@@ -251,6 +251,9 @@ main() {
     exit 2
   fi
   mkdir -p -- "$SPOT_NOTICE_STATE"
+  # systemd gives a unit without User= no HOME, and kubectl then keeps its discovery cache
+  # in ./.kube of its working directory (/): here instead.
+  export HOME="${HOME:-$SPOT_NOTICE_STATE}"
   log "watching $IMDS for Spot interruption and rebalance notices every ${POLL_SECONDS}s"
   while true; do
     poll
