@@ -28,6 +28,7 @@ from components.distributions.base import Distribution
 from components.aws.tags import propagated_tags
 from components.hosts.steps import HostStep, HostProfile
 from components.aws.pool_node_cleanup import TOKEN_PLACEHOLDER
+from components.aws.spot_notices import spot_notices_step
 from config import versions
 from config.hosts import WorkerPool
 from contract.names import POOL_LABEL
@@ -197,7 +198,8 @@ class GpuWorkerPool(pulumi.ComponentResource):
 
 def pool_boot_steps(boot: PoolBoot, distribution: Distribution) -> list[HostStep]:
     """Host settings, the NVIDIA runtime (GPU pools), the reboot those need and the check
-    after it, then the join (nothing on the instance removes its node: the controller does)."""
+    after it, then the join (nothing on the instance removes its node: the controller does),
+    then the service that cordons and drains the node on EC2's Spot notices."""
     pool = boot.pool
     steps = list(boot.preparation)
     steps.append(HostStep("join-worker", distribution.join_worker, {
@@ -207,4 +209,5 @@ def pool_boot_steps(boot: PoolBoot, distribution: Distribution) -> list[HostStep
         # Only recorded: new kubelet settings roll the pool (new instances start with them).
         "WORKER_PROFILE_VALUES": distribution.worker_profile_values(),
     }))
+    steps.append(spot_notices_step(distribution))
     return steps

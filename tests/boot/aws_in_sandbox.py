@@ -4,7 +4,9 @@ by sandbox.bash (see tests/boot/aws_emulation.py for what runs where, and why).
 Usage: aws_in_sandbox.py FOLDER
 Reads FOLDER/setup.json (written by aws_emulation.py), then in this one process:
 - moto's server on 127.0.0.1:PORT, as ThreadedMotoServer starts it, behind a recorder;
-- an IMDSv2 emulator on 169.254.169.254:80 (sandbox.bash put that address on lo);
+- an IMDSv2 emulator on 169.254.169.254:80 (sandbox.bash put that address on lo), which also
+  answers each file under FOLDER/imds-items by its path (a test writes
+  FOLDER/imds-items/latest/meta-data/spot/instance-action to announce a Spot interruption);
 - seeds moto (bucket, objects, SSM parameters, the instance role and its session) and
   turns moto's IAM authentication on;
 - writes FOLDER/ready, then serves until SIGTERM or SIGINT;
@@ -141,6 +143,9 @@ class Imds(BaseHTTPRequestHandler):
         answers = {"/latest/meta-data/instance-id": self.server.instance_id,
                    credentials_path: self.server.role,
                    credentials_path + self.server.role: json.dumps(self.server.credentials)}
+        item = self.server.items / self.path.lstrip("/")
+        if ".." not in self.path and item.is_file():
+            return self._answer(200, item.read_text(), token=state)
         if self.path not in answers or not self.server.credentials:
             return self._answer(404, token=state)
         return self._answer(200, answers[self.path], token=state)
@@ -221,6 +226,7 @@ def main(folder: Path) -> int:
     imds.record = Recorder(folder / "imds-requests.jsonl")
     imds.tokens, imds.credentials = {}, {}
     imds.role, imds.instance_id = setup["role"], setup["instance_id"]
+    imds.items = folder / "imds-items"
     serve(imds)
 
     imds.credentials = seed(endpoint, setup)

@@ -114,6 +114,8 @@ WORK = {
     # From the bundle, as every boot step: the backups' timer.
     "install-backup": (r"^systemctl enable gpu-cluster-backup\.timer$",
                        r"^systemctl start gpu-cluster-backup\.timer$"),
+    "spot-notices": (r"^systemctl enable gpu-cluster-spot-notices\.service$",
+                     r"^systemctl restart gpu-cluster-spot-notices\.service$"),
 }
 # What each step logs last when it completes.
 DONE = {
@@ -126,6 +128,7 @@ DONE = {
     "reboot-if-needed": "changed: rebooting in 2s for what the earlier steps installed",
     "verify-boot": "boot verified: kernel arguments active",
     "install-backup": "gpu-cluster-backup.timer starts a snapshot at",
+    "spot-notices": "Spot interruption notices cordon and drain this node",
 }
 # What differs with RKE2: its steps' work, last words and a call only they make.
 RKE2_WORK = {
@@ -143,7 +146,8 @@ FAIL = {"install-ssh-host-key": r"^systemctl try-restart ssh", "prepare-host":
         r"^modprobe overlay$", "install-nvidia": r"^gpg ",
         "reboot-if-needed": r"^systemd-run --unit=gpu-cluster-reboot-fallback ",
         "verify-boot": r"^nvidia-smi -L$", "join-worker": r"^k0s install worker",
-        "install-controller": r"^k0s install controller"}
+        "install-controller": r"^k0s install controller",
+        "spot-notices": r"^systemctl restart gpu-cluster-spot-notices"}
 
 
 def fake_release_sha256(distribution: str, version: str) -> str:
@@ -292,7 +296,7 @@ def expected_steps(case: Boot) -> list[str]:
             ["refuse-second-cluster"] if first_of_several else []), "install-controller",
             "install-backup"] if settings.layout == "cloud" else [])]
     return ["prepare-host", *(["install-nvidia"] if gpus(case) else []), *reboot,
-            "join-worker"]
+            "join-worker", "spot-notices"]
 
 
 def work(case: Boot, step: str) -> tuple[str, ...]:
@@ -332,11 +336,13 @@ def ssm_reads(case: Boot) -> list[tuple[str, str, str]]:
 
 
 def run_boot(case: Boot, tmp_path: Path, objects: Optional[dict[str, bytes]] = None,
-             **stub_controls: str) -> tuple[CloudInitRun, StubHost, list[CloudInitRun]]:
+             after_boot: str = "", **stub_controls: str
+             ) -> tuple[CloudInitRun, StubHost, list[CloudInitRun]]:
     """Boots the machine on a stubbed host that serves the SSM parameters it names, its
     bucket holding `objects` (by default what the program uploads); when a step reboots
-    it, boots it again as the reboot would. Returns the last boot's run, the host, and
-    every boot's run."""
+    it, boots it again as the reboot would (AWS emulated again when `after_boot` is
+    given: cloud_init.run_user_data's script, run after the last boot). Returns the last
+    boot's run, the host, and every boot's run."""
     ssm = {(region, parameter): SSM_VALUES[name] for name, region, parameter in ssm_reads(case)}
     host = stub_host(tmp_path / "host", ssm)
     if is_rke2(case):
@@ -349,10 +355,13 @@ def run_boot(case: Boot, tmp_path: Path, objects: Optional[dict[str, bytes]] = N
     aws = AwsEmulation(policy=case.policy(), region=case.inputs["AWS_REGION"],
                        bucket=case.inputs["BOOT_BUCKET"],
                        objects=case.objects() if objects is None else objects)
-    runs = [run_user_data(case.user_data, tmp_path / "sandbox", env, aws=aws)]
+    reboots = "reboot-if-needed" in case.steps
+    runs = [run_user_data(case.user_data, tmp_path / "sandbox", env, aws=aws,
+                          after_boot="" if reboots else after_boot)]
     if "rebooting in" in runs[0].output:
         host.reboot()
-        runs.append(boot_again(tmp_path / "sandbox", env))
+        runs.append(boot_again(tmp_path / "sandbox", env, aws=aws if after_boot else None,
+                               after_boot=after_boot))
     return runs[-1], host, runs
 
 

@@ -145,6 +145,9 @@ class CloudInitRun:
     hostname: str  # the sandbox's hostname after the run
     etc_hostname: str  # the sandbox's /etc/hostname after the run
     aws: Optional[AwsRecord] = None  # with an AWS emulation: what it saw and held
+    # With after_boot: its exit code (None: it did not run) and what it printed.
+    after_boot_status: Optional[int] = None
+    after_boot_output: str = ""
 
 
 @functools.cache
@@ -177,12 +180,13 @@ def _unshare(unshare: str) -> list[str]:
 
 
 def run_user_data(user_data_b64: str, workdir: Path, env: dict[str, str],
-                  stage_timeout: float = 60, aws: Optional[AwsEmulation] = None
-                  ) -> CloudInitRun:
+                  stage_timeout: float = 60, aws: Optional[AwsEmulation] = None,
+                  after_boot: str = "") -> CloudInitRun:
     """Boots the sandbox in `workdir` (new or empty) on `user_data_b64` (base64, as EC2
     takes it). `env` is cloud-init's environment (over a PATH as systemd sets it), which
     the parts inherit. Each stage gets `stage_timeout` seconds. With `aws`, AWS is
-    emulated in the sandbox for the boot and `env` gets its endpoints."""
+    emulated in the sandbox for the boot and `env` gets its endpoints. `after_boot`: a bash
+    script run in the sandbox after the stages, as the booted instance (sandbox.bash)."""
     require_sandbox()
     workdir = workdir.resolve()
     if any(workdir.is_relative_to(hidden) for hidden in HIDDEN):
@@ -191,11 +195,11 @@ def run_user_data(user_data_b64: str, workdir: Path, env: dict[str, str],
     if any(workdir.iterdir()):
         raise ValueError(f"{workdir} is not empty")
     _lay_out(workdir, b64decode(user_data_b64))
-    return _boot(workdir, env, stage_timeout, aws)
+    return _boot(workdir, env, stage_timeout, aws, after_boot)
 
 
 def boot_again(workdir: Path, env: dict[str, str], stage_timeout: float = 60,
-               aws: Optional[AwsEmulation] = None) -> CloudInitRun:
+               aws: Optional[AwsEmulation] = None, after_boot: str = "") -> CloudInitRun:
     """The next boot of the same instance in `workdir` (after run_user_data): cloud-init
     finds its state from the first boot, as after a reboot. The run holds what this boot
     added to the logs only. With `aws`, a new emulation from that seed and the SSM
@@ -203,11 +207,11 @@ def boot_again(workdir: Path, env: dict[str, str], stage_timeout: float = 60,
     require_sandbox()
     workdir = workdir.resolve()
     (workdir / "exit-codes").unlink(missing_ok=True)
-    return _boot(workdir, env, stage_timeout, aws)
+    return _boot(workdir, env, stage_timeout, aws, after_boot)
 
 
 def _boot(workdir: Path, env: dict[str, str], stage_timeout: float,
-          aws: Optional[AwsEmulation]) -> CloudInitRun:
+          aws: Optional[AwsEmulation], after_boot: str = "") -> CloudInitRun:
     cloud_dir, log_dir = workdir / "var" / "lib" / "cloud", workdir / "var" / "log"
     # /run is a tmpfs on an instance: empty at every boot.
     shutil.rmtree(workdir / "run")
@@ -215,13 +219,17 @@ def _boot(workdir: Path, env: dict[str, str], stage_timeout: float,
     offsets = {name: len(_read(log_dir / name))
                for name in ("cloud-init.log", "cloud-init-output.log")}
     launcher = prepare(workdir, aws, INSTANCE_ID) if aws else []
+    for name in ("after-boot.sh", "after-boot.status", "after-boot.log"):
+        (workdir / name).unlink(missing_ok=True)
+    if after_boot:
+        (workdir / "after-boot.sh").write_text(after_boot)
     process = subprocess.run(
         [*_unshare(shutil.which("unshare")), "/bin/bash", str(SANDBOX_SCRIPT), str(workdir),
          str(stage_timeout), *launcher],
         env={"PATH": SYSTEMD_PATH, **env, **(aws.env() if aws else {})},
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         # sandbox.bash gives the emulation 60 s to start and 30 s to stop.
-        timeout=len(STAGES) * (stage_timeout + 10) + 30 + (90 if aws else 0))
+        timeout=(len(STAGES) + bool(after_boot)) * (stage_timeout + 10) + 30 + (90 if aws else 0))
     console = process.stdout.decode(errors="replace")
     if process.returncode != 0:
         raise RuntimeError(f"the sandbox failed (exit code {process.returncode}):\n{console}")
@@ -239,6 +247,9 @@ def _boot(workdir: Path, env: dict[str, str], stage_timeout: float,
         hostname=_read(workdir / "hostname").strip(),
         etc_hostname=_read(workdir / "etc" / "hostname").strip(),
         aws=read_record(workdir) if aws else None,
+        after_boot_status=(int(_read(workdir / "after-boot.status"))
+                           if (workdir / "after-boot.status").exists() else None),
+        after_boot_output=_read(workdir / "after-boot.log"),
     )
 
 

@@ -77,6 +77,17 @@ run_stage init init
 run_stage modules-config modules --mode=config
 run_stage modules-final modules --mode=final
 
+# SANDBOX_DIR/after-boot.sh (cloud_init.py's after_boot), when there is one: what runs on the
+# instance once it has booted, in this namespace, with AWS still emulated, bounded like a
+# stage; given SANDBOX_DIR, cloud-init's environment, its output in after-boot.log and its
+# exit code in after-boot.status.
+if [[ -f "$sandbox/after-boot.sh" ]]; then
+  status=0
+  /usr/bin/timeout --kill-after=5 "$stage_timeout" /bin/bash "$sandbox/after-boot.sh" "$sandbox" \
+    </dev/null >"$sandbox/after-boot.log" 2>&1 || status=$?
+  printf '%s\n' "$status" >"$sandbox/after-boot.status"
+fi
+
 # This namespace's hostname, as cloud-init's set_hostname left it.
 printf '%s\n' "$(</proc/sys/kernel/hostname)" >"$sandbox/hostname"
 

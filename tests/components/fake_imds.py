@@ -17,6 +17,8 @@ class ImdsState:
     # Tokens of the first this many PUTs are refused, as in an instance's first seconds.
     refused_puts: int = 0
     requests: list = field(default_factory=list)
+    # Other items by path, e.g. EC2's Spot notices (tests/scripts/spot_imds.py).
+    items: dict = field(default_factory=dict)
 
 
 class FakeImds(http.server.BaseHTTPRequestHandler):
@@ -64,6 +66,7 @@ class FakeImds(http.server.BaseHTTPRequestHandler):
             base + self.ROLE: json.dumps({"Code": "Success", "Type": "AWS-HMAC",
                                           **state.credentials}),
         }
+        answers.update(state.items)
         if self.path not in answers:
             return self._answer(404)
         return self._answer(200, answers[self.path])

@@ -30,14 +30,15 @@ find_shellcheck() {
 
 step_scripts() {
   # Not steps: the services the controller runs for the pools (installed by
-  # watch-pools.sh), the distributions' snapshot functions (pasted into the backup
+  # watch-pools.sh) and the pool instances' Spot notices service (spot-notices.sh), the distributions' snapshot functions (pasted into the backup
   # commands, like a lib.sh), check/: a step's check mode and additions, pasted into its
   # check after the step, and bundle/ and boot/: what receives, installs and runs the step
   # bundle and the boot plan, before any lib.sh is there.
   # Nor the libraries beside lib.sh that a step sources (nvidia/<family>.sh, cluster-state.sh),
   # which open with their shellcheck directive instead of a shebang.
   find "$SCRIPTS_DIR" -name '*.sh' ! -name lib.sh \
-    ! -path '*/aws/pool-node-watcher.sh' ! -path '*/aws/rotate-pool-tokens.sh' ! -path '*/check/*' \
+    ! -path '*/aws/pool-node-watcher.sh' ! -path '*/aws/rotate-pool-tokens.sh' \
+    ! -path '*/aws/spot-notice-handler.sh' ! -path '*/check/*' \
     ! -path '*/bundle/*' ! -path '*/boot/*' -exec awk 'FNR == 1 && !/^# shellcheck shell=bash/ { print FILENAME } { nextfile }' {} + |
     LC_ALL=C sort
 }

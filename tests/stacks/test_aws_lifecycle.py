@@ -179,7 +179,7 @@ def test_a_pool_rolls_on_a_new_template_and_its_instances_leave_without_a_hook()
     assert not plan.of_type("aws:autoscaling/lifecycleHook:LifecycleHook")
     [template] = plan.of_type(TEMPLATE)
     steps = [step_inputs(s)["GPU_CLUSTER_STEP"] for s in boot_steps(plan, template)]
-    assert steps[-1] == "join-worker"
+    assert steps[-2:] == ["join-worker", "spot-notices"]
 
 
 def efs_server(plan) -> str:

@@ -150,18 +150,25 @@ def test_user_data_boots_the_node_without_any_secret(dev):
         scripts = boot_scripts(template)
         text = "\n".join([bootstrap, *scripts])
         assert not any(secret in text for secret in dev.secrets), template.name
-        join = scripts[-1]
+        join = scripts[-2]
         assert "export K0S_JOIN_TOKEN=''" in join
         pool = template.name.split("-")[1]
         assert f"export K0S_JOIN_TOKEN_SSM_PARAMETER='/gpu-cluster/dev/{pool}/join-token'" in join
         steps = [s.split("export GPU_CLUSTER_STEP='")[1].split("'")[0] for s in scripts]
         expected = ["prepare-host", "install-nvidia"] if pool != "cpu" else ["prepare-host"]
-        # Nothing on the instance removes its node: the controller does.
-        assert steps == expected + ["reboot-if-needed", "verify-boot", "join-worker"]
+        # Nothing on the instance removes its node: the controller does. After the join,
+        # the Spot notices service, with the kubelet's own kubectl and no credential.
+        assert steps == expected + ["reboot-if-needed", "verify-boot", "join-worker",
+                                    "spot-notices"]
+        spot = step_inputs(scripts[-1])
+        assert spot["NODE_KUBECTL"] == \
+            "/usr/local/bin/k0s kubectl --kubeconfig /var/lib/k0s/kubelet.conf"
+        assert set(spot) == {"GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP", "NODE_KUBECTL",
+                             "SPOT_NOTICE_HANDLER"}
 
 
 def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
-    join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-1]
+    join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-2]
     assert "export NODE_LABELS='gpu-cluster/pool=a10g,nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G'" \
         in join
     assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'" in join
@@ -304,7 +311,7 @@ def test_a_pool_with_many_labels_and_taints_keeps_its_user_data_small():
     [template] = [t for t in plan.of_type(TEMPLATE)
                   if t.name.endswith(f"-{values['pools'][0]['name']}-template")]
     assert len(base64.b64decode(template.inputs["userData"])) <= 4096
-    join = step_inputs(boot_steps(plan, template)[-1])
+    join = step_inputs(boot_steps(plan, template)[-2])
     assert "team.example.com/l599=" in join["NODE_LABELS"]
     assert "team.example.com/t9=yes:NoSchedule" in join["NODE_TAINTS"]
 

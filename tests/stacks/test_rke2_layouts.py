@@ -140,8 +140,11 @@ def test_cloud_pools_join_with_the_agent_token_from_ssm(cloud):
     assert len(raw) <= USER_DATA_LIMIT_BYTES
     scripts = boot_steps(cloud, template)
     assert not any(secret in "\n".join(scripts) for secret in cloud.secrets)
-    join = step_inputs(scripts[-1])
+    join = step_inputs(scripts[-2])
     assert join["GPU_CLUSTER_STEP"] == "join-worker"
+    # The Spot notices service uses the agent's kubelet kubeconfig.
+    assert step_inputs(scripts[-1])["NODE_KUBECTL"] == ("/var/lib/rancher/rke2/bin/kubectl "
+                                                        "--kubeconfig /var/lib/rancher/rke2/agent/kubelet.kubeconfig")
     assert join["RKE2_AGENT_TOKEN"] == ""
     assert join["RKE2_AGENT_TOKEN_SSM_PARAMETER"] == "/gpu-cluster/test/gpu/join-token"
     assert "node-ip" not in yaml.safe_load(join["RKE2_CONFIG"])
