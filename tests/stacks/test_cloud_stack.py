@@ -162,8 +162,9 @@ def test_user_data_boots_the_node_without_any_secret(dev):
 
 def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
     join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-1]
-    assert "export NODE_LABELS='gpu-cluster/pool=a10g,nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G'" \
-        in join
+    assert "export NODE_LABELS='gpu-cluster/pool=a10g,gpu-cluster/capacity=on-demand," \
+        "nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G," \
+        "k8s.amazonaws.com/accelerator=nvidia-a10g'" in join
     assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'" in join
     assert "export NODE_IP=''" in join
     nvidia = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[1]
