@@ -137,3 +137,32 @@ def _tags(cfg: PartialConfig, key: str, pool: WorkerPool) -> list[Problem]:
                                 "its own, and one per label and taint for cluster-autoscaler); "
                                 f"AWS allows {GROUP_TAGS_MAX}: use fewer labels or tags"))
     return problems
+
+
+def pool_warnings(pools: list[WorkerPool]) -> list[str]:
+    """What the program does not do for a pool on spot or reserved capacity."""
+    warnings = []
+    for index, pool in enumerate(pools):
+        key = f"gpu-cluster:pools[{index}] ({pool.name})"
+        if pool.capacity != "on-demand":
+            warnings.append(
+                f"{key}.capacity is {pool.capacity}: EC2 reclaims spot instances with two "
+                "minutes' notice, and their pods with them; every node of the pool is labelled "
+                "gpu-cluster/capacity=spot (a launch template cannot know an instance's "
+                "market), so work that must not be interrupted selects on-demand or reserved")
+        if pool.capacity_reservation is None:
+            continue
+        warnings.append(
+            f"{key}.capacityReservation: the program does not read "
+            f"{pool.capacity_reservation}: its instance type must be {pool.instance_type}, and "
+            f"instances launch only in its Availability Zone and only up to its size (max "
+            f"{pool.max_size}); launches elsewhere or beyond it fail and Auto Scaling retries")
+        if pool.capacity_block:
+            # Auto Scaling User Guide, "Use Capacity Blocks for machine learning workloads":
+            # EC2 terminates instances still running 30 minutes before the block's end.
+            warnings.append(
+                f"{key}.capacityBlock: the program does not follow the block's start or end: "
+                "instances launch only while it is active, and EC2 terminates those still "
+                "running 30 minutes before it ends; set the pool's min to 0 and let its nodes "
+                "drain before then")
+    return warnings
