@@ -206,6 +206,10 @@ def _adopted_vpc(values: dict) -> None:
                                 subnetIds=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"])
 
 
+def _spot_pool(values: dict) -> None:
+    values["pools"][0]["capacity"] = "spot"
+
+
 def _external_api_load_balancer(values: dict) -> None:
     values.setdefault("kubernetes", {}).setdefault("controlPlane", {})["loadBalancer"] = "external"
 
@@ -264,6 +268,7 @@ def _mirror_login(values: dict) -> None:
 
 # What a key needs around it to be in use.
 SETTINGS_FOR = {
+    "pools[].instanceTypes[]": _spot_pool,
     "images.mirror.username": _mirror_login,
     "imageMirrorPassword": _mirror_login,
     "packages.epelMirror": _epel,
