@@ -141,14 +141,16 @@ class GpuWorkerPool(pulumi.ComponentResource):
             [aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=False)
              for k, v in autoscaler_tags(args.boot.cluster_name, pool).items()],
             # The token must be readable before the first instance boots. The desired
-            # capacity is cluster-autoscaler's once the group exists: Pulumi then keeps
-            # the value in its state ("ignoreChanges": the old value is used, the program's
-            # only at creation, https://www.pulumi.com/docs/iac/concepts/options/
-            # ignorechanges/), as the AWS provider advises for a group something else scales
-            # (pulumi_aws autoscaling.Policy: "You may want to omit desired_capacity
-            # attribute from attached autoscaling.Group"). A fixed pool still follows
-            # count: a new min above, or max below, the group's size moves it there
-            # (UpdateAutoScalingGroup, Auto Scaling API reference).
+            # capacity is cluster-autoscaler's once the group exists: Pulumi then uses the
+            # value in its state, the program's only at creation ("ignoreChanges",
+            # https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/, which also
+            # says to refresh so the state holds the live value), as the AWS provider
+            # advises for a group something else scales (pulumi_aws 7.51.1
+            # autoscaling/policy.py: "You may want to omit desired_capacity attribute from
+            # attached autoscaling.Group"); its update sends DesiredCapacity only when that
+            # input changed (terraform-provider-aws resourceGroupUpdate, d.HasChange). A
+            # fixed pool still follows count: a new min above, or max below, the group's
+            # size moves it there (UpdateAutoScalingGroup, Auto Scaling API reference).
             opts=pulumi.ResourceOptions(parent=self,
                                         depends_on=[self.token_parameter, *after],
                                         ignore_changes=["desiredCapacity"]),

@@ -9,6 +9,7 @@ reservation or Capacity Block."""
 import re
 
 import pytest
+import yaml
 
 from components.common.step_text import step_inputs
 from tests.builders import cloud_config, shared_preview
@@ -83,6 +84,30 @@ def registered_node(plan, pool: str) -> dict:
         key, _, value = key_value.partition("=")
         taints.append({"key": key, "value": value, "effect": effect})
     return {"labels": labels, "taints": taints}
+
+
+def rke2_registered_node(plan, pool: str) -> dict:
+    """The same from an RKE2 agent's config.yaml (node-label, node-taint: key=value:effect)."""
+    join = step_inputs(boot_steps(plan, of_pool(plan, TEMPLATE, pool))[-1])
+    config = yaml.safe_load(join["RKE2_CONFIG"])
+    taints = []
+    for item in config.get("node-taint", []):
+        key_value, effect = item.rsplit(":", 1)
+        key, _, value = key_value.partition("=")
+        taints.append({"key": key, "value": value, "effect": effect})
+    return {"labels": dict(item.split("=", 1) for item in config["node-label"]),
+            "taints": taints}
+
+
+def test_an_rke2_pools_template_is_its_agents_node():
+    config = values()
+    config["kubernetes"] = {"distribution": "rke2"}
+    rke2 = shared_preview(config)
+    group = of_pool(rke2, GROUP, "gpu")
+    template, node = template_node(group), rke2_registered_node(rke2, "gpu")
+    assert template["labels"] == node["labels"]
+    assert sorted(template["taints"], key=str) == sorted(node["taints"], key=str)
+    assert len(node["taints"]) == 2 and node["labels"]["gpu-cluster/capacity"] == "spot"
 
 
 @pytest.mark.parametrize("pool, gpus", [("gpu", "4"), ("block", "8")])
