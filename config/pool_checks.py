@@ -15,7 +15,7 @@ from config.pool_tags import (
     autoscaler_tags,
 )
 from config.problems import Problem
-from contract.names import POOL_LABEL
+from contract.names import CAPACITY_LABEL, POOL_LABEL
 
 # Tags a pool's group carries besides aws.tags and cluster-autoscaler's
 # (components/aws/gpu_worker_pool.py _tags, components/aws/tags.py CLUSTER_TAG).
@@ -30,6 +30,11 @@ def pool_checks(cfg: PartialConfig) -> list[Problem]:
         problems += _capacity(key, pool)
         problems += _instance_types(key, pool)
         problems += _tags(cfg, key, pool)
+        # The program's own labels say what the pool is; Kueue's flavors and cluster-
+        # autoscaler select by them, so a pool's labels may not say otherwise.
+        problems += [Problem(f"{key}.labels.{label}", "is the program's own label of a pool's "
+                             "nodes (its name, its capacity); remove it")
+                     for label in (POOL_LABEL, CAPACITY_LABEL) if label in pool.labels]
     return problems
 
 

@@ -129,3 +129,14 @@ def test_a_group_carries_at_most_fifty_tags():
     # 5 of aws.tags, 3 of the pool's own, 2 for discovery, 44 labels (the pool's 40, pool,
     # capacity, gpu.present, accelerator), 1 for the GPUs.
     assert path == "pools[0] (gpu).labels" and "would carry 55 tags" in message
+
+
+def test_a_pool_does_not_relabel_its_capacity_or_name():
+    # A spot pool labelled on-demand would draw work that must not be interrupted.
+    values = pool(capacity="spot", labels={"gpu-cluster/capacity": "on-demand",
+                                           "gpu-cluster/pool": "other"})
+    assert problems_of(values) == [
+        ("pools[0] (gpu).labels.gpu-cluster/capacity", "is the program's own label of a "
+         "pool's nodes (its name, its capacity); remove it"),
+        ("pools[0] (gpu).labels.gpu-cluster/pool", "is the program's own label of a pool's "
+         "nodes (its name, its capacity); remove it")]
