@@ -15,6 +15,7 @@ from config.cloud import (
     subnet_cidrs,
 )
 from config.partial import PartialConfig
+from config.pool_checks import pool_checks
 from config.storage import efs_mounts_with_iam
 from config.problems import Problem
 
@@ -305,7 +306,7 @@ def cloud_checks(cfg: PartialConfig) -> list[Problem]:
                                     f"claims {pool.gpus}; GPU families: {known}"))
         if pool.gpu_model and not pool.gpus:
             problems.append(Problem(f"pools[{index}].gpuModel", "is set but gpus is 0"))
-    return problems
+    return problems + pool_checks(cfg)
 
 
 def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:

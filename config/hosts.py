@@ -10,7 +10,9 @@ from contract.names import CONTROL_PLANE_ROLES, WORKER_ROLES
 
 from config.model_base import Section
 from config.types import (
+    CapacityReservationId,
     DnsLabel,
+    Ec2InstanceType,
     HostOrIp,
     InterfaceName,
     IPv4,
@@ -136,7 +138,33 @@ class WorkerPool(Section):
     `g6`, `g6e`, ...); Kepler families (`p2`, `g2`) are refused: the pinned driver branch does not
     support them."""
     count: int = Field(ge=0, le=1000)
-    """Instances (the auto scaling group's size)."""
+    """Instances: the auto scaling group's size when it is created; afterwards cluster-autoscaler
+    sets it between `min` and `max` (a fixed pool, `min` = `max` = `count`, follows `count`)."""
+    min: Optional[int] = Field(default=None, ge=0, le=1000)
+    """The fewest instances cluster-autoscaler may leave (0 lets the pool scale to zero); unset:
+    `count`."""
+    max: Optional[int] = Field(default=None, ge=0, le=1000)
+    """The most instances cluster-autoscaler may start; unset: `count`. A pool with `min` < `max` is
+    tagged for cluster-autoscaler's auto-discovery ([Scaling pools](layouts.md#scaling-pools))."""
+    capacity: Literal["on-demand", "spot", "mixed"] = "on-demand"
+    """Which EC2 capacity the instances run on: `on-demand`, `spot` (interruptible), or `mixed`
+    (`onDemandBase` instances and `onDemandPercentage` of the rest on-demand, the others spot)."""
+    instance_types: list[Ec2InstanceType] = []
+    """More instance types for `spot` and `mixed` pools, beside `instanceType` (tried first), each
+    with the same GPUs (count, model, architecture) as `instanceType`; more types, deeper spot
+    pools."""
+    on_demand_base: Optional[int] = Field(default=None, ge=0, le=1000)
+    """`mixed` only: the first instances that are on-demand; unset: `min`."""
+    on_demand_percentage: int = Field(default=0, ge=0, le=99)
+    """`mixed` only: the percentage of instances above `onDemandBase` that are on-demand (the rest
+    are spot)."""
+    capacity_reservation: Optional[CapacityReservationId] = None
+    """An EC2 capacity reservation (`cr-...`) the instances launch into, and only into; its
+    instance type and Availability Zone must be the pool's ([Reserved
+    capacity](layouts.md#reserved-capacity))."""
+    capacity_block: bool = False
+    """`capacityReservation` is a Capacity Block for ML: instances launch with market type
+    `capacity-block`, and only while the block is active."""
     gpus: int = Field(default=0, ge=0, le=16)
     """NVIDIA GPUs per instance."""
     gpu_model: Optional[LabelValue] = None
@@ -159,3 +187,20 @@ class WorkerPool(Section):
     # multi-node training.
     placement_group: bool = False
     """One cluster placement group (one zone) for multi-node training."""
+
+    @property
+    def min_size(self) -> int:
+        return self.count if self.min is None else self.min
+
+    @property
+    def max_size(self) -> int:
+        return self.count if self.max is None else self.max
+
+    @property
+    def scales(self) -> bool:
+        """cluster-autoscaler may change its size."""
+        return self.min_size < self.max_size
+
+    @property
+    def on_demand_base_size(self) -> int:
+        return self.min_size if self.on_demand_base is None else self.on_demand_base

@@ -12,6 +12,7 @@ from pydantic import Field
 from contract.names import CAPACITY_KINDS
 
 from config.model_base import Section
+from config.node_labels import pool_capacity
 from config.partial import PartialConfig
 from config.problems import Problem
 from config.types import DnsLabel
@@ -43,12 +44,6 @@ class FlavorQuota(Section):
     """GPUs of this flavor the team's queue may use (its nominal quota there)."""
     borrow_gpus: int = Field(default=0, ge=0, le=100_000)
     """GPUs of this flavor beyond `gpus` the queue may borrow from the others' idle quota."""
-
-
-def pool_capacity(pool) -> str:
-    """The capacity kind of a pool (contract/names.py CAPACITY_KINDS). Every pool the
-    config can describe is On-Demand: WorkerPool has no purchase option of its own."""
-    return ON_DEMAND
 
 
 def stack_flavors(hosts: Sequence, pools: Sequence) -> list[str]:

@@ -348,6 +348,13 @@ UserName = Annotated[str, AfterValidator(matching(
     _USER_NAME, "a login name: lowercase letters, digits, '_' and '-', starting with a letter or "
     "'_', at most 32 characters (useradd(8))", max_length=32))]
 DownloadUrl = Annotated[str, AfterValidator(_download_url)]
+# EC2 instance type names (family.size, e.g. g5.xlarge, p6-b200.48xlarge).
+Ec2InstanceType = Annotated[str, AfterValidator(matching(
+    re.compile(r"[a-z0-9-]+\.[a-z0-9]+"), "an EC2 instance type like g5.xlarge", max_length=64))]
+# EC2 CapacityReservation.CapacityReservationId: "cr-" and 17 hex digits (EC2 API reference,
+# CapacityReservationTarget; the ids of Capacity Blocks for ML have the same form).
+CapacityReservationId = Annotated[str, AfterValidator(matching(
+    re.compile(r"cr-[0-9a-f]{17}"), "a capacity reservation id: cr- and 17 hex digits"))]
 # A secret whose text spans lines (a private key, a VPN profile).
 MultiLineSecret = Annotated[SecretStr, MULTI_LINE]
 PemCertificateChain = Annotated[str, AfterValidator(_pem_chain), MULTI_LINE]

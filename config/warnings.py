@@ -14,6 +14,7 @@ from config.host_security import host_warnings
 from config.image_checks import KUBEFLOW_ALIAS_WARNING, LOGIN_WARNING
 from config.image_pins import tag_only_warning
 from config.model import StackConfig
+from config.pool_checks import pool_warnings
 from config.queues import unsplit_teams_warning
 from config.timesync import time_warning
 
@@ -29,6 +30,7 @@ def preview_warnings(settings: StackConfig) -> list[str]:
                               settings.access)
     warnings += runtime_warnings(settings.hosts, settings.nvidia)
     warnings += untolerated_taint_warnings(settings.hosts, settings.pools)
+    warnings += pool_warnings(settings.pools)
     warnings.append(settings.kubernetes.drain_warning())
     if settings.kubeflow is not None and settings.kubeflow.image_mirror is not None:
         warnings.append(KUBEFLOW_ALIAS_WARNING)

@@ -12,7 +12,8 @@ USER_KUBECONFIG_PARAMETERS_OUTPUT = "userKubeconfigParameters"
 USER_VPN_PROFILES_OUTPUT = "userVpnProfiles"
 ADMIN_VPN_PROFILE_OUTPUT = "vpnAdminProfile"
 # Lists of objects: nodes {name, address, role, gpus, gpuModel}; pools {name, instanceType,
-# count, gpus, gpuModel}.
+# count (the size at creation), min, max, capacity (on-demand, spot or mixed),
+# capacityReservation (an id or null), gpus, gpuModel}.
 NODES_OUTPUT = "nodes"
 POOLS_OUTPUT = "pools"
 DEFAULT_STORAGE_CLASS_OUTPUT = "defaultStorageClass"

@@ -48,6 +48,13 @@ class ExpectedPool:
     name: str
     count: int
     gpus: int
+    # The fewest nodes the pool may have: cluster-autoscaler moves it between min and max
+    # (outputs written before pools scaled have no min: count).
+    min: Optional[int] = None
+
+    @property
+    def fewest(self) -> int:
+        return self.count if self.min is None else self.min
 
 
 @dataclass
@@ -102,7 +109,9 @@ def read(stack: Optional[str], outputs_file: Optional[str], cwd: Optional[str]) 
             nodes=[ExpectedNode(str(n["name"]), str(n["address"]), str(n.get("role", "worker")),
                                 int(n.get("gpus") or 0), n.get("gpuModel")) for n in nodes],
             pools=[ExpectedPool(str(p["name"]), int(p.get("count") or 0),
-                                int(p.get("gpus") or 0)) for p in pools],
+                                int(p.get("gpus") or 0),
+                                None if p.get("min") is None else int(p["min"]))
+                   for p in pools],
             default_storage_class=_optional_string(
                 values.values.get(DEFAULT_STORAGE_CLASS_OUTPUT)),
             vpn=ON_PREM_GATEWAY in (values.values.get(GATEWAYS_OUTPUT) or {}),

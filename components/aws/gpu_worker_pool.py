@@ -31,6 +31,7 @@ from components.aws.pool_node_cleanup import TOKEN_PLACEHOLDER
 from components.aws.spot_notices import spot_notices_step
 from config import versions
 from config.hosts import WorkerPool
+from config.pool_tags import autoscaler_tags
 from contract.names import POOL_LABEL
 
 # A refresh replaces instances a few at a time, keeping this share of the pool in service.
@@ -109,13 +110,22 @@ class GpuWorkerPool(pulumi.ComponentResource):
         # A cluster placement group lives in one zone: the first subnet's.
         subnets = args.network.node_subnet_ids
         subnets = subnets[:1] if placement else subnets
+        version = template.latest_version.apply(str)
         self.group = aws.autoscaling.Group(
             f"{name}-asg",
-            min_size=pool.count, max_size=pool.count, desired_capacity=pool.count,
+            # count is the size at creation only; then cluster-autoscaler sets the desired
+            # capacity within min and max (it "will only adjust the desired value",
+            # kubernetes/autoscaler cluster-autoscaler-1.36.1 cloudprovider/aws/README.md:
+            # 182-183), which ignore_changes below leaves to it.
+            min_size=pool.min_size, max_size=pool.max_size, desired_capacity=pool.count,
             vpc_zone_identifiers=subnets,
             placement_group=placement.id if placement else None,
-            launch_template=aws.autoscaling.GroupLaunchTemplateArgs(
-                id=template.id, version=template.latest_version.apply(str)),
+            # An on-demand pool keeps its one instance type (and the group its inputs);
+            # spot and mixed pools launch through a mixed instances policy, which takes
+            # the template's place (the provider: launch_template conflicts with it).
+            launch_template=None if pool.capacity != "on-demand" else
+            aws.autoscaling.GroupLaunchTemplateArgs(id=template.id, version=version),
+            mixed_instances_policy=mixed_instances_policy(pool, template.id, version),
             # A new template version (new boot steps, image or settings) replaces the
             # instances a few at a time: the provider starts a refresh whenever
             # launch_template changes (terraform-provider-aws, autoscaling_group
@@ -127,10 +137,24 @@ class GpuWorkerPool(pulumi.ComponentResource):
                 preferences=aws.autoscaling.GroupInstanceRefreshPreferencesArgs(
                     min_healthy_percentage=REFRESH_MIN_HEALTHY_PERCENT, skip_matching=True)),
             tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
-                  for k, v in self._propagated_tags().items()],
-            # The token must be readable before the first instance boots.
+                  for k, v in self._propagated_tags().items()] +
+            # What cluster-autoscaler reads of the group, not the instances' business.
+            [aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=False)
+             for k, v in autoscaler_tags(args.boot.cluster_name, pool).items()],
+            # The token must be readable before the first instance boots. The desired
+            # capacity is cluster-autoscaler's once the group exists: Pulumi then uses the
+            # value in its state, the program's only at creation ("ignoreChanges",
+            # https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/, which also
+            # says to refresh so the state holds the live value), as the AWS provider
+            # advises for a group something else scales (pulumi_aws 7.51.1
+            # autoscaling/policy.py: "You may want to omit desired_capacity attribute from
+            # attached autoscaling.Group"); its update sends DesiredCapacity only when that
+            # input changed (terraform-provider-aws resourceGroupUpdate, d.HasChange). A
+            # fixed pool still follows count: a new min above, or max below, the group's
+            # size moves it there (UpdateAutoScalingGroup, Auto Scaling API reference).
             opts=pulumi.ResourceOptions(parent=self,
-                                        depends_on=[self.token_parameter, *after]),
+                                        depends_on=[self.token_parameter, *after],
+                                        ignore_changes=["desiredCapacity"]),
         )
         self.register_outputs({"tokenParameter": self.token_parameter.name})
         return self.group
@@ -184,6 +208,7 @@ class GpuWorkerPool(pulumi.ComponentResource):
                     volume_size=pool.root_volume_gb, volume_type="gp3", encrypted="true",
                     delete_on_termination="true"))],
             user_data=machine.user_data,
+            **reserved_capacity(pool),
             tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(
                 resource_type=kind, tags=self._propagated_tags())
                 for kind in ("instance", "volume")],
@@ -211,3 +236,52 @@ def pool_boot_steps(boot: PoolBoot, distribution: Distribution) -> list[HostStep
     }))
     steps.append(spot_notices_step(distribution))
     return steps
+
+
+def mixed_instances_policy(pool: WorkerPool, template_id: pulumi.Input[str],
+                           version: pulumi.Input[str]) \
+        -> Optional[aws.autoscaling.GroupMixedInstancesPolicyArgs]:
+    """A spot or mixed pool's instance types and markets (Auto Scaling User Guide, "Auto Scaling
+    groups with multiple instance types and purchase options"): instanceType first, then
+    instanceTypes. On-demand instances take the types in that order ("prioritized", the
+    default for listed types); spot ones the pools "price-capacity-optimized" picks, lowest
+    priced among those least likely to be interrupted, which AWS recommends ("Allocation
+    strategies for multiple instance types"). A spot pool is all spot (base 0, 0%); a mixed
+    one has onDemandBase instances on-demand, then onDemandPercentage of the rest
+    (InstancesDistribution, Auto Scaling API reference). cluster-autoscaler builds its node
+    template from the first type (aws_wrapper.go:767-768)."""
+    if pool.capacity == "on-demand":
+        return None
+    mixed = pool.capacity == "mixed"
+    return aws.autoscaling.GroupMixedInstancesPolicyArgs(
+        instances_distribution=aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
+            on_demand_allocation_strategy="prioritized",
+            on_demand_base_capacity=pool.on_demand_base_size if mixed else 0,
+            on_demand_percentage_above_base_capacity=pool.on_demand_percentage if mixed else 0,
+            spot_allocation_strategy="price-capacity-optimized"),
+        launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
+            launch_template_specification=aws.autoscaling.
+            GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
+                launch_template_id=template_id, version=version),
+            overrides=[aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
+                instance_type=kind) for kind in [pool.instance_type, *pool.instance_types]]))
+
+
+def reserved_capacity(pool: WorkerPool) -> dict:
+    """The launch template's inputs that launch into pools[].capacityReservation, and only
+    into it (a targeted reservation; when it is full the launch fails rather than run
+    unreserved). A Capacity Block also needs market type capacity-block ("Use Capacity Blocks
+    for machine learning workloads", Auto Scaling User Guide: the launch template names the
+    block's reservation id and instance type; AWS::EC2::LaunchTemplate InstanceMarketOptions:
+    MarketType spot | capacity-block)."""
+    if pool.capacity_reservation is None:
+        return {}
+    inputs = {"capacity_reservation_specification":
+              aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                  capacity_reservation_target=aws.ec2.
+                  LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                      capacity_reservation_id=pool.capacity_reservation))}
+    if pool.capacity_block:
+        inputs["instance_market_options"] = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+            market_type="capacity-block")
+    return inputs

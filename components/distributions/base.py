@@ -16,10 +16,8 @@ from config import versions
 from config.images import ImageMirror
 from config.control_plane import ControlPlaneEndpoint
 from config.kubernetes import KubernetesSettings
-from config.hosts import MACHINE_GENERATION_LABEL, Host, WorkerPool
+from config.hosts import Host, WorkerPool
 from config.model import HostTuning
-from config.queues import ON_PREM_FLAVOR
-from contract.names import CAPACITY_LABEL, POOL_LABEL
 
 
 @dataclass(frozen=True)
@@ -282,21 +280,3 @@ class Distribution(Protocol):
     def registry_files(self, mirror: ImageMirror, upstreams: Sequence[str]) -> list[RegistryFile]:
         """The files that send `upstreams`' pulls through the image mirror
         (components/distributions/registry_mirror.py)."""
-
-
-def node_labels(node: "Host | WorkerPool") -> dict[str, str]:
-    """Labels from config plus the GPU labels the GPU add-ons select nodes by."""
-    labels = {POOL_LABEL: node.name} if isinstance(node, WorkerPool) else {}
-    if isinstance(node, Host) and node.runs_workloads:
-        # The on-prem flavor of the teams' Kueue queues selects these nodes by it
-        # (components/access/queues.py stack_flavors; config/queues.py ON_PREM_FLAVOR).
-        labels[CAPACITY_LABEL] = ON_PREM_FLAVOR
-    if node.gpus:
-        labels["nvidia.com/gpu.present"] = "true"
-        if node.gpu_model:
-            labels["nvidia.com/gpu.product"] = node.gpu_model
-    if isinstance(node, Host) and node.generation:
-        # retire-node compares it: the node of an old machine does not carry it.
-        labels[MACHINE_GENERATION_LABEL] = str(node.generation)
-    labels.update(node.labels)
-    return labels

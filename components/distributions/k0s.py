@@ -15,7 +15,6 @@ from components.distributions.base import (
     PrefixedInputs,
     admission_plugins,
     jwks_uri,
-    node_labels,
     read_at_boot,
 )
 from components.common import audit, pod_security
@@ -23,6 +22,7 @@ from components.common.step_text import Script
 from config.control_plane import ControlPlaneEndpoint
 from config.images import ImageMirror
 from config.hosts import Host, WorkerPool
+from config.node_labels import node_labels, node_taints
 from contract import ports
 
 # k0s runs its own containerd and reloads drop-ins from this folder by itself.
@@ -233,7 +233,7 @@ class K0s(PrefixedInputs):
             "NODE_LABELS": ",".join(f"{k}={v}" for k, v in node_labels(node).items()),
             "NODE_TAINTS": ",".join(
                 f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-                for t in node.taints
+                for t in node_taints(node)
             ),
             "K0S_PROFILE": WORKER_PROFILE,
             "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,

@@ -10,8 +10,7 @@ import pulumi
 import yaml
 
 from components.distributions.base import (DistributionSettings, JoinToken, PrefixedInputs,
-                                          admission_plugins, jwks_uri, node_labels,
-                                          read_at_boot)
+                                          admission_plugins, jwks_uri, read_at_boot)
 from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.distributions.rke2_canal import address_regex, canal_config
 from components.common import audit, pod_security
@@ -19,6 +18,7 @@ from components.common.step_text import SSM_READER, Script
 from config import versions
 from config.images import ImageMirror
 from config.hosts import Host, WorkerPool
+from config.node_labels import node_labels, node_taints
 from contract import ports
 
 ETC = "/etc/rancher/rke2"
@@ -225,9 +225,9 @@ class Rke2(PrefixedInputs):
         labels = node_labels(node)
         if labels:
             values["node-label"] = [f"{k}={v}" for k, v in labels.items()]
-        if node.taints:
+        if node_taints(node):
             values["node-taint"] = [f"{t.key}={t.value}:{t.effect}" if t.value
-                                    else f"{t.key}:{t.effect}" for t in node.taints]
+                                    else f"{t.key}:{t.effect}" for t in node_taints(node)]
         # RKE2 adds the `nvidia` runtime itself (nvidia_runtime_dropin); only GPU nodes have it.
         if node.gpus and self.settings.nvidia_default_runtime:
             values["default-runtime"] = "nvidia"

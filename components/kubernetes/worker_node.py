@@ -9,12 +9,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kubernetes.control_plane import ControlPlane
-from components.distributions.base import Distribution, node_labels
+from components.distributions.base import Distribution
 from components.hosts.bootstrap import PreparedHost
 from components.common.remote_step import run_step
 from components.common.step_text import Script
 from components.kubernetes.upgrade import RolloutPolicy, uncordon_worker, worker_upgrade
 from config.hosts import MACHINE_GENERATION_LABEL, Host
+from config.node_labels import node_labels
 
 MAINTAIN_NODE = Script("maintenance/maintain-node.sh")
 END_MAINTENANCE = Script("maintenance/end-maintenance.sh")

@@ -41,6 +41,7 @@ from components.layouts.contract import (
     frozen_mapping,
 )
 from components.layouts.over_ssh import registries_env
+from config.hosts import WorkerPool
 from contract import names
 
 
@@ -147,5 +148,12 @@ class Cloud(OnAws):
             outputs=frozen_mapping({
                 "images": {**result.outputs["images"],
                            **{pool.name: p.image for pool, p in zip(settings.pools, pools)}},
-                names.POOLS_OUTPUT: [{"name": p.name, "instanceType": p.instance_type, "count": p.count,
-                           "gpus": p.gpus, "gpuModel": p.gpu_model} for p in settings.pools]}))
+                names.POOLS_OUTPUT: [pool_output(p) for p in settings.pools]}))
+
+
+def pool_output(pool: WorkerPool) -> dict:
+    """A pool as the `pools` output lists it (contract/names.py POOLS_OUTPUT)."""
+    return {"name": pool.name, "instanceType": pool.instance_type, "count": pool.count,
+            "min": pool.min_size, "max": pool.max_size, "capacity": pool.capacity,
+            "capacityReservation": pool.capacity_reservation, "gpus": pool.gpus,
+            "gpuModel": pool.gpu_model}

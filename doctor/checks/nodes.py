@@ -39,9 +39,11 @@ def registered(context: Context) -> list[Finding]:
         count = sum(1 for node in nodes
                     if (node["metadata"].get("labels") or {}).get(POOL_LABEL) == pool.name)
         subject = f"pool {pool.name}"
-        if count < pool.count:
+        if count < pool.fewest:
             findings.append(warning(
-                check, subject, f"{count} of {pool.count} nodes registered",
+                check, subject, f"{count} of {pool.fewest} nodes registered" if
+                pool.fewest == pool.count else f"{count} of at least {pool.fewest} nodes "
+                "registered",
                 "instances still booting join within minutes; otherwise read the boot status "
                 "of the missing instances (SSM, cloud-init log)."))
         else:

@@ -116,6 +116,9 @@ EXAMPLES = {
     "nvidia.containerToolkitVersion": "1.19.1-1",
     "nvidia.driverBranch": "580",
     "pools[].ami": "ami-0123456789abcdef0",
+    "pools[].capacity": "spot",
+    "pools[].capacityReservation": "cr-0123456789abcdef0",
+    "pools[].instanceTypes[]": "g5.24xlarge",
     "pools[].gpuModel": "NVIDIA-A10G",
     "pools[].labels{key}": "example.com/tier",
     "pools[].labels{value}": "batch",
@@ -205,6 +208,10 @@ def _adopted_vpc(values: dict) -> None:
                                 subnetIds=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"])
 
 
+def _spot_pool(values: dict) -> None:
+    values["pools"][0]["capacity"] = "spot"
+
+
 def _external_api_load_balancer(values: dict) -> None:
     values.setdefault("kubernetes", {}).setdefault("controlPlane", {})["loadBalancer"] = "external"
 
@@ -263,6 +270,7 @@ def _mirror_login(values: dict) -> None:
 
 # What a key needs around it to be in use.
 SETTINGS_FOR = {
+    "pools[].instanceTypes[]": _spot_pool,
     "images.mirror.username": _mirror_login,
     "imageMirrorPassword": _mirror_login,
     "packages.epelMirror": _epel,

@@ -133,3 +133,20 @@ def test_a_stack_that_takes_the_regions_elastic_ips_is_warned(replicas, egress, 
                                    f"{count} Elastic IPs")
     values["aws"]["controlPlane"] = {"elasticIp": False}
     assert not [w for w in warnings_of(values) if "Elastic IPs" in w]
+
+
+def test_spot_and_reserved_pools_say_what_the_program_does_not_do():
+    values = cloud_config()
+    values["pools"] = [
+        {"name": "spot", "instanceType": "g5.12xlarge", "count": 1, "gpus": 4,
+         "capacity": "mixed"},
+        {"name": "block", "instanceType": "p5.48xlarge", "count": 0, "max": 2, "gpus": 8,
+         "capacityReservation": "cr-0123456789abcdef0", "capacityBlock": True}]
+    spot, reservation, block = warnings_of(values)
+    assert spot.startswith("gpu-cluster:pools[0] (spot).capacity is mixed: EC2 reclaims spot")
+    assert "gpu-cluster/capacity=spot" in spot
+    assert reservation.startswith("gpu-cluster:pools[1] (block).capacityReservation: the "
+                                  "program does not read cr-0123456789abcdef0: its instance "
+                                  "type must be p5.48xlarge")
+    assert "(max 2)" in reservation
+    assert "30 minutes before it ends" in block

@@ -119,7 +119,8 @@ class Recorded:
         return Stack("outputs file 'test.json'", kubeconfig,
                      nodes=[ExpectedNode(n["name"], n["address"], n["role"], n["gpus"],
                                          n.get("gpuModel")) for n in self.nodes],
-                     pools=[ExpectedPool(p["name"], p["count"], p["gpus"]) for p in self.pools],
+                     pools=[ExpectedPool(p["name"], p["count"], p["gpus"], p.get("min"))
+                            for p in self.pools],
                      default_storage_class=self.default_storage_class,
                      vpn=bool(self.gateways), api_endpoint="https://192.168.2.1:6443")
 

@@ -6,7 +6,9 @@ import datetime
 import json
 
 import pytest
+import yaml
 
+from contract.stack import read as read_stack
 from doctor.checks.every import run
 from doctor.findings import OK, PROBLEM, UNCHECKED, WARNING, exit_code
 from tests.doctor.cluster import PLUGIN_PODS, nvml_log, stamp, token_secret
@@ -72,6 +74,28 @@ def test_pool_nodes_are_held_to_their_pool(cluster):
     registered = {f.subject: f for f in bad(cluster, "node-registered")}
     assert registered["pool a100"].message == "1 of 2 nodes registered"
     assert bad(cluster, "node-known") == []
+
+
+def test_a_scaling_pool_is_held_to_its_minimum_not_its_first_size(cluster):
+    # count 2 was the size the group started at; cluster-autoscaler may leave min.
+    cluster.pools = [{"name": "a100", "count": 2, "min": 0, "max": 4, "gpus": 8}]
+    assert bad(cluster, "node-registered") == []
+    cluster.pools[0]["min"] = 1
+    [registered] = bad(cluster, "node-registered")
+    assert registered.message == "0 of at least 1 nodes registered"
+
+
+def test_the_pools_output_gives_the_doctor_its_minimum(tmp_path):
+    outputs = tmp_path / "outputs.json"
+    kubeconfig = {"clusters": [{"name": "c", "cluster": {"server": "https://192.168.2.1:6443"}}],
+                  "users": [{"name": "u", "user": {}}],
+                  "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}
+    outputs.write_text(json.dumps({
+        "kubeconfig": yaml.safe_dump(kubeconfig), "nodes": [],
+        "pools": [{"name": "a100", "count": 2, "min": 0, "max": 4, "gpus": 8},
+                  {"name": "old", "count": 3, "gpus": 0}]}))
+    stack = read_stack(None, str(outputs), None)
+    assert [(p.count, p.min, p.fewest) for p in stack.pools] == [(2, 0, 0), (3, None, 3)]
 
 
 def test_nvml_error_in_the_device_plugin_log(cluster):

@@ -120,12 +120,16 @@ def test_pool_join_tokens_are_the_controllers_and_registered_by_no_one_else(dev)
         assert parameter.ignore_changes == ["value"]
 
 
-@pytest.mark.parametrize("pool, instance_type, count, zones", [
-    ("a10g", "g5.12xlarge", 2, 2), ("h100", "p5.48xlarge", 0, 1), ("cpu", "m6i.2xlarge", 1, 2)])
-def test_pools_are_as_configured(dev, pool, instance_type, count, zones):
+@pytest.mark.parametrize("pool, instance_type, sizes, zones", [
+    ("a10g", "g5.12xlarge", (2, 2, 2), 2), ("h100", "p5.48xlarge", (0, 2, 0), 1),
+    ("cpu", "m6i.2xlarge", (1, 1, 1), 2)])
+def test_pools_are_as_configured(dev, pool, instance_type, sizes, zones):
     group = of_pool(dev, GROUP, pool)
+    # min, max, and count as the desired capacity at creation only: afterwards it is
+    # cluster-autoscaler's (a fixed pool follows count through min and max).
     assert (group.inputs["minSize"], group.inputs["maxSize"], group.inputs["desiredCapacity"]) \
-        == (count, count, count)
+        == sizes
+    assert group.ignore_changes == ["desiredCapacity"]
     assert len(group.inputs["vpcZoneIdentifiers"]) == zones
     assert ("placementGroup" in group.inputs) == (pool == "h100")
     assert of_pool(dev, TEMPLATE, pool).inputs["instanceType"] == instance_type
@@ -169,8 +173,9 @@ def test_user_data_boots_the_node_without_any_secret(dev):
 
 def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
     join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-2]
-    assert "export NODE_LABELS='gpu-cluster/pool=a10g,nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G'" \
-        in join
+    assert "export NODE_LABELS='gpu-cluster/pool=a10g,gpu-cluster/capacity=on-demand," \
+        "nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G," \
+        "k8s.amazonaws.com/accelerator=nvidia-a10g'" in join
     assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'" in join
     assert "export NODE_IP=''" in join
     nvidia = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[1]
