@@ -34,3 +34,13 @@ def boot_steps(plan, resource) -> list[str]:
 
     data = resource.inputs.get("userData") or resource.inputs.get("userDataBase64")
     return [whole_text(stdin) for _, stdin in plan.boot_steps(data)]
+
+
+def boot_step(plan, resource, step: str) -> dict[str, str]:
+    """The inputs of the boot step named `step` (its GPU_CLUSTER_STEP), wherever the plan puts
+    it among the others."""
+    from components.common.step_text import step_inputs
+
+    [inputs] = [inputs for inputs in map(step_inputs, boot_steps(plan, resource))
+                if inputs.get("GPU_CLUSTER_STEP") == step]
+    return inputs

@@ -14,7 +14,7 @@ from preview.engine import unwrap_secrets as unwrap
 from tests.builders import cloud_config, example_plan, preview
 from tests.components.test_iam_evaluation import Stack
 from tests.iam_evaluator import ALLOW, IMPLICIT_DENY, Request, evaluate
-from tests.stacks.steps import boot_steps
+from tests.stacks.steps import boot_step
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -96,8 +96,7 @@ def test_the_ec2_nodes_run_an_external_cloud_provider_and_the_on_prem_ones_do_no
 
 def test_a_pool_instance_joins_with_its_provider_id(cloud):
     [template] = cloud.of_type(TEMPLATE)
-    join = step_inputs(boot_steps(cloud, template)[-1])
-    assert join["GPU_CLUSTER_STEP"] == "join-worker"
+    join = boot_step(cloud, template, "join-worker")
     assert join["RKE2_CLOUD_PROVIDER"] == "aws" and join["SSM_READER"]
     assert "cloud-provider-name" not in yaml.safe_load(join["RKE2_CONFIG"])
 

@@ -11,9 +11,8 @@ import re
 import pytest
 import yaml
 
-from components.common.step_text import step_inputs
 from tests.builders import cloud_config, shared_preview
-from tests.stacks.steps import boot_steps
+from tests.stacks.steps import boot_step
 
 GROUP = "aws:autoscaling/group:Group"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -76,7 +75,7 @@ def template_node(group) -> dict:
 def registered_node(plan, pool: str) -> dict:
     """The labels and taints the kubelet registers with: the join step's inputs, in the
     k0s worker's --labels and --taints form (key=value, key=value:effect, key:effect)."""
-    join = step_inputs(boot_steps(plan, of_pool(plan, TEMPLATE, pool))[-1])
+    join = boot_step(plan, of_pool(plan, TEMPLATE, pool), "join-worker")
     labels = dict(item.split("=", 1) for item in join["NODE_LABELS"].split(","))
     taints = []
     for item in filter(None, join["NODE_TAINTS"].split(",")):
@@ -88,7 +87,7 @@ def registered_node(plan, pool: str) -> dict:
 
 def rke2_registered_node(plan, pool: str) -> dict:
     """The same from an RKE2 agent's config.yaml (node-label, node-taint: key=value:effect)."""
-    join = step_inputs(boot_steps(plan, of_pool(plan, TEMPLATE, pool))[-1])
+    join = boot_step(plan, of_pool(plan, TEMPLATE, pool), "join-worker")
     config = yaml.safe_load(join["RKE2_CONFIG"])
     taints = []
     for item in config.get("node-taint", []):

@@ -5,7 +5,6 @@ lists them in the stack's order, every name it uses is an object of the plan, it
 ResourceQuota caps what Kueue may admit, and a pool's flavor waits for cluster-autoscaler
 (the ProvisioningRequest admission check)."""
 
-import re
 
 from components.access.queues import (PROVISIONING_CHECK, PROVISIONING_CLASS,
                                       PROVISIONING_CONTROLLER)
@@ -13,7 +12,7 @@ from components.addons.kueue import PROVISIONING_ANNOTATION
 from config.queues import DEFAULT_FLAVOR
 from contract.names import CAPACITY_LABEL, POOL_LABEL
 from tests.builders import bare_metal_config, cloud_config, shared_preview
-from tests.stacks.steps import boot_steps
+from tests.stacks.steps import boot_step
 from tests.stacks.test_queues import namespaced, of_kind, selector_matches
 
 GPU = "nvidia.com/gpu"
@@ -53,8 +52,7 @@ def pool_node_labels(plan, pool: str) -> dict[str, str]:
     template's user data (k0s --labels, components/scripts/k0s/lib.sh)."""
     [template] = [r for r in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
                   if r.name.startswith(f"test-{pool}-")]
-    join = boot_steps(plan, template)[-1]
-    [text] = re.findall(r"^export NODE_LABELS='([^']*)'$", join, re.M)
+    text = boot_step(plan, template, "join-worker")["NODE_LABELS"]
     return dict(item.split("=", 1) for item in text.split(","))
 
 
