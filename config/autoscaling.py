@@ -69,8 +69,11 @@ class AutoscalingSettings(Section):
 
 
 def autoscaling_checks(cfg: PartialConfig) -> list[Problem]:
-    """`autoscaling` is about the cloud layout's pools: elsewhere nothing reads it."""
-    if cfg.given("autoscaling") and cfg.layout != "cloud":
+    """`autoscaling` is about the cloud layout's pools: elsewhere nothing reads it. (Every
+    stack is given `{}`, Pulumi.yaml's default: only a value is refused.)"""
+    autoscaling = cfg.autoscaling
+    if (cfg.layout != "cloud" and autoscaling is not None
+            and autoscaling.model_dump(exclude_defaults=True)):
         return [Problem("autoscaling", "only the cloud layout's pools autoscale; remove "
                         "gpu-cluster:autoscaling from this stack")]
     return []
