@@ -18,10 +18,13 @@ Who can do what with its identities:
   service); it cannot draw the pod to itself either: the node selector is the controllers'
   `node-role.kubernetes.io/control-plane` label, which NodeRestriction keeps a kubelet from
   setting (kubernetes plugin/pkg/admission/noderestriction, labels under kubernetes.io). So it
-  can at most mark itself unready or idle, and so have its own instance removed.
+  can at most mark itself unready or idle, and so have its own instance removed, or misreport
+  its own capacity, which misleads the scheduler as much as CA. CA's metrics port on the
+  controller (:8085) is open to no one outside it (the controllers' security group).
 - Its ServiceAccount (kube-system, the chart's ClusterRole, templates/clusterrole.yaml at the
   chart tag): reads pods, nodes and the workloads cluster-wide, updates nodes (its taints),
-  evicts pods, updates ProvisioningRequests and their status. The token is mounted into its
+  evicts pods, patches Jobs, writes PodTemplates and ProvisioningRequests with their status
+  (what it provisions for Kueue). The token is mounted into its
   one pod, on a controller; a team user has no access to kube-system and cannot mount it, nor
   exec into the pod. What a team user can do is ask for nodes: a pending pod within their
   quota (ResourceQuota, Kueue's ClusterQueue) that fits a pool makes it grow, up to the pool's

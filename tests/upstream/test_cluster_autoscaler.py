@@ -166,6 +166,17 @@ def test_the_policy_pack_admits_what_the_chart_runs():
             "metadata"]["name"]
 
 
+def test_the_policy_pack_admits_what_the_plan_registers():
+    from policy.rules import Resource, check
+
+    found = [r for r in plan().resources if r.type.startswith("kubernetes:") and (
+        "cluster-autoscaler" in r.name or "jobs-keep-their-nodes" in r.name)]
+    assert len(found) == 4
+    for resource in found:
+        assert check(Resource(type=resource.type, name=resource.name,
+                              props=resource.inputs)) == [], resource.name
+
+
 def test_a_job_s_pods_would_be_taken_without_the_policy():
     """Why the policy exists, read from the release: rules.go Default runs Replicated, whose
     replicatedKind counts a Job as replicated (so its pod is drainable), and NotSafeToEvict,
