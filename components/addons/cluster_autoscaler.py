@@ -58,7 +58,9 @@ CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 TOLERATIONS = ({"key": "CriticalAddonsOnly", "operator": "Exists"},
                {"key": CONTROL_PLANE_LABEL, "operator": "Exists", "effect": "NoSchedule"})
 # Expander: least-waste (flags.go `expander`, its default said outright): of the pools that
-# would fit the pending pods, the one left with the least idle CPU and memory.
+# would fit the pending pods, the one left with the least idle CPU, then memory
+# (expander/waste/waste.go, which counts no GPUs); a GPU instance's CPU and memory grow with
+# its GPUs, so it picks the smallest instance type that fits.
 EXPANDER = "least-waste"
 # The annotation the drainability rules read (utils/drain/drain.go PodSafeToEvictKey).
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
