@@ -8,9 +8,10 @@ takes a node that runs a Job's or an MPIJob's pods (NOT_SAFE_TO_EVICT_POLICY bel
 
 Who can do what with its identities:
 - Its AWS identity is the instance role of the controller it runs on: the chart's pod has the
-  host's network, the one way to the role, since the instances' metadata service answers one
-  hop only (components/aws/gpu_worker_pool.py, as for the EFS CSI driver's controller,
-  components/addons/efs_csi.py `hostNetwork`). That role alone carries the policy of
+  host's network, the one way to the role, since the controllers' metadata service answers
+  one hop only (components/aws/control_plane_host.py `http_put_response_hop_limit=1`; the
+  EFS CSI driver's controller does the same on the pools, components/addons/efs_csi.py
+  `hostNetwork`). That role alone carries the policy of
   components/aws/autoscaler_policy.py: describe the account's groups, instance types and
   launch templates; set the size of, and terminate instances in, the groups tagged
   `k8s.io/cluster-autoscaler/<cluster>` only, which the pools' roles do not get. A compromised
@@ -111,7 +112,8 @@ def chart_values(cluster_name: str, region: str, autoscaling: AutoscalingSetting
         "fullnameOverride": RELEASE,
         "cloudProvider": "aws",
         "awsRegion": region,
-        # The chart's autoDiscovery.tags are ENABLED_TAG and cluster_tag(clusterName).
+        # The chart's autoDiscovery.tags are config/autoscaling.py's ENABLED_TAG and
+        # cluster_tag(clusterName).
         "autoDiscovery": {"clusterName": cluster_name},
         "image": {"repository": versions.CLUSTER_AUTOSCALER_IMAGE_REPOSITORY,
                   "tag": chart_tag(versions.CLUSTER_AUTOSCALER_IMAGE,
@@ -141,9 +143,10 @@ def chart_values(cluster_name: str, region: str, autoscaling: AutoscalingSetting
 
 
 NOT_SAFE_TO_EVICT_POLICY = "gpu-cluster-jobs-keep-their-nodes"
-# A pod a batch Job or an MPIJob controls (the launcher's Job and the workers of mpi-operator
-# v0.8.0; Kubeflow Trainer's JobSets run Jobs too). The Job controller and the MPI operator set
-# the ownerReference with controller: true when they create the pod.
+# A pod a batch Job or an MPIJob controls: mpi-operator v0.8.0 makes each worker pod with the
+# MPIJob as its controller and the launcher a batch Job (pkg/controller/mpi_job_controller.go
+# newWorker :1521, newLauncherJob :1528-1537, metav1.NewControllerRef: controller true);
+# Kubeflow Trainer's JobSets run Jobs too.
 JOB_POD_CONDITION = (
     "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, "
     "has(r.controller) && r.controller == true && ("
