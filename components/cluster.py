@@ -29,8 +29,7 @@ from components.addons.monitoring.install import Monitoring, MonitoringArgs
 from components.addons.monitoring.rules import gpu_node_groups
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.addons.kueue import Kueue, KueueArgs
-from components.addons.cluster_autoscaler import (ClusterAutoscaler, ClusterAutoscalerArgs,
-                                                  autoscales)
+from components.addons.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.addons.efs_csi import EfsCsiSettings
 from components.addons.shared_storage import (
     SharedStorage,
@@ -40,6 +39,7 @@ from components.addons.shared_storage import (
 from components.kubernetes.backups import (backup_turn_env, install_backup_env,
                                            install_backup_over_ssh)
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
+from config.autoscaling import autoscales
 from config.model import StackConfig
 from config.storage import efs_on_prem_identity, efs_provider_id
 from config import vendored

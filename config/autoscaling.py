@@ -79,15 +79,42 @@ def autoscaling_checks(cfg: PartialConfig) -> list[Problem]:
     return []
 
 
+# cluster-autoscaler knows a node by its providerID, `aws:///<zone>/<instance id>`
+# (cloudprovider/aws/aws_cloud_provider.go NodeGroupForNode :123-144, AwsRefFromProviderId
+# :217-231 at cluster-autoscaler-1.36.1), and takes an instance of a group that no node names
+# for one that never registered, which it terminates once --max-node-provision-time (15m)
+# has passed (clusterstate/clusterstate.go getNotRegisteredNodes :1183-1200,
+# core/static_autoscaler.go removeOldUnregisteredNodes :976), down to the group's minimum.
+# The pools' nodes get such IDs from the AWS cloud controller manager, which this program
+# does not run yet (RKE2 names them `rke2://<node>`, k0s not at all): until it does, CA
+# would end every pool instance a quarter of an hour after it started. Off until then.
+POOL_NODES_HAVE_AWS_PROVIDER_IDS = False
+
+
+def autoscales(pools: list, controller_runs_kubelet: bool) -> bool:
+    """Whether the stack runs cluster-autoscaler: it has pools (the cloud layout), their nodes
+    carry AWS provider IDs, and its controllers run a kubelet to run it on (RKE2's servers;
+    a k0s controller runs none, components/distributions/k0s.py `controller_runs_kubelet`)."""
+    return bool(pools) and controller_runs_kubelet and POOL_NODES_HAVE_AWS_PROVIDER_IDS
+
+
 # The distributions whose controllers run no kubelet (components/distributions/k0s.py
 # `controller_runs_kubelet`; the EC2 controllers are "controller" hosts): no pod runs there.
 CONTROLLERS_WITHOUT_KUBELET = ("k0s",)
 
 
 def autoscaling_warning(pools: list, distribution: str) -> Optional[str]:
-    """Pools that keep their size: cluster-autoscaler runs on a controller, with the
-    controller's instance role, and a k0s controller runs no kubelet."""
-    if not pools or distribution not in CONTROLLERS_WITHOUT_KUBELET:
+    """Pools that keep their size: their nodes carry no AWS provider IDs yet, or
+    cluster-autoscaler would run on a controller (with the controller's instance role) and a
+    k0s controller runs no kubelet."""
+    if not pools:
+        return None
+    if not POOL_NODES_HAVE_AWS_PROVIDER_IDS:
+        return ("the pools do not autoscale: cluster-autoscaler knows a node by its AWS provider "
+                "ID (aws:///<zone>/<instance id>), which the pools' nodes do not carry without "
+                "the AWS cloud controller manager, and it would terminate every instance it "
+                "cannot match; it is not installed and each pool keeps its configured size")
+    if distribution not in CONTROLLERS_WITHOUT_KUBELET:
         return None
     return (f"the pools do not autoscale: cluster-autoscaler runs on the controllers, which "
             f"{distribution} runs without a kubelet, so it is not installed and each pool keeps "

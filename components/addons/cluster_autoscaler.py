@@ -4,7 +4,9 @@ pool's node would give them, and shrinks it when a node has stayed unneeded for
 `autoscaling.scaleDownUnneededTime`. It finds the groups by their tags
 (`k8s.io/cluster-autoscaler/enabled` and `k8s.io/cluster-autoscaler/<cluster>`), takes
 Kueue's ProvisioningRequests (autoscaling.x-k8s.io, the CRD of the release tag), and never
-takes a node that runs a Job's or an MPIJob's pods (NOT_SAFE_TO_EVICT_POLICY below).
+takes a node that runs a Job's or an MPIJob's pods (NOT_SAFE_TO_EVICT_POLICY below). The
+composition installs it where config/autoscaling.py `autoscales`: RKE2, and pool nodes that
+carry AWS provider IDs (which it knows nodes by).
 
 Who can do what with its identities:
 - Its AWS identity is the instance role of the controller it runs on: the chart's pod has the
@@ -33,7 +35,6 @@ Who can do what with its identities:
   `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`, or running under a Job, holds its
   node until it ends, as intended for long jobs (the cost is the quota's to bound)."""
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -186,13 +187,6 @@ def not_safe_to_evict_policy() -> list[dict]:
         "metadata": {"name": NOT_SAFE_TO_EVICT_POLICY},
         "spec": {"policyName": NOT_SAFE_TO_EVICT_POLICY},
     }]
-
-
-def autoscales(pools: Sequence, controller_runs_kubelet: bool) -> bool:
-    """Whether the stack runs CA: it has pools (the cloud layout), and its controllers run a
-    kubelet to run CA on (RKE2's servers do; a k0s controller runs none,
-    components/distributions/k0s.py: the preview warns, config/autoscaling.py)."""
-    return bool(pools) and controller_runs_kubelet
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,6 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.addons.cluster_autoscaler import autoscales
 from components.aws import ssm_paths
 from components.aws.autoscaler_policy import allow_autoscaling
 from components.aws.control_plane_host import ControlPlaneHost
@@ -42,6 +41,7 @@ from components.layouts.contract import (
     frozen_mapping,
 )
 from components.layouts.over_ssh import registries_env
+from config.autoscaling import autoscales
 from contract import names
 
 

@@ -13,9 +13,10 @@ import pytest
 from components.aws.autoscaler_policy import DESCRIBE_ACTIONS, SCALE_ACTIONS
 from config import versions
 from config.autoscaling import cluster_tag
-from tests.builders import PROJECT_DIR, cloud_config, example_plan, preview
+from tests.builders import PROJECT_DIR, cloud_config, example_plan
 from tests.components.test_iam_evaluation import ACCOUNT, Stack
 from tests.iam_evaluator import ALLOW, IMPLICIT_DENY, Request, evaluate
+from tests.upstream.test_cluster_autoscaler import with_provider_ids
 
 REGION = "us-west-2"
 
@@ -39,7 +40,7 @@ def stack(distribution: str = "rke2", controllers: int = 1) -> Stack:
     if controllers > 1:
         values["aws"]["vpc"] = {"availabilityZones": controllers}
         values["kubernetes"]["controlPlane"] = {"replicas": controllers}
-    return Stack(preview(values))
+    return Stack(with_provider_ids(values))
 
 
 def controllers(found: Stack) -> list:
@@ -86,10 +87,16 @@ def test_the_pools_roles_may_not_resize_any_group():
                 == IMPLICIT_DENY, (node.name, action)
 
 
-def test_no_role_gets_it_where_no_autoscaler_runs():
+@pytest.mark.parametrize("stack_name", ["dev", "k0s with provider ids"])
+def test_no_role_gets_it_where_no_autoscaler_runs(stack_name):
     """k0s's EC2 controllers run no kubelet, so no cluster-autoscaler and no grant (the
-    example cloud stack), and nothing of it is installed."""
-    plan = example_plan("dev")
+    example cloud stack, as it is and once the pools' nodes have AWS provider IDs)."""
+    if stack_name == "dev":
+        plan = example_plan("dev")
+    else:
+        values = cloud_config()
+        values["clusterName"] = "dev"
+        plan = with_provider_ids(values)
     found = Stack(plan)
     for role in found.roles.values():
         assert evaluate(role, Request(SCALE_ACTIONS[0], group_arn("dev-gpu"), tagged("dev"))) \

@@ -5,6 +5,7 @@ import pytest
 
 from components.distributions.k0s import K0s
 from components.distributions.rke2 import Rke2
+from config import autoscaling
 from config.autoscaling import CONTROLLERS_WITHOUT_KUBELET, duration_seconds
 from config.versions import DISTRIBUTIONS
 from tests.builders import bare_metal_config, cloud_config, hybrid_config
@@ -45,7 +46,7 @@ def test_the_section_belongs_to_the_cloud_layout(values):
             "gpu-cluster:autoscaling from this stack") in problems_of(values)
 
 
-def test_the_warning_follows_the_distributions_that_run_no_kubelet_on_controllers():
+def test_the_warning_follows_the_distributions_that_run_no_kubelet_on_controllers(monkeypatch):
     """The config names the distributions; the distributions say it (controller_runs_kubelet,
     which the composition reads to install cluster-autoscaler)."""
     classes = {"k0s": K0s, "rke2": Rke2}
@@ -53,8 +54,20 @@ def test_the_warning_follows_the_distributions_that_run_no_kubelet_on_controller
     assert set(CONTROLLERS_WITHOUT_KUBELET) == {
         name for name, cls in classes.items() if not cls.controller_runs_kubelet}
     values = cloud_config()
+    monkeypatch.setattr(autoscaling, "POOL_NODES_HAVE_AWS_PROVIDER_IDS", True)
     [warning] = [w for w in warnings_of(values) if "autoscale" in w]
     assert "k0s runs without a kubelet" in warning and "keeps its configured size" in warning
     values["kubernetes"] = {"distribution": "rke2"}
     assert not [w for w in warnings_of(values) if "autoscale" in w]
     assert not [w for w in warnings_of(bare_metal_config(workers=1)) if "autoscale" in w]
+
+
+def test_no_pool_autoscales_while_its_nodes_have_no_aws_provider_ids():
+    """Off by default (config/autoscaling.py POOL_NODES_HAVE_AWS_PROVIDER_IDS): whatever the
+    distribution, the preview says the pools keep their size, and why."""
+    for distribution in ("k0s", "rke2"):
+        values = cloud_config()
+        values["kubernetes"] = {"distribution": distribution}
+        [warning] = [w for w in warnings_of(values) if "autoscale" in w]
+        assert "which the pools' nodes do not carry without the AWS cloud controller" in warning
+        assert not autoscaling.autoscales(loads(values).pools, True)

@@ -36,7 +36,7 @@ def test_no_nfs_export_and_no_backup_path_is_warned():
 
 
 def test_the_cloud_layout_has_no_backup_warning():
-    # k0s's: its controllers run no kubelet for cluster-autoscaler (tests/config/test_autoscaling.py).
+    # But the pools' autoscaling warning (tests/config/test_autoscaling.py).
     assert [w for w in warnings_of(cloud_config()) if "do not autoscale" not in w] == []
 
 

@@ -18,9 +18,11 @@ from components.addons.cluster_autoscaler import (JOB_POD_CONDITION, NAMESPACE, 
                                                   SAFE_TO_EVICT, TOLERATIONS,
                                                   not_safe_to_evict_policy)
 from components.distributions.rke2 import SERVER_ONLY_TAINT
-from config import versions
+from config import autoscaling, versions
 from config.autoscaling import ENABLED_TAG, GPU_LABEL, cluster_tag
+from config.warnings import preview_warnings
 from tests.builders import PROJECT_DIR, cloud_config, preview
+from tests.config.loading import loads
 from tests.k8s_tools import validate_strict
 from tests.upstream.test_pinned_upstream import by_kind, helm
 
@@ -29,12 +31,33 @@ SOURCE = PROJECT_DIR / versions.CLUSTER_AUTOSCALER_SOURCE / "cluster-autoscaler"
 UNNEEDED = "45m"
 
 
+def with_provider_ids(values: dict):
+    """The plan of `values` as it will be once the pools' nodes carry AWS provider IDs
+    (config/autoscaling.py POOL_NODES_HAVE_AWS_PROVIDER_IDS, off until the AWS cloud
+    controller manager gives them)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(autoscaling, "POOL_NODES_HAVE_AWS_PROVIDER_IDS", True)
+        return preview(values)
+
+
 @functools.cache
 def plan():
     values = cloud_config()
     values["kubernetes"] = {"distribution": "rke2"}
     values["autoscaling"] = {"scaleDownUnneededTime": UNNEEDED}
-    return preview(values)
+    return with_provider_ids(values)
+
+
+def test_nothing_of_it_runs_while_the_pools_nodes_have_no_aws_provider_ids():
+    """CA would take every pool instance for one that never registered: not installed, no
+    grant, and the preview says why."""
+    values = cloud_config()
+    values["kubernetes"] = {"distribution": "rke2"}
+    found = preview(values)
+    assert not [r for r in found.resources if "cluster-autoscaler" in r.name
+                or "jobs-keep-their-nodes" in r.name]
+    [warning] = [w for w in preview_warnings(loads(values)) if "autoscale" in w]
+    assert "AWS provider ID (aws:///<zone>/<instance id>)" in warning
 
 
 @functools.cache
