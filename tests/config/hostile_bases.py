@@ -250,7 +250,8 @@ def _connector(template: dict):
 
 
 def _rke2(values: dict) -> None:
-    """cluster-autoscaler runs where the controllers run a kubelet (RKE2's servers)."""
+    """Where cluster-autoscaler runs once the pools' nodes carry AWS provider IDs: the
+    controllers run a kubelet (RKE2's servers; config/autoscaling.py autoscales)."""
     values.setdefault("kubernetes", {})["distribution"] = "rke2"
 
 
