@@ -30,6 +30,7 @@ from components.addons.monitoring.install import Monitoring, MonitoringArgs
 from components.addons.monitoring.rules import gpu_node_groups
 from components.addons.mpi_operator import MpiOperator, MpiOperatorArgs
 from components.addons.kueue import Kueue, KueueArgs
+from components.addons.cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.addons.efs_csi import EfsCsiSettings
 from components.addons.shared_storage import (
     SharedStorage,
@@ -39,6 +40,7 @@ from components.addons.shared_storage import (
 from components.kubernetes.backups import (backup_turn_env, install_backup_env,
                                            install_backup_over_ssh)
 from components.kubernetes.worker_node import WorkerNode, WorkerNodeArgs
+from config.autoscaling import autoscales
 from config.model import StackConfig
 from config.storage import efs_on_prem_identity, efs_provider_id
 from config import vendored
@@ -279,6 +281,10 @@ class Cluster(pulumi.ComponentResource):
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
                         MpiOperatorArgs(provider=self.provider), opts=opts)
+        if autoscales(settings.pools, self._distribution.controller_runs_kubelet):
+            ClusterAutoscaler(f"{self._name}-cluster-autoscaler", ClusterAutoscalerArgs(
+                provider=self.provider, cluster_name=settings.cluster_name,
+                region=settings.aws.region, autoscaling=settings.autoscaling), opts=opts)
         self._create_monitoring()
         self.kubeflow_url: Optional[str] = None
         self.kubeflow_tls_certificate: Optional[pulumi.Output[str]] = None

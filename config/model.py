@@ -16,6 +16,7 @@ from contract import ports
 from config import checks, versions
 from config.access import AccessSettings
 from config.aws_checks import cloud_checks, hybrid_checks
+from config.autoscaling import AutoscalingSettings, autoscaling_checks
 from config.backup import BackupSettings, backup_checks
 from config.cloud import AwsSettings, VpnSettings
 from config.control_plane import ControlPlaneEndpoint, control_plane_endpoint
@@ -302,6 +303,9 @@ class StackConfig(Section):
     """The OpenVPN bridge between the LAN and the VPC (hybrid); unset: none."""
     pools: list[WorkerPool] = []
     """EC2 GPU worker pools that join the cluster at boot (cloud layout)."""
+    autoscaling: AutoscalingSettings = AutoscalingSettings()
+    """cluster-autoscaler on the pools (cloud layout): when an idle pool node goes (see
+    [Autoscaling](layouts.md#autoscaling))."""
     access: AccessSettings = AccessSettings()
     """Teams' namespaces and quotas, users and their kubeconfigs (see [Teams and
     users](teams.md#teams-and-users))."""
@@ -379,7 +383,8 @@ class StackConfig(Section):
 CROSS_CHECKS = (checks.network_checks, checks.host_checks, checks.ssh_checks,
                 checks.nvidia_checks, checks.tuning_checks, firewall_checks, storage_checks,
                 hybrid_checks, cloud_checks, kubeflow_checks, image_checks, backup_checks,
-                monitoring_checks, release_pin_checks, control_plane_checks, queue_checks)
+                monitoring_checks, release_pin_checks, control_plane_checks, queue_checks,
+                autoscaling_checks)
 
 # Keys whose value must be set with `pulumi config set --secret`.
 SECRET_KEYS = ("sshPrivateKey", "bastionPrivateKey", "vpnClientProfile", "kubeflowPassword",

@@ -67,6 +67,12 @@ IMAGE_DIGESTS: dict[str, str] = {
     # commit 0137eda2cba1d3894c93aa4bd4363eacc2ed7287: the newest tag it promotes
     # (CLOUD_PROVIDER_AWS says why not v1.36.x).
     "registry.k8s.io/provider-aws/cloud-controller-manager:v1.35.2": "sha256:5a5d4e5942ad078a184c12bf5435f8226ccb157ee15e9e1f87c183a4bf4b8f1a",
+    # The image promoter's manifest for registry.k8s.io: registry.k8s.io/images/
+    # k8s-staging-autoscaling/images.yaml, `cluster-autoscaler` dmap, [ "v1.36.1" ], read at
+    # commit 2d7cc8e of a fork of kubernetes/k8s.io (the stored copies of kubernetes/k8s.io
+    # itself stop at v1.33.1); the same digest in an unrelated public file that pins v1.36.1.
+    # The multi-arch image (the per-architecture ones are `cluster-autoscaler-amd64`, ...).
+    "registry.k8s.io/autoscaling/cluster-autoscaler:v1.36.1": "sha256:461388d03eb5b55db58941ee7a81d9a619dd15302b01cbab9f5a9946715994b4",
     # --- end of pins ---
 }
 
@@ -211,6 +217,22 @@ CLOUD_PROVIDER_AWS_CHART = (f"vendor/cloud-provider-aws-{CLOUD_PROVIDER_AWS}/cha
 CLOUD_PROVIDER_AWS_CHART_VERSION = "0.0.10"
 CLOUD_PROVIDER_AWS_IMAGE_REPOSITORY = "registry.k8s.io/provider-aws/cloud-controller-manager"
 CLOUD_PROVIDER_AWS_IMAGE = pinned(f"{CLOUD_PROVIDER_AWS_IMAGE_REPOSITORY}:{CLOUD_PROVIDER_AWS}")
+# cluster-autoscaler (the cloud layout's pools, components/addons/cluster_autoscaler.py): the
+# newest patch of the release for Kubernetes 1.36 (kubernetes/autoscaler tag
+# cluster-autoscaler-1.36.1, 35e8a28; CA's minor follows Kubernetes', its FAQ "What are the
+# Parameters to CA?" / README "Releases"), with the Helm chart of the newest chart tag,
+# cluster-autoscaler-chart-9.59.0 (5a0b98e): no chart tag names 1.36 yet (9.54.0 to 9.59.0 have
+# appVersion 1.35.0), so the image is set in its values. Both vendored (vendor/README.md); the
+# ProvisioningRequest CRD (autoscaling.x-k8s.io) is the release tag's.
+CLUSTER_AUTOSCALER = "v1.36.1"
+CLUSTER_AUTOSCALER_CHART_VERSION = "9.59.0"
+CLUSTER_AUTOSCALER_CHART = (f"vendor/cluster-autoscaler-chart-{CLUSTER_AUTOSCALER_CHART_VERSION}"
+                            "/cluster-autoscaler/charts/cluster-autoscaler")
+CLUSTER_AUTOSCALER_SOURCE = f"vendor/cluster-autoscaler-{CLUSTER_AUTOSCALER.lstrip('v')}"
+PROVISIONING_REQUEST_CRD = (f"{CLUSTER_AUTOSCALER_SOURCE}/cluster-autoscaler/apis/config/crd/"
+                            "autoscaling.x-k8s.io_provisioningrequests.yaml")
+CLUSTER_AUTOSCALER_IMAGE_REPOSITORY = "registry.k8s.io/autoscaling/cluster-autoscaler"
+CLUSTER_AUTOSCALER_IMAGE = pinned(f"{CLUSTER_AUTOSCALER_IMAGE_REPOSITORY}:{CLUSTER_AUTOSCALER}")
 NFS_SUBDIR_PROVISIONER = "v4.0.2"
 NFS_SUBDIR_PROVISIONER_IMAGE = pinned(
     f"registry.k8s.io/sig-storage/nfs-subdir-external-provisioner:{NFS_SUBDIR_PROVISIONER}")
@@ -289,6 +311,7 @@ DEPLOYED_IMAGES = {
     **{f"EFS_CSI_SIDECAR_IMAGES.{name}": image
        for name, (_, image) in EFS_CSI_SIDECAR_IMAGES.items()},
     "CLOUD_PROVIDER_AWS_IMAGE": CLOUD_PROVIDER_AWS_IMAGE,
+    "CLUSTER_AUTOSCALER_IMAGE": CLUSTER_AUTOSCALER_IMAGE,
     "NFS_SUBDIR_PROVISIONER_IMAGE": NFS_SUBDIR_PROVISIONER_IMAGE,
     "LOCAL_PATH_PROVISIONER_IMAGE": LOCAL_PATH_PROVISIONER_IMAGE,
     "BUSYBOX_IMAGE": BUSYBOX_IMAGE,

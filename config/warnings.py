@@ -7,6 +7,7 @@ from typing import Optional
 
 from config.backup import backup_store
 from config.cloud import control_plane_address
+from config.autoscaling import autoscaling_warning
 from config.download_warnings import download_warnings
 from config.firewall import firewall_warnings
 from config.gpu_hosts import runtime_warnings, untolerated_taint_warnings
@@ -45,6 +46,7 @@ def preview_warnings(settings: StackConfig) -> list[str]:
     warnings += download_warnings(settings)
     warnings.append(time_warning(settings.time, settings.packages.apt_mirror))
     warnings.append(unsplit_teams_warning(settings.access))
+    warnings.append(autoscaling_warning(settings.pools, settings.kubernetes.distribution))
     return [warning for warning in warnings if warning]
 
 

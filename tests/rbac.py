@@ -192,9 +192,11 @@ class Rbac:
                    for rule in self.rules_for(user, list(groups), request.namespace))
 
 
-def rendered_efs_csi_chart(namespace: str, values: dict) -> list[dict]:
-    """The objects of the vendored EFS CSI driver chart, as the official `helm template`
-    renders it with the stack's values."""
+def rendered_efs_csi_chart(namespace: str, values: dict,
+                           chart: str = versions.EFS_CSI_DRIVER_CHART,
+                           release: str = "aws-efs-csi-driver") -> list[dict]:
+    """The objects of the vendored EFS CSI driver chart (or another vendored `chart`), as
+    the official `helm template` renders it with the stack's values."""
     import json
     import subprocess
     import tempfile
@@ -207,8 +209,8 @@ def rendered_efs_csi_chart(namespace: str, values: dict) -> list[dict]:
     with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
         json.dump(values, file)
         file.flush()
-        out = subprocess.run([str(helm), "template", "aws-efs-csi-driver",
-                              str(PROJECT_DIR / versions.EFS_CSI_DRIVER_CHART), "-n", namespace,
+        out = subprocess.run([str(helm), "template", release,
+                              str(PROJECT_DIR / chart), "-n", namespace,
                               "-f", file.name], capture_output=True, text=True,
                              check=True).stdout
     return [o for o in yaml.safe_load_all(out) if o]
@@ -251,6 +253,16 @@ def stack_rbac_objects(plan) -> list[dict]:
             objects += [o for o in rendered_efs_csi_chart(resource.inputs["namespace"],
                                                           resource.inputs["values"])
                         if o["kind"] in RBAC_KINDS]
+        elif resource.type == "kubernetes:helm.sh/v4:Chart" \
+                and resource.inputs["chart"] == versions.CLUSTER_AUTOSCALER_CHART:
+            objects += [o for o in rendered_efs_csi_chart(
+                resource.inputs["namespace"], resource.inputs["values"],
+                versions.CLUSTER_AUTOSCALER_CHART, "cluster-autoscaler") if o["kind"] in RBAC_KINDS]
+        elif resource.type == "kubernetes:yaml/v2:ConfigFile" \
+                and resource.inputs["file"] == versions.PROVISIONING_REQUEST_CRD:
+            # The CRD alone: no RBAC object in it.
+            crd = yaml.safe_load_all((PROJECT_DIR / versions.PROVISIONING_REQUEST_CRD).read_text())
+            assert [o["kind"] for o in crd if o] == ["CustomResourceDefinition"]
         elif resource.type == "kubernetes:yaml/v2:ConfigFile":
             assert resource.inputs["file"] == versions.MPI_OPERATOR_MANIFEST, \
                 f"no pinned copy of {resource.inputs['file']} to read its RBAC objects from"

@@ -11,6 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.aws import ssm_paths
+from components.aws.autoscaler_policy import allow_autoscaling
 from components.aws.control_plane_host import ControlPlaneHost
 from components.aws.efs import EfsFileSystem
 from components.aws.gpu_worker_pool import (
@@ -42,6 +43,7 @@ from components.layouts.contract import (
 )
 from components.layouts.over_ssh import registries_env
 from config.hosts import WorkerPool
+from config.autoscaling import autoscales
 from contract import names
 
 
@@ -136,6 +138,11 @@ class Cloud(OnAws):
             started = cleanup.start([p.token_parameter for p in pools])
             for pool in pools:
                 pool.launch(after=[started])
+        if autoscales(pools, context.distribution.controller_runs_kubelet):
+            # cluster-autoscaler runs on a controller, with its role (the pools' get none).
+            allow_autoscaling(f"{context.name}-cluster-autoscaler",
+                              [controller.role_name for controller in aws_side.controllers],
+                              settings.cluster_name, settings.aws.region, aws_side.opts)
         if self._efs_system is not None:
             # The pools' roles: the nodes that mount it, and where the CSI driver's
             # controller runs (components/addons/efs_csi.py).

@@ -149,6 +149,7 @@ EXAMPLES = {
     "packages.aptSecurityMirror": "https://apt.example.internal/ubuntu-security",
     "packages.epelMirror": "https://rpm.example.internal/epel",
     "time.ntpServers[]": "ntp1.example.internal",
+    "autoscaling.scaleDownUnneededTime": "30m",
     "hostFirewall.extraSources[]": "172.27.232.2/32",
     "vpn.existingServerAddress": "192.168.10.5",
     "vpn.tunnelCidr": "10.8.0.0/24",
@@ -166,7 +167,7 @@ def stack_for(path: str) -> str:
     if path.startswith("aws.vpc.routeTableIds"):
         return "prod"  # hybrid
     # The access points' keys are the cloud layout's (its StorageClass renders them).
-    if path.startswith(("aws.", "pools", "backup.restorePrincipals",
+    if path.startswith(("aws.", "pools", "autoscaling.", "backup.restorePrincipals",
                         "storage.efs.directoryPerms")):
         return "dev"  # cloud
     if path.startswith(("vpn", "storage.efs", "kubeflow.access.sourceRanges",
@@ -257,6 +258,12 @@ def _connector(template: dict):
     return settings
 
 
+def _rke2(values: dict) -> None:
+    """Where cluster-autoscaler runs once the pools' nodes carry AWS provider IDs: the
+    controllers run a kubelet (RKE2's servers; config/autoscaling.py autoscales)."""
+    values.setdefault("kubernetes", {})["distribution"] = "rke2"
+
+
 def _epel(values: dict) -> None:
     values.setdefault("packages", {})["epel"] = True
 
@@ -274,6 +281,7 @@ SETTINGS_FOR = {
     "images.mirror.username": _mirror_login,
     "imageMirrorPassword": _mirror_login,
     "packages.epelMirror": _epel,
+    "autoscaling.scaleDownUnneededTime": _rke2,
     "kubeflow.user.email": _shared_user,
     "kubeflow.user.name": _shared_user,
     "kubeflow.user.profile": _shared_user,

@@ -22,7 +22,8 @@ def test_a_digest_pin_keeps_its_tag_and_is_matched_whole():
 @pytest.mark.parametrize("key", ["NVIDIA_DEVICE_PLUGIN_IMAGE", "DCGM_EXPORTER_IMAGE",
                                  "PROMETHEUS_IMAGE", "KUBE_STATE_METRICS_IMAGE", "GRAFANA_IMAGE",
                                  "NFS_SUBDIR_PROVISIONER_IMAGE", "BUSYBOX_IMAGE",
-                                 "LOCAL_PATH_PROVISIONER_IMAGE", "CLOUD_PROVIDER_AWS_IMAGE"])
+                                 "LOCAL_PATH_PROVISIONER_IMAGE", "CLOUD_PROVIDER_AWS_IMAGE",
+                                 "CLUSTER_AUTOSCALER_IMAGE"])
 def test_the_images_with_a_published_digest_are_pinned_by_it(key):
     image = versions.DEPLOYED_IMAGES[key]
     assert DIGEST.fullmatch(image), image
@@ -33,6 +34,7 @@ def test_the_images_with_a_published_digest_are_pinned_by_it(key):
 VERSION_OF = {
     "NVIDIA_DEVICE_PLUGIN_IMAGE": versions.NVIDIA_DEVICE_PLUGIN,
     "KUEUE_IMAGE": versions.KUEUE,
+    "CLUSTER_AUTOSCALER_IMAGE": versions.CLUSTER_AUTOSCALER,
     "EFS_CSI_DRIVER_IMAGE": versions.EFS_CSI_DRIVER,
     "NFS_SUBDIR_PROVISIONER_IMAGE": versions.NFS_SUBDIR_PROVISIONER,
     "LOCAL_PATH_PROVISIONER_IMAGE": versions.LOCAL_PATH_PROVISIONER,

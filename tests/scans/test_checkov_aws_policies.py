@@ -73,3 +73,18 @@ def _key(failed: dict) -> str:
     """`<stack>:<logical id>`, as checkov_skips.AWS names a policy."""
     stack = failed["file_path"].strip("/").removesuffix(".json")
     return f"{stack}:{failed['resource'].split('.')[-1]}"
+
+
+def test_the_controllers_autoscaler_policy_passes_checkov(tmp_path):
+    """cluster-autoscaler's grant on the controllers' roles (components/aws/
+    autoscaler_policy.py; on cloud stacks with RKE2, which no example stack is), whole."""
+    from components.aws.autoscaler_policy import autoscaler_policy
+
+    (tmp_path / "autoscaler.json").write_text(json.dumps({
+        "AWSTemplateFormatVersion": "2010-09-09", "Resources": {"ControllerAutoscaler": {
+            "Type": "AWS::IAM::Policy", "Properties": {
+                "PolicyName": "cluster-autoscaler", "Roles": ["controller"],
+                "PolicyDocument": autoscaler_policy("dev", "us-west-2")}}}}, indent=1))
+    reports = checkov(tmp_path, ["cloudformation"])
+    assert reports and all(r["summary"]["passed"] > 0 for r in reports)
+    assert failures(reports) == []
