@@ -11,27 +11,6 @@ from config.model_base import Section
 from config.partial import PartialConfig
 from config.problems import Problem
 
-# The tags cluster-autoscaler discovers the pools' groups by (its chart's autoDiscovery.tags,
-# `asg:tag=<key>,<key>`: a group carrying both keys, whatever their values; cluster-autoscaler
-# cloudprovider/aws/README.md "Auto-Discovery Setup" at cluster-autoscaler-1.36.1): the pools'
-# groups carry them, the controllers' IAM policy is conditioned on the second.
-ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
-
-
-def cluster_tag(cluster_name: str) -> str:
-    """The group tag that names the cluster."""
-    return f"k8s.io/cluster-autoscaler/{cluster_name}"
-
-
-# The node label cluster-autoscaler's AWS provider takes for "this node has GPUs"
-# (cloudprovider/aws/aws_cloud_provider.go:47-48 GPULabel at cluster-autoscaler-1.36.1;
-# README.md "Special note on GPU instances"): a pool's nodes carry it from their kubelet's
-# first registration (--node-labels, value the GPU type, e.g. nvidia-a10g), and its group
-# the tag `k8s.io/cluster-autoscaler/node-template/label/<GPU_LABEL>` with the same value,
-# so that a node whose device plugin has not yet advertised its GPUs counts as a GPU node
-# that is coming up, not as a reason to add another, and a group at zero is known for one.
-GPU_LABEL = "k8s.amazonaws.com/accelerator"
-
 
 # What the program accepts of Go's time.ParseDuration (the form of CA's duration flags,
 # flag.Duration in cluster-autoscaler/config/flags/flags.go): hours, minutes and seconds, in
@@ -79,23 +58,21 @@ def autoscaling_checks(cfg: PartialConfig) -> list[Problem]:
     return []
 
 
-# cluster-autoscaler knows a node by its providerID, `aws:///<zone>/<instance id>`
-# (cloudprovider/aws/aws_cloud_provider.go NodeGroupForNode :123-144, AwsRefFromProviderId
-# :217-231 at cluster-autoscaler-1.36.1), and takes an instance of a group that no node names
-# for one that never registered, which it terminates once --max-node-provision-time (15m)
-# has passed (clusterstate/clusterstate.go getNotRegisteredNodes :1183-1200,
-# core/static_autoscaler.go removeOldUnregisteredNodes :976), down to the group's minimum.
-# The pools' nodes get such IDs from the AWS cloud controller manager, which this program
-# does not run yet (RKE2 names them `rke2://<node>`, k0s not at all): until it does, CA
-# would end every pool instance a quarter of an hour after it started. Off until then.
-POOL_NODES_HAVE_AWS_PROVIDER_IDS = False
-
-
 def autoscales(pools: list, controller_runs_kubelet: bool) -> bool:
-    """Whether the stack runs cluster-autoscaler: it has pools (the cloud layout), their nodes
-    carry AWS provider IDs, and its controllers run a kubelet to run it on (RKE2's servers;
-    a k0s controller runs none, components/distributions/k0s.py `controller_runs_kubelet`)."""
-    return bool(pools) and controller_runs_kubelet and POOL_NODES_HAVE_AWS_PROVIDER_IDS
+    """Whether the stack runs cluster-autoscaler: it has pools (the cloud layout) and its
+    controllers run a kubelet to run it on (RKE2's servers; a k0s controller runs none,
+    components/distributions/k0s.py `controller_runs_kubelet`).
+
+    The same condition gives the pools' nodes what cluster-autoscaler knows a node by, its
+    AWS provider ID `aws:///<zone>/<instance id>` (cloudprovider/aws/aws_cloud_provider.go
+    NodeGroupForNode :123-144, AwsRefFromProviderId :217-231 at cluster-autoscaler-1.36.1):
+    where the AWS cloud controller manager runs (components/distributions/__init__.py
+    runs_aws_cloud_controller), every EC2 node's kubelet registers with that ID
+    (RKE2_CLOUD_PROVIDER=aws). Without it CA would take each pool instance for one that never
+    registered and terminate it after --max-node-provision-time (clusterstate/clusterstate.go
+    getNotRegisteredNodes :1183-1200, core/static_autoscaler.go removeOldUnregisteredNodes
+    :976); tests/upstream/test_cluster_autoscaler.py holds the two conditions together."""
+    return bool(pools) and controller_runs_kubelet
 
 
 # The distributions whose controllers run no kubelet (components/distributions/k0s.py
@@ -104,17 +81,9 @@ CONTROLLERS_WITHOUT_KUBELET = ("k0s",)
 
 
 def autoscaling_warning(pools: list, distribution: str) -> Optional[str]:
-    """Pools that keep their size: their nodes carry no AWS provider IDs yet, or
-    cluster-autoscaler would run on a controller (with the controller's instance role) and a
-    k0s controller runs no kubelet."""
-    if not pools:
-        return None
-    if not POOL_NODES_HAVE_AWS_PROVIDER_IDS:
-        return ("the pools do not autoscale: cluster-autoscaler knows a node by its AWS provider "
-                "ID (aws:///<zone>/<instance id>), which the pools' nodes do not carry without "
-                "the AWS cloud controller manager, and it would terminate every instance it "
-                "cannot match; it is not installed and each pool keeps its configured size")
-    if distribution not in CONTROLLERS_WITHOUT_KUBELET:
+    """Pools that keep their size: cluster-autoscaler would run on a controller (with the
+    controller's instance role), and a k0s controller runs no kubelet."""
+    if not pools or distribution not in CONTROLLERS_WITHOUT_KUBELET:
         return None
     return (f"the pools do not autoscale: cluster-autoscaler runs on the controllers, which "
             f"{distribution} runs without a kubelet, so it is not installed and each pool keeps "

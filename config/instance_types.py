@@ -39,7 +39,8 @@ GPU_INSTANCE_TYPES: dict[str, tuple[int, str]] = {
 # (availableGPUTypes, aws_cloud_provider.go:54-63), by the GPU of NVIDIA_GPU_FAMILIES; the
 # GPUs it does not list get the same form. A node carrying the label but no allocatable
 # nvidia.com/gpu yet counts as not ready, so a scale-up waits for the device plugin instead
-# of starting more instances (processors/customresources/gpu_processor.go:51-56).
+# of starting more instances (processors/customresources/gpu_processor.go:51-56); a group at
+# zero is known for a GPU group by its node-template tag of it (config/pool_tags.py).
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 _ACCELERATORS = {"V100": "nvidia-tesla-v100", "T4": "nvidia-tesla-t4",
                  "A100": "nvidia-tesla-a100", "A10G": "nvidia-a10g", "L4": "nvidia-l4",

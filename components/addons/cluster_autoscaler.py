@@ -113,7 +113,7 @@ def chart_values(cluster_name: str, region: str, autoscaling: AutoscalingSetting
         "fullnameOverride": RELEASE,
         "cloudProvider": "aws",
         "awsRegion": region,
-        # The chart's autoDiscovery.tags are config/autoscaling.py's ENABLED_TAG and
+        # The chart's autoDiscovery.tags are config/pool_tags.py's ENABLED_TAG and
         # cluster_tag(clusterName).
         "autoDiscovery": {"clusterName": cluster_name},
         "image": {"repository": versions.CLUSTER_AUTOSCALER_IMAGE_REPOSITORY,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_aws as aws
 
-from config.autoscaling import cluster_tag
+from config.pool_tags import cluster_tag
 
 # The README's first statement, read-only, on every resource (Describe* calls accept no
 # resource-level restriction). Without eks:DescribeNodegroup: CA calls it only for EKS

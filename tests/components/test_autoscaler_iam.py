@@ -12,7 +12,7 @@ import pytest
 
 from components.aws.autoscaler_policy import DESCRIBE_ACTIONS, SCALE_ACTIONS
 from config import versions
-from config.autoscaling import cluster_tag
+from config.pool_tags import cluster_tag
 from tests.builders import PROJECT_DIR, cloud_config, example_plan
 from tests.components.test_iam_evaluation import ACCOUNT, Stack
 from tests.iam_evaluator import ALLOW, IMPLICIT_DENY, Request, evaluate

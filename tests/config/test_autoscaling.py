@@ -46,7 +46,7 @@ def test_the_section_belongs_to_the_cloud_layout(values):
             "gpu-cluster:autoscaling from this stack") in problems_of(values)
 
 
-def test_the_warning_follows_the_distributions_that_run_no_kubelet_on_controllers(monkeypatch):
+def test_the_warning_follows_the_distributions_that_run_no_kubelet_on_controllers():
     """The config names the distributions; the distributions say it (controller_runs_kubelet,
     which the composition reads to install cluster-autoscaler)."""
     classes = {"k0s": K0s, "rke2": Rke2}
@@ -54,7 +54,6 @@ def test_the_warning_follows_the_distributions_that_run_no_kubelet_on_controller
     assert set(CONTROLLERS_WITHOUT_KUBELET) == {
         name for name, cls in classes.items() if not cls.controller_runs_kubelet}
     values = cloud_config()
-    monkeypatch.setattr(autoscaling, "POOL_NODES_HAVE_AWS_PROVIDER_IDS", True)
     [warning] = [w for w in warnings_of(values) if "autoscale" in w]
     assert "k0s runs without a kubelet" in warning and "keeps its configured size" in warning
     values["kubernetes"] = {"distribution": "rke2"}
@@ -62,12 +61,9 @@ def test_the_warning_follows_the_distributions_that_run_no_kubelet_on_controller
     assert not [w for w in warnings_of(bare_metal_config(workers=1)) if "autoscale" in w]
 
 
-def test_no_pool_autoscales_while_its_nodes_have_no_aws_provider_ids():
-    """Off by default (config/autoscaling.py POOL_NODES_HAVE_AWS_PROVIDER_IDS): whatever the
-    distribution, the preview says the pools keep their size, and why."""
-    for distribution in ("k0s", "rke2"):
-        values = cloud_config()
-        values["kubernetes"] = {"distribution": distribution}
-        [warning] = [w for w in warnings_of(values) if "autoscale" in w]
-        assert "which the pools' nodes do not carry without the AWS cloud controller" in warning
-        assert not autoscaling.autoscales(loads(values).pools, True)
+def test_pools_autoscale_where_the_controllers_run_a_kubelet():
+    """k0s's EC2 controllers run none: no cluster-autoscaler, whatever the pools say."""
+    values = cloud_config()
+    assert not autoscaling.autoscales(loads(values).pools, controller_runs_kubelet=False)
+    assert autoscaling.autoscales(loads(values).pools, controller_runs_kubelet=True)
+    assert not autoscaling.autoscales([], controller_runs_kubelet=True)

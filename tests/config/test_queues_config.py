@@ -13,6 +13,8 @@ from tests.config.loading import loads, problems_of
 
 def with_teams(values: dict, *teams: dict, **access) -> dict:
     values["access"] = {"teams": list(teams), **access}
+    # A pool's flavor needs cluster-autoscaler, which runs with RKE2 (config/queues.py).
+    values["kubernetes"] = {"distribution": "rke2"}
     return values
 
 
@@ -122,3 +124,14 @@ def test_teams_left_unsplit_beside_split_ones_are_warned_about():
     assert warning.startswith("gpu-cluster:access.teams: nlp set no quota.flavors")
     values["access"]["teams"][1]["quota"] = {"flavors": [{"name": "gpu", "gpus": 4}]}
     assert not [w for w in preview_warnings(loads(values)) if "quota.flavors" in w]
+
+
+def test_a_pool_flavor_needs_cluster_autoscaler():
+    """With k0s no cluster-autoscaler serves the pools' ProvisioningRequests, and Kueue would
+    stop the team's whole queue on the inactive admission check."""
+    values = with_teams(cloud_config(), {"name": "vision", "quota": {"flavors": [
+        {"name": "gpu", "gpus": 4}]}})
+    values["kubernetes"] = {"distribution": "k0s"}
+    [(path, message)] = problems_of(values)
+    assert path == "access.teams[0] (vision).quota.flavors[0].name"
+    assert "'gpu' is a pool" in message and "k0s does not run" in message

@@ -12,7 +12,7 @@ from components.addons.kueue import PROVISIONING_ANNOTATION
 from config.queues import DEFAULT_FLAVOR
 from contract.names import CAPACITY_LABEL, POOL_LABEL
 from tests.builders import bare_metal_config, cloud_config, shared_preview
-from tests.stacks.steps import boot_step
+from tests.stacks.test_pool_scaling import rke2_registered_node
 from tests.stacks.test_queues import namespaced, of_kind, selector_matches
 
 GPU = "nvidia.com/gpu"
@@ -21,6 +21,8 @@ NO_GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedu
 
 def cloud_values(flavor_order=None) -> dict:
     values = cloud_config()
+    # A pool's flavor needs cluster-autoscaler, which runs with RKE2 (config/queues.py).
+    values["kubernetes"] = {"distribution": "rke2"}
     values["pools"] = [
         {"name": "a10g", "instanceType": "g5.12xlarge", "count": 1, "gpus": 4,
          "taints": [NO_GPU_TAINT, {"key": "example.com/slow", "effect": "PreferNoSchedule"}]},
@@ -48,12 +50,8 @@ def by_name(plan, kind: str) -> dict[str, dict]:
 
 
 def pool_node_labels(plan, pool: str) -> dict[str, str]:
-    """The labels a pool's node registers with: NODE_LABELS of the join step in its launch
-    template's user data (k0s --labels, components/scripts/k0s/lib.sh)."""
-    [template] = [r for r in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-                  if r.name.startswith(f"test-{pool}-")]
-    text = boot_step(plan, template, "join-worker")["NODE_LABELS"]
-    return dict(item.split("=", 1) for item in text.split(","))
+    """The labels a pool's node registers with (its RKE2 agent's config.yaml node-label)."""
+    return rke2_registered_node(plan, pool)["labels"]
 
 
 def kueue_pod_annotations(plan) -> dict:

@@ -18,12 +18,14 @@ from components.addons.cluster_autoscaler import (JOB_POD_CONDITION, NAMESPACE, 
                                                   SAFE_TO_EVICT, TOLERATIONS,
                                                   not_safe_to_evict_policy)
 from components.distributions.rke2 import SERVER_ONLY_TAINT
-from config import autoscaling, versions
-from config.autoscaling import ENABLED_TAG, GPU_LABEL, cluster_tag
+from config import versions
+from config.instance_types import ACCELERATOR_LABEL
+from config.pool_tags import ENABLED_TAG, cluster_tag
 from config.warnings import preview_warnings
 from tests.builders import PROJECT_DIR, cloud_config, preview
 from tests.config.loading import loads
 from tests.k8s_tools import validate_strict
+from tests.stacks.steps import boot_step
 from tests.upstream.test_pinned_upstream import by_kind, helm
 
 CHART = PROJECT_DIR / versions.CLUSTER_AUTOSCALER_CHART
@@ -31,33 +33,35 @@ SOURCE = PROJECT_DIR / versions.CLUSTER_AUTOSCALER_SOURCE / "cluster-autoscaler"
 UNNEEDED = "45m"
 
 
-def with_provider_ids(values: dict):
-    """The plan of `values` as it will be once the pools' nodes carry AWS provider IDs
-    (config/autoscaling.py POOL_NODES_HAVE_AWS_PROVIDER_IDS, off until the AWS cloud
-    controller manager gives them)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(autoscaling, "POOL_NODES_HAVE_AWS_PROVIDER_IDS", True)
-        return preview(values)
-
-
 @functools.cache
 def plan():
     values = cloud_config()
     values["kubernetes"] = {"distribution": "rke2"}
     values["autoscaling"] = {"scaleDownUnneededTime": UNNEEDED}
-    return with_provider_ids(values)
+    return preview(values)
 
 
-def test_nothing_of_it_runs_while_the_pools_nodes_have_no_aws_provider_ids():
-    """CA would take every pool instance for one that never registered: not installed, no
-    grant, and the preview says why."""
+def test_where_it_runs_every_pool_node_registers_with_its_aws_provider_id():
+    """CA knows a node only by `aws:///<zone>/<instance id>` and terminates the instances no
+    node names (config/autoscaling.py autoscales): wherever the plan installs it, every
+    pool's join step has the kubelet register with that ID (RKE2_CLOUD_PROVIDER=aws, which
+    rke2/lib.sh turns into kubelet-arg provider-id from IMDS: tests/scripts/rke2-agent.bats)."""
+    found = plan()
+    assert [r for r in found.resources if r.name.endswith("-cluster-autoscaler-chart")]
+    templates = found.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert templates
+    for template in templates:
+        assert boot_step(found, template, "join-worker")["RKE2_CLOUD_PROVIDER"] == "aws"
+
+
+def test_nothing_of_it_runs_where_the_controllers_run_no_kubelet():
+    """k0s: not installed, no grant, and the preview says why."""
     values = cloud_config()
-    values["kubernetes"] = {"distribution": "rke2"}
     found = preview(values)
     assert not [r for r in found.resources if "cluster-autoscaler" in r.name
                 or "jobs-keep-their-nodes" in r.name]
     [warning] = [w for w in preview_warnings(loads(values)) if "autoscale" in w]
-    assert "AWS provider ID (aws:///<zone>/<instance id>)" in warning
+    assert "k0s runs without a kubelet" in warning
 
 
 @functools.cache
@@ -257,4 +261,4 @@ def test_the_policy_marks_the_pods_of_jobs_only(pod, marked):
 
 def test_the_gpu_label_is_the_aws_provider_s():
     provider = (SOURCE / "cloudprovider/aws/aws_cloud_provider.go").read_text()
-    assert f'GPULabel = "{GPU_LABEL}"' in provider
+    assert f'GPULabel = "{ACCELERATOR_LABEL}"' in provider
