@@ -13,10 +13,9 @@ import pytest
 from components.aws.autoscaler_policy import DESCRIBE_ACTIONS, SCALE_ACTIONS
 from config import versions
 from config.pool_tags import cluster_tag
-from tests.builders import PROJECT_DIR, cloud_config, example_plan
+from tests.builders import PROJECT_DIR, cloud_config, example_plan, preview
 from tests.components.test_iam_evaluation import ACCOUNT, Stack
 from tests.iam_evaluator import ALLOW, IMPLICIT_DENY, Request, evaluate
-from tests.upstream.test_cluster_autoscaler import with_provider_ids
 
 REGION = "us-west-2"
 
@@ -40,7 +39,7 @@ def stack(distribution: str = "rke2", controllers: int = 1) -> Stack:
     if controllers > 1:
         values["aws"]["vpc"] = {"availabilityZones": controllers}
         values["kubernetes"]["controlPlane"] = {"replicas": controllers}
-    return Stack(with_provider_ids(values))
+    return Stack(preview(values))
 
 
 def controllers(found: Stack) -> list:
@@ -96,7 +95,7 @@ def test_no_role_gets_it_where_no_autoscaler_runs(stack_name):
     else:
         values = cloud_config()
         values["clusterName"] = "dev"
-        plan = with_provider_ids(values)
+        plan = preview(values)
     found = Stack(plan)
     for role in found.roles.values():
         assert evaluate(role, Request(SCALE_ACTIONS[0], group_arn("dev-gpu"), tagged("dev"))) \

@@ -89,6 +89,8 @@ def stacks_objects() -> list[dict]:
                                   {"name": "e", "quota": {"memory": "1Gi", "flavors": [
                                       {"name": "on-prem", "gpus": 4, "borrowGpus": 1}]}}]}
     cloud = cloud_config()
+    # A pool's flavor needs cluster-autoscaler, which runs with RKE2 (config/queues.py).
+    cloud["kubernetes"] = {"distribution": "rke2"}
     cloud["pools"].append({"name": "spot", "instanceType": "g5.12xlarge", "count": 0,
                            "gpus": 4, "taints": [
                                {"key": "example.com/spot", "value": "", "effect": "NoExecute"},
