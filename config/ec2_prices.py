@@ -56,6 +56,11 @@ def on_demand_price(instance_type: str, region: str) -> Optional[Decimal]:
     return _table().get(region, {}).get(instance_type)
 
 
+def regions() -> list[str]:
+    """The regions the pinned table has prices for."""
+    return sorted(_table())
+
+
 def generated_at() -> str:
     """The day the pinned prices were read from AWS (the generated file's header)."""
     return versions.EC2_PRICES_GENERATED[:10]
