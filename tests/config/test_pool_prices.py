@@ -5,9 +5,14 @@ pinned commit (config/versions.py EC2_PRICES_COMMIT, us-east-1: p5.48xlarge 55.0
 p4d.24xlarge 21.957642, g5.12xlarge 5.672000, g5.24xlarge 8.144000, g5.xlarge 1.006000),
 which tests/config/test_ec2_prices.py holds the table to."""
 
+import re
+
+import yaml
+
 from config.pool_prices import pool_price_lines
 from tests.builders import cloud_config
 from tests.config.loading import loads
+from tests.docs import section
 
 
 def lines(region: str = "us-east-1", **keys) -> list[str]:
@@ -84,3 +89,16 @@ def test_a_spot_pool_with_one_unpriced_type_has_no_ceiling():
                    instanceTypes=["m5.2xlarge"])
     assert "no price pinned for m6i.2xlarge, m5.2xlarge in us-east-1" in line
     assert "$" not in line
+
+
+def test_the_readme_example_is_what_the_program_prints():
+    """README.md, "What a pool costs": its stack's pool gives the line it shows."""
+    text = section("README.md", "What a pool costs")
+    example, shown = re.findall(r"```(?:yaml)?\n(.*?)```", text, re.DOTALL)[:2]
+    stack = yaml.safe_load(example)
+    values = cloud_config()
+    values["aws"]["region"] = stack["gpu-cluster:aws"]["region"]
+    values["pools"] = stack["gpu-cluster:pools"]
+    settings = loads(values)
+    assert shown.splitlines()[1:] == [
+        f"  info: {line}" for line in pool_price_lines(settings.pools, settings.aws.region)]
