@@ -47,9 +47,10 @@ def _line(key: str, pool: WorkerPool, region: str) -> str:
     # The pool sets no maximum spot price (components/aws/gpu_worker_pool.py), and without
     # one "the maximum price defaults to the On-Demand price" (AWS whitepaper "Overview of
     # Amazon EC2 Spot Instances", How Spot Instances Work): the on-demand figure is a ceiling.
+    base = pool.on_demand_base_size
     share = ("all of them pay" if pool.capacity == "spot" else
-             f"the first {pool.on_demand_base_size} and {pool.on_demand_percentage}% of the "
-             "rest are on demand, the others pay")
+             f"the first {base} instance{'' if base == 1 else 's'} and "
+             f"{pool.on_demand_percentage}% of the rest run on demand, the others pay")
     return (f"{what}, {pool.capacity}: at most {figures} an hour at the on-demand price "
             f"({each}, {source}); {share} the spot price, unknown (it moves, and the program "
             "pins none) and capped at the on-demand price")

@@ -57,8 +57,8 @@ def test_a_mixed_pool_bounds_every_instance_by_its_dearest_type():
     assert line == (
         "gpu-cluster:pools[0] (gpu): 1 to 4 × g5.12xlarge, g5.24xlarge in us-east-1, mixed: "
         "at most $8.14 to $32.58 an hour at the on-demand price ($8.144 each for g5.24xlarge, "
-        "the dearest type, AWS's Linux on-demand price of 2026-07-20); the first 1 and 25% of "
-        "the rest are on demand, the others pay the spot price, unknown (it moves, and the "
+        "the dearest type, AWS's Linux on-demand price of 2026-07-20); the first 1 instance and "
+        "25% of the rest run on demand, the others pay the spot price, unknown (it moves, and the "
         "program pins none) and capped at the on-demand price")
 
 
