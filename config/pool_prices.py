@@ -23,10 +23,11 @@ def _line(key: str, pool: WorkerPool, region: str) -> str:
     size = (f"{pool.min_size} to {pool.max_size}" if pool.scales else f"{pool.max_size}")
     what = f"{key}: {size} × {', '.join(types)} in {region}"
     if pool.capacity_reservation is not None:
-        # An On-Demand Capacity Reservation is charged at the on-demand rate for its size
-        # whether instances run in it or not, and a Capacity Block at its own price for its
-        # duration (EC2 User Guide, "Capacity Reservation pricing and billing", "Capacity
-        # Blocks pricing and billing"): the instances add nothing the pool could count.
+        # An On-Demand Capacity Reservation "is charged at the equivalent On-Demand rate
+        # whether you run instances in reserved capacity or not" (EC2 User Guide, AWSEC2/
+        # latest/UserGuide/capacity-reservations-pricing-billing.html), a Capacity Block at
+        # its own price for the time reserved (ec2-capacity-blocks.html): what the pool's
+        # instances cost is the reservation's, which the program does not read.
         kind = "Capacity Block" if pool.capacity_block else "capacity reservation"
         return (f"{what}: billed by the {kind} {pool.capacity_reservation}, not per "
                 "instance: no figure here")
