@@ -5,7 +5,6 @@ their volumes, data transfer and the rest of the stack are not counted, and what
 is said, never guessed."""
 
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Optional
 
 from config.ec2_prices import TABLE, generated_at, on_demand_price, regions
 from config.hosts import WorkerPool
@@ -62,7 +61,7 @@ def _range(pool: WorkerPool, price: Decimal) -> str:
     return high if low == high else f"{low} to {high}"
 
 
-def _dollars(amount: Decimal, exact: Optional[bool] = False) -> str:
+def _dollars(amount: Decimal, exact: bool = False) -> str:
     """To the cent, or (`exact`) as pinned, trailing zeros dropped but the cents'."""
     if not exact or amount == amount.quantize(CENT):
         return f"${amount.quantize(CENT, rounding=ROUND_HALF_UP):,}"
