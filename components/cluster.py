@@ -44,6 +44,7 @@ from config.autoscaling import autoscales
 from config.model import StackConfig
 from config.storage import efs_on_prem_identity, efs_provider_id
 from config import vendored
+from config.pool_prices import pool_price_lines
 from config.warnings import preview_warnings
 from contract import names
 
@@ -90,6 +91,10 @@ class Cluster(pulumi.ComponentResource):
         self._name, self._settings, self._distribution = name, settings, distribution
         for warning in preview_warnings(settings):
             pulumi.log.warn(warning, resource=self)
+        # What each EC2 pool may cost an hour: `pulumi preview` prints info messages too
+        # (https://www.pulumi.com/docs/iac/concepts/logging/), so a pull request's shows it.
+        for line in pool_price_lines(settings.pools, settings.aws.region) if settings.aws else []:
+            pulumi.log.info(line, resource=self)
         self.pki = ClusterPki(f"{name}-pki", ClusterPkiArgs(
             cluster_name=settings.cluster_name,
             admin_generation=settings.kubernetes.admin_certificate_generation),

@@ -302,6 +302,19 @@ UBUNTU_IMAGE_NAME = "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-2
 GPU_IMAGE_OWNER = "amazon"
 GPU_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20260929"
 
+# EC2's on-demand prices of the GPU instance types (config/ec2_prices.json, read by the
+# preview's price line for each pool): karpenter-provider-aws's table, generated from AWS's
+# Price List API, as of this commit on main ("chore: Update data from AWS APIs (#9435)"; release
+# tag v1.14.1 has the older table of 2026-07-06; main's 1d92708 of 2026-08-21 the same blob),
+# its header line 19: "generated at <EC2_PRICES_GENERATED> for us-east-1".
+# `python -m config.ec2_prices GIT_DIR COMMIT` rewrites the table from another commit
+# (README, "What a pool costs").
+EC2_PRICES_REPOSITORY = "github.com/aws/karpenter-provider-aws"
+EC2_PRICES_PATH = "pkg/providers/pricing/zz_generated.pricing_aws.go"
+EC2_PRICES_COMMIT = "6fc13b5236fd04fd16ff3f9dc7490d0813994099"
+EC2_PRICES_BLOB = "f9e947e9f370b3646a3635d99fdc4622d084166d"
+EC2_PRICES_GENERATED = "2026-07-20T13:44:30Z"
+
 # The images the program applies, by the key that names them here; `pulumi preview` warns
 # about those pinned by tag only (image_pins.tag_only).
 DEPLOYED_IMAGES = {

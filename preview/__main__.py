@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
                    + f"\nWrote {len(written)} files to {out_dir}\n",
                    {**document, "exitCode": command.EXIT_OK, "resources": len(plan.resources),
                     "warnings": [plan.redact(message) for message in plan.warnings],
+                    "info": [plan.redact(message) for message in plan.info],
                     "buildDir": str(out_dir), "files": len(written)})
     return command.EXIT_OK
 

@@ -231,19 +231,24 @@ def _secret_strings(text: str) -> set[str]:
 
 
 class _WarningRecorder(logging.Handler):
-    """Collects the program's warnings, which the mock engine hands to a logger."""
+    """Collects the program's warnings and info messages, which the mock engine hands to a
+    logger at their level (pulumi 3.272.0 sdk/python/lib/pulumi/runtime/mocks.py:398-406,
+    MockEngine.Log); debug ones `pulumi preview` hides too."""
 
     def __init__(self, plan: Plan):
-        super().__init__(level=logging.WARNING)
+        super().__init__(level=logging.INFO)
         self.plan = plan
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.plan.warnings.append(record.getMessage())
+        messages = self.plan.warnings if record.levelno >= logging.WARNING else self.plan.info
+        messages.append(record.getMessage())
 
 
 def _warnings_logger(plan: Plan) -> logging.Logger:
     logger = logging.getLogger(f"gpu-cluster.preview.{id(plan)}")
     logger.propagate = False
+    # Its own level: the root's default, WARNING, would drop the info messages first.
+    logger.setLevel(logging.INFO)
     logger.handlers = [_WarningRecorder(plan)]
     return logger
 

@@ -60,6 +60,8 @@ class Plan:
     invokes: list[tuple[str, dict]] = field(default_factory=list)
     # What the program warns about (pulumi.log.warn), as `pulumi preview` shows it.
     warnings: list[str] = field(default_factory=list)
+    # What it says besides (pulumi.log.info: each EC2 pool's price an hour), likewise.
+    info: list[str] = field(default_factory=list)
     # (type, name) -> (inputs, replacement trigger, outputs) of each generated resource.
     generated: dict[tuple[str, str], tuple[dict, Any, Any]] = field(default_factory=dict)
     # Values the mocks made up where the provider makes them at `pulumi up` (ids, addresses,

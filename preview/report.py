@@ -59,14 +59,21 @@ def tree(plan: Plan) -> str:
     lines += ["", "Outputs:"]
     for name, value in shown_outputs(plan).items():
         lines.append(f"  {name}: {value if value == REDACTED else json.dumps(value)}")
-    lines += _warnings(plan) + _secrets_summary(plan)
+    lines += _info(plan) + _warnings(plan) + _secrets_summary(plan)
     return "\n".join(lines) + "\n"
 
 
 def quiet_report(plan: Plan) -> str:
     """`--quiet`: what happens to each machine, the warnings and the secrets to set."""
-    lines = summary_screen(plan) + _warnings(plan) + _secrets_summary(plan)
+    lines = summary_screen(plan) + _info(plan) + _warnings(plan) + _secrets_summary(plan)
     return "\n".join(lines[1:]) + "\n"
+
+
+def _info(plan: Plan) -> list[str]:
+    """What `pulumi preview` prints as info (each EC2 pool's price an hour)."""
+    if not plan.info:
+        return []
+    return ["", "Info:"] + [f"  info: {plan.redact(message)}" for message in plan.info]
 
 
 def _warnings(plan: Plan) -> list[str]:
