@@ -21,6 +21,9 @@ GPU_SMOKE = "*:Job.gpu-acceptance.gpu-smoke-*"
 DCGM_EXPORTER = "*:DaemonSet.kube-system.dcgm-exporter"
 GRAFANA = "*:Deployment.monitoring.grafana"
 MONITORING_READERS = "*:Deployment.monitoring.[pk]*"
+CLUSTER_AUTOSCALER_README = tuple(
+    f"vendor/cluster-autoscaler-chart-9.59.0/cluster-autoscaler/charts/cluster-autoscaler/{name}"
+    for name in ("README.md", "README.md.gotmpl"))
 CERT_MANAGER = "vendor/kubeflow-manifests-26.03/common/cert-manager/base/upstream/cert-manager.yaml"
 # The device plugin of the stacks with the static CPU manager.
 STATIC_CPU_STACKS = ("prod", "rke2")
@@ -227,6 +230,15 @@ SECRETS = [
             "cert-manager's release manifest", CERT_MANAGER),
     *_value("CKV_SECRET_6", "f63a7ab07f42b48cfb61fd7fea0a6589c0b4881c", "a feature-gate name in "
             "a CRD description of cert-manager's release manifest", CERT_MANAGER),
+    *_value("CKV_SECRET_6", "6b4e698f5d2f05443c5c09fdbc84b408b169cb14", "the placeholder "
+            "'your-service-principal-client-secret' of the Azure example in cluster-autoscaler's "
+            "chart README", *CLUSTER_AUTOSCALER_README),
+    *_value("CKV_SECRET_6", "7a649c7b3e7266593f0aaf10d034787bdd598372", "the placeholder "
+            "API key 'EXOxxx...' of the Exoscale example in cluster-autoscaler's chart README",
+            *CLUSTER_AUTOSCALER_README),
+    *_value("CKV_SECRET_6", "b7b08c827231feb6b3ec8698435e97629ea5e40a", "the placeholder "
+            "API secret 'xxx-xxx...' of the Exoscale example in cluster-autoscaler's chart README",
+            *CLUSTER_AUTOSCALER_README),
 ]
 
 # AWS policies the example stacks' previews render (tests/scans/test_checkov_aws_policies.py),
