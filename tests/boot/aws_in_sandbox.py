@@ -141,6 +141,8 @@ class Imds(BaseHTTPRequestHandler):
             return self._answer(401, token=state)
         credentials_path = "/latest/meta-data/iam/security-credentials/"
         answers = {"/latest/meta-data/instance-id": self.server.instance_id,
+                   # RKE2's EC2 nodes read it for their providerID (rke2/lib.sh).
+                   "/latest/meta-data/placement/availability-zone": self.server.zone,
                    credentials_path: self.server.role,
                    credentials_path + self.server.role: json.dumps(self.server.credentials)}
         item = self.server.items / self.path.lstrip("/")
@@ -226,6 +228,7 @@ def main(folder: Path) -> int:
     imds.record = Recorder(folder / "imds-requests.jsonl")
     imds.tokens, imds.credentials = {}, {}
     imds.role, imds.instance_id = setup["role"], setup["instance_id"]
+    imds.zone = f"{setup['region']}a"
     imds.items = folder / "imds-items"
     serve(imds)
 

@@ -62,7 +62,8 @@ STAGES = ("init-local", "init", "modules-config", "modules-final")
 # What sandbox.bash mounts over; the sandbox directory must not lie below them.
 HIDDEN = (Path("/etc/cloud"), Path("/var/lib"), Path("/var/log"), Path("/run"))
 # EC2's instance metadata gives every instance an instance ID and a local hostname.
-INSTANCE_ID = "i-0123456789sandbox"
+# An ID of EC2's form (17 hex digits): RKE2's nodes make their providerID of it (rke2/lib.sh).
+INSTANCE_ID = "i-05a4db0c1e2f3a4b5"
 META_DATA = {"instance-id": INSTANCE_ID, "local-hostname": "ip-192-0-2-10"}
 # cc_scripts_user.py:52: the instance's scripts folder, as the log names it.
 SCRIPTS_DIR = Path("/var/lib/cloud/instance/scripts")
