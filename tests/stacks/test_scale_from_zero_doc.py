@@ -222,6 +222,8 @@ def test_every_object_the_doc_names_is_in_the_preview(text, plan, charts):
     unneeded = stack_excerpt(text)["gpu-cluster:autoscaling"]["scaleDownUnneededTime"]
     assert "--enable-provisioning-requests=true" in command
     assert f"--scale-down-unneeded-time={unneeded}" in command
+    # The walk's prose says the same time.
+    assert re.findall(r"`autoscaling\.scaleDownUnneededTime` \((\w+)\)", text) == [unneeded]
 
 
 # Kubernetes' own resources the walk's commands name (kubectl's discovery of core/v1): name ->
@@ -292,10 +294,12 @@ def requests_of(words: list[str], names: dict, job: dict) -> list[Request]:
         return [Request("get", group, plural, name=name, namespace=namespace),
                 Request("list", "", "pods", namespace=namespace),
                 Request("get", "", "pods", "log", namespace=namespace)]
-    assert verb == "get", args
+    assert verb in ("get", "delete"), args
     group, plural, namespaced = names[rest[0]]
     scope = namespace if namespaced else ""
     name = rest[1] if len(rest) > 1 else ""
+    if verb == "delete":
+        return [Request("delete", group, plural, name=name, namespace=scope)]
     found = [Request("get" if name else "list", group, plural, name=name, namespace=scope)]
     return found + ([Request("watch", group, plural, name=name, namespace=scope)] if watch
                     else [])
