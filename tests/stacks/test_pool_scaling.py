@@ -42,8 +42,8 @@ def plan():
     return shared_preview(values())
 
 
-def of_pool(plan, type_: str, pool: str):
-    [resource] = [r for r in plan.of_type(type_) if r.name.startswith(f"test-{pool}-")]
+def of_pool(plan, type_: str, pool: str, cluster: str = "test"):
+    [resource] = [r for r in plan.of_type(type_) if r.name.startswith(f"{cluster}-{pool}-")]
     return resource
 
 
@@ -85,9 +85,9 @@ def registered_node(plan, pool: str) -> dict:
     return {"labels": labels, "taints": taints}
 
 
-def rke2_registered_node(plan, pool: str) -> dict:
+def rke2_registered_node(plan, pool: str, cluster: str = "test") -> dict:
     """The same from an RKE2 agent's config.yaml (node-label, node-taint: key=value:effect)."""
-    join = boot_step(plan, of_pool(plan, TEMPLATE, pool), "join-worker")
+    join = boot_step(plan, of_pool(plan, TEMPLATE, pool, cluster), "join-worker")
     config = yaml.safe_load(join["RKE2_CONFIG"])
     taints = []
     for item in config.get("node-taint", []):
