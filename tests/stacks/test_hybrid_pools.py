@@ -266,3 +266,34 @@ def test_without_pools_the_hybrid_stack_has_no_node_group_and_keeps_its_pinning(
     # The nodes' addresses alone, no network's pattern.
     assert canal(plain)["flannel"]["regexIface"] == (
         "^(10\\.20\\.0\\.10|192\\.168\\.2\\.2|192\\.168\\.2\\.3)$")
+
+
+def k0s_values(cni: str = "kuberouter") -> dict:
+    values = hybrid_pools_config()
+    values["kubernetes"] = {"distribution": "k0s"}
+    values["network"]["cni"] = cni
+    return values
+
+
+def test_with_k0s_and_kube_router_the_pools_admit_ip_in_ip_and_keep_their_size():
+    """kube-router crosses between the pools' subnets and the LAN in IP in IP (k0s leaves
+    its overlay at kube-router's default, components/distributions/k0s.py): a protocol rule
+    without ports; BGP and the kubelet as ports. No cluster-autoscaler (k0s's controllers
+    run no kubelet): the preview says the pools keep their size."""
+    plan = shared_preview(k0s_values())
+    ipip = [r.inputs for r in plan.of_type(INGRESS)
+            if r.inputs["description"] == "kube-router-ipip from on-prem"]
+    assert sorted(i["cidrIpv4"] for i in ipip) == sorted([*ONPREM, GATEWAY_TUNNEL])
+    assert all(i["ipProtocol"] == "4" and "fromPort" not in i for i in ipip)
+    got = rules(plan, "test-network-nodes")
+    for name, protocol, port in (("kubelet", "tcp", 10250), ("kube-router-bgp", "tcp", 179)):
+        assert {(f"{name} from on-prem", protocol, port, s) for s in ONPREM} <= got
+    assert any("the pools do not autoscale" in w for w in plan.warnings)
+    assert "test-cluster-autoscaler" not in {r.name for r in plan.resources}
+
+
+def test_with_k0s_and_calico_vxlan_is_a_port_and_no_protocol_rule():
+    plan = shared_preview(k0s_values("calico"))
+    got = rules(plan, "test-network-nodes")
+    assert {("calico-vxlan from on-prem", "udp", 4789, s) for s in ONPREM} <= got
+    assert not [r for r in got if r[1] == "4"]
