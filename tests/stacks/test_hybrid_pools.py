@@ -302,3 +302,14 @@ def test_with_k0s_and_calico_vxlan_is_a_port_and_no_protocol_rule():
     got = rules(plan, "test-network-nodes")
     assert {("calico-vxlan from on-prem", "udp", 4789, s) for s in ONPREM} <= got
     assert not [r for r in got if r[1] == "4"]
+
+
+def test_the_outputs_list_the_on_prem_nodes_and_the_pools(plan):
+    """What the day-2 tools expect of the cluster (contract/stack.py: `nodes` and `pools`)."""
+    nodes, _ = plan.outputs["nodes"]
+    pools, _ = plan.outputs["pools"]
+    assert {n["name"] for n in nodes} == {"control-plane", "gpu000", "gpu001"}
+    assert [(p["name"], p["capacity"], p["min"], p["max"]) for p in pools] == [
+        ("burst", "on-demand", 0, 4), ("spot", "spot", 0, 8)]
+    images, _ = plan.outputs["images"]
+    assert set(images) == {"controlPlane", "burst", "spot"}
