@@ -22,6 +22,7 @@ from components.layouts.over_ssh import host_firewall_ruleset, host_firewall_sou
 from components.network import vpn_clients
 from config.aws_checks import POOLS_WITHOUT_NFS_HOST
 from config.pool_tags import autoscaler_tags
+from config.warnings import preview_warnings
 from contract.names import CAPACITY_LABEL, POOL_LABEL
 from preview.engine import unwrap_secrets
 from tests.builders import hybrid_pools_config, own_warnings, shared_preview
@@ -313,3 +314,27 @@ def test_the_outputs_list_the_on_prem_nodes_and_the_pools(plan):
         ("burst", "on-demand", 0, 4), ("spot", "spot", 0, 8)]
     images, _ = plan.outputs["images"]
     assert set(images) == {"controlPlane", "burst", "spot"}
+
+
+def test_an_adopted_vpc_widens_the_on_prem_side_to_it_and_the_preview_says_so():
+    values = hybrid_pools_config()
+    values["aws"]["vpc"] = {"id": "vpc-0123456789abcdef0", "cidr": VPC,
+                            "routeTableIds": ["rtb-0123456789abcdef0"],
+                            "subnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]}
+    values["aws"]["controlPlane"] = {"privateIp": CONTROLLER}
+    values["storage"]["efs"]["mountTargetAddress"] = "10.20.0.20"
+    settings = loads(values)
+    assert VPC in host_firewall_sources(settings)
+    [warning] = [w for w in preview_warnings(settings) if "adopted VPC" in w]
+    assert warning.startswith("gpu-cluster:pools on hybrid in the adopted VPC "
+                              "vpc-0123456789abcdef0: the on-prem hosts' node ports")
+    assert not [w for w in preview_warnings(loads(hybrid_pools_config())) if "adopted VPC" in w]
+
+
+def test_several_controllers_say_the_token_rotation_runs_on_the_first():
+    values = hybrid_pools_config()
+    values["kubernetes"]["controlPlane"] = {"replicas": 3}
+    values["aws"]["vpc"] = {"availabilityZones": 3}
+    [warning] = [w for w in preview_warnings(loads(values)) if "controlPlane.replicas" in w]
+    assert "the VPN runs on the first controller's instance only" in warning
+    assert "the pools' join-token rotation" in warning
