@@ -5,6 +5,7 @@ rotate those tokens and remove the nodes of instances a pool let go (run over SS
 controller on both layouts: components/aws/pool_node_cleanup.py), and cluster-autoscaler's
 grant on the controllers' roles. What each layout adds (EFS grants) stays in its module."""
 
+from collections.abc import Mapping
 from typing import Optional
 
 import pulumi_kubernetes as k8s
@@ -26,6 +27,7 @@ from components.layouts.contract import ClusterContext, LayoutResult, frozen_map
 from components.layouts.over_ssh import registries_env
 from config.autoscaling import autoscales
 from config.hosts import WorkerPool
+from config.model import StackConfig
 from contract import names
 
 
@@ -81,8 +83,8 @@ def ec2_pools(context: ClusterContext, aws_side: AwsSide, control_plane: Control
     return pools
 
 
-def pools_outputs(settings, pools: list[GpuWorkerPool], result: LayoutResult,
-                  ) -> Optional[dict]:
+def pools_outputs(settings: StackConfig, pools: list[GpuWorkerPool],
+                  result: LayoutResult) -> Optional[Mapping]:
     """The outputs the pools add: their images beside the controller's, and the `pools`
     output; None without pools."""
     if not pools:
