@@ -1,4 +1,4 @@
-"""`gpu-cluster:autoscaling`: cluster-autoscaler on the cloud layout's pools
+"""`gpu-cluster:autoscaling`: cluster-autoscaler on the EC2 pools (hybrid and cloud layouts)
 (components/addons/cluster_autoscaler.py): when an idle pool node goes. The pools' sizes
 are the pools' own keys."""
 
@@ -48,18 +48,18 @@ class AutoscalingSettings(Section):
 
 
 def autoscaling_checks(cfg: PartialConfig) -> list[Problem]:
-    """`autoscaling` is about the cloud layout's pools: elsewhere nothing reads it. (Every
-    stack is given `{}`, Pulumi.yaml's default: only a value is refused.)"""
+    """`autoscaling` is about the EC2 pools (hybrid and cloud layouts): on bare metal nothing
+    reads it. (Every stack is given `{}`, Pulumi.yaml's default: only a value is refused.)"""
     autoscaling = cfg.autoscaling
-    if (cfg.layout != "cloud" and autoscaling is not None
+    if (cfg.layout == "bare-metal" and autoscaling is not None
             and autoscaling.model_dump(exclude_defaults=True)):
-        return [Problem("autoscaling", "only the cloud layout's pools autoscale; remove "
-                        "gpu-cluster:autoscaling from this stack")]
+        return [Problem("autoscaling", "only the EC2 pools of the hybrid and cloud layouts "
+                        "autoscale; remove gpu-cluster:autoscaling from this stack")]
     return []
 
 
 def autoscales(pools: list, controller_runs_kubelet: bool) -> bool:
-    """Whether the stack runs cluster-autoscaler: it has pools (the cloud layout) and its
+    """Whether the stack runs cluster-autoscaler: it has pools (hybrid or cloud) and its
     controllers run a kubelet to run it on (RKE2's servers; a k0s controller runs none,
     components/distributions/k0s.py `controller_runs_kubelet`).
 

@@ -10,6 +10,7 @@ from config.cloud import (
     NVIDIA_GPU_FAMILIES,
     AwsSettings,
     VpnSettings,
+    controller_names,
     instance_family,
     private_subnet_cidrs,
     subnet_cidrs,
@@ -39,10 +40,20 @@ ISSUER_BUCKET_HYBRID_ONLY = (
     "is only used on the hybrid layout, whose on-prem hosts have no instance role; remove it")
 
 
+# An on-prem host's export admits nodes by their own addresses only (serve-nfs.sh refuses
+# a network), and a pool instance's address is not known before it starts.
+POOLS_WITHOUT_NFS_HOST = (
+    "an on-prem host exports NFS to each node's own address, and the pools' instances get "
+    "theirs only as they start: with pools, use storage.efs (the pools reach it in the VPC, "
+    "the on-prem hosts through the tunnel), or storage.nfs.server, an existing server that "
+    "exports to the pools' subnets (docs/layouts.md, \"Pools on hybrid\")")
+
+
 def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
     problems = []
-    if cfg.layout != "cloud" and cfg.pools:
-        problems.append(Problem("pools", "EC2 worker pools are only used by the cloud layout"))
+    if cfg.layout == "bare-metal" and cfg.pools:
+        problems.append(Problem("pools", "EC2 worker pools are only used by the hybrid and "
+                                "cloud layouts"))
     if cfg.layout == "bare-metal":
         for key, present in (("aws", cfg.given("aws")), ("vpn", cfg.given("vpn"))):
             if present:
@@ -84,7 +95,7 @@ def hybrid_checks(cfg: PartialConfig) -> list[Problem]:
         if cfg.network.mtu > vpn.mtu - 50:
             problems.append(Problem("network.mtu", f"{cfg.network.mtu} does not fit through the "
                                     f"tunnel (vpn.mtu {vpn.mtu} minus 50 bytes of VXLAN)"))
-    return problems
+    return problems + ec2_pool_checks(cfg)
 
 
 def _aws(aws: AwsSettings, layout: str) -> list[Problem]:
@@ -283,30 +294,7 @@ def cloud_checks(cfg: PartialConfig) -> list[Problem]:
     if not cfg.pools and cfg.complete("pools"):
         problems.append(Problem("pools", "add at least one worker pool (name, instanceType, "
                                 "count, gpus)"))
-    seen: dict[str, int] = {}
-    for index, pool in cfg.pools:
-        if pool.name in seen:
-            problems.append(Problem(f"pools[{index}].name", f"'{pool.name}' is already used by "
-                                    f"gpu-cluster:pools[{seen[pool.name]}]"))
-        seen.setdefault(pool.name, index)
-        family = instance_family(pool.instance_type)
-        if family in KEPLER_GPU_FAMILIES:
-            problems.append(Problem(
-                f"pools[{index}].instanceType",
-                f"'{pool.instance_type}' has NVIDIA {KEPLER_GPU_FAMILIES[family]} GPUs "
-                "(Kepler), which are unsupported: the pinned driver branch R"
-                f"{versions.NVIDIA_DRIVER_BRANCH} and the pools' default image's driver "
-                "dropped Kepler (R470 was its last branch, NVIDIA's legacy GPU list: "
-                "https://www.nvidia.com/en-us/drivers/unix/legacy-gpu/); use a newer family "
-                f"({', '.join(sorted(NVIDIA_GPU_FAMILIES))})"))
-        elif pool.gpus and family not in NVIDIA_GPU_FAMILIES:
-            known = ", ".join(sorted(NVIDIA_GPU_FAMILIES))
-            problems.append(Problem(f"pools[{index}].instanceType",
-                                    f"'{pool.instance_type}' has no NVIDIA GPU but the pool "
-                                    f"claims {pool.gpus}; GPU families: {known}"))
-        if pool.gpu_model and not pool.gpus:
-            problems.append(Problem(f"pools[{index}].gpuModel", "is set but gpus is 0"))
-    return problems + pool_checks(cfg)
+    return problems + ec2_pool_checks(cfg)
 
 
 def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
@@ -344,3 +332,45 @@ def _efs_on_aws(cfg: PartialConfig, aws: AwsSettings) -> list[Problem]:
                                     f"{efs.mount_target_address} is outside the first "
                                     f"subnet {first}"))
     return problems
+
+
+def ec2_pool_checks(cfg: PartialConfig) -> list[Problem]:
+    """The pools of either AWS layout: unique names, none a host's or an EC2 controller's
+    (a pool's boot plan and status are kept under its name beside theirs:
+    components/aws/ssm_paths.py boot_status), GPU instance families, then each pool's own
+    rules (config/pool_checks.py)."""
+    problems = []
+    nfs = cfg.storage.nfs if cfg.storage else None
+    if cfg.layout == "hybrid" and cfg.pools and nfs is not None and nfs.host is not None:
+        problems.append(Problem("storage.nfs.host", POOLS_WITHOUT_NFS_HOST))
+    machines = {h.name for _, h in cfg.hosts} if cfg.layout == "hybrid" else set()
+    if cfg.aws is not None:
+        plane = cfg.kubernetes.control_plane if cfg.kubernetes else None
+        machines |= set(controller_names(cfg.aws, (plane.replicas if plane else 1) or 1))
+    seen: dict[str, int] = {}
+    for index, pool in cfg.pools:
+        if pool.name in seen:
+            problems.append(Problem(f"pools[{index}].name", f"'{pool.name}' is already used by "
+                                    f"gpu-cluster:pools[{seen[pool.name]}]"))
+        seen.setdefault(pool.name, index)
+        if pool.name in machines:
+            problems.append(Problem(f"pools[{index}].name", f"'{pool.name}' is already the "
+                                    "name of a host or an EC2 controller"))
+        family = instance_family(pool.instance_type)
+        if family in KEPLER_GPU_FAMILIES:
+            problems.append(Problem(
+                f"pools[{index}].instanceType",
+                f"'{pool.instance_type}' has NVIDIA {KEPLER_GPU_FAMILIES[family]} GPUs "
+                "(Kepler), which are unsupported: the pinned driver branch R"
+                f"{versions.NVIDIA_DRIVER_BRANCH} and the pools' default image's driver "
+                "dropped Kepler (R470 was its last branch, NVIDIA's legacy GPU list: "
+                "https://www.nvidia.com/en-us/drivers/unix/legacy-gpu/); use a newer family "
+                f"({', '.join(sorted(NVIDIA_GPU_FAMILIES))})"))
+        elif pool.gpus and family not in NVIDIA_GPU_FAMILIES:
+            known = ", ".join(sorted(NVIDIA_GPU_FAMILIES))
+            problems.append(Problem(f"pools[{index}].instanceType",
+                                    f"'{pool.instance_type}' has no NVIDIA GPU but the pool "
+                                    f"claims {pool.gpus}; GPU families: {known}"))
+        if pool.gpu_model and not pool.gpus:
+            problems.append(Problem(f"pools[{index}].gpuModel", "is set but gpus is 0"))
+    return problems + pool_checks(cfg)

@@ -284,14 +284,26 @@ def cluster_cidrs(vpc: VpcSettings, lan_cidr: Optional[str],
     return cidrs
 
 
-def node_cidrs(vpc: VpcSettings, onprem_addresses: Sequence[str]) -> list[str]:
+def pool_subnet_cidrs(vpc: VpcSettings) -> list[str]:
+    """Where the pools' instances get their addresses (components/aws/network.py
+    node_subnet_ids): the public subnets with egress public, the private ones with nat; in
+    an adopted VPC, whose subnets' CIDRs the config does not give, the VPC."""
+    if vpc.id:
+        return [vpc.cidr]
+    return private_subnet_cidrs(vpc) if vpc.egress == "nat" else subnet_cidrs(vpc)
+
+
+def node_cidrs(vpc: VpcSettings, onprem_addresses: Sequence[str],
+               pools: bool = False) -> list[str]:
     """Where the nodes reach the control plane's node ports from: each on-prem node's own
-    address (hybrid), or the VPC the pools' instances get addresses in (cloud); never the
-    office LAN or the VPN range as a whole. RKE2's inbound rules: 8472/udp, 9099, 10250 and
+    address (hybrid) and, with pools there, the subnets their instances get addresses in;
+    or the VPC the pools' instances get addresses in (cloud); never the office LAN or the
+    VPN range as a whole. RKE2's inbound rules: 8472/udp, 9099, 10250 and
     9345 from "All RKE2 nodes" only, and "The VXLAN port on nodes should not be exposed"
     (rancher/rke2-docs docs/install/requirements.md, "Inbound Network Rules", Canal tab)."""
     if onprem_addresses:
-        return [f"{address}/32" for address in onprem_addresses]
+        return ([f"{address}/32" for address in onprem_addresses]
+                + (pool_subnet_cidrs(vpc) if pools else []))
     return [vpc.cidr]
 
 

@@ -1,6 +1,6 @@
-"""Rules across the keys of one EC2 worker pool (cloud layout): its size bounds, its capacity
-(spot, mixed, reserved) and its instance types, and the tags cluster-autoscaler reads of its
-group, measured against AWS's limits. cloud_checks (config/aws_checks.py) calls it."""
+"""Rules across the keys of one EC2 worker pool (hybrid and cloud layouts): its size bounds,
+its capacity (spot, mixed, reserved) and its instance types, and the tags cluster-autoscaler reads of its
+group, measured against AWS's limits. ec2_pool_checks (config/aws_checks.py) calls it."""
 
 from config.cloud import NVIDIA_GPU_FAMILIES, instance_family
 from config.hosts import WorkerPool

@@ -1,6 +1,6 @@
 """Where a team's queued GPUs come from: Kueue's flavors (`access.flavorOrder`,
 `access.teams[].quota.flavors`). A flavor is one kind of capacity the stack has: `on-prem`,
-the hosts that run workloads (nodes labelled gpu-cluster/capacity=on-prem), and each cloud
+the hosts that run workloads (nodes labelled gpu-cluster/capacity=on-prem), and each EC2
 pool by its name (gpu-cluster/pool=<name>). A team's ClusterQueue lists the flavors it has
 GPUs on in the cluster's order; Kueue tries them in that order (docs/teams.md)."""
 

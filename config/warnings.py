@@ -41,13 +41,27 @@ def preview_warnings(settings: StackConfig) -> list[str]:
                                   settings.vpn.mode if settings.vpn else None,
                                   settings.aws and control_plane_address(settings.aws))
     warnings += [backups_off_warning(settings), kubeflow_repository_warning(settings),
-                 ec2_controllers_warning(settings), elastic_ips_warning(settings)]
+                 ec2_controllers_warning(settings), elastic_ips_warning(settings),
+                 adopted_vpc_pools_warning(settings)]
     warnings += soft_mount_warnings(settings)
     warnings += download_warnings(settings)
     warnings.append(time_warning(settings.time, settings.packages.apt_mirror))
     warnings.append(unsplit_teams_warning(settings.access))
     warnings.append(autoscaling_warning(settings.pools, settings.kubernetes.distribution))
     return [warning for warning in warnings if warning]
+
+
+def adopted_vpc_pools_warning(settings: StackConfig) -> Optional[str]:
+    """Pools on hybrid in an adopted VPC, whose subnets' CIDRs the config does not give: the
+    on-prem side admits the whole VPC where it would admit the pools' subnets
+    (config/cloud.py pool_subnet_cidrs)."""
+    if settings.layout != "hybrid" or not settings.pools or not settings.aws.vpc.id:
+        return None
+    return (f"gpu-cluster:pools on hybrid in the adopted VPC {settings.aws.vpc.id}: the on-prem "
+            "hosts' node ports (the kubelet, the CNI's overlay) and the control plane's admit "
+            f"the whole VPC {settings.aws.vpc.cidr}, since the config does not give the pools' "
+            "subnets' CIDRs: every machine in it, not only the pools' instances, reaches them "
+            "(docs/layouts.md, \"Pools on hybrid\")")
 
 
 def ec2_controllers_warning(settings: StackConfig) -> Optional[str]:
@@ -57,12 +71,14 @@ def ec2_controllers_warning(settings: StackConfig) -> Optional[str]:
     replicas = settings.control_plane_endpoint.replicas
     if settings.layout not in ("hybrid", "cloud") or replicas == 1:
         return None
-    alone = ("the VPN runs on the first controller's instance only, so losing it cuts the "
-             "on-prem nodes and the VPN's users off until it is back"
-             if settings.layout == "hybrid" else
-             "the pools' join-token rotation and the removal of the nodes of terminated pool "
+    pools = ("the pools' join-token rotation and the removal of the nodes of terminated pool "
              "instances run on the first controller's instance only, so while it is down for "
              "more than a day new pool instances cannot join")
+    alone = pools
+    if settings.layout == "hybrid":
+        alone = ("the VPN runs on the first controller's instance only, so losing it cuts the "
+                 "on-prem nodes and the VPN's users off until it is back"
+                 + (f"; {pools}" if settings.pools else ""))
     return (f"gpu-cluster:kubernetes.controlPlane.replicas is {replicas}: etcd and the API "
             f"survive losing a controller, but {alone}")
 

@@ -80,6 +80,21 @@ def hybrid_config(workers: int = 2) -> dict:
     return values
 
 
+def hybrid_pools_config() -> dict:
+    """A valid hybrid stack with RKE2 (the cloud controller manager and cluster-autoscaler
+    run), on-prem GPU workers and two EC2 pools in the VPC: one on-demand, one spot."""
+    values = hybrid_config()
+    values["kubernetes"] = {"distribution": "rke2"}
+    values["pools"] = [
+        {"name": "burst", "instanceType": "g5.12xlarge", "count": 1, "min": 0, "max": 4,
+         "gpus": 4, "gpuModel": "NVIDIA-A10G"},
+        {"name": "spot", "instanceType": "g5.2xlarge", "count": 0, "min": 0, "max": 8,
+         "gpus": 1, "gpuModel": "NVIDIA-A10G", "capacity": "spot",
+         "instanceTypes": ["g5.4xlarge"]},
+    ]
+    return values
+
+
 def cloud_config() -> dict:
     """A valid cloud stack: a GPU pool and EFS, no on-prem hosts."""
     return {

@@ -100,6 +100,9 @@ class ControlPlaneHostArgs:
     # Hybrid: the VPN the instance serves or dials, and the on-prem LAN routed through it.
     vpn: Optional[VpnSettings] = None
     lan_cidr: Optional[str] = None
+    # Hybrid with pools: the pools' own route tables (AwsNetwork.node_route_table_ids),
+    # which route the LAN and the tunnel through it too.
+    pool_route_table_ids: Sequence[pulumi.Input[str]] = ()
     boot: Optional[ControllerBoot] = None
     # The cluster's KMS key its SecureStrings are encrypted with (the backups' key; none:
     # the account's AWS-managed SSM key).
@@ -363,7 +366,12 @@ class ControlPlaneHost(pulumi.ComponentResource):
 
     def _route_lan_through_instance(self) -> list[aws.ec2.Route]:
         """The on-prem LAN, and the tunnel the gateway and admins send from, are reached
-        through the instance (the VPN server)."""
+        through the instance (the VPN server), from every subnet of the VPC's nodes: the
+        controllers' and, on hybrid with pools, the pools' (with egress nat their own
+        table). No route to the pod network: every CNI the program runs crosses between
+        the VPC and the LAN in an overlay between node addresses (Canal's and Calico's
+        VXLAN; kube-router's IP in IP between nodes of different subnets,
+        components/distributions/k0s.py CNI_FIREWALL_PORTS)."""
         vpn = self._vpn
         if vpn is None:
             return []
@@ -376,7 +384,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
                           network_interface_id=self.instance.primary_network_interface_id,
                           opts=self._opts)
             for what, cidr in destinations.items()
-            for index, table in enumerate(self._args.network.route_table_ids)
+            for index, table in enumerate([*self._args.network.route_table_ids,
+                                           *self._args.pool_route_table_ids])
         ]
 
 

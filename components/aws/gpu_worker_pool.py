@@ -1,5 +1,5 @@
-"""EC2 GPU workers (cloud layout) that join the cluster at boot, with no SSH from the
-program: the launch template's user data fetches and runs the same step scripts as bare metal
+"""EC2 GPU workers (cloud and hybrid layouts) that join the cluster at boot, with no SSH from
+the program: the launch template's user data fetches and runs the same step scripts as bare metal
 (host settings, NVIDIA runtime, the join), and the join token is read at boot from an
 SSM SecureString that only the pool's instance role may read, and that the controller
 refills with a new expiring token (components/aws/pool_node_cleanup.py). A changed launch

@@ -3,7 +3,7 @@ availability zone and its route table, or an existing VPC adopted by id; with eg
 `nat`, also a private subnet per zone for the pools, behind a NAT gateway, with an
 interface endpoint for SSM."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -12,6 +12,9 @@ import pulumi_aws as aws
 from config.cloud import AwsSettings, private_subnet_cidrs, subnet_cidrs
 
 HTTPS_PORT = 443
+# IP in IP, an IP protocol number (IANA "Assigned Internet Protocol Numbers": 4), for EC2
+# rules a protocol without ports: kube-router's overlay between nodes of different subnets.
+IP_IN_IP = "4"
 # AWS's default quota of inbound (and of outbound) rules per security group, which an
 # account may raise (Service Quotas, Amazon VPC, "Inbound or outbound rules per security
 # group", L-0EA8095F: docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html).
@@ -40,6 +43,14 @@ class AwsNetworkArgs:
     # What the nodes' group opens to the VPC besides: name -> (port, protocol), the ports
     # the distribution's control plane reaches nodes at.
     node_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    # Hybrid with pools: the on-prem nodes' addresses (and the VPN gateway's tunnel
+    # address), which reach the pools' nodes on `onprem_ports` (name -> (port, protocol);
+    # protocol "4" is IP in IP, no port) through the tunnel.
+    onprem_sources: Sequence[str] = ()
+    onprem_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    # Hybrid with pools: the VPN server's address, whose "fragmentation needed" replies
+    # the pools' nodes must get (path MTU discovery through the tunnel).
+    path_mtu_sources: Sequence[str] = ()
 
 
 class AwsNetwork(pulumi.ComponentResource):
@@ -51,6 +62,9 @@ class AwsNetwork(pulumi.ComponentResource):
     # internet (egress public) or go out through the NAT gateway (egress nat).
     node_subnet_ids: list[pulumi.Output[str]]
     nodes_need_public_ip: bool
+    # The route tables of node subnets beyond route_table_ids (the private subnets the
+    # program creates with egress nat): where hybrid's on-prem routes go too.
+    node_route_table_ids: list[pulumi.Output[str]]
 
     def __init__(self, name: str, args: AwsNetworkArgs, opts: pulumi.ResourceOptions = None):
         super().__init__("gpu-cluster:aws:Network", name, None, opts)
@@ -62,6 +76,7 @@ class AwsNetwork(pulumi.ComponentResource):
             self._create()
         self.nodes_need_public_ip = args.settings.vpc.egress == "public"
         self.node_subnet_ids = self.subnet_ids
+        self.node_route_table_ids = []
         if args.settings.vpc.egress == "nat":
             self.node_subnet_ids = (
                 [pulumi.Output.from_input(s) for s in args.settings.vpc.private_subnet_ids]
@@ -130,6 +145,7 @@ class AwsNetwork(pulumi.ComponentResource):
             aws.ec2.RouteTableAssociation(f"{name}-private-{index}", subnet_id=subnet.id,
                                           route_table_id=routes.id, opts=opts)
             subnets.append(subnet.id)
+        self.node_route_table_ids = [routes.id]
         endpoint_group = aws.ec2.SecurityGroup(
             f"{name}-ssm-endpoint", vpc_id=self.vpc_id,
             description=f"{cluster} SSM endpoint (HTTPS from the VPC)",
@@ -163,10 +179,41 @@ class AwsNetwork(pulumi.ComponentResource):
                 f"{self._name}-nodes-{name}", security_group_id=group.id,
                 ip_protocol=protocol, from_port=port, to_port=port,
                 cidr_ipv4=self._args.settings.vpc.cidr, description=name, opts=opts)
+        self._admit_onprem(group, opts)
         aws.vpc.SecurityGroupEgressRule(
             f"{self._name}-nodes-egress", security_group_id=group.id, ip_protocol="-1",
             cidr_ipv4="0.0.0.0/0", description="all outbound", opts=opts)
         return group
+
+    def _admit_onprem(self, group: aws.ec2.SecurityGroup, opts: pulumi.ResourceOptions) -> None:
+        """Hybrid: the on-prem nodes reach the pools' nodes on their node ports (kubelet,
+        the CNI's overlay) from their own addresses, which the tunnel carries unchanged
+        (components/network/openvpn_config.py routes the LAN, no NAT); and the VPN server's
+        ICMP "fragmentation needed" reaches them: a pool node's packets leave at the VPC's
+        MTU (9001) and the server forwards them into a smaller tunnel, so path MTU discovery
+        needs that ICMP let in ("Path MTU Discovery", https://docs.aws.amazon.com/AWSEC2/
+        latest/UserGuide/network_mtu.html: "you must add the following inbound rule to your
+        security group: Custom ICMP Rule - IPv4, Destination Unreachable, fragmentation
+        required, and DF flag set")."""
+        args, count = self._args, 0
+        for name, (port, protocol) in args.onprem_ports.items():
+            ports = {} if protocol == IP_IN_IP else {"from_port": port, "to_port": port}
+            for index, cidr in enumerate(args.onprem_sources):
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{self._name}-nodes-{name}-onprem-{index}", security_group_id=group.id,
+                    ip_protocol=protocol, cidr_ipv4=cidr, description=f"{name} from on-prem",
+                    opts=opts, **ports)
+                count += 1
+        for index, cidr in enumerate(args.path_mtu_sources):
+            # ICMP type 3 (destination unreachable), code 4 (fragmentation needed): EC2
+            # takes them as from_port and to_port.
+            aws.vpc.SecurityGroupIngressRule(
+                f"{self._name}-nodes-path-mtu-{index}", security_group_id=group.id,
+                ip_protocol="icmp", from_port=3, to_port=4, cidr_ipv4=cidr,
+                description="fragmentation needed from the VPN server", opts=opts)
+            count += 1
+        warn_over_rules_quota(f"{self._name}-nodes",
+                              count + 1 + len(args.node_ports), self)
 
     @staticmethod
     def _tags(name: str) -> dict:

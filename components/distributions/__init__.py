@@ -7,6 +7,7 @@ import importlib
 from components.distributions.base import Distribution, DistributionSettings
 from config import versions
 from config.model import StackConfig
+from config.cloud import pool_subnet_cidrs
 from config.release_pins import release_sha256
 from config.storage import service_account_issuer
 
@@ -46,6 +47,8 @@ def distribution_settings(config: StackConfig) -> DistributionSettings:
         endpoint=config.control_plane_endpoint,
         host_addresses=tuple(host.address for host in config.hosts),
         has_pools=bool(config.pools),
+        pool_cidrs=(tuple(pool_subnet_cidrs(config.aws.vpc))
+                    if config.layout == "hybrid" and config.pools and config.aws else ()),
         release_sha256=release_sha256(config.kubernetes.distribution, config.kubernetes.version,
                                       config.versions),
         airgap_bundle_sha256=dict(config.versions.airgap_bundle_sha256),

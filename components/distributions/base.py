@@ -44,6 +44,9 @@ class DistributionSettings:
     # advance) join too: what the CNI's interface can be pinned by.
     host_addresses: tuple[str, ...]
     has_pools: bool
+    # Hybrid with pools: the subnets the pools' instances get addresses in, which the
+    # CNI's pinning takes too (config/cloud.py pool_subnet_cidrs); empty elsewhere.
+    pool_cidrs: tuple[str, ...] = ()
     # The sha256 the scripts require of kubernetes.version's release file, by architecture
     # (config/release_pins.py: the pins of config/versions.py, `versions.releaseSha256`).
     release_sha256: Mapping[str, str] = field(default_factory=dict)
@@ -212,6 +215,12 @@ class Distribution(Protocol):
         firewall, components/hosts/firewall.py), by name: its control plane's beyond the
         API and its node's, for the CNI the settings choose. Not the API's port, nor
         NodePorts: users reach those."""
+
+    @property
+    def overlay_between_subnets(self) -> Mapping[str, Port]:
+        """IP protocols without ports the CNI carries pods' packets in between nodes of
+        different subnets (an EC2 pool's and an on-prem node on hybrid), by name: (0,
+        protocol number); none where its overlay is a port of host_firewall_ports."""
 
     def node_env(self, node: Host | WorkerPool, node_ip: str) -> dict[str, str]: ...
 

@@ -172,6 +172,17 @@ class K0s(PrefixedInputs):
             return ("cali*", "tunl*", "vxlan.calico", "wireguard.cali")
         return ()
 
+    @property
+    def overlay_between_subnets(self) -> dict[str, tuple[int, str]]:
+        """kube-router's IP in IP (IP protocol 4, IANA's "Assigned Internet Protocol
+        Numbers"): k0s leaves its --enable-overlay and --overlay-type at their defaults
+        (v1.36.3+k0s.2 pkg/component/controller/kuberouter.go:112-124 set neither), true and
+        "subnet" (kube-router v2.10.0 pkg/options/options.go:113,162-165), which tunnels
+        pods' packets in IP in IP between nodes of different subnets only
+        (pkg/controllers/routing/network_routes_controller.go:676). Calico's
+        overlay is VXLAN, a port of CNI_FIREWALL_PORTS."""
+        return {"kube-router-ipip": (0, "4")} if self.settings.cni == "kuberouter" else {}
+
     def host_firewall_ports(self, host: Host) -> dict[str, tuple[int, str]]:
         """A controller's ports; a host that runs workloads (a worker, a controller+worker)
         adds its kubelet's and its CNI's."""

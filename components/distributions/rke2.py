@@ -281,11 +281,22 @@ class Rke2(PrefixedInputs):
         """Canal pinned to the interface carrying each node's configured address (the
         VPN's tun0 on a hybrid controller rather than the default route's eth0), when
         every node is a configured host or in `extra_addresses` (a controller outside
-        `hosts`); the CNI MTU (below the tunnel's) in any case. Pools' instances have no
-        address known in advance, so with pools flannel keeps its default route."""
-        addresses = [*extra_addresses, *self.settings.host_addresses]
-        regex = address_regex(addresses) if addresses and not self.settings.has_pools else None
+        `hosts`); the CNI MTU (below the tunnel's) in any case, the same on every node
+        (one HelmChartConfig for the cluster's DaemonSet). Pools' instances have no address
+        known in advance: on hybrid the pattern takes any address of the pools' subnets
+        (pool_cidrs; their eth0, whose VPC route table sends the LAN to the VPN server),
+        since flannel exits on a node where no interface matches (flannel v0.28.8, RKE2's
+        pinned hardened-flannel: main.go:341-366; pkg/ipmatch/match.go:124-175 matches the
+        pattern against each interface's addresses first); on cloud, with no tunnel,
+        flannel keeps its default route."""
+        settings = self.settings
+        addresses = [*extra_addresses, *settings.host_addresses]
+        pinned = bool(addresses) and (not settings.has_pools or bool(settings.pool_cidrs))
+        regex = address_regex(addresses, settings.pool_cidrs) if pinned else None
         return self.canal_config(mtu=self.settings.cni_mtu, interface_regex=regex)
+
+    # Canal's overlay is VXLAN, a port of NODE_PORTS.
+    overlay_between_subnets: Mapping[str, tuple[int, str]] = {}
 
     def host_firewall_ports(self, host: Host) -> dict[str, tuple[int, str]]:
         """Every node's NODE_PORTS (a server runs a kubelet and Canal too), and a server's

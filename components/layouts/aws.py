@@ -79,6 +79,26 @@ def s3_backup_target(settings: StackConfig, bucket: pulumi.Input[str],
         "AWS_REGION": settings.aws.region})
 
 
+def pools_from_onprem(settings: StackConfig, distribution) -> dict:
+    """Hybrid with pools: what the pools' security group admits from on-prem
+    (AwsNetworkArgs): a worker's node ports (the host firewall's list,
+    components/hosts/firewall.py) from the on-prem nodes' addresses and the VPN gateway's
+    tunnel address, with the CNI's overlay between subnets where it is no port
+    (Distribution.overlay_between_subnets), and the VPN server's "fragmentation
+    needed"."""
+    if settings.layout != "hybrid" or not settings.pools:
+        return {}
+    workers = [host for host in settings.hosts if host.runs_workloads]
+    ports = {**(distribution.host_firewall_ports(workers[0]) if workers else {}),
+             **distribution.overlay_between_subnets}
+    sources = [f"{host.address}/32" for host in settings.hosts]
+    if settings.vpn is not None and settings.vpn.mode == "server-on-ec2":
+        sources.append(f"{gateway_address(settings.vpn.tunnel_cidr)}/32")
+    # The first controller runs the VPN (server or client) and forwards into the tunnel.
+    server = [f"{settings.control_plane_endpoint.controller_addresses[0]}/32"]
+    return {"onprem_sources": sources, "onprem_ports": ports, "path_mtu_sources": server}
+
+
 @dataclass(frozen=True)
 class AwsSide:
     """What the AWS layouts build on: the VPC, the control-plane instance, the options of
@@ -117,12 +137,11 @@ class OnAws(Layout):
                                 default_tags=aws.ProviderDefaultTagsArgs(tags=tags),
                                 opts=pulumi.ResourceOptions(parent=context.parent))
         opts = pulumi.ResourceOptions(parent=context.parent, providers=[provider])
-        network = AwsNetwork(f"{context.name}-network",
-                             AwsNetworkArgs(settings=settings.aws,
-                                            cluster_name=settings.cluster_name,
-                                            node_security_group=self.boots_itself,
-                                            node_ports=context.distribution.node_ports),
-                             opts=opts)
+        network = AwsNetwork(f"{context.name}-network", AwsNetworkArgs(
+            settings=settings.aws, cluster_name=settings.cluster_name,
+            node_security_group=self.boots_itself or bool(settings.pools),
+            node_ports=context.distribution.node_ports,
+            **pools_from_onprem(settings, context.distribution)), opts=opts)
         backup = settings.backup
         bucket = (BackupBucket(f"{context.name}-backups", BackupBucketArgs(
             cluster_name=settings.cluster_name, retention=backup.retention,
@@ -145,7 +164,8 @@ class OnAws(Layout):
         endpoint = settings.control_plane_endpoint
         replicas = endpoint.replicas
         sources = cluster_cidrs(settings.aws.vpc, settings.network.lan_cidr, settings.vpn)
-        nodes = node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts])
+        nodes = node_cidrs(settings.aws.vpc, [h.address for h in settings.hosts],
+                           bool(settings.pools))
         balancer = (self._balancer(network, sources, nodes, opts) if replicas > 1 else None)
         # `pulumi up` and the admin kubeconfig (on cloud, the users too) come from
         # aws.adminCidrs over the internet.
@@ -171,6 +191,8 @@ class OnAws(Layout):
                     cluster_cidrs=sources, node_cidrs=nodes,
                     boot_store=boot_store, vpn=settings.vpn,
                     lan_cidr=settings.network.lan_cidr, boot=boot,
+                    pool_route_table_ids=(network.node_route_table_ids
+                                          if settings.pools else ()),
                     secrets_key=bucket.key.arn if bucket is not None else None,
                     index=index,
                     balancer_group=balancer.security_group.id if balancer else None,

@@ -11,54 +11,21 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.aws import ssm_paths
-from components.aws.autoscaler_policy import allow_autoscaling
 from components.aws.control_plane_host import ControlPlaneHost
 from components.aws.efs import EfsFileSystem
-from components.aws.gpu_worker_pool import (
-    GpuWorkerPool,
-    GpuWorkerPoolArgs,
-    PoolBoot,
-    pool_machine,
-)
-from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
 from components.common.remote_step import Ssh, SshAccess, connection_to
-from components.distributions import runs_aws_cloud_controller
 from components.hosts.bundle_step import with_bundle
-from components.hosts.steps import preparation_steps
 from components.kubernetes.control_plane import ControlPlane
-from components.layouts.aws import (
-    AwsSide,
-    OnAws,
-    boot_password,
-    mirror_password,
-)
+from components.layouts.aws import AwsSide, OnAws
+from components.layouts.aws_pools import ec2_pools, pools_outputs
 from components.layouts.contract import (
     BootedController,
-    ClusterContext,
     Controller,
     LayoutResult,
     SelfJoining,
     Services,
     frozen_mapping,
 )
-from components.layouts.over_ssh import registries_env
-from config.hosts import WorkerPool
-from config.autoscaling import autoscales
-from contract import names
-
-
-def pool_boots(context: ClusterContext) -> list[PoolBoot]:
-    """What each pool's instances run at boot, worked out once from the whole stack."""
-    settings, distribution = context.settings, context.distribution
-    return [PoolBoot(settings.cluster_name, settings.aws.region, pool,
-                     tuple(preparation_steps(context.host_settings, distribution,
-                                           pool_machine(pool), registries=registries_env(
-                                               settings, distribution, boot_password(
-                                                   settings, ssm_paths.pool_secret(
-                                                       settings.cluster_name, pool.name,
-                                                       ssm_paths.IMAGE_MIRROR_PASSWORD))))),
-                     registry_password=mirror_password(settings))
-            for pool in settings.pools]
 
 
 class Cloud(OnAws):
@@ -112,37 +79,11 @@ class Cloud(OnAws):
 
     def self_joining(self, control_plane: ControlPlane, provider: k8s.Provider,
                      result: LayoutResult) -> SelfJoining:
-        """The EC2 pools, whose instances join at boot with the token the controller keeps
-        in SSM, and the controller's services that rotate those tokens and remove the node
-        of an instance a pool let go."""
-        context, settings, aws_side = self.context, self.context.settings, self._aws
+        """The EC2 pools (components/layouts/aws_pools.py) and the cloud controller; the
+        pools' roles may mount EFS."""
+        settings = self.context.settings
         self._cloud_controller(provider)
-        pools = [
-            GpuWorkerPool(f"{context.name}-{boot.pool.name}", GpuWorkerPoolArgs(
-                boot=boot, network=aws_side.network, distribution=context.distribution,
-                node_security_group=aws_side.network.node_security_group,
-                boot_store=aws_side.boot_store,
-                default_tags=aws_side.default_tags, after=[control_plane.installed]),
-                opts=aws_side.opts)
-            for boot in pool_boots(context)
-        ]
-        if pools:
-            cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(
-                cluster_name=settings.cluster_name, region=settings.aws.region, pki=context.pki,
-                api_endpoint=control_plane.node_endpoint, provider=provider,
-                distribution=context.distribution,
-                deletes_nodes=not runs_aws_cloud_controller(settings),
-                controller=control_plane.host.name, ssh=control_plane.ssh,
-                controller_role=aws_side.instance.role_name,
-                after=[control_plane.installed]), opts=aws_side.opts)
-            started = cleanup.start([p.token_parameter for p in pools])
-            for pool in pools:
-                pool.launch(after=[started])
-        if autoscales(pools, context.distribution.controller_runs_kubelet):
-            # cluster-autoscaler runs on a controller, with its role (the pools' get none).
-            allow_autoscaling(f"{context.name}-cluster-autoscaler",
-                              [controller.role_name for controller in aws_side.controllers],
-                              settings.cluster_name, settings.aws.region, aws_side.opts)
+        pools = ec2_pools(self.context, self._aws, control_plane, provider)
         if self._efs_system is not None:
             # The pools' roles: the nodes that mount it, and where the CSI driver's
             # controller runs (components/addons/efs_csi.py).
@@ -150,17 +91,5 @@ class Cloud(OnAws):
             self._efs_system.allow_provisioner(
                 {pool.name: p.role_name for pool, p in zip(settings.pools, pools)},
                 settings.cluster_name)
-        return SelfJoining(
-            nodes=tuple(pool.group for pool in pools),
-            outputs=frozen_mapping({
-                "images": {**result.outputs["images"],
-                           **{pool.name: p.image for pool, p in zip(settings.pools, pools)}},
-                names.POOLS_OUTPUT: [pool_output(p) for p in settings.pools]}))
-
-
-def pool_output(pool: WorkerPool) -> dict:
-    """A pool as the `pools` output lists it (contract/names.py POOLS_OUTPUT)."""
-    return {"name": pool.name, "instanceType": pool.instance_type, "count": pool.count,
-            "min": pool.min_size, "max": pool.max_size, "capacity": pool.capacity,
-            "capacityReservation": pool.capacity_reservation, "gpus": pool.gpus,
-            "gpuModel": pool.gpu_model}
+        return SelfJoining(nodes=tuple(pool.group for pool in pools),
+                           outputs=pools_outputs(settings, pools, result) or frozen_mapping({}))

@@ -13,6 +13,7 @@ from components.hosts.bootstrap import PreparedHost
 from components.kubernetes.control_plane import ControlPlane
 from components.network.vpn_bridge import VpnBridge, VpnBridgeArgs
 from components.layouts.aws import OnAws
+from components.layouts.aws_pools import ec2_pools, pools_outputs
 from components.layouts.contract import (
     Controller,
     EfsWebIdentity,
@@ -133,10 +134,17 @@ class Hybrid(OnAws):
 
     def self_joining(self, control_plane: ControlPlane, provider: k8s.Provider,
                      result: LayoutResult) -> SelfJoining:
-        """No node joins on its own; the issuer's key set comes from the key the installed
-        controller signs tokens with. The AWS cloud controller manager, where it runs, for
-        the controllers (the on-prem nodes keep the kubelet's default: no cloud provider)."""
+        """The EC2 pools, as on cloud (components/layouts/aws_pools.py): in the VPC, they
+        reach the on-prem nodes through the VPC's routes to the VPN server, and mount
+        storage as the on-prem nodes do (docs/layouts.md, "Pools on hybrid"). The issuer's
+        key set comes from the key the installed controller signs tokens with. The AWS
+        cloud controller manager, where it runs, for the controllers and the pools (the
+        on-prem nodes keep the kubelet's default: no cloud provider)."""
         self._cloud_controller(provider)
+        pools = ec2_pools(self.context, self._aws, control_plane, provider)
         if self.issuer is not None:
             self.issuer.publish_keys(control_plane.service_account_key())
-        return SelfJoining()
+        outputs = pools_outputs(self.context.settings, pools, result)
+        if outputs is None:
+            return SelfJoining()
+        return SelfJoining(nodes=tuple(pool.group for pool in pools), outputs=outputs)

@@ -17,7 +17,7 @@ from components.kubernetes.upgrade import RolloutPolicy, host_drain
 from components.common.remote_step import Endpoint, SshAccess
 from components.layouts.contract import ClusterContext, PreparedWorker
 from config.backup import backup_store
-from config.cloud import tunnel_server_address
+from config.cloud import pool_subnet_cidrs, tunnel_server_address
 from config.firewall import FIREWALL_LAYOUTS
 from config.hosts import Host
 from config.model import StackConfig
@@ -111,12 +111,16 @@ def host_firewall_sources(settings: StackConfig) -> list[str]:
     """Where the on-prem hosts' node ports are reached from: each host's own address; on
     hybrid each EC2 controller's private address (its overlay packets are sent from it:
     the CNI is pinned to it) and, with our VPN server, the server's tunnel address (the
-    instance's other packets to the LAN leave its tun device from it);
-    hostFirewall.extraSources. Never the LAN or the VPN range as a whole."""
+    instance's other packets to the LAN leave its tun device from it); with pools, the
+    subnets their instances get addresses in (config/cloud.py pool_subnet_cidrs: their
+    packets cross the tunnel from those addresses, unchanged); hostFirewall.extraSources.
+    Never the LAN or the VPN range as a whole."""
     sources = [f"{host.address}/32" for host in settings.hosts]
     if settings.layout == "hybrid" and settings.aws is not None:
         sources += [f"{address}/32" for address in
                     settings.control_plane_endpoint.controller_addresses]
+        if settings.pools:
+            sources += pool_subnet_cidrs(settings.aws.vpc)
         if settings.vpn is not None and settings.vpn.mode == "server-on-ec2":
             sources.append(f"{tunnel_server_address(settings.vpn)}/32")
     return sources + list(settings.host_firewall.extra_sources)

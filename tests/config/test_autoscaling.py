@@ -38,12 +38,15 @@ def test_anything_else_is_refused_by_its_key(value, says):
     assert path == "autoscaling.scaleDownUnneededTime" and says in message
 
 
-@pytest.mark.parametrize("values", [bare_metal_config(workers=1), hybrid_config()],
-                         ids=["bare-metal", "hybrid"])
-def test_the_section_belongs_to_the_cloud_layout(values):
+def test_the_section_belongs_to_the_layouts_with_pools():
+    values = bare_metal_config(workers=1)
     values["autoscaling"] = {"scaleDownUnneededTime": "1h"}
-    assert ("autoscaling", "only the cloud layout's pools autoscale; remove "
-            "gpu-cluster:autoscaling from this stack") in problems_of(values)
+    assert ("autoscaling", "only the EC2 pools of the hybrid and cloud layouts autoscale; "
+            "remove gpu-cluster:autoscaling from this stack") in problems_of(values)
+    # The hybrid layout's pools autoscale too (with RKE2): the section is read there.
+    values = hybrid_config()
+    values["autoscaling"] = {"scaleDownUnneededTime": "1h"}
+    loads(values)
 
 
 def test_the_warning_follows_the_distributions_that_run_no_kubelet_on_controllers():

@@ -17,7 +17,7 @@ INVALID_CASES = [
     ("cloud with on-prem hosts", set_path("layout", "cloud"), "gpu-cluster:hosts",
      "a cloud stack has no on-prem hosts"),
     ("pools on bare metal", set_path("pools", [{"name": "a", "instanceType": "g5.xlarge", "count": 1}]),
-     "gpu-cluster:pools", "only used by the cloud layout"),
+     "gpu-cluster:pools", "only used by the hybrid and cloud layouts"),
     ("aws on bare metal", set_path("aws", {"region": "us-east-1", "adminCidrs": ["198.51.100.0/24"]}),
      "gpu-cluster:aws", "only used by the hybrid and cloud layouts"),
     ("efs on bare metal needs an address", set_path("storage", {"efs": {}}),
