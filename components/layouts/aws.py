@@ -55,9 +55,11 @@ from contract import names
 NO_CLOUD_CONTROLLER = (
     "the AWS cloud controller manager is not installed: this distribution's controllers run "
     "no kubelet, so no pod can run on them, and only their instance role may hold its IAM "
-    "policy (a pool node's may not). EC2 nodes get no providerID or zone labels; the "
-    "controller's pool node watcher deletes the nodes of instances that are gone "
+    "policy (a pool node's may not). EC2 nodes get no providerID or zone labels "
     "(docs/layouts.md, \"The AWS cloud controller manager\")")
+# What takes its node deletion's place where there are pools (pool_node_cleanup.py).
+POOL_WATCHER_DELETES_NODES = ("; the controller's pool node watcher deletes the nodes of the "
+                              "pools' instances that are gone")
 
 def mirror_password(settings: StackConfig) -> Optional[pulumi.Output[str]]:
     mirror = settings.image_mirror
@@ -226,7 +228,8 @@ class OnAws(Layout):
         the preview says why (NO_CLOUD_CONTROLLER)."""
         context = self.context
         if not runs_aws_cloud_controller(context.settings):
-            pulumi.log.warn(NO_CLOUD_CONTROLLER)
+            pulumi.log.warn(NO_CLOUD_CONTROLLER + (POOL_WATCHER_DELETES_NODES
+                                                   if context.settings.pools else ""))
             return
         CloudController(f"{context.name}-cloud-controller", CloudControllerArgs(
             cluster_name=context.settings.cluster_name, provider=provider,

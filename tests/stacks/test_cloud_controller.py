@@ -9,7 +9,7 @@ import yaml
 
 from components.aws import cloud_controller
 from components.common.step_text import step_inputs
-from components.layouts.aws import NO_CLOUD_CONTROLLER
+from components.layouts.aws import NO_CLOUD_CONTROLLER, POOL_WATCHER_DELETES_NODES
 from preview.engine import unwrap_secrets as unwrap
 from tests.builders import cloud_config, example_plan, preview
 from tests.components.test_iam_evaluation import Stack
@@ -104,5 +104,7 @@ def test_a_pool_instance_joins_with_its_provider_id(cloud):
 def test_not_on_k0s_and_the_preview_says_why():
     plan = example_plan("dev")
     assert not [r for r in plan.resources if "cloud-controller" in r.name]
-    assert NO_CLOUD_CONTROLLER in plan.warnings
+    assert NO_CLOUD_CONTROLLER + POOL_WATCHER_DELETES_NODES in plan.warnings
+    # Without pools there is no watcher, and the warning names none.
+    assert NO_CLOUD_CONTROLLER in example_plan("prod").warnings
     assert not any("RKE2_CLOUD_PROVIDER" in s for s in steps(plan).values())
