@@ -17,7 +17,7 @@ from preview import aws_mocks
 from preview.engine import unwrap_secrets as unwrap
 from preview.stack_file import read_stack
 from components.aws.pool_node_cleanup import TOKEN_PLACEHOLDER
-from tests.stacks.steps import boot_steps
+from tests.stacks.steps import boot_step, boot_steps
 from tests.builders import PROJECT_DIR, example_plan
 
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -172,12 +172,12 @@ def test_user_data_boots_the_node_without_any_secret(dev):
 
 
 def test_gpu_pools_register_with_their_gpu_labels_and_taints(dev):
-    join = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[-2]
-    assert "export NODE_LABELS='gpu-cluster/pool=a10g,gpu-cluster/capacity=on-demand," \
+    join = boot_step(dev, of_pool(dev, TEMPLATE, "a10g"), "join-worker")
+    assert join["NODE_LABELS"] == "gpu-cluster/pool=a10g,gpu-cluster/capacity=on-demand," \
         "nvidia.com/gpu.present=true,nvidia.com/gpu.product=NVIDIA-A10G," \
-        "k8s.amazonaws.com/accelerator=nvidia-a10g'" in join
-    assert "export NODE_TAINTS='nvidia.com/gpu=present:NoSchedule'" in join
-    assert "export NODE_IP=''" in join
+        "k8s.amazonaws.com/accelerator=nvidia-a10g"
+    assert join["NODE_TAINTS"] == "nvidia.com/gpu=present:NoSchedule"
+    assert join["NODE_IP"] == ""
     nvidia = boot_scripts(of_pool(dev, TEMPLATE, "a10g"))[1]
     assert step_inputs(nvidia)["GPU_CLUSTER_STEP"] == "install-nvidia"
     assert "export INSTALL_DRIVER='false'" in nvidia  # the GPU image ships the driver
@@ -316,7 +316,7 @@ def test_a_pool_with_many_labels_and_taints_keeps_its_user_data_small():
     [template] = [t for t in plan.of_type(TEMPLATE)
                   if t.name.endswith(f"-{values['pools'][0]['name']}-template")]
     assert len(base64.b64decode(template.inputs["userData"])) <= 4096
-    join = step_inputs(boot_steps(plan, template)[-2])
+    join = boot_step(plan, template, "join-worker")
     assert "team.example.com/l599=" in join["NODE_LABELS"]
     assert "team.example.com/t9=yes:NoSchedule" in join["NODE_TAINTS"]
 
