@@ -6,7 +6,7 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from contract.names import CAPACITY_LABEL, POOL_LABEL
+from contract.names import CAPACITY_LABEL, PROGRAM_NODE_LABELS
 
 from config.partial import PartialConfig
 from config.problems import Problem
@@ -169,7 +169,7 @@ def _host_fields(cfg: PartialConfig) -> list[Problem]:
                             "the kubelet may not set labels under kubernetes.io/ or k8s.io/ except "
                             "kubelet.kubernetes.io/ and node.kubernetes.io/ (NodeRestriction)")
                 )
-            elif key in (CAPACITY_LABEL, POOL_LABEL):
+            elif key in PROGRAM_NODE_LABELS:
                 # Kueue's flavors select nodes by them (components/access/queues.py).
                 problems.append(Problem(f"hosts[{index}].labels.{key}", "the program sets it "
                                         f"({CAPACITY_LABEL}=on-prem on the hosts that run "

@@ -15,7 +15,7 @@ from config.pool_tags import (
     autoscaler_tags,
 )
 from config.problems import Problem
-from contract.names import CAPACITY_LABEL, POOL_LABEL
+from contract.names import POOL_LABEL, PROGRAM_NODE_LABELS
 
 # Tags a pool's group carries besides aws.tags and cluster-autoscaler's
 # (components/aws/gpu_worker_pool.py _tags, components/aws/tags.py CLUSTER_TAG).
@@ -34,7 +34,7 @@ def pool_checks(cfg: PartialConfig) -> list[Problem]:
         # autoscaler select by them, so a pool's labels may not say otherwise.
         problems += [Problem(f"{key}.labels.{label}", "is the program's own label of a pool's "
                              "nodes (its name, its capacity); remove it")
-                     for label in (POOL_LABEL, CAPACITY_LABEL) if label in pool.labels]
+                     for label in PROGRAM_NODE_LABELS if label in pool.labels]
     return problems
 
 

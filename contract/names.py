@@ -30,6 +30,9 @@ POOL_LABEL = "gpu-cluster/pool"
 # templates: on-prem (hosts[]), on-demand, spot, or reserved (a capacity reservation or block).
 CAPACITY_LABEL = "gpu-cluster/capacity"
 CAPACITY_KINDS = ("on-prem", "on-demand", "spot", "reserved")
+# The node labels only the program sets (hosts[].labels and pools[].labels may not): Kueue's
+# flavors and cluster-autoscaler's node templates select by them.
+PROGRAM_NODE_LABELS = (POOL_LABEL, CAPACITY_LABEL)
 # Roles whose host runs the Kubernetes control plane / a kubelet (config: hosts[].role).
 CONTROL_PLANE_ROLES = ("controller", "controller+worker")
 WORKER_ROLES = ("worker", "controller+worker")
