@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from components.addons import cluster_images
 from components.addons.kubeflow import catalog
-from components.distributions.k0s import node_local_load_balancing
+from components.distributions.k0s_api import node_local_load_balancing
 from config import vendored
 from config.model import StackConfig
 from preview.plan import Plan

@@ -13,13 +13,11 @@ from components.distributions.base import (
     DistributionSettings,
     JoinToken,
     PrefixedInputs,
-    admission_plugins,
-    jwks_uri,
     read_at_boot,
 )
 from components.common import audit, pod_security
 from components.common.step_text import Script
-from config.control_plane import ControlPlaneEndpoint
+from components.distributions.k0s_api import api_server_args, api_server_raw_args, endpoint_config
 from config.images import ImageMirror
 from config.hosts import Host, WorkerPool
 from config.node_labels import node_labels, node_taints
@@ -37,12 +35,6 @@ WORKER_PROFILE = "gpu-cluster"
 # The kubelet's usual root instead of k0s's /var/lib/k0s/kubelet, so upstream device
 # plugins and CSI drivers, which hard-code /var/lib/kubelet, work unmodified.
 KUBELET_ROOT_DIR = "/var/lib/kubelet"
-# Files install-controller writes for kube-apiserver, which k0s runs as the system user
-# kube-apiserver (k0s pkg/constant/constant.go ApiserverUser; `k0s install controller`
-# creates it, pkg/install/users_linux.go): readable by it, and its own log folder.
-ADMISSION_CONFIG_FILE = "/etc/k0s/admission-config.yaml"
-AUDIT_POLICY_FILE = "/etc/k0s/audit-policy.yaml"
-AUDIT_LOG_FILE = "/var/log/k0s-audit/audit.log"
 # Worker joins (k0s's join API) and konnectivity agents.
 CONTROL_PLANE_PORTS = {"k0s-join-api": (ports.K0S_JOIN_API, "tcp"),
                        "konnectivity": (ports.KONNECTIVITY, "tcp")}
@@ -56,13 +48,6 @@ CONTROLLER_FIREWALL_PORTS = {"etcd-peer": (ports.ETCD_PEER, "tcp"), **CONTROL_PL
 WORKER_FIREWALL_PORTS = {"kubelet": (ports.KUBELET, "tcp")}
 CNI_FIREWALL_PORTS = {"kuberouter": {"kube-router-bgp": (179, "tcp")},
                       "calico": {"calico-vxlan": (4789, "udp")}}
-# k0s's own --enable-admission-plugins, which spec.api.extraArgs replaces, not extends (k0s
-# v1.36.3+k0s.2 pkg/component/controller/apiserver.go:120, and lines 140-146: a user's
-# extraArgs entry overrides the flag of the same name).
-DEFAULT_ADMISSION_PLUGINS = ("NodeRestriction",)
-# k0s's service-account issuer (v1.36.3+k0s.2 pkg/component/controller/apiserver.go:115).
-K0S_ISSUER = "https://kubernetes.default.svc"
-
 
 class K0s(PrefixedInputs):
     name = "k0s"
@@ -292,71 +277,6 @@ class K0s(PrefixedInputs):
                 pod_security.version_of(self.settings.kubernetes.version)),
             "K0S_AUDIT_POLICY": audit.policy(),
         }
-
-
-def node_local_load_balancing(endpoint: ControlPlaneEndpoint) -> bool:
-    """Whether workers run k0s's node-local load balancer (its Envoy image): with the
-    controllers' VIP, never beside an external address (endpoint_config)."""
-    return endpoint.vrrp is not None
-
-
-def endpoint_config(endpoint: ControlPlaneEndpoint, controller: Host) -> tuple[dict, dict]:
-    """(spec.api, spec.network) keys for the endpoint at `controller`; none for a single
-    controller at its own address.
-
-    A load balancer of the user's: `externalAddress`, which every component and join
-    token then names (k0s v1.36.3+k0s.2 docs/configuration.md:132; api.go:117-138). A
-    VIP: k0s's control plane load balancing (keepalived VRRP, unicast to the other
-    controllers, docs/cplb.md:91-109) for clients, and node-local load balancing (Envoy on
-    each worker, docs/nllb.md) for the nodes, as k0s recommends both together without an
-    external load balancer (cplb.md:11-13); then no `externalAddress`, which NLLB forbids
-    (clusterconfig_types.go:477-492)."""
-    if endpoint.load_balancer == "external":
-        return {"externalAddress": endpoint.node_address}, {}
-    vrrp = endpoint.vrrp
-    if vrrp is None:
-        return {}, {}
-    # Field names and limits: pkg/apis/k0s/v1beta1/cplb.go:85-136 (virtualIPs CIDRs :90,
-    # interface :96, virtualRouterID 1-255 :105, authPass at most 8 characters :118,
-    # unicastPeers never this controller's own address :123-127 and :193-205),
-    # nllb.go:25-32.
-    instance: dict = {"virtualIPs": [vrrp.virtual_ip], "authPass": vrrp.auth_pass,
-                      "virtualRouterID": vrrp.router_id,
-                      "unicastSourceIP": controller.address,
-                      "unicastPeers": list(endpoint.peers_of(controller.address))}
-    interface = vrrp.interface_of(controller)
-    if interface:
-        instance["interface"] = interface
-    return {}, {
-        "controlPlaneLoadBalancing": {"enabled": True, "type": "Keepalived",
-                                      "keepalived": {"vrrpInstances": [instance]}},
-        "nodeLocalLoadBalancing": {"enabled": True, "type": "EnvoyProxy"},
-    }
-
-
-def api_server_args(issuer: Optional[str] = None) -> dict[str, str]:
-    """kube-apiserver flags through the cluster config (k0s docs/configuration.md,
-    spec.api.extraArgs): the Pod Security default as k0s docs/podsecurity.md configures it,
-    and the audit log, which k0s leaves to the user (docs/cis_benchmark.md, checks
-    1.2.22-1.2.25); k0s's admission plugins and the GPU toleration one. With a public
-    service-account issuer, it replaces k0s's own flag (extraArgs override k0s's, k0s
-    v1.36.3+k0s.2 pkg/component/controller/apiserver.go:140-145), so it comes first."""
-    args = {"admission-control-config-file": ADMISSION_CONFIG_FILE,
-            "enable-admission-plugins": admission_plugins(DEFAULT_ADMISSION_PLUGINS),
-            "audit-policy-file": AUDIT_POLICY_FILE,
-            "audit-log-path": AUDIT_LOG_FILE,
-            **audit.ROTATION}
-    if issuer:
-        args.update({"service-account-issuer": issuer, "service-account-jwks-uri": jwks_uri(issuer)})
-    return args
-
-
-def api_server_raw_args(issuer: Optional[str]) -> list[str]:
-    """k0s's own issuer, still accepted after the public one: spec.api.rawArgs come after
-    every other flag (apiserver.go:218-222), so it is the second --service-account-issuer.
-    k0s's api-audiences stays its own (apiserver.go:127-138): tokens already in pods keep
-    working."""
-    return [f"--service-account-issuer={K0S_ISSUER}"] if issuer else []
 
 
 # What components/distributions/__init__.py loads for this distribution.

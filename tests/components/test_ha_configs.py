@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components.distributions import distribution_for, distribution_settings
-from components.distributions.k0s import node_local_load_balancing
+from components.distributions.k0s_api import node_local_load_balancing
 from config import versions
 from components.aws.control_plane_host import ec2_controllers
 from tests.builders import PROJECT_DIR, bare_metal_config, cloud_config, hybrid_config

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from components.distributions import distribution_settings
-from components.distributions.k0s import K0S_ISSUER, K0s
+from components.distributions.k0s import K0s
+from components.distributions.k0s_api import K0S_ISSUER
 from components.distributions.rke2 import Rke2
 from config.hosts import Host
 from tests.builders import bare_metal_config, cloud_config, hybrid_config

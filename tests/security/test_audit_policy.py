@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.common import audit
-from components.distributions.k0s import AUDIT_LOG_FILE as K0S_LOG, AUDIT_POLICY_FILE as K0S_POLICY
+from components.distributions.k0s_api import AUDIT_LOG_FILE as K0S_LOG, AUDIT_POLICY_FILE as K0S_POLICY
 from components.distributions.rke2 import AUDIT_POLICY_FILE as RKE2_POLICY
 from tests.builders import example_plan
 
