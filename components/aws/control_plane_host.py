@@ -25,7 +25,7 @@ from components.aws.boot import (
     secret_parameter,
 )
 from components.aws.controller_groups import admit_balancers, ingress_rules
-from components.aws.network import AwsNetwork, pinned_image, warn_over_rules_quota
+from components.aws.network import AwsNetwork, pinned_image, port_range, warn_over_rules_quota
 from components.kubernetes.pki import ClusterPki
 from components.distributions.base import Distribution
 from components.hosts.steps import HostStep, HostProfile
@@ -207,8 +207,8 @@ class ControlPlaneHost(pulumi.ComponentResource):
             for index, cidr in enumerate(cidrs):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{self._name}-{name}-{index}", security_group_id=group.id,
-                    ip_protocol=protocol, from_port=port, to_port=port, cidr_ipv4=cidr,
-                    description=name, opts=self._opts)
+                    ip_protocol=protocol, cidr_ipv4=cidr, description=name,
+                    opts=self._opts, **port_range(port, protocol))
         balanced = admit_balancers(self._name, group.id, args.api_port, args.balanced_ports,
                                    args.balancer_group, args.public_balancer_group, self._opts)
         warn_over_rules_quota(f"{self._name}-sg",

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.boot import EC2_SSH_PORT
+from components.aws.network import port_range
 from config.cloud import VpnSettings
 
 
@@ -52,8 +53,9 @@ def controller_peers_group(name: str, vpc_id: pulumi.Input[str], cluster_name: s
     for port_name, (port, protocol) in ports.items():
         aws.vpc.SecurityGroupIngressRule(
             f"{name}-{port_name}", security_group_id=group.id, ip_protocol=protocol,
-            from_port=port, to_port=port, referenced_security_group_id=group.id,
-            description=f"{port_name} from the other controllers", opts=opts)
+            referenced_security_group_id=group.id,
+            description=f"{port_name} from the other controllers", opts=opts,
+            **port_range(port, protocol))
     return group
 
 

@@ -13,8 +13,14 @@ from config.cloud import AwsSettings, private_subnet_cidrs, subnet_cidrs
 
 HTTPS_PORT = 443
 # IP in IP, an IP protocol number (IANA "Assigned Internet Protocol Numbers": 4), for EC2
-# rules a protocol without ports: kube-router's overlay between nodes of different subnets.
+# rules a protocol without ports: kube-router's overlay between nodes.
 IP_IN_IP = "4"
+
+
+def port_range(port: int, protocol: str) -> dict:
+    """A rule's from_port and to_port: none for IP in IP, whose rules take no ports."""
+    return {} if protocol == IP_IN_IP else {"from_port": port, "to_port": port}
+
 # AWS's default quota of inbound (and of outbound) rules per security group, which an
 # account may raise (Service Quotas, Amazon VPC, "Inbound or outbound rules per security
 # group", L-0EA8095F: docs.aws.amazon.com/vpc/latest/userguide/amazon-vpc-limits.html).
@@ -177,8 +183,8 @@ class AwsNetwork(pulumi.ComponentResource):
         for name, (port, protocol) in self._args.node_ports.items():
             aws.vpc.SecurityGroupIngressRule(
                 f"{self._name}-nodes-{name}", security_group_id=group.id,
-                ip_protocol=protocol, from_port=port, to_port=port,
-                cidr_ipv4=self._args.settings.vpc.cidr, description=name, opts=opts)
+                ip_protocol=protocol, cidr_ipv4=self._args.settings.vpc.cidr,
+                description=name, opts=opts, **port_range(port, protocol))
         self._admit_onprem(group, opts)
         aws.vpc.SecurityGroupEgressRule(
             f"{self._name}-nodes-egress", security_group_id=group.id, ip_protocol="-1",
@@ -197,7 +203,7 @@ class AwsNetwork(pulumi.ComponentResource):
         required, and DF flag set")."""
         args, count = self._args, 0
         for name, (port, protocol) in args.onprem_ports.items():
-            ports = {} if protocol == IP_IN_IP else {"from_port": port, "to_port": port}
+            ports = port_range(port, protocol)
             for index, cidr in enumerate(args.onprem_sources):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{self._name}-nodes-{name}-onprem-{index}", security_group_id=group.id,
