@@ -46,9 +46,11 @@ class AwsNetworkArgs:
     cluster_name: str
     # A security group for EC2 nodes (cloud pools).
     node_security_group: bool = False
-    # What the nodes' group opens to the VPC besides: name -> (port, protocol), the ports
-    # the distribution's control plane reaches nodes at.
+    # What the nodes' group opens to the controllers besides: name -> (port, protocol), the
+    # ports the distribution's control plane reaches nodes at, from `node_port_sources`
+    # (the controllers' fixed private addresses).
     node_ports: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    node_port_sources: Sequence[str] = ()
     # Hybrid with pools: the on-prem nodes' addresses (and the VPN gateway's tunnel
     # address), which reach the pools' nodes on `onprem_ports` (name -> (port, protocol);
     # protocol "4" is IP in IP, no port) through the tunnel.
@@ -171,7 +173,9 @@ class AwsNetwork(pulumi.ComponentResource):
 
     def _create_node_security_group(self) -> aws.ec2.SecurityGroup:
         """For EC2 nodes: all traffic among themselves (pod network, kubelets), from the
-        VPC (the control plane) only the distribution's node_ports, everything out."""
+        controllers only the distribution's node_ports (not from the VPC: an adopted VPC's
+        other instances could send kube-router's IP in IP or Canal's VXLAN, neither
+        authenticated, into the pod network), everything out."""
         opts = pulumi.ResourceOptions(parent=self)
         group = aws.ec2.SecurityGroup(
             f"{self._name}-nodes", vpc_id=self.vpc_id,
@@ -180,11 +184,15 @@ class AwsNetwork(pulumi.ComponentResource):
         aws.vpc.SecurityGroupIngressRule(
             f"{self._name}-nodes-from-nodes", security_group_id=group.id, ip_protocol="-1",
             referenced_security_group_id=group.id, description="nodes", opts=opts)
-        for name, (port, protocol) in self._args.node_ports.items():
-            aws.vpc.SecurityGroupIngressRule(
-                f"{self._name}-nodes-{name}", security_group_id=group.id,
-                ip_protocol=protocol, cidr_ipv4=self._args.settings.vpc.cidr,
-                description=name, opts=opts, **port_range(port, protocol))
+        args = self._args
+        for name, (port, protocol) in args.node_ports.items():
+            for index, cidr in enumerate(args.node_port_sources):
+                # The first controller's rule keeps the name the VPC's rule had.
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{self._name}-nodes-{name}" + (f"-{index + 1}" if index else ""),
+                    security_group_id=group.id, ip_protocol=protocol, cidr_ipv4=cidr,
+                    description=f"{name} from the controllers", opts=opts,
+                    **port_range(port, protocol))
         self._admit_onprem(group, opts)
         aws.vpc.SecurityGroupEgressRule(
             f"{self._name}-nodes-egress", security_group_id=group.id, ip_protocol="-1",
@@ -218,8 +226,8 @@ class AwsNetwork(pulumi.ComponentResource):
                 ip_protocol="icmp", from_port=3, to_port=4, cidr_ipv4=cidr,
                 description="fragmentation needed from the VPN server", opts=opts)
             count += 1
-        warn_over_rules_quota(f"{self._name}-nodes",
-                              count + 1 + len(args.node_ports), self)
+        warn_over_rules_quota(f"{self._name}-nodes", count + 1 + len(args.node_ports)
+                              * len(args.node_port_sources), self)
 
     @staticmethod
     def _tags(name: str) -> dict:

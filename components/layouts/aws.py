@@ -143,6 +143,8 @@ class OnAws(Layout):
             settings=settings.aws, cluster_name=settings.cluster_name,
             node_security_group=self.boots_itself or bool(settings.pools),
             node_ports=context.distribution.node_ports,
+            node_port_sources=[f"{address}/32" for address in
+                               settings.control_plane_endpoint.controller_addresses],
             **pools_from_onprem(settings, context.distribution)), opts=opts)
         backup = settings.backup
         bucket = (BackupBucket(f"{context.name}-backups", BackupBucketArgs(
