@@ -5,8 +5,11 @@ nothing of a gone instance stays behind:
   minute) deletes the SSM boot statuses of instances that are gone. It holds no Kubernetes
   credential, on any layout or distribution: the nodes of gone instances are deleted by the
   node lifecycle controller of the AWS cloud controller manager on the controllers
-  (components/aws/cloud_controller.py), and no credential on a pool instance may delete a
-  node. Its step removes the kubeconfig older releases kept for it on k0s's controllers.
+  (components/aws/cloud_controller.py; k8s.io/cloud-provider v0.35.0
+  controllers/nodelifecycle/node_lifecycle_controller.go:129-178: a node not Ready whose
+  instance the provider says does not exist), and no credential on a pool instance may
+  delete a node. Its step removes the kubeconfig older releases kept for it on k0s's
+  controllers.
 - gpu-cluster-pool-tokens on the controller (scripts/aws/rotate-pool-tokens.sh, every
   ROTATE_EVERY) stores in each pool's SSM SecureString a new join token that expires after
   POOL_TOKEN_TTL; the program creates the parameter with a placeholder and never writes

@@ -45,7 +45,8 @@ install_step() {
   grep -qx 'OnUnitActiveSec=60s' "$GPU_CLUSTER_ROOT/etc/systemd/system/gpu-cluster-pool-node-watcher.timer"
   assert_call_order '^systemctl start gpu-cluster-pool-tokens\.service$' \
     '^systemctl enable gpu-cluster-pool-node-watcher\.timer gpu-cluster-pool-tokens\.timer$'
-  assert_output_contains "the AWS cloud controller manager deletes the pool nodes of gone instances; pool join tokens expire after 24h"
+  assert_output_contains \
+    "the AWS cloud controller manager deletes the pool nodes of gone instances; pool join tokens expire after 24h"
   assert_idempotent aws/watch-pools.sh
 }
 

@@ -10,7 +10,9 @@
 #
 # It holds no Kubernetes credential: the Node of an instance EC2 no longer has is deleted
 # by the node lifecycle controller of the AWS cloud controller manager on the controllers
-# (components/aws/cloud_controller.py), by the providerID the node registered with.
+# (components/aws/cloud_controller.py), by the providerID the node registered with
+# (k8s.io/cloud-provider v0.35.0
+# controllers/nodelifecycle/node_lifecycle_controller.go:129-178).
 #
 # Environment (from /etc/gpu-cluster/pool-node-watcher.env): AWS_REGION, CLUSTER_NAME,
 # AWS_CLIENT (ssm-parameter.py), EC2_CLIENT (ec2-instances.py), BOOT_STATUS_CLIENT

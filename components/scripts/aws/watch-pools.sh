@@ -36,7 +36,8 @@ DURATION='^[0-9]+(s|m|h)$'
 
 check_inputs() {
   check_missing_env POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES FORGET_BOOT_STATUSES \
-    AWS_CLIENT_TEXT AWS_REGION CLUSTER_NAME TOKEN_COMMAND TOKEN_TTL ROTATE_EVERY POOL_TOKEN_PARAMETERS BOOT_STATUS_PATH
+    AWS_CLIENT_TEXT AWS_REGION CLUSTER_NAME TOKEN_COMMAND TOKEN_TTL ROTATE_EVERY \
+    POOL_TOKEN_PARAMETERS BOOT_STATUS_PATH
   local name parameter
   if [[ -n "${AWS_REGION:-}" && ! "$AWS_REGION" =~ $AWS_REGION_NAME ]]; then
     INPUT_PROBLEMS+=("AWS_REGION is not a region name: '$AWS_REGION'")
@@ -44,7 +45,8 @@ check_inputs() {
   if [[ -n "${CLUSTER_NAME:-}" && ! "$CLUSTER_NAME" =~ ^[a-z0-9]([a-z0-9-]*[a-z0-9])?$ ]]; then
     INPUT_PROBLEMS+=("CLUSTER_NAME is not a cluster name: '$CLUSTER_NAME'")
   fi
-  if [[ -n "${TOKEN_COMMAND:-}" && ! "$TOKEN_COMMAND" =~ ^([a-z0-9]+|(/[A-Za-z0-9_.-]+)+)( [a-z0-9/.:=-]+)*$ ]]; then
+  if [[ -n "${TOKEN_COMMAND:-}" \
+    && ! "$TOKEN_COMMAND" =~ ^([a-z0-9]+|(/[A-Za-z0-9_.-]+)+)( [a-z0-9/.:=-]+)*$ ]]; then
     INPUT_PROBLEMS+=("TOKEN_COMMAND is not a command with plain words: '$TOKEN_COMMAND'")
   fi
   for name in TOKEN_TTL ROTATE_EVERY; do
