@@ -1,14 +1,15 @@
-"""The EC2 pools looked after from the control plane, so that no credential on a pool
-instance may delete a node, and no pool join token lasts:
+"""The EC2 pools looked after from the control plane, so that no pool join token lasts and
+nothing of a gone instance stays behind:
 
 - gpu-cluster-pool-node-watcher on the controller (scripts/aws/pool-node-watcher.sh, every
-  minute) deletes the SSM boot statuses of instances that are gone. Where the AWS cloud
-  controller manager runs (components/aws/cloud_controller.py: RKE2), its node lifecycle
-  controller deletes their nodes and the watcher holds no Kubernetes credential at all.
-  Elsewhere (k0s, whose controllers are no nodes) the watcher deletes those nodes too, with
-  a credential of its own: a client certificate of WATCHER_USER, bound to a ClusterRole
-  that may get, list and delete nodes. It reaches the controller inside the install step's
-  stdin over SSH and stays there (0600); it is never in SSM, which pool instances read.
+  minute) deletes the SSM boot statuses of instances that are gone. It holds no Kubernetes
+  credential, on any layout or distribution: the nodes of gone instances are deleted by the
+  node lifecycle controller of the AWS cloud controller manager on the controllers
+  (components/aws/cloud_controller.py; k8s.io/cloud-provider v0.35.0
+  controllers/nodelifecycle/node_lifecycle_controller.go:129-178: a node not Ready whose
+  instance the provider says does not exist), and no credential on a pool instance may
+  delete a node. Its step removes the kubeconfig older releases kept for it on k0s's
+  controllers.
 - gpu-cluster-pool-tokens on the controller (scripts/aws/rotate-pool-tokens.sh, every
   ROTATE_EVERY) stores in each pool's SSM SecureString a new join token that expires after
   POOL_TOKEN_TTL; the program creates the parameter with a placeholder and never writes
@@ -22,46 +23,23 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from components.aws import ssm_paths
-from components.common import kube
 from components.common.remote_step import Ssh, run_step
 from components.common.step_text import SSM_READER, DataFile, Script
 from components.distributions.base import Distribution
-from components.kubernetes.kubeconfig import client_kubeconfig
-from components.kubernetes.pki import ClusterPki
-from contract.names import POOL_LABEL
 
 WATCH_POOLS = Script("aws/watch-pools.sh")
 POOL_NODE_WATCHER = DataFile("aws/pool-node-watcher.sh")
 ROTATE_POOL_TOKENS = DataFile("aws/rotate-pool-tokens.sh")
 EC2_INSTANCES = DataFile("aws/ec2-instances.py")
 FORGET_BOOT_STATUSES = DataFile("aws/forget-boot-statuses.py")
-WATCHER_USER = "gpu-cluster:pool-node-watcher"
 # A pool's join token expires a day after it is made and is replaced every 6 h: one read
 # at boot just before a rotation still has 18 h for the boot steps and the join.
 POOL_TOKEN_TTL = "24h"
 ROTATE_EVERY = "6h"
 # What a pool's token parameter holds until the controller's first rotation.
 TOKEN_PLACEHOLDER = "none: gpu-cluster-pool-tokens on the controller stores the join token"
-
-
-def cluster_role() -> list[dict]:
-    """What the watcher's credential may do: read and delete nodes, nothing else."""
-    name = WATCHER_USER
-    return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-         "metadata": {"name": name},
-         "rules": [{"apiGroups": [""], "resources": ["nodes"],
-                    "verbs": ["get", "list", "delete"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": name},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                     "name": name},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                       "name": WATCHER_USER}]},
-    ]
 
 
 def controller_policy(token_parameter_arns: Sequence[str], status_path: str) -> str:
@@ -90,13 +68,7 @@ def controller_policy(token_parameter_arns: Sequence[str], status_path: str) -> 
 class PoolNodeCleanupArgs:
     cluster_name: str
     region: str
-    pki: ClusterPki
-    # Where the controller reaches the API (its private address).
-    api_endpoint: pulumi.Input[str]
-    provider: k8s.Provider
     distribution: Distribution
-    # Whether the watcher deletes the nodes of gone instances (no cloud controller manager).
-    deletes_nodes: bool
     # The controller: its name, SSH to it, its instance role, what the step waits for.
     controller: str
     ssh: Ssh
@@ -110,16 +82,6 @@ class PoolNodeCleanup(pulumi.ComponentResource):
         super().__init__("gpu-cluster:aws:PoolNodeCleanup", name, None, opts)
         self._name, self._args = name, args
         self._status_path = ssm_paths.boot_statuses(args.cluster_name)
-        self._rbac: list = []
-        self._kubeconfig: pulumi.Input[str] = ""
-        if args.deletes_nodes:
-            self._rbac = kube.apply_all(cluster_role(),
-                                        kube.k8s_provider_opts(args.provider, self))
-            cert = args.pki.client_certificate("pool-node-watcher", WATCHER_USER)
-            self._kubeconfig = pulumi.Output.secret(pulumi.Output.all(
-                args.api_endpoint, args.pki.ca_cert_pem, cert.cert_pem, cert.private_key_pem,
-            ).apply(lambda v: client_kubeconfig(args.cluster_name, v[0], v[1],
-                                                "pool-node-watcher", v[2], v[3])))
         self.register_outputs({})
 
     def start(self, token_parameters: Sequence[aws.ssm.Parameter]) -> pulumi.Resource:
@@ -131,7 +93,6 @@ class PoolNodeCleanup(pulumi.ComponentResource):
             f"{self._name}-controller", role=args.controller_role,
             policy=pulumi.Output.all(*[p.arn for p in token_parameters]).apply(
                 lambda arns: controller_policy(arns, self._status_path)), opts=opts)
-        distribution = args.distribution
         return run_step(args.controller, "watch-pools", on=args.ssh, create=WATCH_POOLS, env={
             "POOL_NODE_WATCHER": POOL_NODE_WATCHER.text(),
             "ROTATE_POOL_TOKENS": ROTATE_POOL_TOKENS.text(),
@@ -139,14 +100,11 @@ class PoolNodeCleanup(pulumi.ComponentResource):
             "FORGET_BOOT_STATUSES": FORGET_BOOT_STATUSES.text(),
             "BOOT_STATUS_PATH": self._status_path,
             "AWS_CLIENT_TEXT": SSM_READER.text(),
-            "WATCHER_KUBECONFIG": self._kubeconfig,
             "AWS_REGION": args.region,
             "CLUSTER_NAME": args.cluster_name,
-            "POOL_LABEL": POOL_LABEL,
-            "KUBECTL": distribution.kubectl,
-            "TOKEN_COMMAND": distribution.pool_token_command,
+            "TOKEN_COMMAND": args.distribution.pool_token_command,
             "TOKEN_TTL": POOL_TOKEN_TTL,
             "ROTATE_EVERY": ROTATE_EVERY,
             "POOL_TOKEN_PARAMETERS": pulumi.Output.all(
                 *[p.name for p in token_parameters]).apply(" ".join),
-        }, depends_on=[*args.after, *self._rbac, policy, *token_parameters], parent=self)
+        }, depends_on=[*args.after, policy, *token_parameters], parent=self)

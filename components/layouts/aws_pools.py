@@ -1,14 +1,12 @@
 """The EC2 GPU pools both AWS layouts build the same way (cloud: the only workers; hybrid:
 beside the on-prem hosts, in the same VPC as the controllers): each pool's boot, its
 group once the controller stored its first join token, the controller's services that
-rotate those tokens and remove the nodes of instances a pool let go (run over SSH on the
+rotate those tokens and forget the instances a pool let go (run over SSH on the
 controller on both layouts: components/aws/pool_node_cleanup.py), and cluster-autoscaler's
 grant on the controllers' roles. What each layout adds (EFS grants) stays in its module."""
 
 from collections.abc import Mapping
 from typing import Optional
-
-import pulumi_kubernetes as k8s
 
 from components.aws import ssm_paths
 from components.aws.autoscaler_policy import allow_autoscaling
@@ -19,7 +17,6 @@ from components.aws.gpu_worker_pool import (
     pool_machine,
 )
 from components.aws.pool_node_cleanup import PoolNodeCleanup, PoolNodeCleanupArgs
-from components.distributions import runs_aws_cloud_controller
 from components.hosts.steps import preparation_steps
 from components.kubernetes.control_plane import ControlPlane
 from components.layouts.aws import AwsSide, boot_password, mirror_password
@@ -45,13 +42,14 @@ def pool_boots(context: ClusterContext) -> list[PoolBoot]:
             for pool in settings.pools]
 
 
-def ec2_pools(context: ClusterContext, aws_side: AwsSide, control_plane: ControlPlane,
-              provider: k8s.Provider) -> list[GpuWorkerPool]:
+def ec2_pools(context: ClusterContext, aws_side: AwsSide,
+              control_plane: ControlPlane) -> list[GpuWorkerPool]:
     """The pools, whose instances join at boot with the token the controller keeps in SSM,
-    and the controller's services that rotate those tokens and remove the node of an
-    instance a pool let go. The controller installs them over SSH once it is up: on cloud
-    after its boot, on hybrid after its preparation (control_plane.ssh either way); its
-    instance role, which both layouts give it, holds their grant."""
+    and the controller's services that rotate those tokens and delete the boot statuses of
+    the instances a pool let go (their nodes: the AWS cloud controller manager). The
+    controller installs them over SSH once it is up: on cloud after its boot, on hybrid
+    after its preparation (control_plane.ssh either way); its instance role, which both
+    layouts give it, holds their grant."""
     settings = context.settings
     if not settings.pools:
         return []
@@ -65,10 +63,8 @@ def ec2_pools(context: ClusterContext, aws_side: AwsSide, control_plane: Control
         for boot in pool_boots(context)
     ]
     cleanup = PoolNodeCleanup(f"{context.name}-node-cleanup", PoolNodeCleanupArgs(
-        cluster_name=settings.cluster_name, region=settings.aws.region, pki=context.pki,
-        api_endpoint=control_plane.node_endpoint, provider=provider,
+        cluster_name=settings.cluster_name, region=settings.aws.region,
         distribution=context.distribution,
-        deletes_nodes=not runs_aws_cloud_controller(settings),
         controller=control_plane.host.name, ssh=control_plane.ssh,
         controller_role=aws_side.instance.role_name,
         after=[control_plane.installed]), opts=aws_side.opts)

@@ -83,7 +83,7 @@ class Cloud(OnAws):
         pools' roles may mount EFS."""
         settings = self.context.settings
         self._cloud_controller(provider)
-        pools = ec2_pools(self.context, self._aws, control_plane, provider)
+        pools = ec2_pools(self.context, self._aws, control_plane)
         if self._efs_system is not None:
             # The pools' roles: the nodes that mount it, and where the CSI driver's
             # controller runs (components/addons/efs_csi.py).

@@ -141,7 +141,7 @@ class Hybrid(OnAws):
         cloud controller manager, where it runs, for the controllers and the pools (the
         on-prem nodes keep the kubelet's default: no cloud provider)."""
         self._cloud_controller(provider)
-        pools = ec2_pools(self.context, self._aws, control_plane, provider)
+        pools = ec2_pools(self.context, self._aws, control_plane)
         if self.issuer is not None:
             self.issuer.publish_keys(control_plane.service_account_key())
         outputs = pools_outputs(self.context.settings, pools, result)

@@ -1,9 +1,11 @@
-"""ec2-instances.py, which the controller's pool-node watcher asks which pool instances are
-live: run as a subprocess over real HTTP on loopback against moto's server with IAM
-authentication on (moto checks each request's SigV4 signature and the role's policy), with
-the role credentials a fake IMDSv2 hands out. Nothing here leaves 127.0.0.1."""
+"""ec2-instances.py, which tells the controller's pool-node watcher which instances are live,
+and forget-boot-statuses.py, which deletes the boot statuses of the others: run in a
+subprocess over real HTTP on loopback against moto's server with IAM authentication on
+(moto checks each request's SigV4 signature and the role's policy), with the role
+credentials a fake IMDSv2 hands out. Nothing here leaves 127.0.0.1."""
 
 import http.server
+import json
 import subprocess
 import threading
 
@@ -47,8 +49,8 @@ def ec2():
         reader = role_session(endpoint, "gpu-cluster-controller", ["ec2:DescribeInstances"])
         watcher = role_session(endpoint, "gpu-cluster-watcher", [
             "ec2:DescribeInstances", "ssm:GetParametersByPath", "ssm:DeleteParameter"])
-        names = {key: [i["PrivateDnsName"].split(".")[0] for i in group] for key, group in
-                 (("live", live + stopped), ("gone", gone), ("other", other + untagged))}
+        ids = {key: [i["InstanceId"] for i in group] for key, group in
+               (("live", live + stopped), ("gone", gone), ("other", other + untagged))}
         # Boot statuses as the instances write them (run-boot.sh), 23 of them so the
         # listing takes three pages of 10; one parameter that is not an instance's.
         ssm = boto3_client("ssm", endpoint, SETUP)
@@ -59,7 +61,7 @@ def ec2():
                      + other[0]["InstanceId"]]:
             ssm.put_parameter(Name=name, Value="ready", Type="String")
         with signed_requests_only(endpoint):
-            yield endpoint, reader, names, watcher, statuses
+            yield endpoint, reader, ids, watcher, statuses
 
 
 @pytest.fixture
@@ -74,26 +76,39 @@ def imds():
     thread.join(timeout=TIMEOUT_SECONDS)
 
 
+# How forget-boot-statuses.py loads it: runpy, beside ssm-parameter.py.
+LOAD = """import json, runpy, sys
+ec2, ssm = runpy.run_path(sys.argv[1]), runpy.run_path(sys.argv[2])
+try:
+    print(json.dumps(ec2["live_instance_ids"](ssm, sys.argv[3], sys.argv[4])))
+except ssm["HttpError"] as error:
+    print(error, file=sys.stderr)
+    sys.exit(1)
+"""
+
+
 def run(imds, endpoint: str, credentials: dict, cluster: str = "dev"):
     imds.state = ImdsState(credentials=dict(credentials))
     return subprocess.run(
-        [PYTHON, str(SCRIPTS_DIR / EC2_INSTANCES.path), str(SCRIPTS_DIR / SSM_READER.path),
-         REGION, cluster], capture_output=True, text=True, timeout=TIMEOUT_SECONDS,
+        [PYTHON, "-c", LOAD, str(SCRIPTS_DIR / EC2_INSTANCES.path),
+         str(SCRIPTS_DIR / SSM_READER.path), REGION, cluster],
+        capture_output=True, text=True, timeout=TIMEOUT_SECONDS,
         env={"IMDS_ENDPOINT_URL": imds.url, "EC2_ENDPOINT_URL": endpoint,
              "PATH": "/usr/bin:/bin"})
 
 
-def test_it_names_the_live_instances_of_the_cluster_only(ec2, imds):
-    endpoint, reader, names, *_ = ec2
+def test_it_lists_the_live_instances_of_the_cluster_only(ec2, imds):
+    endpoint, reader, ids, *_ = ec2
     result = run(imds, endpoint, reader)
     assert result.returncode == 0, result.stderr
-    listed = result.stdout.splitlines()
-    assert sorted(listed) == sorted(names["live"]) and len(listed) == 3
-    assert all(name.startswith("ip-") and name == name.lower() for name in listed)
-    assert not set(listed) & set(names["gone"] + names["other"])
+    listed = json.loads(result.stdout)
+    # Running and stopped instances of dev; not the terminated one, another cluster's or
+    # an untagged one.
+    assert listed == sorted(ids["live"]) and len(listed) == 3
+    assert not set(listed) & set(ids["gone"] + ids["other"])
 
 
-def test_a_refused_call_prints_nothing_and_fails(ec2, imds):
+def test_a_refused_call_raises(ec2, imds):
     endpoint, reader, *_ = ec2
     wrong = {**reader, "SecretAccessKey": "not-the-key"}
     result = run(imds, endpoint, wrong)
@@ -121,7 +136,7 @@ def test_the_boot_statuses_of_gone_instances_are_deleted_and_no_other(ec2, imds)
 
     assert result.returncode == 0, result.stderr
     gone = sorted(name for name, instance in statuses.items()
-                  if instance is None or instance["PrivateDnsName"].split(".")[0] in ec2[2]["gone"])
+                  if instance is None or instance["InstanceId"] in ec2[2]["gone"])
     assert sorted(result.stdout.splitlines()) == gone and len(gone) == 20
     ssm = boto3_client("ssm", endpoint, watcher)
     left = {p["Name"] for page in ssm.get_paginator("get_parameters_by_path").paginate(

@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
 # What looks after the EC2 pools from the controller: the install step aws/watch-pools.sh,
-# and the two services it installs, aws/pool-node-watcher.sh (forgets gone pool instances:
-# their boot statuses, and their nodes where the AWS cloud controller manager does not run)
-# and aws/rotate-pool-tokens.sh (expiring join tokens into SSM). The
-# services run here with their own small stubs of python3 (the AWS clients) and kubectl.
+# and the two services it installs, aws/pool-node-watcher.sh (forgets gone pool instances'
+# boot statuses; the AWS cloud controller manager deletes their nodes) and
+# aws/rotate-pool-tokens.sh (expiring join tokens into SSM). The services run here with
+# their own small stubs of python3 (the AWS clients) and k0s.
 
 bats_require_minimum_version 1.5.0
 load helpers
@@ -20,8 +20,7 @@ install_step() {
   AWS_CLIENT_TEXT="$(<"$SCRIPTS_DIR/ssm-parameter.py")"
   export POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES FORGET_BOOT_STATUSES AWS_CLIENT_TEXT \
     BOOT_STATUS_PATH=/gpu-cluster/dev/boot-status \
-    WATCHER_KUBECONFIG=$'apiVersion: v1\nkind: Config' AWS_REGION=us-west-2 CLUSTER_NAME=dev \
-    POOL_LABEL=gpu-cluster/pool KUBECTL="k0s kubectl" \
+    AWS_REGION=us-west-2 CLUSTER_NAME=dev \
     TOKEN_COMMAND="/usr/local/bin/k0s token create --role=worker --expiry" TOKEN_TTL=24h \
     ROTATE_EVERY=6h POOL_TOKEN_PARAMETERS="/gpu-cluster/dev/a10g/join-token /gpu-cluster/dev/cpu/join-token"
 }
@@ -36,14 +35,18 @@ install_step() {
   assert_file /usr/local/libexec/gpu-cluster/forget-boot-statuses.py "$FORGET_BOOT_STATUSES"
   grep -qx 'BOOT_STATUS_PATH=/gpu-cluster/dev/boot-status' \
     "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.env"
-  assert_mode /etc/gpu-cluster/pool-node-watcher.kubeconfig 600
+  assert_mode /etc/gpu-cluster/pool-node-watcher.env 600
+  # No Kubernetes credential for the watcher, nor anything that would use one.
+  [ ! -e "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.kubeconfig" ]
+  refute_file_contains "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.env" 'KUBE'
   assert_mode /etc/gpu-cluster/pool-tokens.env 600
   grep -qx 'TOKEN_TTL=24h' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-tokens.env"
   grep -qx 'OnUnitActiveSec=6h' "$GPU_CLUSTER_ROOT/etc/systemd/system/gpu-cluster-pool-tokens.timer"
   grep -qx 'OnUnitActiveSec=60s' "$GPU_CLUSTER_ROOT/etc/systemd/system/gpu-cluster-pool-node-watcher.timer"
   assert_call_order '^systemctl start gpu-cluster-pool-tokens\.service$' \
     '^systemctl enable gpu-cluster-pool-node-watcher\.timer gpu-cluster-pool-tokens\.timer$'
-  assert_output_contains "pool join tokens expire after 24h"
+  assert_output_contains \
+    "the AWS cloud controller manager deletes the pool nodes of gone instances; pool join tokens expire after 24h"
   assert_idempotent aws/watch-pools.sh
 }
 
@@ -62,10 +65,10 @@ install_step() {
   install_step
   export TOKEN_TTL=forever TOKEN_COMMAND='k0s token; reboot' POOL_TOKEN_PARAMETERS='/ok bad$name' \
     BOOT_STATUS_PATH='/gpu-cluster/dev/boot status'
-  unset KUBECTL
+  unset CLUSTER_NAME
   run_script aws/watch-pools.sh
   assert_failure
-  assert_output_contains "missing required environment variable(s): KUBECTL" \
+  assert_output_contains "missing required environment variable(s): CLUSTER_NAME" \
     "TOKEN_TTL is not a duration such as 24h or 90m: 'forever'" \
     "TOKEN_COMMAND is not a command with plain words: 'k0s token; reboot'" \
     "POOL_TOKEN_PARAMETERS holds a name that is not an SSM parameter name: 'bad\$name'" \
@@ -73,24 +76,30 @@ install_step() {
   refute_called '^systemctl'
 }
 
-@test "watch-pools: where the cloud controller manager runs, the watcher keeps no credential" {
+@test "watch-pools: removes the watcher's kubeconfig an older release left on the controller" {
   install_step
-  run_script aws/watch-pools.sh
-  assert_success
-  assert_mode /etc/gpu-cluster/pool-node-watcher.kubeconfig 600
-  # RKE2 on the AWS layouts: the program gives no kubeconfig; the old one goes.
-  export WATCHER_KUBECONFIG=''
+  # What an older release left on a k0s controller: the watcher's own credential (its
+  # client certificate, bound to get, list and delete nodes) and an env file naming it.
+  mkdir -p "$GPU_CLUSTER_ROOT/etc/gpu-cluster"
+  printf 'apiVersion: v1\nkind: Config\nusers:\n- name: pool-node-watcher\n' \
+    >"$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.kubeconfig"
+  chmod 0600 "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.kubeconfig"
+  printf '%s\n' AWS_REGION=us-west-2 CLUSTER_NAME=dev POOL_LABEL=gpu-cluster/pool \
+    'KUBECTL="k0s kubectl"' KUBECONFIG_FILE=/etc/gpu-cluster/pool-node-watcher.kubeconfig \
+    >"$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.env"
   run_script aws/watch-pools.sh
   assert_success
   [ ! -e "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.kubeconfig" ]
-  grep -qx 'KUBECONFIG_FILE=' "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.env"
-  assert_output_contains "the AWS cloud controller manager deletes the pool nodes of gone instances"
+  assert_output_contains "changed: removed /etc/gpu-cluster/pool-node-watcher.kubeconfig"
+  refute_file_contains "$GPU_CLUSTER_ROOT/etc/gpu-cluster/pool-node-watcher.env" 'KUBE'
+  # The second run changes nothing: the file stays absent, no unit restarts.
   assert_idempotent aws/watch-pools.sh
+  assert_output_contains "unchanged: /etc/gpu-cluster/pool-node-watcher.kubeconfig is absent"
 }
 
-# agent_stubs: python3 (ec2-instances.py: the live instances' node names, or a failure;
-# forget-boot-statuses.py: the statuses it deleted, or a failure; ssm-parameter.py
-# put-secret: stdin recorded) and the distributions' commands.
+# agent_stubs: python3 (forget-boot-statuses.py: the statuses it deleted, or a failure;
+# ssm-parameter.py put-secret: stdin recorded; anything else recorded only) and k0s
+# (token create; anything else fails).
 agent_stubs() {
   AGENT_BIN="$BATS_TEST_TMPDIR/agent-bin"
   mkdir -p "$AGENT_BIN"
@@ -98,7 +107,6 @@ agent_stubs() {
 #!/bin/bash
 printf 'python3 %s\n' "$*" >>"$STUB_CALLS"
 case "$1" in
-  */ec2-instances.py) [[ -z "${EC2_FAIL:-}" ]] || exit 1; printf '%s' "${LIVE_NAMES:-}" ;;
   */forget-boot-statuses.py) [[ -z "${FORGET_FAIL:-}" ]] || exit 1; printf '%s' "${FORGOTTEN:-}" ;;
   */ssm-parameter.py) [[ "$2" == put-secret ]] && printf '%s %s\n' "$4" "$(cat)" >>"$STUB_STATE/stored" ;;
 esac
@@ -107,72 +115,37 @@ STUB
 #!/bin/bash
 printf 'k0s %s\n' "$*" >>"$STUB_CALLS"
 case "$*" in
-  *" get nodes -l gpu-cluster/pool "*) printf '%s' "${POOL_NODES:-}" ;;
   "token create --role=worker --expiry 24h") echo "H4sItoken$RANDOM" ;;
-  *" delete node "*) ;;
   *) exit 3 ;;
 esac
 STUB
   chmod 0755 "$AGENT_BIN/python3" "$AGENT_BIN/k0s"
-  export PATH="$AGENT_BIN:$PATH" AWS_REGION=us-west-2 CLUSTER_NAME=dev KUBECTL="k0s kubectl" \
-    KUBECONFIG_FILE=/etc/gpu-cluster/pool-node-watcher.kubeconfig \
+  export PATH="$AGENT_BIN:$PATH" AWS_REGION=us-west-2 CLUSTER_NAME=dev \
     AWS_CLIENT=/usr/local/libexec/gpu-cluster/ssm-parameter.py \
-    EC2_CLIENT=/usr/local/libexec/gpu-cluster/ec2-instances.py POOL_LABEL=gpu-cluster/pool \
+    EC2_CLIENT=/usr/local/libexec/gpu-cluster/ec2-instances.py \
     BOOT_STATUS_CLIENT=/usr/local/libexec/gpu-cluster/forget-boot-statuses.py \
     BOOT_STATUS_PATH=/gpu-cluster/dev/boot-status
 }
 
-@test "pool-node-watcher: deletes only the pool nodes no live instance of the cluster holds" {
+@test "pool-node-watcher: deletes the boot statuses of gone instances, and nothing in Kubernetes" {
   agent_stubs
-  # ip-10-30-1-17: its instance was terminated; ip-10-30-1-18: live; ip-10-30-1-19: gone
-  # from EC2's list but still Ready (a name that does not follow the instance): kept.
-  export LIVE_NAMES=$'ip-10-30-1-18\nip-10-30-2-40\n' POOL_NODES=$'ip-10-30-1-17 Unknown\nip-10-30-1-18 True\nip-10-30-1-19 True\nip-10-30-1-20 False\n'
-  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
-  assert_success
-  assert_called '^python3 /usr/local/libexec/gpu-cluster/ec2-instances\.py /usr/local/libexec/gpu-cluster/ssm-parameter\.py us-west-2 dev$'
-  [ "$(grep -c ' delete node ' "$STUB_CALLS")" -eq 2 ]
-  assert_called '^k0s kubectl --kubeconfig /etc/gpu-cluster/pool-node-watcher\.kubeconfig delete node ip-10-30-1-17 --ignore-not-found --wait=false$'
-  assert_called '^k0s kubectl --kubeconfig /etc/gpu-cluster/pool-node-watcher\.kubeconfig delete node ip-10-30-1-20 --ignore-not-found --wait=false$'
-  assert_output_contains "node ip-10-30-1-19 is Ready but no instance of the cluster holds its name: kept" \
-    "2 node(s) deleted"
-}
-
-@test "pool-node-watcher: then deletes the boot statuses of gone instances" {
-  agent_stubs
-  export LIVE_NAMES='' POOL_NODES='' \
-    FORGOTTEN=$'/gpu-cluster/dev/boot-status/a10g/i-0123456789abcdef0\n/gpu-cluster/dev/boot-status/cpu/i-0fedcba9876543210\n'
+  export FORGOTTEN=$'/gpu-cluster/dev/boot-status/a10g/i-0123456789abcdef0\n/gpu-cluster/dev/boot-status/cpu/i-0fedcba9876543210\n'
   run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
   assert_success
   assert_called '^python3 /usr/local/libexec/gpu-cluster/forget-boot-statuses\.py /usr/local/libexec/gpu-cluster/ssm-parameter\.py /usr/local/libexec/gpu-cluster/ec2-instances\.py us-west-2 dev /gpu-cluster/dev/boot-status$'
   assert_output_contains "2 boot status(es) of gone instances deleted"
+  # The boot statuses' client is its only AWS call, and it calls no Kubernetes client.
+  [ "$(grep -c '^python3 ' "$STUB_CALLS")" -eq 1 ]
+  refute_called 'k0s |kubectl'
 }
 
 @test "pool-node-watcher: says so and fails when the boot statuses cannot be cleared" {
   agent_stubs
-  export LIVE_NAMES='' POOL_NODES='' FORGET_FAIL=1
+  export FORGET_FAIL=1
   run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
   assert_failure
-  assert_output_contains "0 node(s) deleted" \
+  assert_output_contains \
     "could not delete the boot statuses of gone instances below /gpu-cluster/dev/boot-status"
-}
-
-@test "pool-node-watcher: lists only the pool's nodes, never the controller's" {
-  agent_stubs
-  export LIVE_NAMES='' POOL_NODES=''
-  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
-  assert_success
-  assert_called '^k0s kubectl --kubeconfig \S+ get nodes -l gpu-cluster/pool -o '
-  refute_called ' delete '
-}
-
-@test "pool-node-watcher: deletes nothing when EC2 does not answer" {
-  agent_stubs
-  export EC2_FAIL=1 POOL_NODES=$'ip-10-30-1-17 Unknown\n'
-  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
-  assert_failure
-  assert_output_contains "could not list this cluster's instances in EC2: deleting nothing"
-  refute_called ' delete '
-  refute_called ' get nodes '
 }
 
 @test "pool-tokens: a new expiring token for each pool, into its SSM parameter" {
@@ -199,16 +172,4 @@ STUB
   assert_failure
   assert_output_contains "could not create a join token for /gpu-cluster/dev/a10g/join-token"
   [ ! -e "$STUB_STATE/stored" ]
-}
-
-@test "pool-node-watcher: without a credential it deletes no node, only the boot statuses" {
-  agent_stubs
-  export KUBECONFIG_FILE='' LIVE_NAMES='' POOL_NODES=$'ip-10-30-1-17 Unknown\n' \
-    FORGOTTEN=$'/gpu-cluster/dev/boot-status/a10g/i-0123456789abcdef0\n'
-  run bash "$SCRIPTS_DIR/aws/pool-node-watcher.sh"
-  assert_success
-  refute_called '^k0s '
-  refute_called 'ec2-instances\.py /usr'
-  assert_output_contains "the AWS cloud controller manager deletes the nodes of gone instances" \
-    "1 boot status(es) of gone instances deleted"
 }

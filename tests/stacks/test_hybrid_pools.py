@@ -233,8 +233,8 @@ def test_cluster_autoscaler_and_the_cloud_controller_run_on_the_controllers(plan
         join = step_inputs(whole_text(unwrap_secrets(
             plan.named(f"{host}-join-worker").inputs["stdin"])))
         assert "RKE2_CONFIG" in join and "RKE2_CLOUD_PROVIDER" not in join
-        # Nor the pool node watcher's: it lists nodes by the pool label only
-        # (scripts/aws/pool-node-watcher.sh), which no on-prem node carries.
+        # Nor a pool's label: a pool's Kueue flavor selects its nodes by it
+        # (components/access/queues.py), and no on-prem node may be taken for one.
         labels = yaml.safe_load(join["RKE2_CONFIG"])["node-label"]
         assert f"{CAPACITY_LABEL}=on-prem" in labels
         assert not [label for label in labels if label.startswith(f"{POOL_LABEL}=")]

@@ -1,8 +1,9 @@
 """The EC2 pools' nodes hold no credential that may delete a node, and their join tokens
 expire: the cloud example stack and an RKE2 cloud stack through the offline preview, the
 RBAC of every identity a pool instance holds evaluated by tests/rbac.py. Who deletes the
-node of a gone instance: on k0s the controller's watcher, with a credential of its own; on
-RKE2 the AWS cloud controller manager on the controllers, and the watcher holds none."""
+node of a gone instance: the AWS cloud controller manager on the controllers
+(tests/stacks/test_cloud_controller.py); the controller's watcher holds no Kubernetes
+credential on either distribution."""
 
 import base64
 import json
@@ -12,7 +13,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from components.aws.pool_node_cleanup import POOL_TOKEN_TTL, ROTATE_EVERY, WATCHER_USER
+from components.aws.pool_node_cleanup import POOL_TOKEN_TTL, ROTATE_EVERY
 from components.common.step_text import step_inputs
 from preview import aws_mocks
 from preview.engine import unwrap_secrets
@@ -25,6 +26,9 @@ POLICY = "aws:iam/rolePolicy:RolePolicy"
 PARAMETER = "aws:ssm/parameter:Parameter"
 COMMAND = "command:remote:Command"
 DELETE_NODE = Request("delete", resource="nodes", name="ip-10-30-1-17")
+# The user whose client certificate older releases gave the controller's watcher on k0s,
+# bound to a ClusterRole that could get, list and delete nodes.
+OLD_WATCHER_USER = "gpu-cluster:pool-node-watcher"
 # The kubelet's own identity is authorized by the Node authorizer with these rules on
 # nodes (kubernetes plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go NodeRules:
 # "create", "get", "list", "watch" on nodes; "update", "patch" on nodes and nodes/status),
@@ -101,15 +105,20 @@ def test_no_identity_a_pool_instance_holds_may_delete_a_node(stack, dev):
     assert may_delete == []
     assert not any(rule_allows(DELETE_NODE, rule) for rule in KUBELET_NODE_RULES)
     assert not [p for p in plan.of_type(PARAMETER) if "kubeconfig" in p.inputs["name"]]
-    if stack == "dev":
-        # The evaluator does see who may: the controller's watcher, whose credential is not
-        # in SSM at all.
-        assert rbac.allowed(WATCHER_USER, DELETE_NODE)
-    else:
-        # The cloud controller manager does (components/aws/cloud_controller.py), from
-        # pods on the controllers alone; the watcher's user is bound to nothing.
-        assert not rbac.allowed(WATCHER_USER, DELETE_NODE)
-        assert not [o for o in stack_rbac_objects(plan) if WATCHER_USER in json.dumps(o)]
+    # The controller's watcher has no credential either, on k0s as on RKE2: its old user is
+    # bound to nothing, and no certificate or kubeconfig is made for it.
+    assert not rbac.allowed(OLD_WATCHER_USER, DELETE_NODE)
+    assert not [o for o in stack_rbac_objects(plan) if OLD_WATCHER_USER in json.dumps(o)]
+    assert not [r.name for r in plan.resources if "pool-node-watcher" in r.name]
+    # The evaluator would see a grant: the same objects with one binding more allow it.
+    probe = Rbac.of([*stack_rbac_objects(plan), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "probe"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                      "name": OLD_WATCHER_USER}]}])
+    assert probe.allowed(OLD_WATCHER_USER, DELETE_NODE)
 
 
 def test_the_controller_watches_the_pools_with_a_grant_of_its_own(dev):
@@ -163,16 +172,8 @@ def test_pool_join_tokens_expire_and_the_controller_renews_them(stack, command, 
     # Each group starts once the first tokens are stored.
     for group in plan.of_type("aws:autoscaling/group:Group"):
         assert step.urn in group.dependencies, group.name
-    if stack != "dev":
-        # RKE2: the cloud controller manager deletes the nodes; the watcher gets no
-        # credential, and no certificate is made for it.
-        assert inputs.get("WATCHER_KUBECONFIG", "") == ""
-        assert not [r for r in plan.resources if "pool-node-watcher" in r.name]
-        return
-    # The watcher's credential reaches the controller in the step's stdin only.
-    kubeconfig = yaml.safe_load(inputs["WATCHER_KUBECONFIG"])
-    [user] = kubeconfig["users"]
-    certificate = x509.load_pem_x509_certificate(
-        base64.b64decode(user["user"]["client-certificate-data"]))
-    assert certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value \
-        == WATCHER_USER
+    # The cloud controller manager deletes the nodes: the step hands the watcher no
+    # credential, nor a kubectl or the pools' label to find nodes with.
+    assert not {"WATCHER_KUBECONFIG", "KUBECTL", "POOL_LABEL"} & set(inputs)
+    assert not [name for name, value in inputs.items()
+                if "client-certificate-data" in value or "PRIVATE KEY" in value]

@@ -49,7 +49,7 @@ def main(argv):
     ssm, ec2 = runpy.run_path(argv[1]), runpy.run_path(argv[2])
     region, cluster, path = argv[3:]
     try:
-        live_ids = {instance_id for _, instance_id in ec2["live_instances"](ssm, region, cluster)}
+        live_ids = set(ec2["live_instance_ids"](ssm, region, cluster))
         for name in gone(statuses(ssm, region, path), live_ids):
             ssm["delete"](region, name)
             print(name)

@@ -115,7 +115,7 @@ remember() {
 }
 
 # node_name: the kubelet's node name, the host name lower-cased and trimmed
-# (k8s.io/component-helpers/node/util GetHostname), as aws/ec2-instances.py names it.
+# (k8s.io/component-helpers/node/util GetHostname).
 node_name() {
   local name="${HOST,,}"
   printf '%s' "${name//[[:space:]]/}"

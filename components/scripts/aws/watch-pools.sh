@@ -6,30 +6,26 @@ set -euo pipefail
 [[ -n "${GPU_CLUSTER_LIB_LOADED:-}" ]] || source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 : "${GPU_CLUSTER_STEP:=watch-pools}"
 
-# Inputs: AWS_CLIENT_TEXT AWS_REGION BOOT_STATUS_PATH CLUSTER_NAME EC2_INSTANCES FORGET_BOOT_STATUSES KUBECTL POOL_LABEL POOL_NODE_WATCHER POOL_TOKEN_PARAMETERS ROTATE_EVERY ROTATE_POOL_TOKENS TOKEN_COMMAND TOKEN_TTL
-# Optional inputs: WATCHER_KUBECONFIG
+# Inputs: AWS_CLIENT_TEXT AWS_REGION BOOT_STATUS_PATH CLUSTER_NAME EC2_INSTANCES FORGET_BOOT_STATUSES POOL_NODE_WATCHER POOL_TOKEN_PARAMETERS ROTATE_EVERY ROTATE_POOL_TOKENS TOKEN_COMMAND TOKEN_TTL
 #   POOL_NODE_WATCHER, ROTATE_POOL_TOKENS, EC2_INSTANCES, FORGET_BOOT_STATUSES,
 #   AWS_CLIENT_TEXT       the texts of pool-node-watcher.sh, rotate-pool-tokens.sh,
 #                         ec2-instances.py, forget-boot-statuses.py and ssm-parameter.py.
 #   BOOT_STATUS_PATH      the SSM path the instances' boot statuses are below.
-#   WATCHER_KUBECONFIG    optional: the watcher's own kubeconfig (it may get, list and
-#                         delete nodes), where the AWS cloud controller manager does not
-#                         run; empty: the watcher deletes no node and holds no credential.
-#   AWS_REGION, CLUSTER_NAME, POOL_LABEL
-#   KUBECTL               the distribution's kubectl command ("k0s kubectl", or RKE2's path).
+#   AWS_REGION, CLUSTER_NAME
 #   TOKEN_COMMAND         the distribution's command printing a new worker join token,
 #                         the lifetime appended.
 #   TOKEN_TTL, ROTATE_EVERY  durations (systemd and Go both read 24h, 6h, 90m).
 #   POOL_TOKEN_PARAMETERS the pools' join-token SSM parameters, space-separated.
 #
 # Each service is run by its timer:
-#   gpu-cluster-pool-node-watcher  deletes the boot statuses (and, with WATCHER_KUBECONFIG,
-#                                  the nodes) of pool instances that are gone
-#                                  (pool-node-watcher.sh), every minute;
+#   gpu-cluster-pool-node-watcher  deletes the boot statuses of pool instances that are
+#                                  gone (pool-node-watcher.sh), every minute;
 #   gpu-cluster-pool-tokens        stores a new expiring join token for each pool in SSM
 #                                  (rotate-pool-tokens.sh), every ROTATE_EVERY.
 # When anything changed, it rotates the tokens at once, before it returns: the pools'
 # instances, which start only after this step, find a valid token.
+# The watcher holds no Kubernetes credential: the AWS cloud controller manager deletes the
+# nodes of gone instances. The kubeconfig older releases gave it (k0s) is removed.
 
 LIBEXEC=/usr/local/libexec/gpu-cluster
 ETC=/etc/gpu-cluster
@@ -40,8 +36,8 @@ DURATION='^[0-9]+(s|m|h)$'
 
 check_inputs() {
   check_missing_env POOL_NODE_WATCHER ROTATE_POOL_TOKENS EC2_INSTANCES FORGET_BOOT_STATUSES \
-    AWS_CLIENT_TEXT AWS_REGION CLUSTER_NAME POOL_LABEL KUBECTL \
-    TOKEN_COMMAND TOKEN_TTL ROTATE_EVERY POOL_TOKEN_PARAMETERS BOOT_STATUS_PATH
+    AWS_CLIENT_TEXT AWS_REGION CLUSTER_NAME TOKEN_COMMAND TOKEN_TTL ROTATE_EVERY \
+    POOL_TOKEN_PARAMETERS BOOT_STATUS_PATH
   local name parameter
   if [[ -n "${AWS_REGION:-}" && ! "$AWS_REGION" =~ $AWS_REGION_NAME ]]; then
     INPUT_PROBLEMS+=("AWS_REGION is not a region name: '$AWS_REGION'")
@@ -49,14 +45,10 @@ check_inputs() {
   if [[ -n "${CLUSTER_NAME:-}" && ! "$CLUSTER_NAME" =~ ^[a-z0-9]([a-z0-9-]*[a-z0-9])?$ ]]; then
     INPUT_PROBLEMS+=("CLUSTER_NAME is not a cluster name: '$CLUSTER_NAME'")
   fi
-  if [[ -n "${POOL_LABEL:-}" && ! "$POOL_LABEL" =~ ^[a-z0-9.-]+/[a-z0-9.-]+$ ]]; then
-    INPUT_PROBLEMS+=("POOL_LABEL is not a label key: '$POOL_LABEL'")
+  if [[ -n "${TOKEN_COMMAND:-}" \
+    && ! "$TOKEN_COMMAND" =~ ^([a-z0-9]+|(/[A-Za-z0-9_.-]+)+)( [a-z0-9/.:=-]+)*$ ]]; then
+    INPUT_PROBLEMS+=("TOKEN_COMMAND is not a command with plain words: '$TOKEN_COMMAND'")
   fi
-  for name in KUBECTL TOKEN_COMMAND; do
-    if [[ -n "${!name:-}" && ! "${!name}" =~ ^([a-z0-9]+|(/[A-Za-z0-9_.-]+)+)( [a-z0-9/.:=-]+)*$ ]]; then
-      INPUT_PROBLEMS+=("$name is not a command with plain words: '${!name}'")
-    fi
-  done
   for name in TOKEN_TTL ROTATE_EVERY; do
     if [[ -n "${!name:-}" && ! "${!name}" =~ $DURATION ]]; then
       INPUT_PROBLEMS+=("$name is not a duration such as 24h or 90m: '${!name}'")
@@ -106,8 +98,7 @@ EOT
 main() {
   local changed=0
   check_inputs
-  : "${WATCHER_KUBECONFIG:=}"
-  local file mode input kubeconfig_file=""
+  local file mode input
   # Each file, its mode and the input holding its text; a change to any restarts the units.
   while read -r file mode input; do
     write_text "$file" "$mode" "${!input}"
@@ -119,22 +110,15 @@ $LIBEXEC/ec2-instances.py 0644 EC2_INSTANCES
 $LIBEXEC/forget-boot-statuses.py 0644 FORGET_BOOT_STATUSES
 $LIBEXEC/ssm-parameter.py 0644 AWS_CLIENT_TEXT
 EOT
-  # Where the cloud controller manager deletes the nodes, the watcher keeps no credential.
-  if [[ -n "$WATCHER_KUBECONFIG" ]]; then
-    kubeconfig_file=$ETC/pool-node-watcher.kubeconfig
-    write_text "$kubeconfig_file" 0600 "$WATCHER_KUBECONFIG"
-  else
-    remove_file "$ETC/pool-node-watcher.kubeconfig"
-  fi
+  # The watcher's own kubeconfig (get, list, delete nodes), kept by older releases on k0s,
+  # goes: its ClusterRoleBinding is deleted, and the file should not outlive it.
+  remove_file "$ETC/pool-node-watcher.kubeconfig"
   changed=$((changed | FILE_CHANGED))
   # systemd reads these as KEY=VALUE lines; values with spaces are quoted, all are checked
   # words without quotes.
   write_file "$ETC/pool-node-watcher.env" 0600 <<EOT
 AWS_REGION=$AWS_REGION
 CLUSTER_NAME=$CLUSTER_NAME
-POOL_LABEL=$POOL_LABEL
-KUBECTL="$KUBECTL"
-KUBECONFIG_FILE=$kubeconfig_file
 AWS_CLIENT=$LIBEXEC/ssm-parameter.py
 EC2_CLIENT=$LIBEXEC/ec2-instances.py
 BOOT_STATUS_CLIENT=$LIBEXEC/forget-boot-statuses.py
@@ -166,11 +150,7 @@ EOT
     log "$WATCHER_UNIT.timer and $TOKENS_UNIT.timer are installed"
   fi
   follow_up_done "start-$TOKENS_UNIT"
-  if [[ -n "$WATCHER_KUBECONFIG" ]]; then
-    log "pool nodes of gone instances are deleted from here; pool join tokens expire after $TOKEN_TTL"
-  else
-    log "the AWS cloud controller manager deletes the pool nodes of gone instances; pool join tokens expire after $TOKEN_TTL"
-  fi
+  log "the AWS cloud controller manager deletes the pool nodes of gone instances; pool join tokens expire after $TOKEN_TTL"
 }
 
 main "$@"
