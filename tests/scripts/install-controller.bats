@@ -714,7 +714,7 @@ labelled_controller() {
   export K0S_CONTROL_PLANE_TAINT=true K0S_CLOUD_PROVIDER=gce \
     CONTROLLER_NODE_LABEL=gpu-cluster.io/controller=true
   run_script k0s/install-controller.sh
-  assert_refused "gpu-cluster: moscow: install-controller: K0S_CLOUD_PROVIDER must be empty or aws, got 'gce'; K0S_CONTROL_PLANE_TAINT=true keeps the control-plane taint of this controller's worker: it needs K0S_ENABLE_WORKER=true; CONTROLLER_NODE_LABEL and NODE_NAME label this controller's node: they need K0S_ENABLE_WORKER=true; give CONTROLLER_NODE_LABEL and NODE_NAME together, or neither; CONTROLLER_NODE_LABEL must be under node-restriction.kubernetes.io/, which no kubelet may set on its own node; got the key 'gpu-cluster.io/controller'"
+  assert_refused "gpu-cluster: moscow: install-controller: K0S_CLOUD_PROVIDER must be empty or aws, got 'gce'; K0S_CONTROL_PLANE_TAINT=true keeps the control-plane taint of this controller's worker: it needs K0S_ENABLE_WORKER=true; CONTROLLER_NODE_LABEL and NODE_NAME label this controller's node: they need K0S_ENABLE_WORKER=true; give CONTROLLER_NODE_LABEL and NODE_NAME together, or neither; CONTROLLER_NODE_LABEL must be under node-restriction.kubernetes.io/ (or a subdomain of it), which no kubelet may set on its own node; got the key 'gpu-cluster.io/controller'"
   reset_calls
   export K0S_ENABLE_WORKER=true K0S_CLOUD_PROVIDER=aws NODE_NAME=Control_Plane \
     CONTROLLER_NODE_LABEL='node-restriction.kubernetes.io/gpu-cluster-controller=$(id)'
@@ -735,15 +735,20 @@ labelled_controller() {
     CONTROLLER_NODE_LABEL=$bad run_script k0s/install-controller.sh
     assert_refused "CONTROLLER_NODE_LABEL is not a node label PREFIX/NAME=VALUE"
   done
+  # A key a kubelet may set on itself, under a prefix that merely looks alike.
+  for bad in xnode-restriction.kubernetes.io/a=true node-restriction.kubernetes.io.example.com/a=true; do
+    CONTROLLER_NODE_LABEL=$bad run_script k0s/install-controller.sh
+    assert_refused "CONTROLLER_NODE_LABEL must be under node-restriction.kubernetes.io/"
+  done
   for bad in 'control-plane.' '-control-plane' 'control-plane;id' "$(printf 'a%.0s' {1..254})"; do
     CONTROLLER_NODE_LABEL=$LABEL NODE_NAME=$bad run_script k0s/install-controller.sh
     assert_refused "NODE_NAME is not a node name"
   done
-  # Kubernetes' longest: a 63-character name and value, a node name of 253 (the run
-  # gets past its input checks to the download, which fails here).
+  # Kubernetes' longest: a 63-character name and value, a node name of 253; a subdomain of
+  # the prefix (the run gets past its input checks to the download, which fails here).
   local longest
   longest="$(printf 'a%.0s' {1..63}).$(printf 'b%.0s' {1..63}).$(printf 'c%.0s' {1..63}).$(printf 'd%.0s' {1..61})"
-  CONTROLLER_NODE_LABEL="node-restriction.kubernetes.io/$(printf 'a%.0s' {1..63})=$(printf 'b%.0s' {1..63})" \
+  CONTROLLER_NODE_LABEL="gpu-cluster.node-restriction.kubernetes.io/$(printf 'a%.0s' {1..63})=$(printf 'b%.0s' {1..63})" \
     NODE_NAME=$longest STUB_HOSTNAME=$longest STUB_FAIL_CALL='^curl' run_script k0s/install-controller.sh
   [ "$status" -eq 1 ]
   refute_output_contains "is not a node"

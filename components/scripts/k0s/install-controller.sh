@@ -39,7 +39,7 @@ set -euo pipefail
 #                      (k0s_add_kubelet_args); ignored without the worker.
 #   CONTROLLER_NODE_LABEL, NODE_NAME  optional, both or neither, with K0S_ENABLE_WORKER=true
 #                      only: a label KEY=VALUE (VALUE not empty, KEY under
-#                      node-restriction.kubernetes.io/) that this controller's node NODE_NAME
+#                      [*.]node-restriction.kubernetes.io/) that this controller's node NODE_NAME
 #                      (its host name, lower-cased, as k0s names it) is given with the
 #                      admin credential once it registered.
 
@@ -71,13 +71,14 @@ NODE_REGISTERED_TIMEOUT=300
 DNS_SUBDOMAIN='[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'
 QUALIFIED_NAME='[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?'
 NODE_LABEL_FORM="^$DNS_SUBDOMAIN/$QUALIFIED_NAME=$QUALIFIED_NAME\$"
-# The one prefix of node labels that a kubelet may never set on its own Node, so that a
-# pool node cannot pass for a controller: the NodeRestriction admission plugin
-# (https://kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#noderestriction;
-# kubernetes v1.36.3 plugin/pkg/admission/noderestriction/admission.go). Labels a kubelet
-# may set (node.k0sproject.io/role among them, which k0s's node-role component turns into
-# node-role.kubernetes.io/<role> on any node: pkg/component/controller/noderole.go:82-100
-# at v1.36.3+k0s.2) would not do.
+# The prefix of node labels (it or a subdomain of it) that no kubelet may set or change
+# on its own Node, so that a pool node cannot pass for a controller: the NodeRestriction
+# admission plugin
+# (https://kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#noderestriction,
+# https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#node-isolation-restriction).
+# Labels a kubelet may set (node.k0sproject.io/role among them, which k0s's node-role
+# component turns into node-role.kubernetes.io/<role> on any node:
+# pkg/component/controller/noderole.go:82-100 at v1.36.3+k0s.2) would not do.
 RESTRICTED_LABEL_PREFIX="node-restriction.kubernetes.io"
 
 # ca_key_needed: success when the key input is used: the CA is not in place yet, or
@@ -173,8 +174,8 @@ check_worker_inputs() {
   key=${CONTROLLER_NODE_LABEL%%=*} prefix=${CONTROLLER_NODE_LABEL%%/*}
   if [[ ! "$CONTROLLER_NODE_LABEL" =~ $NODE_LABEL_FORM ]] || ((${#prefix} > 253)); then
     INPUT_PROBLEMS+=("CONTROLLER_NODE_LABEL is not a node label PREFIX/NAME=VALUE (VALUE not empty): '$CONTROLLER_NODE_LABEL'")
-  elif [[ "$prefix" != "$RESTRICTED_LABEL_PREFIX" ]]; then
-    INPUT_PROBLEMS+=("CONTROLLER_NODE_LABEL must be under $RESTRICTED_LABEL_PREFIX/, which no kubelet may set on its own node; got the key '$key'")
+  elif [[ "$prefix" != "$RESTRICTED_LABEL_PREFIX" && "$prefix" != *".$RESTRICTED_LABEL_PREFIX" ]]; then
+    INPUT_PROBLEMS+=("CONTROLLER_NODE_LABEL must be under $RESTRICTED_LABEL_PREFIX/ (or a subdomain of it), which no kubelet may set on its own node; got the key '$key'")
   fi
 }
 

@@ -100,8 +100,10 @@ k0s_add_kubelet_args() {
   if [[ -n "$K0S_PROVIDER_ID" ]]; then
     # --enable-cloud-provider gives the kubelet --cloud-provider=external, and k0s merges
     # the extra args after it (pkg/component/worker/kubelet.go:157-162 at v1.36.3+k0s.2;
-    # a flag of `k0s install controller` too, pkg/config/cli.go:255). --provider-id comes
-    # last, so that it wins over one in KUBELET_EXTRA_ARGS.
+    # pkg/config/cli.go:255, which `k0s install controller` takes too:
+    # cmd/install/controller_test.go:51). --provider-id comes last, so that it wins over
+    # one in KUBELET_EXTRA_ARGS (cmd/worker/worker.go:159 splits them into a map, the last
+    # value winning: internal/pkg/flags/flags.go:13-28).
     ARGS+=(--enable-cloud-provider)
     kubelet_args+="${kubelet_args:+ }--provider-id=$K0S_PROVIDER_ID"
   fi
