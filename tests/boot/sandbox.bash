@@ -26,6 +26,9 @@ aws_stop_timeout=30
 for path in /etc/cloud /var/lib /var/log /run /etc/hostname /etc/hosts; do
   /usr/bin/mount --bind "$sandbox$path" "$path"
 done
+# As systemd does early at every boot: the host name from /etc/hostname (hostname(5)),
+# which cloud-init's set_hostname wrote on the first boot and sets only once an instance.
+/usr/bin/hostname -F /etc/hostname
 
 # wait_for FILE SECONDS [PID]: until FILE exists; fails after SECONDS, or as soon as PID
 # (when given) has exited.

@@ -18,7 +18,7 @@ STUB_COMMANDS=(apt-get apt-mark curl df dnf dpkg-query dracut exportfs getenforc
 APT='apt-get -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold'
 # Commands whose call means the host was changed; a second run must not call them. dnf -y:
 # every dnf that changes the host runs through os/lib.sh's dnf_run (queries run dnf -q).
-STATE_CHANGING='^(setsebool|semanage fcontext -[am]|systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|dracut|grubby --update-kernel|sysctl --system|swapoff|modprobe|apt-get|dnf -y|subscription-manager repos|gpg (--batch )?(--yes )?--dearmor|curl|umount|exportfs|k0s (install|start|stop|reset)|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|reload|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete)|nmcli (connection (modify|up|down)|device (reapply|connect|disconnect)))( |$)'
+STATE_CHANGING='^(setsebool|semanage fcontext -[am]|systemd-run|iptables -[ID]|apt-mark hold|update-grub|update-initramfs|dracut|grubby --update-kernel|sysctl --system|swapoff|modprobe|apt-get|dnf -y|subscription-manager repos|gpg (--batch )?(--yes )?--dearmor|curl|umount|exportfs|k0s (install|start|stop|reset)|k0s kubectl label|rke2-killall\.sh|rke2-uninstall\.sh|systemctl (start|restart|try-restart|reload|stop|daemon-reload|enable|disable)|ip (-4 )?route (add|replace|del|delete)|nmcli (connection (modify|up|down)|device (reapply|connect|disconnect)))( |$)'
 
 # nfs_export_options: serve-nfs's options as the program sets them, root squashed to
 # nobody (65534); on a runner that is not root, to the runner itself, whom serve-nfs may
@@ -39,7 +39,8 @@ setup_host() {
   # Inputs the machine running the tests may have set.
   unset GPU_CLUSTER_STEP K0S_JOIN_TOKEN K0S_JOIN_TOKEN_SSM_PARAMETER K0S_CA_KEY \
     K0S_CA_KEY_SSM_PARAMETER AWS_REGION SSM_READER RKE2_CA_KEY RKE2_CA_KEY_SSM_PARAMETER \
-    RKE2_TOKEN RKE2_TOKEN_SSM_PARAMETER RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER
+    RKE2_TOKEN RKE2_TOKEN_SSM_PARAMETER RKE2_AGENT_TOKEN RKE2_AGENT_TOKEN_SSM_PARAMETER \
+    K0S_CLOUD_PROVIDER RKE2_CLOUD_PROVIDER K0S_CONTROL_PLANE_TAINT CONTROLLER_NODE_LABEL NODE_NAME
   # The rke2-selinux pins install-server and join-agent always get (config/versions.py).
   export RKE2_SELINUX_VERSION=0.23-1.el9 RANCHER_RPM_KEY_FINGERPRINT=C8CFF216455126E9B9C918BE925EA29AE257814A
   local template="${BATS_FILE_TMPDIR:?}/host"

@@ -561,3 +561,228 @@ joining_from_ssm() {
   assert_output_contains "give the controller join token either as K0S_CONTROLLER_TOKEN or as K0S_CONTROLLER_TOKEN_SSM_PARAMETER, not both"
   refute_output_contains "$CONTROLLER_TOKEN"
 }
+
+# EC2 controllers (cloud and hybrid layouts) run the AWS cloud controller manager and the
+# cluster autoscaler, so their k0s runs a worker with k0s's control-plane taint
+# (cmd/controller/controller.go:721-730 at v1.36.3+k0s.2), the external cloud provider and
+# the instance's providerID, and their node gets a label only an admin can set.
+LABEL=node-restriction.kubernetes.io/gpu-cluster-controller=true
+LABEL_RE='node-restriction\.kubernetes\.io/gpu-cluster-controller=true'
+
+# on_ec2: the inputs of an EC2 controller with its own kubelet: the taint kept, the AWS
+# cloud provider (the stubbed IMDS gives aws:///eu-central-1b/i-0fedcba9876543210).
+on_ec2() {
+  export K0S_ENABLE_WORKER=true K0S_CONTROL_PLANE_TAINT=true K0S_CLOUD_PROVIDER=aws \
+    STUB_ZONE=eu-central-1b STUB_INSTANCE_ID=i-0fedcba9876543210
+  export_ssm_reader
+}
+
+# labelled_controller: on_ec2 with CONTROLLER_NODE_LABEL for node control-plane (its host
+# name), which the API knows from its third read on.
+labelled_controller() {
+  on_ec2
+  export CONTROLLER_NODE_LABEL=$LABEL NODE_NAME=control-plane STUB_NODES=control-plane \
+    STUB_NODE_REGISTERS_AFTER=3 STUB_HOSTNAME=control-plane
+}
+
+@test "install-controller: an EC2 controller's worker keeps the taint, with the cloud provider and its providerID" {
+  on_ec2
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --enable-cloud-provider --kubelet-extra-args=--node-ip=192\.0\.2\.10 --provider-id=aws:///eu-central-1b/i-0fedcba9876543210 --kubelet-root-dir=/var/lib/kubelet$'
+  refute_called 'no-taints'
+  # Read from IMDS (ssm-parameter.py provider-id) before anything is installed.
+  assert_call_order '^python3 - provider-id$' '^curl '
+  assert_output_contains "this instance's providerID is aws:///eu-central-1b/i-0fedcba9876543210"
+  assert_idempotent k0s/install-controller.sh
+}
+
+@test "install-controller: an EC2 controller's worker without the taint keeps --no-taints" {
+  on_ec2
+  export K0S_CONTROL_PLANE_TAINT=false KUBELET_EXTRA_ARGS="--max-pods=250 --provider-id=aws:///x/i-00000000"
+  run_script k0s/install-controller.sh
+  assert_success
+  # The providerID from IMDS comes last: k0s merges the extra args into a map, the last wins.
+  assert_called '^k0s install controller -c /etc/k0s/k0s.yaml --enable-worker --no-taints --enable-cloud-provider --kubelet-extra-args=--node-ip=192\.0\.2\.10 --max-pods=250 --provider-id=aws:///x/i-00000000 --provider-id=aws:///eu-central-1b/i-0fedcba9876543210 --kubelet-root-dir=/var/lib/kubelet$'
+}
+
+@test "install-controller: a providerID EC2 metadata does not give stops the run before anything changes" {
+  on_ec2
+  remember_root
+  export STUB_INSTANCE_ID='i-0123; touch /tmp/x'
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: EC2 metadata gave 'aws:///eu-central-1b/i-0123; touch /tmp/x', not a providerID aws:///ZONE/INSTANCE-ID"
+  assert_no_state_changes
+  assert_root_unchanged
+  export STUB_INSTANCE_ID=i-0fedcba9876543210 STUB_EXIT_PYTHON3=1
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: could not read this instance's zone and id from EC2 metadata (IMDSv2)"
+  assert_no_state_changes
+  assert_root_unchanged
+}
+
+@test "install-controller: a pure controller reads no providerID" {
+  export K0S_CLOUD_PROVIDER=aws
+  export_ssm_reader
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called '^k0s install controller -c /etc/k0s/k0s.yaml$'
+  refute_called '^python3 '
+  # Its value is checked all the same.
+  export K0S_CLOUD_PROVIDER=gce
+  reset_calls
+  run_script k0s/install-controller.sh
+  assert_refused "gpu-cluster: moscow: install-controller: K0S_CLOUD_PROVIDER must be empty or aws, got 'gce'"
+}
+
+@test "install-controller: the controller's node gets CONTROLLER_NODE_LABEL once it registers, and only once" {
+  labelled_controller
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called "^k0s kubectl label node control-plane --overwrite $LABEL_RE\$"
+  assert_call_order '^k0s kubectl get --raw=/readyz$' '^k0s kubectl get node control-plane$'
+  # Asked until the node was there (the third read), then labelled.
+  [ "$(grep -cx 'k0s kubectl get node control-plane' "$STUB_CALLS")" = 3 ]
+  assert_call_order '^k0s kubectl get node control-plane -o jsonpath=' '^k0s kubectl label node'
+  assert_output_contains "ready: node control-plane to register" \
+    "changed: node control-plane now has the label $LABEL"
+  assert_file "/../state/labels-control-plane" "$LABEL"
+  assert_idempotent k0s/install-controller.sh
+  assert_output_contains "node control-plane already has the label $LABEL"
+}
+
+@test "install-controller: a node label with another value is set again" {
+  labelled_controller
+  first_run k0s/install-controller.sh
+  printf 'node-restriction.kubernetes.io/gpu-cluster-controller=false\n' >"$STUB_STATE/labels-control-plane"
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called "^k0s kubectl label node control-plane --overwrite $LABEL_RE\$"
+  assert_file "/../state/labels-control-plane" "$LABEL"
+}
+
+@test "install-controller: the label query is one kubectl's JSONPath answers" {
+  local kubectl query
+  kubectl="$(cd "$REPO_ROOT" && "$PYTHON" -c 'from tests.k8s_tools import tool; print(tool("kubectl") or "")')"
+  [[ -n "$kubectl" ]] || skip "no official kubectl (requirements-tools.txt)"
+  labelled_controller
+  run_script k0s/install-controller.sh
+  assert_success
+  query="$(grep -o -- '-o jsonpath=[^ ]*' "$STUB_CALLS" | head -n 1)"
+  query=${query#-o }
+  # A Node as the API serves it, with the label and without; kubectl reads it offline.
+  printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"control-plane","labels":{"kubernetes.io/hostname":"control-plane","%s":"%s"}}}\n' \
+    "${LABEL%%=*}" "${LABEL#*=}" >"$BATS_TEST_TMPDIR/labelled.json"
+  printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"control-plane","labels":{"kubernetes.io/hostname":"control-plane"}}}\n' \
+    >"$BATS_TEST_TMPDIR/unlabelled.json"
+  run unshare -rn "$kubectl" label --local -f "$BATS_TEST_TMPDIR/labelled.json" gpu-cluster-none- -o "$query"
+  assert_success
+  [ "$output" = true ]
+  run unshare -rn "$kubectl" label --local -f "$BATS_TEST_TMPDIR/unlabelled.json" gpu-cluster-none- -o "$query"
+  assert_success
+  [ "$output" = "" ]
+}
+
+@test "install-controller: a NODE_NAME that is not the name k0s gives the node stops the run before anything changes" {
+  labelled_controller
+  remember_root
+  export STUB_HOSTNAME=Control-Plane-2
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: k0s names this node 'control-plane-2' (its host name, lower-cased), not NODE_NAME 'control-plane'; nothing was changed"
+  assert_no_state_changes
+  assert_root_unchanged
+  # The kubelet's --hostname-override names it instead (k0s pins it: kubelet.go:164-165).
+  export KUBELET_EXTRA_ARGS="--max-pods=250 --hostname-override=Control-Plane"
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called "^k0s kubectl label node control-plane --overwrite $LABEL_RE\$"
+}
+
+@test "install-controller: a node that never registers fails naming it" {
+  labelled_controller
+  export STUB_NODES=""
+  run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: install-controller: timed out after 300s waiting for node control-plane to register"
+  refute_called '^k0s kubectl label'
+}
+
+@test "install-controller: the worker inputs' problems are named at once" {
+  export K0S_CONTROL_PLANE_TAINT=true K0S_CLOUD_PROVIDER=gce \
+    CONTROLLER_NODE_LABEL=gpu-cluster.io/controller=true
+  run_script k0s/install-controller.sh
+  assert_refused "gpu-cluster: moscow: install-controller: K0S_CLOUD_PROVIDER must be empty or aws, got 'gce'; K0S_CONTROL_PLANE_TAINT=true keeps the control-plane taint of this controller's worker: it needs K0S_ENABLE_WORKER=true; CONTROLLER_NODE_LABEL and NODE_NAME label this controller's node: they need K0S_ENABLE_WORKER=true; give CONTROLLER_NODE_LABEL and NODE_NAME together, or neither; CONTROLLER_NODE_LABEL must be under node-restriction.kubernetes.io/ (or a subdomain of it), which no kubelet may set on its own node; got the key 'gpu-cluster.io/controller'"
+  reset_calls
+  export K0S_ENABLE_WORKER=true K0S_CLOUD_PROVIDER=aws NODE_NAME=Control_Plane \
+    CONTROLLER_NODE_LABEL='node-restriction.kubernetes.io/gpu-cluster-controller=$(id)'
+  run_script k0s/install-controller.sh
+  assert_refused "K0S_CLOUD_PROVIDER=aws needs SSM_READER (ssm-parameter.py) to read the instance's zone and id; NODE_NAME is not a node name (a lower-case DNS-1123 subdomain): 'Control_Plane'; CONTROLLER_NODE_LABEL is not a node label PREFIX/NAME=VALUE (VALUE not empty): 'node-restriction.kubernetes.io/gpu-cluster-controller=\$(id)'"
+}
+
+@test "install-controller: CONTROLLER_NODE_LABEL is a whole label, NODE_NAME a whole node name" {
+  export K0S_ENABLE_WORKER=true NODE_NAME=control-plane
+  local bad
+  for bad in 'node-restriction.kubernetes.io/gpu-cluster-controller' \
+    'node-restriction.kubernetes.io/gpu-cluster-controller=' \
+    'node-restriction.kubernetes.io/=true' \
+    'node-restriction.kubernetes.io/a=true b' \
+    $'node-restriction.kubernetes.io/a=true\nx=y' \
+    "node-restriction.kubernetes.io/$(printf 'a%.0s' {1..64})=true" \
+    "node-restriction.kubernetes.io/a=$(printf 'a%.0s' {1..64})"; do
+    CONTROLLER_NODE_LABEL=$bad run_script k0s/install-controller.sh
+    assert_refused "CONTROLLER_NODE_LABEL is not a node label PREFIX/NAME=VALUE"
+  done
+  # A key a kubelet may set on itself, under a prefix that merely looks alike.
+  for bad in xnode-restriction.kubernetes.io/a=true node-restriction.kubernetes.io.example.com/a=true; do
+    CONTROLLER_NODE_LABEL=$bad run_script k0s/install-controller.sh
+    assert_refused "CONTROLLER_NODE_LABEL must be under node-restriction.kubernetes.io/"
+  done
+  for bad in 'control-plane.' '-control-plane' 'control-plane;id' "$(printf 'a%.0s' {1..254})"; do
+    CONTROLLER_NODE_LABEL=$LABEL NODE_NAME=$bad run_script k0s/install-controller.sh
+    assert_refused "NODE_NAME is not a node name"
+  done
+  # Kubernetes' longest: a 63-character name and value, a node name of 253; a subdomain of
+  # the prefix (the run gets past its input checks to the download, which fails here).
+  local longest
+  longest="$(printf 'a%.0s' {1..63}).$(printf 'b%.0s' {1..63}).$(printf 'c%.0s' {1..63}).$(printf 'd%.0s' {1..61})"
+  CONTROLLER_NODE_LABEL="gpu-cluster.node-restriction.kubernetes.io/$(printf 'a%.0s' {1..63})=$(printf 'b%.0s' {1..63})" \
+    NODE_NAME=$longest STUB_HOSTNAME=$longest STUB_FAIL_CALL='^curl' run_script k0s/install-controller.sh
+  [ "$status" -eq 1 ]
+  refute_output_contains "is not a node"
+  assert_called '^curl '
+}
+
+@test "install-controller: K0S_CONTROL_PLANE_TAINT is true or false" {
+  export K0S_ENABLE_WORKER=true K0S_CONTROL_PLANE_TAINT=yes
+  run_script k0s/install-controller.sh
+  assert_refused "gpu-cluster: moscow: install-controller: expected \"true\" or \"false\": K0S_CONTROL_PLANE_TAINT='yes'"
+}
+
+@test "install-controller: a controller without its worker is switched to the EC2 worker, once" {
+  first_run k0s/install-controller.sh
+  assert_file /etc/k0s/gpu-cluster-k0scontroller.args $'controller\n-c\n/etc/k0s/k0s.yaml'
+  labelled_controller
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called '^k0s install controller --force -c /etc/k0s/k0s.yaml --enable-worker --enable-cloud-provider --kubelet-extra-args=--node-ip=192\.0\.2\.10 --provider-id=aws:///eu-central-1b/i-0fedcba9876543210 --kubelet-root-dir=/var/lib/kubelet$'
+  assert_call_order '^k0s install controller --force' '^systemctl daemon-reload$'
+  assert_call_order '^systemctl daemon-reload$' '^systemctl restart k0scontroller$'
+  assert_call_order '^systemctl restart k0scontroller$' "^k0s kubectl label node control-plane --overwrite $LABEL_RE\$"
+  assert_idempotent k0s/install-controller.sh
+}
+
+@test "install-controller: a controller+worker without taints is switched to keep the taint, once" {
+  export K0S_ENABLE_WORKER=true
+  first_run k0s/install-controller.sh
+  assert_file /etc/k0s/gpu-cluster-k0scontroller.args $'controller\n-c\n/etc/k0s/k0s.yaml\n--enable-worker\n--no-taints\n--kubelet-extra-args=--node-ip=192.0.2.10\n--kubelet-root-dir=/var/lib/kubelet'
+  on_ec2
+  run_script k0s/install-controller.sh
+  assert_success
+  assert_called '^k0s install controller --force -c /etc/k0s/k0s.yaml --enable-worker --enable-cloud-provider --kubelet-extra-args=--node-ip=192\.0\.2\.10 --provider-id=aws:///eu-central-1b/i-0fedcba9876543210 --kubelet-root-dir=/var/lib/kubelet$'
+  assert_called '^systemctl restart k0scontroller$'
+  assert_output_contains "changed: reinstalled the k0scontroller service"
+  assert_idempotent k0s/install-controller.sh
+}

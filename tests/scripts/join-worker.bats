@@ -349,3 +349,56 @@ SSM_CALL='^python3 - get eu-central-1 /gpu-cluster/dev/join-token/a100$'
   run_script k0s/join-worker.sh
   assert_refused "K0S_JOIN_ISSUER_URN must be a Pulumi URN"
 }
+
+# on_ec2: a pool instance's inputs: the AWS cloud provider (the stubbed IMDS gives
+# aws:///eu-central-1c/i-0fedcba9876543210).
+on_ec2() {
+  export K0S_CLOUD_PROVIDER=aws STUB_ZONE=eu-central-1c STUB_INSTANCE_ID=i-0fedcba9876543210
+  export_ssm_reader
+}
+
+@test "join-worker: an EC2 node runs with the cloud provider and its providerID from IMDS" {
+  # What cloud-provider-aws finds an instance by; k0s's --enable-cloud-provider gives the
+  # kubelet --cloud-provider=external (pkg/component/worker/kubelet.go:157 at v1.36.3+k0s.2).
+  on_ec2
+  run_script k0s/join-worker.sh
+  assert_success
+  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --enable-cloud-provider --kubelet-extra-args=--node-ip=192\.0\.2\.21 --max-pods=250 --provider-id=aws:///eu-central-1c/i-0fedcba9876543210 --labels=gpu-cluster\.io/gpu=true --taints=nvidia\.com/gpu=present:NoSchedule --profile=gpu --kubelet-root-dir=/var/lib/kubelet$'
+  assert_call_order '^python3 - provider-id$' '^curl '
+  assert_idempotent k0s/join-worker.sh
+}
+
+@test "join-worker: an EC2 node without a node IP or extra args still gets its providerID" {
+  on_ec2
+  export NODE_IP="" KUBELET_EXTRA_ARGS="" NODE_LABELS="" NODE_TAINTS="" K0S_PROFILE="" KUBELET_ROOT_DIR=""
+  run_script k0s/join-worker.sh
+  assert_success
+  assert_called '^k0s install worker --token-file /etc/k0s/worker-token --enable-cloud-provider --kubelet-extra-args=--provider-id=aws:///eu-central-1c/i-0fedcba9876543210$'
+}
+
+@test "join-worker: a providerID EC2 metadata does not give stops the join before anything changes" {
+  on_ec2
+  remember_root
+  export STUB_ZONE=../../etc
+  run_script k0s/join-worker.sh
+  [ "$status" -eq 1 ]
+  assert_output_contains "gpu-cluster: moscow: join-worker: EC2 metadata gave 'aws:///../../etc/i-0fedcba9876543210', not a providerID aws:///ZONE/INSTANCE-ID"
+  assert_no_state_changes
+  assert_root_unchanged
+}
+
+@test "join-worker: an existing worker is switched to the cloud provider, once" {
+  run_script k0s/join-worker.sh
+  assert_success
+  reset_calls
+  on_ec2
+  run_script k0s/join-worker.sh
+  assert_reinstalled '--enable-cloud-provider --kubelet-extra-args=--node-ip=192\.0\.2\.21 --max-pods=250 --provider-id=aws:///eu-central-1c/i-0fedcba9876543210 '
+}
+
+@test "join-worker: K0S_CLOUD_PROVIDER takes aws alone, and aws needs SSM_READER" {
+  K0S_CLOUD_PROVIDER=gce run_script k0s/join-worker.sh
+  assert_refused "gpu-cluster: moscow: join-worker: K0S_CLOUD_PROVIDER must be empty or aws, got 'gce'"
+  K0S_CLOUD_PROVIDER=aws run_script k0s/join-worker.sh
+  assert_refused "gpu-cluster: moscow: join-worker: K0S_CLOUD_PROVIDER=aws needs SSM_READER (ssm-parameter.py) to read the instance's zone and id"
+}

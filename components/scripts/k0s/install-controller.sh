@@ -8,7 +8,7 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=install-controller}"
 
 # Inputs: API_PORT K0S_ADMISSION_CONFIG K0S_AUDIT_POLICY K0S_CA_CERT K0S_CONFIG K0S_ENABLE_WORKER K0S_VERSION NODE_IP
-# Optional inputs: AWS_REGION K0S_CA_KEY K0S_CA_KEY_SSM_PARAMETER K0S_PROFILE K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 KUBELET_EXTRA_ARGS KUBELET_ROOT_DIR NODE_LABELS NODE_TAINTS SSM_READER K0S_AIRGAP_SHA256_AMD64 K0S_AIRGAP_SHA256_ARM64 K0S_CONTROLLER_TOKEN K0S_CONTROLLER_TOKEN_SSM_PARAMETER K0S_JOIN_ISSUER_URN
+# Optional inputs: AWS_REGION K0S_CA_KEY K0S_CA_KEY_SSM_PARAMETER K0S_PROFILE K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 KUBELET_EXTRA_ARGS KUBELET_ROOT_DIR NODE_LABELS NODE_TAINTS SSM_READER K0S_AIRGAP_SHA256_AMD64 K0S_AIRGAP_SHA256_ARM64 K0S_CONTROLLER_TOKEN K0S_CONTROLLER_TOKEN_SSM_PARAMETER K0S_JOIN_ISSUER_URN K0S_CONTROL_PLANE_TAINT K0S_CLOUD_PROVIDER CONTROLLER_NODE_LABEL NODE_NAME
 #   K0S_VERSION, K0S_CONFIG, K0S_ENABLE_WORKER, NODE_IP, API_PORT  required.
 #   K0S_CA_CERT        the cluster CA certificate (PEM), required.
 #   K0S_CA_KEY         its private key (PEM), or
@@ -30,6 +30,18 @@ set -euo pipefail
 #                      only while it has not joined.
 #   K0S_JOIN_ISSUER_URN   optional: the URN of the step that made the token, named in the
 #                      message when the token no longer works.
+#   K0S_CONTROL_PLANE_TAINT  optional bool (default false), with K0S_ENABLE_WORKER=true
+#                      only: true keeps k0s's control-plane taint on this node (no
+#                      --no-taints), so only what tolerates it runs here.
+#   K0S_CLOUD_PROVIDER  optional: empty, or aws (with SSM_READER) on an EC2 controller
+#                      whose kubelet (K0S_ENABLE_WORKER=true) runs with the external cloud
+#                      provider and this instance's providerID from IMDSv2
+#                      (k0s_add_kubelet_args); ignored without the worker.
+#   CONTROLLER_NODE_LABEL, NODE_NAME  optional, both or neither, with K0S_ENABLE_WORKER=true
+#                      only: a label KEY=VALUE (VALUE not empty, KEY under
+#                      [*.]node-restriction.kubernetes.io/) that this controller's node NODE_NAME
+#                      (its host name, lower-cased, as k0s names it) is given with the
+#                      admin credential once it registered.
 
 API_READY_TIMEOUT=600
 # k0s uses a CA it finds here at its first start instead of generating one, so the
@@ -51,6 +63,23 @@ K0S_APISERVER_USER=kube-apiserver
 K0S_CONTROLLER_TOKEN_FILE=/etc/k0s/controller-token
 K0S_ETCD_DB="$K0S_DATA_DIR/etcd/member/snap/db"
 PULUMI_URN='^urn:pulumi:[A-Za-z0-9:._$/-]+$'
+# How long the controller's own kubelet may take to register its Node.
+NODE_REGISTERED_TIMEOUT=300
+# Kubernetes' label forms (k8s.io/apimachinery v0.36.3 pkg/util/validation/validation.go:
+# a key's prefix is a DNS-1123 subdomain of at most 253 characters, its name and the value
+# qualified names of at most 63; a node's name is a DNS-1123 subdomain too).
+DNS_SUBDOMAIN='[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'
+QUALIFIED_NAME='[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?'
+NODE_LABEL_FORM="^$DNS_SUBDOMAIN/$QUALIFIED_NAME=$QUALIFIED_NAME\$"
+# The prefix of node labels (it or a subdomain of it) that no kubelet may set or change
+# on its own Node, so that a pool node cannot pass for a controller: the NodeRestriction
+# admission plugin
+# (https://kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#noderestriction,
+# https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#node-isolation-restriction).
+# Labels a kubelet may set (node.k0sproject.io/role among them, which k0s's node-role
+# component turns into node-role.kubernetes.io/<role> on any node:
+# pkg/component/controller/noderole.go:82-100 at v1.36.3+k0s.2) would not do.
+RESTRICTED_LABEL_PREFIX="node-restriction.kubernetes.io"
 
 # ca_key_needed: success when the key input is used: the CA is not in place yet, or
 # its key is missing.
@@ -79,6 +108,7 @@ check_inputs() {
   : "${KUBELET_EXTRA_ARGS:=}" "${NODE_LABELS:=}" "${NODE_TAINTS:=}" "${K0S_PROFILE:=}"
   : "${KUBELET_ROOT_DIR:=}" "${K0S_CA_KEY:=}" "${K0S_CA_KEY_SSM_PARAMETER:=}"
   : "${K0S_CONTROLLER_TOKEN:=}" "${K0S_CONTROLLER_TOKEN_SSM_PARAMETER:=}" "${K0S_JOIN_ISSUER_URN:=}"
+  check_worker_inputs
   if [[ -n "${K0S_CA_CERT:-}" && "$K0S_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
     INPUT_PROBLEMS+=("K0S_CA_CERT is not a PEM certificate")
   fi
@@ -110,9 +140,43 @@ check_inputs() {
     check_ssm_inputs K0S_CA_KEY_SSM_PARAMETER "the cluster CA key" /gpu-cluster/dev/cluster-ca-key
   fi
   die_on_input_problems
-  require_bool K0S_ENABLE_WORKER
+  require_bool K0S_ENABLE_WORKER K0S_CONTROL_PLANE_TAINT
   require_uint API_PORT
   k0s_check_kubelet_root_dir
+}
+
+# check_worker_inputs: adds to INPUT_PROBLEMS what is wrong with the inputs of this
+# controller's worker: K0S_CONTROL_PLANE_TAINT, K0S_CLOUD_PROVIDER, CONTROLLER_NODE_LABEL
+# and NODE_NAME.
+check_worker_inputs() {
+  local worker=0 key prefix
+  : "${K0S_CONTROL_PLANE_TAINT:=false}" "${CONTROLLER_NODE_LABEL:=}" "${NODE_NAME:=}"
+  [[ "${K0S_ENABLE_WORKER:-}" != true ]] || worker=1
+  check_cloud_provider_input K0S_CLOUD_PROVIDER
+  if [[ "$K0S_CONTROL_PLANE_TAINT" == true ]] && ((worker == 0)); then
+    INPUT_PROBLEMS+=("K0S_CONTROL_PLANE_TAINT=true keeps the control-plane taint of this controller's worker: it needs K0S_ENABLE_WORKER=true")
+  fi
+  if [[ -z "$CONTROLLER_NODE_LABEL$NODE_NAME" ]]; then
+    return 0
+  fi
+  if ((worker == 0)); then
+    INPUT_PROBLEMS+=("CONTROLLER_NODE_LABEL and NODE_NAME label this controller's node: they need K0S_ENABLE_WORKER=true")
+  fi
+  if [[ -z "$CONTROLLER_NODE_LABEL" || -z "$NODE_NAME" ]]; then
+    INPUT_PROBLEMS+=("give CONTROLLER_NODE_LABEL and NODE_NAME together, or neither")
+  fi
+  if [[ -n "$NODE_NAME" ]] && { ((${#NODE_NAME} > 253)) || [[ ! "$NODE_NAME" =~ ^$DNS_SUBDOMAIN$ ]]; }; then
+    INPUT_PROBLEMS+=("NODE_NAME is not a node name (a lower-case DNS-1123 subdomain): '$NODE_NAME'")
+  fi
+  if [[ -z "$CONTROLLER_NODE_LABEL" ]]; then
+    return 0
+  fi
+  key=${CONTROLLER_NODE_LABEL%%=*} prefix=${CONTROLLER_NODE_LABEL%%/*}
+  if [[ ! "$CONTROLLER_NODE_LABEL" =~ $NODE_LABEL_FORM ]] || ((${#prefix} > 253)); then
+    INPUT_PROBLEMS+=("CONTROLLER_NODE_LABEL is not a node label PREFIX/NAME=VALUE (VALUE not empty): '$CONTROLLER_NODE_LABEL'")
+  elif [[ "$prefix" != "$RESTRICTED_LABEL_PREFIX" && "$prefix" != *".$RESTRICTED_LABEL_PREFIX" ]]; then
+    INPUT_PROBLEMS+=("CONTROLLER_NODE_LABEL must be under $RESTRICTED_LABEL_PREFIX/ (or a subdomain of it), which no kubelet may set on its own node; got the key '$key'")
+  fi
 }
 
 # ensure_cluster_ca: puts K0S_CA_CERT and its key in place before k0s first starts. Sets
@@ -174,10 +238,56 @@ controller_args() {
   ARGS=(-c "$K0S_CONFIG_FILE")
   ! joining || ARGS+=(--token-file "$K0S_CONTROLLER_TOKEN_FILE")
   if is_true "$K0S_ENABLE_WORKER"; then
-    # --no-taints: this node also runs workloads, so no control-plane taint.
-    ARGS+=(--enable-worker --no-taints)
+    ARGS+=(--enable-worker)
+    # Without --no-taints, k0s gives this node the control-plane taint
+    # (node-role.kubernetes.io/control-plane:NoSchedule) and, either way, the label
+    # node.k0sproject.io/role=control-plane (cmd/controller/controller.go:721-730 at
+    # v1.36.3+k0s.2). --no-taints: this node also runs workloads.
+    is_true "$K0S_CONTROL_PLANE_TAINT" || ARGS+=(--no-taints)
     k0s_add_kubelet_args
   fi
+}
+
+# node_label_value: the value of CONTROLLER_NODE_LABEL's key on node NODE_NAME (nothing
+# when it has none; the value is never empty). kubectl's JSONPath takes a key's dots
+# escaped (https://kubernetes.io/docs/reference/kubectl/jsonpath/).
+node_label_value() {
+  local key=${CONTROLLER_NODE_LABEL%%=*}
+  k0s kubectl get node "$NODE_NAME" -o "jsonpath={.metadata.labels.${key//./\\.}}"
+}
+
+# check_node_name: dies unless NODE_NAME is the name k0s gives this node: the kubelet's
+# --hostname-override in KUBELET_EXTRA_ARGS, else the host name, trimmed and lower-cased
+# (at v1.36.3+k0s.2 cmd/controller/controller.go:342, cmd/worker/worker.go:147-165,
+# pkg/node/nodename.go:15-32 with no other default on Linux, nodename_other.go, which call
+# k8s.io/component-helpers v0.36.3 node/util/hostname.go GetHostname), so that a wrong
+# name fails here rather than after waiting for a node that never registers.
+check_node_name() {
+  local name
+  if [[ " $KUBELET_EXTRA_ARGS " =~ \ --hostname-override=([^ ]*)\  ]]; then
+    name=${BASH_REMATCH[1]}
+  else
+    name="$(hostname)"
+  fi
+  name="${name,,}"
+  if [[ "$name" != "$NODE_NAME" ]]; then
+    die "k0s names this node '$name' (its host name, lower-cased), not NODE_NAME '$NODE_NAME'; nothing was changed"
+  fi
+}
+
+# ensure_controller_node_label: once this controller's kubelet registered node NODE_NAME,
+# gives it CONTROLLER_NODE_LABEL with the admin credential, unless it has it already.
+ensure_controller_node_label() {
+  local key=${CONTROLLER_NODE_LABEL%%=*} value=${CONTROLLER_NODE_LABEL#*=} current
+  wait_until "$NODE_REGISTERED_TIMEOUT" "node $NODE_NAME to register" \
+    k0s kubectl get node "$NODE_NAME"
+  current="$(node_label_value)"
+  if [[ "$current" == "$value" ]]; then
+    log "node $NODE_NAME already has the label $key=$value"
+    return 0
+  fi
+  k0s kubectl label node "$NODE_NAME" --overwrite "$CONTROLLER_NODE_LABEL" >&2
+  log "changed: node $NODE_NAME now has the label $key=$value"
 }
 
 # ensure_controller_token: the join token in place while this controller has not joined
@@ -215,6 +325,9 @@ main() {
   # Keep the secrets out of the environment of every command started from here on.
   export -n K0S_CA_KEY K0S_CONTROLLER_TOKEN
   check_inputs
+  # This node's name and EC2 identity, before anything changes (k0s/lib.sh).
+  [[ -z "$NODE_NAME" ]] || check_node_name
+  ! is_true "$K0S_ENABLE_WORKER" || k0s_read_provider_id
   # Before anything else changes: a different CA stops the run untouched.
   ensure_cluster_ca
   if ((CA_CHANGED)); then
@@ -246,6 +359,7 @@ main() {
   wait_until "$API_READY_TIMEOUT" "the Kubernetes API (port $API_PORT) to be ready" \
     k0s kubectl get --raw=/readyz
   ! joining || check_joined_ca
+  [[ -z "$CONTROLLER_NODE_LABEL" ]] || ensure_controller_node_label
 }
 
 main "$@"

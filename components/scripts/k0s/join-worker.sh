@@ -8,7 +8,7 @@ set -euo pipefail
 : "${GPU_CLUSTER_STEP:=join-worker}"
 
 # Inputs: K0S_JOIN_TOKEN NODE_IP
-# Optional inputs: AWS_REGION K0S_JOIN_ISSUER_URN K0S_JOIN_TOKEN_SSM_PARAMETER K0S_PROFILE K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 K0S_VERSION KUBELET_EXTRA_ARGS KUBELET_ROOT_DIR NODE_LABELS NODE_TAINTS SSM_READER WORKER_PROFILE_VALUES K0S_AIRGAP_SHA256_AMD64 K0S_AIRGAP_SHA256_ARM64
+# Optional inputs: AWS_REGION K0S_JOIN_ISSUER_URN K0S_JOIN_TOKEN_SSM_PARAMETER K0S_PROFILE K0S_RELEASE_URL K0S_SHA256_AMD64 K0S_SHA256_ARM64 K0S_VERSION KUBELET_EXTRA_ARGS KUBELET_ROOT_DIR NODE_LABELS NODE_TAINTS SSM_READER WORKER_PROFILE_VALUES K0S_AIRGAP_SHA256_AMD64 K0S_AIRGAP_SHA256_ARM64 K0S_CLOUD_PROVIDER
 #   K0S_VERSION        k0s release to install, e.g. v1.34.1+k0s.0; empty: the one an
 #                      earlier step installed (upgrade-node, on hosts over SSH).
 #   NODE_IP            address the kubelet registers; must be set, may be empty: then no
@@ -25,6 +25,9 @@ set -euo pipefail
 #   KUBELET_EXTRA_ARGS, NODE_LABELS, NODE_TAINTS, K0S_PROFILE, KUBELET_ROOT_DIR  optional.
 #   K0S_AIRGAP_SHA256_AMD64, K0S_AIRGAP_SHA256_ARM64  optional: the image bundle's sha256
 #                      (versions.airgapBundleSha256; k0s_install).
+#   K0S_CLOUD_PROVIDER  optional: empty, or aws (with SSM_READER) on an EC2 node: its kubelet
+#                      runs with the external cloud provider and this instance's providerID
+#                      from IMDSv2 (k0s_add_kubelet_args).
 
 SERVICE_ACTIVE_TIMEOUT=300
 # How long the API named in the token may take to answer at all.
@@ -66,6 +69,7 @@ check_inputs() {
   if token_from_ssm; then
     check_ssm_inputs K0S_JOIN_TOKEN_SSM_PARAMETER "the join token" /gpu-cluster/dev/join-token/a100
   fi
+  check_cloud_provider_input K0S_CLOUD_PROVIDER
   die_on_input_problems
   k0s_check_kubelet_root_dir
 }
@@ -133,6 +137,8 @@ main() {
   # Keep the secret out of the environment of every command started from here on.
   export -n K0S_JOIN_TOKEN
   check_inputs
+  # This EC2 instance's identity, before anything changes (k0s/lib.sh).
+  k0s_read_provider_id
   if token_from_ssm; then
     read_ssm_parameter K0S_JOIN_TOKEN "$K0S_JOIN_TOKEN_SSM_PARAMETER" "the join token"
   fi

@@ -30,6 +30,8 @@ K0S_CONTAINERD_DIR=$K0S_DATA_DIR/containerd
 K0S_SNAPSHOTS_DIR=$K0S_CONTAINERD_DIR/io.containerd.snapshotter.v1.overlayfs/snapshots
 K0S_RELEASE='^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?\+k0s\.[0-9]+$'
 K0S_BINARY_CHANGED=0
+# This EC2 instance's providerID with K0S_CLOUD_PROVIDER=aws (k0s_read_provider_id).
+K0S_PROVIDER_ID=""
 
 # k0s_current_version: prints the version of the k0s on PATH, or nothing.
 k0s_current_version() {
@@ -74,15 +76,36 @@ k0s_check_kubelet_root_dir() {
   fi
 }
 
+# k0s_read_provider_id: with K0S_CLOUD_PROVIDER=aws (node/lib.sh check_cloud_provider_input),
+# K0S_PROVIDER_ID set to this instance's providerID from IMDSv2 (node/lib.sh
+# read_aws_provider_id); dies when EC2 metadata gives none.
+k0s_read_provider_id() {
+  if [[ "${K0S_CLOUD_PROVIDER:-}" == aws ]]; then
+    read_aws_provider_id K0S_PROVIDER_ID
+    log "this instance's providerID is $K0S_PROVIDER_ID"
+  fi
+}
+
 # k0s_add_kubelet_args: appends the flags of a node that runs workloads to ARGS: the
 # node IP pinned to NODE_IP (when empty the kubelet picks the host's primary address,
 # as on a single-NIC cloud instance), labels, taints, the worker profile and the
-# kubelet root dir (where device plugins and CSI drivers expect it). Without a node
-# IP and KUBELET_EXTRA_ARGS there is no --kubelet-extra-args at all.
+# kubelet root dir (where device plugins and CSI drivers expect it), and on an EC2 node
+# (K0S_PROVIDER_ID) the external cloud provider with the instance's providerID. Without a
+# node IP, KUBELET_EXTRA_ARGS and providerID there is no --kubelet-extra-args at all.
 k0s_add_kubelet_args() {
   local kubelet_args="${NODE_IP:+--node-ip=$NODE_IP}"
   if [[ -n "${KUBELET_EXTRA_ARGS:-}" ]]; then
     kubelet_args+="${kubelet_args:+ }$KUBELET_EXTRA_ARGS"
+  fi
+  if [[ -n "$K0S_PROVIDER_ID" ]]; then
+    # --enable-cloud-provider gives the kubelet --cloud-provider=external, and k0s merges
+    # the extra args after it (pkg/component/worker/kubelet.go:157-162 at v1.36.3+k0s.2;
+    # pkg/config/cli.go:255, which `k0s install controller` takes too:
+    # cmd/install/controller_test.go:51). --provider-id comes last, so that it wins over
+    # one in KUBELET_EXTRA_ARGS (cmd/worker/worker.go:159 splits them into a map, the last
+    # value winning: internal/pkg/flags/flags.go:13-28).
+    ARGS+=(--enable-cloud-provider)
+    kubelet_args+="${kubelet_args:+ }--provider-id=$K0S_PROVIDER_ID"
   fi
   if [[ -n "$kubelet_args" ]]; then
     ARGS+=("--kubelet-extra-args=$kubelet_args")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What every distribution's node steps share: the controller's kubectl (admitting, removing,
-# draining and upgrading nodes), a release download checked against its pinned sha256, and
-# the mounts detached before a reset deletes the folders below which pods mount volumes.
+# draining and upgrading nodes), a release download checked against its pinned sha256, an
+# EC2 node's providerID, and the mounts detached before a reset deletes the folders below
+# which pods mount volumes.
 # shellcheck shell=bash disable=SC2034 # its globals are read by the scripts that source it
 #
 # Not in lib.sh: the install-backup step pastes lib.sh three times into an envelope that
@@ -61,6 +62,36 @@ check_worker_profile_inputs() {
   if [[ -n "${NODE_NAME:-}" && ! "$NODE_NAME" =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]]; then
     INPUT_PROBLEMS+=("NODE_NAME is not a node name: '$NODE_NAME'")
   fi
+}
+
+# An EC2 node's Kubernetes providerID, aws:///ZONE/INSTANCE-ID, as ssm-parameter.py
+# provider-id prints it (SSM_READER, lib.sh): what the AWS cloud controller manager finds the instance by
+# (components/aws/cloud_controller.py), for every distribution's kubelet --provider-id.
+AWS_PROVIDER_ID='^aws:///[a-z]{2}(-[a-z]+)+-[0-9][a-z]/i-[0-9a-f]{8,17}$'
+
+# check_cloud_provider_input VAR: adds to INPUT_PROBLEMS what is wrong with cloud provider
+# input VAR (set to "" when unset): empty, or aws with SSM_READER (the text of
+# ssm-parameter.py) to read the instance's identity.
+check_cloud_provider_input() {
+  local var=$1
+  [[ -v "$var" ]] || printf -v "$var" '%s' ""
+  case "${!var}" in
+    "") ;;
+    aws) [[ -n "${SSM_READER:-}" ]] ||
+      INPUT_PROBLEMS+=("$var=aws needs SSM_READER (ssm-parameter.py) to read the instance's zone and id") ;;
+    *) INPUT_PROBLEMS+=("$var must be empty or aws, got '${!var}'") ;;
+  esac
+}
+
+# read_aws_provider_id VAR: sets VAR to this instance's providerID, read by SSM_READER's
+# provider-id from EC2 metadata (IMDSv2); dies when it cannot be read or is not one.
+read_aws_provider_id() {
+  local _id_var=$1 _id_value
+  _id_value="$(python3 - provider-id <<<"$SSM_READER")" ||
+    die "could not read this instance's zone and id from EC2 metadata (IMDSv2)"
+  [[ "$_id_value" =~ $AWS_PROVIDER_ID ]] ||
+    die "EC2 metadata gave '$_id_value', not a providerID aws:///ZONE/INSTANCE-ID"
+  printf -v "$_id_var" '%s' "$_id_value"
 }
 
 # recorded_cpu_manager_policy KUBELET_ROOT: the CPU manager policy the kubelet's state below

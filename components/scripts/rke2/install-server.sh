@@ -77,7 +77,7 @@ check_inputs() {
     RKE2_ADMISSION_CONFIG RKE2_AUDIT_POLICY
   : "${RKE2_CANAL_CONFIG:=}"
   rke2_check_selinux_inputs
-  rke2_check_cloud_provider_inputs
+  check_cloud_provider_input RKE2_CLOUD_PROVIDER
   if [[ -n "${RKE2_CA_CERT:-}" && "$RKE2_CA_CERT" != *"-----BEGIN CERTIFICATE-----"*"-----END CERTIFICATE-----"* ]]; then
     INPUT_PROBLEMS+=("RKE2_CA_CERT is not a PEM certificate")
   fi

@@ -39,7 +39,7 @@ check_inputs() {
   check_missing_env RKE2_CONFIG RKE2_KUBELET_CONFIG
   : "${RKE2_VERSION:=}"
   rke2_check_selinux_inputs
-  rke2_check_cloud_provider_inputs
+  check_cloud_provider_input RKE2_CLOUD_PROVIDER
   # Only in a pool's boot data, where new kubelet settings roll the pool.
   : "${WORKER_PROFILE_VALUES:=}"
   rke2_check_secret RKE2_AGENT_TOKEN "the agent token" /gpu-cluster/dev/rke2-agent-token/a100

@@ -44,8 +44,6 @@ RKE2_SELINUX_CONFIG_FILE=$RKE2_ETC/config.yaml.d/40-gpu-cluster-selinux.yaml
 # would replace it: drop-ins are read in name order, a later plain key overrides and `+`
 # appends (docs install/configuration.md, "Multiple Config Files").
 RKE2_CLOUD_PROVIDER_CONFIG_FILE=$RKE2_ETC/config.yaml.d/60-gpu-cluster-cloud-provider.yaml
-# aws:///ZONE/INSTANCE-ID, as ssm-parameter.py provider-id prints it.
-RKE2_AWS_PROVIDER_ID='^aws:///[a-z]{2}(-[a-z]+)+-[0-9][a-z]/i-[0-9a-f]{8,17}$'
 # rke2-selinux, the policy of RKE2's paths, from Rancher's stable repository for EL9, as
 # install.sh's rpm method names it (rancher/rke2 install.sh, rancher-rke2-common-stable:
 # gpgcheck=1, repo_gpgcheck=0: the packages are signed, the metadata is not).
@@ -125,18 +123,6 @@ rke2_check_selinux_inputs() {
   check_fingerprints RANCHER_RPM_KEY_FINGERPRINT
 }
 
-# rke2_check_cloud_provider_inputs: adds to INPUT_PROBLEMS what is wrong with
-# RKE2_CLOUD_PROVIDER (empty, or aws with SSM_READER to read the instance's identity).
-rke2_check_cloud_provider_inputs() {
-  : "${RKE2_CLOUD_PROVIDER:=}"
-  case "$RKE2_CLOUD_PROVIDER" in
-    "") ;;
-    aws) [[ -n "${SSM_READER:-}" ]] ||
-      INPUT_PROBLEMS+=("RKE2_CLOUD_PROVIDER=aws needs SSM_READER (ssm-parameter.py) to read the instance's zone and id") ;;
-    *) INPUT_PROBLEMS+=("RKE2_CLOUD_PROVIDER must be empty or aws, got '$RKE2_CLOUD_PROVIDER'") ;;
-  esac
-}
-
 # rke2_configure_cloud_provider ROLE: with RKE2_CLOUD_PROVIDER=aws the drop-in of an EC2
 # node (ROLE server or agent) with the instance's providerID from IMDS; without it none.
 # Sets FILE_CHANGED.
@@ -146,10 +132,7 @@ rke2_configure_cloud_provider() {
     remove_file "$RKE2_CLOUD_PROVIDER_CONFIG_FILE"
     return 0
   fi
-  provider_id="$(python3 - provider-id <<<"$SSM_READER")" ||
-    die "could not read this instance's zone and id from EC2 metadata (IMDSv2)"
-  [[ "$provider_id" =~ $RKE2_AWS_PROVIDER_ID ]] ||
-    die "EC2 metadata gave '$provider_id', not a providerID aws:///ZONE/INSTANCE-ID"
+  read_aws_provider_id provider_id
   text="cloud-provider-name: external"
   [[ "$1" != server ]] || text+=$'\ndisable-cloud-controller: true'
   text+=$'\nkubelet-arg+:\n- provider-id='"$provider_id"
