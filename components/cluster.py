@@ -286,10 +286,11 @@ class Cluster(pulumi.ComponentResource):
         if settings.mpi.operator:
             MpiOperator(f"{self._name}-mpi-operator",
                         MpiOperatorArgs(provider=self.provider), opts=opts)
-        if autoscales(settings.pools, self._distribution.controller_runs_kubelet):
+        if autoscales(settings.pools):
             ClusterAutoscaler(f"{self._name}-cluster-autoscaler", ClusterAutoscalerArgs(
                 provider=self.provider, cluster_name=settings.cluster_name,
-                region=settings.aws.region, autoscaling=settings.autoscaling), opts=opts)
+                region=settings.aws.region, autoscaling=settings.autoscaling,
+                node_selector=self._distribution.controller_node_labels), opts=opts)
         self._create_monitoring()
         self.kubeflow_url: Optional[str] = None
         self.kubeflow_tls_certificate: Optional[pulumi.Output[str]] = None

@@ -3,7 +3,7 @@
 are the pools' own keys."""
 
 import re
-from typing import Annotated, Optional
+from typing import Annotated
 
 from pydantic import AfterValidator
 
@@ -58,33 +58,18 @@ def autoscaling_checks(cfg: PartialConfig) -> list[Problem]:
     return []
 
 
-def autoscales(pools: list, controller_runs_kubelet: bool) -> bool:
-    """Whether the stack runs cluster-autoscaler: it has pools (hybrid or cloud) and its
-    controllers run a kubelet to run it on (RKE2's servers; a k0s controller runs none,
-    components/distributions/k0s.py `controller_runs_kubelet`).
+def autoscales(pools: list) -> bool:
+    """Whether the stack runs cluster-autoscaler: it has pools (hybrid or cloud), and runs it on
+    its controllers, which are nodes on those layouts (components/distributions/__init__.py
+    runs_aws_cloud_controller).
 
-    The same condition gives the pools' nodes what cluster-autoscaler knows a node by, its
-    AWS provider ID `aws:///<zone>/<instance id>` (cloudprovider/aws/aws_cloud_provider.go
+    The same layouts give the pools' nodes what cluster-autoscaler knows a node by, its AWS
+    provider ID `aws:///<zone>/<instance id>` (cloudprovider/aws/aws_cloud_provider.go
     NodeGroupForNode :123-144, AwsRefFromProviderId :217-231 at cluster-autoscaler-1.36.1):
-    where the AWS cloud controller manager runs (components/distributions/__init__.py
-    runs_aws_cloud_controller), every EC2 node's kubelet registers with that ID
-    (RKE2_CLOUD_PROVIDER=aws). Without it CA would take each pool instance for one that never
-    registered and terminate it after --max-node-provision-time (clusterstate/clusterstate.go
-    getNotRegisteredNodes :1183-1200, core/static_autoscaler.go removeOldUnregisteredNodes
-    :976); tests/upstream/test_cluster_autoscaler.py holds the two conditions together."""
-    return bool(pools) and controller_runs_kubelet
-
-
-# The distributions whose controllers run no kubelet (components/distributions/k0s.py
-# `controller_runs_kubelet`; the EC2 controllers are "controller" hosts): no pod runs there.
-CONTROLLERS_WITHOUT_KUBELET = ("k0s",)
-
-
-def autoscaling_warning(pools: list, distribution: str) -> Optional[str]:
-    """Pools that keep their size: cluster-autoscaler would run on a controller (with the
-    controller's instance role), and a k0s controller runs no kubelet."""
-    if not pools or distribution not in CONTROLLERS_WITHOUT_KUBELET:
-        return None
-    return (f"the pools do not autoscale: cluster-autoscaler runs on the controllers, which "
-            f"{distribution} runs without a kubelet, so it is not installed and each pool keeps "
-            "its configured size; kubernetes.distribution rke2 runs it")
+    where the AWS cloud controller manager runs, every EC2 node's kubelet registers with that
+    ID (RKE2_CLOUD_PROVIDER, K0S_CLOUD_PROVIDER). Without it CA would take each pool instance
+    for one that never registered and terminate it after --max-node-provision-time
+    (clusterstate/clusterstate.go getNotRegisteredNodes :1183-1200, core/static_autoscaler.go
+    removeOldUnregisteredNodes :976); tests/upstream/test_cluster_autoscaler.py holds the two
+    conditions together."""
+    return bool(pools)

@@ -11,7 +11,6 @@ from pydantic import Field
 
 from contract.names import CAPACITY_KINDS
 
-from config.autoscaling import CONTROLLERS_WITHOUT_KUBELET, autoscales
 from config.model_base import Section
 from config.node_labels import pool_capacity
 from config.partial import PartialConfig
@@ -92,9 +91,6 @@ def queue_checks(cfg: PartialConfig) -> list[Problem]:
             problems.append(Problem(f"pools[{index}].name", f"'{pool.name}' names a Kueue "
                                     "flavor of its own (access.queues); name the pool otherwise"))
     order = flavor_order(access.flavor_order, hosts, pools)
-    pool_names = {pool.name for pool in pools}
-    distribution = cfg.kubernetes.distribution if cfg.kubernetes else ""
-    provisions = autoscales(pools, distribution not in CONTROLLERS_WITHOUT_KUBELET)
     used: set[str] = set()
     for t, team in enumerate(access.teams):
         for f, flavor in enumerate(team.quota.flavors):
@@ -104,15 +100,6 @@ def queue_checks(cfg: PartialConfig) -> list[Problem]:
                 problems.append(Problem(
                     f"access.teams[{t}] ({team.name}).quota.flavors[{f}].name",
                     f"'{flavor.name}' is not in {where} ({', '.join(order) or 'none'})"))
-            elif flavor.name in pool_names and not provisions:
-                # The pools' admission check waits for cluster-autoscaler's
-                # ProvisioningRequests; without it Kueue marks the check inactive and the
-                # team's whole queue, on-prem included, stops admitting.
-                problems.append(Problem(
-                    f"access.teams[{t}] ({team.name}).quota.flavors[{f}].name",
-                    f"'{flavor.name}' is a pool, whose capacity Kueue asks cluster-autoscaler "
-                    f"for, which {distribution} does not run (its controllers run no kubelet); "
-                    "give the team GPUs on on-prem only, or use kubernetes.distribution rke2"))
     if len(order) > MAX_GROUP_FLAVORS:
         problems.append(Problem("access.flavorOrder", f"{len(order)} flavors; a Kueue "
                                 f"ClusterQueue lists at most {MAX_GROUP_FLAVORS}"))

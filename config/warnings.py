@@ -7,7 +7,6 @@ from typing import Optional
 
 from config.backup import backup_store
 from config.cloud import control_plane_address
-from config.autoscaling import autoscaling_warning
 from config.download_warnings import download_warnings
 from config.firewall import firewall_warnings
 from config.gpu_hosts import runtime_warnings, untolerated_taint_warnings
@@ -47,7 +46,6 @@ def preview_warnings(settings: StackConfig) -> list[str]:
     warnings += download_warnings(settings)
     warnings.append(time_warning(settings.time, settings.packages.apt_mirror))
     warnings.append(unsplit_teams_warning(settings.access))
-    warnings.append(autoscaling_warning(settings.pools, settings.kubernetes.distribution))
     return [warning for warning in warnings if warning]
 
 
@@ -66,14 +64,13 @@ def adopted_vpc_pools_warning(settings: StackConfig) -> Optional[str]:
 
 def ec2_controllers_warning(settings: StackConfig) -> Optional[str]:
     """What several EC2 controllers do not make highly available: what runs on the first
-    controller's instance only (hybrid: the VPN; cloud: the pools' token rotation and node
-    cleanup)."""
+    controller's instance only (hybrid: the VPN; with pools: their join-token rotation; the
+    cloud controller manager, which removes gone instances' nodes, runs on every controller)."""
     replicas = settings.control_plane_endpoint.replicas
     if settings.layout not in ("hybrid", "cloud") or replicas == 1:
         return None
-    pools = ("the pools' join-token rotation and the removal of the nodes of terminated pool "
-             "instances run on the first controller's instance only, so while it is down for "
-             "more than a day new pool instances cannot join")
+    pools = ("the pools' join-token rotation runs on the first controller's instance only, so "
+             "while it is down for more than a day new pool instances cannot join")
     alone = pools
     if settings.layout == "hybrid":
         alone = ("the VPN runs on the first controller's instance only, so losing it cuts the "

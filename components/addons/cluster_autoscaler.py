@@ -1,12 +1,12 @@
 """cluster-autoscaler (kubernetes/autoscaler cluster-autoscaler-1.36.1, its chart 9.59.0 from
-vendor/) on the cloud layout: it grows a pool's auto scaling group when pods wait for what a
+vendor/) on the AWS layouts' pools: it grows a pool's auto scaling group when pods wait for what a
 pool's node would give them, and shrinks it when a node has stayed unneeded for
 `autoscaling.scaleDownUnneededTime`. It finds the groups by their tags
 (`k8s.io/cluster-autoscaler/enabled` and `k8s.io/cluster-autoscaler/<cluster>`), takes
 Kueue's ProvisioningRequests (autoscaling.x-k8s.io, the CRD of the release tag), and never
 takes a node that runs a Job's or an MPIJob's pods (NOT_SAFE_TO_EVICT_POLICY below). The
-composition installs it where config/autoscaling.py `autoscales`: RKE2, and pool nodes that
-carry AWS provider IDs (which it knows nodes by).
+composition installs it where config/autoscaling.py `autoscales`: wherever there are pools,
+whose nodes carry AWS provider IDs (which it knows nodes by).
 
 Who can do what with its identities:
 - Its AWS identity is the instance role of the controller it runs on: the chart's pod has the
@@ -18,9 +18,11 @@ Who can do what with its identities:
   launch templates; set the size of, and terminate instances in, the groups tagged
   `k8s.io/cluster-autoscaler/<cluster>` only, which the pools' roles do not get. A compromised
   pool node has its own role and cannot reach the controllers' (another instance's metadata
-  service); it cannot draw the pod to itself either: the node selector is the controllers'
-  `node-role.kubernetes.io/control-plane` label, which NodeRestriction keeps a kubelet from
-  setting (kubernetes plugin/pkg/admission/noderestriction, labels under kubernetes.io). So it
+  service); it cannot draw the pod to itself either: the node selector is the distribution's
+  controller label (Distribution.controller_node_labels: RKE2's
+  `node-role.kubernetes.io/control-plane`, which RKE2 sets on its servers; on k0s one under
+  node-restriction.kubernetes.io/, which install-controller sets), which NodeRestriction
+  keeps a kubelet from setting (kubernetes plugin/pkg/admission/noderestriction). So it
   can at most mark itself unready or idle, and so have its own instance removed, or misreport
   its own capacity, which misleads the scheduler as much as CA. CA's metrics port on the
   controller (:8085) is open to no one outside it (the controllers' security group).
@@ -35,6 +37,7 @@ Who can do what with its identities:
   `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`, or running under a Job, holds its
   node until it ends, as intended for long jobs (the cost is the quota's to bound)."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -52,10 +55,9 @@ NAMESPACE = "kube-system"
 # names (templates/clusterrole.yaml, `leases` resourceNames cluster-autoscaler).
 RELEASE = "cluster-autoscaler"
 SERVICE_ACCOUNT = RELEASE
-# What k0s and RKE2 label a controller that runs a kubelet with (efs_csi.py); the taints such
-# a controller may carry: RKE2's server-only one (components/distributions/rke2.py
-# SERVER_ONLY_TAINT) and the control-plane taint k0s's --enable-worker sets without
-# --no-taints.
+# The taints a controller that runs a kubelet may carry: RKE2's server-only one
+# (components/distributions/rke2.py SERVER_ONLY_TAINT) and the control-plane taint k0s's
+# --enable-worker sets without --no-taints (components/distributions/k0s.py).
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 TOLERATIONS = ({"key": "CriticalAddonsOnly", "operator": "Exists"},
                {"key": CONTROL_PLANE_LABEL, "operator": "Exists", "effect": "NoSchedule"})
@@ -106,7 +108,8 @@ def arguments(autoscaling: AutoscalingSettings) -> dict:
 # drops a key whose value is null, but Pulumi sends no nulls).
 
 
-def chart_values(cluster_name: str, region: str, autoscaling: AutoscalingSettings) -> dict:
+def chart_values(cluster_name: str, region: str, autoscaling: AutoscalingSettings,
+                 node_selector: Mapping[str, str]) -> dict:
     """The chart's values (values.yaml at cluster-autoscaler-chart-9.59.0) the program sets;
     everything else is upstream's default."""
     return {
@@ -127,7 +130,7 @@ def chart_values(cluster_name: str, region: str, autoscaling: AutoscalingSetting
         # security group admits no one to it (components/aws/controller_groups.py
         # ingress_rules: the API, SSH, the distribution's ports).
         "hostNetwork": True,
-        "nodeSelector": {CONTROL_PLANE_LABEL: "true"},
+        "nodeSelector": dict(node_selector),
         "tolerations": list(TOLERATIONS),
         # Nothing scrapes it through a Service.
         "service": {"create": False},
@@ -196,6 +199,8 @@ class ClusterAutoscalerArgs:
     cluster_name: str
     region: str
     autoscaling: AutoscalingSettings
+    # The distribution's labels of a controller's node (Distribution.controller_node_labels).
+    node_selector: Mapping[str, str]
 
 
 class ClusterAutoscaler(pulumi.ComponentResource):
@@ -222,7 +227,8 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     depends_on=list(policy)))))
         k8s.helm.v4.Chart(
             f"{name}-chart", chart=versions.CLUSTER_AUTOSCALER_CHART, namespace=NAMESPACE,
-            values=chart_values(args.cluster_name, args.region, args.autoscaling),
+            values=chart_values(args.cluster_name, args.region, args.autoscaling,
+                                args.node_selector),
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                 depends_on=[self.provisioning_requests, *policy])))
         self.register_outputs({"version": versions.CLUSTER_AUTOSCALER})

@@ -25,12 +25,11 @@ AWS_LAYOUTS = ("cloud", "hybrid")
 
 def runs_aws_cloud_controller(config: StackConfig) -> bool:
     """Whether the AWS cloud controller manager runs (components/aws/cloud_controller.py): on
-    the AWS layouts, where the controllers are nodes. It runs on the controllers alone, whose
-    instance role is the only one with its IAM policy; a k0s controller runs no kubelet
-    (k0s v1.36.3+k0s.2 cmd/controller/controller.go:721-730 starts one only with
-    --enable-worker), so no pod can run there (config/warnings.py says so)."""
-    return (config.layout in AWS_LAYOUTS
-            and DISTRIBUTIONS[config.kubernetes.distribution].controller_runs_kubelet)
+    the AWS layouts. It runs on the controllers alone, whose instance role is the only one
+    with its IAM policy; there every distribution's controllers are nodes (RKE2's servers;
+    k0s's controllers run a tainted kubelet there, components/distributions/k0s.py
+    `controller_runs_kubelet`)."""
+    return config.layout in AWS_LAYOUTS
 
 
 def distribution_settings(config: StackConfig) -> DistributionSettings:

@@ -171,16 +171,18 @@ class Distribution(Protocol):
     # The file under components/scripts/ whose functions take and restore a snapshot of the
     # control plane's state (cluster_state_snapshot, cluster_state_restore) for backups.
     cluster_state: str
-    # The controller runs a kubelet even when it runs no workloads, so the kubelet
-    # settings step (worker_profile_env) runs there too.
+    # The controller runs a kubelet even when it runs no workloads (RKE2's servers; k0s's
+    # controllers on the AWS layouts, the cloud controller manager's and cluster-autoscaler's
+    # home).
     controller_runs_kubelet: bool
+    # That kubelet takes new settings only from the kubelet settings step
+    # (worker_profile_env), which then runs on the controllers too.
+    controller_profile_step: bool
     # The labels a controller's node carries (where the AWS cloud controller manager runs);
     # empty where a controller is no node.
     controller_node_labels: Mapping[str, str]
-    # kubectl on a node: a command to which --kubeconfig is added (the node-cleanup agent of
-    # a pool's instance); on the controller with its admin credential, by absolute path
-    # for systemd units.
-    kubectl: str
+    # kubectl on the controller with its admin credential, by absolute path for systemd
+    # units.
     kubectl_path: str
     # kubectl on a worker with its kubelet's credential, by absolute path: how a step on
     # the host reads its own Node (reboot-if-needed: is it drained).

@@ -16,7 +16,7 @@ from components.distributions.base import (
     read_at_boot,
 )
 from components.common import audit, pod_security
-from components.common.step_text import Script
+from components.common.step_text import SSM_READER, Script
 from components.distributions.k0s_api import api_server_args, api_server_raw_args, endpoint_config
 from config.images import ImageMirror
 from config.hosts import Host, WorkerPool
@@ -48,6 +48,29 @@ CONTROLLER_FIREWALL_PORTS = {"etcd-peer": (ports.ETCD_PEER, "tcp"), **CONTROL_PL
 WORKER_FIREWALL_PORTS = {"kubelet": (ports.KUBELET, "tcp")}
 CNI_FIREWALL_PORTS = {"kuberouter": {"kube-router-bgp": (179, "tcp")},
                       "calico": {"calico-vxlan": (4789, "udp")}}
+# kube-router's IP in IP (IP protocol 4, IANA's "Assigned Internet Protocol Numbers"), a
+# rule without a port (components/aws/network.py IP_IN_IP).
+KUBE_ROUTER_IPIP = {"kube-router-ipip": (0, "4")}
+# The label the AWS layouts' controllers' nodes carry, which the cloud controller manager
+# and cluster-autoscaler select (Distribution.controller_node_labels). install-controller
+# gives it with the admin credential: a kubelet may set no label under
+# node-restriction.kubernetes.io/ on its Node (NodeRestriction, kubernetes
+# plugin/pkg/admission/noderestriction/admission.go). k0s's own controller label is no
+# such fence: its node-role controller turns any node's node.k0sproject.io/role=X, a label
+# a kubelet may set on itself, into node-role.kubernetes.io/X=true (v1.36.3+k0s.2
+# pkg/component/controller/noderole.go:82-101).
+CONTROLLER_LABEL = "node-restriction.kubernetes.io/gpu-cluster-controller"
+# kube-router on the AWS layouts: IP in IP between every two nodes, not only those of
+# different subnets (--overlay-type, kube-router v2.10.0 pkg/options/options.go:229-233):
+# EC2 drops a packet whose source or destination is not the instance's own address
+# (pods' addresses, routed directly between nodes of one subnet) unless its
+# source/destination check is off, and a security group admits nodes by their own
+# addresses. kube-router would turn the check off itself on every node with an aws:///
+# providerID (pkg/controllers/routing/aws.go:26-86, network_routes_controller.go:191-195)
+# with ec2:ModifyInstanceAttribute, which can also change any instance's groups and user
+# data: no node's role has it, and --disable-source-dest-check=false keeps it from trying.
+AWS_KUBE_ROUTER_ARGS = {"overlay-type": "full", "disable-source-dest-check": "false"}
+
 
 class K0s(PrefixedInputs):
     name = "k0s"
@@ -67,15 +90,13 @@ class K0s(PrefixedInputs):
     etcd_quorum = Script("k0s/etcd-quorum.sh")
     etcd_member = Script("k0s/etcd-member.sh")
     leave_etcd = Script("k0s/leave-etcd.sh")
+    # A controller's embedded worker reads the profile from the cluster config, whose change
+    # restarts it (install-controller).
+    controller_profile_step = False
     # Its control plane load balancing (endpoint_config).
     serves_vip = True
     upgrade_node = Script("k0s/upgrade-node.sh")
     cluster_state = "k0s/cluster-state.sh"
-    # A pure controller runs no kubelet (K0S_ENABLE_WORKER false).
-    controller_runs_kubelet = False
-    controller_node_labels: dict = {}
-    # kubectl on a node, with the distribution's own binary.
-    kubectl = "k0s kubectl"
     kubectl_path = "/usr/local/bin/k0s kubectl"
     # The kubelet's kubeconfig of a k0s worker (K0S_KUBELET_KUBECONFIG, k0s/lib.sh).
     node_kubectl = "/usr/local/bin/k0s kubectl --kubeconfig /var/lib/k0s/kubelet.conf"
@@ -86,13 +107,9 @@ class K0s(PrefixedInputs):
     # service").
     node_services = ("k0scontroller.service", "k0sworker.service")
     kubelet_root_dir = KUBELET_ROOT_DIR
-    control_plane_ports = CONTROL_PLANE_PORTS
     # Behind an external address, k0s's join API and konnectivity as well as the API
     # (docs/high-availability.md at v1.36.3+k0s.2, "Load Balancer").
     load_balanced_ports = CONTROL_PLANE_PORTS
-    # None: the control plane reaches kubelets through the konnectivity tunnels that
-    # the nodes open.
-    node_ports: Mapping[str, tuple[int, str]] = {}
     # The CA key is its only secret; join tokens are issued per node.
     cluster_secrets: Sequence[str] = ()
     join_secrets: Sequence[str] = ()
@@ -103,6 +120,40 @@ class K0s(PrefixedInputs):
 
     def __init__(self, settings: DistributionSettings):
         self.settings = settings
+
+    @property
+    def controller_runs_kubelet(self) -> bool:
+        """On the AWS layouts (settings.aws_cloud_provider) a controller runs a kubelet,
+        tainted with k0s's control-plane taint (`--enable-worker` without `--no-taints`,
+        v1.36.3+k0s.2 cmd/controller/controller.go:721-730), as the home of the cloud
+        controller manager and cluster-autoscaler, whose IAM policies its instance role
+        alone holds; elsewhere a pure controller runs none (docs/layouts.md)."""
+        return self.settings.aws_cloud_provider
+
+    @property
+    def controller_node_labels(self) -> dict[str, str]:
+        return {CONTROLLER_LABEL: "true"} if self.controller_runs_kubelet else {}
+
+    @property
+    def _node_network_ports(self) -> dict[str, tuple[int, str]]:
+        """What a node's kubelet and CNI answer other nodes at (metrics-server scrapes every
+        kubelet; kube-router peers in BGP and tunnels in IP in IP)."""
+        return {**WORKER_FIREWALL_PORTS, **CNI_FIREWALL_PORTS[self.settings.cni],
+                **(KUBE_ROUTER_IPIP if self.settings.cni == "kuberouter" else {})}
+
+    @property
+    def control_plane_ports(self) -> dict[str, tuple[int, str]]:
+        """The join API and konnectivity; a controller that is a node also its kubelet's and
+        its CNI's."""
+        return {**CONTROL_PLANE_PORTS,
+                **(self._node_network_ports if self.controller_runs_kubelet else {})}
+
+    @property
+    def node_ports(self) -> dict[str, tuple[int, str]]:
+        """What the EC2 nodes admit from the controllers: where those are nodes, their
+        kubelet's and CNI's ports; otherwise none, the control plane reaches kubelets
+        through the konnectivity tunnels that the nodes open."""
+        return self._node_network_ports if self.controller_runs_kubelet else {}
 
     def cluster_config(self, controller: Host, extra_sans: Sequence[str] = ()) -> str:
         """/etc/k0s/k0s.yaml for the controller; `extra_sans` for its public address."""
@@ -138,6 +189,9 @@ class K0s(PrefixedInputs):
             }
         elif settings.cni_mtu:
             spec["network"]["kuberouter"] = {"autoMTU": False, "mtu": settings.cni_mtu}
+        if settings.cni == "kuberouter" and settings.aws_cloud_provider:
+            kube_router = spec["network"].setdefault("kuberouter", {})
+            kube_router["extraArgs"] = dict(AWS_KUBE_ROUTER_ARGS)
         document = {
             "apiVersion": "k0s.k0sproject.io/v1beta1",
             "kind": "ClusterConfig",
@@ -159,21 +213,23 @@ class K0s(PrefixedInputs):
 
     @property
     def overlay_between_subnets(self) -> dict[str, tuple[int, str]]:
-        """kube-router's IP in IP (IP protocol 4, IANA's "Assigned Internet Protocol
-        Numbers"): k0s leaves its --enable-overlay and --overlay-type at their defaults
-        (v1.36.3+k0s.2 pkg/component/controller/kuberouter.go:112-124 set neither), true and
-        "subnet" (kube-router v2.10.0 pkg/options/options.go:113,162-165), which tunnels
-        pods' packets in IP in IP between nodes of different subnets only
-        (pkg/controllers/routing/network_routes_controller.go:676). Calico's
-        overlay is VXLAN, a port of CNI_FIREWALL_PORTS."""
-        return {"kube-router-ipip": (0, "4")} if self.settings.cni == "kuberouter" else {}
+        """kube-router's IP in IP: k0s leaves its --enable-overlay at its default, true
+        (v1.36.3+k0s.2 pkg/component/controller/kuberouter.go:112-124; kube-router v2.10.0
+        pkg/options/options.go:113,162-165), which tunnels pods' packets in IP in IP between
+        nodes of different subnets (pkg/controllers/routing/network_routes_controller.go:676),
+        and on the AWS layouts between all nodes (AWS_KUBE_ROUTER_ARGS). Calico's overlay is
+        VXLAN, a port of CNI_FIREWALL_PORTS."""
+        return dict(KUBE_ROUTER_IPIP) if self.settings.cni == "kuberouter" else {}
 
     def host_firewall_ports(self, host: Host) -> dict[str, tuple[int, str]]:
         """A controller's ports; a host that runs workloads (a worker, a controller+worker)
-        adds its kubelet's and its CNI's."""
+        adds its kubelet's and its CNI's, as does a controller that is a node (the AWS
+        layouts' controllers, to each other: components/aws/controller_groups.py)."""
         ports = dict(CONTROLLER_FIREWALL_PORTS) if host.runs_control_plane else {}
         if host.runs_workloads:
             ports.update({**WORKER_FIREWALL_PORTS, **CNI_FIREWALL_PORTS[self.settings.cni]})
+        elif host.runs_control_plane and self.controller_runs_kubelet:
+            ports.update(self._node_network_ports)
         return ports
 
     def worker_profile_values(self) -> str:
@@ -224,6 +280,7 @@ class K0s(PrefixedInputs):
         empty `node_ip` lets the kubelet pick the instance's address (cloud pools)."""
         return {
             **self.version_env(),
+            **self._cloud_provider_env(isinstance(node, WorkerPool)),
             "NODE_IP": node_ip,
             "KUBELET_EXTRA_ARGS": "",
             "NODE_LABELS": ",".join(f"{k}={v}" for k, v in node_labels(node).items()),
@@ -234,6 +291,14 @@ class K0s(PrefixedInputs):
             "K0S_PROFILE": WORKER_PROFILE,
             "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
         }
+
+    def _cloud_provider_env(self, on_ec2: bool) -> dict[str, str]:
+        """The kubelet of an EC2 node with --cloud-provider=external and its providerID
+        (K0S_CLOUD_PROVIDER, k0s/install-controller.sh and join-worker.sh); an on-prem
+        host's (hybrid) keeps none."""
+        if not (on_ec2 and self.settings.aws_cloud_provider):
+            return {}
+        return {"K0S_CLOUD_PROVIDER": "aws", "SSM_READER": SSM_READER.text()}
 
     def cluster_secrets_env(self, secrets: Mapping[str, pulumi.Input[str]]) -> dict:
         return {}
@@ -266,17 +331,24 @@ class K0s(PrefixedInputs):
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:
         """install-controller's inputs but the CA key, which comes as K0S_CA_KEY (over
         SSH) or K0S_CA_KEY_SSM_PARAMETER (read at boot by the instance)."""
+        # A kubelet for the cluster's own pods only (controller_runs_kubelet).
+        tainted = self.controller_runs_kubelet and not host.runs_workloads
         return {
             **self.node_env(host, host.address),
+            # The controllers of the layouts where it runs are EC2 instances.
+            **self._cloud_provider_env(True),
+            **({"K0S_CONTROL_PLANE_TAINT": "true", "NODE_NAME": host.name,
+                "CONTROLLER_NODE_LABEL": f"{CONTROLLER_LABEL}=true"} if tainted else {}),
             "K0S_CONFIG": pulumi.Output.from_input(extra_sans).apply(
                 lambda sans: self.cluster_config(host, sans)),
-            "K0S_ENABLE_WORKER": "true" if host.runs_workloads else "false",
+            "K0S_ENABLE_WORKER": "true" if host.runs_workloads or tainted else "false",
             "API_PORT": str(self.settings.kubernetes.api_port),
             "K0S_CA_CERT": ca_cert_pem,
             "K0S_ADMISSION_CONFIG": pod_security.admission_configuration(
                 pod_security.version_of(self.settings.kubernetes.version)),
             "K0S_AUDIT_POLICY": audit.policy(),
         }
+
 
 
 # What components/distributions/__init__.py loads for this distribution.

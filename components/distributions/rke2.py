@@ -134,12 +134,12 @@ class Rke2(PrefixedInputs):
     cluster_state = "rke2/cluster-state.sh"
     # An RKE2 server always runs a kubelet (SERVER_ONLY_TAINT keeps workloads off it).
     controller_runs_kubelet = True
+    controller_profile_step = True
     # The server labels its node so once it registered (k3s pkg/server/server.go
     # setNodeLabelsAndAnnotations: ControlPlaneRoleLabelKey "true").
     controller_node_labels = {"node-role.kubernetes.io/control-plane": "true"}
     # Every node has RKE2's kubectl (the runtime image's bin/, k3s pkg/agent/config); the
     # admin kubeconfig is on the server only.
-    kubectl = f"{DATA_DIR}/bin/kubectl"
     kubectl_path = f"{DATA_DIR}/bin/kubectl --kubeconfig {ADMIN_KUBECONFIG}"
     # The agent's kubelet kubeconfig (RKE2_KUBELET_KUBECONFIG, rke2/lib.sh).
     node_kubectl = f"{DATA_DIR}/bin/kubectl --kubeconfig {DATA_DIR}/agent/kubelet.kubeconfig"

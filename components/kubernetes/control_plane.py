@@ -174,7 +174,7 @@ class ControlPlane(pulumi.ComponentResource):
         self.over_ssh.append((host, prepared.ssh))
         installed = self._create_install_controller(host, prepared.ssh,
                                                     [prepared.ready, *after])
-        if distribution.controller_runs_kubelet:
+        if distribution.controller_profile_step:
             # Its kubelet restarts with new settings: nothing uses the API meanwhile.
             installed = self._step(
                 "apply-worker-profile", distribution.apply_worker_profile,

@@ -36,7 +36,6 @@ from components.kubernetes.backups import (
     install_backup_step,
     install_backup_env,
 )
-from components.distributions import runs_aws_cloud_controller
 from components.hosts.steps import preparation_steps
 from components.network.vpn_clients import gateway_address
 from components.layouts.contract import Efs, EfsWebIdentity, Layout
@@ -49,17 +48,6 @@ from config.storage import efs_mounts_with_iam
 from config.types import public_key_of
 from contract import names
 
-
-# Where the controllers are no nodes (k0s: components/distributions/__init__.py
-# runs_aws_cloud_controller).
-NO_CLOUD_CONTROLLER = (
-    "the AWS cloud controller manager is not installed: this distribution's controllers run "
-    "no kubelet, so no pod can run on them, and only their instance role may hold its IAM "
-    "policy (a pool node's may not). EC2 nodes get no providerID or zone labels "
-    "(docs/layouts.md, \"The AWS cloud controller manager\")")
-# What takes its node deletion's place where there are pools (pool_node_cleanup.py).
-POOL_WATCHER_DELETES_NODES = ("; the controller's pool node watcher deletes the nodes of the "
-                              "pools' instances that are gone")
 
 def mirror_password(settings: StackConfig) -> Optional[pulumi.Output[str]]:
     mirror = settings.image_mirror
@@ -225,14 +213,9 @@ class OnAws(Layout):
         return self._aws
 
     def _cloud_controller(self, provider: k8s.Provider) -> None:
-        """The AWS cloud controller manager on the controllers, where they are nodes,
-        through the nodes' provider (components/aws/cloud_controller.py); otherwise
-        the preview says why (NO_CLOUD_CONTROLLER)."""
+        """The AWS cloud controller manager on the controllers, which are nodes, through the
+        nodes' provider (components/aws/cloud_controller.py)."""
         context = self.context
-        if not runs_aws_cloud_controller(context.settings):
-            pulumi.log.warn(NO_CLOUD_CONTROLLER + (POOL_WATCHER_DELETES_NODES
-                                                   if context.settings.pools else ""))
-            return
         CloudController(f"{context.name}-cloud-controller", CloudControllerArgs(
             cluster_name=context.settings.cluster_name, provider=provider,
             controller_roles=[c.role_name for c in self._aws.controllers],
@@ -295,7 +278,7 @@ class OnAws(Layout):
                    if settings.vpn is not None and settings.vpn.mode == "server-on-ec2"
                    else [])
         # On hybrid the controllers mount EFS as the nodes do; on the cloud layout they
-        # run no kubelet and the pools are the nodes.
+        # run none of the users' pods (tainted) and the pools are the nodes.
         controller = ([] if settings.layout == "cloud"
                       else [ec2.private_ip for ec2 in aws_side.controllers])
         return EfsFileSystem(f"{self.context.name}-efs", EfsFileSystemArgs(

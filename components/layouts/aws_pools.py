@@ -71,7 +71,7 @@ def ec2_pools(context: ClusterContext, aws_side: AwsSide,
     started = cleanup.start([p.token_parameter for p in pools])
     for pool in pools:
         pool.launch(after=[started])
-    if autoscales(pools, context.distribution.controller_runs_kubelet):
+    if autoscales(pools):
         # cluster-autoscaler runs on a controller, with its role (the pools' get none).
         allow_autoscaling(f"{context.name}-cluster-autoscaler",
                           [controller.role_name for controller in aws_side.controllers],

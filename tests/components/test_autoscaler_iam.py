@@ -51,9 +51,9 @@ def pool_nodes(found: Stack) -> list:
     return [p for name, p in found.roles.items() if name.endswith("-node")]
 
 
-@pytest.mark.parametrize("replicas", [1, 3])
-def test_the_controllers_resize_this_cluster_s_groups_only(replicas):
-    found = stack("rke2", replicas)
+@pytest.mark.parametrize("distribution, replicas", [("rke2", 1), ("rke2", 3), ("k0s", 1)])
+def test_the_controllers_resize_this_cluster_s_groups_only(distribution, replicas):
+    found = stack(distribution, replicas)
     roles = controllers(found)
     assert len(roles) == replicas
     for role in roles:
@@ -76,8 +76,9 @@ def test_the_controllers_resize_this_cluster_s_groups_only(replicas):
                 == IMPLICIT_DENY, action
 
 
-def test_the_pools_roles_may_not_resize_any_group():
-    found = stack()
+@pytest.mark.parametrize("distribution", ["rke2", "k0s"])
+def test_the_pools_roles_may_not_resize_any_group(distribution):
+    found = stack(distribution)
     nodes = pool_nodes(found)
     assert len(nodes) == 2
     for node in nodes:
@@ -86,19 +87,12 @@ def test_the_pools_roles_may_not_resize_any_group():
                 == IMPLICIT_DENY, (node.name, action)
 
 
-@pytest.mark.parametrize("stack_name", ["dev", "k0s with provider ids"])
-def test_no_role_gets_it_where_no_autoscaler_runs(stack_name):
-    """k0s's EC2 controllers run no kubelet, so no cluster-autoscaler and no grant (the
-    example cloud stack, as it is and once the pools' nodes have AWS provider IDs)."""
-    if stack_name == "dev":
-        plan = example_plan("dev")
-    else:
-        values = cloud_config()
-        values["clusterName"] = "dev"
-        plan = preview(values)
+def test_no_role_gets_it_where_no_autoscaler_runs():
+    """Without pools (the example hybrid stack) no cluster-autoscaler and no grant."""
+    plan = example_plan("prod")
     found = Stack(plan)
     for role in found.roles.values():
-        assert evaluate(role, Request(SCALE_ACTIONS[0], group_arn("dev-gpu"), tagged("dev"))) \
+        assert evaluate(role, Request(SCALE_ACTIONS[0], group_arn("prod-gpu"), tagged("prod"))) \
             == IMPLICIT_DENY, role.name
     assert not [r for r in plan.resources if "cluster-autoscaler" in r.name]
 

@@ -79,14 +79,28 @@ KUBELET_LABELS = {"kubernetes.io/hostname", "topology.kubernetes.io/zone",
 KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 
 
-def test_a_pool_node_cannot_label_itself_into_running_it():
+@pytest.mark.parametrize("distribution", ["rke2", "k0s"])
+def test_a_pool_node_cannot_label_itself_into_running_it(distribution):
     """Its pods (and their token, which may delete every node) run where the distribution's
-    controller labels are; a compromised pool node's kubelet may not set them."""
-    from components.distributions.rke2 import DEFAULT_ADMISSION_PLUGINS, Rke2
-    assert "NodeRestriction" in DEFAULT_ADMISSION_PLUGINS
-    selector = cloud_controller.chart_values(Rke2.controller_node_labels)["nodeSelector"]
+    controller labels are; a compromised pool node's kubelet may not set them, nor have k0s
+    set them for it: k0s's node-role controller gives any node whose kubelet set
+    node.k0sproject.io/role=X the label node-role.kubernetes.io/X (v1.36.3+k0s.2
+    pkg/component/controller/noderole.go:82-101), so on k0s no node-role.kubernetes.io/ key."""
+    from components.distributions import distribution_for, distribution_settings
+    from components.distributions.k0s_api import DEFAULT_ADMISSION_PLUGINS as K0S_PLUGINS
+    from components.distributions.rke2 import DEFAULT_ADMISSION_PLUGINS
+    from tests.builders import cloud_config
+    from tests.config.loading import loads
+
+    assert "NodeRestriction" in DEFAULT_ADMISSION_PLUGINS and "NodeRestriction" in K0S_PLUGINS
+    values = cloud_config()
+    values["kubernetes"] = {"distribution": distribution}
+    labels = distribution_for(distribution_settings(loads(values))).controller_node_labels
+    selector = cloud_controller.chart_values(labels)["nodeSelector"]
     assert selector
     for key in selector:
+        if distribution == "k0s":
+            assert not key.startswith("node-role.kubernetes.io/"), key
         prefix = key.split("/", 1)[0]
         assert prefix.endswith(("kubernetes.io", "k8s.io")), key
         assert key not in KUBELET_LABELS

@@ -31,7 +31,7 @@ def test_it_has_every_attribute_of_the_protocol(name):
     assert distribution.name == name
     missing = [attribute for attribute in ATTRIBUTES if not hasattr(distribution, attribute)]
     assert not missing
-    for attribute in ("kubectl", "kubectl_path", "controller_service", "node_services",
+    for attribute in ("kubectl_path", "controller_service", "node_services",
                       "kubelet_root_dir", "containerd_dropin_dir"):
         assert getattr(distribution, attribute), attribute
     for ports in (distribution.control_plane_ports, distribution.node_ports):

@@ -1,12 +1,11 @@
-"""`autoscaling`: its one key's durations, the layout it belongs to, and the preview's warning
-where cluster-autoscaler cannot run (controllers without a kubelet)."""
+"""`autoscaling`: its one key's durations, the layout it belongs to, and where
+cluster-autoscaler runs (the EC2 controllers, nodes with every distribution)."""
 
 import pytest
 
-from components.distributions.k0s import K0s
-from components.distributions.rke2 import Rke2
+from components.distributions import distribution_for, distribution_settings
 from config import autoscaling
-from config.autoscaling import CONTROLLERS_WITHOUT_KUBELET, duration_seconds
+from config.autoscaling import duration_seconds
 from config.versions import DISTRIBUTIONS
 from tests.builders import bare_metal_config, cloud_config, hybrid_config
 from tests.config.loading import loads, problems_of
@@ -49,24 +48,22 @@ def test_the_section_belongs_to_the_layouts_with_pools():
     loads(values)
 
 
-def test_the_warning_follows_the_distributions_that_run_no_kubelet_on_controllers():
-    """The config names the distributions; the distributions say it (controller_runs_kubelet,
-    which the composition reads to install cluster-autoscaler)."""
-    classes = {"k0s": K0s, "rke2": Rke2}
-    assert set(classes) == set(DISTRIBUTIONS)
-    assert set(CONTROLLERS_WITHOUT_KUBELET) == {
-        name for name, cls in classes.items() if not cls.controller_runs_kubelet}
+@pytest.mark.parametrize("distribution", sorted(DISTRIBUTIONS))
+def test_every_distribution_s_ec2_controllers_are_nodes_for_cluster_autoscaler(distribution):
+    """Its home: on the AWS layouts each distribution's controllers run a kubelet (k0s's a
+    tainted one there, only there), labelled with what CA's node selector names."""
     values = cloud_config()
-    [warning] = [w for w in warnings_of(values) if "autoscale" in w]
-    assert "k0s runs without a kubelet" in warning and "keeps its configured size" in warning
-    values["kubernetes"] = {"distribution": "rke2"}
+    values["kubernetes"] = {"distribution": distribution}
+    config = loads(values)
+    on_aws = distribution_for(distribution_settings(config))
+    assert on_aws.controller_runs_kubelet and on_aws.controller_node_labels
     assert not [w for w in warnings_of(values) if "autoscale" in w]
-    assert not [w for w in warnings_of(bare_metal_config(workers=1)) if "autoscale" in w]
+    bare_metal = bare_metal_config(workers=1)
+    bare_metal["kubernetes"] = {"distribution": distribution}
+    bare = distribution_for(distribution_settings(loads(bare_metal)))
+    assert bare.controller_runs_kubelet == (distribution == "rke2")
 
 
-def test_pools_autoscale_where_the_controllers_run_a_kubelet():
-    """k0s's EC2 controllers run none: no cluster-autoscaler, whatever the pools say."""
-    values = cloud_config()
-    assert not autoscaling.autoscales(loads(values).pools, controller_runs_kubelet=False)
-    assert autoscaling.autoscales(loads(values).pools, controller_runs_kubelet=True)
-    assert not autoscaling.autoscales([], controller_runs_kubelet=True)
+def test_pools_autoscale_wherever_there_are_pools():
+    assert autoscaling.autoscales(loads(cloud_config()).pools)
+    assert not autoscaling.autoscales([])

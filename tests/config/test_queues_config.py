@@ -126,12 +126,12 @@ def test_teams_left_unsplit_beside_split_ones_are_warned_about():
     assert not [w for w in preview_warnings(loads(values)) if "quota.flavors" in w]
 
 
-def test_a_pool_flavor_needs_cluster_autoscaler():
-    """With k0s no cluster-autoscaler serves the pools' ProvisioningRequests, and Kueue would
-    stop the team's whole queue on the inactive admission check."""
+@pytest.mark.parametrize("distribution", ["k0s", "rke2"])
+def test_a_pool_flavor_is_taken_with_either_distribution(distribution):
+    """cluster-autoscaler, which serves the pools' ProvisioningRequests, runs wherever there
+    are pools (config/autoscaling.py autoscales), so no distribution leaves Kueue's
+    admission check inactive."""
     values = with_teams(cloud_config(), {"name": "vision", "quota": {"flavors": [
         {"name": "gpu", "gpus": 4}]}})
-    values["kubernetes"] = {"distribution": "k0s"}
-    [(path, message)] = problems_of(values)
-    assert path == "access.teams[0] (vision).quota.flavors[0].name"
-    assert "'gpu' is a pool" in message and "k0s does not run" in message
+    values["kubernetes"] = {"distribution": distribution}
+    assert [t.name for t in loads(values).access.teams] == ["vision"]

@@ -120,27 +120,33 @@ PLANS = {**{stack: (lambda stack=stack: example_plan(stack)) for stack in EXAMPL
 @pytest.mark.parametrize("stack", PLANS)
 def test_no_team_pod_can_land_on_a_controller(stack):
     """A k0s controller runs no kubelet (K0S_ENABLE_WORKER false: k0s
-    docs/architecture/index.md, "no container engine or kubelet running on controllers");
-    an RKE2 server runs one, tainted CriticalAddonsOnly, which the team policy refuses to
-    let a team's pod tolerate."""
+    docs/architecture/index.md, "no container engine or kubelet running on controllers")
+    but on the AWS layouts, where it runs one with k0s's control-plane taint
+    (K0S_CONTROL_PLANE_TAINT, v1.36.3+k0s.2 cmd/controller/controller.go:721-730); an RKE2
+    server runs one, tainted CriticalAddonsOnly. The team policy refuses to let a team's pod
+    tolerate either taint."""
     plan = PLANS[stack]()
     texts = [r.inputs["stdin"] for r in plan.resources
              if r.name.endswith("install-controller") and "stdin" in r.inputs]
     stdin = "\n".join(t["value"] if isinstance(t, dict) else t for t in texts)
     assert stdin, stack
     if "K0S_ENABLE_WORKER=" in stdin:
-        assert "K0S_ENABLE_WORKER='false'" in stdin
-        return
-    assert f"- {SERVER_ONLY_TAINT}" in stdin
+        if "K0S_ENABLE_WORKER='false'" in stdin:
+            return
+        assert "K0S_CONTROL_PLANE_TAINT='true'" in stdin
+        toleration = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+                      "effect": "NoSchedule"}
+    else:
+        assert f"- {SERVER_ONLY_TAINT}" in stdin
+        key, rest = SERVER_ONLY_TAINT.split("=")
+        value, effect = rest.split(":")
+        toleration = {"key": key, "operator": "Equal", "value": value, "effect": effect}
     found = _pod_policy(plan)
     if "ValidatingAdmissionPolicy" not in found:
         # No team: no team pod to keep off it.
         assert not [r for r in plan.resources if r.type == "kubernetes:core/v1:Namespace"
                     and TEAM_LABEL in r.inputs["metadata"].get("labels", {})], stack
         return
-    key, rest = SERVER_ONLY_TAINT.split("=")
-    value, effect = rest.split(":")
-    toleration = {"key": key, "operator": "Equal", "value": value, "effect": effect}
     pod = {**POD, "spec": {**POD["spec"], "tolerations": [toleration]}}
     context = {"object": pod, "request": {"operation": "CREATE"}}
     validations = found["ValidatingAdmissionPolicy"]["spec"]["validations"]

@@ -1,15 +1,15 @@
 """The AWS cloud controller manager in whole stacks, through the offline preview: installed
 on RKE2's AWS layouts through the nodes' provider (nothing waits for all nodes before it),
 its IAM policy on every controller's role and on no pool node's (tests/iam_evaluator.py),
-the EC2 nodes' kubelets with cloud provider external and the on-prem ones without; not on
-k0s, whose controllers are no nodes, and the preview says so."""
+the EC2 nodes' kubelets with cloud provider external and the on-prem ones without; on k0s
+too, whose EC2 controllers there run a tainted kubelet for it."""
 
 import pytest
 import yaml
 
 from components.aws import cloud_controller
 from components.common.step_text import step_inputs
-from components.layouts.aws import NO_CLOUD_CONTROLLER, POOL_WATCHER_DELETES_NODES
+from components.distributions.k0s import CONTROLLER_LABEL
 from preview.engine import unwrap_secrets as unwrap
 from tests.builders import cloud_config, example_plan, preview
 from tests.components.test_iam_evaluation import Stack
@@ -101,10 +101,34 @@ def test_a_pool_instance_joins_with_its_provider_id(cloud):
     assert "cloud-provider-name" not in yaml.safe_load(join["RKE2_CONFIG"])
 
 
-def test_not_on_k0s_and_the_preview_says_why():
+def test_on_k0s_the_ec2_controllers_are_tainted_nodes_it_alone_runs_on():
+    """k0s's EC2 controllers install with `--enable-worker` and k0s's control-plane taint,
+    their kubelets and the pools' with cloud provider external; each controller labels its
+    own node with a label no kubelet may set on itself, which the chart selects
+    (components/distributions/k0s.py CONTROLLER_LABEL; k0s/install-controller.sh)."""
     plan = example_plan("dev")
-    assert not [r for r in plan.resources if "cloud-controller" in r.name]
-    assert NO_CLOUD_CONTROLLER + POOL_WATCHER_DELETES_NODES in plan.warnings
-    # Without pools there is no watcher, and the warning names none.
-    assert NO_CLOUD_CONTROLLER in example_plan("prod").warnings
-    assert not any("RKE2_CLOUD_PROVIDER" in s for s in steps(plan).values())
+    [chart] = [c for c in plan.of_type(CHART) if c.name.endswith("-cloud-controller-chart")]
+    assert chart.inputs["values"]["nodeSelector"] == {CONTROLLER_LABEL: "true"}
+    assert CONTROLLER_LABEL.startswith("node-restriction.kubernetes.io/")
+    [instance] = plan.of_type("aws:ec2/instance:Instance")
+    install = boot_step(plan, instance, "install-controller")
+    assert install["K0S_ENABLE_WORKER"] == "true" and install["K0S_CONTROL_PLANE_TAINT"] == "true"
+    assert install["K0S_CLOUD_PROVIDER"] == "aws" and install["SSM_READER"]
+    assert install["CONTROLLER_NODE_LABEL"] == f"{CONTROLLER_LABEL}=true"
+    assert install["NODE_NAME"] == "control-plane"
+    templates = plan.of_type(TEMPLATE)
+    assert templates
+    for template in templates:
+        join = boot_step(plan, template, "join-worker")
+        assert join["K0S_CLOUD_PROVIDER"] == "aws" and join["SSM_READER"], template.name
+        assert "CONTROLLER_NODE_LABEL" not in join
+
+
+def test_on_k0s_hybrid_the_controller_s_ssh_install_is_the_same_and_on_prem_kubelets_keep_none():
+    rendered = steps(example_plan("prod"))
+    [install] = [s for name, s in rendered.items() if name.endswith("-install-controller")]
+    assert install["K0S_CLOUD_PROVIDER"] == "aws" and install["K0S_CONTROL_PLANE_TAINT"] == "true"
+    joins = {name: s for name, s in rendered.items() if name.endswith("-join-worker")}
+    assert joins
+    for name, join in joins.items():
+        assert "K0S_CLOUD_PROVIDER" not in join, name

@@ -213,11 +213,14 @@ def test_secrets_are_secure_strings_each_read_by_the_roles_that_need_it(dev):
 
     # The controller's role may also put its backups, and the restore role read them
     # (tests/stacks/test_backups.py, tests/components/test_iam_evaluation.py); and, apart,
-    # rotate the pools' tokens (tests/stacks/test_pool_nodes.py); the pools make EFS access
-    # points (tests/components/test_iam_evaluation.py).
+    # rotate the pools' tokens (tests/stacks/test_pool_nodes.py), run the cloud controller
+    # manager and cluster-autoscaler (tests/stacks/test_cloud_controller.py,
+    # tests/upstream/test_autoscaler_iam.py); the pools make EFS access points
+    # (tests/components/test_iam_evaluation.py).
     policies = [p for p in dev.of_type("aws:iam/rolePolicy:RolePolicy")
                 if p.name not in ("dev-backup-writer", "dev-backups-restore-read",
-                                  "dev-node-cleanup-controller")
+                                  "dev-node-cleanup-controller", "dev-cluster-autoscaler",
+                                  "dev-cloud-controller-controller")
                 and not p.name.startswith("dev-efs-csi-controller-")]
     assert len(policies) == 4
     reads = {"a10g": {"/gpu-cluster/dev/a10g/join-token"},
@@ -265,11 +268,18 @@ def test_efs_is_mounted_once_per_subnet_and_open_only_to_the_nodes(dev):
                                        for r in nfs_rules.values())
 
 
-def test_nodes_accept_traffic_only_from_each_other(dev):
+def test_nodes_accept_traffic_only_from_each_other_and_the_controller_s_node_ports(dev):
+    """All from each other; from the controller (a node too) its kubelet's and its CNI's
+    ports, from its own address, not the VPC's (components/aws/network.py)."""
     rules = [r for r in dev.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
              if r.name.startswith("dev-network-nodes")]
-    assert len(rules) == 1 and "referencedSecurityGroupId" in rules[0].inputs
-    assert "cidrIpv4" not in rules[0].inputs
+    [among] = [r for r in rules if "referencedSecurityGroupId" in r.inputs]
+    assert "cidrIpv4" not in among.inputs
+    from_controller = {(r.inputs["description"], r.inputs["ipProtocol"], r.inputs.get("fromPort"),
+                        r.inputs["cidrIpv4"]) for r in rules if r is not among}
+    assert from_controller == {
+        ("kubelet from the controllers", "tcp", 10250, "10.30.0.10/32"),
+        ("calico-vxlan from the controllers", "udp", 4789, "10.30.0.10/32")}
 
 
 def test_the_device_plugin_tolerates_the_gpu_pools_taints():

@@ -17,7 +17,6 @@ import yaml
 from components.aws.network import RULES_QUOTA_WARNING
 from components.common.step_text import step_inputs, whole_text
 from components.distributions import distribution_for, distribution_settings
-from components.layouts.aws import NO_CLOUD_CONTROLLER
 from components.layouts.over_ssh import host_firewall_ruleset, host_firewall_sources
 from components.network import vpn_clients
 from config.aws_checks import POOLS_WITHOUT_NFS_HOST
@@ -25,7 +24,7 @@ from config.pool_tags import autoscaler_tags
 from config.warnings import preview_warnings
 from contract.names import CAPACITY_LABEL, POOL_LABEL
 from preview.engine import unwrap_secrets
-from tests.builders import hybrid_pools_config, own_warnings, shared_preview
+from tests.builders import bare_metal_config, hybrid_pools_config, own_warnings, shared_preview
 from tests.config.loading import loads, problems_of
 from tests.stacks.steps import boot_step, waits_for
 
@@ -226,7 +225,7 @@ def test_cluster_autoscaler_and_the_cloud_controller_run_on_the_controllers(plan
     assert plan.named("test-cluster-autoscaler").type == "gpu-cluster:addons:ClusterAutoscaler"
     assert plan.named("test-cloud-controller").type == "gpu-cluster:aws:CloudController"
     assert plan.named("test-cluster-autoscaler-chart")
-    assert not [w for w in plan.warnings if w.startswith(NO_CLOUD_CONTROLLER)]
+    assert not [w for w in plan.warnings if "cloud controller manager" in w]
     # Never an on-prem node: their joins carry no cloud provider (docs/layouts.md, "The
     # AWS cloud controller manager").
     for host in ("gpu000", "gpu001"):
@@ -281,11 +280,10 @@ def k0s_values(cni: str = "kuberouter") -> dict:
     return values
 
 
-def test_with_k0s_and_kube_router_the_pools_admit_ip_in_ip_and_keep_their_size():
-    """kube-router crosses between the pools' subnets and the LAN in IP in IP (k0s leaves
-    its overlay at kube-router's default, components/distributions/k0s.py): a protocol rule
-    without ports; BGP and the kubelet as ports. No cluster-autoscaler (k0s's controllers
-    run no kubelet): the preview says the pools keep their size."""
+def test_with_k0s_and_kube_router_the_pools_admit_ip_in_ip_and_autoscale():
+    """kube-router crosses between the pools' subnets and the LAN in IP in IP
+    (components/distributions/k0s.py): a protocol rule without ports; BGP and the kubelet
+    as ports. cluster-autoscaler runs on the controllers, k0s's tainted nodes there."""
     plan = shared_preview(k0s_values())
     ipip = [r.inputs for r in plan.of_type(INGRESS)
             if r.inputs["description"] == "kube-router-ipip from on-prem"]
@@ -294,8 +292,34 @@ def test_with_k0s_and_kube_router_the_pools_admit_ip_in_ip_and_keep_their_size()
     got = rules(plan, "test-network-nodes")
     for name, protocol, port in (("kubelet", "tcp", 10250), ("kube-router-bgp", "tcp", 179)):
         assert {(f"{name} from on-prem", protocol, port, s) for s in ONPREM} <= got
-    assert any("the pools do not autoscale" in w for w in plan.warnings)
-    assert "test-cluster-autoscaler" not in {r.name for r in plan.resources}
+    # The controller, a node: the pools and the on-prem nodes reach its kubelet and tunnel
+    # to it; the pools reach it from their subnets.
+    controller = rules(plan, "test-control-plane-host-sg")
+    for name, protocol, port in (("kubelet", "tcp", 10250), ("kube-router-bgp", "tcp", 179),
+                                 ("kube-router-ipip", "4", -1)):
+        assert {(name, protocol, port, s) for s in ONPREM} <= controller, name
+    assert not any("autoscale" in w for w in plan.warnings)
+    assert plan.named("test-cluster-autoscaler")
+
+
+def kube_router_of(plan) -> dict:
+    [install] = [r for r in plan.of_type("command:remote:Command")
+                 if r.name.endswith("-install-controller")]
+    inputs = step_inputs(whole_text(unwrap_secrets(install.inputs["stdin"])))
+    return yaml.safe_load(inputs["K0S_CONFIG"])["spec"]["network"].get("kuberouter", {})
+
+
+def test_with_k0s_on_aws_kube_router_tunnels_between_all_nodes_and_leaves_ec2_alone():
+    """EC2 drops a pod's packet routed directly between two nodes of one subnet (its
+    addresses are not the instance's); kube-router's own cure, turning each instance's
+    source/destination check off, needs ec2:ModifyInstanceAttribute on every node. So IP in
+    IP between all nodes, and no attempt (k0s.py AWS_KUBE_ROUTER_ARGS; kube-router v2.10.0
+    pkg/options/options.go:153,229-233). On bare metal kube-router keeps its defaults."""
+    assert kube_router_of(shared_preview(k0s_values()))["extraArgs"] == {
+        "overlay-type": "full", "disable-source-dest-check": "false"}
+    bare_metal = bare_metal_config(workers=1)
+    bare_metal.setdefault("network", {})["cni"] = "kuberouter"
+    assert "extraArgs" not in kube_router_of(shared_preview(bare_metal))
 
 
 def test_with_k0s_and_calico_vxlan_is_a_port_and_no_protocol_rule():

@@ -55,8 +55,10 @@ def test_security_group_opens_exactly_what_the_cluster_needs(prod):
     expected |= {("kubernetes-api", "tcp", 6443, cidr) for cidr in (vpc, lan, tunnel)}
     # What only nodes reach: from each on-prem node's address (config/cloud.py node_cidrs).
     nodes = ("192.168.10.2/32", "192.168.10.11/32", "192.168.10.12/32")
-    for name, port in (("k0s-join-api", 9443), ("konnectivity", 8132)):
-        expected |= {(name, "tcp", port, cidr) for cidr in nodes}
+    # k0s's joins and tunnels; the controller is a node too: its kubelet, Calico's VXLAN.
+    for name, protocol, port in (("k0s-join-api", "tcp", 9443), ("konnectivity", "tcp", 8132),
+                                 ("kubelet", "tcp", 10250), ("calico-vxlan", "udp", 4789)):
+        expected |= {(name, protocol, port, cidr) for cidr in nodes}
     assert rules == expected
     assert not any(cidr == "0.0.0.0/0" for *_, cidr in rules)
 

@@ -18,6 +18,7 @@ from components.addons.cluster_autoscaler import (JOB_POD_CONDITION, NAMESPACE, 
                                                   SAFE_TO_EVICT, TOLERATIONS,
                                                   not_safe_to_evict_policy)
 from components.distributions.rke2 import SERVER_ONLY_TAINT
+from components.distributions import distribution_for, distribution_settings
 from config import versions
 from config.instance_types import ACCELERATOR_LABEL
 from config.pool_tags import ENABLED_TAG, cluster_tag
@@ -41,27 +42,27 @@ def plan():
     return preview(values)
 
 
-def test_where_it_runs_every_pool_node_registers_with_its_aws_provider_id():
+@pytest.mark.parametrize("distribution", ["rke2", "k0s"])
+def test_where_it_runs_every_pool_node_registers_with_its_aws_provider_id(distribution):
     """CA knows a node only by `aws:///<zone>/<instance id>` and terminates the instances no
     node names (config/autoscaling.py autoscales): wherever the plan installs it, every
     pool's join step has the kubelet register with that ID (RKE2_CLOUD_PROVIDER=aws, which
-    rke2/lib.sh turns into kubelet-arg provider-id from IMDS: tests/scripts/rke2-agent.bats)."""
-    found = plan()
-    assert [r for r in found.resources if r.name.endswith("-cluster-autoscaler-chart")]
+    rke2/lib.sh turns into kubelet-arg provider-id from IMDS: tests/scripts/rke2-agent.bats;
+    K0S_CLOUD_PROVIDER=aws, k0s's --enable-cloud-provider and the kubelet's --provider-id:
+    tests/scripts/join-worker.bats), and it runs on the controllers alone."""
+    values = cloud_config()
+    values["kubernetes"] = {"distribution": distribution}
+    found = preview(values)
+    [chart] = [r for r in found.of_type("kubernetes:helm.sh/v4:Chart")
+               if r.name.endswith("-cluster-autoscaler-chart")]
+    controllers = distribution_for(distribution_settings(loads(values)))
+    assert chart.inputs["values"]["nodeSelector"] == controllers.controller_node_labels
     templates = found.of_type("aws:ec2/launchTemplate:LaunchTemplate")
     assert templates
     for template in templates:
-        assert boot_step(found, template, "join-worker")["RKE2_CLOUD_PROVIDER"] == "aws"
-
-
-def test_nothing_of_it_runs_where_the_controllers_run_no_kubelet():
-    """k0s: not installed, no grant, and the preview says why."""
-    values = cloud_config()
-    found = preview(values)
-    assert not [r for r in found.resources if "cluster-autoscaler" in r.name
-                or "jobs-keep-their-nodes" in r.name]
-    [warning] = [w for w in preview_warnings(loads(values)) if "autoscale" in w]
-    assert "k0s runs without a kubelet" in warning
+        join = boot_step(found, template, "join-worker")
+        assert join[f"{distribution.upper()}_CLOUD_PROVIDER"] == "aws", template.name
+    assert not [w for w in preview_warnings(loads(values)) if "autoscale" in w]
 
 
 @functools.cache
