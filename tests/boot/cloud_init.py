@@ -33,7 +33,10 @@ What cloud-init 22.4.2 does with the parts (/usr/lib/python3/dist-packages/cloud
   cloud-init's own commands use that PATH too: with stubs first on it, set_hostname's
   `hostname NAME` (distros/__init__.py:321) and the init stage's `ip --json addr`
   (netinfo.py:291) go to the stubs, so the namespace keeps its hostname (/etc/hostname is
-  still written) and the output says "Net device info failed".
+  still written; the stubs' STUB_REAL_HOSTNAME=1 hands `hostname` to the real one) and
+  the output says "Net device info failed". sandbox.bash first sets the namespace's
+  hostname from /etc/hostname, as systemd does at every boot: set_hostname runs once an
+  instance (config/cc_set_hostname.py:22, PER_INSTANCE).
 - subp.py:94-95: a part the kernel refuses to execute (ENOEXEC, no `#!`) fails with
   "Exec format error. Missing #! in script?".
 """

@@ -65,8 +65,8 @@ check_worker_profile_inputs() {
 }
 
 # An EC2 node's Kubernetes providerID, aws:///ZONE/INSTANCE-ID, as ssm-parameter.py
-# provider-id prints it (SSM_READER, lib.sh): what the AWS cloud controller manager finds the instance by
-# (components/aws/cloud_controller.py), for every distribution's kubelet --provider-id.
+# provider-id prints it (SSM_READER): what the AWS cloud controller manager finds the
+# instance by (components/aws/cloud_controller.py), for every distribution's kubelet.
 AWS_PROVIDER_ID='^aws:///[a-z]{2}(-[a-z]+)+-[0-9][a-z]/i-[0-9a-f]{8,17}$'
 
 # check_cloud_provider_input VAR: adds to INPUT_PROBLEMS what is wrong with cloud provider
