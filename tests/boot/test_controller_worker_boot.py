@@ -1,63 +1,29 @@
 """A k0s EC2 controller that runs its own worker, with k0s's control-plane taint, the AWS
 cloud provider and a label only an admin can set (the node the AWS cloud controller
 manager and the cluster autoscaler run on), booted through Debian's real cloud-init
-(tests/boot/cloud_init.py) on the bats suite's stubbed host, S3, SSM and IMDSv2 emulated.
+(tests/boot/cloud_init.py) from the dev stack's own plan and user data, on the bats suite's
+stubbed host, S3, SSM and IMDSv2 emulated. The providerID comes from the emulated IMDS
+through the real ssm-parameter.py (STUB_REAL_IMDS); the host name cloud-init sets from the
+#cloud-config part, and the sandbox sets again from /etc/hostname at the reboot, is the one
+`hostname` reads (STUB_REAL_HOSTNAME), which install-controller holds NODE_NAME to."""
 
-The program does not pass these inputs yet: the test gives them by hand to the dev stack
-controller's install-controller step, and makes its boot plan and user data again the way
-the program does (components/aws/boot.py: bundle_stdin, bootstrap_part,
-multipart_gzip_base64; the same functions give back the program's user data from its own
-plan and user data, checked first). The providerID comes from the emulated IMDS through the real
-ssm-parameter.py (STUB_REAL_IMDS); the host name cloud-init sets from the #cloud-config
-part, and the sandbox sets again from /etc/hostname at the reboot, is the one `hostname`
-reads (STUB_REAL_HOSTNAME), which install-controller holds NODE_NAME to."""
-
-import base64
-import hashlib
 import re
 
-from components.aws.boot import bootstrap_part, multipart_gzip_base64
-from components.aws.control_plane_host import cloud_config as controller_cloud_config
-from components.common.step_text import bundle_stdin, step_inputs
-from components.distributions.k0s import K0s
+from components.common.step_text import step_inputs
+from components.distributions.k0s import CONTROLLER_LABEL
 from tests.boot.aws_emulation import AwsEmulation
 from tests.boot.boot_cases import (INSTANCE, SSM_VALUES, Boot, cloud_config, done, machines,
                                    report, ssm_reads)
 from tests.boot.cloud_init import INSTANCE_ID, STAGES, boot_again, run_user_data
 from tests.boot.stub_host import stub_host
 
-LABEL = "node-restriction.kubernetes.io/gpu-cluster-controller=true"
+LABEL = f"{CONTROLLER_LABEL}=true"
 STEP = "install-controller"
 
 
 def controller() -> Boot:
     [case] = [case for case in machines("dev") if case.resource.type == INSTANCE]
     return case
-
-
-def plan_with(case: Boot, extra: dict[str, str]) -> str:
-    """The machine's boot plan with `extra` added to install-controller's inputs."""
-    lines = []
-    for line in case.plan_text.splitlines():
-        name = line.split(" ", 1)[0]
-        if name == STEP:
-            [stdin] = [text for step, text in zip(case.steps, case.scripts) if step == STEP]
-            env = {key: value for key, value in step_inputs(stdin).items()
-                   if key not in ("GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP")}
-            stdin = bundle_stdin(case.host, STEP, K0s.install_controller, {**env, **extra})
-            line = f"{STEP} {base64.b64encode(stdin.encode()).decode()}"
-        lines.append(line)
-    return "".join(f"{line}\n" for line in lines)
-
-
-def user_data_for(case: Boot, plan: str) -> str:
-    """The machine's user data for `plan`: its bootstrap with the plan's sha256."""
-    env = {key: value for key, value in case.inputs.items()
-           if key not in ("GPU_CLUSTER_HOST", "GPU_CLUSTER_STEP", "S3_GET")}
-    env["BOOT_PLAN_SHA256"] = hashlib.sha256(plan.encode()).hexdigest()
-    hostname = cloud_config(case.user_data)["hostname"]
-    return multipart_gzip_base64([bootstrap_part(case.host, env)],
-                                 controller_cloud_config(hostname))
 
 
 def boot_with(case: Boot, user_data: str, plan: str, tmp_path, **stub_controls: str):
@@ -77,23 +43,19 @@ def boot_with(case: Boot, user_data: str, plan: str, tmp_path, **stub_controls: 
     return host, runs
 
 
-def test_the_user_data_is_made_again_as_the_program_makes_it():
-    case = controller()
-    assert STEP in case.steps
-    assert plan_with(case, {}) == case.plan_text
-    assert user_data_for(case, case.plan_text) == case.user_data
-
-
 def test_a_controller_with_its_worker_boots_tainted_with_its_provider_id_and_label(tmp_path):
     case = controller()
     node = cloud_config(case.user_data)["hostname"]
     assert node == case.host
-    extra = {"K0S_ENABLE_WORKER": "true", "K0S_CONTROL_PLANE_TAINT": "true",
-             "K0S_CLOUD_PROVIDER": "aws", "CONTROLLER_NODE_LABEL": LABEL, "NODE_NAME": node}
-    # SSM_READER is not among them: boot/run-boot.sh gives it to every step.
-    plan = plan_with(case, extra)
+    [stdin] = [text for step, text in zip(case.steps, case.scripts) if step == STEP]
+    inputs = step_inputs(stdin)
+    assert {key: inputs[key] for key in ("K0S_ENABLE_WORKER", "K0S_CONTROL_PLANE_TAINT",
+                                         "K0S_CLOUD_PROVIDER", "CONTROLLER_NODE_LABEL",
+                                         "NODE_NAME")} == {
+        "K0S_ENABLE_WORKER": "true", "K0S_CONTROL_PLANE_TAINT": "true",
+        "K0S_CLOUD_PROVIDER": "aws", "CONTROLLER_NODE_LABEL": LABEL, "NODE_NAME": node}
 
-    host, runs = boot_with(case, user_data_for(case, plan), plan, tmp_path, STUB_NODES=node,
+    host, runs = boot_with(case, case.user_data, case.plan_text, tmp_path, STUB_NODES=node,
                            STUB_NODE_REGISTERS_AFTER="2", STUB_REAL_IMDS="1",
                            STUB_REAL_HOSTNAME="1")
 
