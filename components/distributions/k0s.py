@@ -294,8 +294,9 @@ class K0s(PrefixedInputs):
 
     def _cloud_provider_env(self, on_ec2: bool) -> dict[str, str]:
         """The kubelet of an EC2 node with --cloud-provider=external and its providerID
-        (K0S_CLOUD_PROVIDER, k0s/install-controller.sh and join-worker.sh); an on-prem
-        host's (hybrid) keeps none."""
+        (K0S_CLOUD_PROVIDER, k0s/install-controller.sh and join-worker.sh: k0s's
+        `--enable-cloud-provider`, docs/cloud-providers.md:14 at v1.36.3+k0s.2, "You must
+        enable cloud provider mode for kubelet"); an on-prem host's (hybrid) keeps none."""
         if not (on_ec2 and self.settings.aws_cloud_provider):
             return {}
         return {"K0S_CLOUD_PROVIDER": "aws", "SSM_READER": SSM_READER.text()}
