@@ -1,7 +1,8 @@
 """The AWS cloud controller manager against its pinned release (kubernetes/cloud-provider-aws
 v1.35.2, config/versions.py CLOUD_PROVIDER_AWS): the vendored chart through the official
 `helm template` with the program's values, then kubernetes-validate --strict; every flag the
-program passes against the flags the release's command registers."""
+program passes against the flags the release's command registers; its cloud config through
+git, the reader of the syntax gcfg takes."""
 
 import functools
 import re
@@ -138,3 +139,28 @@ def test_the_registered_flags_are_the_sources(flag):
     source = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{tag}:{path}"],
                             capture_output=True, text=True, check=True).stdout
     assert re.search(r'fs\.\w+(?:P)?\([^,]+,\s*"%s"' % re.escape(flag), source), (flag, path)
+
+
+@pytest.mark.parametrize("cluster", ["dev", "prod", "a", "gpu-cluster-0", "x" * 49])
+def test_git_reads_the_cloud_config_as_one_global_variable_the_release_has(cluster, tmp_path):
+    """The cloud config is read by gcfg (gopkg.in/gcfg.v1 v1.2.3, cloud-provider-aws v1.35.2
+    go.mod:23), whose syntax "is based on that used by git config" (its doc.go); with no Go
+    here, git, that syntax's own reader, reads the file: one section, one variable, the
+    cluster's name verbatim (any name config/model.py's cluster_name takes: a DNS label of
+    at most 49 characters). The release's CloudConfig has that variable in its Global
+    section (pkg/providers/v1/config/config.go:42-70), where a mirror is at hand."""
+    path = tmp_path / cloud_controller.CLOUD_CONFIG_FILE
+    path.write_text(cloud_controller.cloud_config(cluster))
+    listed = subprocess.run(["git", "config", "--file", str(path), "--list"],
+                            capture_output=True, text=True, check=True).stdout
+    # git lower-cases section and variable names; gcfg matches them to fields case-blind.
+    assert listed == f"global.kubernetesclusterid={cluster}\n"
+    git_dir = MIRRORS / "kubernetes+cloud-provider-aws" / "repo"
+    if not git_dir.is_dir():
+        pytest.skip(f"no mirror of kubernetes/cloud-provider-aws at {git_dir}")
+    source = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "show",
+         f"{versions.CLOUD_PROVIDER_AWS}:pkg/providers/v1/config/config.go"],
+        capture_output=True, text=True, check=True).stdout
+    global_section = re.search(r"\tGlobal struct \{(.*?)\n\t\}", source, re.S).group(1)
+    assert re.search(r"^\t\tKubernetesClusterID\s+string$", global_section, re.M)
