@@ -26,7 +26,9 @@ Who can do what with its identity:
   Its pods run on the controllers only (nodeSelector on the distribution's controller
   label), never on a pool node, and a pool node's kubelet may not give its own Node that
   label (NodeRestriction allows it kubelet.kubernetes.io/, node.kubernetes.io/ and a few
-  well-known labels only): a compromised pool node cannot read its token
+  well-known labels only; on k0s the label is one under node-restriction.kubernetes.io/
+  that install-controller sets, since k0s itself turns a label any kubelet may set into
+  node-role.kubernetes.io/ ones): a compromised pool node cannot read its token
   (tests/components/test_cloud_controller.py).
 - In AWS it is the controllers' instance role, which it reaches through IMDS (hostNetwork:
   the instances' hop limit of 1 keeps pods on the pod network away from IMDS,
