@@ -339,7 +339,7 @@ def ec2_pool_checks(cfg: PartialConfig) -> list[Problem]:
     (a pool's boot plan and status are kept under its name beside theirs:
     components/aws/ssm_paths.py boot_status), GPU instance families, then each pool's own
     rules (config/pool_checks.py)."""
-    problems = []
+    problems = _pool_subnet_cidrs(cfg)
     nfs = cfg.storage.nfs if cfg.storage else None
     if cfg.layout == "hybrid" and cfg.pools and nfs is not None and nfs.host is not None:
         problems.append(Problem("storage.nfs.host", POOLS_WITHOUT_NFS_HOST))
@@ -374,3 +374,27 @@ def ec2_pool_checks(cfg: PartialConfig) -> list[Problem]:
         if pool.gpu_model and not pool.gpus:
             problems.append(Problem(f"pools[{index}].gpuModel", "is set but gpus is 0"))
     return problems + pool_checks(cfg)
+
+
+def _pool_subnet_cidrs(cfg: PartialConfig) -> list[Problem]:
+    """aws.vpc.poolSubnetCidrs: hybrid pools in an adopted VPC only, one CIDR per subnet the
+    pools use (components/aws/network.py node_subnet_ids), each inside the VPC, disjoint."""
+    vpc, key = (cfg.aws.vpc if cfg.aws else None), "aws.vpc.poolSubnetCidrs"
+    if vpc is None or not vpc.pool_subnet_cidrs:
+        return []
+    if cfg.layout != "hybrid" or vpc.id is None or (not cfg.pools and cfg.complete("pools")):
+        return [Problem(key, "is only used on the hybrid layout with pools in an adopted VPC "
+                        "(aws.vpc.id); remove it")]
+    ids_key, ids = (("aws.vpc.privateSubnetIds", vpc.private_subnet_ids) if vpc.egress == "nat"
+                    else ("aws.vpc.subnetIds", vpc.subnet_ids))
+    problems = [] if len(vpc.pool_subnet_cidrs) == len(ids) else [Problem(
+        key, f"lists {len(vpc.pool_subnet_cidrs)} CIDRs for the {len(ids)} subnets of {ids_key} "
+        "the pools use; give each one's CIDR")]
+    network, seen = ipaddress.ip_network(vpc.cidr), []
+    for index, cidr in enumerate(map(ipaddress.ip_network, vpc.pool_subnet_cidrs)):
+        wrong = (f"{cidr} is outside gpu-cluster:aws.vpc.cidr {network}" if "cidr" in
+                 vpc.model_fields_set and not cidr.subnet_of(network) else
+                 f"{cidr} overlaps an earlier one" if any(map(cidr.overlaps, seen)) else None)
+        problems += [Problem(f"{key}[{index}]", wrong)] if wrong else []
+        seen.append(cidr)
+    return problems

@@ -87,6 +87,12 @@ class VpcSettings(Section):
     private_subnet_ids: list[SubnetId] = []
     """With `egress: nat` and `id`: the adopted VPC's private subnets (at least two), routed through
     its own NAT gateway."""
+    # Hybrid, pools in an adopted VPC: their subnets' CIDRs, which the on-prem host firewalls,
+    # the controllers' node ports and the CNI admit instead of the whole VPC.
+    pool_subnet_cidrs: list[IPv4Cidr] = []
+    """Hybrid, pools with `id`: the CIDRs of the subnets the pools use (`privateSubnetIds` with
+    `egress: nat`, else `subnetIds`), one each, which must be those subnets' own CIDRs (the program
+    cannot check): the on-prem side then admits these instead of the whole VPC."""
 
 
 class ControlPlaneInstance(Section):
@@ -287,9 +293,10 @@ def cluster_cidrs(vpc: VpcSettings, lan_cidr: Optional[str],
 def pool_subnet_cidrs(vpc: VpcSettings) -> list[str]:
     """Where the pools' instances get their addresses (components/aws/network.py
     node_subnet_ids): the public subnets with egress public, the private ones with nat; in
-    an adopted VPC, whose subnets' CIDRs the config does not give, the VPC."""
+    an adopted VPC, aws.vpc.poolSubnetCidrs, or without it (the config then does not give
+    the subnets' CIDRs) the VPC."""
     if vpc.id:
-        return [vpc.cidr]
+        return list(vpc.pool_subnet_cidrs) or [vpc.cidr]
     return private_subnet_cidrs(vpc) if vpc.egress == "nat" else subnet_cidrs(vpc)
 
 

@@ -50,16 +50,19 @@ def preview_warnings(settings: StackConfig) -> list[str]:
 
 
 def adopted_vpc_pools_warning(settings: StackConfig) -> Optional[str]:
-    """Pools on hybrid in an adopted VPC, whose subnets' CIDRs the config does not give: the
-    on-prem side admits the whole VPC where it would admit the pools' subnets
-    (config/cloud.py pool_subnet_cidrs)."""
-    if settings.layout != "hybrid" or not settings.pools or not settings.aws.vpc.id:
+    """Pools on hybrid in an adopted VPC without aws.vpc.poolSubnetCidrs: the on-prem side
+    admits the whole VPC where it would admit the pools' subnets (config/cloud.py
+    pool_subnet_cidrs)."""
+    vpc = settings.aws.vpc if settings.aws else None
+    if settings.layout != "hybrid" or not settings.pools or not vpc or not vpc.id \
+            or vpc.pool_subnet_cidrs:
         return None
-    return (f"gpu-cluster:pools on hybrid in the adopted VPC {settings.aws.vpc.id}: the on-prem "
+    return (f"gpu-cluster:pools on hybrid in the adopted VPC {vpc.id}: the on-prem "
             "hosts' node ports (the kubelet, the CNI's overlay) and the control plane's admit "
-            f"the whole VPC {settings.aws.vpc.cidr}, since the config does not give the pools' "
-            "subnets' CIDRs: every machine in it, not only the pools' instances, reaches them "
-            "(docs/layouts.md, \"Pools on hybrid\")")
+            f"the whole VPC {vpc.cidr}, since the config does not give the pools' "
+            "subnets' CIDRs: every machine in it, not only the pools' instances, reaches them; "
+            "set gpu-cluster:aws.vpc.poolSubnetCidrs to the pools' subnets' CIDRs to admit "
+            "only those (docs/layouts.md, \"Pools on hybrid\")")
 
 
 def ec2_controllers_warning(settings: StackConfig) -> Optional[str]:

@@ -340,19 +340,55 @@ def test_the_outputs_list_the_on_prem_nodes_and_the_pools(plan):
     assert set(images) == {"controlPlane", "burst", "spot"}
 
 
-def test_an_adopted_vpc_widens_the_on_prem_side_to_it_and_the_preview_says_so():
+def adopted_values(cidrs: tuple = ()) -> dict:
     values = hybrid_pools_config()
     values["aws"]["vpc"] = {"id": "vpc-0123456789abcdef0", "cidr": VPC,
                             "routeTableIds": ["rtb-0123456789abcdef0"],
-                            "subnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]}
+                            "subnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+                            **({"poolSubnetCidrs": list(cidrs)} if cidrs else {})}
     values["aws"]["controlPlane"] = {"privateIp": CONTROLLER}
     values["storage"]["efs"]["mountTargetAddress"] = "10.20.0.20"
-    settings = loads(values)
+    return values
+
+
+def test_an_adopted_vpc_widens_the_on_prem_side_to_it_and_the_preview_says_so():
+    settings = loads(adopted_values())
     assert VPC in host_firewall_sources(settings)
     [warning] = [w for w in preview_warnings(settings) if "adopted VPC" in w]
     assert warning.startswith("gpu-cluster:pools on hybrid in the adopted VPC "
                               "vpc-0123456789abcdef0: the on-prem hosts' node ports")
+    assert "set gpu-cluster:aws.vpc.poolSubnetCidrs" in warning
     assert not [w for w in preview_warnings(loads(hybrid_pools_config())) if "adopted VPC" in w]
+
+
+ADOPTED = ("10.20.0.0/20", "10.20.32.0/20")  # apart: no merged interval covers the gap
+
+
+def test_with_pool_subnet_cidrs_the_on_prem_side_admits_only_them_and_no_warning():
+    """aws.vpc.poolSubnetCidrs through the offline preview: the on-prem hosts' firewalls,
+    the controller's node ports and Canal's interface pattern take those subnets, not the
+    adopted VPC, and the preview no longer warns about it."""
+    plan = shared_preview(adopted_values(ADOPTED))
+    # The hosts, the controller and the VPN server's tunnel address, and the two subnets,
+    # as nft merges them into intervals (the controller's address is in the first).
+    wanted = list(ipaddress.collapse_addresses(ipaddress.ip_network(cidr) for cidr in (
+        *ONPREM, f"{CONTROLLER}/32", "10.8.0.1/32", *ADOPTED)))
+    elsewhere = "10.20.200.5"  # in the VPC, in neither subnet
+    for host in ("gpu000", "gpu001"):
+        step = plan.named(f"{host}-host-firewall")
+        ruleset = step_inputs(unwrap_secrets(step.inputs["stdin"]))["HOST_FIREWALL_RULESET"]
+        [elements] = re.findall(r"set node_sources \{[^}]*elements = \{ ([^}]*) \}", ruleset)
+        assert sorted(map(ipaddress.ip_network, elements.split(", "))) == wanted, elements
+    got = rules(plan, "test-control-plane-host-sg")
+    for name, protocol, port in (("rke2-supervisor", "tcp", 9345), ("kubelet", "tcp", 10250),
+                                 ("canal-vxlan", "udp", 8472)):
+        assert {s for n, p, f, s in got if (n, p, f) == (name, protocol, port)} == {
+            *ONPREM, *ADOPTED}, name
+    pattern = re.compile(canal(plan)["flannel"]["regexIface"])
+    for address in ("192.168.2.2", CONTROLLER, "10.20.15.200", "10.20.40.7"):
+        assert pattern.search(address), address
+    assert not pattern.search(elsewhere)
+    assert not [w for w in own_warnings(plan) if "adopted VPC" in w]
 
 
 def test_several_controllers_say_the_token_rotation_runs_on_the_first():
