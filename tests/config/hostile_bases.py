@@ -30,6 +30,7 @@ EXAMPLES = {
     "aws.vpc.egress": "public",
     "aws.vpc.id": "vpc-0123456789abcdef0",
     "aws.vpc.privateSubnetCidrs[]": "10.30.10.0/24",
+    "aws.vpc.poolSubnetCidrs[]": "10.20.1.0/24",
     "aws.vpc.privateSubnetIds[]": "subnet-0123456789abcdef0",
     "aws.vpc.routeTableIds[]": "rtb-0123456789abcdef0",
     "aws.vpc.subnetCidrs[]": "10.30.0.0/24",
@@ -163,8 +164,9 @@ EXAMPLES = {
 
 
 def stack_for(path: str) -> str:
-    # Route tables route the on-prem LAN: hybrid only.
-    if path.startswith("aws.vpc.routeTableIds"):
+    # Route tables route the on-prem LAN, the pools' adopted subnets are admitted there:
+    # hybrid only.
+    if path.startswith(("aws.vpc.routeTableIds", "aws.vpc.poolSubnetCidrs")):
         return "prod"  # hybrid
     # The access points' keys are the cloud layout's (its StorageClass renders them).
     if path.startswith(("aws.", "pools", "autoscaling.", "backup.restorePrincipals",
@@ -207,6 +209,16 @@ def _three_controllers(values: dict) -> None:
 def _adopted_vpc(values: dict) -> None:
     values["aws"]["vpc"].update(id="vpc-0123456789abcdef0",
                                 subnetIds=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"])
+
+
+def _adopted_pool_subnets(values: dict) -> None:
+    """prod (hybrid) with a pool in an adopted VPC, whose two subnets' CIDRs it gives."""
+    _adopted_vpc(values)
+    values["aws"]["vpc"].update(routeTableIds=[EXAMPLES["aws.vpc.routeTableIds[]"]],
+                                poolSubnetCidrs=["10.20.0.0/24", "10.20.1.0/24"])
+    values["aws"]["controlPlane"]["privateIp"] = "10.20.0.10"
+    values["storage"]["efs"]["mountTargetAddress"] = "10.20.0.20"
+    values["pools"] = [{"name": "burst", "instanceType": "g5.2xlarge", "count": 1, "gpus": 1}]
 
 
 def _spot_pool(values: dict) -> None:
@@ -300,6 +312,7 @@ SETTINGS_FOR = {
     "aws.vpc.subnetCidrs[]": _two_subnets,
     "aws.vpc.subnetIds[]": _adopted_vpc,
     "aws.vpc.routeTableIds[]": _adopted_vpc,
+    "aws.vpc.poolSubnetCidrs[]": _adopted_pool_subnets,
     "aws.controlPlane.generations{key}": _three_controllers,
     "kubeflow.access.sourceRanges[]": _load_balancer,
     "monitoring.grafana.access.sourceRanges[]": _grafana_load_balancer,
