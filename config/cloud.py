@@ -91,8 +91,9 @@ class VpcSettings(Section):
     # the controllers' node ports and the CNI admit instead of the whole VPC.
     pool_subnet_cidrs: list[IPv4Cidr] = []
     """Hybrid, pools with `id`: the CIDRs of the subnets the pools use (`privateSubnetIds` with
-    `egress: nat`, else `subnetIds`), one each, which must be those subnets' own CIDRs (the program
-    cannot check): the on-prem side then admits these instead of the whole VPC."""
+    `egress: nat`, else `subnetIds`), one each, which must be those subnets' own CIDRs (only their
+    place in `cidr` is checked); the on-prem side then admits these instead of the whole VPC (see
+    [Pools on hybrid](layouts.md#pools-on-hybrid))."""
 
 
 class ControlPlaneInstance(Section):
