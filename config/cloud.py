@@ -88,7 +88,10 @@ class VpcSettings(Section):
     """With `egress: nat` and `id`: the adopted VPC's private subnets (at least two), routed through
     its own NAT gateway."""
     # Hybrid, pools in an adopted VPC: their subnets' CIDRs, which the on-prem host firewalls,
-    # the controllers' node ports and the CNI admit instead of the whole VPC.
+    # the controllers' node ports and the CNI admit instead of the whole VPC. Checked inside
+    # the VPC and disjoint, as EC2 keeps subnets ("A subnet CIDR block must not overlap the CIDR
+    # block of an existing subnet in the VPC", https://docs.aws.amazon.com/AWSEC2/latest/
+    # APIReference/API_CreateSubnet.html).
     pool_subnet_cidrs: list[IPv4Cidr] = []
     """Hybrid, pools with `id`: the CIDRs of the subnets the pools use (`privateSubnetIds` with
     `egress: nat`, else `subnetIds`), one each, which must be those subnets' own CIDRs (only their
