@@ -6,8 +6,6 @@ cannot know are explicit keys the preview warns about."""
 
 import copy
 import ipaddress
-import shutil
-import subprocess
 
 import pytest
 
@@ -16,6 +14,7 @@ from components.layouts.over_ssh import host_firewall_ruleset, host_firewall_sou
 from config.firewall import firewall_warnings
 from preview.stack_file import EXAMPLE_STACKS, read_stack
 from tests.config.loading import loads, problem_lines
+from tests.stacks.nft import nft_check
 from tests.builders import (PROJECT_DIR, bare_metal_config, cloud_config, example_plan,
                             hybrid_config, own_warnings, shared_preview)
 from config.loader import load
@@ -69,18 +68,13 @@ def test_node_ports_admit_the_nodes_addresses_and_never_the_lan(stack, expected)
 
 @pytest.mark.parametrize("stack", [s for s in EXAMPLE_STACKS if s != "dev"])
 def test_nft_accepts_every_hosts_ruleset(stack):
-    """The real consumer: `nft -c -f` (a dry run of the transaction) in a network and user
-    namespace of its own."""
-    nft, unshare = shutil.which("nft"), shutil.which("unshare")
-    if nft is None or unshare is None:
-        pytest.skip("nft (apt-get install nftables) and unshare (util-linux) are needed")
+    """The real consumer: `nft -c -f` (tests/stacks/nft.py)."""
     settings = _settings(stack)
     distribution = distribution_for(distribution_settings(settings))
     for host in settings.hosts:
         text = host_firewall_ruleset(settings, distribution, host)
-        result = subprocess.run([unshare, "-rn", nft, "-c", "-f", "-"], input=text,
-                                capture_output=True, text=True, timeout=30)
-        assert result.returncode == 0, f"{stack} {host.name}: {result.stderr}\n{text}"
+        complaint = nft_check(text)
+        assert not complaint, f"{stack} {host.name}: {complaint}\n{text}"
 
 
 def test_rke2s_vxlan_and_kubelet_are_for_the_nodes_on_each_host():
