@@ -335,6 +335,16 @@ def ssm_reads(case: Boot) -> list[tuple[str, str, str]]:
             for name, value in inputs.items() if name.endswith("_SSM_PARAMETER") and value]
 
 
+def node_of_its_own(case: Boot) -> dict[str, str]:
+    """The stub's controls for a controller that labels its own node (install-controller's
+    NODE_NAME, k0s's EC2 controllers): `hostname` the name cloud-init gave the sandbox's
+    host, which the step holds NODE_NAME to, and that node registered."""
+    if "install-controller" not in case.steps:
+        return {}
+    name = step_inputs(case.scripts[case.steps.index("install-controller")]).get("NODE_NAME")
+    return {"STUB_REAL_HOSTNAME": "1", "STUB_NODES": name} if name else {}
+
+
 def run_boot(case: Boot, tmp_path: Path, objects: Optional[dict[str, bytes]] = None,
              after_boot: str = "", **stub_controls: str
              ) -> tuple[CloudInitRun, StubHost, list[CloudInitRun]]:
@@ -351,7 +361,7 @@ def run_boot(case: Boot, tmp_path: Path, objects: Optional[dict[str, bytes]] = N
         kubectl.parent.mkdir(parents=True, exist_ok=True)
         kubectl.symlink_to(PROJECT_DIR / "tests/scripts/stubs/stub")
     env = {**host.env, "STUB_GPU_COUNT": str(gpus(case)), "S3_GET_RETRY_SECONDS": "0",
-           **stub_controls}
+           **node_of_its_own(case), **stub_controls}
     aws = AwsEmulation(policy=case.policy(), region=case.inputs["AWS_REGION"],
                        bucket=case.inputs["BOOT_BUCKET"],
                        objects=case.objects() if objects is None else objects)

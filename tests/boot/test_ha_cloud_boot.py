@@ -16,7 +16,7 @@ from components.aws import ssm_paths
 from components.common.step_text import step_inputs
 from tests.boot.aws_emulation import AwsEmulation
 from tests.boot.boot_cases import (HA_VARIANTS, SSM_VALUES, SSM_TARGETS, Boot, done,
-                                   expected_steps, machines, ssm_reads)
+                                   expected_steps, machines, node_of_its_own, ssm_reads)
 from tests.boot.cloud_init import INSTANCE_ID, STAGES, boot_again, run_user_data
 from tests.boot.stub_host import StubHost, stub_host
 from tests.builders import PROJECT_DIR
@@ -63,7 +63,7 @@ def boot(case: Boot, tmp_path: Path, **stub_controls: str) -> tuple[StubHost, li
     env = {**host.env, "STUB_GPU_COUNT": "0", "S3_GET_RETRY_SECONDS": "0", "STUB_REAL_SSM": "1",
            # The cluster's CA, which a joining controller gets from the one it joins.
            "STUB_CLUSTER_CA": install.get("K0S_CA_CERT") or install["RKE2_CA_CERT"],
-           **stub_controls}
+           **node_of_its_own(case), **stub_controls}
     if case.stack.endswith("rke2"):
         kubectl = host.root / "var/lib/rancher/rke2/bin/kubectl"
         kubectl.parent.mkdir(parents=True, exist_ok=True)

@@ -187,11 +187,14 @@ joining_rke2() {
     "$BATS_TEST_TMPDIR/install.sh"
   with_fake_release "$BATS_TEST_TMPDIR/install.sh" k0s
   STUB_CLUSTER_CA="$(input "$BATS_TEST_TMPDIR/install.sh" K0S_CA_CERT)"
-  export GPU_CLUSTER_HOST=control-plane-2 STUB_CLUSTER_CA
+  # Its node, as k0s names it (the host name) and registers it, which the step labels.
+  export GPU_CLUSTER_HOST=control-plane-2 STUB_CLUSTER_CA STUB_HOSTNAME=control-plane-2 \
+    STUB_NODES=control-plane-2
   ! grep -q '^export K0S_CA_KEY' "$BATS_TEST_TMPDIR/step.sh"
   run_rendered "$BATS_TEST_TMPDIR/step.sh"
   assert_success
   assert_output_contains "gpu-cluster: control-plane-2: install-controller: joined the cluster; its CA is K0S_CA_CERT"
+  assert_output_contains "install-controller: changed: node control-plane-2 now has the label node-restriction.kubernetes.io/gpu-cluster-controller=true"
   grep -q 'joined with H4sIAAAAAAAAfirstControllersToken' "$STUB_STATE/k0s-joins"
   grep -q 'externalAddress: 10.20.0.11$' "$GPU_CLUSTER_ROOT/etc/k0s/k0s.yaml"
   ! grep -q 'controlPlaneLoadBalancing' "$GPU_CLUSTER_ROOT/etc/k0s/k0s.yaml"
