@@ -69,6 +69,8 @@ CONTROLLER_LABEL = "node-restriction.kubernetes.io/gpu-cluster-controller"
 # providerID (pkg/controllers/routing/aws.go:26-86, network_routes_controller.go:191-195)
 # with ec2:ModifyInstanceAttribute, which can also change any instance's groups and user
 # data: no node's role has it, and --disable-source-dest-check=false keeps it from trying.
+# k0s passes spec.network.kuberouter.extraArgs to kube-router over its own
+# (v1.36.3+k0s.2 pkg/apis/k0s/v1beta1/kuberouter.go:47-49, controller/kuberouter.go:140).
 AWS_KUBE_ROUTER_ARGS = {"overlay-type": "full", "disable-source-dest-check": "false"}
 
 

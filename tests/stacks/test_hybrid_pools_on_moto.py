@@ -29,23 +29,33 @@ def permission(inputs: dict) -> dict:
     return found
 
 
-def test_ec2_takes_the_pools_rules_from_on_prem_as_the_program_means_them():
+def test_ec2_takes_the_pools_and_the_controllers_rules_as_the_program_means_them():
+    """The pools' group: from on-prem, the VPN server's ICMP, and, from the controllers
+    (k0s's are nodes on the AWS layouts), their kubelet and kube-router's BGP and IP in IP;
+    the controller's group: the same from the on-prem nodes."""
     plan = shared_preview(k0s_values())
-    wanted = [permission(r.inputs) for r in plan.of_type(INGRESS)
-              if r.name.startswith("test-network-nodes-")
-              and ("-onprem-" in r.name or "-path-mtu-" in r.name)]
-    assert wanted
+    groups = {"test-network-nodes-": [], "test-control-plane-host-": []}
+    for rule in plan.of_type(INGRESS):
+        for prefix, wanted in groups.items():
+            if rule.name.startswith(prefix) and "cidrIpv4" in rule.inputs:
+                wanted.append(permission(rule.inputs))
+    assert all(groups.values())
+    got = {}
     with moto_on_loopback() as endpoint:
         ec2 = boto3_client("ec2", endpoint, SETUP)
         vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
-        group = ec2.create_security_group(GroupName="test-nodes", Description="nodes",
-                                          VpcId=vpc)["GroupId"]
-        for one in wanted:
-            ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[one])
-        [described] = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"]
-    got = {(p["IpProtocol"], p.get("FromPort"), p.get("ToPort"), r["CidrIp"])
-           for p in described["IpPermissions"] for r in p["IpRanges"]}
-    assert ("icmp", 3, 4, "10.20.0.10/32") in got
-    assert ("4", -1, -1, "192.168.2.2/32") in got
-    assert ("tcp", 179, 179, "192.168.2.3/32") in got
-    assert len(got) == len(wanted)
+        for prefix, wanted in groups.items():
+            group = ec2.create_security_group(GroupName=prefix, Description=prefix,
+                                              VpcId=vpc)["GroupId"]
+            for one in wanted:
+                ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[one])
+            [described] = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"]
+            got[prefix] = {(p["IpProtocol"], p.get("FromPort"), p.get("ToPort"), r["CidrIp"])
+                           for p in described["IpPermissions"] for r in p["IpRanges"]}
+            assert len(got[prefix]) == len(wanted), prefix
+    nodes, controller = got["test-network-nodes-"], got["test-control-plane-host-"]
+    assert ("icmp", 3, 4, "10.20.0.10/32") in nodes
+    assert ("4", -1, -1, "192.168.2.2/32") in nodes
+    assert ("tcp", 179, 179, "192.168.2.3/32") in nodes
+    assert {("4", -1, -1, "10.20.0.10/32"), ("tcp", 10250, 10250, "10.20.0.10/32")} <= nodes
+    assert {("4", -1, -1, "192.168.2.2/32"), ("tcp", 179, 179, "192.168.2.3/32")} <= controller
