@@ -10,7 +10,7 @@ from typing import Optional, Protocol
 
 import pulumi
 
-from components.common.step_text import Script
+from components.common.step_text import SSM_READER, Script
 from components.distributions.registry_mirror import RegistryFile
 from config import versions
 from config.images import ImageMirror
@@ -116,6 +116,17 @@ class PrefixedInputs:
 
     def ca_key_from_ssm_env(self, parameter: str) -> dict:
         return read_at_boot(f"{self.input_prefix}_CA_KEY", parameter)
+
+    def cloud_provider_env(self, on_ec2: bool) -> dict[str, str]:
+        """<PREFIX>_CLOUD_PROVIDER: an EC2 node's kubelet with the external cloud provider
+        and its providerID, which SSM_READER reads from IMDS (node/lib.sh
+        read_aws_provider_id), where the AWS cloud controller manager runs (k0s's
+        `--enable-cloud-provider`, docs/cloud-providers.md:14 at v1.36.3+k0s.2, "You must
+        enable cloud provider mode for kubelet"; RKE2's `cloud-provider-name: external`,
+        rke2/lib.sh rke2_configure_cloud_provider); an on-prem host's (hybrid) keeps none."""
+        if not (on_ec2 and self.settings.aws_cloud_provider):
+            return {}
+        return {f"{self.input_prefix}_CLOUD_PROVIDER": "aws", "SSM_READER": SSM_READER.text()}
 
 
 # kube-apiserver --service-account-issuer: "When this flag is specified multiple times, the

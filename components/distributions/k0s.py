@@ -16,7 +16,7 @@ from components.distributions.base import (
     read_at_boot,
 )
 from components.common import audit, pod_security
-from components.common.step_text import SSM_READER, Script
+from components.common.step_text import Script
 from components.distributions.k0s_api import api_server_args, api_server_raw_args, endpoint_config
 from config.images import ImageMirror
 from config.hosts import Host, WorkerPool
@@ -282,7 +282,7 @@ class K0s(PrefixedInputs):
         empty `node_ip` lets the kubelet pick the instance's address (cloud pools)."""
         return {
             **self.version_env(),
-            **self._cloud_provider_env(isinstance(node, WorkerPool)),
+            **self.cloud_provider_env(isinstance(node, WorkerPool)),
             "NODE_IP": node_ip,
             "KUBELET_EXTRA_ARGS": "",
             "NODE_LABELS": ",".join(f"{k}={v}" for k, v in node_labels(node).items()),
@@ -293,15 +293,6 @@ class K0s(PrefixedInputs):
             "K0S_PROFILE": WORKER_PROFILE,
             "KUBELET_ROOT_DIR": KUBELET_ROOT_DIR,
         }
-
-    def _cloud_provider_env(self, on_ec2: bool) -> dict[str, str]:
-        """The kubelet of an EC2 node with --cloud-provider=external and its providerID
-        (K0S_CLOUD_PROVIDER, k0s/install-controller.sh and join-worker.sh: k0s's
-        `--enable-cloud-provider`, docs/cloud-providers.md:14 at v1.36.3+k0s.2, "You must
-        enable cloud provider mode for kubelet"); an on-prem host's (hybrid) keeps none."""
-        if not (on_ec2 and self.settings.aws_cloud_provider):
-            return {}
-        return {"K0S_CLOUD_PROVIDER": "aws", "SSM_READER": SSM_READER.text()}
 
     def cluster_secrets_env(self, secrets: Mapping[str, pulumi.Input[str]]) -> dict:
         return {}
@@ -339,7 +330,7 @@ class K0s(PrefixedInputs):
         return {
             **self.node_env(host, host.address),
             # The controllers of the layouts where it runs are EC2 instances.
-            **self._cloud_provider_env(True),
+            **self.cloud_provider_env(True),
             **({"K0S_CONTROL_PLANE_TAINT": "true", "NODE_NAME": host.name,
                 "CONTROLLER_NODE_LABEL": f"{CONTROLLER_LABEL}=true"} if tainted else {}),
             "K0S_CONFIG": pulumi.Output.from_input(extra_sans).apply(

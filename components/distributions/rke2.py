@@ -14,7 +14,7 @@ from components.distributions.base import (DistributionSettings, JoinToken, Pref
 from components.distributions.registry_mirror import RegistryFile, rke2_files
 from components.distributions.rke2_canal import address_regex, canal_config
 from components.common import audit, pod_security
-from components.common.step_text import SSM_READER, Script
+from components.common.step_text import Script
 from config import versions
 from config.images import ImageMirror
 from config.hosts import Host, WorkerPool
@@ -311,14 +311,8 @@ class Rke2(PrefixedInputs):
             "RKE2_CONFIG": self.agent_config(node, node_ip),
             "RKE2_KUBELET_CONFIG": self.worker_profile_values(),
             # A pool's instance is on EC2; a host (hybrid's on-prem ones) never is.
-            **self._cloud_provider_env(isinstance(node, WorkerPool)),
+            **self.cloud_provider_env(isinstance(node, WorkerPool)),
         }
-
-    def _cloud_provider_env(self, on_ec2: bool) -> dict[str, str]:
-        """rke2_configure_cloud_provider's inputs (scripts/rke2/lib.sh)."""
-        if not (on_ec2 and self.settings.aws_cloud_provider):
-            return {}
-        return {"RKE2_CLOUD_PROVIDER": "aws", "SSM_READER": SSM_READER.text()}
 
     def controller_env(self, host: Host, ca_cert_pem: pulumi.Input[str],
                        extra_sans: pulumi.Input[Sequence[str]] = ()) -> dict[str, pulumi.Input[str]]:
@@ -335,7 +329,7 @@ class Rke2(PrefixedInputs):
                 pod_security.version_of(self.version)),
             "RKE2_AUDIT_POLICY": audit.policy(),
             # The controllers of the layouts where it runs are EC2 instances.
-            **self._cloud_provider_env(True),
+            **self.cloud_provider_env(True),
         }
 
     def agent_args_env(self, node: "Host | WorkerPool", service: str = "rke2-agent") -> dict[str, str]:
